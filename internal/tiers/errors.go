@@ -1,0 +1,82 @@
+package tiers
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Sentinel errors. Store implementations return them (wrapped with %w) and
+// the API maps each to one status and problem code.
+var (
+	ErrMetricNotFound   = errors.New("metric not found")
+	ErrPlanNotFound     = errors.New("plan not found")
+	ErrCustomerNotFound = errors.New("customer not found")
+	ErrOverrideNotFound = errors.New("override not found")
+
+	// ErrMetricInUse: a plan or an override (expired ones too) limits the metric.
+	ErrMetricInUse = errors.New("metric is in use")
+	// ErrPlanInUse: customers are on the plan.
+	ErrPlanInUse = errors.New("plan is in use")
+	// ErrConflict: the request contradicts an earlier one (e.g. a reused
+	// idempotency key with a different body).
+	ErrConflict = errors.New("conflict")
+	// ErrPreconditionFailed: If-Match did not match the resource.
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrUnavailable: the store cannot be reached; nothing was written.
+	ErrUnavailable = errors.New("store unavailable")
+)
+
+// FieldError is one problem with one input field, named by its JSON path
+// (e.g. "limits[0].window").
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError is input that breaks the catalog's rules. Its fields are
+// meant for the client.
+type ValidationError struct {
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("invalid input")
+	for i, f := range e.Fields {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		if f.Field != "" {
+			b.WriteString(f.Field)
+			b.WriteString(": ")
+		}
+		b.WriteString(f.Message)
+	}
+	return b.String()
+}
+
+// Invalid returns a ValidationError about one field.
+func Invalid(field, message string) *ValidationError {
+	return &ValidationError{Fields: []FieldError{{Field: field, Message: message}}}
+}
+
+// problems collects field errors during validation.
+type problems struct{ list []FieldError }
+
+func (p *problems) add(field, message string) {
+	p.list = append(p.list, FieldError{Field: field, Message: message})
+}
+
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: p.list}
+}
+
+func sortFields(list []FieldError) {
+	slices.SortFunc(list, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+}

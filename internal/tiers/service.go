@@ -1,0 +1,267 @@
+package tiers
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Kind names what kind of catalog entry changed.
+type Kind uint8
+
+// The kinds of change.
+const (
+	MetricChanged Kind = iota + 1
+	PlanChanged
+	// CustomerChanged covers the customer and its overrides.
+	CustomerChanged
+)
+
+// Change announces a committed write to the catalog, so that caches of it
+// can drop what they hold for Key.
+type Change struct {
+	Kind Kind
+	Key  string
+}
+
+// Service is the catalog's admin interface: it validates input, writes it
+// through the Store, and announces each committed change to its listeners.
+type Service struct {
+	store    Store
+	now      func() time.Time
+	onChange func(Change)
+}
+
+// NewService returns a Service over store. now is its clock; onChange, if not
+// nil, is called after every committed write.
+func NewService(store Store, now func() time.Time, onChange func(Change)) *Service {
+	if onChange == nil {
+		onChange = func(Change) {}
+	}
+	return &Service{store: store, now: now, onChange: onChange}
+}
+
+func (s *Service) stamp(w Write) Write {
+	w.At = s.now().UTC()
+	return w
+}
+
+// Metric returns the metric key.
+func (s *Service) Metric(ctx context.Context, key string) (Metric, error) {
+	if err := CheckKey("metric", key); err != nil {
+		return Metric{}, err
+	}
+	return s.store.FindMetric(ctx, key)
+}
+
+// Metrics returns one page of metrics by key.
+func (s *Service) Metrics(ctx context.Context, page Page) ([]Metric, bool, error) {
+	return s.store.FindMetrics(ctx, page)
+}
+
+// PutMetric creates or replaces the metric key.
+func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec MetricSpec) (Metric, bool, error) {
+	m, err := spec.Validate(key)
+	if err != nil {
+		return Metric{}, false, err
+	}
+	m, created, err := s.store.PutMetric(ctx, s.stamp(w), m)
+	if err != nil {
+		return Metric{}, false, fmt.Errorf("put metric[%s]: %w", key, err)
+	}
+	s.onChange(Change{Kind: MetricChanged, Key: key})
+	return m, created, nil
+}
+
+// DeleteMetric deletes the metric key unless a plan or override uses it.
+func (s *Service) DeleteMetric(ctx context.Context, w Write, key string) error {
+	if err := CheckKey("metric", key); err != nil {
+		return err
+	}
+	if err := s.store.DeleteMetric(ctx, s.stamp(w), key); err != nil {
+		return fmt.Errorf("delete metric[%s]: %w", key, err)
+	}
+	s.onChange(Change{Kind: MetricChanged, Key: key})
+	return nil
+}
+
+// Plan returns the plan key.
+func (s *Service) Plan(ctx context.Context, key string) (Plan, error) {
+	if err := CheckKey("plan", key); err != nil {
+		return Plan{}, err
+	}
+	return s.store.FindPlan(ctx, key)
+}
+
+// Plans returns one page of plans by key.
+func (s *Service) Plans(ctx context.Context, page Page) ([]Plan, bool, error) {
+	return s.store.FindPlans(ctx, page)
+}
+
+// PutPlan creates or replaces the plan key.
+func (s *Service) PutPlan(ctx context.Context, w Write, key string, spec PlanSpec) (Plan, bool, error) {
+	p, err := spec.Validate(key)
+	if err != nil {
+		return Plan{}, false, err
+	}
+	p, created, err := s.store.PutPlan(ctx, s.stamp(w), p)
+	if err != nil {
+		return Plan{}, false, fmt.Errorf("put plan[%s]: %w", key, err)
+	}
+	s.onChange(Change{Kind: PlanChanged, Key: key})
+	return p, created, nil
+}
+
+// DeletePlan deletes the plan key unless customers are on it.
+func (s *Service) DeletePlan(ctx context.Context, w Write, key string) error {
+	if err := CheckKey("plan", key); err != nil {
+		return err
+	}
+	if err := s.store.DeletePlan(ctx, s.stamp(w), key); err != nil {
+		return fmt.Errorf("delete plan[%s]: %w", key, err)
+	}
+	s.onChange(Change{Kind: PlanChanged, Key: key})
+	return nil
+}
+
+// Customer returns the customer id.
+func (s *Service) Customer(ctx context.Context, id string) (Customer, error) {
+	if err := CheckCustomerID("customer", id); err != nil {
+		return Customer{}, err
+	}
+	return s.store.FindCustomer(ctx, id)
+}
+
+// Customers returns one page of customers by id.
+func (s *Service) Customers(ctx context.Context, f CustomerFilter) ([]Customer, bool, error) {
+	if f.Plan != "" {
+		if err := CheckKey("plan", f.Plan); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.store.FindCustomers(ctx, f)
+}
+
+// PutCustomer creates or replaces the customer id.
+func (s *Service) PutCustomer(ctx context.Context, w Write, id string, spec CustomerSpec) (Customer, bool, error) {
+	c, err := spec.Validate(id)
+	if err != nil {
+		return Customer{}, false, err
+	}
+	c, created, err := s.store.PutCustomer(ctx, s.stamp(w), c)
+	if err != nil {
+		return Customer{}, false, fmt.Errorf("put customer[%s]: %w", id, err)
+	}
+	s.onChange(Change{Kind: CustomerChanged, Key: id})
+	return c, created, nil
+}
+
+// DeleteCustomer deletes the customer id with its overrides and live
+// counters; its usage history stays.
+func (s *Service) DeleteCustomer(ctx context.Context, w Write, id string) error {
+	if err := CheckCustomerID("customer", id); err != nil {
+		return err
+	}
+	if err := s.store.DeleteCustomer(ctx, s.stamp(w), id); err != nil {
+		return fmt.Errorf("delete customer[%s]: %w", id, err)
+	}
+	s.onChange(Change{Kind: CustomerChanged, Key: id})
+	return nil
+}
+
+// Override returns the customer's override on metric+window.
+func (s *Service) Override(ctx context.Context, customer, metric, window string) (Override, error) {
+	k, err := overrideKey(customer, metric, window)
+	if err != nil {
+		return Override{}, err
+	}
+	o, err := s.store.FindOverride(ctx, customer, k)
+	if err != nil {
+		return Override{}, err
+	}
+	o.Expired = o.ExpiredAt(s.now())
+	return o, nil
+}
+
+// Overrides returns one page of the customer's overrides, expired ones
+// included and marked.
+func (s *Service) Overrides(ctx context.Context, customer string, page Page) ([]Override, bool, error) {
+	if err := CheckCustomerID("customer", customer); err != nil {
+		return nil, false, err
+	}
+	list, more, err := s.store.FindOverrides(ctx, customer, page)
+	if err != nil {
+		return nil, false, err
+	}
+	now := s.now()
+	for i := range list {
+		list[i].Expired = list[i].ExpiredAt(now)
+	}
+	return list, more, nil
+}
+
+// PutOverride creates or replaces the customer's override on metric+window.
+func (s *Service) PutOverride(ctx context.Context, w Write, customer, metric, window string, spec OverrideSpec) (Override, bool, error) {
+	w = s.stamp(w)
+	o, err := spec.Validate(customer, metric, window, w.At)
+	if err != nil {
+		return Override{}, false, err
+	}
+	o, created, err := s.store.PutOverride(ctx, w, o)
+	if err != nil {
+		return Override{}, false, fmt.Errorf("put override[%s/%s/%s]: %w", customer, metric, window, err)
+	}
+	o.Expired = o.ExpiredAt(w.At)
+	s.onChange(Change{Kind: CustomerChanged, Key: customer})
+	return o, created, nil
+}
+
+// DeleteOverride deletes the customer's override on metric+window.
+func (s *Service) DeleteOverride(ctx context.Context, w Write, customer, metric, window string) error {
+	k, err := overrideKey(customer, metric, window)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteOverride(ctx, s.stamp(w), customer, k); err != nil {
+		return fmt.Errorf("delete override[%s/%s/%s]: %w", customer, metric, window, err)
+	}
+	s.onChange(Change{Kind: CustomerChanged, Key: customer})
+	return nil
+}
+
+func overrideKey(customer, metric, window string) (LimitKey, error) {
+	var p problems
+	if !ValidCustomerID(customer) {
+		p.add("customer", customerIDRule)
+	}
+	if !ValidKey(metric) {
+		p.add("metric", keyRule)
+	}
+	w, ok := ParseWindow(window)
+	if !ok {
+		p.add("window", "must be one of second, minute, hour, day, week, month")
+	}
+	return LimitKey{Metric: metric, Window: w}, p.err()
+}
+
+// Limits returns the customer's account and its effective limits now.
+func (s *Service) Limits(ctx context.Context, id string) (Account, []EffectiveLimit, error) {
+	if err := CheckCustomerID("customer", id); err != nil {
+		return Account{}, nil, err
+	}
+	a, err := s.store.FindAccount(ctx, id)
+	if err != nil {
+		return Account{}, nil, err
+	}
+	return a, Effective(a.Plan, a.Overrides, s.now()), nil
+}
+
+// AuditEvents returns audit events, newest first.
+func (s *Service) AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, bool, error) {
+	if f.Customer != "" {
+		if err := CheckCustomerID("customer", f.Customer); err != nil {
+			return nil, false, err
+		}
+	}
+	return s.store.FindAuditEvents(ctx, f)
+}

@@ -1,0 +1,401 @@
+package tiers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The specs below are client input as decoded from JSON: pointers tell a
+// missing field from a zero one. Validate turns a spec into a domain value or
+// a *ValidationError naming every bad field. A PUT is a full replace, so a
+// field left out takes its default.
+
+// LimitSpec is a limit as a client writes it.
+type LimitSpec struct {
+	Metric             string `json:"metric"`
+	Window             string `json:"window"`
+	Limit              *int64 `json:"limit"`
+	Mode               string `json:"mode"`
+	OveragePercent     *int64 `json:"overage_percent"`
+	OveragePriceMicros *int64 `json:"overage_price_micros"`
+	Ceiling            *int64 `json:"ceiling"`
+}
+
+// MetricSpec is the body of PUT /v1/metrics/{metric}.
+type MetricSpec struct {
+	Description *string           `json:"description"`
+	Capacity    map[string]*int64 `json:"capacity"`
+}
+
+// PriceSpec is a plan's price as a client writes it.
+type PriceSpec struct {
+	AmountCents *int64  `json:"amount_cents"`
+	Currency    *string `json:"currency"`
+	Interval    *string `json:"interval"`
+}
+
+// PlanSpec is the body of PUT /v1/plans/{plan}.
+type PlanSpec struct {
+	Name        *string     `json:"name"`
+	Description *string     `json:"description"`
+	Price       *PriceSpec  `json:"price"`
+	Limits      []LimitSpec `json:"limits"`
+}
+
+// CustomerSpec is the body of PUT /v1/customers/{customer}.
+type CustomerSpec struct {
+	Plan             *string         `json:"plan"`
+	Name             *string         `json:"name"`
+	BillingAnchorDay *int64          `json:"billing_anchor_day"`
+	Metadata         json.RawMessage `json:"metadata"`
+}
+
+// OverrideSpec is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
+type OverrideSpec struct {
+	Limit              *int64     `json:"limit"`
+	Mode               string     `json:"mode"`
+	OveragePercent     *int64     `json:"overage_percent"`
+	OveragePriceMicros *int64     `json:"overage_price_micros"`
+	Ceiling            *int64     `json:"ceiling"`
+	ExpiresAt          *time.Time `json:"expires_at"`
+	Reason             *string    `json:"reason"`
+}
+
+// Validate returns the metric key describes, with Version and times unset.
+func (s MetricSpec) Validate(key string) (Metric, error) {
+	var p problems
+	if !ValidKey(key) {
+		p.add("metric", keyRule)
+	}
+	m := Metric{Key: key, Capacity: map[Window]int64{}}
+	if s.Description != nil {
+		p.checkText("description", *s.Description, maxDescriptionLen)
+		m.Description = *s.Description
+	}
+	for name, v := range s.Capacity {
+		field := "capacity." + name
+		w, ok := ParseWindow(name)
+		if !ok {
+			p.add(field, "must be a window: second, minute, hour, day, week or month")
+			continue
+		}
+		if v == nil {
+			p.add(field, "must be an integer")
+			continue
+		}
+		p.checkCount(field, *v)
+		m.Capacity[w] = *v
+	}
+	sortFields(p.list)
+	return m, p.err()
+}
+
+// Validate returns the plan key describes, with Version and times unset.
+// Whether its metrics are declared is the store's to check.
+func (s PlanSpec) Validate(key string) (Plan, error) {
+	var p problems
+	if !ValidKey(key) {
+		p.add("plan", keyRule)
+	}
+	pl := Plan{
+		Key:    key,
+		Name:   key,
+		Price:  Price{Currency: "USD", Interval: "month"},
+		Limits: make([]Limit, 0, len(s.Limits)),
+	}
+	if s.Name != nil {
+		p.checkText("name", *s.Name, maxNameLen)
+		if strings.TrimSpace(*s.Name) == "" {
+			p.add("name", "must not be empty")
+		}
+		pl.Name = *s.Name
+	}
+	if s.Description != nil {
+		p.checkText("description", *s.Description, maxDescriptionLen)
+		pl.Description = *s.Description
+	}
+	if s.Price != nil {
+		pl.Price = s.Price.validate(&p)
+	}
+	if len(s.Limits) > maxLimitsPerPlan {
+		p.add("limits", fmt.Sprintf("must have at most %d entries", maxLimitsPerPlan))
+	}
+	seen := make(map[LimitKey]int, len(s.Limits))
+	for i, ls := range s.Limits {
+		path := fmt.Sprintf("limits[%d]", i)
+		l, ok := ls.validate(path, &p)
+		if !ok {
+			continue
+		}
+		if j, dup := seen[l.Key()]; dup {
+			p.add(path, fmt.Sprintf("duplicates limits[%d]: a metric+window appears at most once", j))
+			continue
+		}
+		seen[l.Key()] = i
+		pl.Limits = append(pl.Limits, l)
+	}
+	return pl, p.err()
+}
+
+func (s PriceSpec) validate(p *problems) Price {
+	pr := Price{Currency: "USD", Interval: "month"}
+	if s.AmountCents != nil {
+		if *s.AmountCents < 0 || *s.AmountCents > MaxLimit {
+			p.add("price.amount_cents", fmt.Sprintf("must be an integer between 0 and %d", MaxLimit))
+		}
+		pr.AmountCents = *s.AmountCents
+	}
+	if s.Currency != nil {
+		if !isCurrency(*s.Currency) {
+			p.add("price.currency", "must be a three-letter ISO 4217 code in upper case, e.g. USD")
+		}
+		pr.Currency = *s.Currency
+	}
+	if s.Interval != nil {
+		switch *s.Interval {
+		case "day", "week", "month", "year":
+		default:
+			p.add("price.interval", "must be one of day, week, month, year")
+		}
+		pr.Interval = *s.Interval
+	}
+	return pr
+}
+
+func isCurrency(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if s[i] < 'A' || s[i] > 'Z' {
+			return false
+		}
+	}
+	return true
+}
+
+// validate checks one plan limit; ok is false when it is unusable.
+func (s LimitSpec) validate(path string, p *problems) (Limit, bool) {
+	before := len(p.list)
+	l := Limit{Metric: s.Metric}
+	if !ValidKey(s.Metric) {
+		if s.Metric == "" {
+			p.add(path+".metric", "is required")
+		} else {
+			p.add(path+".metric", keyRule)
+		}
+	}
+	w, ok := ParseWindow(s.Window)
+	switch {
+	case s.Window == "":
+		p.add(path+".window", "is required")
+	case !ok:
+		p.add(path+".window", "must be one of second, minute, hour, day, week, month")
+	}
+	l.Window = w
+	terms := limitTerms{
+		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
+		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
+	}
+	terms.apply(path, &l, p)
+	return l, len(p.list) == before
+}
+
+// limitTerms are the fields a plan limit and an override share.
+type limitTerms struct {
+	Limit              *int64
+	Mode               string
+	OveragePercent     *int64
+	OveragePriceMicros *int64
+	Ceiling            *int64
+}
+
+// apply validates t into l. Fields that do not apply to the mode are errors,
+// except their zero values (0 percent, null), which GET returns and a client
+// may send back unchanged.
+func (t limitTerms) apply(path string, l *Limit, p *problems) {
+	field := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	if t.Limit == nil {
+		p.add(field("limit"), "is required")
+	} else {
+		p.checkCount(field("limit"), *t.Limit)
+		l.Limit = *t.Limit
+	}
+	l.Mode = Hard
+	if t.Mode != "" {
+		m, ok := ParseMode(t.Mode)
+		if !ok {
+			p.add(field("mode"), "must be one of hard, soft, elastic")
+			return
+		}
+		l.Mode = m
+	}
+	if t.OveragePercent != nil && *t.OveragePercent != 0 {
+		switch {
+		case l.Mode != Soft:
+			p.add(field("overage_percent"), "applies only to mode soft")
+		case *t.OveragePercent < 0 || *t.OveragePercent > MaxOveragePercent:
+			p.add(field("overage_percent"), fmt.Sprintf("must be an integer between 0 and %d", MaxOveragePercent))
+		default:
+			l.OveragePercent = *t.OveragePercent
+		}
+	}
+	if t.OveragePriceMicros != nil {
+		switch {
+		case l.Mode != Soft:
+			p.add(field("overage_price_micros"), "applies only to mode soft")
+		case *t.OveragePriceMicros < 0 || *t.OveragePriceMicros > MaxLimit:
+			p.add(field("overage_price_micros"), fmt.Sprintf("must be an integer between 0 and %d", MaxLimit))
+		default:
+			v := *t.OveragePriceMicros
+			l.OveragePriceMicros = &v
+		}
+	}
+	if t.Ceiling != nil {
+		switch {
+		case l.Mode != Elastic:
+			p.add(field("ceiling"), "applies only to mode elastic")
+		case *t.Ceiling > MaxLimit || *t.Ceiling < 0:
+			p.add(field("ceiling"), fmt.Sprintf("must be an integer between limit and %d", MaxLimit))
+		case t.Limit != nil && *t.Ceiling < *t.Limit:
+			p.add(field("ceiling"), "must be at least limit")
+		default:
+			v := *t.Ceiling
+			l.Ceiling = &v
+		}
+	}
+}
+
+// Validate returns the customer id describes, with Version and times unset.
+// Whether its plan exists is the store's to check. The anchor is set as if
+// the customer were new; the store carries a pinned period over on replace.
+func (s CustomerSpec) Validate(id string) (Customer, error) {
+	var p problems
+	if !ValidCustomerID(id) {
+		p.add("customer", customerIDRule)
+	}
+	c := Customer{ID: id, Metadata: json.RawMessage(`{}`)}
+	switch {
+	case s.Plan == nil || *s.Plan == "":
+		p.add("plan", "is required")
+	case !ValidKey(*s.Plan):
+		p.add("plan", keyRule)
+	default:
+		c.Plan = *s.Plan
+	}
+	if s.Name != nil {
+		p.checkText("name", *s.Name, maxNameLen)
+		c.Name = *s.Name
+	}
+	if s.BillingAnchorDay != nil {
+		d := *s.BillingAnchorDay
+		if d < 1 || d > 28 {
+			p.add("billing_anchor_day", "must be an integer between 1 and 28")
+		} else {
+			day := int(d)
+			c.BillingAnchorDay = &day
+			c.Anchor.Day = day
+		}
+	}
+	if len(s.Metadata) > 0 && !bytes.Equal(bytes.TrimSpace(s.Metadata), []byte("null")) {
+		md, err := normalizeMetadata(s.Metadata)
+		if err != nil {
+			p.add("metadata", err.Error())
+		} else {
+			c.Metadata = md
+		}
+	}
+	return c, p.err()
+}
+
+// normalizeMetadata checks that raw is a JSON object PostgreSQL's jsonb can
+// hold and returns it re-encoded.
+func normalizeMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("must be a JSON object")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("must be a JSON object")
+	}
+	if err := checkJSONText(obj, 0); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+const maxMetadataDepth = 32
+
+// checkJSONText rejects what jsonb cannot store (NUL in strings) and absurd nesting.
+func checkJSONText(v any, depth int) error {
+	if depth > maxMetadataDepth {
+		return fmt.Errorf("must be nested at most %d levels deep", maxMetadataDepth)
+	}
+	switch t := v.(type) {
+	case string:
+		if strings.IndexByte(t, 0) >= 0 {
+			return fmt.Errorf("must not contain NUL characters")
+		}
+	case map[string]any:
+		for k, e := range t {
+			if strings.IndexByte(k, 0) >= 0 {
+				return fmt.Errorf("must not contain NUL characters")
+			}
+			if err := checkJSONText(e, depth+1); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range t {
+			if err := checkJSONText(e, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Validate returns the override the spec describes for customer on
+// metric+window, with Version and times unset. expires_at must lie after now.
+func (s OverrideSpec) Validate(customer, metric, window string, now time.Time) (Override, error) {
+	var p problems
+	if !ValidCustomerID(customer) {
+		p.add("customer", customerIDRule)
+	}
+	if !ValidKey(metric) {
+		p.add("metric", keyRule)
+	}
+	w, ok := ParseWindow(window)
+	if !ok {
+		p.add("window", "must be one of second, minute, hour, day, week, month")
+	}
+	o := Override{Customer: customer, Limit: Limit{Metric: metric, Window: w}}
+	terms := limitTerms{
+		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
+		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
+	}
+	terms.apply("", &o.Limit, &p)
+	if s.ExpiresAt != nil {
+		t := s.ExpiresAt.UTC()
+		if !t.After(now) {
+			p.add("expires_at", "must lie in the future")
+		}
+		o.ExpiresAt = &t
+	}
+	if s.Reason != nil {
+		p.checkText("reason", *s.Reason, maxReasonLen)
+		o.Reason = *s.Reason
+	}
+	return o, p.err()
+}

@@ -1,0 +1,96 @@
+package tiers
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Store persists the catalog. Every Put and Delete runs in one transaction
+// that also records an AuditEvent for w.Actor and checks w.IfMatch against
+// the current row; a Put that creates returns created == true.
+//
+// Errors: ErrMetricNotFound, ErrPlanNotFound, ErrCustomerNotFound,
+// ErrOverrideNotFound for missing resources (a parent before its child);
+// *ValidationError when the input names an undeclared metric or unknown plan;
+// ErrMetricInUse and ErrPlanInUse on deletes that would orphan rows;
+// ErrPreconditionFailed; ErrUnavailable when PostgreSQL cannot be reached.
+// Implementations are safe for concurrent use.
+type Store interface {
+	FindMetric(ctx context.Context, key string) (Metric, error)
+	FindMetrics(ctx context.Context, page Page) ([]Metric, bool, error)
+	PutMetric(ctx context.Context, w Write, m Metric) (Metric, bool, error)
+	DeleteMetric(ctx context.Context, w Write, key string) error
+
+	FindPlan(ctx context.Context, key string) (Plan, error)
+	FindPlans(ctx context.Context, page Page) ([]Plan, bool, error)
+	PutPlan(ctx context.Context, w Write, p Plan) (Plan, bool, error)
+	DeletePlan(ctx context.Context, w Write, key string) error
+
+	FindCustomer(ctx context.Context, id string) (Customer, error)
+	FindCustomers(ctx context.Context, f CustomerFilter) ([]Customer, bool, error)
+	PutCustomer(ctx context.Context, w Write, c Customer) (Customer, bool, error)
+	DeleteCustomer(ctx context.Context, w Write, id string) error
+
+	FindOverride(ctx context.Context, customer string, k LimitKey) (Override, error)
+	FindOverrides(ctx context.Context, customer string, page Page) ([]Override, bool, error)
+	PutOverride(ctx context.Context, w Write, o Override) (Override, bool, error)
+	DeleteOverride(ctx context.Context, w Write, customer string, k LimitKey) error
+
+	// FindAccount returns a customer with its plan and all its overrides
+	// (expired ones included).
+	FindAccount(ctx context.Context, id string) (Account, error)
+
+	FindAuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, bool, error)
+}
+
+// Write carries what every admin write needs besides its data.
+type Write struct {
+	Actor   string
+	IfMatch Precondition
+	// At is the time of the write; the store stamps created_at, updated_at
+	// and the audit event with it.
+	At time.Time
+}
+
+// Precondition is an If-Match request header, parsed.
+type Precondition struct {
+	Set      bool    // the header was sent
+	Any      bool    // If-Match: *
+	Versions []int64 // the versions named by its strong entity tags
+}
+
+// Check returns ErrPreconditionFailed unless the precondition holds for a
+// resource that exists (at version) or not.
+func (p Precondition) Check(exists bool, version int64) error {
+	switch {
+	case !p.Set:
+		return nil
+	case !exists:
+		return ErrPreconditionFailed
+	case p.Any || slices.Contains(p.Versions, version):
+		return nil
+	}
+	return ErrPreconditionFailed
+}
+
+// Page selects one page of a list ordered by key: at most Limit items whose
+// key sorts after After. Lists report whether more items follow.
+type Page struct {
+	Limit int
+	After string
+}
+
+// CustomerFilter selects customers, optionally only those on Plan.
+type CustomerFilter struct {
+	Plan string
+	Page Page
+}
+
+// AuditFilter selects audit events, newest first: at most Limit events with
+// an id below Before (0: from the newest), optionally about one Customer.
+type AuditFilter struct {
+	Customer string
+	Limit    int
+	Before   int64
+}

@@ -1,0 +1,260 @@
+// Package tiers is quotad's catalog: metrics, plans (billing tiers) with their
+// limits, customers, per-customer overrides, and the rules that keep them
+// valid. Everything here is plain Go: validation and the effective-limit merge
+// are pure functions, so the check path can run them on cached values.
+//
+// The package imports only the standard library. Persistence is behind Store,
+// implemented by internal/store.
+package tiers
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// MaxLimit is the largest limit, capacity or counter value quota accepts:
+// 2^53-1, the largest integer every JSON client represents exactly.
+const MaxLimit int64 = 1<<53 - 1
+
+// MaxOveragePercent is the largest overage a soft limit may allow.
+const MaxOveragePercent = 1000
+
+// Window is the period a limit counts over.
+type Window uint8
+
+// The windows. Second and Minute are short windows, counted in process by a
+// sliding window counter; the others are calendar windows counted in
+// PostgreSQL.
+const (
+	Second Window = iota + 1
+	Minute
+	Hour
+	Day
+	Week
+	Month
+)
+
+// Windows lists every window, shortest first.
+var Windows = []Window{Second, Minute, Hour, Day, Week, Month}
+
+var windowNames = [...]string{"", "second", "minute", "hour", "day", "week", "month"}
+
+// ParseWindow returns the window named s.
+func ParseWindow(s string) (Window, bool) {
+	for i := Second; i <= Month; i++ {
+		if windowNames[i] == s {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// String returns the window's name as used in the API.
+func (w Window) String() string {
+	if w < Second || w > Month {
+		return fmt.Sprintf("Window(%d)", uint8(w))
+	}
+	return windowNames[w]
+}
+
+// Valid reports whether w is one of the declared windows.
+func (w Window) Valid() bool { return w >= Second && w <= Month }
+
+// Short reports whether w is counted in process (second, minute).
+func (w Window) Short() bool { return w == Second || w == Minute }
+
+// Length returns the fixed length of a short window; it is 0 for calendar
+// windows, whose length depends on the date.
+func (w Window) Length() time.Duration {
+	switch w {
+	case Second:
+		return time.Second
+	case Minute:
+		return time.Minute
+	}
+	return 0
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (w Window) MarshalText() ([]byte, error) {
+	if !w.Valid() {
+		return nil, fmt.Errorf("invalid window %d", uint8(w))
+	}
+	return []byte(w.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (w *Window) UnmarshalText(b []byte) error {
+	v, ok := ParseWindow(string(b))
+	if !ok {
+		return fmt.Errorf("unknown window %q", b)
+	}
+	*w = v
+	return nil
+}
+
+// Mode says what happens when a limit is reached.
+type Mode uint8
+
+// The modes. The zero value is not a mode; a limit without one is Hard.
+const (
+	Hard Mode = iota + 1
+	Soft
+	Elastic
+)
+
+var modeNames = [...]string{"", "hard", "soft", "elastic"}
+
+// ParseMode returns the mode named s.
+func ParseMode(s string) (Mode, bool) {
+	for i := Hard; i <= Elastic; i++ {
+		if modeNames[i] == s {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// String returns the mode's name as used in the API.
+func (m Mode) String() string {
+	if m < Hard || m > Elastic {
+		return fmt.Sprintf("Mode(%d)", uint8(m))
+	}
+	return modeNames[m]
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (m Mode) MarshalText() ([]byte, error) {
+	if m < Hard || m > Elastic {
+		return nil, fmt.Errorf("invalid mode %d", uint8(m))
+	}
+	return []byte(m.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (m *Mode) UnmarshalText(b []byte) error {
+	v, ok := ParseMode(string(b))
+	if !ok {
+		return fmt.Errorf("unknown mode %q", b)
+	}
+	*m = v
+	return nil
+}
+
+// Limit is how many units of a metric a customer may use per window, and
+// what happens beyond.
+type Limit struct {
+	Metric string `json:"metric"`
+	Window Window `json:"window"`
+	Limit  int64  `json:"limit"`
+	Mode   Mode   `json:"mode"`
+	// OveragePercent is how far beyond Limit a soft limit admits (0..1000).
+	OveragePercent int64 `json:"overage_percent"`
+	// OveragePriceMicros is the price of one overage unit in millionths of
+	// the currency unit (soft limits only).
+	OveragePriceMicros *int64 `json:"overage_price_micros"`
+	// Ceiling bounds an elastic limit even when spare capacity remains.
+	Ceiling *int64 `json:"ceiling"`
+}
+
+// Key identifies the metric and window a limit applies to.
+func (l Limit) Key() LimitKey { return LimitKey{Metric: l.Metric, Window: l.Window} }
+
+// LimitKey names one metric+window.
+type LimitKey struct {
+	Metric string
+	Window Window
+}
+
+// Metric is a countable resource. Capacity, when declared for a window, is
+// the whole system's budget for that window, which elastic limits borrow
+// from.
+type Metric struct {
+	Key         string           `json:"key"`
+	Description string           `json:"description"`
+	Capacity    map[Window]int64 `json:"capacity"`
+	Version     int64            `json:"version"`
+	CreatedAt   time.Time        `json:"created_at"`
+	UpdatedAt   time.Time        `json:"updated_at"`
+}
+
+// Price is what a plan costs. Money is integers: cents of Currency.
+type Price struct {
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	Interval    string `json:"interval"`
+}
+
+// Plan is a billing tier and the limits it grants.
+type Plan struct {
+	Key         string    `json:"key"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Price       Price     `json:"price"`
+	Limits      []Limit   `json:"limits"`
+	Version     int64     `json:"version"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Customer is an account of the SaaS, on one plan.
+type Customer struct {
+	ID     string `json:"id"`
+	Plan   string `json:"plan"`
+	Name   string `json:"name"`
+	Anchor Anchor `json:"-"`
+	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar month).
+	BillingAnchorDay *int            `json:"billing_anchor_day"`
+	Metadata         json.RawMessage `json:"metadata"`
+	Version          int64           `json:"version"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+// Override is a limit set for one customer on one metric+window. It replaces
+// the plan's limit there, or adds one, until it expires.
+type Override struct {
+	Customer string `json:"customer"`
+	Limit
+	ExpiresAt *time.Time `json:"expires_at"`
+	Reason    string     `json:"reason"`
+	// Expired is computed when the override is read.
+	Expired   bool      `json:"expired"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// ExpiredAt reports whether the override no longer counts at now.
+func (o Override) ExpiredAt(now time.Time) bool {
+	return o.ExpiresAt != nil && !now.Before(*o.ExpiresAt)
+}
+
+// Account is a customer together with everything that decides its limits.
+type Account struct {
+	Customer  Customer
+	Plan      Plan
+	Overrides []Override
+}
+
+// AuditEvent records one committed admin write.
+type AuditEvent struct {
+	ID       int64     `json:"id"`
+	At       time.Time `json:"at"`
+	Actor    string    `json:"actor"`
+	Action   string    `json:"action"`
+	Resource string    `json:"resource"`
+	// Customer is the customer the event concerns, if any (for filtering).
+	Customer string `json:"-"`
+	Before   json.RawMessage `json:"before"`
+	After    json.RawMessage `json:"after"`
+}
+
+// Audit actions.
+const (
+	ActionCreate = "create"
+	ActionUpdate = "update"
+	ActionDelete = "delete"
+	ActionReset  = "reset"
+)

@@ -1,0 +1,94 @@
+package tiers
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Length bounds for free text. They keep rows small; the API's body limit
+// bounds everything else.
+const (
+	maxNameLen        = 200
+	maxDescriptionLen = 2000
+	maxReasonLen      = 500
+	maxLimitsPerPlan  = 500
+)
+
+// ValidKey reports whether s is a valid metric or plan key:
+// ^[a-z0-9][a-z0-9_.-]{0,62}$.
+func ValidKey(s string) bool {
+	if len(s) == 0 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidCustomerID reports whether s is a valid customer id:
+// ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$.
+func ValidCustomerID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '.' || c == ':' || c == '@' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+const (
+	keyRule        = "must match ^[a-z0-9][a-z0-9_.-]{0,62}$"
+	customerIDRule = "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+)
+
+// CheckKey returns a ValidationError naming field unless key is a valid
+// metric or plan key.
+func CheckKey(field, key string) error {
+	if !ValidKey(key) {
+		return Invalid(field, keyRule)
+	}
+	return nil
+}
+
+// CheckCustomerID returns a ValidationError naming field unless id is a valid
+// customer id.
+func CheckCustomerID(field, id string) error {
+	if !ValidCustomerID(id) {
+		return Invalid(field, customerIDRule)
+	}
+	return nil
+}
+
+// checkText validates free text: valid UTF-8, no NUL, at most max runes.
+func (p *problems) checkText(field, s string, max int) {
+	switch {
+	case !utf8.ValidString(s):
+		p.add(field, "must be valid UTF-8")
+	case strings.IndexByte(s, 0) >= 0:
+		p.add(field, "must not contain NUL characters")
+	case utf8.RuneCountInString(s) > max:
+		p.add(field, fmt.Sprintf("must be at most %d characters", max))
+	}
+}
+
+// checkCount validates a limit-like integer: 0..MaxLimit.
+func (p *problems) checkCount(field string, v int64) {
+	if v < 0 || v > MaxLimit {
+		p.add(field, fmt.Sprintf("must be an integer between 0 and %d", MaxLimit))
+	}
+}
