@@ -246,7 +246,7 @@ type AuditEvent struct {
 	Action   string    `json:"action"`
 	Resource string    `json:"resource"`
 	// Customer is the customer the event concerns, if any (for filtering).
-	Customer string `json:"-"`
+	Customer string          `json:"-"`
 	Before   json.RawMessage `json:"before"`
 	After    json.RawMessage `json:"after"`
 }
