@@ -1,3 +1,4 @@
+DROP FUNCTION window_rank(text);
 DROP TABLE audit_events;
 DROP TABLE overrides;
 DROP TABLE customers;

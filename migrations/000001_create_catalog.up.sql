@@ -3,7 +3,7 @@
 -- hand-written statement can leave a state the service cannot serve.
 
 CREATE TABLE metrics (
-    key         text        PRIMARY KEY CHECK (key ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
+    key         text        COLLATE "C" PRIMARY KEY CHECK (key ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
     description text        NOT NULL DEFAULT '',
     version     bigint      NOT NULL DEFAULT 1 CHECK (version >= 1),
     created_at  timestamptz NOT NULL,
@@ -11,14 +11,14 @@ CREATE TABLE metrics (
 );
 
 CREATE TABLE metric_capacities (
-    metric       text   NOT NULL REFERENCES metrics (key) ON DELETE CASCADE,
+    metric       text   COLLATE "C" NOT NULL REFERENCES metrics (key) ON DELETE CASCADE,
     quota_window text   NOT NULL CHECK (quota_window IN ('second', 'minute', 'hour', 'day', 'week', 'month')),
     capacity     bigint NOT NULL CHECK (capacity BETWEEN 0 AND 9007199254740991),
     PRIMARY KEY (metric, quota_window)
 );
 
 CREATE TABLE plans (
-    key                text        PRIMARY KEY CHECK (key ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
+    key                text        COLLATE "C" PRIMARY KEY CHECK (key ~ '^[a-z0-9][a-z0-9_.-]{0,62}$'),
     name               text        NOT NULL,
     description        text        NOT NULL DEFAULT '',
     price_amount_cents bigint      NOT NULL DEFAULT 0 CHECK (price_amount_cents BETWEEN 0 AND 9007199254740991),
@@ -30,9 +30,9 @@ CREATE TABLE plans (
 );
 
 CREATE TABLE plan_limits (
-    plan_key             text     NOT NULL REFERENCES plans (key) ON DELETE CASCADE,
+    plan_key             text     COLLATE "C" NOT NULL REFERENCES plans (key) ON DELETE CASCADE,
     -- RESTRICT: a metric cannot be deleted while a plan limits it.
-    metric               text     NOT NULL REFERENCES metrics (key) ON DELETE RESTRICT,
+    metric               text     COLLATE "C" NOT NULL REFERENCES metrics (key) ON DELETE RESTRICT,
     quota_window         text     NOT NULL CHECK (quota_window IN ('second', 'minute', 'hour', 'day', 'week', 'month')),
     position             smallint NOT NULL CHECK (position >= 0),
     limit_value          bigint   NOT NULL CHECK (limit_value BETWEEN 0 AND 9007199254740991),
@@ -46,9 +46,9 @@ CREATE TABLE plan_limits (
 );
 
 CREATE TABLE customers (
-    id                  text        PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$'),
+    id                  text        COLLATE "C" PRIMARY KEY CHECK (id ~ '^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$'),
     -- RESTRICT: a plan cannot be deleted while customers are on it.
-    plan_key            text        NOT NULL REFERENCES plans (key) ON DELETE RESTRICT,
+    plan_key            text        COLLATE "C" NOT NULL REFERENCES plans (key) ON DELETE RESTRICT,
     name                text        NOT NULL DEFAULT '',
     billing_anchor_day  smallint    CHECK (billing_anchor_day BETWEEN 1 AND 28),
     -- A changed anchor applies from the next period: the period in progress at
@@ -67,9 +67,9 @@ CREATE TABLE customers (
 CREATE INDEX customers_plan_key_id ON customers (plan_key, id);
 
 CREATE TABLE overrides (
-    customer_id          text        NOT NULL REFERENCES customers (id) ON DELETE CASCADE,
+    customer_id          text        COLLATE "C" NOT NULL REFERENCES customers (id) ON DELETE CASCADE,
     -- RESTRICT: a metric cannot be deleted while an override (expired or not) uses it.
-    metric               text        NOT NULL REFERENCES metrics (key) ON DELETE RESTRICT,
+    metric               text        COLLATE "C" NOT NULL REFERENCES metrics (key) ON DELETE RESTRICT,
     quota_window         text        NOT NULL CHECK (quota_window IN ('second', 'minute', 'hour', 'day', 'week', 'month')),
     limit_value          bigint      NOT NULL CHECK (limit_value BETWEEN 0 AND 9007199254740991),
     mode                 text        NOT NULL CHECK (mode IN ('hard', 'soft', 'elastic')),
@@ -96,9 +96,14 @@ CREATE TABLE audit_events (
     actor       text        NOT NULL,
     action      text        NOT NULL CHECK (action IN ('create', 'update', 'delete', 'reset')),
     resource    text        NOT NULL,
-    customer_id text,
+    customer_id text        COLLATE "C",
     before      jsonb,
     after       jsonb
 );
 
 CREATE INDEX audit_events_customer_id ON audit_events (customer_id, id DESC) WHERE customer_id IS NOT NULL;
+
+-- window_rank orders windows from shortest to longest.
+CREATE FUNCTION window_rank(w text) RETURNS smallint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN array_position(ARRAY['second', 'minute', 'hour', 'day', 'week', 'month'], w)::smallint;

@@ -1,0 +1,152 @@
+// Package dbtest gives tests a real, isolated PostgreSQL schema.
+//
+// The server comes from QUOTAD_TEST_DATABASE_URL when it is set (CI, and
+// machines with a local PostgreSQL); otherwise one container is started with
+// testcontainers-go for the whole test binary. Each call to New creates a
+// fresh schema with every migration applied and drops it when the test ends,
+// so tests and packages run in parallel without seeing each other. When no
+// database can be had, tests fail: they are never skipped.
+package dbtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/postgres"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/quotad/quotad/internal/store"
+)
+
+// EnvURL names the variable that points tests at a PostgreSQL server.
+const EnvURL = "QUOTAD_TEST_DATABASE_URL"
+
+var (
+	serverOnce sync.Once
+	serverURL  string
+	serverErr  error
+)
+
+// ServerURL returns the URL of the test PostgreSQL server, starting a
+// container if no URL is configured.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() {
+		if u := os.Getenv(EnvURL); u != "" {
+			serverURL = u
+			return
+		}
+		if os.Getenv("CI") != "" {
+			serverErr = errNoDatabaseInCI
+			return
+		}
+		serverURL, serverErr = startContainer()
+	})
+	if serverErr != nil {
+		t.Fatalf("test database: %v", serverErr)
+	}
+	return serverURL
+}
+
+type dbtestError string
+
+func (e dbtestError) Error() string { return string(e) }
+
+const errNoDatabaseInCI = dbtestError(EnvURL + " is not set and CI is: database tests need a PostgreSQL server")
+
+func startContainer() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The container lives as long as the test binary; testcontainers' reaper
+	// removes it when the process exits.
+	c, err := postgres.Run(ctx, "postgres:15-alpine",
+		postgres.WithDatabase("quotad"),
+		postgres.WithUsername("postgres"),
+		postgres.WithPassword("postgres"),
+		testcontainers.WithWaitStrategy(
+			wait.ForLog("database system is ready to accept connections").
+				WithOccurrence(2).WithStartupTimeout(time.Minute)),
+	)
+	if err != nil {
+		return "", err
+	}
+	return c.ConnectionString(ctx, "sslmode=disable")
+}
+
+// Schema is an isolated, migrated schema for one test.
+type Schema struct {
+	// URL connects to the server with search_path set to the schema.
+	URL  string
+	Name string
+	Pool *pgxpool.Pool
+}
+
+// New creates a fresh schema with every migration applied and returns a pool
+// whose connections work in it. Both are dropped when t ends.
+func New(t testing.TB) *Schema {
+	t.Helper()
+	base := ServerURL(t)
+	ctx := context.Background()
+
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "test_" + hex.EncodeToString(b[:])
+
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to test database: %v", store.RedactURL(err.Error()))
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+name); err != nil {
+		t.Fatalf("create schema %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
+			t.Errorf("drop schema %s: %v", name, err)
+		}
+	})
+
+	url := WithSearchPath(base, name)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	db, err := store.New(ctx, pool)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	if err := db.MigrateUp(ctx); err != nil {
+		t.Fatalf("migrate schema %s: %v", name, err)
+	}
+	return &Schema{URL: url, Name: name, Pool: pool}
+}
+
+// WithSearchPath returns the connection string url (URL or key=value form)
+// with its search_path set to schema.
+func WithSearchPath(url, schema string) string {
+	if !strings.Contains(url, "://") {
+		return url + " search_path=" + schema
+	}
+	if strings.Contains(url, "?") {
+		return url + "&search_path=" + schema
+	}
+	return url + "?search_path=" + schema
+}

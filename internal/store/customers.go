@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+type customerRow struct {
+	ID                string
+	PlanKey           string
+	Name              string
+	BillingAnchorDay  *int16
+	AnchorPinnedStart *time.Time
+	AnchorPinnedEnd   *time.Time
+	Metadata          []byte
+	Version           int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func toCustomer(r customerRow) tiers.Customer {
+	c := tiers.Customer{
+		ID: r.ID, Plan: r.PlanKey, Name: r.Name, Metadata: json.RawMessage(r.Metadata),
+		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+	}
+	if r.BillingAnchorDay != nil {
+		d := int(*r.BillingAnchorDay)
+		c.BillingAnchorDay = &d
+		c.Anchor.Day = d
+	}
+	if r.AnchorPinnedStart != nil && r.AnchorPinnedEnd != nil {
+		c.Anchor.PinnedStart, c.Anchor.PinnedEnd = utc(*r.AnchorPinnedStart), utc(*r.AnchorPinnedEnd)
+	}
+	return c
+}
+
+const customerColumns = `
+	c.id, c.plan_key, c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
+	c.metadata, c.version, c.created_at, c.updated_at`
+
+func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.Customer, error) {
+	sql := `SELECT ` + customerColumns + ` FROM customers c WHERE c.id = $1`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, id)
+	if err != nil {
+		return tiers.Customer{}, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[customerRow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tiers.Customer{}, tiers.ErrCustomerNotFound
+	}
+	if err != nil {
+		return tiers.Customer{}, err
+	}
+	return toCustomer(r), nil
+}
+
+// FindCustomer returns the customer id.
+func (db *DB) FindCustomer(ctx context.Context, id string) (tiers.Customer, error) {
+	c, err := findCustomer(ctx, db.pool, id, false)
+	if err != nil {
+		return tiers.Customer{}, fmt.Errorf("find customer[%s]: %w", id, mapErr(err))
+	}
+	return c, nil
+}
+
+// FindCustomers returns one page of customers ordered by id.
+func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error) {
+	const q = `SELECT ` + customerColumns + `
+		FROM customers c
+		WHERE c.id > $1 AND ($2 = '' OR c.plan_key = $2)
+		ORDER BY c.id
+		LIMIT $3`
+	rows, err := db.pool.Query(ctx, q, f.Page.After, f.Plan, f.Page.Limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("query customers: %w", mapErr(err))
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[customerRow])
+	if err != nil {
+		return nil, false, fmt.Errorf("scan customers: %w", mapErr(err))
+	}
+	more := len(list) > f.Page.Limit
+	if more {
+		list = list[:f.Page.Limit]
+	}
+	out := make([]tiers.Customer, len(list))
+	for i, r := range list {
+		out[i] = toCustomer(r)
+	}
+	return out, more, nil
+}
+
+// PutCustomer creates or replaces a customer. A changed billing anchor day
+// applies from the next period (see tiers.Anchor).
+func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
+	var (
+		saved   tiers.Customer
+		created bool
+	)
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findCustomer(ctx, tx, c.ID, true)
+		exists := err == nil
+		if err != nil && !errors.Is(err, tiers.ErrCustomerNotFound) {
+			return err
+		}
+		if err := w.IfMatch.Check(exists, old.Version); err != nil {
+			return err
+		}
+		var planExists bool
+		const planQ = `SELECT EXISTS (SELECT 1 FROM plans WHERE key = $1 FOR KEY SHARE)`
+		if err := tx.QueryRow(ctx, planQ, c.Plan).Scan(&planExists); err != nil {
+			return err
+		}
+		if !planExists {
+			return tiers.Invalid("plan", fmt.Sprintf("plan %q does not exist", c.Plan))
+		}
+		anchor := c.Anchor
+		if exists {
+			anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+		}
+		var day *int16
+		if anchor.Day > 0 {
+			d := int16(anchor.Day)
+			day = &d
+		}
+		var pinStart, pinEnd *time.Time
+		if !anchor.PinnedEnd.IsZero() {
+			pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
+		}
+		if exists {
+			const q = `
+				UPDATE customers SET plan_key = $2, name = $3, billing_anchor_day = $4,
+				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
+				       version = version + 1, updated_at = $8
+				WHERE id = $1`
+			if _, err := tx.Exec(ctx, q, c.ID, c.Plan, c.Name, day, pinStart, pinEnd, []byte(c.Metadata), w.At); err != nil {
+				return err
+			}
+		} else {
+			const q = `
+				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
+				                       anchor_pinned_end, metadata, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+				ON CONFLICT (id) DO NOTHING`
+			tag, err := tx.Exec(ctx, q, c.ID, c.Plan, c.Name, day, pinStart, pinEnd, []byte(c.Metadata), w.At)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return errRetry
+			}
+		}
+		if saved, err = findCustomer(ctx, tx, c.ID, false); err != nil {
+			return err
+		}
+		created = !exists
+		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "customers/" + c.ID,
+			customer: c.ID, after: saved}
+		if exists {
+			e.before = old
+		} else {
+			e.action = tiers.ActionCreate
+		}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyCustomer, c.ID)
+	})
+	if err != nil {
+		return tiers.Customer{}, false, err
+	}
+	return saved, created, nil
+}
+
+// DeleteCustomer deletes a customer; its overrides and live counters go with
+// it (foreign keys cascade), its usage history stays.
+func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) error {
+	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findCustomer(ctx, tx, id, true)
+		if errors.Is(err, tiers.ErrCustomerNotFound) && w.IfMatch.Set {
+			return tiers.ErrPreconditionFailed
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.IfMatch.Check(true, old.Version); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM customers WHERE id = $1`, id); err != nil {
+			return err
+		}
+		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "customers/" + id,
+			customer: id, before: old}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyCustomer, id)
+	})
+}
+
+// FindAccount returns a customer, its plan and all its overrides, read in
+// one snapshot.
+func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error) {
+	var a tiers.Account
+	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			var err error
+			if a.Customer, err = findCustomer(ctx, tx, id, false); err != nil {
+				return err
+			}
+			if a.Plan, err = findPlan(ctx, tx, a.Customer.Plan, false); err != nil {
+				return err
+			}
+			a.Overrides, err = findOverrides(ctx, tx, id, "", 0, 0)
+			return err
+		})
+	if err != nil {
+		return tiers.Account{}, fmt.Errorf("find account[%s]: %w", id, mapErr(err))
+	}
+	return a, nil
+}

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+type metricRow struct {
+	Key         string
+	Description string
+	Capacity    map[string]int64
+	Version     int64
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func toMetric(r metricRow) tiers.Metric {
+	m := tiers.Metric{
+		Key: r.Key, Description: r.Description, Capacity: make(map[tiers.Window]int64, len(r.Capacity)),
+		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+	}
+	for name, v := range r.Capacity {
+		if w, ok := tiers.ParseWindow(name); ok {
+			m.Capacity[w] = v
+		}
+	}
+	return m
+}
+
+// metricColumns selects a metricRow from metrics m.
+const metricColumns = `
+	m.key, m.description,
+	coalesce((SELECT jsonb_object_agg(c.quota_window, c.capacity)
+	          FROM metric_capacities c WHERE c.metric = m.key), '{}') AS capacity,
+	m.version, m.created_at, m.updated_at`
+
+func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Metric, error) {
+	sql := `SELECT ` + metricColumns + ` FROM metrics m WHERE m.key = $1`
+	if lock {
+		sql += ` FOR UPDATE OF m`
+	}
+	rows, err := q.Query(ctx, sql, key)
+	if err != nil {
+		return tiers.Metric{}, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[metricRow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tiers.Metric{}, tiers.ErrMetricNotFound
+	}
+	if err != nil {
+		return tiers.Metric{}, err
+	}
+	return toMetric(r), nil
+}
+
+// FindMetric returns the metric key.
+func (db *DB) FindMetric(ctx context.Context, key string) (tiers.Metric, error) {
+	m, err := findMetric(ctx, db.pool, key, false)
+	if err != nil {
+		return tiers.Metric{}, fmt.Errorf("find metric[%s]: %w", key, mapErr(err))
+	}
+	return m, nil
+}
+
+// FindMetrics returns one page of metrics ordered by key.
+func (db *DB) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error) {
+	const q = `SELECT ` + metricColumns + ` FROM metrics m WHERE m.key > $1 ORDER BY m.key LIMIT $2`
+	rows, err := db.pool.Query(ctx, q, page.After, page.Limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("query metrics: %w", mapErr(err))
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[metricRow])
+	if err != nil {
+		return nil, false, fmt.Errorf("scan metrics: %w", mapErr(err))
+	}
+	more := len(list) > page.Limit
+	if more {
+		list = list[:page.Limit]
+	}
+	out := make([]tiers.Metric, len(list))
+	for i, r := range list {
+		out[i] = toMetric(r)
+	}
+	return out, more, nil
+}
+
+// PutMetric creates or replaces a metric and its capacities.
+func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
+	var (
+		saved   tiers.Metric
+		created bool
+	)
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findMetric(ctx, tx, m.Key, true)
+		exists := err == nil
+		if err != nil && !errors.Is(err, tiers.ErrMetricNotFound) {
+			return err
+		}
+		if err := w.IfMatch.Check(exists, old.Version); err != nil {
+			return err
+		}
+		if exists {
+			const q = `UPDATE metrics SET description = $2, version = version + 1, updated_at = $3 WHERE key = $1`
+			if _, err := tx.Exec(ctx, q, m.Key, m.Description, w.At); err != nil {
+				return err
+			}
+		} else {
+			const q = `
+				INSERT INTO metrics (key, description, created_at, updated_at) VALUES ($1, $2, $3, $3)
+				ON CONFLICT (key) DO NOTHING`
+			tag, err := tx.Exec(ctx, q, m.Key, m.Description, w.At)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return errRetry // created concurrently: replace it instead
+			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM metric_capacities WHERE metric = $1`, m.Key); err != nil {
+			return err
+		}
+		for win, capacity := range m.Capacity {
+			const q = `INSERT INTO metric_capacities (metric, quota_window, capacity) VALUES ($1, $2, $3)`
+			if _, err := tx.Exec(ctx, q, m.Key, win.String(), capacity); err != nil {
+				return err
+			}
+		}
+		if saved, err = findMetric(ctx, tx, m.Key, false); err != nil {
+			return err
+		}
+		created = !exists
+		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "metrics/" + m.Key, after: saved}
+		if exists {
+			e.before = old
+		} else {
+			e.action = tiers.ActionCreate
+		}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyMetric, m.Key)
+	})
+	if err != nil {
+		return tiers.Metric{}, false, err
+	}
+	return saved, created, nil
+}
+
+// DeleteMetric deletes a metric unless a plan or an override uses it.
+func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
+	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findMetric(ctx, tx, key, true)
+		if errors.Is(err, tiers.ErrMetricNotFound) && w.IfMatch.Set {
+			return tiers.ErrPreconditionFailed
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.IfMatch.Check(true, old.Version); err != nil {
+			return err
+		}
+		const inUse = `
+			SELECT EXISTS (SELECT 1 FROM plan_limits WHERE metric = $1)
+			    OR EXISTS (SELECT 1 FROM overrides WHERE metric = $1)`
+		var used bool
+		if err := tx.QueryRow(ctx, inUse, key).Scan(&used); err != nil {
+			return err
+		}
+		if used {
+			return tiers.ErrMetricInUse
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM metrics WHERE key = $1`, key); err != nil {
+			if isCode(err, "23503") { // foreign_key_violation: a limit appeared meanwhile
+				return tiers.ErrMetricInUse
+			}
+			return err
+		}
+		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "metrics/" + key, before: old}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyMetric, key)
+	})
+}

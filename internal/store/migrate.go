@@ -1,0 +1,115 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/quotad/quotad/migrations"
+)
+
+// SchemaVersion is the newest migration this binary carries.
+var SchemaVersion = func() uint {
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		panic(err)
+	}
+	var max uint
+	for _, e := range entries {
+		n, _, ok := strings.Cut(e.Name(), "_")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(n, 10, 32)
+		if err == nil && uint(v) > max {
+			max = uint(v)
+		}
+	}
+	return max
+}()
+
+// Migration states returned by MigrationVersion.
+type MigrationState struct {
+	Version uint
+	Dirty   bool
+}
+
+// migrator returns a golang-migrate instance over the pool's schema. Close it
+// after use.
+func (db *DB) migrator() (*migrate.Migrate, func(), error) {
+	src, err := iofs.New(migrations.FS, ".")
+	if err != nil {
+		return nil, nil, fmt.Errorf("open migrations: %w", err)
+	}
+	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, fmt.Errorf("open migration driver: %w", mapErr(err))
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, fmt.Errorf("create migrator: %w", err)
+	}
+	return m, func() { m.Close() }, nil
+}
+
+// MigrateUp applies every migration not yet applied.
+func (db *DB) MigrateUp(ctx context.Context) error {
+	m, done, err := db.migrator()
+	if err != nil {
+		return err
+	}
+	defer done()
+	stop := context.AfterFunc(ctx, func() { m.GracefulStop <- true })
+	defer stop()
+	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		return fmt.Errorf("migrate up: %w", err)
+	}
+	return nil
+}
+
+// MigrateDown reverts the newest applied migration.
+func (db *DB) MigrateDown(ctx context.Context) error {
+	m, done, err := db.migrator()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := m.Steps(-1); err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
+	return nil
+}
+
+// MigrationVersion reads the schema version applied to the database; version
+// 0 means none.
+func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
+	// Read the table golang-migrate keeps directly: it is one cheap query,
+	// and /readyz calls this often.
+	const q = `SELECT version, dirty FROM schema_migrations LIMIT 1`
+	var (
+		v     int64
+		dirty bool
+	)
+	err := db.pool.QueryRow(ctx, q).Scan(&v, &dirty)
+	switch {
+	case isCode(err, "42P01"): // undefined_table: never migrated
+		return MigrationState{}, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return MigrationState{}, nil
+	case err != nil:
+		return MigrationState{}, mapErr(err)
+	}
+	return MigrationState{Version: uint(v), Dirty: dirty}, nil
+}

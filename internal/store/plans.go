@@ -1,0 +1,272 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+type planRow struct {
+	Key              string
+	Name             string
+	Description      string
+	PriceAmountCents int64
+	PriceCurrency    string
+	PriceInterval    string
+	// Limits decodes straight into tiers.Limit: the JSON built below uses
+	// the same field names as the API.
+	Limits    []tiers.Limit
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func toPlan(r planRow) tiers.Plan {
+	if r.Limits == nil {
+		r.Limits = []tiers.Limit{}
+	}
+	return tiers.Plan{
+		Key: r.Key, Name: r.Name, Description: r.Description,
+		Price:   tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
+		Limits:  r.Limits,
+		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+	}
+}
+
+// planColumns selects a planRow from plans p.
+const planColumns = `
+	p.key, p.name, p.description, p.price_amount_cents, p.price_currency, p.price_interval,
+	coalesce((SELECT jsonb_agg(jsonb_build_object(
+	              'metric', l.metric, 'window', l.quota_window, 'limit', l.limit_value,
+	              'mode', l.mode, 'overage_percent', l.overage_percent,
+	              'overage_price_micros', l.overage_price_micros, 'ceiling', l.ceiling)
+	              ORDER BY l.position)
+	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
+	p.version, p.created_at, p.updated_at`
+
+func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan, error) {
+	sql := `SELECT ` + planColumns + ` FROM plans p WHERE p.key = $1`
+	if lock {
+		sql += ` FOR UPDATE OF p`
+	}
+	rows, err := q.Query(ctx, sql, key)
+	if err != nil {
+		return tiers.Plan{}, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[planRow])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tiers.Plan{}, tiers.ErrPlanNotFound
+	}
+	if err != nil {
+		return tiers.Plan{}, err
+	}
+	return toPlan(r), nil
+}
+
+// FindPlan returns the plan key with its limits.
+func (db *DB) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
+	p, err := findPlan(ctx, db.pool, key, false)
+	if err != nil {
+		return tiers.Plan{}, fmt.Errorf("find plan[%s]: %w", key, mapErr(err))
+	}
+	return p, nil
+}
+
+// FindPlans returns one page of plans ordered by key.
+func (db *DB) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
+	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.key > $1 ORDER BY p.key LIMIT $2`
+	rows, err := db.pool.Query(ctx, q, page.After, page.Limit+1)
+	if err != nil {
+		return nil, false, fmt.Errorf("query plans: %w", mapErr(err))
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[planRow])
+	if err != nil {
+		return nil, false, fmt.Errorf("scan plans: %w", mapErr(err))
+	}
+	more := len(list) > page.Limit
+	if more {
+		list = list[:page.Limit]
+	}
+	out := make([]tiers.Plan, len(list))
+	for i, r := range list {
+		out[i] = toPlan(r)
+	}
+	return out, more, nil
+}
+
+// checkMetricsDeclared returns a *tiers.ValidationError naming every limit
+// whose metric is not declared. It locks the metrics it finds against
+// deletion until tx ends.
+func checkMetricsDeclared(ctx context.Context, tx pgx.Tx, limits []tiers.Limit) error {
+	if len(limits) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(limits))
+	for _, l := range limits {
+		names = append(names, l.Metric)
+	}
+	const q = `SELECT key FROM metrics WHERE key = ANY($1) FOR KEY SHARE`
+	rows, err := tx.Query(ctx, q, names)
+	if err != nil {
+		return err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var fields []tiers.FieldError
+	for i, l := range limits {
+		if !slices.Contains(found, l.Metric) {
+			fields = append(fields, tiers.FieldError{
+				Field:   fmt.Sprintf("limits[%d].metric", i),
+				Message: fmt.Sprintf("metric %q is not declared", l.Metric),
+			})
+		}
+	}
+	if fields != nil {
+		return &tiers.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// PutPlan creates or replaces a plan and its limits.
+func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.Plan, bool, error) {
+	var (
+		saved   tiers.Plan
+		created bool
+	)
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findPlan(ctx, tx, p.Key, true)
+		exists := err == nil
+		if err != nil && !errors.Is(err, tiers.ErrPlanNotFound) {
+			return err
+		}
+		if err := w.IfMatch.Check(exists, old.Version); err != nil {
+			return err
+		}
+		if err := checkMetricsDeclared(ctx, tx, p.Limits); err != nil {
+			return err
+		}
+		if exists {
+			const q = `
+				UPDATE plans SET name = $2, description = $3, price_amount_cents = $4, price_currency = $5,
+				       price_interval = $6, version = version + 1, updated_at = $7
+				WHERE key = $1`
+			_, err := tx.Exec(ctx, q, p.Key, p.Name, p.Description, p.Price.AmountCents,
+				p.Price.Currency, p.Price.Interval, w.At)
+			if err != nil {
+				return err
+			}
+		} else {
+			const q = `
+				INSERT INTO plans (key, name, description, price_amount_cents, price_currency, price_interval,
+				                   created_at, updated_at)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+				ON CONFLICT (key) DO NOTHING`
+			tag, err := tx.Exec(ctx, q, p.Key, p.Name, p.Description, p.Price.AmountCents,
+				p.Price.Currency, p.Price.Interval, w.At)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return errRetry
+			}
+		}
+		if err := replacePlanLimits(ctx, tx, p); err != nil {
+			return err
+		}
+		if saved, err = findPlan(ctx, tx, p.Key, false); err != nil {
+			return err
+		}
+		created = !exists
+		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "plans/" + p.Key, after: saved}
+		if exists {
+			e.before = old
+		} else {
+			e.action = tiers.ActionCreate
+		}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyPlan, p.Key)
+	})
+	if err != nil {
+		return tiers.Plan{}, false, err
+	}
+	return saved, created, nil
+}
+
+func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM plan_limits WHERE plan_key = $1`, p.Key); err != nil {
+		return err
+	}
+	if len(p.Limits) == 0 {
+		return nil
+	}
+	n := len(p.Limits)
+	var (
+		metrics   = make([]string, n)
+		windows   = make([]string, n)
+		positions = make([]int16, n)
+		values    = make([]int64, n)
+		modes     = make([]string, n)
+		percents  = make([]int64, n)
+		prices    = make([]*int64, n)
+		ceilings  = make([]*int64, n)
+	)
+	for i, l := range p.Limits {
+		metrics[i], windows[i], positions[i] = l.Metric, l.Window.String(), int16(i)
+		values[i], modes[i], percents[i] = l.Limit, l.Mode.String(), l.OveragePercent
+		prices[i], ceilings[i] = l.OveragePriceMicros, l.Ceiling
+	}
+	const q = `
+		INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode,
+		                         overage_percent, overage_price_micros, ceiling)
+		SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::text[],
+		                         $7::int[], $8::bigint[], $9::bigint[])`
+	_, err := tx.Exec(ctx, q, p.Key, metrics, windows, positions, values, modes, percents, prices, ceilings)
+	if isCode(err, "23503") { // foreign_key_violation: a metric went away meanwhile
+		return errRetry
+	}
+	return err
+}
+
+// DeletePlan deletes a plan unless customers are on it.
+func (db *DB) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
+	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		old, err := findPlan(ctx, tx, key, true)
+		if errors.Is(err, tiers.ErrPlanNotFound) && w.IfMatch.Set {
+			return tiers.ErrPreconditionFailed
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.IfMatch.Check(true, old.Version); err != nil {
+			return err
+		}
+		var used bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE plan_key = $1)`, key).Scan(&used); err != nil {
+			return err
+		}
+		if used {
+			return tiers.ErrPlanInUse
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM plans WHERE key = $1`, key); err != nil {
+			if isCode(err, "23503") { // a customer joined meanwhile
+				return tiers.ErrPlanInUse
+			}
+			return err
+		}
+		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "plans/" + key, before: old}
+		if err := recordAudit(ctx, tx, w.At, e); err != nil {
+			return err
+		}
+		return notify(ctx, tx, db.channel, notifyPlan, key)
+	})
+}

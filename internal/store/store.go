@@ -1,0 +1,228 @@
+// Package store keeps quotad's state in PostgreSQL. It is the only package
+// that imports pgx: it implements tiers.Store and the quota engine's stores,
+// owns transactions, and maps database errors to the domain's sentinels at
+// its boundary.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// DB is quotad's PostgreSQL store. It is safe for concurrent use.
+type DB struct {
+	pool *pgxpool.Pool
+	// channel is the LISTEN/NOTIFY channel of this schema: every quotad
+	// process on the same database and schema shares it.
+	channel string
+}
+
+// Open connects to the database at url and returns a DB over a new pool.
+func Open(ctx context.Context, url string) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", errors.New(RedactURL(err.Error())))
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "quotad"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create pool: %w", err)
+	}
+	db, err := New(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// New returns a DB over an existing pool. The pool's search_path decides the
+// schema quotad works in.
+func New(ctx context.Context, pool *pgxpool.Pool) (*DB, error) {
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, fmt.Errorf("read current schema: %w", mapErr(err))
+	}
+	return &DB{pool: pool, channel: "quotad_" + schema}, nil
+}
+
+// Pool returns the underlying pool.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that PostgreSQL answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.pool.Ping(ctx); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// querier is what pgxpool.Pool and pgx.Tx have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type txKey struct{}
+
+// errRetry asks inTx to run the transaction again: a concurrent writer
+// created the row this one meant to create.
+var errRetry = errors.New("retry transaction")
+
+const maxTxAttempts = 4
+
+// inTx runs fn in a transaction: it commits when fn returns nil and rolls
+// back on an error or a panic. Serialization failures, deadlocks and
+// errRetry run fn again, a bounded number of times. Transactions do not nest.
+func (db *DB) inTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+	if ctx.Value(txKey{}) != nil {
+		return errors.New("store: nested transaction")
+	}
+	ctx = context.WithValue(ctx, txKey{}, true)
+	var err error
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+			return fn(ctx, tx)
+		})
+		if !retryable(err) {
+			break
+		}
+	}
+	return mapErr(err)
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, errRetry) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01": // serialization_failure, deadlock_detected
+			return true
+		}
+	}
+	return false
+}
+
+// mapErr turns database errors into the domain's: connection trouble becomes
+// tiers.ErrUnavailable. Errors that are already the domain's, and the
+// caller's own cancellation, pass through.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, tiers.ErrUnavailable) {
+		return err
+	}
+	var ve *tiers.ValidationError
+	if errors.As(err, &ve) {
+		return err
+	}
+	for _, sentinel := range []error{
+		tiers.ErrMetricNotFound, tiers.ErrPlanNotFound, tiers.ErrCustomerNotFound,
+		tiers.ErrOverrideNotFound, tiers.ErrMetricInUse, tiers.ErrPlanInUse,
+		tiers.ErrConflict, tiers.ErrPreconditionFailed, errRetry,
+	} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %s", tiers.ErrUnavailable, RedactURL(err.Error()))
+	}
+	return err
+}
+
+// unreachable reports whether err means PostgreSQL could not be reached or
+// went away, as opposed to rejecting a statement.
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exception; 53: insufficient resources;
+		// 57P01..57P05: shutdown, crash recovery, idle timeouts.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
+			strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	var pgconnErr interface{ SafeToRetry() bool }
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr), errors.As(err, &pgconnErr),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), pgconn.Timeout(err):
+		return true
+	}
+	// The pool's and the connection's own closed states have no exported
+	// sentinel.
+	msg := err.Error()
+	return strings.Contains(msg, "closed pool") || strings.Contains(msg, "conn closed")
+}
+
+// isCode reports whether err is a PostgreSQL error with SQLSTATE code.
+func isCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// RedactURL hides the password in any postgres URL or key=value DSN inside s.
+func RedactURL(s string) string {
+	out := s
+	for _, scheme := range []string{"postgres://", "postgresql://", "pgx5://"} {
+		for start := 0; ; {
+			i := strings.Index(out[start:], scheme)
+			if i < 0 {
+				break
+			}
+			i += start + len(scheme)
+			end := strings.IndexAny(out[i:], "/? \t\n\"'")
+			if end < 0 {
+				end = len(out) - i
+			}
+			userinfo := out[i : i+end]
+			if at := strings.LastIndexByte(userinfo, '@'); at >= 0 {
+				if colon := strings.IndexByte(userinfo[:at], ':'); colon >= 0 {
+					out = out[:i+colon+1] + "xxxxx" + out[i+at:]
+				}
+			}
+			start = i
+		}
+	}
+	if i := strings.Index(out, "password="); i >= 0 {
+		end := strings.IndexAny(out[i:], " \t\n&")
+		if end < 0 {
+			end = len(out) - i
+		}
+		out = out[:i] + "password=xxxxx" + out[i+end:]
+	}
+	return out
+}
+
+// utc normalizes a time read from PostgreSQL.
+func utc(t time.Time) time.Time { return t.UTC() }
+
+// utcPtr normalizes an optional time read from PostgreSQL.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
