@@ -1,0 +1,55 @@
+# quotad — run `make help` for the targets.
+
+GO       ?= go
+BIN      ?= bin/quotad
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+PGHOST   ?= 127.0.0.1
+PGUSER   ?= postgres
+# Tests use this server, each test in a fresh schema. Override it, or unset it
+# to have the tests start PostgreSQL with testcontainers (needs Docker).
+QUOTAD_TEST_DATABASE_URL ?= postgres://$(PGUSER)@$(PGHOST):5432/postgres?sslmode=disable
+export QUOTAD_TEST_DATABASE_URL
+
+.PHONY: help run build test cover fuzz bench fmt tidy lint vuln ci clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)
+	@createdb -h $(PGHOST) -U $(PGUSER) quotad 2>/dev/null || true
+	./$(BIN)
+
+build: ## build the quotad binary into bin/
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quotad
+
+test: ## run every test with the race detector
+	$(GO) test -race -count=1 ./...
+
+cover: ## run the tests and report coverage
+	$(GO) test -count=1 -coverprofile=cover.out ./... && $(GO) tool cover -func=cover.out | tail -1
+
+fuzz: ## fuzz request decoding and window arithmetic for 30 s each
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime 30s ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime 30s ./internal/quota/
+
+bench: ## run the micro-benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/quota/...
+
+fmt: ## fail if any file is not gofmt-ed
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+tidy: ## fail if go.mod or go.sum are not tidy
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+lint: ## go vet and staticcheck
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+vuln: ## govulncheck (needs the vulnerability database online)
+	$(GO) run golang.org/x/vuln/cmd/govulncheck@v1.8.0 ./...
+
+ci: fmt tidy lint test ## everything CI checks
+
+clean: ## remove build output
+	rm -rf bin cover.out

@@ -1,0 +1,214 @@
+// Command quotad serves quotas and billing tiers: an admin API for metrics,
+// plans, customers and overrides, and POST /v1/check for backends.
+//
+// Usage:
+//
+//	quotad [flags]                 serve (the default)
+//	quotad migrate up|down|version [flags]
+//	quotad version
+//
+// Every flag falls back to a QUOTAD_* environment variable; see -help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Getenv, os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "quotad:", err)
+		os.Exit(1)
+	}
+}
+
+// run is quotad: it returns when ctx is canceled (after a graceful
+// shutdown) or on a fatal error. Logs go to stdout as JSON.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	name, rest := "quotad", args
+	if len(args) > 0 {
+		rest = args[1:]
+	}
+	if len(rest) > 0 {
+		switch rest[0] {
+		case "migrate":
+			return runMigrate(ctx, rest[1:], getenv, stdout)
+		case "version":
+			_, err := fmt.Fprintln(stdout, "quotad", version)
+			return err
+		case "serve":
+			rest = rest[1:]
+		}
+	}
+	cfg, err := parseConfig(name, rest, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stdout)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	l, _ := parseLevel(level) // validated by parseConfig
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// openStore connects to PostgreSQL, retrying for up to cfg.DBWait so that
+// quotad may start before its database.
+func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, error) {
+	deadline := time.Now().Add(cfg.DBWait)
+	for {
+		db, err := store.Open(ctx, cfg.DatabaseURL)
+		if err == nil {
+			if err = db.Ping(ctx); err == nil {
+				return db, nil
+			}
+			db.Close()
+		}
+		if !errors.Is(err, tiers.ErrUnavailable) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("connect to database: %w", err)
+		}
+		log.Warn("database not reachable yet; retrying", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
+	log := newLogger(stdout, cfg.LogLevel)
+	if len(cfg.tokens) == 0 {
+		if addr, changed := loopbackOnly(cfg.Listen); changed {
+			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
+			cfg.Listen = addr
+		}
+		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
+	}
+	log.Info("starting quotad", "version", version, "config", cfg.logValue())
+
+	db, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if cfg.Migrate {
+		if err := db.MigrateUp(ctx); err != nil {
+			return err
+		}
+	}
+	if err := checkSchema(ctx, db); err != nil {
+		return err
+	}
+
+	now := func() time.Time { return time.Now().UTC() }
+	catalog := tiers.NewService(db, now, nil)
+	srv := api.New(api.Config{
+		Catalog: catalog,
+		Ready:   func(ctx context.Context) error { return checkSchema(ctx, db) },
+		Tokens:  cfg.tokens,
+		Logger:  log,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	serverErrors := make(chan error, 1)
+	go func() { serverErrors <- httpSrv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-serverErrors:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		httpSrv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// checkSchema returns an error unless PostgreSQL answers and its schema is
+// at least this binary's version and not dirty.
+func checkSchema(ctx context.Context, db *store.DB) error {
+	st, err := db.MigrationVersion(ctx)
+	if err != nil {
+		return &api.NotReadyError{Reason: "the database cannot be reached"}
+	}
+	if st.Dirty {
+		return &api.NotReadyError{Reason: fmt.Sprintf("schema version %d is dirty: a migration failed halfway", st.Version)}
+	}
+	if st.Version < store.SchemaVersion {
+		return &api.NotReadyError{Reason: fmt.Sprintf("schema version %d is older than %d; run quotad migrate up", st.Version, store.SchemaVersion)}
+	}
+	return nil
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("migrate: want up, down or version")
+	}
+	cmd := args[0]
+	cfg, err := parseConfig("quotad migrate "+cmd, args[1:], getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stdout, cfg.LogLevel)
+	db, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch cmd {
+	case "up":
+		err = db.MigrateUp(ctx)
+	case "down":
+		err = db.MigrateDown(ctx)
+	case "version":
+	default:
+		return fmt.Errorf("migrate: unknown command %q; want up, down or version", cmd)
+	}
+	if err != nil {
+		return err
+	}
+	st, err := db.MigrationVersion(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "schema version %d (dirty: %t); this binary carries %d\n", st.Version, st.Dirty, store.SchemaVersion)
+	return err
+}

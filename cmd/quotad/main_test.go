@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/dbtest"
+)
+
+// Tokens every test server accepts.
+const (
+	adminToken = "adm-secret"
+	checkToken = "chk-secret"
+)
+
+// testServer is quotad started by run, exactly as main starts it, on a
+// fresh schema and a free port.
+type testServer struct {
+	t      testing.TB
+	URL    string
+	schema *dbtest.Schema
+	logs   *logTail
+	stop   func() error
+}
+
+// logTail collects quotad's JSON log and reports the listening address.
+type logTail struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	addrC chan string
+	once  sync.Once
+	w     *io.PipeWriter
+}
+
+func newLogTail() *logTail {
+	r, w := io.Pipe()
+	l := &logTail{addrC: make(chan string, 1), w: w}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			l.mu.Lock()
+			l.buf.Write(line)
+			l.buf.WriteByte('\n')
+			l.mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
+				l.once.Do(func() { l.addrC <- rec.Addr })
+			}
+		}
+		_, _ = io.Copy(io.Discard, r)
+	}()
+	return l
+}
+
+func (l *logTail) Write(p []byte) (int, error) { return l.w.Write(p) }
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// MustStartServer runs quotad on schema (a fresh one when nil) with env on
+// top of the test defaults, and stops it when the test ends.
+func MustStartServer(t testing.TB, schema *dbtest.Schema, env map[string]string) *testServer {
+	t.Helper()
+	if schema == nil {
+		schema = dbtest.New(t)
+	}
+	vars := map[string]string{
+		"QUOTAD_DATABASE_URL": schema.URL,
+		"QUOTAD_LISTEN":       "127.0.0.1:0",
+		"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken,
+		"QUOTAD_CHECK_TOKENS": "backend:" + checkToken,
+		"QUOTAD_LOG_LEVEL":    "debug",
+		"QUOTAD_DB_WAIT":      "0s",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	getenv := func(k string) string { return vars[k] }
+
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := newLogTail()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"quotad"}, getenv, logs) }()
+
+	s := &testServer{t: t, schema: schema, logs: logs}
+	select {
+	case addr := <-logs.addrC:
+		s.URL = "http://" + addr
+	case err := <-done:
+		cancel()
+		t.Fatalf("quotad exited before listening: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatalf("quotad did not start listening\n%s", logs)
+	}
+	var once sync.Once
+	var stopErr error
+	s.stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Errorf("quotad did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("quotad stopped with error: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("quotad log:\n%s", logs)
+		}
+	})
+	return s
+}
+
+// response is an HTTP answer read in full.
+type response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a generic value.
+func (r response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatalf("response body is not a JSON object: %v\n%s", err, r.Body)
+	}
+	return v
+}
+
+// do sends a request; body "" sends none. Headers come in name, value pairs;
+// without an Authorization header the admin token is used, and a body is
+// sent as application/json unless a Content-Type is given.
+func (s *testServer) do(method, path, body string, headers ...string) response {
+	s.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, s.URL+path, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// mustDo sends a request and fails the test unless the status is want.
+func (s *testServer) mustDo(want int, method, path, body string, headers ...string) response {
+	s.t.Helper()
+	r := s.do(method, path, body, headers...)
+	if r.Status != want {
+		s.t.Fatalf("%s %s: status %d, want %d\n%s", method, path, r.Status, want, r.Body)
+	}
+	return r
+}
+
+func TestRunServesAndStops(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	s.mustDo(http.StatusOK, "GET", "/healthz", "", "Authorization", "")
+	s.mustDo(http.StatusOK, "GET", "/readyz", "", "Authorization", "")
+	r := s.mustDo(http.StatusOK, "GET", "/metrics", "", "Authorization", "")
+	if !bytes.Contains(r.Body, []byte("quotad_http_requests_total")) {
+		t.Errorf("/metrics lacks quotad_http_requests_total:\n%s", r.Body)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, want := range []string{`"msg":"shutting down"`, `"msg":"stopped"`} {
+		if !strings.Contains(s.logs.String(), want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+	if strings.Contains(s.logs.String(), adminToken) || strings.Contains(s.logs.String(), checkToken) {
+		t.Errorf("log reveals a token secret")
+	}
+}
+
+func TestRunWithoutTokensBindsLoopback(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, map[string]string{
+		"QUOTAD_ADMIN_TOKENS": "", "QUOTAD_CHECK_TOKENS": "", "QUOTAD_LISTEN": ":0",
+	})
+	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") {
+		t.Errorf("listening on %s, want loopback", s.URL)
+	}
+	if !strings.Contains(s.logs.String(), "serving without authentication") {
+		t.Errorf("no warning about running without auth in the log")
+	}
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/m", `{}`, "Authorization", "")
+	r := s.mustDo(http.StatusOK, "GET", "/v1/audit", "", "Authorization", "")
+	events := r.JSON(t)["events"].([]any)
+	if got := events[0].(map[string]any)["actor"]; got != "anonymous" {
+		t.Errorf("actor = %v, want anonymous", got)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+	}{
+		{"unknown flag", []string{"quotad", "-nope"}, nil},
+		{"bad store failure", []string{"quotad"}, map[string]string{"QUOTAD_STORE_FAILURE": "maybe"}},
+		{"bad log level", []string{"quotad", "-log-level", "loud"}, nil},
+		{"bad duration", []string{"quotad"}, map[string]string{"QUOTAD_SHUTDOWN_TIMEOUT": "soon"}},
+		{"empty token name", []string{"quotad"}, map[string]string{"QUOTAD_ADMIN_TOKENS": ":secret"}},
+		{"migrate without command", []string{"quotad", "migrate"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			getenv := func(k string) string { return tt.env[k] }
+			var out bytes.Buffer
+			if err := run(context.Background(), tt.args, getenv, &out); err == nil {
+				t.Errorf("run succeeded, want a configuration error")
+			}
+		})
+	}
+}
+
+func TestMigrateCommands(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	getenv := func(k string) string {
+		if k == "QUOTAD_DATABASE_URL" {
+			return schema.URL
+		}
+		return ""
+	}
+	ctx := context.Background()
+	var out bytes.Buffer
+	for _, cmd := range []string{"version", "down", "up", "version"} {
+		out.Reset()
+		if err := run(ctx, []string{"quotad", "migrate", cmd}, getenv, &out); err != nil {
+			t.Fatalf("migrate %s: %v\n%s", cmd, err, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "dirty: false") {
+		t.Errorf("migrate version printed %q", out.String())
+	}
+}

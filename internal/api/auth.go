@@ -1,0 +1,138 @@
+package api
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Role is what a token may do.
+type Role uint8
+
+// The roles. An admin token may do everything; a check token may only check,
+// refund and read a customer's usage.
+const (
+	RoleCheck Role = iota + 1
+	RoleAdmin
+)
+
+// Token is one configured bearer token.
+type Token struct {
+	Name   string // the actor recorded in the audit log
+	Secret string
+	Role   Role
+}
+
+// ParseTokens parses a comma-separated token list: each entry is "secret"
+// or "name:secret" (split at the first colon). Unnamed tokens are named
+// "<prefix>#N" by their 1-based position in the list.
+func ParseTokens(list string, role Role) ([]Token, error) {
+	prefix := "admin"
+	if role == RoleCheck {
+		prefix = "check"
+	}
+	var out []Token
+	for i, entry := range strings.Split(list, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		t := Token{Role: role, Name: prefix + "#" + strconv.Itoa(i+1), Secret: entry}
+		if name, secret, ok := strings.Cut(entry, ":"); ok {
+			if name == "" || secret == "" {
+				return nil, fmt.Errorf("%s token %d: want name:secret with both parts non-empty", prefix, i+1)
+			}
+			t.Name, t.Secret = name, secret
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// authenticator checks bearer tokens in constant time: every configured
+// token is compared, over fixed-length digests, whatever the input.
+type authenticator struct {
+	tokens  []Token
+	digests [][sha256.Size]byte
+}
+
+func newAuthenticator(tokens []Token) *authenticator {
+	a := &authenticator{tokens: tokens}
+	for _, t := range tokens {
+		a.digests = append(a.digests, sha256.Sum256([]byte(t.Secret)))
+	}
+	return a
+}
+
+func (a *authenticator) enabled() bool { return len(a.tokens) > 0 }
+
+// identify returns the token whose secret is presented, if any.
+func (a *authenticator) identify(secret string) (Token, bool) {
+	d := sha256.Sum256([]byte(secret))
+	match := -1
+	for i := range a.digests {
+		if subtle.ConstantTimeCompare(d[:], a.digests[i][:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return Token{}, false
+	}
+	return a.tokens[match], true
+}
+
+// anonymous is the actor of every request when no token is configured.
+var anonymous = Token{Name: "anonymous", Role: RoleAdmin}
+
+const ctxToken = "quotad.token"
+
+// checkRoutes are the routes a check token may call.
+var checkRoutes = map[string]bool{
+	http.MethodPost + " /v1/check":                    true,
+	http.MethodPost + " /v1/refund":                   true,
+	http.MethodGet + " /v1/customers/:customer/usage": true,
+}
+
+// openPaths need no token.
+var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
+// authenticate runs after routing, so that c.Path() names the matched
+// route; it answers 401 and 403 before the router's own 404 and 405.
+func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if openPaths[c.Request().URL.Path] {
+			return next(c)
+		}
+		if !s.auth.enabled() {
+			c.Set(ctxToken, anonymous)
+			return next(c)
+		}
+		h := c.Request().Header.Get(echo.HeaderAuthorization)
+		scheme, secret, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
+			return echo.ErrUnauthorized
+		}
+		t, ok := s.auth.identify(strings.TrimSpace(secret))
+		if !ok {
+			return echo.ErrUnauthorized
+		}
+		if t.Role != RoleAdmin && !checkRoutes[c.Request().Method+" "+c.Path()] {
+			return echo.ErrForbidden
+		}
+		c.Set(ctxToken, t)
+		return next(c)
+	}
+}
+
+// actor returns the audit name of the request's token.
+func actor(c echo.Context) string {
+	if t, ok := c.Get(ctxToken).(Token); ok {
+		return t.Name
+	}
+	return anonymous.Name
+}

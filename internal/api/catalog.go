@@ -1,0 +1,272 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+func (s *Server) write(c echo.Context) tiers.Write {
+	return tiers.Write{Actor: actor(c), IfMatch: ifMatch(c)}
+}
+
+// list is the envelope of every paginated list.
+func list(name string, items any, next string) map[string]any {
+	out := map[string]any{name: items}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	return out
+}
+
+func nextCursor(more bool, last string) string {
+	if !more {
+		return ""
+	}
+	return encodeCursor(last)
+}
+
+// Metrics.
+
+func (s *Server) listMetrics(c echo.Context) error {
+	p, err := page(c, tiers.ValidKey)
+	if err != nil {
+		return err
+	}
+	items, more, err := s.catalog.Metrics(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(items) > 0 {
+		last = items[len(items)-1].Key
+	}
+	return respond(c, http.StatusOK, list("metrics", items, nextCursor(more, last)))
+}
+
+func (s *Server) getMetric(c echo.Context) error {
+	m, err := s.catalog.Metric(c.Request().Context(), param(c, "metric"))
+	if err != nil {
+		return err
+	}
+	return respondResource(c, false, m.Version, m)
+}
+
+func (s *Server) putMetric(c echo.Context) error {
+	var spec tiers.MetricSpec
+	if err := decodeBody(c, &spec); err != nil {
+		return err
+	}
+	m, created, err := s.catalog.PutMetric(c.Request().Context(), s.write(c), param(c, "metric"), spec)
+	if err != nil {
+		return err
+	}
+	return respondResource(c, created, m.Version, m)
+}
+
+func (s *Server) deleteMetric(c echo.Context) error {
+	if err := s.catalog.DeleteMetric(c.Request().Context(), s.write(c), param(c, "metric")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Plans.
+
+func (s *Server) listPlans(c echo.Context) error {
+	p, err := page(c, tiers.ValidKey)
+	if err != nil {
+		return err
+	}
+	items, more, err := s.catalog.Plans(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(items) > 0 {
+		last = items[len(items)-1].Key
+	}
+	return respond(c, http.StatusOK, list("plans", items, nextCursor(more, last)))
+}
+
+func (s *Server) getPlan(c echo.Context) error {
+	p, err := s.catalog.Plan(c.Request().Context(), param(c, "plan"))
+	if err != nil {
+		return err
+	}
+	return respondResource(c, false, p.Version, p)
+}
+
+func (s *Server) putPlan(c echo.Context) error {
+	var spec tiers.PlanSpec
+	if err := decodeBody(c, &spec); err != nil {
+		return err
+	}
+	p, created, err := s.catalog.PutPlan(c.Request().Context(), s.write(c), param(c, "plan"), spec)
+	if err != nil {
+		return err
+	}
+	return respondResource(c, created, p.Version, p)
+}
+
+func (s *Server) deletePlan(c echo.Context) error {
+	if err := s.catalog.DeletePlan(c.Request().Context(), s.write(c), param(c, "plan")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Customers.
+
+func (s *Server) listCustomers(c echo.Context) error {
+	p, err := page(c, tiers.ValidCustomerID)
+	if err != nil {
+		return err
+	}
+	f := tiers.CustomerFilter{Plan: c.QueryParam("plan"), Page: p}
+	if c.QueryParams().Has("plan") {
+		if err := tiers.CheckKey("plan", f.Plan); err != nil {
+			return err
+		}
+	}
+	items, more, err := s.catalog.Customers(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(items) > 0 {
+		last = items[len(items)-1].ID
+	}
+	return respond(c, http.StatusOK, list("customers", items, nextCursor(more, last)))
+}
+
+func (s *Server) getCustomer(c echo.Context) error {
+	cu, err := s.catalog.Customer(c.Request().Context(), param(c, "customer"))
+	if err != nil {
+		return err
+	}
+	return respondResource(c, false, cu.Version, cu)
+}
+
+func (s *Server) putCustomer(c echo.Context) error {
+	var spec tiers.CustomerSpec
+	if err := decodeBody(c, &spec); err != nil {
+		return err
+	}
+	cu, created, err := s.catalog.PutCustomer(c.Request().Context(), s.write(c), param(c, "customer"), spec)
+	if err != nil {
+		return err
+	}
+	return respondResource(c, created, cu.Version, cu)
+}
+
+func (s *Server) deleteCustomer(c echo.Context) error {
+	if err := s.catalog.DeleteCustomer(c.Request().Context(), s.write(c), param(c, "customer")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) getLimits(c echo.Context) error {
+	a, limits, err := s.catalog.Limits(c.Request().Context(), param(c, "customer"))
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, map[string]any{
+		"customer": a.Customer.ID,
+		"plan":     a.Plan.Key,
+		"limits":   limits,
+	})
+}
+
+// Overrides.
+
+func validOverrideCursor(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			_, ok := tiers.ParseWindow(s[i+1:])
+			return tiers.ValidKey(s[:i]) && ok
+		}
+	}
+	return false
+}
+
+func (s *Server) listOverrides(c echo.Context) error {
+	p, err := page(c, validOverrideCursor)
+	if err != nil {
+		return err
+	}
+	items, more, err := s.catalog.Overrides(c.Request().Context(), param(c, "customer"), p)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(items) > 0 {
+		o := items[len(items)-1]
+		last = o.Metric + "/" + o.Window.String()
+	}
+	return respond(c, http.StatusOK, list("overrides", items, nextCursor(more, last)))
+}
+
+func (s *Server) getOverride(c echo.Context) error {
+	o, err := s.catalog.Override(c.Request().Context(), param(c, "customer"), param(c, "metric"), param(c, "window"))
+	if err != nil {
+		return err
+	}
+	return respondResource(c, false, o.Version, o)
+}
+
+func (s *Server) putOverride(c echo.Context) error {
+	var spec tiers.OverrideSpec
+	if err := decodeBody(c, &spec); err != nil {
+		return err
+	}
+	o, created, err := s.catalog.PutOverride(c.Request().Context(), s.write(c),
+		param(c, "customer"), param(c, "metric"), param(c, "window"), spec)
+	if err != nil {
+		return err
+	}
+	return respondResource(c, created, o.Version, o)
+}
+
+func (s *Server) deleteOverride(c echo.Context) error {
+	err := s.catalog.DeleteOverride(c.Request().Context(), s.write(c),
+		param(c, "customer"), param(c, "metric"), param(c, "window"))
+	if err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// Audit.
+
+func (s *Server) listAudit(c echo.Context) error {
+	limit, after, err := pageParams(c)
+	if err != nil {
+		return err
+	}
+	f := tiers.AuditFilter{Limit: limit, Customer: c.QueryParam("customer")}
+	if after != "" {
+		id, ok := parseID(after)
+		if !ok {
+			return invalid("cursor", "is not a cursor this service returned")
+		}
+		f.Before = id
+	}
+	if c.QueryParams().Has("customer") {
+		if err := tiers.CheckCustomerID("customer", f.Customer); err != nil {
+			return err
+		}
+	}
+	events, more, err := s.catalog.AuditEvents(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(events) > 0 {
+		last = formatID(events[len(events)-1].ID)
+	}
+	return respond(c, http.StatusOK, list("events", events, nextCursor(more, last)))
+}

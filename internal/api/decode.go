@@ -1,0 +1,263 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// MaxBodyBytes is the largest request body quotad reads.
+const MaxBodyBytes = 64 << 10
+
+// decodeBody reads a JSON object into dst. It answers, in this order:
+// 415 unless the body is declared as JSON, 413 when it exceeds
+// MaxBodyBytes, and 400 when it is not one JSON object that fits dst
+// (unknown fields and trailing data included).
+func decodeBody(c echo.Context, dst any) error {
+	req := c.Request()
+	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
+		return echo.ErrUnsupportedMediaType
+	}
+	if req.ContentLength > MaxBodyBytes {
+		return echo.ErrStatusRequestEntityTooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return echo.ErrStatusRequestEntityTooLarge
+		}
+		return invalid("", "the request body could not be read")
+	}
+	return decodeJSON(body, dst)
+}
+
+// decodeJSON decodes body, one JSON object, strictly into dst.
+func decodeJSON(body []byte, dst any) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return invalid("", "the request body is empty; send a JSON object")
+	}
+	if trimmed[0] != '{' {
+		return invalid("", "the request body must be a JSON object")
+	}
+	if !utf8.Valid(body) {
+		return invalid("", "the request body must be UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return invalid("", "the request body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonError explains a decoding error in terms of the request's fields.
+func jsonError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return invalid("", fmt.Sprintf("the request body is not valid JSON (at byte %d)", syntax.Offset))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("", "the request body is not valid JSON (it ends early)")
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "body"
+		}
+		return invalid(field, "must be "+describeType(typ))
+	}
+	// encoding/json reports unknown fields only in its message.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return invalid(strings.Trim(name, `"`), "is not a known field")
+	}
+	var timeErr *time.ParseError
+	if errors.As(err, &timeErr) {
+		return invalid("", "times must be RFC 3339, e.g. 2026-12-01T00:00:00Z")
+	}
+	return invalid("", "the request body does not fit the expected shape")
+}
+
+func describeType(e *json.UnmarshalTypeError) string {
+	switch e.Type.Kind().String() {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "map", "struct":
+		if e.Type.String() == "time.Time" {
+			return "an RFC 3339 time"
+		}
+		return "a JSON object"
+	case "slice", "array":
+		return "a JSON array"
+	case "ptr":
+		switch e.Type.Elem().Kind().String() {
+		case "int", "int64", "int32":
+			return "an integer"
+		case "string":
+			return "a string"
+		case "bool":
+			return "true or false"
+		}
+		if e.Type.Elem().String() == "time.Time" {
+			return "an RFC 3339 time"
+		}
+		return "a JSON object"
+	}
+	return "of another type (got " + e.Value + ")"
+}
+
+// isJSON reports whether a Content-Type names JSON (application/json or
+// any application/*+json).
+func isJSON(ct string) bool {
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// param returns a path parameter, percent-decoded.
+func param(c echo.Context, name string) string {
+	v := c.Param(name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// Page sizes.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+// cursor encoding: opaque to clients, versioned for us.
+const cursorPrefix = "c1:"
+
+func encodeCursor(after string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + after))
+}
+
+func decodeCursor(s string) (string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return "", false
+	}
+	after, ok := strings.CutPrefix(string(b), cursorPrefix)
+	if !ok || after == "" || len(after) > 256 || !utf8.ValidString(after) || strings.IndexByte(after, 0) >= 0 {
+		return "", false
+	}
+	return after, true
+}
+
+// pageParams reads limit and cursor from the query.
+func pageParams(c echo.Context) (limit int, after string, err error) {
+	limit = defaultPageSize
+	if v := c.QueryParam("limit"); v != "" || c.QueryParams().Has("limit") {
+		n, convErr := strconv.Atoi(v)
+		if convErr != nil || n < 1 || n > maxPageSize {
+			return 0, "", invalid("limit", fmt.Sprintf("must be an integer between 1 and %d", maxPageSize))
+		}
+		limit = n
+	}
+	if c.QueryParams().Has("cursor") {
+		a, ok := decodeCursor(c.QueryParam("cursor"))
+		if !ok {
+			return 0, "", invalid("cursor", "is not a cursor this service returned")
+		}
+		after = a
+	}
+	return limit, after, nil
+}
+
+// page reads a tiers.Page from the query; valid reports whether a decoded
+// cursor names a possible position for this list.
+func page(c echo.Context, valid func(string) bool) (tiers.Page, error) {
+	limit, after, err := pageParams(c)
+	if err != nil {
+		return tiers.Page{}, err
+	}
+	if after != "" && !valid(after) {
+		return tiers.Page{}, invalid("cursor", "is not a cursor this service returned")
+	}
+	return tiers.Page{Limit: limit, After: after}, nil
+}
+
+// ifMatch parses the If-Match header. Only strong entity tags can match
+// (RFC 9110 13.1.1); anything unparseable matches nothing.
+func ifMatch(c echo.Context) tiers.Precondition {
+	values := c.Request().Header.Values(headerIfMatch)
+	if len(values) == 0 {
+		return tiers.Precondition{}
+	}
+	p := tiers.Precondition{Set: true}
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" {
+				p.Any = true
+				continue
+			}
+			if len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+				continue // weak or malformed: never matches
+			}
+			if n, err := strconv.ParseInt(tag[1:len(tag)-1], 10, 64); err == nil {
+				p.Versions = append(p.Versions, n)
+			}
+		}
+	}
+	return p
+}
+
+// etag is the strong entity tag of a resource version.
+func etag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// writeJSONBody encodes v as JSON onto w.
+func writeJSONBody(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	return enc.Encode(v)
+}
+
+// respond writes v as a JSON response.
+func respond(c echo.Context, status int, v any) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().WriteHeader(status)
+	return writeJSONBody(c.Response(), v)
+}
+
+// respondResource writes a versioned resource with its ETag: 201 when it
+// was created (with Location), else 200.
+func respondResource(c echo.Context, created bool, version int64, v any) error {
+	c.Response().Header().Set(headerETag, etag(version))
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, c.Request().URL.Path)
+	}
+	return respond(c, status, v)
+}

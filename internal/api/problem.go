@@ -1,0 +1,200 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Problem is an RFC 9457 problem document with quotad's stable code and,
+// for validation failures, one entry per bad field.
+type Problem struct {
+	Type   string             `json:"type"`
+	Title  string             `json:"title"`
+	Status int                `json:"status"`
+	Detail string             `json:"detail,omitempty"`
+	Code   string             `json:"code"`
+	Errors []tiers.FieldError `json:"errors,omitempty"`
+}
+
+// Problem codes.
+const (
+	codeValidation          = "validation_failed"
+	codeUnauthorized        = "unauthorized"
+	codeForbidden           = "forbidden"
+	codeCustomerNotFound    = "customer_not_found"
+	codePlanNotFound        = "plan_not_found"
+	codeMetricNotFound      = "metric_not_found"
+	codeOverrideNotFound    = "override_not_found"
+	codeNotFound            = "not_found"
+	codeMethodNotAllowed    = "method_not_allowed"
+	codeConflict            = "conflict"
+	codePreconditionFailed  = "precondition_failed"
+	codePayloadTooLarge     = "payload_too_large"
+	codeUnsupportedMedia    = "unsupported_media_type"
+	codeUnavailable         = "unavailable"
+	codeInternal            = "internal"
+	problemTypePrefix       = "urn:quotad:problem:"
+	contentTypeProblemJSON  = "application/problem+json"
+	headerIfMatch           = "If-Match"
+	headerETag              = "ETag"
+	headerRetryAfter        = "Retry-After"
+	headerRateLimit         = "RateLimit"
+	headerRateLimitPolicy   = "RateLimit-Policy"
+	headerWWWAuthenticate   = "WWW-Authenticate"
+	wwwAuthenticateChallenge = `Bearer realm="quotad"`
+)
+
+// apiError is an error the API answers with a given status, code and detail.
+type apiError struct {
+	status int
+	code   string
+	detail string
+	fields []tiers.FieldError
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.detail }
+
+func problemf(status int, code, detail string) *apiError {
+	return &apiError{status: status, code: code, detail: detail}
+}
+
+// invalid is a 400 about one field.
+func invalid(field, message string) *apiError {
+	return &apiError{status: http.StatusBadRequest, code: codeValidation, detail: "the request is invalid",
+		fields: []tiers.FieldError{{Field: field, Message: message}}}
+}
+
+// errorTable maps domain errors to statuses and codes: the only place that
+// does.
+var errorTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{tiers.ErrCustomerNotFound, http.StatusNotFound, codeCustomerNotFound},
+	{tiers.ErrPlanNotFound, http.StatusNotFound, codePlanNotFound},
+	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
+	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
+	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
+	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
+	{tiers.ErrConflict, http.StatusConflict, codeConflict},
+	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
+	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
+}
+
+// details are the client-facing sentences for the domain errors; the
+// wrapped error text, which may name internals, is only logged.
+var details = map[string]string{
+	codeCustomerNotFound:   "no customer has this id",
+	codePlanNotFound:       "no plan has this key",
+	codeMetricNotFound:     "no metric with this key is declared",
+	codeOverrideNotFound:   "the customer has no override on this metric and window",
+	codePreconditionFailed: "If-Match does not match the current version of the resource",
+	codeUnavailable:        "the database cannot be reached; nothing was changed",
+	codeNotFound:           "no such route",
+	codeMethodNotAllowed:   "the route does not allow this method",
+}
+
+// toProblem turns any error a handler returns into the problem to send.
+func toProblem(err error) (Problem, bool) {
+	var ae *apiError
+	var ve *tiers.ValidationError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+		return newProblem(ae.status, ae.code, ae.detail, ae.fields), true
+	case errors.As(err, &ve):
+		return newProblem(http.StatusBadRequest, codeValidation, "the request is invalid", ve.Fields), true
+	case errors.As(err, &he):
+		return echoProblem(he), true
+	}
+	for _, row := range errorTable {
+		if errors.Is(err, row.err) {
+			detail := details[row.code]
+			if errors.Is(err, tiers.ErrMetricInUse) {
+				detail = "a plan or an override (expired ones too) still uses this metric"
+			}
+			if errors.Is(err, tiers.ErrPlanInUse) {
+				detail = "customers are still on this plan"
+			}
+			if row.code == codeConflict && detail == "" {
+				detail = err.Error()
+			}
+			return newProblem(row.status, row.code, detail, nil), true
+		}
+	}
+	return newProblem(http.StatusInternalServerError, codeInternal, "internal error", nil), false
+}
+
+func echoProblem(he *echo.HTTPError) Problem {
+	switch he.Code {
+	case http.StatusNotFound:
+		return newProblem(he.Code, codeNotFound, details[codeNotFound], nil)
+	case http.StatusMethodNotAllowed:
+		return newProblem(he.Code, codeMethodNotAllowed, details[codeMethodNotAllowed], nil)
+	case http.StatusRequestEntityTooLarge:
+		return newProblem(he.Code, codePayloadTooLarge, "the request body exceeds 64 KiB", nil)
+	case http.StatusUnsupportedMediaType:
+		return newProblem(he.Code, codeUnsupportedMedia, "the request body must be application/json", nil)
+	case http.StatusUnauthorized:
+		return newProblem(he.Code, codeUnauthorized, "a valid bearer token is required", nil)
+	case http.StatusForbidden:
+		return newProblem(he.Code, codeForbidden, "this token may not call this route", nil)
+	case http.StatusServiceUnavailable:
+		return newProblem(he.Code, codeUnavailable, "the service is unavailable", nil)
+	}
+	if he.Code >= 400 && he.Code < 500 {
+		return newProblem(http.StatusBadRequest, codeValidation, "the request is malformed", nil)
+	}
+	return newProblem(http.StatusInternalServerError, codeInternal, "internal error", nil)
+}
+
+func newProblem(status int, code, detail string, fields []tiers.FieldError) Problem {
+	return Problem{
+		Type:   problemTypePrefix + code,
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+		Code:   code,
+		Errors: fields,
+	}
+}
+
+// errorHandler is echo's HTTPErrorHandler: every error becomes a problem
+// document. Unknown errors are logged in full here and answered with a
+// generic 500 that names nothing internal.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	p, known := toProblem(err)
+	req := c.Request()
+	switch {
+	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:
+		// The client went away; nobody reads the answer.
+		s.log.Debug("request canceled", "method", req.Method, "path", req.URL.Path)
+		return
+	case !known:
+		s.log.Error("internal error", "method", req.Method, "path", req.URL.Path, "error", err)
+	case p.Status == http.StatusServiceUnavailable:
+		s.log.Warn("store unavailable", "method", req.Method, "path", req.URL.Path, "error", err)
+	}
+	if p.Status == http.StatusUnauthorized {
+		c.Response().Header().Set(headerWWWAuthenticate, wwwAuthenticateChallenge)
+	}
+	writeProblem(c, p)
+}
+
+func writeProblem(c echo.Context, p Problem) {
+	c.Response().Header().Set(echo.HeaderContentType, contentTypeProblemJSON)
+	c.Response().WriteHeader(p.Status)
+	if c.Request().Method == http.MethodHead {
+		return
+	}
+	_ = writeJSONBody(c.Response(), p)
+}

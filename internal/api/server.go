@@ -1,0 +1,167 @@
+// Package api is quotad's HTTP interface: the admin API, the check path and
+// the operational endpoints, as openapi.yaml describes them. It is the only
+// package that imports echo, and it sees the rest of quotad only through
+// the interfaces below.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Catalog is the admin side of the tier catalog. *tiers.Service implements
+// it; its errors are tiers' sentinels and *tiers.ValidationError.
+type Catalog interface {
+	Metric(ctx context.Context, key string) (tiers.Metric, error)
+	Metrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error)
+	PutMetric(ctx context.Context, w tiers.Write, key string, spec tiers.MetricSpec) (tiers.Metric, bool, error)
+	DeleteMetric(ctx context.Context, w tiers.Write, key string) error
+
+	Plan(ctx context.Context, key string) (tiers.Plan, error)
+	Plans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error)
+	PutPlan(ctx context.Context, w tiers.Write, key string, spec tiers.PlanSpec) (tiers.Plan, bool, error)
+	DeletePlan(ctx context.Context, w tiers.Write, key string) error
+
+	Customer(ctx context.Context, id string) (tiers.Customer, error)
+	Customers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error)
+	PutCustomer(ctx context.Context, w tiers.Write, id string, spec tiers.CustomerSpec) (tiers.Customer, bool, error)
+	DeleteCustomer(ctx context.Context, w tiers.Write, id string) error
+
+	Override(ctx context.Context, customer, metric, window string) (tiers.Override, error)
+	Overrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error)
+	PutOverride(ctx context.Context, w tiers.Write, customer, metric, window string, spec tiers.OverrideSpec) (tiers.Override, bool, error)
+	DeleteOverride(ctx context.Context, w tiers.Write, customer, metric, window string) error
+
+	Limits(ctx context.Context, id string) (tiers.Account, []tiers.EffectiveLimit, error)
+	AuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error)
+}
+
+var _ Catalog = (*tiers.Service)(nil)
+
+// Config configures a Server.
+type Config struct {
+	Catalog Catalog
+	// Ready reports whether the service can serve: PostgreSQL answers and
+	// the schema is current. nil means always ready.
+	Ready func(ctx context.Context) error
+	// Tokens are the admin and check tokens; none means no auth.
+	Tokens []Token
+	Logger *slog.Logger
+	// Registry receives quotad's HTTP metrics and serves /metrics; nil
+	// means a private registry.
+	Registry *prometheus.Registry
+}
+
+// Server is quotad's HTTP handler.
+type Server struct {
+	echo    *echo.Echo
+	catalog Catalog
+	ready   func(ctx context.Context) error
+	auth    *authenticator
+	log     *slog.Logger
+	metrics *httpMetrics
+}
+
+// New returns a Server with every route registered.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = func(context.Context) error { return nil }
+	}
+	s := &Server{
+		echo:    echo.New(),
+		catalog: cfg.Catalog,
+		ready:   cfg.Ready,
+		auth:    newAuthenticator(cfg.Tokens),
+		log:     cfg.Logger,
+		metrics: newHTTPMetrics(cfg.Registry),
+	}
+	e := s.echo
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(s.observe, s.recoverPanics, s.authenticate)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+
+	v1 := e.Group("/v1")
+	v1.GET("/metrics", s.listMetrics)
+	v1.GET("/metrics/:metric", s.getMetric)
+	v1.PUT("/metrics/:metric", s.putMetric)
+	v1.DELETE("/metrics/:metric", s.deleteMetric)
+
+	v1.GET("/plans", s.listPlans)
+	v1.GET("/plans/:plan", s.getPlan)
+	v1.PUT("/plans/:plan", s.putPlan)
+	v1.DELETE("/plans/:plan", s.deletePlan)
+
+	v1.GET("/customers", s.listCustomers)
+	v1.GET("/customers/:customer", s.getCustomer)
+	v1.PUT("/customers/:customer", s.putCustomer)
+	v1.DELETE("/customers/:customer", s.deleteCustomer)
+	v1.GET("/customers/:customer/limits", s.getLimits)
+
+	v1.GET("/customers/:customer/overrides", s.listOverrides)
+	v1.GET("/customers/:customer/overrides/:metric/:window", s.getOverride)
+	v1.PUT("/customers/:customer/overrides/:metric/:window", s.putOverride)
+	v1.DELETE("/customers/:customer/overrides/:metric/:window", s.deleteOverride)
+
+	v1.GET("/audit", s.listAudit)
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Route is one registered method and path (echo's :param syntax).
+type Route struct{ Method, Path string }
+
+// Routes lists every registered route.
+func (s *Server) Routes() []Route {
+	var out []Route
+	for _, r := range s.echo.Routes() {
+		out = append(out, Route{Method: r.Method, Path: r.Path})
+	}
+	return out
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return respond(c, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.log.Warn("not ready", "error", err)
+		return respond(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": readinessReason(err)})
+	}
+	return respond(c, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// NotReadyError explains why the service is not ready, in words safe for
+// any client.
+type NotReadyError struct{ Reason string }
+
+func (e *NotReadyError) Error() string { return e.Reason }
+
+func readinessReason(err error) string {
+	if nr, ok := err.(*NotReadyError); ok {
+		return nr.Reason
+	}
+	return "the database cannot be reached"
+}
