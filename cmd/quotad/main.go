@@ -21,10 +21,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -121,10 +124,41 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		return err
 	}
 
-	now := func() time.Time { return time.Now().UTC() }
-	catalog := tiers.NewService(db, now, nil)
+	// Background work lives until the HTTP server has drained, so that the
+	// last checks reach the history before the final flush.
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stopBackground()
+
+	cache := tiers.NewCache(db, 0)
+	engine := quota.New(quota.Options{
+		Catalog:    cache,
+		Ledger:     db,
+		History:    db,
+		FailClosed: cfg.StoreFailure == "closed",
+	})
+	// Changes committed here reach the cache at once; other processes hear
+	// of them through LISTEN/NOTIFY below.
+	onChange := func(ch tiers.Change) {
+		cache.Invalidate(ch)
+		if ch.Kind == tiers.CustomerChanged && ch.Deleted {
+			engine.ForgetShort(ch.Key, "")
+		}
+	}
+	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
+	listener := db.Listener(func(n store.Notification) { applyNotification(n, cache, engine) }, cache.Purge,
+		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
+	background.Add(2)
+	go func() { defer background.Done(); listener.Run(bg) }()
+	go func() {
+		defer background.Done()
+		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
+	}()
+
 	srv := api.New(api.Config{
 		Catalog: catalog,
+		Checker: engine,
 		Ready:   func(ctx context.Context) error { return checkSchema(ctx, db) },
 		Tokens:  cfg.tokens,
 		Logger:  log,
@@ -154,12 +188,36 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+	err = httpSrv.Shutdown(shutdownCtx)
+	if err != nil {
 		httpSrv.Close()
-		return fmt.Errorf("shutdown: %w", err)
+		err = fmt.Errorf("shutdown: %w", err)
 	}
+	stopBackground()
+	background.Wait()
 	log.Info("stopped")
-	return nil
+	return err
+}
+
+// applyNotification applies a change another process (or this one)
+// committed.
+func applyNotification(n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+	switch n.Kind {
+	case store.NotifyMetric:
+		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})
+	case store.NotifyPlan:
+		cache.Invalidate(tiers.Change{Kind: tiers.PlanChanged, Key: n.Key})
+	case store.NotifyCustomer:
+		cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
+	case store.NotifyForget:
+		if !n.Local {
+			engine.ForgetShort(n.Key, "")
+		}
+	case store.NotifyReset:
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok && !n.Local {
+			engine.ForgetShort(customer, metric)
+		}
+	}
 }
 
 // checkSchema returns an error unless PostgreSQL answers and its schema is

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -49,6 +50,7 @@ var _ Catalog = (*tiers.Service)(nil)
 // Config configures a Server.
 type Config struct {
 	Catalog Catalog
+	Checker Checker
 	// Ready reports whether the service can serve: PostgreSQL answers and
 	// the schema is current. nil means always ready.
 	Ready func(ctx context.Context) error
@@ -64,10 +66,13 @@ type Config struct {
 type Server struct {
 	echo    *echo.Echo
 	catalog Catalog
+	checker Checker
 	ready   func(ctx context.Context) error
 	auth    *authenticator
 	log     *slog.Logger
 	metrics *httpMetrics
+
+	checkMetrics *checkMetrics
 }
 
 // New returns a Server with every route registered.
@@ -84,11 +89,17 @@ func New(cfg Config) *Server {
 	s := &Server{
 		echo:    echo.New(),
 		catalog: cfg.Catalog,
+		checker: cfg.Checker,
 		ready:   cfg.Ready,
 		auth:    newAuthenticator(cfg.Tokens),
 		log:     cfg.Logger,
 		metrics: newHTTPMetrics(cfg.Registry),
 	}
+	stats := func() quota.Stats { return quota.Stats{} }
+	if cfg.Checker != nil {
+		stats = cfg.Checker.Stats
+	}
+	s.checkMetrics = newCheckMetrics(cfg.Registry, stats)
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
@@ -119,6 +130,12 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/overrides/:metric/:window", s.getOverride)
 	v1.PUT("/customers/:customer/overrides/:metric/:window", s.putOverride)
 	v1.DELETE("/customers/:customer/overrides/:metric/:window", s.deleteOverride)
+
+	v1.GET("/customers/:customer/usage", s.usage)
+	v1.DELETE("/customers/:customer/usage/:metric", s.resetUsage)
+	v1.GET("/customers/:customer/usage/history", s.history)
+	v1.POST("/check", s.check)
+	v1.POST("/refund", s.refund)
 
 	v1.GET("/audit", s.listAudit)
 	return s

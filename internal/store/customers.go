@@ -173,7 +173,7 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyCustomer, c.ID)
+		return db.notify(ctx, tx, NotifyCustomer, c.ID)
 	})
 	if err != nil {
 		return tiers.Customer{}, false, err
@@ -203,7 +203,10 @@ func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) erro
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyCustomer, id)
+		if err := db.notify(ctx, tx, NotifyForget, id); err != nil {
+			return err
+		}
+		return db.notify(ctx, tx, NotifyCustomer, id)
 	})
 }
 

@@ -144,7 +144,7 @@ func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tie
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyMetric, m.Key)
+		return db.notify(ctx, tx, NotifyMetric, m.Key)
 	})
 	if err != nil {
 		return tiers.Metric{}, false, err
@@ -185,6 +185,6 @@ func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyMetric, key)
+		return db.notify(ctx, tx, NotifyMetric, key)
 	})
 }

@@ -3,21 +3,105 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Notification payloads are "<kind>:<key>". They are sent inside the
+// Notification payloads are "<kind>:<instance>:<key>", instance naming the
+// process that sent it. They are sent inside the
 // writing transaction, so listeners hear of a change only once it commits.
 const (
-	notifyMetric   = "metric"
-	notifyPlan     = "plan"
-	notifyCustomer = "customer"
+	NotifyMetric   = "metric"   // key: metric
+	NotifyPlan     = "plan"     // key: plan
+	NotifyCustomer = "customer" // key: customer; its overrides changed too
+	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset
+	NotifyForget   = "forget"   // key: customer, deleted
 )
 
-func notify(ctx context.Context, tx pgx.Tx, channel, kind, key string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, kind+":"+key); err != nil {
+func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, db.channel, kind+":"+db.instance+":"+key); err != nil {
 		return fmt.Errorf("notify %s %s: %w", kind, key, err)
 	}
 	return nil
+}
+
+// Notification is a change another quotad process (or this one) committed.
+type Notification struct {
+	Kind string // metric, plan, customer, reset or forget
+	Key  string // the metric or plan key, customer id, or customer/metric
+	// Local: this process sent it (and has already applied the change).
+	Local bool
+}
+
+// Listener hears the notifications of this schema's channel on a
+// connection of its own.
+type Listener struct {
+	db *DB
+	// Handle is called for every notification, in order.
+	Handle func(Notification)
+	// Resync is called after every (re)connection: notifications sent
+	// while no connection listened are lost, so caches must start over.
+	Resync func()
+	// Report is told of connection failures.
+	Report func(error)
+	// Connected, if set, receives a value after each successful LISTEN.
+	Connected chan<- struct{}
+}
+
+// Listener returns a Listener for db.
+func (db *DB) Listener(handle func(Notification), resync func(), report func(error)) *Listener {
+	return &Listener{db: db, Handle: handle, Resync: resync, Report: report}
+}
+
+// Run listens until ctx ends, reconnecting with backoff after failures.
+func (l *Listener) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.Report(fmt.Errorf("listen for changes: %w", mapErr(err)))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (l *Listener) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
+		return err
+	}
+	l.Resync()
+	if l.Connected != nil {
+		select {
+		case l.Connected <- struct{}{}:
+		default:
+		}
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		kind, rest, ok := strings.Cut(n.Payload, ":")
+		if !ok {
+			continue
+		}
+		instance, key, ok := strings.Cut(rest, ":")
+		if !ok {
+			continue
+		}
+		l.Handle(Notification{Kind: kind, Key: key, Local: instance == l.db.instance})
+	}
 }

@@ -234,7 +234,7 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyCustomer, o.Customer)
+		return db.notify(ctx, tx, NotifyCustomer, o.Customer)
 	})
 	if err != nil {
 		return tiers.Override{}, false, err
@@ -270,7 +270,7 @@ func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyCustomer, customer)
+		return db.notify(ctx, tx, NotifyCustomer, customer)
 	})
 }
 

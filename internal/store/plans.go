@@ -194,7 +194,7 @@ func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.P
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyPlan, p.Key)
+		return db.notify(ctx, tx, NotifyPlan, p.Key)
 	})
 	if err != nil {
 		return tiers.Plan{}, false, err
@@ -267,6 +267,6 @@ func (db *DB) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return notify(ctx, tx, db.channel, notifyPlan, key)
+		return db.notify(ctx, tx, NotifyPlan, key)
 	})
 }

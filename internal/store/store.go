@@ -6,6 +6,8 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,8 @@ type DB struct {
 	// channel is the LISTEN/NOTIFY channel of this schema: every quotad
 	// process on the same database and schema shares it.
 	channel string
+	// instance tells this process's notifications from the others'.
+	instance string
 }
 
 // Open connects to the database at url and returns a DB over a new pool.
@@ -56,7 +60,11 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*DB, error) {
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return nil, fmt.Errorf("read current schema: %w", mapErr(err))
 	}
-	return &DB{pool: pool, channel: "quotad_" + schema}, nil
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	return &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:])}, nil
 }
 
 // Pool returns the underlying pool.

@@ -22,6 +22,8 @@ const (
 type Change struct {
 	Kind Kind
 	Key  string
+	// Deleted: the entry no longer exists.
+	Deleted bool
 }
 
 // Service is the catalog's admin interface: it validates input, writes it
@@ -81,7 +83,7 @@ func (s *Service) DeleteMetric(ctx context.Context, w Write, key string) error {
 	if err := s.store.DeleteMetric(ctx, s.stamp(w), key); err != nil {
 		return fmt.Errorf("delete metric[%s]: %w", key, err)
 	}
-	s.onChange(Change{Kind: MetricChanged, Key: key})
+	s.onChange(Change{Kind: MetricChanged, Key: key, Deleted: true})
 	return nil
 }
 
@@ -120,7 +122,7 @@ func (s *Service) DeletePlan(ctx context.Context, w Write, key string) error {
 	if err := s.store.DeletePlan(ctx, s.stamp(w), key); err != nil {
 		return fmt.Errorf("delete plan[%s]: %w", key, err)
 	}
-	s.onChange(Change{Kind: PlanChanged, Key: key})
+	s.onChange(Change{Kind: PlanChanged, Key: key, Deleted: true})
 	return nil
 }
 
@@ -165,7 +167,7 @@ func (s *Service) DeleteCustomer(ctx context.Context, w Write, id string) error 
 	if err := s.store.DeleteCustomer(ctx, s.stamp(w), id); err != nil {
 		return fmt.Errorf("delete customer[%s]: %w", id, err)
 	}
-	s.onChange(Change{Kind: CustomerChanged, Key: id})
+	s.onChange(Change{Kind: CustomerChanged, Key: id, Deleted: true})
 	return nil
 }
 

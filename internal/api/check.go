@@ -1,0 +1,286 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Checker is the check path. *quota.Engine implements it; its errors are
+// tiers' sentinels and *tiers.ValidationError.
+type Checker interface {
+	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
+	Refund(ctx context.Context, r quota.RefundRequest) ([]quota.Usage, error)
+	Usage(ctx context.Context, customer string) (tiers.Account, []quota.Usage, error)
+	Reset(ctx context.Context, actor, customer, metric string) error
+	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
+	Today() time.Time
+	Stats() quota.Stats
+}
+
+var _ Checker = (*quota.Engine)(nil)
+
+// checkRequest is the body of POST /v1/check.
+type checkRequest struct {
+	Customer  string `json:"customer"`
+	Metric    string `json:"metric"`
+	Cost      *int64 `json:"cost"`
+	DryRun    bool   `json:"dry_run"`
+	RequestID string `json:"request_id"`
+}
+
+// refundRequest is the body of POST /v1/refund.
+type refundRequest struct {
+	Customer  string `json:"customer"`
+	Metric    string `json:"metric"`
+	Cost      *int64 `json:"cost"`
+	RequestID string `json:"request_id"`
+}
+
+type checkResponse struct {
+	Allowed    bool          `json:"allowed"`
+	Customer   string        `json:"customer"`
+	Metric     string        `json:"metric"`
+	Cost       int64         `json:"cost"`
+	Overage    bool          `json:"overage"`
+	Elastic    bool          `json:"elastic"`
+	RetryAfter *int64        `json:"retry_after"`
+	Degraded   bool          `json:"degraded"`
+	Limits     []windowState `json:"limits"`
+}
+
+type windowState struct {
+	Window    tiers.Window `json:"window"`
+	Limit     int64        `json:"limit"`
+	Used      int64        `json:"used"`
+	Remaining int64        `json:"remaining"`
+	ResetAt   time.Time    `json:"reset_at"`
+	Mode      tiers.Mode   `json:"mode"`
+	State     quota.State  `json:"state"`
+}
+
+type usageEntry struct {
+	Metric    string       `json:"metric"`
+	Window    tiers.Window `json:"window"`
+	Limit     int64        `json:"limit"`
+	Used      int64        `json:"used"`
+	Remaining int64        `json:"remaining"`
+	Overage   int64        `json:"overage"`
+	ResetAt   time.Time    `json:"reset_at"`
+}
+
+type historyDay struct {
+	Date    string `json:"date"`
+	Metric  string `json:"metric"`
+	Used    int64  `json:"used"`
+	Overage int64  `json:"overage"`
+	Denied  int64  `json:"denied"`
+}
+
+// checkMetrics are the check path's Prometheus metrics.
+type checkMetrics struct {
+	checks  *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *checkMetrics {
+	m := &checkMetrics{
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotad_checks_total",
+			Help: "Checks by decision: allowed, denied, degraded (allowed without the store) or error.",
+		}, []string{"decision"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "quotad_check_duration_seconds",
+			Help:    "Time to decide a check, from decoded request to decision.",
+			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
+		}),
+	}
+	reg.MustRegister(m.checks, m.latency,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quotad_store_errors_total",
+			Help: "Check-path calls to PostgreSQL that failed.",
+		}, func() float64 { return float64(stats().StoreErrors) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quotad_short_window_keys",
+			Help: "Short-window (second, minute) counters held in memory.",
+		}, func() float64 { return float64(stats().ShortKeys) }),
+	)
+	return m
+}
+
+func (s *Server) check(c echo.Context) error {
+	var req checkRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	start := time.Now()
+	d, err := s.checker.Check(c.Request().Context(), quota.Request{
+		Customer: req.Customer, Metric: req.Metric, Cost: cost, DryRun: req.DryRun, RequestID: req.RequestID,
+	})
+	s.checkMetrics.latency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.checkMetrics.checks.WithLabelValues("error").Inc()
+		return err
+	}
+	decision := "allowed"
+	switch {
+	case !d.Allowed:
+		decision = "denied"
+	case d.Degraded:
+		decision = "degraded"
+	}
+	s.checkMetrics.checks.WithLabelValues(decision).Inc()
+
+	resp := checkResponse{
+		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
+		Limits: make([]windowState, len(d.Limits)),
+	}
+	if !d.Never {
+		ra := d.RetryAfter
+		resp.RetryAfter = &ra
+	}
+	for i, w := range d.Limits {
+		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
+			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
+	}
+	h := c.Response().Header()
+	if w, ok := mostConstraining(d.Limits); ok {
+		id := strconv.Quote(d.Metric + "/" + w.Window.String())
+		h.Set(headerRateLimitPolicy, id+";q="+strconv.FormatInt(w.Limit, 10)+
+			";w="+strconv.FormatInt(int64(w.Length/time.Second), 10))
+		reset := int64(0)
+		if until := time.Until(w.ResetAt); until > 0 {
+			reset = int64((until + time.Second - 1) / time.Second)
+		}
+		remaining := w.Remaining
+		if !d.Allowed && w.State == quota.StateExceeded {
+			remaining = 0
+		}
+		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+	}
+	status := http.StatusOK
+	if !d.Allowed {
+		status = http.StatusTooManyRequests
+		if !d.Never {
+			h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
+		}
+	}
+	return respond(c, status, resp)
+}
+
+// mostConstraining picks the window the RateLimit headers describe: a
+// window that denied, else the one with the fewest units left (the longer
+// window on a tie, as it takes longer to recover).
+func mostConstraining(ws []quota.WindowResult) (quota.WindowResult, bool) {
+	if len(ws) == 0 {
+		return quota.WindowResult{}, false
+	}
+	best := ws[0]
+	rank := func(w quota.WindowResult) bool { return w.State == quota.StateExceeded }
+	for _, w := range ws[1:] {
+		switch {
+		case rank(w) != rank(best):
+			if rank(w) {
+				best = w
+			}
+		case w.Remaining < best.Remaining, w.Remaining == best.Remaining && w.Window > best.Window:
+			best = w
+		}
+	}
+	return best, true
+}
+
+func (s *Server) refund(c echo.Context) error {
+	var req refundRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
+		Customer: req.Customer, Metric: req.Metric, Cost: cost, RequestID: req.RequestID,
+	})
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
+}
+
+func toUsageEntries(us []quota.Usage) []usageEntry {
+	out := make([]usageEntry, len(us))
+	for i, u := range us {
+		out[i] = usageEntry{Metric: u.Metric, Window: u.Window, Limit: u.Limit, Used: u.Used,
+			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
+	}
+	return out
+}
+
+func (s *Server) usage(c echo.Context) error {
+	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"))
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, map[string]any{
+		"customer": acct.Customer.ID,
+		"plan":     acct.Plan.Key,
+		"usage":    toUsageEntries(usage),
+	})
+}
+
+func (s *Server) resetUsage(c echo.Context) error {
+	if err := s.checker.Reset(c.Request().Context(), actor(c), param(c, "customer"), param(c, "metric")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+const dateLayout = "2006-01-02"
+
+// historyDefaultDays is how far back history goes without from.
+const historyDefaultDays = 30
+
+func (s *Server) history(c echo.Context) error {
+	to := s.checker.Today()
+	var from time.Time
+	q := c.QueryParams()
+	if q.Has("to") {
+		t, err := time.Parse(dateLayout, q.Get("to"))
+		if err != nil {
+			return invalid("to", "must be a date, YYYY-MM-DD")
+		}
+		to = t
+	}
+	if q.Has("from") {
+		f, err := time.Parse(dateLayout, q.Get("from"))
+		if err != nil {
+			return invalid("from", "must be a date, YYYY-MM-DD")
+		}
+		from = f
+	} else {
+		from = to.AddDate(0, 0, -(historyDefaultDays - 1))
+	}
+	days, err := s.checker.History(c.Request().Context(), param(c, "customer"), q.Get("metric"), from, to)
+	if err != nil {
+		return err
+	}
+	out := make([]historyDay, len(days))
+	for i, d := range days {
+		out[i] = historyDay{Date: d.Date.Format(dateLayout), Metric: d.Metric, Used: d.Used,
+			Overage: d.Overage, Denied: d.Denied}
+	}
+	return respond(c, http.StatusOK, map[string]any{"days": out})
+}
