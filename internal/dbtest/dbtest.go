@@ -150,3 +150,72 @@ func WithSearchPath(url, schema string) string {
 	}
 	return url + "?search_path=" + schema
 }
+
+// NewDatabase creates a fresh database with every migration applied, for
+// tests that must cut it off (e.g. refuse its connections) without
+// touching other tests. It is dropped when t ends. admin is a connection
+// string to the same server for such interventions.
+func NewDatabase(t testing.TB) (s *Schema, admin string) {
+	t.Helper()
+	base := ServerURL(t)
+	ctx := context.Background()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "test_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to test database: %v", store.RedactURL(err.Error()))
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	url := replaceDatabase(base, name)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	db, err := store.New(ctx, pool)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	if err := db.MigrateUp(ctx); err != nil {
+		t.Fatalf("migrate database %s: %v", name, err)
+	}
+	return &Schema{URL: url, Name: name, Pool: pool}, base
+}
+
+// replaceDatabase returns the URL url with its database set to name.
+func replaceDatabase(url, name string) string {
+	if !strings.Contains(url, "://") {
+		return url + " dbname=" + name
+	}
+	rest := url[strings.Index(url, "://")+3:]
+	slash := strings.IndexByte(rest, '/')
+	query := ""
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		query = rest[q:]
+		if slash < 0 || slash > q {
+			slash = q
+		}
+	}
+	prefix := url[:strings.Index(url, "://")+3]
+	if slash < 0 {
+		return prefix + rest + "/" + name + query
+	}
+	return prefix + rest[:slash] + "/" + name + query
+}

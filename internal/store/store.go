@@ -162,6 +162,12 @@ func mapErr(err error) error {
 // unreachable reports whether err means PostgreSQL could not be reached or
 // went away, as opposed to rejecting a statement.
 func unreachable(err error) bool {
+	// Failing to connect is unreachable whatever the server said (it may
+	// refuse connections to the database, or be starting up).
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// 08: connection exception; 53: insufficient resources;
@@ -169,11 +175,10 @@ func unreachable(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
 			strings.HasPrefix(pgErr.Code, "57P")
 	}
-	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	var pgconnErr interface{ SafeToRetry() bool }
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr), errors.As(err, &pgconnErr),
+	case errors.As(err, &netErr), errors.As(err, &pgconnErr),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), pgconn.Timeout(err):
 		return true
