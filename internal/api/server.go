@@ -165,7 +165,7 @@ func (s *Server) readyz(c echo.Context) error {
 	defer cancel()
 	if err := s.ready(ctx); err != nil {
 		s.log.Warn("not ready", "error", err)
-		return respond(c, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": readinessReason(err)})
+		return problemf(http.StatusServiceUnavailable, codeUnavailable, "not ready: "+readinessReason(err))
 	}
 	return respond(c, http.StatusOK, map[string]string{"status": "ready"})
 }

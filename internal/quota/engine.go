@@ -88,7 +88,7 @@ func validateCall(customer, metric string, cost int64, requestID string) error {
 	}
 	if requestID != "" && !validRequestID(requestID) {
 		fields = append(fields, tiers.FieldError{Field: "request_id",
-			Message: fmt.Sprintf("must be 1 to %d printable characters", MaxRequestIDLen)})
+			Message: fmt.Sprintf("must be printable text of at most %d bytes", MaxRequestIDLen)})
 	}
 	if fields != nil {
 		return &tiers.ValidationError{Fields: fields}

@@ -283,6 +283,10 @@ func (db *DB) Refund(ctx context.Context, r quota.RefundCharge) ([]int64, bool, 
 				return err
 			}
 			if rec != nil {
+				if rec.Metric != r.Metric || rec.Cost != r.Cost {
+					return fmt.Errorf("%w: request_id %q was used for a refund of %d %s",
+						tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
+				}
 				replayed = true
 				return errRollback
 			}
@@ -334,7 +338,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		Used   int64     `json:"used"`
 	}
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, customer); err != nil {
+		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
 		const q = `

@@ -139,8 +139,15 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	if out, err := db.Charge(ctx, withGlobal(charge("c", 4))); err != nil || !out.Allowed {
 		t.Fatal(out, err)
 	}
-	// a and b race for the 16 units left, 1 at a time, 20 attempts each
-	// beyond their limit of 5: exactly 16 - 10 = 6 elastic units exist.
+	// a and b use their limit of 5 each: within a limit units never wait
+	// for capacity. Global usage is now 14.
+	for _, id := range []string{"a", "b"} {
+		if out, err := db.Charge(ctx, withGlobal(charge(id, 5, el))); err != nil || !out.Allowed || out.Elastic[0] {
+			t.Fatal(out, err)
+		}
+	}
+	// Then they race for the 6 units of spare capacity left, 1 at a time,
+	// 25 attempts each: no spare unit may be spent twice.
 	var elastic atomic.Int64
 	var wg sync.WaitGroup
 	for _, id := range []string{"a", "b"} {

@@ -107,10 +107,15 @@ func parseOverrideCursor(s string) (metric string, rank int) {
 }
 
 // requireCustomer returns tiers.ErrCustomerNotFound unless the customer
-// exists, and keeps it from being deleted until tx ends.
-func requireCustomer(ctx context.Context, q querier, id string) error {
+// exists; with lock, it keeps the customer from being deleted until tx
+// ends (writes only: read-only transactions cannot lock).
+func requireCustomer(ctx context.Context, q querier, id string, lock bool) error {
+	sql := `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`
+	if lock {
+		sql = `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1 FOR KEY SHARE)`
+	}
 	var ok bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1 FOR KEY SHARE)`, id).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, sql, id).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok {
@@ -120,10 +125,15 @@ func requireCustomer(ctx context.Context, q querier, id string) error {
 }
 
 // requireMetric returns tiers.ErrMetricNotFound unless the metric is
-// declared, and keeps it from being deleted until tx ends.
-func requireMetric(ctx context.Context, q querier, key string) error {
+// declared; with lock, it keeps the metric from being deleted until tx
+// ends.
+func requireMetric(ctx context.Context, q querier, key string, lock bool) error {
+	sql := `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1)`
+	if lock {
+		sql = `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1 FOR KEY SHARE)`
+	}
 	var ok bool
-	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1 FOR KEY SHARE)`, key).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, sql, key).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok {
@@ -136,10 +146,10 @@ func requireMetric(ctx context.Context, q querier, key string) error {
 func (db *DB) FindOverride(ctx context.Context, customer string, k tiers.LimitKey) (tiers.Override, error) {
 	var o tiers.Override
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, customer); err != nil {
+		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
-		if err := requireMetric(ctx, tx, k.Metric); err != nil {
+		if err := requireMetric(ctx, tx, k.Metric, false); err != nil {
 			return err
 		}
 		var err error
@@ -157,7 +167,7 @@ func (db *DB) FindOverride(ctx context.Context, customer string, k tiers.LimitKe
 func (db *DB) FindOverrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error) {
 	var list []tiers.Override
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, customer); err != nil {
+		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
 		metric, rank := parseOverrideCursor(page.After)
@@ -183,10 +193,10 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 	)
 	resource := fmt.Sprintf("customers/%s/overrides/%s/%s", o.Customer, o.Metric, o.Window)
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, o.Customer); err != nil {
+		if err := requireCustomer(ctx, tx, o.Customer, true); err != nil {
 			return err
 		}
-		if err := requireMetric(ctx, tx, o.Metric); err != nil {
+		if err := requireMetric(ctx, tx, o.Metric, true); err != nil {
 			return err
 		}
 		old, err := findOverride(ctx, tx, o.Customer, o.Key(), true)
@@ -246,10 +256,10 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string, k tiers.LimitKey) error {
 	resource := fmt.Sprintf("customers/%s/overrides/%s/%s", customer, k.Metric, k.Window)
 	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, customer); err != nil {
+		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
-		if err := requireMetric(ctx, tx, k.Metric); err != nil {
+		if err := requireMetric(ctx, tx, k.Metric, true); err != nil {
 			return err
 		}
 		old, err := findOverride(ctx, tx, customer, k, true)
