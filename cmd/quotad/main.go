@@ -149,12 +149,24 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
 	listener := db.Listener(func(n store.Notification) { applyNotification(n, cache, engine) }, cache.Purge,
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
+	listening := make(chan struct{}, 1)
+	listener.Connected = listening
 	background.Add(2)
 	go func() { defer background.Done(); listener.Run(bg) }()
 	go func() {
 		defer background.Done()
 		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
 	}()
+
+	// Serve only once changes from other processes are heard, so that
+	// nothing is cached that a missed notification could leave stale.
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		log.Warn("not yet listening for changes from other processes; serving anyway")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 
 	srv := api.New(api.Config{
 		Catalog: catalog,
@@ -199,9 +211,14 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	return err
 }
 
-// applyNotification applies a change another process (or this one)
-// committed.
+// applyNotification applies a change another process committed. A
+// process's own changes were applied when they committed (see onChange and
+// Engine.Reset), so their notifications are skipped: applied late, they
+// would only drop cache entries loaded since.
 func applyNotification(n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+	if n.Local {
+		return
+	}
 	switch n.Kind {
 	case store.NotifyMetric:
 		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})
@@ -210,11 +227,9 @@ func applyNotification(n store.Notification, cache *tiers.Cache, engine *quota.E
 	case store.NotifyCustomer:
 		cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
 	case store.NotifyForget:
-		if !n.Local {
-			engine.ForgetShort(n.Key, "")
-		}
+		engine.ForgetShort(n.Key, "")
 	case store.NotifyReset:
-		if customer, metric, ok := strings.Cut(n.Key, "/"); ok && !n.Local {
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
 			engine.ForgetShort(customer, metric)
 		}
 	}
