@@ -13,15 +13,18 @@ type shortSlot struct {
 	ceiling   int64
 }
 
-// shortResult is what take found and did, per slot.
+// maxShort is how many short windows a check can have: second and minute.
+const maxShort = 2
+
+// shortResult is what take found and did, per slot. Fixed-size arrays keep
+// the hot path free of allocations.
 type shortResult struct {
 	allowed bool
-	used    []int64 // weighted count before the check
-	passed  []bool
-	elastic []bool
-	global  []int64 // global weighted count per slot (spare slots only)
-	starts  []int64 // bucket start charged, per slot, for giveBack
-	gstarts []int64 // bucket start charged, per global window
+	used    [maxShort]int64 // weighted count before the check
+	passed  [maxShort]bool
+	elastic [maxShort]bool
+	starts  [maxShort]int64 // bucket start charged, per slot, for giveBack
+	gstarts [maxShort]int64 // bucket start charged, per global window
 }
 
 // take evaluates every short slot of a check at once under the customer's
@@ -31,15 +34,7 @@ type shortResult struct {
 func (s *slidingCounters) take(customer, metric string, slots []shortSlot, globals []tiers.Window,
 	cost, nowMs int64, charge bool) shortResult {
 	n := len(slots)
-	r := shortResult{
-		allowed: true,
-		used:    make([]int64, n),
-		passed:  make([]bool, n),
-		elastic: make([]bool, n),
-		global:  make([]int64, n),
-		starts:  make([]int64, n),
-		gstarts: make([]int64, len(globals)),
-	}
+	r := shortResult{allowed: true}
 	var sh, gsh *shard
 	if n > 0 {
 		sh = s.shardOf(customer, metric)
@@ -51,7 +46,7 @@ func (s *slidingCounters) take(customer, metric string, slots []shortSlot, globa
 		gsh.mu.Lock()
 		defer gsh.mu.Unlock()
 	}
-	buckets := make([]*bucket, n)
+	var buckets [maxShort]*bucket
 	for i, sl := range slots {
 		length := sl.window.Length().Milliseconds()
 		b := s.get(sh, slidingKey{customer, metric, sl.window}, nowMs, charge)
@@ -64,7 +59,6 @@ func (s *slidingCounters) take(customer, metric string, slots []shortSlot, globa
 		}
 		if sl.spare {
 			g := s.get(gsh, slidingKey{"", metric, sl.window}, nowMs, false).weighted(nowMs, length)
-			r.global[i] = g
 			if g+cost <= sl.capacity && u+cost <= sl.ceiling {
 				r.passed[i], r.elastic[i] = true, true
 				continue
@@ -75,7 +69,7 @@ func (s *slidingCounters) take(customer, metric string, slots []shortSlot, globa
 	if !r.allowed || !charge {
 		return r
 	}
-	for i, b := range buckets {
+	for i, b := range buckets[:n] {
 		b.cur = addCap(b.cur, cost)
 		r.starts[i] = b.start
 	}
