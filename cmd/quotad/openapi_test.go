@@ -1,0 +1,807 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	"github.com/quotad/quotad/internal/api"
+)
+
+// specPath is openapi.yaml at the module root, seen from this package.
+var specPath = filepath.Join("..", "..", "openapi.yaml")
+
+// MustLoadSpec loads openapi.yaml with every $ref resolved.
+func MustLoadSpec(t testing.TB) *openapi3.T {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile(specPath)
+	if err != nil {
+		t.Fatalf("load %s: %v", specPath, err)
+	}
+	return doc
+}
+
+func TestOpenAPISpecValid(t *testing.T) {
+	t.Parallel()
+	doc := MustLoadSpec(t)
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml does not validate: %v", err)
+	}
+	if doc.OpenAPI != "3.0.3" {
+		t.Errorf("openapi = %q, want 3.0.3", doc.OpenAPI)
+	}
+	// Every operation either needs no token or says which roles it admits.
+	for _, op := range specOperations(doc) {
+		roles, open := op.roles()
+		switch {
+		case open && len(roles) > 0:
+			t.Errorf("%s needs no token but lists roles %v", op, roles)
+		case !open && len(roles) == 0:
+			t.Errorf("%s needs a token but lists no x-quotad-roles", op)
+		case !open && !slices.Contains(roles, "admin"):
+			t.Errorf("%s does not admit the admin role; an admin token may do everything", op)
+		}
+	}
+}
+
+// specOp is one operation of openapi.yaml.
+type specOp struct {
+	Method, Path string
+	Op           *openapi3.Operation
+	Doc          *openapi3.T
+}
+
+func (o specOp) String() string { return o.Method + " " + o.Path }
+
+// roles returns the operation's x-quotad-roles, and whether it needs no
+// token at all (security: []).
+func (o specOp) roles() (roles []string, open bool) {
+	if o.Op.Security != nil && len(*o.Op.Security) == 0 {
+		open = true
+	}
+	if list, ok := o.Op.Extensions["x-quotad-roles"].([]any); ok {
+		for _, r := range list {
+			roles = append(roles, fmt.Sprint(r))
+		}
+	}
+	return roles, open
+}
+
+// specOperations lists openapi.yaml's operations, sorted.
+func specOperations(doc *openapi3.T) []specOp {
+	var out []specOp
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			out = append(out, specOp{Method: method, Path: path, Op: op, Doc: doc})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+var echoParam = regexp.MustCompile(`:([A-Za-z_][A-Za-z0-9_]*)`)
+
+// serverRoutes lists the server's routes as "METHOD /path/{param}".
+func serverRoutes() map[string]bool {
+	out := map[string]bool{}
+	for _, r := range api.New(api.Config{}).Routes() {
+		// echo files routes it adds on its own (RouteNotFound handlers, the
+		// catch-all a group gets when it has middleware) under pseudo-methods
+		// named echo_*. They are not part of the API; quotad registers none
+		// today, but they must not count if echo adds them.
+		if strings.HasPrefix(r.Method, "echo_") {
+			continue
+		}
+		out[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	return out
+}
+
+func TestOpenAPIRouteParity(t *testing.T) {
+	t.Parallel()
+	doc := MustLoadSpec(t)
+	documented := map[string]bool{}
+	for _, op := range specOperations(doc) {
+		documented[op.String()] = true
+	}
+	registered := serverRoutes()
+	var undocumented, unregistered []string
+	for r := range registered {
+		if !documented[r] {
+			undocumented = append(undocumented, r)
+		}
+	}
+	for r := range documented {
+		if !registered[r] {
+			unregistered = append(unregistered, r)
+		}
+	}
+	sort.Strings(undocumented)
+	sort.Strings(unregistered)
+	for _, r := range undocumented {
+		t.Errorf("route %s is registered but not in openapi.yaml", r)
+	}
+	for _, r := range unregistered {
+		t.Errorf("operation %s is in openapi.yaml but the server does not register it", r)
+	}
+}
+
+// specValidator checks real exchanges against openapi.yaml.
+type specValidator struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+// MustSpecValidator loads openapi.yaml for checking traffic. Two changes
+// make it stricter than the published document, never looser:
+//   - servers are dropped, so that any host matches (the test server
+//     listens on a free port);
+//   - every object schema with declared properties and no word on others
+//     is closed (additionalProperties: false). The published document
+//     leaves responses open so that fields may be added later without
+//     breaking clients, but today a field the server sends and the
+//     document does not name is a mismatch.
+func MustSpecValidator(t testing.TB) *specValidator {
+	t.Helper()
+	doc := MustLoadSpec(t)
+	doc.Servers = nil
+	seen := map[*openapi3.Schema]bool{}
+	for _, ref := range doc.Components.Schemas {
+		closeSchema(ref, seen)
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, resp := range op.Responses.Map() {
+				for _, mt := range resp.Value.Content {
+					closeSchema(mt.Schema, seen)
+				}
+			}
+		}
+	}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatalf("router from openapi.yaml: %v", err)
+	}
+	return &specValidator{doc: doc, router: router}
+}
+
+// closeSchema closes ref and the schemas below it. allOf branches are left
+// alone: they constrain part of an object whose other fields another branch
+// names.
+func closeSchema(ref *openapi3.SchemaRef, seen map[*openapi3.Schema]bool) {
+	if ref == nil || ref.Value == nil || seen[ref.Value] {
+		return
+	}
+	s := ref.Value
+	seen[s] = true
+	if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+		no := false
+		s.AdditionalProperties.Has = &no
+	}
+	for _, p := range s.Properties {
+		closeSchema(p, seen)
+	}
+	closeSchema(s.Items, seen)
+	closeSchema(s.AdditionalProperties.Schema, seen)
+}
+
+var filterOptions = &openapi3filter.Options{
+	// Tokens are the server's business; the tests send wrong ones on purpose.
+	AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+	IncludeResponseStatus: true,
+	MultiError:            true,
+}
+
+// apiCall is one request to send, as testServer.do takes it.
+type apiCall struct {
+	Method, Path, Body string
+	// Headers come in name, value pairs; an empty value removes the header.
+	// Without an Authorization header the admin token is sent, and a body
+	// is sent as application/json unless a Content-Type is given.
+	Headers []string
+}
+
+func (c apiCall) String() string { return c.Method + " " + c.Path }
+
+func (c apiCall) request(base string) (*http.Request, error) {
+	var body io.Reader
+	if c.Body != "" {
+		body = strings.NewReader(c.Body)
+	}
+	req, err := http.NewRequest(c.Method, base+c.Path, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if c.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(c.Headers); i += 2 {
+		if c.Headers[i+1] == "" {
+			req.Header.Del(c.Headers[i])
+			continue
+		}
+		req.Header.Set(c.Headers[i], c.Headers[i+1])
+	}
+	return req, nil
+}
+
+// sendCall sends c to s and reads the answer in full.
+func sendCall(t testing.TB, s *testServer, c apiCall) response {
+	t.Helper()
+	req, err := c.request(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// requestInput finds c's operation and returns the input to validate c
+// against it; it fails when c names no operation of the document.
+func (v *specValidator) requestInput(base string, c apiCall) (*openapi3filter.RequestValidationInput, error) {
+	req, err := c.request(base)
+	if err != nil {
+		return nil, err
+	}
+	route, params, err := v.router.FindRoute(req)
+	if err != nil {
+		return nil, err
+	}
+	return &openapi3filter.RequestValidationInput{
+		Request: req, PathParams: params, Route: route, Options: filterOptions,
+	}, nil
+}
+
+// input returns the input to validate c against operation ("METHOD
+// /template"), or against the operation the router finds when operation is
+// "".
+func (v *specValidator) input(base string, c apiCall, operation string) (*openapi3filter.RequestValidationInput, error) {
+	if operation == "" {
+		return v.requestInput(base, c)
+	}
+	method, tmpl, _ := strings.Cut(operation, " ")
+	item := v.doc.Paths.Value(tmpl)
+	if item == nil || item.GetOperation(method) == nil {
+		return nil, fmt.Errorf("openapi.yaml has no operation %s", operation)
+	}
+	req, err := c.request(base)
+	if err != nil {
+		return nil, err
+	}
+	// Pair the template's segments with the request path's.
+	params := map[string]string{}
+	want, got := strings.Split(tmpl, "/"), strings.Split(req.URL.EscapedPath(), "/")
+	if len(want) != len(got) {
+		return nil, fmt.Errorf("%s does not fit %s", c, operation)
+	}
+	for i, seg := range want {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			params[seg[1:len(seg)-1]] = got[i]
+		} else if seg != got[i] {
+			return nil, fmt.Errorf("%s does not fit %s", c, operation)
+		}
+	}
+	route := &routers.Route{Spec: v.doc, Path: tmpl, PathItem: item, Method: method, Operation: item.GetOperation(method)}
+	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: filterOptions}, nil
+}
+
+// validateResponse checks r, the answer to c, against c's operation: its
+// status must be documented, and its headers and body must match.
+func (v *specValidator) validateResponse(base string, c apiCall, r response) error {
+	in, err := v.requestInput(base, c)
+	if err != nil {
+		return err
+	}
+	return v.validateAnswer(in, r)
+}
+
+// validateOutside checks r, the answer to a request that belongs to no
+// operation (unknown route, wrong method), against the named response of
+// components.
+func (v *specValidator) validateOutside(base string, c apiCall, r response, name string) error {
+	ref := v.doc.Components.Responses[name]
+	if ref == nil {
+		return fmt.Errorf("openapi.yaml has no components.responses.%s", name)
+	}
+	req, err := c.request(base)
+	if err != nil {
+		return err
+	}
+	if _, _, err := v.router.FindRoute(req); err == nil {
+		return fmt.Errorf("%s names an operation of openapi.yaml", c)
+	}
+	op := &openapi3.Operation{Responses: openapi3.NewResponses(openapi3.WithStatus(r.Status, ref))}
+	route := &routers.Route{Spec: v.doc, Path: c.Path, Method: c.Method, Operation: op}
+	return v.validateAnswer(&openapi3filter.RequestValidationInput{Request: req, Route: route, Options: filterOptions}, r)
+}
+
+func (v *specValidator) validateAnswer(in *openapi3filter.RequestValidationInput, r response) error {
+	if r.Status == http.StatusNoContent && len(r.Body) > 0 {
+		return fmt.Errorf("204 with a body: %s", r.Body)
+	}
+	return openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 r.Status,
+		Header:                 r.Header,
+		Body:                   io.NopCloser(bytes.NewReader(r.Body)),
+		Options:                filterOptions,
+	})
+}
+
+// problemCode returns the code of a problem document, or "".
+func problemCode(r response) string {
+	var p struct{ Code string }
+	_ = json.Unmarshal(r.Body, &p)
+	return p.Code
+}
+
+// samplePath fills an operation's path parameters with valid values.
+func samplePath(path string) string {
+	return strings.NewReplacer(
+		"{customer}", "acme", "{metric}", "api_calls", "{plan}", "pro", "{window}", "day",
+	).Replace(path)
+}
+
+// TestOpenAPIRoles calls every operation without a token, with an unknown
+// token and with a check token: the answers must be the ones x-quotad-roles
+// and security promise, in the documented shape.
+func TestOpenAPIRoles(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	v := MustSpecValidator(t)
+	registered := serverRoutes()
+	for _, op := range specOperations(v.doc) {
+		if !registered[op.String()] {
+			continue // TestOpenAPIRouteParity reports it
+		}
+		roles, open := op.roles()
+		path := samplePath(op.Path)
+		t.Run(op.String(), func(t *testing.T) {
+			type attempt struct {
+				name   string
+				token  string
+				want   int // 0: anything but 401 and 403
+				wantCd string
+			}
+			var attempts []attempt
+			switch {
+			case open:
+				attempts = []attempt{{"no token", "", http.StatusOK, ""}}
+			default:
+				attempts = []attempt{
+					{"no token", "", http.StatusUnauthorized, "unauthorized"},
+					{"unknown token", "Bearer nope", http.StatusUnauthorized, "unauthorized"},
+					{"basic auth", "Basic " + adminToken, http.StatusUnauthorized, "unauthorized"},
+				}
+				if slices.Contains(roles, "check") {
+					attempts = append(attempts, attempt{"check token", "Bearer " + checkToken, 0, ""})
+				} else {
+					attempts = append(attempts, attempt{"check token", "Bearer " + checkToken, http.StatusForbidden, "forbidden"})
+				}
+			}
+			for _, a := range attempts {
+				c := apiCall{Method: op.Method, Path: path, Headers: []string{"Authorization", a.token}}
+				r := sendCall(t, s, c)
+				switch {
+				case a.want == 0 && (r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden):
+					t.Errorf("%s: status %d, want the operation to run\n%s", a.name, r.Status, r.Body)
+				case a.want != 0 && r.Status != a.want:
+					t.Errorf("%s: status %d, want %d\n%s", a.name, r.Status, a.want, r.Body)
+				case a.wantCd != "" && problemCode(r) != a.wantCd:
+					t.Errorf("%s: code %q, want %q", a.name, problemCode(r), a.wantCd)
+				}
+				if err := v.validateResponse(s.URL, c, r); err != nil {
+					t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", a.name, err, r.Body)
+				}
+			}
+		})
+	}
+}
+
+// apiCase is one request of TestOpenAPITraffic and what must come of it.
+type apiCase struct {
+	name string
+	apiCall
+	want int
+	// code is the problem code of an error answer.
+	code string
+	// bad marks a request that breaks openapi.yaml itself (a schema,
+	// pattern, bound or content type): the document must reject it too.
+	// Any other request must validate, even one the server refuses for
+	// reasons no schema can tell (a missing resource, an If-Match).
+	bad bool
+	// lenient explains why the document cannot judge this request, which
+	// the server refuses: its request is then not validated.
+	lenient string
+	// outside names the components.responses entry describing an answer
+	// that belongs to no operation (unknown route, wrong method).
+	outside string
+	// operation, "METHOD /path/{template}", names the operation the request
+	// is for when OpenAPI's path matching would pick another path item
+	// (a concrete path beats a templated one of the same shape).
+	operation string
+	// check inspects the answer further.
+	check func(t *testing.T, r response)
+}
+
+// TestOpenAPITraffic sends real requests, in order, covering every
+// operation with its successes and errors, and checks each request and
+// answer against openapi.yaml.
+func TestOpenAPITraffic(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	v := MustSpecValidator(t)
+
+	future := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
+	today := time.Now().UTC().Format(time.DateOnly)
+	big := `{"description":"` + strings.Repeat("x", 70<<10) + `"}`
+	noToken := []string{"Authorization", ""}
+	asCheck := []string{"Authorization", "Bearer " + checkToken}
+	ifMatch := func(tag string) []string { return []string{"If-Match", tag} }
+
+	// The next_cursor of the last answer, for a "{next}" in the next path.
+	var next string
+
+	hasHeader := func(name string, want bool) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			if got := r.Header.Get(name) != ""; got != want {
+				t.Errorf("header %s present = %t, want %t (%q)", name, got, want, r.Header.Get(name))
+			}
+		}
+	}
+	hasField := func(name string, want bool) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			var m map[string]any
+			if err := json.Unmarshal(r.Body, &m); err != nil {
+				t.Fatalf("body: %v", err)
+			}
+			if _, got := m[name]; got != want {
+				t.Errorf("field %s present = %t, want %t", name, got, want)
+			}
+		}
+	}
+	field := func(name string, want any) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			var m map[string]any
+			if err := json.Unmarshal(r.Body, &m); err != nil {
+				t.Fatalf("body: %v", err)
+			}
+			if got := m[name]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+	}
+	all := func(fs ...func(*testing.T, response)) func(*testing.T, response) {
+		return func(t *testing.T, r response) {
+			for _, f := range fs {
+				f(t, r)
+			}
+		}
+	}
+
+	cases := []apiCase{
+		// Operations and routing.
+		{name: "healthz", apiCall: apiCall{"GET", "/healthz", "", noToken}, want: 200},
+		{name: "readyz", apiCall: apiCall{"GET", "/readyz", "", noToken}, want: 200},
+		{name: "prometheus metrics", apiCall: apiCall{"GET", "/metrics", "", noToken}, want: 200},
+		{name: "unknown route", apiCall: apiCall{"GET", "/v1/nothing", "", nil}, want: 404, code: "not_found", outside: "RouteNotFound"},
+		{name: "unknown route below a resource", apiCall: apiCall{"GET", "/v1/customers/acme/nothing", "", nil}, want: 404, code: "not_found", outside: "RouteNotFound"},
+		{name: "wrong method", apiCall: apiCall{"POST", "/v1/metrics/api_calls", "{}", nil}, want: 405, code: "method_not_allowed", outside: "MethodNotAllowed",
+			check: hasHeader("Allow", true)},
+		{name: "wrong method on a list", apiCall: apiCall{"PATCH", "/v1/plans", "", nil}, want: 405, code: "method_not_allowed", outside: "MethodNotAllowed"},
+		{name: "no token", apiCall: apiCall{"GET", "/v1/metrics", "", noToken}, want: 401, code: "unauthorized",
+			check: hasHeader("WWW-Authenticate", true)},
+		{name: "unknown token", apiCall: apiCall{"PUT", "/v1/metrics/m", "{}", []string{"Authorization", "Bearer nope"}}, want: 401, code: "unauthorized"},
+		{name: "check token on admin route", apiCall: apiCall{"PUT", "/v1/metrics/m", "{}", asCheck}, want: 403, code: "forbidden"},
+
+		// Metrics.
+		{name: "create metric", apiCall: apiCall{"PUT", "/v1/metrics/api_calls", `{"description":"API calls","capacity":{"second":5000,"day":10000000}}`, nil}, want: 201,
+			check: all(hasHeader("Location", true), field("version", 1))},
+		{name: "replace metric if match", apiCall: apiCall{"PUT", "/v1/metrics/api_calls", `{"description":"API calls","capacity":{"second":5000,"day":10000000}}`, ifMatch(`"1"`)}, want: 200,
+			check: all(hasHeader("Location", false), field("version", 2))},
+		{name: "replace metric if match any", apiCall: apiCall{"PUT", "/v1/metrics/api_calls", `{"description":"API calls","capacity":{"second":5000,"day":10000000}}`, ifMatch("*")}, want: 200},
+		{name: "create metric with defaults", apiCall: apiCall{"PUT", "/v1/metrics/llm_tokens", `{}`, nil}, want: 201,
+			check: field("capacity", map[string]any{})},
+		{name: "create metric with nulls", apiCall: apiCall{"PUT", "/v1/metrics/exports", `{"description":null,"capacity":null}`, nil}, want: 201},
+		{name: "create metric with charset", apiCall: apiCall{"PUT", "/v1/metrics/history", `{}`, []string{"Content-Type", "application/json; charset=utf-8"}}, want: 201},
+		{name: "metric stale if match", apiCall: apiCall{"PUT", "/v1/metrics/api_calls", `{}`, ifMatch(`"1"`)}, want: 412, code: "precondition_failed"},
+		{name: "metric weak if match", apiCall: apiCall{"PUT", "/v1/metrics/api_calls", `{}`, ifMatch(`W/"3"`)}, want: 412, code: "precondition_failed"},
+		{name: "if match on missing metric", apiCall: apiCall{"PUT", "/v1/metrics/ghost", `{}`, ifMatch("*")}, want: 412, code: "precondition_failed"},
+		{name: "metric bad key", apiCall: apiCall{"PUT", "/v1/metrics/Bad_Key", `{}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric bad capacity window", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"capacity":{"fortnight":1}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric negative capacity", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"capacity":{"day":-1}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric capacity above 2^53-1", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"capacity":{"day":9007199254740992}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric null capacity entry", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"capacity":{"day":null}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric unknown field", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"unit":"calls"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric description too long", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"description":"` + strings.Repeat("é", 2001) + `"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric wrong type", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{"description":5}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric body not an object", apiCall: apiCall{"PUT", "/v1/metrics/m2", `[]`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric body not json", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric two objects", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{}{}`, nil}, want: 400, code: "validation_failed",
+			lenient: "not one JSON text, but kin-openapi reads only the first value"},
+		{name: "metric text body", apiCall: apiCall{"PUT", "/v1/metrics/m2", `{}`, []string{"Content-Type", "text/plain"}}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "metric no body", apiCall: apiCall{"PUT", "/v1/metrics/m2", "", nil}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "metric body too large", apiCall: apiCall{"PUT", "/v1/metrics/m2", big, nil}, want: 413, code: "payload_too_large", bad: true},
+		{name: "list metrics", apiCall: apiCall{"GET", "/v1/metrics", "", nil}, want: 200, check: all(hasHeader("ETag", false), hasField("next_cursor", false))},
+		{name: "list metrics page", apiCall: apiCall{"GET", "/v1/metrics?limit=2", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list metrics next page", apiCall: apiCall{"GET", "/v1/metrics?limit=2&cursor={next}", "", nil}, want: 200},
+		{name: "list metrics limit 0", apiCall: apiCall{"GET", "/v1/metrics?limit=0", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "list metrics limit 1001", apiCall: apiCall{"GET", "/v1/metrics?limit=1001", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "list metrics limit not a number", apiCall: apiCall{"GET", "/v1/metrics?limit=ten", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "list metrics bad cursor", apiCall: apiCall{"GET", "/v1/metrics?cursor=garbage", "", nil}, want: 400, code: "validation_failed"},
+		{name: "get metric", apiCall: apiCall{"GET", "/v1/metrics/api_calls", "", nil}, want: 200, check: hasHeader("ETag", true)},
+		{name: "get missing metric", apiCall: apiCall{"GET", "/v1/metrics/ghost", "", nil}, want: 404, code: "metric_not_found"},
+		{name: "get metric bad key", apiCall: apiCall{"GET", "/v1/metrics/-x", "", nil}, want: 400, code: "validation_failed", bad: true},
+
+		// Plans.
+		{name: "create plan", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","description":"For teams",
+			"price":{"amount_cents":4900,"currency":"USD","interval":"month"},
+			"limits":[{"metric":"api_calls","window":"second","limit":50},
+			          {"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000},
+			          {"metric":"llm_tokens","window":"month","limit":1000000,"mode":"elastic","ceiling":2000000}]}`, nil}, want: 201,
+			check: hasHeader("Location", true)},
+		{name: "replace plan as returned", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","description":"For teams",
+			"price":{"amount_cents":4900,"currency":"USD","interval":"month"},
+			"limits":[{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+			          {"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null},
+			          {"metric":"llm_tokens","window":"month","limit":1000000,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":2000000}]}`,
+			ifMatch(`"1"`)}, want: 200},
+		{name: "create plan with defaults", apiCall: apiCall{"PUT", "/v1/plans/free", `{}`, nil}, want: 201, check: field("name", "free")},
+		{name: "create small plan", apiCall: apiCall{"PUT", "/v1/plans/tiny", `{"name":"Tiny","price":null,"limits":[{"metric":"api_calls","window":"month","limit":2}]}`, nil}, want: 201},
+		{name: "plan undeclared metric", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"ghost","window":"day","limit":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "plan duplicate limit", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1},{"metric":"api_calls","window":"day","limit":2}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "plan overage on hard", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"overage_percent":5}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "plan ceiling below limit", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":10,"mode":"elastic","ceiling":5}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "plan limit missing", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day"}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan bad window", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"year","limit":1}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan bad mode", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"mode":"strict"}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan overage percent above 1000", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"mode":"soft","overage_percent":1001}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan limit above 2^53-1", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":9007199254740992}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan fractional limit", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1.5}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan bad currency", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"price":{"currency":"usd"}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan bad interval", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"price":{"interval":"quarter"}}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan blank name", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"name":"   "}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan unknown limit field", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"burst":5}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan stale if match", apiCall: apiCall{"PUT", "/v1/plans/pro", `{}`, ifMatch(`"1"`)}, want: 412, code: "precondition_failed"},
+		{name: "plan text body", apiCall: apiCall{"PUT", "/v1/plans/bad", `{}`, []string{"Content-Type", "text/plain"}}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "plan body too large", apiCall: apiCall{"PUT", "/v1/plans/bad", big, nil}, want: 413, code: "payload_too_large", bad: true},
+		{name: "list plans", apiCall: apiCall{"GET", "/v1/plans", "", nil}, want: 200},
+		{name: "list plans page", apiCall: apiCall{"GET", "/v1/plans?limit=1", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list plans next page", apiCall: apiCall{"GET", "/v1/plans?limit=1&cursor={next}", "", nil}, want: 200},
+		{name: "list plans bad cursor", apiCall: apiCall{"GET", "/v1/plans?cursor=YWJj", "", nil}, want: 400, code: "validation_failed"},
+		{name: "get plan", apiCall: apiCall{"GET", "/v1/plans/pro", "", nil}, want: 200, check: hasHeader("ETag", true)},
+		{name: "get missing plan", apiCall: apiCall{"GET", "/v1/plans/ghost", "", nil}, want: 404, code: "plan_not_found"},
+		{name: "get plan bad key", apiCall: apiCall{"GET", "/v1/plans/PRO", "", nil}, want: 400, code: "validation_failed", bad: true},
+
+		// Customers.
+		{name: "create customer", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","name":"Acme","billing_anchor_day":15,"metadata":{"crm":{"id":42}}}`, nil}, want: 201,
+			check: hasHeader("Location", true)},
+		{name: "replace customer", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","name":"Acme","billing_anchor_day":null,"metadata":null}`, ifMatch(`"1"`)}, want: 200,
+			check: all(field("billing_anchor_day", nil), field("metadata", map[string]any{}))},
+		{name: "create customer with id punctuation", apiCall: apiCall{"PUT", "/v1/customers/user@example.com:1", `{"plan":"free"}`, nil}, want: 201},
+		{name: "create customer on small plan", apiCall: apiCall{"PUT", "/v1/customers/bob", `{"plan":"tiny"}`, nil}, want: 201},
+		{name: "customer unknown plan", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"ghost"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "customer without plan", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"name":"Acme"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer anchor day 29", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","billing_anchor_day":29}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer anchor day as text", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","billing_anchor_day":"15"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer metadata not an object", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","metadata":[1]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer bad id", apiCall: apiCall{"PUT", "/v1/customers/-acme", `{"plan":"pro"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer name too long", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","name":"` + strings.Repeat("n", 201) + `"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "customer stale if match", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro"}`, ifMatch(`"9"`)}, want: 412, code: "precondition_failed"},
+		{name: "customer text body", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro"}`, []string{"Content-Type", "text/plain"}}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "customer body too large", apiCall: apiCall{"PUT", "/v1/customers/acme", big, nil}, want: 413, code: "payload_too_large", bad: true},
+		{name: "list customers", apiCall: apiCall{"GET", "/v1/customers", "", nil}, want: 200},
+		{name: "list customers on plan", apiCall: apiCall{"GET", "/v1/customers?plan=pro&limit=100", "", nil}, want: 200},
+		{name: "list customers page", apiCall: apiCall{"GET", "/v1/customers?limit=1", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list customers next page", apiCall: apiCall{"GET", "/v1/customers?limit=1&cursor={next}", "", nil}, want: 200},
+		{name: "list customers on missing plan", apiCall: apiCall{"GET", "/v1/customers?plan=ghost", "", nil}, want: 200},
+		{name: "list customers bad plan", apiCall: apiCall{"GET", "/v1/customers?plan=Pro!", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "get customer", apiCall: apiCall{"GET", "/v1/customers/acme", "", nil}, want: 200, check: hasHeader("ETag", true)},
+		{name: "get missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "get customer bad id", apiCall: apiCall{"GET", "/v1/customers/_x", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "limits", apiCall: apiCall{"GET", "/v1/customers/acme/limits", "", nil}, want: 200},
+		{name: "limits of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/limits", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "limits bad id", apiCall: apiCall{"GET", "/v1/customers/_x/limits", "", nil}, want: 400, code: "validation_failed", bad: true},
+
+		// Overrides.
+		{name: "create override", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day",
+			`{"limit":5000,"mode":"soft","overage_percent":10,"ceiling":null,"expires_at":"` + future + `","reason":"launch week"}`, nil}, want: 201,
+			check: all(hasHeader("Location", true), field("expired", false))},
+		{name: "replace override", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":6000}`, ifMatch(`"1"`)}, want: 200,
+			check: all(field("mode", "hard"), field("expires_at", nil))},
+		{name: "create elastic override", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit":100,"mode":"elastic","ceiling":200}`, nil}, want: 201},
+		{name: "create override on new window", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/llm_tokens/week", `{"limit":0,"reason":"paused"}`, nil}, want: 201},
+		{name: "override expiry in the past", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1,"expires_at":"2000-01-01T00:00:00Z"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "override expiry not a time", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1,"expires_at":"tomorrow"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override without limit", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"mode":"hard"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override negative limit", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":-1}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override reason too long", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1,"reason":"` + strings.Repeat("r", 501) + `"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override bad window", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/fortnight", `{"limit":1}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override ceiling on soft", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1,"mode":"soft","ceiling":5}`, nil}, want: 400, code: "validation_failed"},
+		{name: "override of missing customer", apiCall: apiCall{"PUT", "/v1/customers/ghost/overrides/api_calls/day", `{"limit":1}`, nil}, want: 404, code: "customer_not_found"},
+		{name: "override of undeclared metric", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/ghost/day", `{"limit":1}`, nil}, want: 404, code: "metric_not_found"},
+		{name: "override stale if match", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1}`, ifMatch(`"1"`)}, want: 412, code: "precondition_failed"},
+		{name: "override text body", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1}`, []string{"Content-Type", "text/plain"}}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "override body too large", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", big, nil}, want: 413, code: "payload_too_large", bad: true},
+		{name: "list overrides", apiCall: apiCall{"GET", "/v1/customers/acme/overrides", "", nil}, want: 200},
+		{name: "list overrides page", apiCall: apiCall{"GET", "/v1/customers/acme/overrides?limit=1", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list overrides next page", apiCall: apiCall{"GET", "/v1/customers/acme/overrides?limit=1&cursor={next}", "", nil}, want: 200},
+		{name: "list overrides of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/overrides", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "get override", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/day", "", nil}, want: 200, check: hasHeader("ETag", true)},
+		{name: "get missing override", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/hour", "", nil}, want: 404, code: "override_not_found"},
+		{name: "get override of undeclared metric", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/ghost/day", "", nil}, want: 404, code: "metric_not_found"},
+		{name: "get override of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/overrides/api_calls/day", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "get override bad window", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/days", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "limits with overrides", apiCall: apiCall{"GET", "/v1/customers/acme/limits", "", nil}, want: 200},
+		{name: "delete override stale if match", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/minute", "", ifMatch(`"7"`)}, want: 412, code: "precondition_failed"},
+		{name: "delete override", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/minute", "", ifMatch(`"1"`)}, want: 204},
+		{name: "delete missing override", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/minute", "", nil}, want: 404, code: "override_not_found"},
+		{name: "delete override bad metric", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/API/day", "", nil}, want: 400, code: "validation_failed", bad: true},
+
+		// Check, refund, usage.
+		{name: "check", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls"}`, asCheck}, want: 200,
+			check: all(field("allowed", true), field("retry_after", 0), hasHeader("RateLimit", true), hasHeader("RateLimit-Policy", true), hasHeader("Retry-After", false))},
+		{name: "check with every field", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1,"dry_run":false,"request_id":"r-1"}`, nil}, want: 200},
+		{name: "check replay", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1,"request_id":"r-1"}`, asCheck}, want: 200},
+		{name: "check replay with another cost", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":2,"request_id":"r-1"}`, asCheck}, want: 409, code: "conflict"},
+		{name: "check denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","dry_run":true}`, asCheck}, want: 429,
+			check: all(field("allowed", false), hasHeader("Retry-After", true), hasHeader("RateLimit", true))},
+		{name: "check that can never pass", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":3}`, asCheck}, want: 429,
+			check: all(field("retry_after", nil), hasHeader("Retry-After", false))},
+		{name: "check without limits", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"llm_tokens","cost":1000}`, asCheck}, want: 200,
+			check: all(field("limits", []any{}), hasHeader("RateLimit", false))},
+		{name: "check above every window", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls","cost":7000}`, asCheck}, want: 429,
+			check: field("retry_after", nil)},
+		{name: "create customer for overage", apiCall: apiCall{"PUT", "/v1/customers/carol", `{"plan":"pro"}`, nil}, want: 201},
+		{name: "create soft override", apiCall: apiCall{"PUT", "/v1/customers/carol/overrides/api_calls/day", `{"limit":10,"mode":"soft","overage_percent":50,"overage_price_micros":250}`, nil}, want: 201},
+		{name: "check into overage", apiCall: apiCall{"POST", "/v1/check", `{"customer":"carol","metric":"api_calls","cost":12}`, asCheck}, want: 200,
+			check: field("overage", true)},
+		{name: "check missing customer", apiCall: apiCall{"POST", "/v1/check", `{"customer":"ghost","metric":"api_calls"}`, asCheck}, want: 404, code: "customer_not_found"},
+		{name: "check undeclared metric", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"ghost"}`, asCheck}, want: 404, code: "metric_not_found"},
+		{name: "check cost 0", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":0}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check cost above 10^9", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1000000001}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check without customer", apiCall: apiCall{"POST", "/v1/check", `{"metric":"api_calls"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check bad metric key", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"API"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check request id too long", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","request_id":"` + strings.Repeat("i", 201) + `"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check unknown field", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","weight":1}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check text body", apiCall: apiCall{"POST", "/v1/check", `{}`, append([]string{"Content-Type", "text/plain"}, asCheck...)}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "check body too large", apiCall: apiCall{"POST", "/v1/check", big, asCheck}, want: 413, code: "payload_too_large", bad: true},
+		{name: "check without token", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls"}`, noToken}, want: 401, code: "unauthorized"},
+		{name: "refund", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","cost":1,"request_id":"f-1"}`, asCheck}, want: 200},
+		{name: "refund replay", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","cost":1,"request_id":"f-1"}`, asCheck}, want: 200},
+		{name: "refund default cost", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls"}`, nil}, want: 200},
+		{name: "refund missing customer", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"ghost","metric":"api_calls"}`, asCheck}, want: 404, code: "customer_not_found"},
+		{name: "refund undeclared metric", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"ghost"}`, asCheck}, want: 404, code: "metric_not_found"},
+		{name: "refund cost 0", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","cost":0}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "refund unknown field", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","dry_run":true}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "refund text body", apiCall: apiCall{"POST", "/v1/refund", `{}`, append([]string{"Content-Type", "text/plain"}, asCheck...)}, want: 415, code: "unsupported_media_type", bad: true},
+		{name: "refund body too large", apiCall: apiCall{"POST", "/v1/refund", big, asCheck}, want: 413, code: "payload_too_large", bad: true},
+		{name: "usage", apiCall: apiCall{"GET", "/v1/customers/acme/usage", "", nil}, want: 200},
+		{name: "usage with check token", apiCall: apiCall{"GET", "/v1/customers/bob/usage", "", asCheck}, want: 200},
+		{name: "usage of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/usage", "", asCheck}, want: 404, code: "customer_not_found"},
+		{name: "usage bad id", apiCall: apiCall{"GET", "/v1/customers/a%20b/usage", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "reset usage", apiCall: apiCall{"DELETE", "/v1/customers/bob/usage/api_calls", "", nil}, want: 204},
+		{name: "reset usage of metric named history", apiCall: apiCall{"DELETE", "/v1/customers/bob/usage/history", "", nil}, want: 204,
+			operation: "DELETE /v1/customers/{customer}/usage/{metric}"},
+		{name: "reset usage with check token", apiCall: apiCall{"DELETE", "/v1/customers/bob/usage/api_calls", "", asCheck}, want: 403, code: "forbidden"},
+		{name: "reset usage of missing customer", apiCall: apiCall{"DELETE", "/v1/customers/ghost/usage/api_calls", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "reset usage of undeclared metric", apiCall: apiCall{"DELETE", "/v1/customers/bob/usage/ghost", "", nil}, want: 404, code: "metric_not_found"},
+		{name: "reset usage bad metric", apiCall: apiCall{"DELETE", "/v1/customers/bob/usage/Ghost", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "history", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history", "", nil}, want: 200},
+		{name: "history of one metric and range", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?metric=api_calls&from=" + today + "&to=" + today, "", nil}, want: 200},
+		{name: "history of unknown customer", apiCall: apiCall{"GET", "/v1/customers/ghost/usage/history", "", nil}, want: 200, check: field("days", []any{})},
+		{name: "history bad from", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?from=2026-13-01", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "history bad to", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?to=yesterday", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "history to before from", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?from=2026-02-01&to=2026-01-01", "", nil}, want: 400, code: "validation_failed"},
+		{name: "history bad metric", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?metric=API", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "history with check token", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history", "", asCheck}, want: 403, code: "forbidden"},
+
+		// Deletes and conflicts.
+		{name: "delete metric in use by plan", apiCall: apiCall{"DELETE", "/v1/metrics/api_calls", "", nil}, want: 409, code: "conflict"},
+		{name: "drop plan limits on llm_tokens", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","limits":[{"metric":"api_calls","window":"second","limit":50}]}`, nil}, want: 200},
+		{name: "delete metric used only by override", apiCall: apiCall{"DELETE", "/v1/metrics/llm_tokens", "", nil}, want: 409, code: "conflict"},
+		{name: "delete metric stale if match", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", ifMatch(`"5"`)}, want: 412, code: "precondition_failed"},
+		{name: "delete metric", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", ifMatch(`"1"`)}, want: 204},
+		{name: "delete missing metric", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", nil}, want: 404, code: "metric_not_found"},
+		{name: "delete metric bad key", apiCall: apiCall{"DELETE", "/v1/metrics/EXPORTS", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "delete plan in use", apiCall: apiCall{"DELETE", "/v1/plans/pro", "", nil}, want: 409, code: "conflict"},
+		{name: "delete customer stale if match", apiCall: apiCall{"DELETE", "/v1/customers/user@example.com:1", "", ifMatch(`"2"`)}, want: 412, code: "precondition_failed"},
+		{name: "delete customer", apiCall: apiCall{"DELETE", "/v1/customers/user@example.com:1", "", ifMatch(`"1"`)}, want: 204},
+		{name: "delete missing customer", apiCall: apiCall{"DELETE", "/v1/customers/user@example.com:1", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "delete customer bad id", apiCall: apiCall{"DELETE", "/v1/customers/@x", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "delete plan stale if match", apiCall: apiCall{"DELETE", "/v1/plans/free", "", ifMatch(`"2"`)}, want: 412, code: "precondition_failed"},
+		{name: "delete plan", apiCall: apiCall{"DELETE", "/v1/plans/free", "", ifMatch("*")}, want: 204},
+		{name: "delete missing plan", apiCall: apiCall{"DELETE", "/v1/plans/free", "", nil}, want: 404, code: "plan_not_found"},
+		{name: "delete plan bad key", apiCall: apiCall{"DELETE", "/v1/plans/.free", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "history of deleted customer", apiCall: apiCall{"GET", "/v1/customers/user@example.com:1/usage/history", "", nil}, want: 200},
+
+		// Audit.
+		{name: "audit", apiCall: apiCall{"GET", "/v1/audit", "", nil}, want: 200},
+		{name: "audit of customer", apiCall: apiCall{"GET", "/v1/audit?customer=acme&limit=2", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "audit next page", apiCall: apiCall{"GET", "/v1/audit?customer=acme&limit=2&cursor={next}", "", nil}, want: 200},
+		{name: "audit of deleted customer", apiCall: apiCall{"GET", "/v1/audit?customer=user@example.com:1", "", nil}, want: 200},
+		{name: "audit bad customer", apiCall: apiCall{"GET", "/v1/audit?customer=-x", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "audit bad cursor", apiCall: apiCall{"GET", "/v1/audit?cursor=bm9wZQ", "", nil}, want: 400, code: "validation_failed"},
+		{name: "audit limit too large", apiCall: apiCall{"GET", "/v1/audit?limit=5000", "", nil}, want: 400, code: "validation_failed", bad: true},
+	}
+
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		if seen[tc.name] {
+			t.Fatalf("two cases are named %q", tc.name)
+		}
+		seen[tc.name] = true
+		cursor := next
+		next = ""
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.Path, "{next}") {
+				if cursor == "" {
+					t.Fatalf("the case before gave no next_cursor to follow")
+				}
+				tc.Path = strings.ReplaceAll(tc.Path, "{next}", cursor)
+			}
+			r := sendCall(t, s, tc.apiCall)
+			if r.Status != tc.want {
+				t.Errorf("%s: status %d, want %d\n%s", tc.apiCall, r.Status, tc.want, r.Body)
+			}
+			if got := problemCode(r); got != tc.code {
+				t.Errorf("%s: problem code %q, want %q", tc.apiCall, got, tc.code)
+			}
+			if tc.outside != "" {
+				if err := v.validateOutside(s.URL, tc.apiCall, r, tc.outside); err != nil {
+					t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
+				}
+			} else {
+				in, err := v.input(s.URL, tc.apiCall, tc.operation)
+				if err != nil {
+					t.Fatalf("%s: %v", tc.apiCall, err)
+				}
+				if tc.lenient == "" {
+					err := openapi3filter.ValidateRequest(context.Background(), in)
+					switch {
+					case tc.bad && err == nil:
+						t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
+					case !tc.bad && err != nil:
+						t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
+					}
+				}
+				if err := v.validateAnswer(in, r); err != nil {
+					t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+			var page struct {
+				Next *string `json:"next_cursor"`
+			}
+			if json.Unmarshal(r.Body, &page) == nil && page.Next != nil {
+				next = *page.Next
+			}
+		})
+	}
+}
