@@ -20,9 +20,6 @@ import (
 // spread over.
 const globalShards = 16
 
-// idempotencyTTL is how long a request id is remembered.
-const idempotencyTTL = 24 * time.Hour
-
 // errRollback ends a transaction whose outcome is already decided (a
 // denial or a replay) without committing anything.
 var errRollback = errors.New("rollback")
