@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ type config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	DBWait          time.Duration
+	DBMaxConns      int
 	Migrate         bool
 
 	tokens []api.Token
@@ -60,6 +62,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"how long to drain requests on SIGINT/SIGTERM (QUOTAD_SHUTDOWN_TIMEOUT)")
 	dbWait := fs.String("db-wait", env("QUOTAD_DB_WAIT", "30s"),
 		"how long to wait for PostgreSQL at start-up (QUOTAD_DB_WAIT)")
+	maxConns := fs.String("db-max-conns", env("QUOTAD_DB_MAX_CONNS", "0"),
+		"PostgreSQL connections in the pool; 0 means the URL's pool_max_conns or 24 (QUOTAD_DB_MAX_CONNS)")
 	migrate := fs.String("migrate", env("QUOTAD_MIGRATE", "true"),
 		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +79,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if cfg.DBWait, err = time.ParseDuration(*dbWait); err != nil || cfg.DBWait < 0 {
 		return nil, fmt.Errorf("db-wait: want a duration such as 30s, got %q", *dbWait)
+	}
+	if cfg.DBMaxConns, err = strconv.Atoi(*maxConns); err != nil || cfg.DBMaxConns < 0 || cfg.DBMaxConns > 1000 {
+		return nil, fmt.Errorf("db-max-conns: want an integer from 0 to 1000, got %q", *maxConns)
 	}
 	switch strings.ToLower(*migrate) {
 	case "true", "1", "yes":
@@ -143,6 +150,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("store_failure", c.StoreFailure),
 		slog.String("log_level", c.LogLevel),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
+		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.Bool("migrate", c.Migrate),
 	)
 }

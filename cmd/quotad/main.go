@@ -80,7 +80,7 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, error) {
 	deadline := time.Now().Add(cfg.DBWait)
 	for {
-		db, err := store.Open(ctx, cfg.DatabaseURL)
+		db, err := store.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 		if err == nil {
 			if err = db.Ping(ctx); err == nil {
 				return db, nil

@@ -32,11 +32,23 @@ type DB struct {
 	instance string
 }
 
+// DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
+// Checks with long windows hold a connection for one short transaction;
+// enough of them in flight lets PostgreSQL commit them in groups.
+const DefaultMaxConns = 24
+
 // Open connects to the database at url and returns a DB over a new pool.
-func Open(ctx context.Context, url string) (*DB, error) {
+// maxConns <= 0 keeps the URL's pool_max_conns, or DefaultMaxConns.
+func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", errors.New(RedactURL(err.Error())))
+	}
+	switch {
+	case maxConns > 0:
+		cfg.MaxConns = int32(maxConns)
+	case !strings.Contains(url, "pool_max_conns"):
+		cfg.MaxConns = DefaultMaxConns
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "quotad"
