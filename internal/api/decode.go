@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,14 @@ func decodeJSON(body []byte, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		// encoding/json names neither array indexes nor the parents of an
+		// unknown field, and nothing at all for a bad time: find the field.
+		var syntax *json.SyntaxError
+		if !errors.As(err, &syntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
+			if field, message, ok := locate(body, reflect.TypeOf(dst), ""); ok {
+				return invalid(field, message)
+			}
+		}
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -128,6 +137,146 @@ func describeType(e *json.UnmarshalTypeError) string {
 	return "of another type (got " + e.Value + ")"
 }
 
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// locate finds the first value in data, a syntactically valid JSON value
+// read as t, that the strict decoder rejects: a key t does not know or a
+// value of the wrong type. It names it by its path from path ("limits[0].limit",
+// "price.foo"). ok is false when it finds nothing wrong.
+func locate(data []byte, t reflect.Type, path string) (field, message string, ok bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		return "", "", false // null leaves any Go value as it is
+	}
+	kind := t.Kind()
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
+		(kind != reflect.Struct && kind != reflect.Map && kind != reflect.Slice) {
+		if json.Unmarshal(data, reflect.New(t).Interface()) != nil {
+			return path, "must be " + describe(t), true
+		}
+		return "", "", false
+	}
+	if kind == reflect.Slice {
+		var elems []json.RawMessage
+		if json.Unmarshal(data, &elems) != nil {
+			return path, "must be a JSON array", true
+		}
+		for i, e := range elems {
+			if field, message, ok := locate(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
+				return field, message, true
+			}
+		}
+		return "", "", false
+	}
+	members, isObject := objectMembers(data)
+	if !isObject {
+		return path, "must be a JSON object", true
+	}
+	for _, m := range members {
+		sub := m.key
+		if path != "" {
+			sub = path + "." + m.key
+		}
+		var elem reflect.Type
+		if kind == reflect.Struct {
+			f, known := fieldByJSONName(t, m.key)
+			if !known {
+				return sub, "is not a known field", true
+			}
+			elem = f.Type
+		} else {
+			elem = t.Elem()
+		}
+		if field, message, ok := locate(m.raw, elem, sub); ok {
+			return field, message, true
+		}
+	}
+	return "", "", false
+}
+
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// objectMembers returns the members of a JSON object in document order.
+func objectMembers(data []byte) ([]member, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	var out []member
+	for dec.More() {
+		tok, err := dec.Token()
+		key, isKey := tok.(string)
+		if err != nil || !isKey {
+			return nil, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		out = append(out, member{key: key, raw: raw})
+	}
+	return out, true
+}
+
+// fieldByJSONName returns the field of struct t that encoding/json decodes
+// the key name into: an exact match first, else one equal under case folding.
+func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
+	var folded *reflect.StructField
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+		if folded == nil && strings.EqualFold(tag, name) {
+			folded = &f
+		}
+	}
+	if folded != nil {
+		return *folded, true
+	}
+	return reflect.StructField{}, false
+}
+
+// describe names the JSON shape of a Go type for a client.
+func describe(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "an RFC 3339 time, e.g. 2026-12-01T00:00:00Z"
+	case t == reflect.TypeFor[json.RawMessage]():
+		return "JSON"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	}
+	return "a JSON object"
+}
+
 // isJSON reports whether a Content-Type names JSON (application/json or
 // any application/*+json).
 func isJSON(ct string) bool {
@@ -141,13 +290,35 @@ func isJSON(ct string) bool {
 	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-// param returns a path parameter, percent-decoded.
+// param returns a path parameter, percent-decoded exactly once. echo routes
+// on the raw path only when it differs from the decoded one (an encoded
+// slash, say); otherwise its parameters are decoded already, and decoding
+// them again would turn "a%2541" into "aA".
 func param(c echo.Context, name string) string {
 	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v
+	}
 	if u, err := url.PathUnescape(v); err == nil {
 		return u
 	}
 	return v
+}
+
+// wholeSegments answers 404 for a path with more segments than its route.
+// echo lets a route's last parameter take the rest of the path, so that
+// /v1/metrics/a/b would reach /v1/metrics/:metric with "a/b"; a parameter
+// never holds a slash of the path itself (an encoded one, %2F, stays encoded
+// in the raw value and is judged by the handler).
+func wholeSegments(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		for _, v := range c.ParamValues() {
+			if strings.Contains(v, "/") {
+				return echo.ErrNotFound
+			}
+		}
+		return next(c)
+	}
 }
 
 // Page sizes.

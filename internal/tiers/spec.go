@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -337,12 +338,39 @@ func normalizeMetadata(raw json.RawMessage) (json.RawMessage, error) {
 
 const maxMetadataDepth = 32
 
+// Bounds on metadata numbers. PostgreSQL's jsonb stores numbers as numeric,
+// which refuses a scale above 16383 digits; these bounds keep well inside it.
+const (
+	maxNumberScale    = 1000
+	maxNumberExponent = 1000
+)
+
+// storableNumber reports whether the JSON number n has at most
+// maxNumberScale digits after its decimal point and an exponent within
+// ±maxNumberExponent.
+func storableNumber(n string) bool {
+	mantissa, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	if hasExp {
+		e, err := strconv.Atoi(exp)
+		if err != nil || e < -maxNumberExponent || e > maxNumberExponent {
+			return false
+		}
+	}
+	_, frac, _ := strings.Cut(mantissa, ".")
+	return len(frac) <= maxNumberScale
+}
+
 // checkJSONText rejects what jsonb cannot store (NUL in strings) and absurd nesting.
 func checkJSONText(v any, depth int) error {
 	if depth > maxMetadataDepth {
 		return fmt.Errorf("must be nested at most %d levels deep", maxMetadataDepth)
 	}
 	switch t := v.(type) {
+	case json.Number:
+		if !storableNumber(string(t)) {
+			return fmt.Errorf("numbers must have at most %d digits after the decimal point and an exponent between -%d and %d",
+				maxNumberScale, maxNumberExponent, maxNumberExponent)
+		}
 	case string:
 		if strings.IndexByte(t, 0) >= 0 {
 			return fmt.Errorf("must not contain NUL characters")
