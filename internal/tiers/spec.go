@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -326,6 +327,9 @@ func normalizeMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("must be a JSON object")
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("must be a single JSON object")
+	}
 	obj, ok := v.(map[string]any)
 	if !ok {
 		return nil, fmt.Errorf("must be a JSON object")
@@ -394,6 +398,9 @@ func checkJSONText(v any, depth int) error {
 	return nil
 }
 
+// maxYear is the last year an RFC 3339 time can name.
+const maxYear = 9999
+
 // Validate returns the override the spec describes for customer on
 // metric+window, with Version and times unset. expires_at must lie after now.
 func (s OverrideSpec) Validate(customer, metric, window string, now time.Time) (Override, error) {
@@ -416,7 +423,12 @@ func (s OverrideSpec) Validate(customer, metric, window string, now time.Time) (
 	terms.apply("", &o.Limit, &p)
 	if s.ExpiresAt != nil {
 		t := s.ExpiresAt.UTC()
-		if !t.After(now) {
+		switch {
+		case t.Year() > maxYear:
+			// RFC 3339 (and so JSON) has four-digit years: such a time, read
+			// with a negative offset, could be stored but never written back.
+			p.add("expires_at", "must lie before 10000-01-01T00:00:00Z")
+		case !t.After(now):
 			p.add("expires_at", "must lie in the future")
 		}
 		o.ExpiresAt = &t

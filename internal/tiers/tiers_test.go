@@ -1,0 +1,253 @@
+package tiers
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestWindows(t *testing.T) {
+	tests := []struct {
+		name   string
+		window Window
+		short  bool
+		length time.Duration
+	}{
+		{"second", Second, true, time.Second},
+		{"minute", Minute, true, time.Minute},
+		{"hour", Hour, false, 0},
+		{"day", Day, false, 0},
+		{"week", Week, false, 0},
+		{"month", Month, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w, ok := ParseWindow(tc.name)
+			if !ok || w != tc.window {
+				t.Fatalf("ParseWindow(%q) = %v, %v, want %v, true", tc.name, w, ok, tc.window)
+			}
+			if got := w.String(); got != tc.name {
+				t.Errorf("String() = %q, want %q", got, tc.name)
+			}
+			if !w.Valid() {
+				t.Errorf("Valid() = false")
+			}
+			if got := w.Short(); got != tc.short {
+				t.Errorf("Short() = %v, want %v", got, tc.short)
+			}
+			if got := w.Length(); got != tc.length {
+				t.Errorf("Length() = %v, want %v", got, tc.length)
+			}
+			text, err := w.MarshalText()
+			if err != nil || string(text) != tc.name {
+				t.Errorf("MarshalText() = %q, %v, want %q", text, err, tc.name)
+			}
+			var back Window
+			if err := back.UnmarshalText([]byte(tc.name)); err != nil || back != w {
+				t.Errorf("UnmarshalText(%q) = %v, %v, want %v", tc.name, back, err, w)
+			}
+		})
+	}
+	t.Run("listed shortest first", func(t *testing.T) {
+		want := []Window{Second, Minute, Hour, Day, Week, Month}
+		if !reflect.DeepEqual(Windows, want) {
+			t.Errorf("Windows = %v, want %v", Windows, want)
+		}
+		for i := 1; i < len(Windows); i++ {
+			if Windows[i-1] >= Windows[i] {
+				t.Errorf("window %v does not sort before %v", Windows[i-1], Windows[i])
+			}
+		}
+	})
+}
+
+func TestInvalidWindows(t *testing.T) {
+	for _, s := range []string{"", "Second", "DAY", "hours", "year", " day", "0"} {
+		t.Run("parse "+s, func(t *testing.T) {
+			if w, ok := ParseWindow(s); ok {
+				t.Errorf("ParseWindow(%q) = %v, true; want false", s, w)
+			}
+			var w Window
+			if err := w.UnmarshalText([]byte(s)); err == nil {
+				t.Errorf("UnmarshalText(%q) succeeded with %v", s, w)
+			}
+		})
+	}
+	for _, w := range []Window{0, Month + 1, 255} {
+		t.Run("value "+w.String(), func(t *testing.T) {
+			if w.Valid() {
+				t.Errorf("Valid() = true")
+			}
+			if text, err := w.MarshalText(); err == nil {
+				t.Errorf("MarshalText() = %q, want an error", text)
+			}
+			if w.Short() || w.Length() != 0 {
+				t.Errorf("Short() = %v, Length() = %v for an invalid window", w.Short(), w.Length())
+			}
+		})
+	}
+	if got := Window(9).String(); got != "Window(9)" {
+		t.Errorf("Window(9).String() = %q", got)
+	}
+}
+
+func TestModes(t *testing.T) {
+	tests := []struct {
+		name string
+		mode Mode
+	}{
+		{"hard", Hard},
+		{"soft", Soft},
+		{"elastic", Elastic},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, ok := ParseMode(tc.name)
+			if !ok || m != tc.mode {
+				t.Fatalf("ParseMode(%q) = %v, %v, want %v, true", tc.name, m, ok, tc.mode)
+			}
+			if got := m.String(); got != tc.name {
+				t.Errorf("String() = %q, want %q", got, tc.name)
+			}
+			text, err := m.MarshalText()
+			if err != nil || string(text) != tc.name {
+				t.Errorf("MarshalText() = %q, %v, want %q", text, err, tc.name)
+			}
+			var back Mode
+			if err := back.UnmarshalText([]byte(tc.name)); err != nil || back != m {
+				t.Errorf("UnmarshalText(%q) = %v, %v", tc.name, back, err)
+			}
+		})
+	}
+	for _, s := range []string{"", "HARD", "Soft", "burst"} {
+		t.Run("invalid "+s, func(t *testing.T) {
+			if m, ok := ParseMode(s); ok {
+				t.Errorf("ParseMode(%q) = %v, true", s, m)
+			}
+			var m Mode
+			if err := m.UnmarshalText([]byte(s)); err == nil {
+				t.Errorf("UnmarshalText(%q) succeeded with %v", s, m)
+			}
+		})
+	}
+	for _, m := range []Mode{0, Elastic + 1} {
+		if text, err := m.MarshalText(); err == nil {
+			t.Errorf("Mode(%d).MarshalText() = %q, want an error", uint8(m), text)
+		}
+	}
+	if got := Mode(0).String(); got != "Mode(0)" {
+		t.Errorf("Mode(0).String() = %q", got)
+	}
+}
+
+func TestLimitJSON(t *testing.T) {
+	l := Limit{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
+	}
+	const want = `{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null}`
+	if string(b) != want {
+		t.Errorf("Marshal =\n  %s\nwant\n  %s", b, want)
+	}
+	var back Limit
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if !reflect.DeepEqual(back, l) {
+		t.Errorf("round trip = %+v, want %+v", back, l)
+	}
+	if _, err := json.Marshal(Limit{Metric: "m"}); err == nil {
+		t.Errorf("a limit without window and mode marshalled without error")
+	}
+}
+
+func TestOverrideExpiredAt(t *testing.T) {
+	tests := []struct {
+		name    string
+		expires *time.Time
+		want    bool
+	}{
+		{"no expiry", nil, false},
+		{"expires later", ptr(t0.Add(time.Nanosecond)), false},
+		{"expires now", ptr(t0), true},
+		{"expired before", ptr(t0.Add(-time.Hour)), true},
+		{"same instant in another zone", ptr(t0.In(time.FixedZone("X", 3600))), true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Override{ExpiresAt: tc.expires}
+			if got := o.ExpiredAt(t0); got != tc.want {
+				t.Errorf("ExpiredAt(now) = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidationErrorMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *ValidationError
+		want string
+	}{
+		{"one field", Invalid("plan", "is required"), "invalid input: plan: is required"},
+		{"several fields", &ValidationError{Fields: []FieldError{
+			{Field: "limits[0].window", Message: "is required"},
+			{Field: "name", Message: "must not be empty"},
+		}}, "invalid input: limits[0].window: is required; name: must not be empty"},
+		{"no field name", &ValidationError{Fields: []FieldError{{Message: "body is empty"}}}, "invalid input: body is empty"},
+		{"no fields", &ValidationError{}, "invalid input"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	var err error = Invalid("x", "y")
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0] != (FieldError{Field: "x", Message: "y"}) {
+		t.Errorf("Invalid(x, y) = %#v", err)
+	}
+	b, err := json.Marshal(ve.Fields[0])
+	if err != nil || string(b) != `{"field":"x","message":"y"}` {
+		t.Errorf("FieldError JSON = %s, %v", b, err)
+	}
+}
+
+func TestPreconditionCheck(t *testing.T) {
+	tests := []struct {
+		name    string
+		p       Precondition
+		exists  bool
+		version int64
+		wantOK  bool
+	}{
+		{"no If-Match, resource exists", Precondition{}, true, 3, true},
+		{"no If-Match, resource missing", Precondition{}, false, 0, true},
+		{"matching version", Precondition{Set: true, Versions: []int64{3}}, true, 3, true},
+		{"one of several versions matches", Precondition{Set: true, Versions: []int64{1, 2, 3}}, true, 2, true},
+		{"stale version", Precondition{Set: true, Versions: []int64{2}}, true, 3, false},
+		{"newer version than stored", Precondition{Set: true, Versions: []int64{4}}, true, 3, false},
+		{"star on existing resource", Precondition{Set: true, Any: true}, true, 7, true},
+		{"star and stale version", Precondition{Set: true, Any: true, Versions: []int64{1}}, true, 7, true},
+		{"star on missing resource", Precondition{Set: true, Any: true}, false, 0, false},
+		{"version on missing resource", Precondition{Set: true, Versions: []int64{1}}, false, 0, false},
+		{"version 0 on missing resource", Precondition{Set: true, Versions: []int64{0}}, false, 0, false},
+		{"header with no usable tag (weak or malformed)", Precondition{Set: true}, true, 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Check(tc.exists, tc.version)
+			switch {
+			case tc.wantOK && err != nil:
+				t.Errorf("Check(%v, %d) = %v, want nil", tc.exists, tc.version, err)
+			case !tc.wantOK && !errors.Is(err, ErrPreconditionFailed):
+				t.Errorf("Check(%v, %d) = %v, want ErrPreconditionFailed", tc.exists, tc.version, err)
+			}
+		})
+	}
+}
