@@ -1,0 +1,543 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// FuzzDecodeRequest feeds arbitrary bytes, as the body, to every route that
+// decodes one: POST /v1/check and /v1/refund and the four admin PUTs. For
+// each it decodes the body into the route's request type and runs the
+// route's validation, then serves the same body through the whole server
+// (echo, middleware, error handler) and checks that the answer is the one
+// the direct decode and validation call for.
+//
+// Properties, per route:
+//   - decoding and validating never panic;
+//   - a decode error is the package's client error: a 400
+//     validation_failed problem about one field, never a 5xx;
+//   - a validation error is a *tiers.ValidationError whose every entry
+//     names its field, which becomes a 400 validation_failed problem;
+//   - a body that decodes is one valid JSON value, and the decoded value
+//     survives a round trip: re-encoded, it decodes strictly again, to an
+//     equal value that validates to the same result;
+//   - the server answers a bad body with exactly the problem the direct
+//     decode or validation produced (413 when the body is too large), and a
+//     good one with a 2xx whose body is the JSON encoding of what the
+//     handler passed on, having passed on exactly the validated value;
+//   - the server never answers 5xx and logs no error.
+func FuzzDecodeRequest(f *testing.F) {
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"customer":"acme","metric":"api_calls"}`))
+	f.Add([]byte(`{"limits":[{"metric":"api_calls","window":"day","limit":10}]}`))
+	f.Add([]byte(`{"limit":1,"expires_at":"2030-01-01T00:00:00Z"}`))
+
+	fs := newFuzzServer()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, r := range fuzzRoutes {
+			fs.run(t, r, body)
+		}
+	})
+}
+
+// TestFuzzDecodeRequestLargeBodies runs the fuzz target's checks on bodies
+// too large for its seed corpus, where they would slow every mutation:
+// nesting around encoding/json's depth limit and sizes around MaxBodyBytes.
+func TestFuzzDecodeRequestLargeBodies(t *testing.T) {
+	nested := func(depth int) []byte {
+		return []byte(`{"plan":"pro","metadata":{"a":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
+	}
+	padded := func(size int) []byte {
+		body := []byte(`{"plan":"pro","customer":"acme","metric":"api_calls","limit":1}`)
+		return append(body, bytes.Repeat([]byte(" "), size-len(body))...)
+	}
+	cases := []struct {
+		name string
+		body []byte
+	}{
+		{"nesting within the decoder's limit", nested(9000)},
+		{"nesting beyond the decoder's limit", nested(10001)},
+		{"body of MaxBodyBytes", padded(MaxBodyBytes)},
+		{"body one byte over MaxBodyBytes", padded(MaxBodyBytes + 1)},
+		{"integer of 60000 digits", []byte(`{"cost":` + strings.Repeat("9", 60000) + `}`)},
+	}
+	fs := newFuzzServer()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, r := range fuzzRoutes {
+				fs.run(t, r, c.body)
+			}
+		})
+	}
+}
+
+// fuzzNow is the fuzzed server's clock: overrides must expire after it.
+var fuzzNow = time.Date(2026, time.June, 1, 12, 0, 0, 0, time.UTC)
+
+// fuzzRoute is one route that decodes a JSON body.
+type fuzzRoute struct {
+	name, method, path string
+	status             int // the status of a good body
+	// decode decodes body into the route's request type and validates it
+	// as the handler and what it calls do, asserting the decode-level
+	// properties. It returns what the handler passes to the checker or the
+	// store, or the error it must answer with.
+	decode func(t *testing.T, name string, body []byte) (passed any, err error)
+	// answer is what the handler writes for passed.
+	answer func(passed any) any
+}
+
+var fuzzRoutes = []fuzzRoute{
+	{
+		name: "check", method: http.MethodPost, path: "/v1/check", status: http.StatusOK,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
+				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
+					DryRun: r.DryRun, RequestID: r.RequestID}
+				return q, q.Validate()
+			}, sameValue)
+		},
+		answer: func(passed any) any {
+			q := passed.(quota.Request)
+			return checkResponse{Allowed: true, Customer: q.Customer, Metric: q.Metric, Cost: q.Cost,
+				Limits: []windowState{}}
+		},
+	},
+	{
+		name: "refund", method: http.MethodPost, path: "/v1/refund", status: http.StatusOK,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
+				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
+					RequestID: r.RequestID}
+				return q, q.Validate()
+			}, sameValue)
+		},
+		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
+	},
+	{
+		name: "metric", method: http.MethodPut, path: "/v1/metrics/api_calls", status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s tiers.MetricSpec) (any, error) {
+				return s.Validate("api_calls")
+			}, sameValue)
+		},
+		answer: func(passed any) any { return passed },
+	},
+	{
+		name: "plan", method: http.MethodPut, path: "/v1/plans/pro", status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s tiers.PlanSpec) (any, error) {
+				return s.Validate("pro")
+			}, sameValue)
+		},
+		answer: func(passed any) any { return passed },
+	},
+	{
+		name: "customer", method: http.MethodPut, path: "/v1/customers/acme", status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s tiers.CustomerSpec) (any, error) {
+				return s.Validate("acme")
+			}, sameCustomerSpec)
+		},
+		answer: func(passed any) any { return passed },
+	},
+	{
+		name: "override", method: http.MethodPut, path: "/v1/customers/acme/overrides/api_calls/day",
+		status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s tiers.OverrideSpec) (any, error) {
+				return s.Validate("acme", "api_calls", "day", fuzzNow)
+			}, sameOverrideSpec)
+		},
+		answer: func(passed any) any { return passed },
+	},
+}
+
+// fuzzCost is the handlers' default: a check or refund without cost is of 1.
+func fuzzCost(c *int64) int64 {
+	if c == nil {
+		return 1
+	}
+	return *c
+}
+
+// fuzzDecode decodes body into a T as decodeBody does, asserts the
+// decode-level properties and returns what validate makes of the value.
+// same is equality after a JSON round trip.
+func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) (any, error), same func(a, b T) bool) (any, error) {
+	t.Helper()
+	var v T
+	if err := fuzzNoPanic(t, name+": decoding", func() error { return decodeJSON(body, &v) }); err != nil {
+		assertDecodeError(t, name, err)
+		return nil, err
+	}
+	if !json.Valid(body) {
+		t.Fatalf("%s: decoded a body that is not one valid JSON value: %s", name, fuzzQuote(body))
+	}
+
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("%s: re-encoding the decoded %#v: %v", name, v, err)
+	}
+	var again T
+	if err := fuzzNoPanic(t, name+": decoding again", func() error { return decodeJSON(out, &again) }); err != nil {
+		t.Fatalf("%s: the re-encoded body %s is refused: %v", name, out, err)
+	}
+	if !same(v, again) {
+		t.Fatalf("%s: a round trip changed the value:\nfirst  %#v\nsecond %#v\nvia    %s", name, v, again, out)
+	}
+
+	var passed, passedAgain any
+	var verr, verrAgain error
+	fuzzNoPanic(t, name+": validating", func() error {
+		passed, verr = validate(v)
+		passedAgain, verrAgain = validate(again)
+		return nil
+	})
+	if !reflect.DeepEqual(verr, verrAgain) || (verr == nil && !reflect.DeepEqual(passed, passedAgain)) {
+		t.Fatalf("%s: a round trip changed the validation:\nfirst  %#v, %v\nsecond %#v, %v\nvia    %s",
+			name, passed, verr, passedAgain, verrAgain, out)
+	}
+	if verr != nil {
+		assertValidationError(t, name, verr)
+		return nil, verr
+	}
+	return passed, nil
+}
+
+// fuzzQuote quotes a body for a failure message, eliding the middle of a
+// long one.
+func fuzzQuote(body []byte) string {
+	const keep = 200
+	if len(body) <= 2*keep {
+		return strconv.Quote(string(body))
+	}
+	return fmt.Sprintf("%q...(%d bytes)...%q", body[:keep], len(body)-2*keep, body[len(body)-keep:])
+}
+
+// fuzzNoPanic runs fn and fails the test, naming what, if it panics.
+func fuzzNoPanic(t *testing.T, what string, fn func() error) (err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("%s panicked: %v\n%s", what, r, debug.Stack())
+		}
+	}()
+	return fn()
+}
+
+// assertDecodeError checks that a decode error is what decodeBody promises:
+// a 400 validation_failed problem about exactly one field.
+func assertDecodeError(t *testing.T, name string, err error) {
+	t.Helper()
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		t.Fatalf("%s: decode error %T (%v) is not an *apiError", name, err, err)
+	}
+	if ae.status != http.StatusBadRequest || ae.code != codeValidation ||
+		len(ae.fields) != 1 || ae.fields[0].Message == "" {
+		t.Fatalf("%s: decode error is not a 400 about one field: %+v", name, ae)
+	}
+	p, known := toProblem(err)
+	if !known || p.Status != http.StatusBadRequest || p.Code != codeValidation ||
+		p.Type != problemTypePrefix+codeValidation || !reflect.DeepEqual(p.Errors, ae.fields) {
+		t.Fatalf("%s: decode error %v becomes problem %+v (known %v)", name, err, p, known)
+	}
+}
+
+// assertValidationError checks that a validation error is a
+// *tiers.ValidationError naming every bad field, answered with a 400.
+func assertValidationError(t *testing.T, name string, err error) {
+	t.Helper()
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) || len(ve.Fields) == 0 {
+		t.Fatalf("%s: validation error %T (%v) is not a *tiers.ValidationError with fields", name, err, err)
+	}
+	for _, fe := range ve.Fields {
+		if fe.Field == "" || fe.Message == "" {
+			t.Fatalf("%s: validation error has an entry without field or message: %+v", name, ve.Fields)
+		}
+	}
+	p, known := toProblem(err)
+	if !known || p.Status != http.StatusBadRequest || p.Code != codeValidation || !reflect.DeepEqual(p.Errors, ve.Fields) {
+		t.Fatalf("%s: validation error %v becomes problem %+v (known %v)", name, err, p, known)
+	}
+}
+
+// sameValue is equality for request types without JSON-specific fields.
+func sameValue[T any](a, b T) bool { return reflect.DeepEqual(a, b) }
+
+// sameCustomerSpec compares customer specs; metadata is compared as JSON
+// (re-encoding compacts it), with absent and null alike, as Validate
+// treats them.
+func sameCustomerSpec(a, b tiers.CustomerSpec) bool {
+	if !sameJSON(a.Metadata, b.Metadata) {
+		return false
+	}
+	a.Metadata, b.Metadata = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	decode := func(raw json.RawMessage) (any, bool) {
+		if len(raw) == 0 {
+			return nil, true
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v) == nil
+	}
+	va, okA := decode(a)
+	vb, okB := decode(b)
+	return okA && okB && reflect.DeepEqual(va, vb)
+}
+
+// sameOverrideSpec compares override specs; expires_at must keep both its
+// instant and its offset.
+func sameOverrideSpec(a, b tiers.OverrideSpec) bool {
+	ta, tb := a.ExpiresAt, b.ExpiresAt
+	if (ta == nil) != (tb == nil) {
+		return false
+	}
+	if ta != nil {
+		_, offA := ta.Zone()
+		_, offB := tb.Zone()
+		if !ta.Equal(*tb) || offA != offB {
+			return false
+		}
+	}
+	a.ExpiresAt, b.ExpiresAt = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// fuzzServer is a Server over the real tiers.Service, with a store and a
+// checker that record what they are given.
+type fuzzServer struct {
+	srv    *Server
+	passed any      // what the checker or the store last received
+	errors []string // error-level log records
+}
+
+func newFuzzServer() *fuzzServer {
+	fs := &fuzzServer{}
+	fs.srv = New(Config{
+		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+		Checker: fuzzChecker{fs},
+		Logger:  slog.New(fuzzLog{fs}),
+	})
+	return fs
+}
+
+// run serves body to route r and checks the answer against the direct
+// decode and validation.
+func (fs *fuzzServer) run(t *testing.T, r fuzzRoute, body []byte) {
+	t.Helper()
+	passed, err := r.decode(t, r.name, body)
+	if len(body) > MaxBodyBytes {
+		passed, err = nil, echo.ErrStatusRequestEntityTooLarge
+	}
+
+	fs.passed, fs.errors = nil, nil
+	req := httptest.NewRequest(r.method, r.path, bytes.NewReader(body))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	rec := httptest.NewRecorder()
+	fs.srv.ServeHTTP(rec, req)
+	res := rec.Result()
+	got := rec.Body.Bytes()
+	prefix := fmt.Sprintf("%s %s: answered %d", r.method, r.path, res.StatusCode)
+
+	if res.StatusCode >= 500 || len(fs.errors) > 0 {
+		t.Fatalf("%s, logging %q, to %s:\n%s", prefix, fs.errors, fuzzQuote(body), got)
+	}
+	if err != nil {
+		want, _ := toProblem(err)
+		var p Problem
+		if res.StatusCode != want.Status || res.Header.Get(echo.HeaderContentType) != contentTypeProblemJSON ||
+			json.Unmarshal(got, &p) != nil || !reflect.DeepEqual(p, want) {
+			t.Fatalf("%s with %s, want problem %+v for %s", prefix, got, want, fuzzQuote(body))
+		}
+		if fs.passed != nil {
+			t.Fatalf("%s but passed %#v on for %s", prefix, fs.passed, fuzzQuote(body))
+		}
+		return
+	}
+	if res.StatusCode != r.status {
+		t.Fatalf("%s with %s, want %d for %s", prefix, got, r.status, fuzzQuote(body))
+	}
+	if !reflect.DeepEqual(fs.passed, passed) {
+		t.Fatalf("%s, passing on\n%#v\nwant\n%#v\nfor %s", prefix, fs.passed, passed, fuzzQuote(body))
+	}
+	want, merr := json.Marshal(r.answer(passed))
+	if merr != nil {
+		t.Fatalf("%s but cannot encode its answer for %s: %v", prefix, fuzzQuote(body), merr)
+	}
+	if !bytes.Equal(got, append(want, '\n')) {
+		t.Fatalf("%s with body\n%s\nwant\n%s\nfor %s", prefix, got, want, fuzzQuote(body))
+	}
+}
+
+// fuzzStore is a tiers.Store whose puts succeed, creating what they are
+// given; any other call panics, which the server answers with a 500 and
+// the fuzz target reports.
+type fuzzStore struct {
+	fs *fuzzServer
+}
+
+var _ tiers.Store = fuzzStore{}
+
+func (s fuzzStore) FindMetric(context.Context, string) (tiers.Metric, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindMetrics(context.Context, tiers.Page) ([]tiers.Metric, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) DeleteMetric(context.Context, tiers.Write, string) error {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindPlan(context.Context, string) (tiers.Plan, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindPlans(context.Context, tiers.Page) ([]tiers.Plan, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) DeletePlan(context.Context, tiers.Write, string) error {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindCustomer(context.Context, string) (tiers.Customer, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindCustomers(context.Context, tiers.CustomerFilter) ([]tiers.Customer, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) DeleteCustomer(context.Context, tiers.Write, string) error {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindOverride(context.Context, string, tiers.LimitKey) (tiers.Override, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindOverrides(context.Context, string, tiers.Page) ([]tiers.Override, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) DeleteOverride(context.Context, tiers.Write, string, tiers.LimitKey) error {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindAccount(context.Context, string) (tiers.Account, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindAuditEvents(context.Context, tiers.AuditFilter) ([]tiers.AuditEvent, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) PutMetric(_ context.Context, _ tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
+	s.fs.passed = m
+	return m, true, nil
+}
+
+func (s fuzzStore) PutPlan(_ context.Context, _ tiers.Write, p tiers.Plan) (tiers.Plan, bool, error) {
+	s.fs.passed = p
+	return p, true, nil
+}
+
+func (s fuzzStore) PutCustomer(_ context.Context, _ tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
+	s.fs.passed = c
+	return c, true, nil
+}
+
+func (s fuzzStore) PutOverride(_ context.Context, _ tiers.Write, o tiers.Override) (tiers.Override, bool, error) {
+	s.fs.passed = o
+	return o, true, nil
+}
+
+// fuzzChecker validates as quota.Engine does before anything else, and
+// allows every valid check.
+type fuzzChecker struct {
+	fs *fuzzServer
+}
+
+var _ Checker = fuzzChecker{}
+
+func (c fuzzChecker) Check(_ context.Context, r quota.Request) (quota.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return quota.Decision{}, err
+	}
+	c.fs.passed = r
+	return quota.Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Never: true}, nil
+}
+
+func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) ([]quota.Usage, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	c.fs.passed = r
+	return nil, nil
+}
+
+func (fuzzChecker) Usage(context.Context, string) (tiers.Account, []quota.Usage, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
+func (fuzzChecker) Reset(context.Context, string, string, string) error {
+	panic("fuzzChecker: unexpected call")
+}
+
+func (fuzzChecker) History(context.Context, string, string, time.Time, time.Time) ([]quota.Day, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
+func (fuzzChecker) Today() time.Time { return fuzzNow }
+
+func (fuzzChecker) Stats() quota.Stats { return quota.Stats{} }
+
+// fuzzLog records error-level log records: the server logs every 500 and
+// every recovered panic at that level.
+type fuzzLog struct {
+	fs *fuzzServer
+}
+
+func (fuzzLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (h fuzzLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		b.WriteString(" " + a.String())
+		return true
+	})
+	h.fs.errors = append(h.fs.errors, b.String())
+	return nil
+}
+
+func (h fuzzLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+
+func (h fuzzLog) WithGroup(string) slog.Handler { return h }
