@@ -264,7 +264,10 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	nowMs := now.UnixMilli()
 	sr := e.short.take(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, nowMs, !r.DryRun)
 	if !sr.allowed {
-		used, passed, elastic, degraded := e.peekLong(ctx, p, r.Cost)
+		used, passed, elastic, degraded, err := e.peekLong(ctx, p, r.Cost)
+		if err != nil {
+			return Decision{}, err
+		}
 		d := e.decide(r, p, now, sr, used, passed, elastic, degraded)
 		e.record(r, d, now)
 		return d, nil
@@ -277,7 +280,10 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		return d, nil
 	}
 	if r.DryRun {
-		used, passed, elastic, degraded := e.peekLong(ctx, p, r.Cost)
+		used, passed, elastic, degraded, err := e.peekLong(ctx, p, r.Cost)
+		if err != nil {
+			return Decision{}, err
+		}
 		return e.decide(r, p, now, sr, used, passed, elastic, degraded), nil
 	}
 
@@ -345,10 +351,11 @@ func replay(r Request, rec *Recorded) (Decision, error) {
 }
 
 // peekLong reads the long windows without charging and evaluates them as a
-// charge would. degraded is true when the ledger could not be reached.
-func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64, passed, elastic []bool, degraded bool) {
+// charge would. When the ledger cannot be reached, it fails as checks do:
+// open, degraded is true; closed, err is tiers.ErrUnavailable.
+func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64, passed, elastic []bool, degraded bool, err error) {
 	if len(p.long) == 0 {
-		return nil, nil, nil, false
+		return nil, nil, nil, false, nil
 	}
 	globals := make([]GlobalKey, 0, len(p.long))
 	for _, s := range p.long {
@@ -357,9 +364,15 @@ func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64
 		}
 	}
 	used, global, err := e.ledger.Peek(ctx, p.counterKeys(), globals)
-	if err != nil {
+	switch {
+	case errors.Is(err, tiers.ErrUnavailable):
 		e.storeErrs.Add(1)
-		return nil, nil, nil, true
+		if e.failClosed {
+			return nil, nil, nil, false, err
+		}
+		return nil, nil, nil, true, nil
+	case err != nil:
+		return nil, nil, nil, false, err
 	}
 	passed = make([]bool, len(p.long))
 	elastic = make([]bool, len(p.long))
@@ -372,7 +385,7 @@ func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64
 		}
 		passed[i], elastic[i] = wc.Admits(used[i], g, cost)
 	}
-	return used, passed, elastic, false
+	return used, passed, elastic, false, nil
 }
 
 // decide assembles a Decision from what the short windows (sr) and the

@@ -496,6 +496,26 @@ func TestStoreFailure(t *testing.T) {
 			f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Second, 2), hard(tiers.Day, 100)})
 			f.ledger.Err = fmt.Errorf("%w: connection refused", tiers.ErrUnavailable)
 			ctx := context.Background()
+			// Checks that only read the long windows fail the same way:
+			// a dry run, and a check the short window denies (neither
+			// charges anything).
+			for _, tc := range []struct {
+				name    string
+				req     quota.Request
+				allowed bool // when failing open
+			}{
+				{"dry run", quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1, DryRun: true}, true},
+				{"short window denies", quota.Request{Customer: "acme", Metric: "api_calls", Cost: 3}, false},
+			} {
+				d, err := f.engine.Check(ctx, tc.req)
+				switch {
+				case closed && !errors.Is(err, tiers.ErrUnavailable):
+					t.Errorf("%s, fail closed: %+v, %v; want ErrUnavailable", tc.name, d, err)
+				case !closed && (err != nil || d.Allowed != tc.allowed || !d.Degraded || len(d.Limits) != 1):
+					t.Errorf("%s, fail open: %+v, %v; want allowed=%v, degraded, only the short window",
+						tc.name, d, err, tc.allowed)
+				}
+			}
 			d, err := f.engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 2})
 			if closed {
 				if !errors.Is(err, tiers.ErrUnavailable) {
@@ -518,6 +538,50 @@ func TestStoreFailure(t *testing.T) {
 			}
 			if f.engine.Stats().StoreErrors == 0 {
 				t.Errorf("store errors not counted")
+			}
+		})
+	}
+}
+
+// A refund gives the metric's global usage back only what it gave back to
+// the customer: refunding more than was used must not make room for
+// elastic limits beyond the declared capacity.
+func TestRefundKeepsGlobalUsageExact(t *testing.T) {
+	t.Parallel()
+	for _, w := range []tiers.Window{tiers.Second, tiers.Day} {
+		t.Run(w.String(), func(t *testing.T) {
+			f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false)
+			f.catalog.PutMetric("api_calls", map[tiers.Window]int64{w: 30})
+			for _, c := range []string{"e1", "e2"} {
+				f.catalog.PutCustomer(c, tiers.Anchor{}, []tiers.Limit{elastic(w, 5, ptr(int64(20)))})
+			}
+			ctx := context.Background()
+			check := func(customer string, cost int64) quota.Decision {
+				t.Helper()
+				d, err := f.engine.Check(ctx, quota.Request{Customer: customer, Metric: "api_calls", Cost: cost})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d
+			}
+			if !check("e1", 15).Allowed || !check("e2", 14).Allowed {
+				t.Fatal("setup: elastic checks within capacity denied")
+			}
+			// e1 used 15: fourteen refunds of 5 give back those 15 and nothing more.
+			for range 14 {
+				if _, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "e1", Metric: "api_calls", Cost: 5}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Global usage is now e2's 14: 16 more fit the capacity of 30, 17 do not.
+			if d := check("e1", 17); d.Allowed {
+				t.Errorf("e1 cost 17 after over-refunding: allowed (%+v), want denied: 14 + 17 > capacity 30", d.Limits)
+			}
+			if d := check("e1", 16); !d.Allowed || !d.Elastic {
+				t.Errorf("e1 cost 16: %+v, want allowed on spare capacity (14 + 16 = 30)", d)
+			}
+			if d := check("e2", 1); d.Allowed {
+				t.Errorf("e2 cost 1 with the capacity spent: allowed, want denied (%+v)", d.Limits)
 			}
 		})
 	}

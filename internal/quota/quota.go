@@ -221,6 +221,27 @@ type RefundCharge struct {
 	At        time.Time
 }
 
+// GlobalGiveBack returns, per r.Globals, how many units the refund takes
+// off the metric's global usage, given the counts of r.Counters before it:
+// what the customer's counter of the same window and start gave back, as
+// those units were counted in the global window when they were charged. A
+// global window without such a counter (no limit there, or a month anchored
+// on another day) gets nothing back, as the customer's share of it is not
+// known: counting too much there only makes elastic limits more cautious,
+// where counting too little would let them pass the declared capacity.
+func (r RefundCharge) GlobalGiveBack(before []int64) []int64 {
+	out := make([]int64, len(r.Globals))
+	for i, g := range r.Globals {
+		for j, k := range r.Counters {
+			if k.Window == g.Window && k.Start.Equal(g.Start) && j < len(before) {
+				out[i] = min(r.Cost, max(0, before[j]))
+				break
+			}
+		}
+	}
+	return out
+}
+
 // Ledger keeps long-window counters in a store that every quotad process
 // shares. Implementations are safe for concurrent use and keep hard limits
 // exact across processes: a window's count only changes by atomic

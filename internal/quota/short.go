@@ -1,6 +1,8 @@
 package quota
 
 import (
+	"slices"
+
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -120,16 +122,25 @@ func (b *bucket) uncount(start, length, n int64) {
 // refund gives up to n units back to a customer's current windows of
 // metric, never below zero: from the current bucket first, then from the
 // previous one. It returns the weighted counts before.
+//
+// A global window (one with declared capacity) gets back exactly what the
+// customer's bucket of the same window gave back, from the same buckets:
+// those units were counted there when they were taken. A global window the
+// customer has no limit in gets nothing back, as its share there is not
+// known; counting too much there only makes elastic limits more cautious,
+// where counting too little would let them pass the capacity.
 func (s *slidingCounters) refund(customer, metric string, windows []tiers.Window, globals []tiers.Window,
 	n, nowMs int64) []int64 {
 	before := make([]int64, len(windows))
+	type givenBack struct{ cur, prev int64 }
+	given := make([]givenBack, len(windows))
 	if len(windows) > 0 {
 		sh := s.shardOf(customer, metric)
 		sh.mu.Lock()
 		for i, w := range windows {
 			b := s.get(sh, slidingKey{customer, metric, w}, nowMs, false)
 			before[i] = b.weighted(nowMs, w.Length().Milliseconds())
-			b.refund(n)
+			given[i].cur, given[i].prev = b.refund(n)
 		}
 		sh.mu.Unlock()
 	}
@@ -137,17 +148,25 @@ func (s *slidingCounters) refund(customer, metric string, windows []tiers.Window
 		gsh := s.globalShardOf(metric)
 		gsh.mu.Lock()
 		for _, w := range globals {
-			s.get(gsh, slidingKey{"", metric, w}, nowMs, false).refund(n)
+			if i := slices.Index(windows, w); i >= 0 {
+				g, b := given[i], s.get(gsh, slidingKey{"", metric, w}, nowMs, false)
+				b.cur -= min(b.cur, g.cur)
+				b.prev -= min(b.prev, g.prev)
+			}
 		}
 		gsh.mu.Unlock()
 	}
 	return before
 }
 
-func (b *bucket) refund(n int64) {
-	fromCur := min(n, b.cur)
+// refund takes up to n units off the bucket, current ones first, never
+// below zero, and returns how many it took from each.
+func (b *bucket) refund(n int64) (fromCur, fromPrev int64) {
+	fromCur = min(n, b.cur)
+	fromPrev = min(n-fromCur, b.prev)
 	b.cur -= fromCur
-	b.prev = max(0, b.prev-(n-fromCur))
+	b.prev -= fromPrev
+	return fromCur, fromPrev
 }
 
 // peek returns the weighted counts of a customer's windows of metric and,

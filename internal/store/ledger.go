@@ -330,12 +330,8 @@ func (db *DB) Refund(ctx context.Context, r quota.RefundCharge) ([]int64, bool, 
 				return err
 			}
 		}
-		// Global usage is a sum over shards: take the refund off one of them.
-		const gq = `
-			UPDATE metric_usage SET used = used - $5
-			WHERE metric = $1 AND quota_window = $2 AND window_start = $3 AND shard = $4`
-		for _, g := range r.Globals {
-			if _, err := tx.Exec(ctx, gq, g.Metric, g.Window.String(), g.Start, rand.IntN(globalShards), r.Cost); err != nil {
+		for i, n := range r.GlobalGiveBack(before) {
+			if err := uncountGlobal(ctx, tx, r.Globals[i], n); err != nil {
 				return err
 			}
 		}
@@ -350,6 +346,36 @@ func (db *DB) Refund(ctx context.Context, r quota.RefundCharge) ([]int64, bool, 
 		return nil, false, fmt.Errorf("refund %s/%s: %w", r.Customer, r.Metric, err)
 	}
 	return before, false, nil
+}
+
+// uncountGlobal takes n units off a metric's global usage in one window,
+// which is a sum over shards: from the fullest shard first, never taking a
+// shard below zero.
+func uncountGlobal(ctx context.Context, tx pgx.Tx, g quota.GlobalKey, n int64) error {
+	// The shard is chosen in a CTE, evaluated once: as a subquery in FROM,
+	// PostgreSQL may scan it again per row and update more than one shard.
+	const q = `
+		WITH s AS MATERIALIZED (
+		    SELECT shard, used FROM metric_usage
+		    WHERE metric = $1 AND quota_window = $2 AND window_start = $3 AND used > 0
+		    ORDER BY used DESC LIMIT 1
+		    FOR UPDATE)
+		UPDATE metric_usage u SET used = u.used - LEAST(u.used, $4)
+		FROM s
+		WHERE u.metric = $1 AND u.quota_window = $2 AND u.window_start = $3 AND u.shard = s.shard
+		RETURNING LEAST(s.used, $4)`
+	for n > 0 {
+		var took int64
+		err := tx.QueryRow(ctx, q, g.Metric, g.Window.String(), g.Start, n).Scan(&took)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // nothing left to take
+		}
+		if err != nil {
+			return err
+		}
+		n -= took
+	}
+	return nil
 }
 
 // Reset implements quota.Ledger: it deletes the customer's counters of

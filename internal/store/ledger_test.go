@@ -174,6 +174,71 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	}
 }
 
+// A refund takes off global usage only what it gave back to the customer's
+// counter of the same window, and leaves no shard below zero.
+func TestRefundGivesBackGlobalUsageOnlyWhatWasUsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := dbtest.New(t)
+	db, err := store.New(ctx, schema.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 100}, "a", "c")
+	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
+	counter := quota.CounterKey{Customer: "a", Metric: "api_calls", Window: tiers.Day, Start: day0}
+	// a counts 10 units in its day window, in 5 charges over random shards;
+	// c, without a day limit, counts 7 in global usage only.
+	for range 5 {
+		c := charge("a", 2, dayWindow(100))
+		c.Globals = []quota.GlobalKey{global}
+		if out, err := db.Charge(ctx, c); err != nil || !out.Allowed {
+			t.Fatal(out, err)
+		}
+	}
+	c := charge("c", 7)
+	c.Globals = []quota.GlobalKey{global}
+	if out, err := db.Charge(ctx, c); err != nil || !out.Allowed {
+		t.Fatal(out, err)
+	}
+
+	if _, g, err := db.Peek(ctx, nil, []quota.GlobalKey{global}); err != nil || g[0] != 17 {
+		t.Fatalf("global usage after charges = %v (%v), want 17", g, err)
+	}
+	refund := func(customer string, cost int64, counters ...quota.CounterKey) {
+		t.Helper()
+		_, _, err := db.Refund(ctx, quota.RefundCharge{Customer: customer, Metric: "api_calls", Cost: cost,
+			Counters: counters, Globals: []quota.GlobalKey{global}, At: day0.Add(11 * time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name       string
+		customer   string
+		cost       int64
+		counters   []quota.CounterKey
+		wantGlobal int64
+	}{
+		{"a refunds more than it used: only its 10 come off", "a", 25, []quota.CounterKey{counter}, 7},
+		{"a refunds again with nothing left", "a", 5, []quota.CounterKey{counter}, 7},
+		{"c, with no counter of the window, gives nothing back", "c", 7, nil, 7},
+	} {
+		refund(step.customer, step.cost, step.counters...)
+		_, g, err := db.Peek(ctx, nil, []quota.GlobalKey{global})
+		if err != nil || g[0] != step.wantGlobal {
+			t.Errorf("%s: global usage = %v (%v), want %d", step.name, g, err, step.wantGlobal)
+		}
+	}
+	var negative int
+	if err := schema.Pool.QueryRow(ctx, `SELECT count(*) FROM metric_usage WHERE used < 0`).Scan(&negative); err != nil {
+		t.Fatal(err)
+	}
+	if negative != 0 {
+		t.Errorf("%d global usage shards below zero", negative)
+	}
+}
+
 func TestRequestIDsAreKeptOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -246,8 +246,9 @@ func (l *Ledger) Refund(_ context.Context, r quota.RefundCharge) ([]int64, bool,
 		before[i] = l.counters[k]
 		l.counters[k] = max(0, before[i]-r.Cost)
 	}
-	for _, g := range r.Globals {
-		l.global[g] -= r.Cost
+	for i, n := range r.GlobalGiveBack(before) {
+		g := r.Globals[i]
+		l.global[g] -= min(n, l.global[g])
 	}
 	return before, false, nil
 }
