@@ -259,6 +259,7 @@ func TestCheckHTTPContract(t *testing.T) {
 		{"cost too large", "POST", "/v1/check", `{"customer":"acme","metric":"api_calls","cost":1000000001}`, checkToken, 400, "validation_failed"},
 		{"cost not an integer", "POST", "/v1/check", `{"customer":"acme","metric":"api_calls","cost":1.5}`, checkToken, 400, "validation_failed"},
 		{"unknown field", "POST", "/v1/check", `{"customer":"acme","metric":"api_calls","costs":1}`, checkToken, 400, "validation_failed"},
+		{"field name in another case", "POST", "/v1/check", `{"CUSTOMER":"acme","metric":"api_calls"}`, checkToken, 400, "validation_failed"},
 		{"bad customer id", "POST", "/v1/check", `{"customer":"-acme","metric":"api_calls"}`, checkToken, 400, "validation_failed"},
 		{"no token", "POST", "/v1/check", `{"customer":"acme","metric":"api_calls"}`, "", 401, "unauthorized"},
 		{"check token reads history", "GET", "/v1/customers/acme/usage/history", "", checkToken, 403, "forbidden"},

@@ -75,7 +75,47 @@ func decodeJSON(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid("", "the request body must hold exactly one JSON object")
 	}
+	// encoding/json matches keys to fields ignoring case ("CUSTOMER",
+	// "coſt"); quotad's fields are named exactly, and any other key is
+	// unknown.
+	if foldableKeys(body) {
+		if field, message, ok := locate(body, reflect.TypeOf(dst), ""); ok {
+			return invalid(field, message)
+		}
+	}
 	return nil
+}
+
+// foldableKeys reports whether an object key in body, valid JSON, could
+// name a field only under case folding: a key with an upper-case ASCII
+// letter, a byte beyond ASCII or an escape. quotad's field names are
+// lower-case ASCII, so any other key names a field exactly or none at all,
+// and most bodies skip the walk that locate makes.
+func foldableKeys(body []byte) bool {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '"' {
+			continue
+		}
+		suspect := false
+		for i++; i < len(body) && body[i] != '"'; i++ {
+			switch c := body[i]; {
+			case c == '\\':
+				suspect = true
+				i++ // the escaped byte, which may be a quote
+			case c >= utf8.RuneSelf, 'A' <= c && c <= 'Z':
+				suspect = true
+			}
+		}
+		if !suspect {
+			continue
+		}
+		// A string is a key when a colon follows it.
+		rest := bytes.TrimLeft(body[min(i+1, len(body)):], " \t\r\n")
+		if len(rest) > 0 && rest[0] == ':' {
+			return true
+		}
+	}
+	return false
 }
 
 // jsonError explains a decoding error in terms of the request's fields.
@@ -223,10 +263,10 @@ func objectMembers(data []byte) ([]member, bool) {
 	return out, true
 }
 
-// fieldByJSONName returns the field of struct t that encoding/json decodes
-// the key name into: an exact match first, else one equal under case folding.
+// fieldByJSONName returns the field of struct t that the key name names
+// exactly. (encoding/json would also take a key equal under case folding;
+// quotad does not.)
 func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
-	var folded *reflect.StructField
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -242,12 +282,6 @@ func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
 		if tag == name {
 			return f, true
 		}
-		if folded == nil && strings.EqualFold(tag, name) {
-			folded = &f
-		}
-	}
-	if folded != nil {
-		return *folded, true
 	}
 	return reflect.StructField{}, false
 }
@@ -277,17 +311,14 @@ func describe(t reflect.Type) string {
 	return "a JSON object"
 }
 
-// isJSON reports whether a Content-Type names JSON (application/json or
-// any application/*+json).
+// isJSON reports whether a Content-Type is application/json (parameters
+// such as charset aside).
 func isJSON(ct string) bool {
 	if ct == "" {
 		return false
 	}
 	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+	return err == nil && mt == "application/json"
 }
 
 // param returns a path parameter, percent-decoded exactly once. echo routes
