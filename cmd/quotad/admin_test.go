@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -269,7 +268,7 @@ func TestAdminConcurrentWrites(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						r, err := tryPut(s.URL+tt.path, tt.body, headers...)
+						r, err := s.send("PUT", tt.path, tt.body, headers...)
 						mu.Lock()
 						defer mu.Unlock()
 						if err != nil {
@@ -307,27 +306,6 @@ func TestAdminConcurrentWrites(t *testing.T) {
 			}
 		})
 	}
-}
-
-// tryPut sends a PUT as the admin and reports failures instead of ending
-// the test, for use off the test's goroutine.
-func tryPut(url, body string, headers ...string) (response, error) {
-	req, err := http.NewRequest("PUT", url, strings.NewReader(body))
-	if err != nil {
-		return response{}, err
-	}
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
 }
 
 // TestAdminFullReplace checks that PUT replaces the whole resource: fields

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -32,18 +33,6 @@ func (s *testServer) usageOf(customer string) map[string]int64 {
 		}
 	}
 	return out
-}
-
-func sameUsage(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Counters belong to (customer, metric, window), not to a plan: a plan
@@ -76,7 +65,7 @@ func TestCountersAcrossCatalogChanges(t *testing.T) {
 	// The plan change is effective on the writer's next check; the day
 	// counter is kept (9 of the new 20) and the new hour window starts at 0.
 	a.mustDo(http.StatusOK, "PUT", "/v1/customers/acme", `{"plan":"bigger"}`)
-	if got, want := a.usageOf("acme"), map[string]int64{"minute": 8, "hour": 0, "day": 9}; !sameUsage(got, want) {
+	if got, want := a.usageOf("acme"), map[string]int64{"minute": 8, "hour": 0, "day": 9}; !maps.Equal(got, want) {
 		t.Errorf("usage on a after the plan change = %v, want %v", got, want)
 	}
 	if _, ans := a.check(`{"customer":"acme","metric":"api_calls","cost":2}`); !ans.Allowed {
@@ -84,7 +73,7 @@ func TestCountersAcrossCatalogChanges(t *testing.T) {
 	}
 	// ... and on the other process's next check once the change reaches it.
 	eventually(t, func() bool {
-		return sameUsage(b.usageOf("acme"), map[string]int64{"minute": 1, "hour": 2, "day": 11})
+		return maps.Equal(b.usageOf("acme"), map[string]int64{"minute": 1, "hour": 2, "day": 11})
 	}, "the plan change to reach the other process")
 
 	// Deleting the customer removes every counter, in both processes: a
@@ -92,10 +81,10 @@ func TestCountersAcrossCatalogChanges(t *testing.T) {
 	a.mustDo(http.StatusNoContent, "DELETE", "/v1/customers/acme", "")
 	a.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"limited"}`)
 	zero := map[string]int64{"minute": 0, "day": 0}
-	if got := a.usageOf("acme"); !sameUsage(got, zero) {
+	if got := a.usageOf("acme"); !maps.Equal(got, zero) {
 		t.Errorf("usage on a after delete and re-create = %v, want %v", got, zero)
 	}
-	eventually(t, func() bool { return sameUsage(b.usageOf("acme"), zero) },
+	eventually(t, func() bool { return maps.Equal(b.usageOf("acme"), zero) },
 		"the deletion to clear the other process's counters")
 }
 

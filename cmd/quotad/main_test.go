@@ -148,17 +148,28 @@ func (r response) JSON(t testing.TB) map[string]any {
 }
 
 // do sends a request; body "" sends none. Headers come in name, value pairs;
-// without an Authorization header the admin token is used, and a body is
-// sent as application/json unless a Content-Type is given.
+// without an Authorization header the admin token is used, a header with
+// an empty value is removed, and a body is sent as application/json unless
+// a Content-Type is given.
 func (s *testServer) do(method, path, body string, headers ...string) response {
 	s.t.Helper()
+	r, err := s.send(method, path, body, headers...)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+// send is do reporting failures instead of ending the test, for use off
+// the test's goroutine.
+func (s *testServer) send(method, path, body string, headers ...string) (response, error) {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
 	req, err := http.NewRequest(method, s.URL+path, rd)
 	if err != nil {
-		s.t.Fatal(err)
+		return response{}, err
 	}
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	if body != "" {
@@ -173,14 +184,11 @@ func (s *testServer) do(method, path, body string, headers ...string) response {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, path, err)
+		return response{}, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
 }
 
 // mustDo sends a request and fails the test unless the status is want.

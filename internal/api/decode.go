@@ -132,7 +132,7 @@ func jsonError(err error) error {
 		if field == "" {
 			field = "body"
 		}
-		return invalid(field, "must be "+describeType(typ))
+		return invalid(field, "must be "+describe(typ.Type))
 	}
 	// encoding/json reports unknown fields only in its message.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
@@ -143,38 +143,6 @@ func jsonError(err error) error {
 		return invalid("", "times must be RFC 3339, e.g. 2026-12-01T00:00:00Z")
 	}
 	return invalid("", "the request body does not fit the expected shape")
-}
-
-func describeType(e *json.UnmarshalTypeError) string {
-	switch e.Type.Kind().String() {
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "an integer"
-	case "string":
-		return "a string"
-	case "bool":
-		return "true or false"
-	case "map", "struct":
-		if e.Type.String() == "time.Time" {
-			return "an RFC 3339 time"
-		}
-		return "a JSON object"
-	case "slice", "array":
-		return "a JSON array"
-	case "ptr":
-		switch e.Type.Elem().Kind().String() {
-		case "int", "int64", "int32":
-			return "an integer"
-		case "string":
-			return "a string"
-		case "bool":
-			return "true or false"
-		}
-		if e.Type.Elem().String() == "time.Time" {
-			return "an RFC 3339 time"
-		}
-		return "a JSON object"
-	}
-	return "of another type (got " + e.Value + ")"
 }
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()

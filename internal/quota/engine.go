@@ -249,8 +249,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, now)
 		switch {
 		case errors.Is(err, tiers.ErrUnavailable):
-			e.storeErrs.Add(1)
-			if e.failClosed {
+			if err := e.storeDown(err); err != nil {
 				return Decision{}, err
 			}
 			idempotent = false // degraded: the id cannot be kept
@@ -264,11 +263,10 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	nowMs := now.UnixMilli()
 	sr := e.short.take(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, nowMs, !r.DryRun)
 	if !sr.allowed {
-		used, passed, elastic, degraded, err := e.peekLong(ctx, p, r.Cost)
+		d, err := e.decidePeeking(ctx, r, p, now, sr)
 		if err != nil {
 			return Decision{}, err
 		}
-		d := e.decide(r, p, now, sr, used, passed, elastic, degraded)
 		e.record(r, d, now)
 		return d, nil
 	}
@@ -280,11 +278,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		return d, nil
 	}
 	if r.DryRun {
-		used, passed, elastic, degraded, err := e.peekLong(ctx, p, r.Cost)
-		if err != nil {
-			return Decision{}, err
-		}
-		return e.decide(r, p, now, sr, used, passed, elastic, degraded), nil
+		return e.decidePeeking(ctx, r, p, now, sr)
 	}
 
 	c := Charge{
@@ -300,8 +294,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	out, err := e.ledger.Charge(ctx, c)
 	switch {
 	case err != nil && errors.Is(err, tiers.ErrUnavailable):
-		e.storeErrs.Add(1)
-		if e.failClosed {
+		if err := e.storeDown(err); err != nil {
 			e.short.giveBack(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, sr)
 			return Decision{}, err
 		}
@@ -327,8 +320,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 // unconsulted answers a check whose customer and metric could not be
 // looked up because the store is unreachable.
 func (e *Engine) unconsulted(r Request, err error) (Decision, error) {
-	e.storeErrs.Add(1)
-	if e.failClosed {
+	if err := e.storeDown(err); err != nil {
 		return Decision{}, err
 	}
 	return Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost,
@@ -350,12 +342,23 @@ func replay(r Request, rec *Recorded) (Decision, error) {
 	return d, nil
 }
 
-// peekLong reads the long windows without charging and evaluates them as a
-// charge would. When the ledger cannot be reached, it fails as checks do:
-// open, degraded is true; closed, err is tiers.ErrUnavailable.
-func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64, passed, elastic []bool, degraded bool, err error) {
+// storeDown counts a store that cannot be reached and returns err when
+// checks fail closed, nil when they go on degraded.
+func (e *Engine) storeDown(err error) error {
+	e.storeErrs.Add(1)
+	if e.failClosed {
+		return err
+	}
+	return nil
+}
+
+// decidePeeking decides a check that charges nothing (a dry run, or one
+// the short windows denied): it reads the long windows and evaluates them
+// as a charge would. When the ledger cannot be reached, it fails as checks
+// do: open, degraded; closed, with tiers.ErrUnavailable.
+func (e *Engine) decidePeeking(ctx context.Context, r Request, p plan, now time.Time, sr shortResult) (Decision, error) {
 	if len(p.long) == 0 {
-		return nil, nil, nil, false, nil
+		return e.decide(r, p, now, sr, nil, nil, nil, false), nil
 	}
 	globals := make([]GlobalKey, 0, len(p.long))
 	for _, s := range p.long {
@@ -366,16 +369,15 @@ func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64
 	used, global, err := e.ledger.Peek(ctx, p.counterKeys(), globals)
 	switch {
 	case errors.Is(err, tiers.ErrUnavailable):
-		e.storeErrs.Add(1)
-		if e.failClosed {
-			return nil, nil, nil, false, err
+		if err := e.storeDown(err); err != nil {
+			return Decision{}, err
 		}
-		return nil, nil, nil, true, nil
+		return e.decide(r, p, now, sr, nil, nil, nil, true), nil
 	case err != nil:
-		return nil, nil, nil, false, err
+		return Decision{}, err
 	}
-	passed = make([]bool, len(p.long))
-	elastic = make([]bool, len(p.long))
+	passed := make([]bool, len(p.long))
+	elastic := make([]bool, len(p.long))
 	gi := 0
 	for i, wc := range p.charges() {
 		var g int64
@@ -383,9 +385,9 @@ func (e *Engine) peekLong(ctx context.Context, p plan, cost int64) (used []int64
 			g = global[gi]
 			gi++
 		}
-		passed[i], elastic[i] = wc.Admits(used[i], g, cost)
+		passed[i], elastic[i] = wc.Admits(used[i], g, r.Cost)
 	}
-	return used, passed, elastic, false, nil
+	return e.decide(r, p, now, sr, used, passed, elastic, false), nil
 }
 
 // decide assembles a Decision from what the short windows (sr) and the
