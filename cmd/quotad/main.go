@@ -143,7 +143,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	onChange := func(ch tiers.Change) {
 		cache.Invalidate(ch)
 		if ch.Kind == tiers.CustomerChanged && ch.Deleted {
-			engine.ForgetShort(ch.Key, "")
+			engine.Forget(ch.Key, "")
 		}
 	}
 	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
@@ -227,10 +227,10 @@ func applyNotification(n store.Notification, cache *tiers.Cache, engine *quota.E
 	case store.NotifyCustomer:
 		cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
 	case store.NotifyForget:
-		engine.ForgetShort(n.Key, "")
+		engine.Forget(n.Key, "")
 	case store.NotifyReset:
 		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
-			engine.ForgetShort(customer, metric)
+			engine.Forget(customer, metric)
 		}
 	}
 }

@@ -51,14 +51,6 @@ func threshold(l tiers.Limit) int64 {
 	return l.Limit
 }
 
-// ceilingOf is the most an elastic limit admits on spare capacity.
-func ceilingOf(l tiers.Limit) int64 {
-	if l.Ceiling != nil {
-		return *l.Ceiling
-	}
-	return tiers.MaxLimit
-}
-
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 

@@ -12,19 +12,38 @@ import (
 
 var benchNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
+// benchCharge returns a charge of one unit in a second and a minute window
+// with limits high enough that every take passes.
+func benchCharge(customer string, at time.Time) Charge {
+	c := Charge{Customer: customer, Metric: "api_calls", Cost: 1, At: at}
+	for _, w := range []tiers.Window{tiers.Second, tiers.Minute} {
+		start, end := Bounds(w, at, tiers.Anchor{})
+		c.Spans = append(c.Spans, Span{
+			Key:  CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
+			End:  end,
+			Rule: Rule{Mode: tiers.Hard, Limit: 1 << 40, Threshold: 1 << 40, Ceiling: tiers.MaxLimit},
+		})
+	}
+	return c
+}
+
 // BenchmarkSlidingTake measures one check of a second and a minute window
 // on the in-process counter, one goroutine, over 10,000 customers.
 func BenchmarkSlidingTake(b *testing.B) {
 	s := newSlidingCounters()
-	slots := []shortSlot{
-		{window: tiers.Second, threshold: 1 << 40, ceiling: tiers.MaxLimit},
-		{window: tiers.Minute, threshold: 1 << 40, ceiling: tiers.MaxLimit},
+	charges := make([]Charge, 10_000)
+	for i := range charges {
+		charges[i] = benchCharge("c"+strconv.Itoa(i), benchNow)
 	}
-	ids := benchIDs(10_000)
-	nowMs := benchNow.UnixMilli()
+	var out [2]Outcome
+	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		s.take(ids[i%len(ids)], "api_calls", slots, nil, 1, nowMs+int64(i/1000), true)
+		c := &charges[i%len(charges)]
+		c.At = benchNow.Add(time.Duration(i/1000) * time.Millisecond)
+		if ok, _ := s.Take(ctx, c, out[:]); !ok {
+			b.Fatal("denied")
+		}
 	}
 }
 
@@ -32,19 +51,23 @@ func BenchmarkSlidingTake(b *testing.B) {
 // goroutines at once.
 func BenchmarkSlidingTakeParallel(b *testing.B) {
 	s := newSlidingCounters()
-	slots := []shortSlot{
-		{window: tiers.Second, threshold: 1 << 40, ceiling: tiers.MaxLimit},
-		{window: tiers.Minute, threshold: 1 << 40, ceiling: tiers.MaxLimit},
+	charges := make([]Charge, 10_000)
+	for i := range charges {
+		charges[i] = benchCharge("c"+strconv.Itoa(i), benchNow)
 	}
-	ids := benchIDs(10_000)
-	nowMs := benchNow.UnixMilli()
+	ctx := context.Background()
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
+		var out [2]Outcome
 		i := int(seq.Add(1)) * 7919
 		for pb.Next() {
 			i++
-			s.take(ids[i%len(ids)], "api_calls", slots, nil, 1, nowMs, true)
+			c := charges[i%len(charges)]
+			if ok, _ := s.Take(ctx, &c, out[:]); !ok {
+				b.Error("denied")
+				return
+			}
 		}
 	})
 }

@@ -2,10 +2,9 @@ package quota
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -31,9 +30,15 @@ type Engine struct {
 	ledger     Ledger
 	clock      Clock
 	failClosed bool
-	short      *slidingCounters
-	history    *historyBuffer
-	storeErrs  atomic.Uint64
+	// short counts short windows; sliding is the same counter, for the
+	// work only the in-process one has (eviction, forgetting, its size).
+	short   Counter
+	sliding *slidingCounters
+	// long counts long windows: the ledger itself.
+	long      Counter
+	history   *historyBuffer
+	storeErrs atomic.Uint64
+	scopes    sync.Pool
 }
 
 // New returns an Engine. Call Run to keep its background work going.
@@ -41,13 +46,17 @@ func New(o Options) *Engine {
 	if o.Clock == nil {
 		o.Clock = SystemClock{}
 	}
+	sliding := newSlidingCounters()
 	return &Engine{
 		catalog:    o.Catalog,
 		ledger:     o.Ledger,
 		clock:      o.Clock,
 		failClosed: o.FailClosed,
-		short:      newSlidingCounters(),
+		short:      sliding,
+		sliding:    sliding,
+		long:       o.Ledger,
 		history:    newHistoryBuffer(o.History),
+		scopes:     sync.Pool{New: func() any { return new(scope) }},
 	}
 }
 
@@ -59,7 +68,7 @@ type Stats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.short.Keys()}
+	return Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys()}
 }
 
 // Validate checks a request's fields.
@@ -108,109 +117,6 @@ func validRequestID(s string) bool {
 	return true
 }
 
-// slot is one effective limit of a check, resolved for now.
-type slot struct {
-	limit      tiers.Limit
-	start, end time.Time
-	threshold  int64
-	spare      bool // elastic with capacity declared for the window
-	capacity   int64
-	ceiling    int64
-	global     GlobalKey
-}
-
-// plan is everything a check of one customer's metric needs, from memory.
-type plan struct {
-	customer   string
-	metric     string
-	short      []slot
-	long       []slot
-	shortGlob  []tiers.Window // short windows with declared capacity
-	longGlob   []GlobalKey    // long windows with declared capacity
-	shortSlots []shortSlot
-}
-
-// planFor resolves the customer's effective limits on metric at now.
-func planFor(acct tiers.Account, m tiers.Metric, now time.Time) plan {
-	p := plan{customer: acct.Customer.ID, metric: m.Key}
-	for _, w := range tiers.Windows {
-		if _, ok := m.Capacity[w]; !ok {
-			continue
-		}
-		if w.Short() {
-			p.shortGlob = append(p.shortGlob, w)
-		} else {
-			start, _ := Bounds(w, now, tiers.Anchor{})
-			p.longGlob = append(p.longGlob, GlobalKey{Metric: m.Key, Window: w, Start: start})
-		}
-	}
-	for _, l := range effectiveFor(acct, m.Key, now) {
-		s := slot{limit: l, threshold: min(threshold(l), tiers.MaxLimit), ceiling: ceilingOf(l)}
-		s.start, s.end = Bounds(l.Window, now, acct.Customer.Anchor)
-		if capacity, ok := m.Capacity[l.Window]; ok && l.Mode == tiers.Elastic {
-			s.spare, s.capacity = true, capacity
-			gs, _ := Bounds(l.Window, now, tiers.Anchor{})
-			s.global = GlobalKey{Metric: m.Key, Window: l.Window, Start: gs}
-		}
-		if l.Window.Short() {
-			p.short = append(p.short, s)
-			p.shortSlots = append(p.shortSlots, shortSlot{window: l.Window, threshold: s.threshold,
-				spare: s.spare, capacity: s.capacity, ceiling: s.ceiling})
-		} else {
-			p.long = append(p.long, s)
-		}
-	}
-	return p
-}
-
-// effectiveFor returns the customer's effective limits on one metric.
-func effectiveFor(acct tiers.Account, metric string, now time.Time) []tiers.Limit {
-	var out []tiers.Limit
-	for _, l := range acct.Plan.Limits {
-		if l.Metric == metric {
-			out = append(out, l)
-		}
-	}
-	for _, o := range acct.Overrides {
-		if o.Metric != metric || o.ExpiredAt(now) {
-			continue
-		}
-		if i := slices.IndexFunc(out, func(l tiers.Limit) bool { return l.Window == o.Window }); i >= 0 {
-			out[i] = o.Limit
-		} else {
-			out = append(out, o.Limit)
-		}
-	}
-	slices.SortFunc(out, func(a, b tiers.Limit) int { return int(a.Window) - int(b.Window) })
-	return out
-}
-
-// charges returns the plan's long windows as a Ledger wants them.
-func (p plan) charges() []WindowCharge {
-	out := make([]WindowCharge, len(p.long))
-	for i, s := range p.long {
-		out[i] = WindowCharge{Window: s.limit.Window, Start: s.start, Threshold: s.threshold,
-			Spare: s.spare, Capacity: s.capacity, Ceiling: s.ceiling, Global: s.global}
-	}
-	return out
-}
-
-func (p plan) counterKeys() []CounterKey {
-	out := make([]CounterKey, len(p.long))
-	for i, s := range p.long {
-		out[i] = CounterKey{Customer: p.customer, Metric: p.metric, Window: s.limit.Window, Start: s.start}
-	}
-	return out
-}
-
-func (p plan) shortWindows() []tiers.Window {
-	out := make([]tiers.Window, len(p.short))
-	for i, s := range p.short {
-		out[i] = s.limit.Window
-	}
-	return out
-}
-
 // lookup finds the customer's account and the metric. A missing customer
 // is reported before a missing metric.
 func (e *Engine) lookup(ctx context.Context, customer, metric string) (tiers.Account, tiers.Metric, error) {
@@ -224,6 +130,23 @@ func (e *Engine) lookup(ctx context.Context, customer, metric string) (tiers.Acc
 	}
 	return acct, m, nil
 }
+
+// newScope returns a scope resolved for a check of cost units; give it
+// back with freeScope once nothing refers to it.
+func (e *Engine) newScope(acct tiers.Account, m tiers.Metric, cost int64, now time.Time) *scope {
+	s := e.scopes.Get().(*scope)
+	s.resolve(acct, m, cost, now)
+	return s
+}
+
+func (e *Engine) freeScope(s *scope) {
+	*s = scope{}
+	e.scopes.Put(s)
+}
+
+// errDecided ends a transaction whose outcome is decided and holds nothing
+// to keep: a denial, or a request id answered before.
+var errDecided = errors.New("quota: decided, nothing to keep")
 
 // Check decides whether r.Customer may use r.Cost units of r.Metric now
 // and, unless r.DryRun, charges them. Errors: *tiers.ValidationError,
@@ -242,79 +165,190 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	p := planFor(acct, m, now)
-	idempotent := r.RequestID != "" && !r.DryRun
-
-	if idempotent {
-		rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, now)
-		switch {
-		case errors.Is(err, tiers.ErrUnavailable):
-			if err := e.storeDown(err); err != nil {
-				return Decision{}, err
-			}
-			idempotent = false // degraded: the id cannot be kept
-		case err != nil:
-			return Decision{}, err
-		case rec != nil:
-			return replay(r, rec)
-		}
+	s := e.newScope(acct, m, r.Cost, now)
+	defer e.freeScope(s)
+	switch {
+	case r.DryRun:
+		return e.peek(ctx, r, s)
+	case r.RequestID != "":
+		return e.checkOnce(ctx, r, s)
 	}
+	d, overage, err := e.take(ctx, r, s)
+	if err != nil {
+		return Decision{}, err
+	}
+	e.record(r, d, overage, s.short.At)
+	return d, nil
+}
 
-	nowMs := now.UnixMilli()
-	sr := e.short.take(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, nowMs, !r.DryRun)
-	if !sr.allowed {
-		d, err := e.decidePeeking(ctx, r, p, now, sr)
+// take charges a check: the short windows first, in memory, then the long
+// ones; a long window that denies gives the short units back.
+func (e *Engine) take(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
+	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
+	if err != nil {
+		return Decision{}, 0, err
+	}
+	if !ok {
+		return e.decidePeeking(ctx, r, s)
+	}
+	if !s.hasLong() {
+		d, overage := e.decide(r, s, true, false)
+		return d, overage, nil
+	}
+	ok, err = e.long.Take(ctx, &s.long, s.longOut)
+	switch {
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			e.undoShort(ctx, s)
+			return Decision{}, 0, err
+		}
+		d, overage := e.decide(r, s, true, true)
+		return d, overage, nil
+	case err != nil:
+		e.undoShort(ctx, s)
+		return Decision{}, 0, err
+	case !ok:
+		e.undoShort(ctx, s)
+	}
+	d, overage := e.decide(r, s, ok, false)
+	return d, overage, nil
+}
+
+// undoShort gives back the units a take counted in the short windows, to
+// the buckets it counted them in.
+func (e *Engine) undoShort(ctx context.Context, s *scope) {
+	var out [maxShort]Outcome
+	_ = e.short.GiveBack(ctx, &s.short, out[:len(s.short.Spans)])
+}
+
+// checkOnce charges a check that carries a request id: its answer is kept
+// under the id, in the transaction that claims the id, and a repeat of it
+// within 24 hours gets that answer and charges nothing again.
+func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, error) {
+	rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, s.short.At)
+	s.long.Trips++
+	switch {
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			return Decision{}, err
+		}
+		// Degraded: the id cannot be kept; the check goes on without it.
+		d, overage, err := e.take(ctx, r, s)
 		if err != nil {
 			return Decision{}, err
 		}
-		e.record(r, d, now)
-		return d, nil
-	}
-
-	needLedger := len(p.long) > 0 || (len(p.longGlob) > 0 && !r.DryRun) || idempotent
-	if !needLedger {
-		d := e.decide(r, p, now, sr, nil, nil, nil, false)
-		e.record(r, d, now)
-		return d, nil
-	}
-	if r.DryRun {
-		return e.decidePeeking(ctx, r, p, now, sr)
-	}
-
-	c := Charge{
-		Customer: r.Customer, Metric: r.Metric, Cost: r.Cost,
-		Windows: p.charges(), Globals: p.longGlob, At: now,
-	}
-	if idempotent {
-		c.RequestID = r.RequestID
-		c.Answer = func(o Outcome) ([]byte, error) {
-			return json.Marshal(e.decide(r, p, now, sr, o.Used, o.Passed, o.Elastic, false))
-		}
-	}
-	out, err := e.ledger.Charge(ctx, c)
-	switch {
-	case err != nil && errors.Is(err, tiers.ErrUnavailable):
-		if err := e.storeDown(err); err != nil {
-			e.short.giveBack(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, sr)
-			return Decision{}, err
-		}
-		d := e.decide(r, p, now, sr, nil, nil, nil, true)
-		e.record(r, d, now)
+		e.record(r, d, overage, s.short.At)
 		return d, nil
 	case err != nil:
-		e.short.giveBack(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, sr)
 		return Decision{}, err
-	case out.Replay != nil:
-		e.short.giveBack(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, sr)
-		return replay(r, out.Replay)
-	case !out.Allowed:
-		e.short.giveBack(r.Customer, r.Metric, p.shortSlots, p.shortGlob, r.Cost, sr)
-		// The short windows admitted the check; report them as they stand.
-		sr.allowed = false
+	case rec != nil:
+		return replay(r, rec)
 	}
-	d := e.decide(r, p, now, sr, out.Used, out.Passed, out.Elastic, false)
-	e.record(r, d, now)
+	if ok, err := e.short.Take(ctx, &s.short, s.shortOut); err != nil {
+		return Decision{}, err
+	} else if !ok {
+		d, overage, err := e.decidePeeking(ctx, r, s)
+		if err != nil {
+			return Decision{}, err
+		}
+		e.record(r, d, overage, s.short.At)
+		return d, nil
+	}
+	var (
+		d        Decision
+		overage  int64
+		replayed *Recorded
+	)
+	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
+	err = e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
+		rec, err := tx.Claim(ctx, claim)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			replayed = rec
+			return errDecided
+		}
+		ok := true
+		if s.hasLong() {
+			if ok, err = tx.Take(ctx, &s.long, s.longOut); err != nil {
+				return err
+			}
+		}
+		d, overage = e.decide(r, s, ok, false)
+		if !ok {
+			return errDecided
+		}
+		answer, err := encodeAnswer(d)
+		if err != nil {
+			return err
+		}
+		return tx.Keep(ctx, claim, answer)
+	})
+	s.long.Trips++
+	switch {
+	case replayed != nil:
+		e.undoShort(ctx, s)
+		return replay(r, replayed)
+	case errors.Is(err, errDecided): // denied: not kept
+		e.undoShort(ctx, s)
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			e.undoShort(ctx, s)
+			return Decision{}, err
+		}
+		d, overage = e.decide(r, s, true, true)
+	case err != nil:
+		e.undoShort(ctx, s)
+		return Decision{}, err
+	}
+	d.StoreTrips = s.short.Trips + s.long.Trips
+	e.record(r, d, overage, s.short.At)
 	return d, nil
+}
+
+// peek answers a dry run: every window as a check would find it, nothing
+// charged, nothing recorded.
+func (e *Engine) peek(ctx context.Context, r Request, s *scope) (Decision, error) {
+	if err := e.short.Peek(ctx, &s.short, s.shortOut); err != nil {
+		return Decision{}, err
+	}
+	d, _, err := e.decidePeeking(ctx, r, s)
+	return d, err
+}
+
+// decidePeeking decides a check that charges nothing (a dry run, or one
+// the short windows denied): it reads the long windows and evaluates them
+// as a take would. When the ledger cannot be reached, it fails as checks
+// do: open, degraded; closed, with tiers.ErrUnavailable.
+func (e *Engine) decidePeeking(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
+	allowed := passed(s.shortOut)
+	if len(s.long.Spans) == 0 {
+		d, overage := e.decide(r, s, allowed, false)
+		return d, overage, nil
+	}
+	err := e.long.Peek(ctx, &s.long, s.longOut)
+	switch {
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			return Decision{}, 0, err
+		}
+		d, overage := e.decide(r, s, allowed, true)
+		return d, overage, nil
+	case err != nil:
+		return Decision{}, 0, err
+	}
+	d, overage := e.decide(r, s, allowed && passed(s.longOut), false)
+	return d, overage, nil
+}
+
+func passed(out []Outcome) bool {
+	for _, o := range out {
+		if !o.Passed {
+			return false
+		}
+	}
+	return true
 }
 
 // unconsulted answers a check whose customer and metric could not be
@@ -334,9 +368,9 @@ func replay(r Request, rec *Recorded) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: request_id %q was used for a check of %d %s",
 			tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
 	}
-	var d Decision
-	if err := json.Unmarshal(rec.Answer, &d); err != nil {
-		return Decision{}, fmt.Errorf("decode recorded answer: %w", err)
+	d, err := decodeAnswer(rec.Answer)
+	if err != nil {
+		return Decision{}, err
 	}
 	d.Replayed = true
 	return d, nil
@@ -352,178 +386,69 @@ func (e *Engine) storeDown(err error) error {
 	return nil
 }
 
-// decidePeeking decides a check that charges nothing (a dry run, or one
-// the short windows denied): it reads the long windows and evaluates them
-// as a charge would. When the ledger cannot be reached, it fails as checks
-// do: open, degraded; closed, with tiers.ErrUnavailable.
-func (e *Engine) decidePeeking(ctx context.Context, r Request, p plan, now time.Time, sr shortResult) (Decision, error) {
-	if len(p.long) == 0 {
-		return e.decide(r, p, now, sr, nil, nil, nil, false), nil
+// decide assembles the Decision of scope s from what its counters found:
+// the short windows, and the long ones unless degraded (the store could
+// not be consulted: they are left out). It also returns the check's
+// overage units, for history.
+func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, int64) {
+	n := len(s.short.Spans)
+	if !degraded {
+		n += len(s.long.Spans)
 	}
-	globals := make([]GlobalKey, 0, len(p.long))
-	for _, s := range p.long {
-		if s.spare {
-			globals = append(globals, s.global)
-		}
-	}
-	used, global, err := e.ledger.Peek(ctx, p.counterKeys(), globals)
-	switch {
-	case errors.Is(err, tiers.ErrUnavailable):
-		if err := e.storeDown(err); err != nil {
-			return Decision{}, err
-		}
-		return e.decide(r, p, now, sr, nil, nil, nil, true), nil
-	case err != nil:
-		return Decision{}, err
-	}
-	passed := make([]bool, len(p.long))
-	elastic := make([]bool, len(p.long))
-	gi := 0
-	for i, wc := range p.charges() {
-		var g int64
-		if wc.Spare {
-			g = global[gi]
-			gi++
-		}
-		passed[i], elastic[i] = wc.Admits(used[i], g, r.Cost)
-	}
-	return e.decide(r, p, now, sr, used, passed, elastic, false), nil
-}
-
-// decide assembles a Decision from what the short windows (sr) and the
-// long windows (used, passed, elastic; nil when degraded) found. The check
-// is allowed when every window admitted it.
-func (e *Engine) decide(r Request, p plan, now time.Time, sr shortResult,
-	used []int64, passed, elastic []bool, degraded bool) Decision {
-	allowed := sr.allowed && (degraded || !slices.Contains(passed, false))
 	d := Decision{
 		Allowed: allowed, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Degraded: degraded,
-		Limits: make([]WindowResult, 0, len(p.short)+len(p.long)),
+		Limits: make([]WindowResult, 0, n), StoreTrips: s.short.Trips + s.long.Trips,
 	}
-	var overageUnits int64
-	var retry int64
-	add := func(s slot, u int64, ok, el bool, wait func() int64) {
-		wr := WindowResult{Window: s.limit.Window, Mode: s.limit.Mode, Limit: s.limit.Limit,
-			ResetAt: s.end, Length: s.end.Sub(s.start)}
-		if s.limit.Window.Short() {
-			wr.Length = s.limit.Window.Length()
-		}
-		after := addCap(u, r.Cost)
-		wr.Used = u
+	var overage, wait int64
+	add := func(sp *Span, o Outcome, length time.Duration) {
+		after := addCap(o.Used, r.Cost)
+		w := WindowResult{Window: sp.Key.Window, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: o.Used,
+			ResetAt: sp.End, State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
 		if allowed {
-			wr.Used = after
+			w.Used = after
+			overage = max(overage, sp.Rule.Overage(after, r.Cost))
+			d.Elastic = d.Elastic || w.State == StateElastic
 		}
+		w.Remaining = max(0, w.Limit-w.Used)
 		switch {
-		case !ok:
-			wr.State = StateExceeded
-			if w := wait(); w < 0 {
-				d.Never = true
-			} else {
-				retry = max(retry, w)
-			}
-		case s.limit.Mode == tiers.Soft && after > s.limit.Limit:
-			wr.State = StateOverage
-			overageUnits = max(overageUnits, min(r.Cost, after-s.limit.Limit))
-		case el || (s.limit.Mode == tiers.Elastic && after > s.limit.Limit):
-			wr.State = StateElastic
+		case o.Passed:
+		case o.Wait < 0:
+			d.Never = true
 		default:
-			wr.State = StateOK
+			wait = max(wait, o.Wait)
 		}
-		wr.Remaining = max(0, s.limit.Limit-wr.Used)
-		d.Limits = append(d.Limits, wr)
+		d.Limits = append(d.Limits, w)
 	}
-	nowMs := now.UnixMilli()
-	for i, s := range p.short {
-		add(s, sr.used[i], sr.passed[i], sr.elastic[i], func() int64 {
-			return e.shortRetry(p, s, r.Cost, nowMs)
-		})
+	for i := range s.short.Spans {
+		sp := &s.short.Spans[i]
+		add(sp, s.shortOut[i], sp.Key.Window.Length())
 	}
-	if used != nil {
-		for i, s := range p.long {
-			add(s, used[i], passed[i], elastic[i], func() int64 {
-				return longRetry(s, used[i], r.Cost, now)
-			})
+	if !degraded {
+		for i := range s.long.Spans {
+			sp := &s.long.Spans[i]
+			add(sp, s.longOut[i], sp.End.Sub(sp.Key.Start))
 		}
 	}
-	slices.SortStableFunc(d.Limits, func(a, b WindowResult) int { return int(a.Window) - int(b.Window) })
-	if allowed {
-		d.Overage = overageUnits > 0
-		d.Elastic = slices.ContainsFunc(d.Limits, func(w WindowResult) bool { return w.State == StateElastic })
-		return d
+	switch {
+	case allowed:
+		d.Overage = overage > 0
+		d.Never = false
+	case !d.Never:
+		d.RetryAfter = retrySeconds(wait)
 	}
-	if d.Never {
-		d.RetryAfter = 0
-	} else {
-		d.RetryAfter = max(1, retry)
-	}
-	return d
-}
-
-// shortRetry returns the whole seconds (>= 1) until a denying short window
-// admits the cost, from the sliding window formula, or -1 for never.
-func (e *Engine) shortRetry(p plan, s slot, cost, nowMs int64) int64 {
-	length := s.limit.Window.Length().Milliseconds()
-	b := e.short.state(p.customer, p.metric, s.limit.Window, nowMs)
-	wait := shortWait(b, nowMs, length, cost, s.threshold)
-	if s.spare {
-		// Beyond the limit, the window admits once both the customer's
-		// count is within the ceiling and the global count within capacity.
-		g := e.short.state("", p.metric, s.limit.Window, nowMs)
-		wc := shortWait(b, nowMs, length, cost, s.ceiling)
-		wg := shortWait(g, nowMs, length, cost, s.capacity)
-		if wc >= 0 && wg >= 0 {
-			spare := max(wc, wg)
-			if wait < 0 || spare < wait {
-				wait = spare
-			}
-		}
-	}
-	if wait < 0 {
-		return -1
-	}
-	return max(1, ceilDiv(wait, 1000))
-}
-
-// longRetry returns the whole seconds (>= 1) until a denying long window
-// admits the cost, or -1 for never. Counts only fall when a window ends.
-func longRetry(s slot, used, cost int64, now time.Time) int64 {
-	best := int64(-1)
-	consider := func(at time.Time) {
-		w := secondsUntil(now, at)
-		if best < 0 || w < best {
-			best = w
-		}
-	}
-	if cost <= s.threshold {
-		consider(s.end)
-	}
-	if s.spare && cost <= s.capacity && cost <= s.ceiling {
-		// Spare capacity returns when the global window ends; the ceiling
-		// check passes now or after the customer's window ends.
-		_, gend := Bounds(s.limit.Window, now, tiers.Anchor{})
-		at := gend
-		if used+cost > s.ceiling && s.end.After(at) {
-			at = s.end
-		}
-		consider(at)
-	}
-	return best
+	return d, overage
 }
 
 // record adds a decided check to the usage history: admitted units and
 // overage, or one denied check. Dry runs and replays are not history.
-func (e *Engine) record(r Request, d Decision, now time.Time) {
+func (e *Engine) record(r Request, d Decision, overage int64, now time.Time) {
 	if r.DryRun || d.Replayed {
 		return
 	}
 	delta := HistoryDelta{Customer: r.Customer, Metric: r.Metric, Date: day(now)}
 	if d.Allowed {
 		delta.Used = r.Cost
-		for _, w := range d.Limits {
-			if w.Mode == tiers.Soft && w.Used > w.Limit {
-				delta.Overage = max(delta.Overage, min(r.Cost, w.Used-w.Limit))
-			}
-		}
+		delta.Overage = overage
 	} else {
 		delta.Denied = 1
 	}

@@ -684,3 +684,39 @@ func TestEvictIdleKeys(t *testing.T) {
 		t.Errorf("short keys = %d after three idle minutes, want 0", got)
 	}
 }
+
+// A customer without a limit in a window with capacity has no counter
+// there: its refunds give the metric's global usage nothing back, as its
+// share of it is not known.
+func TestRefundWithoutCounterGivesGlobalNothing(t *testing.T) {
+	t.Parallel()
+	for _, w := range []tiers.Window{tiers.Second, tiers.Day} {
+		t.Run(w.String(), func(t *testing.T) {
+			f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false)
+			f.catalog.PutMetric("api_calls", map[tiers.Window]int64{w: 10})
+			f.catalog.PutCustomer("free", tiers.Anchor{}, nil)
+			f.catalog.PutCustomer("el", tiers.Anchor{}, []tiers.Limit{elastic(w, 0, nil)})
+			ctx := context.Background()
+			check := func(customer string, cost int64) bool {
+				t.Helper()
+				d, err := f.engine.Check(ctx, quota.Request{Customer: customer, Metric: "api_calls", Cost: cost})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Allowed
+			}
+			if !check("free", 6) {
+				t.Fatal("a customer without limits denied")
+			}
+			if _, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "free", Metric: "api_calls", Cost: 6}); err != nil {
+				t.Fatal(err)
+			}
+			if check("el", 5) {
+				t.Errorf("el cost 5 admitted: the refund gave global usage back units of an unknown share (6 + 5 > 10)")
+			}
+			if !check("el", 4) {
+				t.Errorf("el cost 4 denied: 6 + 4 fits the capacity of 10")
+			}
+		})
+	}
+}

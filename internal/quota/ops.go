@@ -1,11 +1,9 @@
 package quota
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -43,7 +41,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 				report(fmt.Errorf("flush history: %w", err))
 			}
 		case <-evict.C:
-			e.short.evict(e.clock.Now().UnixMilli())
+			e.sliding.evict(e.clock.Now().UnixMilli())
 		case <-purge.C:
 			if err := e.ledger.Purge(ctx, e.clock.Now()); err != nil {
 				e.storeErrs.Add(1)
@@ -64,7 +62,7 @@ func (e *Engine) FlushHistory(ctx context.Context) error {
 
 // EvictIdle drops short-window counters that count nothing any more and
 // returns how many it dropped.
-func (e *Engine) EvictIdle() int { return e.short.evict(e.clock.Now().UnixMilli()) }
+func (e *Engine) EvictIdle() int { return e.sliding.evict(e.clock.Now().UnixMilli()) }
 
 // Refund gives r.Cost units back to the customer's current windows of
 // r.Metric (never below zero, overage units first) and takes them off
@@ -79,17 +77,39 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := planFor(acct, m, now)
-	var (
-		before   []int64
-		replayed bool
-	)
-	if len(p.long) > 0 || len(p.longGlob) > 0 || r.RequestID != "" {
-		before, replayed, err = e.ledger.Refund(ctx, RefundCharge{
-			Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Counters: p.counterKeys(),
-			Globals: p.longGlob, RequestID: r.RequestID, At: now,
+	s := e.newScope(acct, m, r.Cost, now)
+	defer e.freeScope(s)
+	// A global window gets back what the customer's counter of the same
+	// window gave back. Where the customer has no such counter (no limit
+	// there, or a month anchored on another day) its share is not known:
+	// counting too much there only makes elastic limits more cautious,
+	// where counting too little would let them pass the declared capacity.
+	s.short.Globals = knownShares(s.short)
+	s.long.Globals = knownShares(s.long)
+	replayed := false
+	if s.hasLong() || r.RequestID != "" {
+		err := e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
+			if r.RequestID != "" {
+				rec, err := tx.Claim(ctx, Claim{Customer: r.Customer, Kind: KindRefund, ID: r.RequestID,
+					Metric: r.Metric, Cost: r.Cost, At: now})
+				if err != nil {
+					return err
+				}
+				if rec != nil {
+					if rec.Metric != r.Metric || rec.Cost != r.Cost {
+						return fmt.Errorf("%w: request_id %q was used for a refund of %d %s",
+							tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
+					}
+					replayed = true
+					return errDecided
+				}
+			}
+			if !s.hasLong() {
+				return nil
+			}
+			return tx.GiveBack(ctx, &s.long, s.longOut)
 		})
-		if err != nil {
+		if err != nil && !errors.Is(err, errDecided) {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
@@ -97,23 +117,33 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 		}
 	}
 	if !replayed {
-		shortBefore := e.short.refund(r.Customer, r.Metric, p.shortWindows(), p.shortGlob, r.Cost, now.UnixMilli())
+		if err := e.short.GiveBack(ctx, &s.short, s.shortOut); err != nil {
+			return nil, err
+		}
 		// Overage units go first: the most any soft window is above its limit.
 		var overage int64
-		for i, s := range p.short {
-			if s.limit.Mode == tiers.Soft {
-				overage = max(overage, min(r.Cost, shortBefore[i]-s.limit.Limit))
-			}
+		for i := range s.short.Spans {
+			overage = max(overage, s.short.Spans[i].Rule.Overage(s.shortOut[i].Used, r.Cost))
 		}
-		for i, s := range p.long {
-			if s.limit.Mode == tiers.Soft {
-				overage = max(overage, min(r.Cost, before[i]-s.limit.Limit))
-			}
+		for i := range s.long.Spans {
+			overage = max(overage, s.long.Spans[i].Rule.Overage(s.longOut[i].Used, r.Cost))
 		}
 		e.history.add(HistoryDelta{Customer: r.Customer, Metric: r.Metric, Date: day(now),
-			Used: -r.Cost, Overage: -max(0, overage)})
+			Used: -r.Cost, Overage: -overage})
 	}
 	return e.usage(ctx, acct, now, r.Metric)
+}
+
+// knownShares returns the global windows of c in which one of its spans
+// counts: the same window, from the same start.
+func knownShares(c Charge) []GlobalKey {
+	out := c.Globals[:0:0]
+	for _, g := range c.Globals {
+		if spanOf(c.Spans, g) >= 0 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // Usage returns the customer's current count for every effective limit.
@@ -130,61 +160,59 @@ func (e *Engine) Usage(ctx context.Context, customer string) (tiers.Account, []U
 }
 
 // usage reads the counts of the account's effective limits, of one metric
-// or (metric "") of all.
+// or (metric "") of all, ordered by metric and window.
 func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, metric string) ([]Usage, error) {
-	type ref struct {
-		l          tiers.Limit
-		start, end time.Time
-	}
-	var shortRefs, longRefs []ref
+	out := make([]Usage, 0, len(acct.Plan.Limits)+len(acct.Overrides))
 	var keys []CounterKey
+	var long []int // indexes into out of the long windows, as keys
 	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
 		if metric != "" && el.Metric != metric {
 			continue
 		}
 		start, end := Bounds(el.Window, now, acct.Customer.Anchor)
+		key := CounterKey{Customer: acct.Customer.ID, Metric: el.Metric, Window: el.Window, Start: start}
+		u := Usage{Metric: el.Metric, Window: el.Window, Limit: el.Limit.Limit, ResetAt: end}
 		if el.Window.Short() {
-			shortRefs = append(shortRefs, ref{el.Limit, start, end})
-			continue
+			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now,
+				Spans: []Span{{Key: key, End: end, Rule: Rule{Threshold: tiers.MaxLimit}}}}
+			var o [1]Outcome
+			if err := e.short.Peek(ctx, &c, o[:]); err != nil {
+				return nil, err
+			}
+			u.Used = o[0].Used
+		} else {
+			keys = append(keys, key)
+			long = append(long, len(out))
 		}
-		longRefs = append(longRefs, ref{el.Limit, start, end})
-		keys = append(keys, CounterKey{Customer: acct.Customer.ID, Metric: el.Metric, Window: el.Window, Start: start})
+		out = append(out, u)
 	}
-	var longUsed []int64
 	if len(keys) > 0 {
-		var err error
-		if longUsed, _, err = e.ledger.Peek(ctx, keys, nil); err != nil {
+		used, _, err := e.ledger.Read(ctx, keys, nil)
+		if err != nil {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
 			return nil, err
 		}
-	}
-	out := make([]Usage, 0, len(shortRefs)+len(longRefs))
-	toUsage := func(rf ref, used int64) Usage {
-		u := Usage{Metric: rf.l.Metric, Window: rf.l.Window, Limit: rf.l.Limit, Used: used,
-			Remaining: max(0, rf.l.Limit-used), ResetAt: rf.end}
-		if rf.l.Mode == tiers.Soft {
-			u.Overage = max(0, used-rf.l.Limit)
+		for i, j := range long {
+			out[j].Used = used[i]
 		}
-		return u
 	}
-	nowMs := now.UnixMilli()
-	for _, rf := range shortRefs {
-		used, _ := e.short.peek(acct.Customer.ID, rf.l.Metric, []tiers.Window{rf.l.Window}, nowMs)
-		out = append(out, toUsage(rf, used[0]))
+	for i := range out {
+		u := &out[i]
+		u.Remaining = max(0, u.Limit-u.Used)
 	}
-	for i, rf := range longRefs {
-		out = append(out, toUsage(rf, longUsed[i]))
+	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
+		if el.Mode != tiers.Soft {
+			continue
+		}
+		for i := range out {
+			if out[i].Metric == el.Metric && out[i].Window == el.Window {
+				out[i].Overage = max(0, out[i].Used-out[i].Limit)
+			}
+		}
 	}
-	sortUsage(out)
 	return out, nil
-}
-
-func sortUsage(u []Usage) {
-	slices.SortFunc(u, func(a, b Usage) int {
-		return cmp.Or(cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.Window, b.Window))
-	})
 }
 
 // Reset zeroes the customer's current windows of metric, short and long,
@@ -202,14 +230,14 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 	if err := e.ledger.Reset(ctx, actor, customer, metric, e.clock.Now().UTC()); err != nil {
 		return err
 	}
-	e.ForgetShort(customer, metric)
+	e.Forget(customer, metric)
 	return nil
 }
 
-// ForgetShort drops the customer's short-window counters of metric (all
-// metrics when metric is ""). Other processes call it when told of a reset
-// or a deleted customer.
-func (e *Engine) ForgetShort(customer, metric string) { e.short.forget(customer, metric) }
+// Forget drops what this process counts of the customer's metric (of all
+// its metrics when metric is ""): its short windows. Other processes call
+// it when told of a reset or a deleted customer.
+func (e *Engine) Forget(customer, metric string) { e.sliding.forget(customer, metric) }
 
 // MaxHistoryDays bounds one history query.
 const MaxHistoryDays = 366

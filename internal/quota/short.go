@@ -1,208 +1,166 @@
 package quota
 
 import (
-	"slices"
-
-	"github.com/quotad/quotad/internal/tiers"
+	"context"
 )
 
-// shortSlot is a short window of a check, with what decides it.
-type shortSlot struct {
-	window    tiers.Window
-	threshold int64
-	spare     bool // elastic with declared capacity in this window
-	capacity  int64
-	ceiling   int64
+// slidingCounters implements Counter for short windows, in this process.
+// Every span of a charge is decided under the customer's shard lock, and
+// the metric's global windows under their shard's lock taken after it, so
+// a charge is all or nothing. It never fails.
+var _ Counter = (*slidingCounters)(nil)
+
+// Take implements Counter.
+func (s *slidingCounters) Take(_ context.Context, c *Charge, out []Outcome) (bool, error) {
+	return s.decide(c, out, true), nil
 }
 
-// maxShort is how many short windows a check can have: second and minute.
-const maxShort = 2
-
-// shortResult is what take found and did, per slot. Fixed-size arrays keep
-// the hot path free of allocations.
-type shortResult struct {
-	allowed bool
-	used    [maxShort]int64 // weighted count before the check
-	passed  [maxShort]bool
-	elastic [maxShort]bool
-	starts  [maxShort]int64 // bucket start charged, per slot, for giveBack
-	gstarts [maxShort]int64 // bucket start charged, per global window
+// Peek implements Counter.
+func (s *slidingCounters) Peek(_ context.Context, c *Charge, out []Outcome) error {
+	s.decide(c, out, false)
+	return nil
 }
 
-// take evaluates every short slot of a check at once under the customer's
-// shard lock and, when all admit the cost and charge is set, counts it in
-// each slot and in each of the metric's global windows (those with declared
-// capacity). Denials and dry runs change nothing.
-func (s *slidingCounters) take(customer, metric string, slots []shortSlot, globals []tiers.Window,
-	cost, nowMs int64, charge bool) shortResult {
-	n := len(slots)
-	r := shortResult{allowed: true}
-	var sh, gsh *shard
-	if n > 0 {
-		sh = s.shardOf(customer, metric)
-		sh.mu.Lock()
-		defer sh.mu.Unlock()
-	}
-	if len(globals) > 0 {
-		gsh = s.globalShardOf(metric)
-		gsh.mu.Lock()
-		defer gsh.mu.Unlock()
-	}
+// decide evaluates every span of c at once and, when all admit the cost
+// and charge is set, counts it in each span and each global window.
+func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
+	nowMs := c.At.UnixMilli()
+	sh, gsh := s.lock(c)
+	defer s.unlock(sh, gsh)
 	var buckets [maxShort]*bucket
-	for i, sl := range slots {
-		length := sl.window.Length().Milliseconds()
-		b := s.get(sh, slidingKey{customer, metric, sl.window}, nowMs, charge)
+	allowed := true
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		length := sp.Key.Window.Length().Milliseconds()
+		b := s.get(sh, slidingKey{c.Customer, c.Metric, sp.Key.Window}, nowMs, charge)
 		buckets[i] = b
 		u := b.weighted(nowMs, length)
-		r.used[i] = u
-		if u+cost <= sl.threshold {
-			r.passed[i] = true
+		var g int64
+		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
+			g = s.get(gsh, slidingKey{"", c.Metric, sp.Key.Window}, nowMs, false).weighted(nowMs, length)
+		}
+		ok, elastic := sp.Rule.Admits(u, g, c.Cost)
+		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
+		if !ok {
+			allowed = false
+			out[i].Wait = s.wait(gsh, c, sp, *b, nowMs)
+		}
+	}
+	if !allowed || !charge {
+		return allowed
+	}
+	for _, b := range buckets[:len(c.Spans)] {
+		b.cur = addCap(b.cur, c.Cost)
+	}
+	for _, g := range c.Globals {
+		b := s.get(gsh, slidingKey{"", c.Metric, g.Window}, nowMs, true)
+		b.cur = addCap(b.cur, c.Cost)
+	}
+	return true
+}
+
+// wait returns the milliseconds until span sp, whose customer bucket is b,
+// admits c.Cost, or -1 for never. The global shard must be locked when
+// the span may borrow spare capacity.
+func (s *slidingCounters) wait(gsh *shard, c *Charge, sp *Span, b bucket, nowMs int64) int64 {
+	length := sp.Key.Window.Length().Milliseconds()
+	toThreshold := shortWait(b, nowMs, length, c.Cost, sp.Rule.Threshold)
+	toCeiling, toCapacity := int64(-1), int64(-1)
+	if sp.Rule.Spare {
+		g := *s.get(gsh, slidingKey{"", c.Metric, sp.Key.Window}, nowMs, false)
+		toCeiling = shortWait(b, nowMs, length, c.Cost, sp.Rule.Ceiling)
+		toCapacity = shortWait(g, nowMs, length, c.Cost, sp.Rule.Capacity)
+	}
+	return sp.Rule.Retry(toThreshold, toCeiling, toCapacity)
+}
+
+// GiveBack implements Counter: each span gives back up to c.Cost units,
+// never below zero, from the bucket that contains c.At first, then from
+// the one before it. A take being undone passes the take's time, so its
+// units leave the bucket they were counted in; a refund passes now.
+func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) error {
+	nowMs := c.At.UnixMilli()
+	sh, gsh := s.lock(c)
+	defer s.unlock(sh, gsh)
+	var given [maxShort]struct{ cur, prev int64 }
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		length := sp.Key.Window.Length().Milliseconds()
+		b := s.get(sh, slidingKey{c.Customer, c.Metric, sp.Key.Window}, nowMs, false)
+		out[i] = Outcome{Used: b.weighted(nowMs, length), Passed: true}
+		given[i].cur, given[i].prev = b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
+	}
+	for _, g := range c.Globals {
+		length := g.Window.Length().Milliseconds()
+		b := s.get(gsh, slidingKey{"", c.Metric, g.Window}, nowMs, false)
+		i := spanOf(c.Spans, g)
+		if i < 0 {
+			b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
 			continue
 		}
-		if sl.spare {
-			g := s.get(gsh, slidingKey{"", metric, sl.window}, nowMs, false).weighted(nowMs, length)
-			if g+cost <= sl.capacity && u+cost <= sl.ceiling {
-				r.passed[i], r.elastic[i] = true, true
-				continue
-			}
-		}
-		r.allowed = false
+		b.cur -= min(b.cur, given[i].cur)
+		b.prev -= min(b.prev, given[i].prev)
 	}
-	if !r.allowed || !charge {
-		return r
-	}
-	for i, b := range buckets[:n] {
-		b.cur = addCap(b.cur, cost)
-		r.starts[i] = b.start
-	}
-	for i, w := range globals {
-		b := s.get(gsh, slidingKey{"", metric, w}, nowMs, true)
-		b.cur = addCap(b.cur, cost)
-		r.gstarts[i] = b.start
-	}
-	return r
+	return nil
 }
 
-// giveBack undoes a take that charged: each unit goes back to the bucket it
-// was counted in, if that bucket still counts.
-func (s *slidingCounters) giveBack(customer, metric string, slots []shortSlot, globals []tiers.Window,
-	cost int64, r shortResult) {
-	if len(slots) > 0 {
-		sh := s.shardOf(customer, metric)
-		sh.mu.Lock()
-		for i, sl := range slots {
-			if b := sh.m[slidingKey{customer, metric, sl.window}]; b != nil {
-				b.uncount(r.starts[i], sl.window.Length().Milliseconds(), cost)
-			}
+// spanOf returns the index of the span counting in global window g's
+// window, or -1.
+func spanOf(spans []Span, g GlobalKey) int {
+	for i := range spans {
+		if spans[i].Key.Window == g.Window && spans[i].Key.Start.Equal(g.Start) {
+			return i
 		}
-		sh.mu.Unlock()
 	}
-	if len(globals) > 0 {
-		gsh := s.globalShardOf(metric)
-		gsh.mu.Lock()
-		for i, w := range globals {
-			if b := gsh.m[slidingKey{"", metric, w}]; b != nil {
-				b.uncount(r.gstarts[i], w.Length().Milliseconds(), cost)
-			}
-		}
-		gsh.mu.Unlock()
-	}
+	return -1
 }
 
-// uncount removes n units counted in the bucket that started at start.
-func (b *bucket) uncount(start, length, n int64) {
+// giveBack takes up to n units off the bucket that starts at start first,
+// then off the one before it, never below zero, and returns how many it
+// took from the current and the previous bucket.
+func (b *bucket) giveBack(start, length, n int64) (fromCur, fromPrev int64) {
 	switch start {
 	case b.start:
-		b.cur = max(0, b.cur-n)
+		fromCur = min(n, b.cur)
+		fromPrev = min(n-fromCur, b.prev)
 	case b.start - length:
-		b.prev = max(0, b.prev-n)
+		fromPrev = min(n, b.prev)
 	}
-}
-
-// refund gives up to n units back to a customer's current windows of
-// metric, never below zero: from the current bucket first, then from the
-// previous one. It returns the weighted counts before.
-//
-// A global window (one with declared capacity) gets back exactly what the
-// customer's bucket of the same window gave back, from the same buckets:
-// those units were counted there when they were taken. A global window the
-// customer has no limit in gets nothing back, as its share there is not
-// known; counting too much there only makes elastic limits more cautious,
-// where counting too little would let them pass the capacity.
-func (s *slidingCounters) refund(customer, metric string, windows []tiers.Window, globals []tiers.Window,
-	n, nowMs int64) []int64 {
-	before := make([]int64, len(windows))
-	type givenBack struct{ cur, prev int64 }
-	given := make([]givenBack, len(windows))
-	if len(windows) > 0 {
-		sh := s.shardOf(customer, metric)
-		sh.mu.Lock()
-		for i, w := range windows {
-			b := s.get(sh, slidingKey{customer, metric, w}, nowMs, false)
-			before[i] = b.weighted(nowMs, w.Length().Milliseconds())
-			given[i].cur, given[i].prev = b.refund(n)
-		}
-		sh.mu.Unlock()
-	}
-	if len(globals) > 0 {
-		gsh := s.globalShardOf(metric)
-		gsh.mu.Lock()
-		for _, w := range globals {
-			if i := slices.Index(windows, w); i >= 0 {
-				g, b := given[i], s.get(gsh, slidingKey{"", metric, w}, nowMs, false)
-				b.cur -= min(b.cur, g.cur)
-				b.prev -= min(b.prev, g.prev)
-			}
-		}
-		gsh.mu.Unlock()
-	}
-	return before
-}
-
-// refund takes up to n units off the bucket, current ones first, never
-// below zero, and returns how many it took from each.
-func (b *bucket) refund(n int64) (fromCur, fromPrev int64) {
-	fromCur = min(n, b.cur)
-	fromPrev = min(n-fromCur, b.prev)
 	b.cur -= fromCur
 	b.prev -= fromPrev
 	return fromCur, fromPrev
 }
 
-// peek returns the weighted counts of a customer's windows of metric and,
-// per window, of the metric's global usage.
-func (s *slidingCounters) peek(customer, metric string, windows []tiers.Window, nowMs int64) (used, global []int64) {
-	used = make([]int64, len(windows))
-	global = make([]int64, len(windows))
-	if len(windows) == 0 {
-		return used, global
+// lock takes the shard locks c needs: the customer's, then the metric's
+// global one. Either may be nil.
+func (s *slidingCounters) lock(c *Charge) (sh, gsh *shard) {
+	if len(c.Spans) > 0 {
+		sh = s.shardOf(c.Customer, c.Metric)
+		sh.mu.Lock()
 	}
-	sh := s.shardOf(customer, metric)
-	sh.mu.Lock()
-	for i, w := range windows {
-		used[i] = s.get(sh, slidingKey{customer, metric, w}, nowMs, false).weighted(nowMs, w.Length().Milliseconds())
+	if len(c.Globals) > 0 || spare(c.Spans) {
+		gsh = s.globalShardOf(c.Metric)
+		gsh.mu.Lock()
 	}
-	sh.mu.Unlock()
-	gsh := s.globalShardOf(metric)
-	gsh.mu.Lock()
-	for i, w := range windows {
-		global[i] = s.get(gsh, slidingKey{"", metric, w}, nowMs, false).weighted(nowMs, w.Length().Milliseconds())
-	}
-	gsh.mu.Unlock()
-	return used, global
+	return sh, gsh
 }
 
-// state returns a key's raw bucket state at nowMs (for retry_after).
-func (s *slidingCounters) state(customer, metric string, w tiers.Window, nowMs int64) bucket {
-	var sh *shard
-	if customer == "" {
-		sh = s.globalShardOf(metric)
-	} else {
-		sh = s.shardOf(customer, metric)
+func (s *slidingCounters) unlock(sh, gsh *shard) {
+	if gsh != nil {
+		gsh.mu.Unlock()
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return *s.get(sh, slidingKey{customer, metric, w}, nowMs, false)
+	if sh != nil {
+		sh.mu.Unlock()
+	}
+}
+
+func spare(spans []Span) bool {
+	for i := range spans {
+		if spans[i].Rule.Spare {
+			return true
+		}
+	}
+	return false
 }
 
 // shortWait returns how many milliseconds from nowMs pass before a key in

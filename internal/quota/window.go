@@ -45,17 +45,3 @@ func mod(a, b int64) int64 {
 	}
 	return r
 }
-
-// secondsUntil returns the whole seconds from now to t, rounded up, at
-// least 1.
-func secondsUntil(now, t time.Time) int64 {
-	d := t.Sub(now)
-	if d <= 0 {
-		return 1
-	}
-	s := ceilDiv(int64(d), int64(time.Second))
-	if s < 1 {
-		return 1
-	}
-	return s
-}

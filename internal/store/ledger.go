@@ -1,12 +1,10 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +19,7 @@ import (
 const globalShards = 16
 
 // errRollback ends a transaction whose outcome is already decided (a
-// denial or a replay) without committing anything.
+// denial) without committing anything.
 var errRollback = errors.New("rollback")
 
 // chargeQ adds $5 units to a counter if, and only if, the result stays
@@ -45,313 +43,185 @@ const globalQ = `
 	SELECT coalesce(sum(used), 0)::bigint FROM metric_usage
 	WHERE metric = $1 AND quota_window = $2 AND window_start = $3`
 
-// Charge implements quota.Ledger: every window's conditional upsert runs in
-// one transaction, pipelined in one round trip; if any window denies, the
+// Take implements quota.Counter: every span's conditional upsert runs in
+// one transaction, pipelined in one round trip; if any span denies, the
 // transaction rolls back and nothing is charged.
-func (db *DB) Charge(ctx context.Context, c quota.Charge) (quota.Outcome, error) {
-	if len(c.Windows) == 1 && !c.Windows[0].Spare && len(c.Globals) == 0 && c.RequestID == "" {
-		return db.chargeOne(ctx, c)
+func (db *DB) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if len(c.Spans)+len(c.Globals) == 0 {
+		return true, nil
 	}
-	var out quota.Outcome
+	c.Trips++
+	if len(c.Spans) == 1 && !c.Spans[0].Rule.Spare && len(c.Globals) == 0 {
+		return db.takeOne(ctx, c, out)
+	}
+	var ok bool
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		n := len(c.Windows)
-		out = quota.Outcome{Used: make([]int64, n), Passed: make([]bool, n), Elastic: make([]bool, n)}
-		if c.RequestID != "" {
-			rec, err := claimRequestID(ctx, tx, c.Customer, "check", c.RequestID, c.Metric, c.Cost, c.At)
-			if err != nil {
-				return err
-			}
-			if rec != nil {
-				out.Replay = rec
-				return errRollback
-			}
+		var err error
+		if ok, err = take(ctx, tx, c, out); err == nil && !ok {
+			err = errRollback
 		}
-		if err := chargeWindows(ctx, tx, c, &out); err != nil {
-			return err
-		}
-		for i := range c.Windows {
-			if !out.Passed[i] {
-				return errRollback
-			}
-		}
-		out.Allowed = true
-		if err := countGlobal(ctx, tx, c.Globals, c.Cost); err != nil {
-			return err
-		}
-		if c.RequestID != "" && c.Answer != nil {
-			answer, err := c.Answer(out)
-			if err != nil {
-				return err
-			}
-			const q = `UPDATE request_ids SET answer = $4 WHERE customer_id = $1 AND kind = $2 AND request_id = $3`
-			if _, err := tx.Exec(ctx, q, c.Customer, "check", c.RequestID, answer); err != nil {
-				return err
-			}
-		}
-		return nil
+		return err
 	})
 	switch {
 	case errors.Is(err, errRollback):
-		return out, nil
-	case isCode(err, "23503"): // the customer (or metric) was deleted meanwhile
-		return quota.Outcome{}, tiers.ErrCustomerNotFound
+		return false, nil
 	case err != nil:
-		return quota.Outcome{}, fmt.Errorf("charge %s/%s: %w", c.Customer, c.Metric, err)
+		return false, chargeErr("charge", c, err)
 	}
-	return out, nil
+	return true, nil
 }
 
-// chargeOne charges a single window with nothing else to record: the
+// chargeErr names a failed charge, or reports a customer deleted meanwhile.
+func chargeErr(op string, c *quota.Charge, err error) error {
+	if isCode(err, "23503") { // foreign_key_violation: the customer (or metric) is gone
+		return tiers.ErrCustomerNotFound
+	}
+	return fmt.Errorf("%s %s/%s: %w", op, c.Customer, c.Metric, mapErr(err))
+}
+
+// takeOne charges a single window with nothing else to count: the
 // conditional upsert alone is atomic, so it runs as one statement, in one
 // round trip, holding the row lock only while it executes and commits.
-func (db *DB) chargeOne(ctx context.Context, c quota.Charge) (quota.Outcome, error) {
-	w := c.Windows[0]
-	out := quota.Outcome{Used: make([]int64, 1), Passed: make([]bool, 1), Elastic: make([]bool, 1)}
+func (db *DB) takeOne(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	sp := &c.Spans[0]
 	var after int64
-	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, w.Window.String(), w.Start, c.Cost, w.Threshold).Scan(&after)
+	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start,
+		c.Cost, sp.Rule.Threshold).Scan(&after)
 	switch {
 	case err == nil:
-		out.Allowed, out.Passed[0], out.Used[0] = true, true, after-c.Cost
-		return out, nil
-	case isCode(err, "23503"):
-		return quota.Outcome{}, tiers.ErrCustomerNotFound
+		out[0] = quota.Outcome{Used: after - c.Cost, Passed: true}
+		return true, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return quota.Outcome{}, fmt.Errorf("charge %s/%s: %w", c.Customer, c.Metric, mapErr(err))
+		return false, chargeErr("charge", c, err)
 	}
-	if err := db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, w.Window.String(), w.Start).Scan(&out.Used[0]); err != nil {
-		return quota.Outcome{}, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
+	var used int64
+	c.Trips++
+	if err := db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
-	return out, nil
+	out[0] = c.Judge(0, used, 0)
+	return false, nil
 }
 
-// chargeWindows runs the conditional upserts, then settles the windows
-// that denied: elastic ones may still admit on spare capacity; the others
-// report their count.
-func chargeWindows(ctx context.Context, tx pgx.Tx, c quota.Charge, out *quota.Outcome) error {
-	if len(c.Windows) == 0 {
-		return nil
-	}
-	b := &pgx.Batch{}
-	for _, w := range c.Windows {
-		b.Queue(chargeQ, c.Customer, c.Metric, w.Window.String(), w.Start, c.Cost, w.Threshold)
-	}
-	res := tx.SendBatch(ctx, b)
-	for i := range c.Windows {
-		var after int64
-		err := res.QueryRow().Scan(&after)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows):
-		case err != nil:
-			res.Close()
-			return err
-		default:
-			out.Passed[i] = true
-			out.Used[i] = after - c.Cost
+// take runs the conditional upserts of c's spans on tx, then settles the
+// spans that denied: elastic ones may still admit on spare capacity; the
+// others report their count. When every span admits, the units count in
+// c's global windows too. It changes nothing the caller must keep unless
+// it returns true.
+func take(ctx context.Context, tx pgx.Tx, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if len(c.Spans) > 0 {
+		b := &pgx.Batch{}
+		for i := range c.Spans {
+			sp := &c.Spans[i]
+			b.Queue(chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost, sp.Rule.Threshold)
 		}
-	}
-	if err := res.Close(); err != nil {
-		return err
-	}
-	for i, w := range c.Windows {
-		if out.Passed[i] {
-			continue
-		}
-		if w.Spare {
-			ok, err := chargeElastic(ctx, tx, c, w, &out.Used[i])
-			if err != nil {
-				return err
+		res := tx.SendBatch(ctx, b)
+		for i := range c.Spans {
+			var after int64
+			err := res.QueryRow().Scan(&after)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				out[i] = quota.Outcome{}
+			case err != nil:
+				res.Close()
+				return false, err
+			default:
+				out[i] = quota.Outcome{Used: after - c.Cost, Passed: true}
 			}
-			out.Passed[i], out.Elastic[i] = ok, ok
-			continue
 		}
-		if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, w.Window.String(), w.Start).Scan(&out.Used[i]); err != nil {
-			return err
+		if err := res.Close(); err != nil {
+			return false, err
 		}
 	}
-	return nil
+	ok := true
+	for i := range c.Spans {
+		if out[i].Passed {
+			continue
+		}
+		sp := &c.Spans[i]
+		if sp.Rule.Spare {
+			passed, err := chargeElastic(ctx, tx, c, i, out)
+			if err != nil {
+				return false, err
+			}
+			if passed {
+				continue
+			}
+		} else {
+			var used int64
+			if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+				return false, err
+			}
+			out[i] = c.Judge(i, used, 0)
+		}
+		ok = false
+	}
+	if !ok {
+		return false, nil
+	}
+	return true, countGlobal(ctx, tx, c.Globals, c.Cost)
 }
 
-// chargeElastic admits cost beyond the threshold when the metric's global
-// usage in the window leaves room for all of it and the ceiling allows.
-// Elastic admissions of one metric and window are serialized by an
-// advisory lock, so that two of them never spend the same spare capacity;
-// the count is then charged with the ceiling as the upsert's condition.
-func chargeElastic(ctx context.Context, tx pgx.Tx, c quota.Charge, w quota.WindowCharge, used *int64) (bool, error) {
-	key := "quotad.elastic:" + w.Global.Metric + ":" + w.Global.Window.String() + ":" +
-		strconv.FormatInt(w.Global.Start.Unix(), 10)
+// chargeElastic admits span i's cost beyond its threshold when the
+// metric's global usage in the window leaves room for all of it and the
+// ceiling allows. Elastic admissions of one metric and window are
+// serialized by an advisory lock, so that two of them never spend the same
+// spare capacity; the count is then charged with the ceiling as the
+// upsert's condition.
+func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int, out []quota.Outcome) (bool, error) {
+	sp := &c.Spans[i]
+	g := sp.Global
+	key := "quotad.elastic:" + g.Metric + ":" + g.Window.String() + ":" + strconv.FormatInt(g.Start.Unix(), 10)
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, key); err != nil {
 		return false, err
 	}
-	var global int64
-	if err := tx.QueryRow(ctx, globalQ, w.Global.Metric, w.Global.Window.String(), w.Global.Start).Scan(&global); err != nil {
+	var global, used int64
+	if err := tx.QueryRow(ctx, globalQ, g.Metric, g.Window.String(), g.Start).Scan(&global); err != nil {
 		return false, err
 	}
-	if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, w.Window.String(), w.Start).Scan(used); err != nil {
+	if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
 		return false, err
 	}
-	if ok, _ := w.Admits(*used, global, c.Cost); !ok {
+	if out[i] = c.Judge(i, used, global); !out[i].Passed {
 		return false, nil
 	}
 	var after int64
-	err := tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, w.Window.String(), w.Start, c.Cost, w.Ceiling).Scan(&after)
+	err := tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start,
+		c.Cost, sp.Rule.Ceiling).Scan(&after)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil // another check took the room between the read and now
+		// Another check took the room between the read and now.
+		out[i] = quota.Outcome{Used: used, Wait: sp.CalendarWait(used, c.Cost, c.At)}
+		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	*used = after - c.Cost
+	out[i] = quota.Outcome{Used: after - c.Cost, Passed: true, Elastic: true}
 	return true, nil
 }
 
 // countGlobal adds admitted units to the metric's global usage, each time
 // in one random shard.
-func countGlobal(ctx context.Context, tx pgx.Tx, globals []quota.GlobalKey, cost int64) error {
+func countGlobal(ctx context.Context, tx conn, globals []quota.GlobalKey, cost int64) error {
 	if len(globals) == 0 {
 		return nil
 	}
-	const q = `
-		INSERT INTO metric_usage AS g (metric, quota_window, window_start, shard, used)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (metric, quota_window, window_start, shard) DO UPDATE SET used = g.used + EXCLUDED.used`
 	b := &pgx.Batch{}
 	for _, g := range globals {
-		b.Queue(q, g.Metric, g.Window.String(), g.Start, rand.IntN(globalShards), cost)
+		b.Queue(countGlobalQ, g.Metric, g.Window.String(), g.Start, rand.IntN(globalShards), cost)
 	}
-	return tx.SendBatch(ctx, b).Close()
+	return sendBatch(ctx, tx, b)
 }
 
-// claimRequestID records a request id for the customer, or returns what was
-// recorded under it within the last 24 hours. An expired record is taken
-// over. A concurrent claim of the same id waits for the first to commit or
-// roll back.
-func claimRequestID(ctx context.Context, tx pgx.Tx, customer, kind, id, metric string, cost int64, at time.Time) (*quota.Recorded, error) {
-	const claimQ = `
-		INSERT INTO request_ids AS r (customer_id, kind, request_id, metric, cost, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (customer_id, kind, request_id) DO UPDATE
-		SET metric = EXCLUDED.metric, cost = EXCLUDED.cost, answer = NULL, created_at = EXCLUDED.created_at
-		WHERE r.created_at <= EXCLUDED.created_at - interval '24 hours'
-		RETURNING true`
-	var claimed bool
-	err := tx.QueryRow(ctx, claimQ, customer, kind, id, metric, cost, at).Scan(&claimed)
-	if err == nil {
-		return nil, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, err
-	}
-	const findQ = `SELECT metric, cost, answer FROM request_ids WHERE customer_id = $1 AND kind = $2 AND request_id = $3`
-	var rec quota.Recorded
-	if err := tx.QueryRow(ctx, findQ, customer, kind, id).Scan(&rec.Metric, &rec.Cost, &rec.Answer); err != nil {
-		return nil, err
-	}
-	return &rec, nil
-}
-
-// Recorded implements quota.Ledger.
-func (db *DB) Recorded(ctx context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
-	const q = `
-		SELECT metric, cost, answer FROM request_ids
-		WHERE customer_id = $1 AND kind = 'check' AND request_id = $2
-		  AND created_at > $3::timestamptz - interval '24 hours' AND answer IS NOT NULL`
-	var rec quota.Recorded
-	err := db.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("find request id: %w", mapErr(err))
-	}
-	return &rec, nil
-}
-
-// Peek implements quota.Ledger.
-func (db *DB) Peek(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	used := make([]int64, len(counters))
-	global := make([]int64, len(globals))
-	if len(counters)+len(globals) == 0 {
-		return used, global, nil
-	}
-	b := &pgx.Batch{}
-	for _, k := range counters {
-		b.Queue(counterQ, k.Customer, k.Metric, k.Window.String(), k.Start)
-	}
-	for _, g := range globals {
-		b.Queue(globalQ, g.Metric, g.Window.String(), g.Start)
-	}
-	res := db.pool.SendBatch(ctx, b)
-	defer res.Close()
-	for i := range used {
-		if err := res.QueryRow().Scan(&used[i]); err != nil {
-			return nil, nil, fmt.Errorf("read counters: %w", mapErr(err))
-		}
-	}
-	for i := range global {
-		if err := res.QueryRow().Scan(&global[i]); err != nil {
-			return nil, nil, fmt.Errorf("read global usage: %w", mapErr(err))
-		}
-	}
-	return used, global, nil
-}
-
-// Refund implements quota.Ledger.
-func (db *DB) Refund(ctx context.Context, r quota.RefundCharge) ([]int64, bool, error) {
-	before := make([]int64, len(r.Counters))
-	replayed := false
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if r.RequestID != "" {
-			rec, err := claimRequestID(ctx, tx, r.Customer, "refund", r.RequestID, r.Metric, r.Cost, r.At)
-			if err != nil {
-				return err
-			}
-			if rec != nil {
-				if rec.Metric != r.Metric || rec.Cost != r.Cost {
-					return fmt.Errorf("%w: request_id %q was used for a refund of %d %s",
-						tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
-				}
-				replayed = true
-				return errRollback
-			}
-		}
-		const q = `
-			WITH old AS (
-			    SELECT used FROM usage_counters
-			    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
-			    FOR UPDATE
-			)
-			UPDATE usage_counters c SET used = c.used - LEAST(c.used, $5)
-			FROM old
-			WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4
-			RETURNING old.used`
-		for i, k := range r.Counters {
-			err := tx.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, r.Cost).Scan(&before[i])
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-		}
-		for i, n := range r.GlobalGiveBack(before) {
-			if err := uncountGlobal(ctx, tx, r.Globals[i], n); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errRollback):
-		return nil, replayed, nil
-	case isCode(err, "23503"):
-		return nil, false, tiers.ErrCustomerNotFound
-	case err != nil:
-		return nil, false, fmt.Errorf("refund %s/%s: %w", r.Customer, r.Metric, err)
-	}
-	return before, false, nil
-}
+const countGlobalQ = `
+	INSERT INTO metric_usage AS g (metric, quota_window, window_start, shard, used)
+	VALUES ($1, $2, $3, $4, $5)
+	ON CONFLICT (metric, quota_window, window_start, shard) DO UPDATE SET used = g.used + EXCLUDED.used`
 
 // uncountGlobal takes n units off a metric's global usage in one window,
 // which is a sum over shards: from the fullest shard first, never taking a
 // shard below zero.
-func uncountGlobal(ctx context.Context, tx pgx.Tx, g quota.GlobalKey, n int64) error {
+func uncountGlobal(ctx context.Context, tx conn, g quota.GlobalKey, n int64) error {
 	// The shard is chosen in a CTE, evaluated once: as a subquery in FROM,
 	// PostgreSQL may scan it again per row and update more than one shard.
 	const q = `
@@ -376,6 +246,215 @@ func uncountGlobal(ctx context.Context, tx pgx.Tx, g quota.GlobalKey, n int64) e
 		n -= took
 	}
 	return nil
+}
+
+// AddGlobal implements quota.Ledger.
+func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
+	if len(deltas) == 0 {
+		return nil
+	}
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, d := range deltas {
+			var err error
+			if d.Units > 0 {
+				err = countGlobal(ctx, tx, []quota.GlobalKey{d.Key}, d.Units)
+			} else {
+				err = uncountGlobal(ctx, tx, d.Key, -d.Units)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("add global usage: %w", err)
+	}
+	return nil
+}
+
+// Peek implements quota.Counter.
+func (db *DB) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
+	return peek(ctx, db.pool, c, out)
+}
+
+// peek reads the counts of c's spans on q and judges them.
+func peek(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) error {
+	if len(c.Spans) == 0 {
+		return nil
+	}
+	c.Trips++
+	keys := make([]quota.CounterKey, len(c.Spans))
+	var globals []quota.GlobalKey
+	for i := range c.Spans {
+		keys[i] = c.Spans[i].Key
+		if c.Spans[i].Rule.Spare {
+			globals = append(globals, c.Spans[i].Global)
+		}
+	}
+	used, global, err := read(ctx, q, keys, globals)
+	if err != nil {
+		return fmt.Errorf("peek %s/%s: %w", c.Customer, c.Metric, err)
+	}
+	gi := 0
+	for i := range c.Spans {
+		var g int64
+		if c.Spans[i].Rule.Spare {
+			g = global[gi]
+			gi++
+		}
+		out[i] = c.Judge(i, used[i], g)
+	}
+	return nil
+}
+
+// Read implements quota.Ledger.
+func (db *DB) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+	return read(ctx, db.pool, counters, globals)
+}
+
+func read(ctx context.Context, q conn, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+	used := make([]int64, len(counters))
+	global := make([]int64, len(globals))
+	if len(counters)+len(globals) == 0 {
+		return used, global, nil
+	}
+	b := &pgx.Batch{}
+	for _, k := range counters {
+		b.Queue(counterQ, k.Customer, k.Metric, k.Window.String(), k.Start)
+	}
+	for _, g := range globals {
+		b.Queue(globalQ, g.Metric, g.Window.String(), g.Start)
+	}
+	res := q.SendBatch(ctx, b)
+	defer res.Close()
+	for i := range used {
+		if err := res.QueryRow().Scan(&used[i]); err != nil {
+			return nil, nil, fmt.Errorf("read counters: %w", mapErr(err))
+		}
+	}
+	for i := range global {
+		if err := res.QueryRow().Scan(&global[i]); err != nil {
+			return nil, nil, fmt.Errorf("read global usage: %w", mapErr(err))
+		}
+	}
+	return used, global, nil
+}
+
+// GiveBack implements quota.Counter: a refund of every span, with the
+// global windows, in one transaction.
+func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
+	if len(c.Spans)+len(c.Globals) == 0 {
+		return nil
+	}
+	c.Trips++
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return giveBack(ctx, tx, c, out) })
+	if err != nil {
+		return chargeErr("give back", c, err)
+	}
+	return nil
+}
+
+// giveBack takes up to c.Cost off every span's counter on q, never below
+// zero, and off c's global windows what the span of the same window gave
+// back (c.Cost where there is none).
+func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) error {
+	const refundQ = `
+		WITH old AS MATERIALIZED (
+		    SELECT used FROM usage_counters
+		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
+		    FOR UPDATE
+		)
+		UPDATE usage_counters c SET used = c.used - LEAST(c.used, $5)
+		FROM old
+		WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4
+		RETURNING old.used`
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		var before int64
+		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost).Scan(&before)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		out[i] = quota.Outcome{Used: before, Passed: true}
+	}
+	for _, g := range c.Globals {
+		n := c.Cost
+		if i := c.SpanOf(g); i >= 0 {
+			n = min(c.Cost, out[i].Used)
+		}
+		if err := uncountGlobal(ctx, q, g, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Atomically implements quota.Ledger.
+func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx}) })
+	if isCode(err, "23503") { // the customer went away meanwhile
+		return tiers.ErrCustomerNotFound
+	}
+	return err
+}
+
+// txLedger is the ledger within one transaction.
+type txLedger struct{ tx pgx.Tx }
+
+// Claim implements quota.Tx.
+func (l txLedger) Claim(ctx context.Context, c quota.Claim) (*quota.Recorded, error) {
+	return claim(ctx, l.tx, c)
+}
+
+// Keep implements quota.Tx.
+func (l txLedger) Keep(ctx context.Context, c quota.Claim, answer []byte) error {
+	return keep(ctx, l.tx, c, answer)
+}
+
+// Take implements quota.Counter within the transaction. A denial takes
+// back, in the same transaction, what the spans that admitted counted.
+func (l txLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if len(c.Spans)+len(c.Globals) == 0 {
+		return true, nil
+	}
+	c.Trips++
+	ok, err := take(ctx, l.tx, c, out)
+	if err != nil || ok {
+		return ok, err
+	}
+	const undoQ = `
+		UPDATE usage_counters SET used = used - $5
+		WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4`
+	b := &pgx.Batch{}
+	for i := range c.Spans {
+		if sp := &c.Spans[i]; out[i].Passed {
+			b.Queue(undoQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost)
+		}
+	}
+	return false, sendBatch(ctx, l.tx, b)
+}
+
+// GiveBack implements quota.Counter within the transaction.
+func (l txLedger) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
+	if len(c.Spans)+len(c.Globals) == 0 {
+		return nil
+	}
+	c.Trips++
+	return giveBack(ctx, l.tx, c, out)
+}
+
+// Peek implements quota.Counter within the transaction.
+func (l txLedger) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
+	return peek(ctx, l.tx, c, out)
+}
+
+// sendBatch runs b on q, if it holds anything, and reads every result.
+func sendBatch(ctx context.Context, q conn, b *pgx.Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	return q.SendBatch(ctx, b).Close()
 }
 
 // Reset implements quota.Ledger: it deletes the customer's counters of
@@ -444,59 +523,7 @@ func (db *DB) Purge(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// AddHistory implements quota.HistoryStore. Deltas are applied in key
-// order, so that concurrent flushes from several processes cannot
-// deadlock; days never go below zero.
-func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
-	sorted := make([]quota.HistoryDelta, len(deltas))
-	copy(sorted, deltas)
-	sortDeltas(sorted)
-	const q = `
-		INSERT INTO usage_history AS h (customer_id, metric, day, used, overage, denied)
-		VALUES ($1, $2, $3, GREATEST($4::bigint, 0), GREATEST($5::bigint, 0), GREATEST($6::bigint, 0))
-		ON CONFLICT (customer_id, day, metric) DO UPDATE
-		SET used    = GREATEST(h.used + $4::bigint, 0),
-		    overage = GREATEST(h.overage + $5::bigint, 0),
-		    denied  = GREATEST(h.denied + $6::bigint, 0)`
-	b := &pgx.Batch{}
-	for _, d := range sorted {
-		b.Queue(q, d.Customer, d.Metric, d.Date, d.Used, d.Overage, d.Denied)
-	}
-	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("add history: %w", mapErr(err))
-	}
-	return nil
-}
-
-// FindHistory implements quota.HistoryStore.
-func (db *DB) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
-	const q = `
-		SELECT day, metric, used, overage, denied FROM usage_history
-		WHERE customer_id = $1 AND ($2 = '' OR metric = $2) AND day BETWEEN $3 AND $4
-		ORDER BY day, metric`
-	rows, err := db.pool.Query(ctx, q, customer, metric, from, to)
-	if err != nil {
-		return nil, fmt.Errorf("find history: %w", mapErr(err))
-	}
-	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quota.Day, error) {
-		var d quota.Day
-		err := row.Scan(&d.Date, &d.Metric, &d.Used, &d.Overage, &d.Denied)
-		d.Date = time.Date(d.Date.Year(), d.Date.Month(), d.Date.Day(), 0, 0, 0, 0, time.UTC)
-		return d, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("scan history: %w", mapErr(err))
-	}
-	return days, nil
-}
-
-func sortDeltas(d []quota.HistoryDelta) {
-	slices.SortFunc(d, func(a, b quota.HistoryDelta) int {
-		return cmp.Or(cmp.Compare(a.Customer, b.Customer), a.Date.Compare(b.Date), cmp.Compare(a.Metric, b.Metric))
-	})
-}
-
 var (
-	_ quota.Ledger       = (*DB)(nil)
-	_ quota.HistoryStore = (*DB)(nil)
+	_ quota.Ledger = (*DB)(nil)
+	_ quota.Tx     = txLedger{}
 )

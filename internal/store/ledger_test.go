@@ -2,8 +2,8 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,20 +35,51 @@ func MustSeed(t testing.TB, db *store.DB, capacity map[tiers.Window]int64, custo
 	}
 }
 
-func dayWindow(threshold int64) quota.WindowCharge {
-	return quota.WindowCharge{Window: tiers.Day, Start: day0, Threshold: threshold}
+// span is a window of customer's api_calls from start, admitting up to
+// threshold.
+func span(customer string, w tiers.Window, start time.Time, threshold int64) quota.Span {
+	end := start.AddDate(0, 0, 1)
+	if w == tiers.Hour {
+		end = start.Add(time.Hour)
+	}
+	return quota.Span{Key: quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
+		End: end, Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold, Threshold: threshold, Ceiling: tiers.MaxLimit}}
 }
 
-func charge(customer string, cost int64, windows ...quota.WindowCharge) quota.Charge {
-	return quota.Charge{Customer: customer, Metric: "api_calls", Cost: cost, Windows: windows, At: day0.Add(10 * time.Hour)}
+func daySpan(customer string, threshold int64) quota.Span {
+	return span(customer, tiers.Day, day0, threshold)
 }
 
-func TestChargeIsConditionalAndAllOrNothing(t *testing.T) {
+func charge(customer string, cost int64, spans ...quota.Span) *quota.Charge {
+	return &quota.Charge{Customer: customer, Metric: "api_calls", Cost: cost, Spans: spans, At: day0.Add(10 * time.Hour)}
+}
+
+// MustTake takes c and returns whether it was admitted, with the outcomes.
+func MustTake(t testing.TB, l quota.Counter, c *quota.Charge) (bool, []quota.Outcome) {
+	t.Helper()
+	out := make([]quota.Outcome, len(c.Spans))
+	ok, err := l.Take(context.Background(), c, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok, out
+}
+
+// MustRead reads counters.
+func MustRead(t testing.TB, db *store.DB, keys ...quota.CounterKey) []int64 {
+	t.Helper()
+	used, _, err := db.Read(context.Background(), keys, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used
+}
+
+func TestTakeIsConditionalAndAllOrNothing(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
-	hour := quota.WindowCharge{Window: tiers.Hour, Start: day0.Add(10 * time.Hour), Threshold: 100}
+	hour := span("acme", tiers.Hour, day0.Add(10*time.Hour), 100)
 	steps := []struct {
 		cost      int64
 		threshold int64
@@ -62,58 +93,53 @@ func TestChargeIsConditionalAndAllOrNothing(t *testing.T) {
 		{cost: 1, threshold: 11, allowed: true, usedDay: 10},
 	}
 	for i, s := range steps {
-		out, err := db.Charge(ctx, charge("acme", s.cost, hour, dayWindow(s.threshold)))
-		if err != nil {
-			t.Fatalf("step %d: %v", i, err)
+		ok, out := MustTake(t, db, charge("acme", s.cost, hour, daySpan("acme", s.threshold)))
+		if ok != s.allowed || out[1].Used != s.usedDay || !out[0].Passed || out[1].Passed != s.allowed {
+			t.Fatalf("step %d: allowed %v, outcomes %+v; want allowed %v with day used %d", i, ok, out, s.allowed, s.usedDay)
 		}
-		if out.Allowed != s.allowed || out.Used[1] != s.usedDay || out.Passed[0] != true || out.Passed[1] != s.allowed {
-			t.Fatalf("step %d: outcome %+v, want allowed %v with day used %d", i, out, s.allowed, s.usedDay)
+		if !ok && out[1].Wait != 14*3600*1000 {
+			t.Errorf("step %d: wait %d ms, want until midnight", i, out[1].Wait)
 		}
-	}
-	used, _, err := db.Peek(ctx, []quota.CounterKey{
-		{Customer: "acme", Metric: "api_calls", Window: tiers.Hour, Start: hour.Start},
-		{Customer: "acme", Metric: "api_calls", Window: tiers.Day, Start: day0},
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
 	}
 	// Denied charges left the hour window (which admitted them) untouched.
-	if used[0] != 11 || used[1] != 11 {
+	if used := MustRead(t, db, hour.Key, daySpan("acme", 0).Key); used[0] != 11 || used[1] != 11 {
 		t.Errorf("counters = %v, want [11 11]", used)
 	}
-	// A cost above the threshold creates no row.
-	out, err := db.Charge(ctx, charge("acme", 7, quota.WindowCharge{Window: tiers.Week, Start: day0, Threshold: 6}))
-	if err != nil || out.Allowed || out.Used[0] != 0 {
-		t.Fatalf("cost above threshold: %+v, %v", out, err)
+	// A cost above the threshold creates no row, and can never pass.
+	week := span("acme", tiers.Week, day0, 6)
+	ok, out := MustTake(t, db, charge("acme", 7, week))
+	if ok || out[0].Used != 0 || out[0].Wait != -1 {
+		t.Fatalf("cost above threshold: %v %+v", ok, out)
 	}
 }
 
-func TestChargeUnknownCustomer(t *testing.T) {
+func TestTakeUnknownCustomer(t *testing.T) {
 	t.Parallel()
 	db := MustOpen(t)
 	MustSeed(t, db, nil)
-	if _, err := db.Charge(context.Background(), charge("ghost", 1, dayWindow(10))); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	out := make([]quota.Outcome, 1)
+	if _, err := db.Take(context.Background(), charge("ghost", 1, daySpan("ghost", 10)), out); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("err = %v, want ErrCustomerNotFound", err)
 	}
 }
 
-func TestChargeExactUnderConcurrency(t *testing.T) {
+func TestTakeExactUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	const workers, perWorker, limit = 64, 10, 250
-	ctx := context.Background()
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
+			out := make([]quota.Outcome, 1)
 			for range perWorker {
-				out, err := db.Charge(ctx, charge("acme", 1, dayWindow(limit)))
+				ok, err := db.Take(context.Background(), charge("acme", 1, daySpan("acme", limit)), out)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if out.Allowed {
+				if ok {
 					admitted.Add(1)
 				}
 			}
@@ -131,19 +157,22 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 20}, "a", "b", "c")
 	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
-	el := quota.WindowCharge{Window: tiers.Day, Start: day0, Threshold: 5, Spare: true, Capacity: 20,
-		Ceiling: tiers.MaxLimit, Global: global}
-	withGlobal := func(c quota.Charge) quota.Charge { c.Globals = []quota.GlobalKey{global}; return c }
+	el := func(customer string) quota.Span {
+		sp := daySpan(customer, 5)
+		sp.Rule.Mode, sp.Rule.Spare, sp.Rule.Capacity, sp.Global = tiers.Elastic, true, 20, global
+		return sp
+	}
+	withGlobal := func(c *quota.Charge) *quota.Charge { c.Globals = []quota.GlobalKey{global}; return c }
 
 	// c, without a limit, uses 4 of the capacity.
-	if out, err := db.Charge(ctx, withGlobal(charge("c", 4))); err != nil || !out.Allowed {
-		t.Fatal(out, err)
+	if ok, out := MustTake(t, db, withGlobal(charge("c", 4))); !ok {
+		t.Fatal(out)
 	}
 	// a and b use their limit of 5 each: within a limit units never wait
 	// for capacity. Global usage is now 14.
 	for _, id := range []string{"a", "b"} {
-		if out, err := db.Charge(ctx, withGlobal(charge(id, 5, el))); err != nil || !out.Allowed || out.Elastic[0] {
-			t.Fatal(out, err)
+		if ok, out := MustTake(t, db, withGlobal(charge(id, 5, el(id)))); !ok || out[0].Elastic {
+			t.Fatal(out)
 		}
 	}
 	// Then they race for the 6 units of spare capacity left, 1 at a time,
@@ -152,13 +181,14 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, id := range []string{"a", "b"} {
 		wg.Go(func() {
+			out := make([]quota.Outcome, 1)
 			for range 25 {
-				out, err := db.Charge(ctx, withGlobal(charge(id, 1, el)))
+				ok, err := db.Take(ctx, withGlobal(charge(id, 1, el(id))), out)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if out.Elastic[0] {
+				if ok && out[0].Elastic {
 					elastic.Add(1)
 				}
 			}
@@ -168,15 +198,16 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	if got := elastic.Load(); got != 6 {
 		t.Errorf("elastic admissions = %d, want 6", got)
 	}
-	_, g, err := db.Peek(ctx, nil, []quota.GlobalKey{global})
+	_, g, err := db.Read(ctx, nil, []quota.GlobalKey{global})
 	if err != nil || g[0] != 20 {
 		t.Errorf("global usage = %v (%v), want 20", g, err)
 	}
 }
 
-// A refund takes off global usage only what it gave back to the customer's
-// counter of the same window, and leaves no shard below zero.
-func TestRefundGivesBackGlobalUsageOnlyWhatWasUsed(t *testing.T) {
+// A give-back takes off a global window only what it gave back to the
+// customer's counter of the same window, or its cost where the charge has
+// no such counter (a take being undone); it leaves no shard below zero.
+func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	schema := dbtest.New(t)
@@ -186,46 +217,38 @@ func TestRefundGivesBackGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 	}
 	MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 100}, "a", "c")
 	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
-	counter := quota.CounterKey{Customer: "a", Metric: "api_calls", Window: tiers.Day, Start: day0}
 	// a counts 10 units in its day window, in 5 charges over random shards;
 	// c, without a day limit, counts 7 in global usage only.
 	for range 5 {
-		c := charge("a", 2, dayWindow(100))
+		c := charge("a", 2, daySpan("a", 100))
 		c.Globals = []quota.GlobalKey{global}
-		if out, err := db.Charge(ctx, c); err != nil || !out.Allowed {
-			t.Fatal(out, err)
+		if ok, out := MustTake(t, db, c); !ok {
+			t.Fatal(out)
 		}
 	}
 	c := charge("c", 7)
 	c.Globals = []quota.GlobalKey{global}
-	if out, err := db.Charge(ctx, c); err != nil || !out.Allowed {
-		t.Fatal(out, err)
+	if ok, _ := MustTake(t, db, c); !ok {
+		t.Fatal("c denied")
 	}
-
-	if _, g, err := db.Peek(ctx, nil, []quota.GlobalKey{global}); err != nil || g[0] != 17 {
+	if _, g, err := db.Read(ctx, nil, []quota.GlobalKey{global}); err != nil || g[0] != 17 {
 		t.Fatalf("global usage after charges = %v (%v), want 17", g, err)
-	}
-	refund := func(customer string, cost int64, counters ...quota.CounterKey) {
-		t.Helper()
-		_, _, err := db.Refund(ctx, quota.RefundCharge{Customer: customer, Metric: "api_calls", Cost: cost,
-			Counters: counters, Globals: []quota.GlobalKey{global}, At: day0.Add(11 * time.Hour)})
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	for _, step := range []struct {
 		name       string
-		customer   string
-		cost       int64
-		counters   []quota.CounterKey
+		charge     *quota.Charge
 		wantGlobal int64
 	}{
-		{"a refunds more than it used: only its 10 come off", "a", 25, []quota.CounterKey{counter}, 7},
-		{"a refunds again with nothing left", "a", 5, []quota.CounterKey{counter}, 7},
-		{"c, with no counter of the window, gives nothing back", "c", 7, nil, 7},
+		{"a gives back more than it used: only its 10 come off", charge("a", 25, daySpan("a", 100)), 7},
+		{"a gives back again with nothing left", charge("a", 5, daySpan("a", 100)), 7},
+		{"c, with no counter of the window, gives back its cost", charge("c", 3), 4},
+		{"more than there is leaves zero", charge("c", 50), 0},
 	} {
-		refund(step.customer, step.cost, step.counters...)
-		_, g, err := db.Peek(ctx, nil, []quota.GlobalKey{global})
+		step.charge.Globals = []quota.GlobalKey{global}
+		if err := db.GiveBack(ctx, step.charge, make([]quota.Outcome, len(step.charge.Spans))); err != nil {
+			t.Fatal(err)
+		}
+		_, g, err := db.Read(ctx, nil, []quota.GlobalKey{global})
 		if err != nil || g[0] != step.wantGlobal {
 			t.Errorf("%s: global usage = %v (%v), want %d", step.name, g, err, step.wantGlobal)
 		}
@@ -239,31 +262,55 @@ func TestRefundGivesBackGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 	}
 }
 
+// checkOnce claims a request id, takes c and keeps an answer, as the
+// engine does for a check with a request id; it returns the replayed
+// record, if any.
+func checkOnce(ctx context.Context, db *store.DB, id string, c *quota.Charge, answers *atomic.Int64) (*quota.Recorded, error) {
+	var replay *quota.Recorded
+	cl := quota.Claim{Customer: c.Customer, Kind: quota.KindCheck, ID: id, Metric: c.Metric, Cost: c.Cost, At: c.At}
+	errReplay := errors.New("replay")
+	err := db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+		rec, err := tx.Claim(ctx, cl)
+		if err != nil {
+			return err
+		}
+		if rec != nil {
+			replay = rec
+			return errReplay
+		}
+		out := make([]quota.Outcome, len(c.Spans))
+		if ok, err := tx.Take(ctx, c, out); err != nil || !ok {
+			return fmt.Errorf("take: %v %v", ok, err)
+		}
+		answers.Add(1)
+		return tx.Keep(ctx, cl, []byte(fmt.Sprintf(`{"used": %d}`, out[0].Used)))
+	})
+	if errors.Is(err, errReplay) {
+		err = nil
+	}
+	return replay, err
+}
+
 func TestRequestIDsAreKeptOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
-	var answers atomic.Int64
-	c := charge("acme", 2, dayWindow(100))
-	c.RequestID = "op-1"
-	c.Answer = func(o quota.Outcome) ([]byte, error) {
-		answers.Add(1)
-		return json.Marshal(map[string]int64{"used": o.Used[0]})
-	}
+	var answers, replays atomic.Int64
+	c := charge("acme", 2, daySpan("acme", 100))
 	var wg sync.WaitGroup
-	var replays atomic.Int64
 	for range 16 {
 		wg.Go(func() {
-			out, err := db.Charge(ctx, c)
+			c := *c
+			rec, err := checkOnce(ctx, db, "op-1", &c, &answers)
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			if out.Replay != nil {
+			if rec != nil {
 				replays.Add(1)
-				if out.Replay.Cost != 2 || string(out.Replay.Answer) != `{"used": 0}` {
-					t.Errorf("replay = %+v (%s)", out.Replay, out.Replay.Answer)
+				if rec.Cost != 2 || string(rec.Answer) != `{"used": 0}` {
+					t.Errorf("replay = %+v (%s)", rec, rec.Answer)
 				}
 			}
 		})
@@ -279,10 +326,46 @@ func TestRequestIDsAreKeptOnce(t *testing.T) {
 	if rec, _ := db.Recorded(ctx, "acme", "op-1", c.At.Add(25*time.Hour)); rec != nil {
 		t.Errorf("recorded after 24 h: %+v", rec)
 	}
-	used, _, _ := db.Peek(ctx, []quota.CounterKey{{Customer: "acme", Metric: "api_calls", Window: tiers.Day, Start: day0}}, nil)
-	if used[0] != 2 {
+	if used := MustRead(t, db, c.Spans[0].Key); used[0] != 2 {
 		t.Errorf("counter = %d, want 2 (charged once)", used[0])
 	}
+	// A take that denies within a transaction leaves nothing behind, even
+	// if the transaction commits.
+	var denied bool
+	err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+		out := make([]quota.Outcome, 2)
+		ok, err := tx.Take(ctx, charge("acme", 5, span("acme", tiers.Hour, day0.Add(10*time.Hour), 100), daySpan("acme", 6)), out)
+		denied = !ok
+		return err
+	})
+	if err != nil || !denied {
+		t.Fatalf("denying take in a transaction: denied %v, %v", denied, err)
+	}
+	if used := MustRead(t, db, span("acme", tiers.Hour, day0.Add(10*time.Hour), 0).Key); used[0] != 0 {
+		t.Errorf("hour counter = %d after a denied take committed, want 0", used[0])
+	}
+}
+
+// refund claims a refund id (if any) and gives c back, as the engine does.
+func refund(ctx context.Context, db *store.DB, id string, c *quota.Charge) (before []quota.Outcome, replayed bool, err error) {
+	before = make([]quota.Outcome, len(c.Spans))
+	errReplay := errors.New("replay")
+	err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+		if id != "" {
+			rec, err := tx.Claim(ctx, quota.Claim{Customer: c.Customer, Kind: quota.KindRefund, ID: id, Metric: c.Metric, Cost: c.Cost, At: c.At})
+			if err != nil {
+				return err
+			}
+			if rec != nil {
+				return errReplay
+			}
+		}
+		return tx.GiveBack(ctx, c, before)
+	})
+	if errors.Is(err, errReplay) {
+		return nil, true, nil
+	}
+	return before, false, err
 }
 
 func TestRefundResetPurge(t *testing.T) {
@@ -290,35 +373,34 @@ func TestRefundResetPurge(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
-	key := quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: tiers.Day, Start: day0}
-	if _, err := db.Charge(ctx, charge("acme", 5, dayWindow(10))); err != nil {
-		t.Fatal(err)
+	key := daySpan("acme", 10).Key
+	if ok, _ := MustTake(t, db, charge("acme", 5, daySpan("acme", 10))); !ok {
+		t.Fatal("denied")
 	}
-	r := quota.RefundCharge{Customer: "acme", Metric: "api_calls", Cost: 3, Counters: []quota.CounterKey{key},
-		RequestID: "ref-1", At: day0.Add(time.Hour)}
-	before, replayed, err := db.Refund(ctx, r)
-	if err != nil || replayed || before[0] != 5 {
+	r := charge("acme", 3, daySpan("acme", 10))
+	r.At = day0.Add(time.Hour)
+	before, replayed, err := refund(ctx, db, "ref-1", r)
+	if err != nil || replayed || before[0].Used != 5 {
 		t.Fatalf("refund: %v %v %v", before, replayed, err)
 	}
-	if _, replayed, _ := db.Refund(ctx, r); !replayed {
+	if _, replayed, _ := refund(ctx, db, "ref-1", r); !replayed {
 		t.Errorf("a repeated refund id refunded again")
 	}
-	r.RequestID, r.Cost = "", 100
-	if _, _, err := db.Refund(ctx, r); err != nil {
+	r.Cost = 100
+	if _, _, err := refund(ctx, db, "", r); err != nil {
 		t.Fatal(err)
 	}
-	used, _, _ := db.Peek(ctx, []quota.CounterKey{key}, nil)
-	if used[0] != 0 {
+	if used := MustRead(t, db, key); used[0] != 0 {
 		t.Errorf("after refunds counter = %d, want 0 (never below zero)", used[0])
 	}
 
-	if _, err := db.Charge(ctx, charge("acme", 4, dayWindow(10))); err != nil {
-		t.Fatal(err)
+	if ok, _ := MustTake(t, db, charge("acme", 4, daySpan("acme", 10))); !ok {
+		t.Fatal("denied")
 	}
 	if err := db.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	used, _, _ = db.Peek(ctx, []quota.CounterKey{key}, nil)
+	used := MustRead(t, db, key)
 	events, _, _ := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
 	if used[0] != 0 || len(events) != 1 || events[0].Action != "reset" || events[0].Resource != "customers/acme/usage/api_calls" {
 		t.Errorf("after reset: counter %d, audit %+v", used[0], events)
@@ -327,15 +409,14 @@ func TestRefundResetPurge(t *testing.T) {
 		t.Errorf("reset of a missing customer: err = %v", err)
 	}
 
-	old := quota.WindowCharge{Window: tiers.Day, Start: day0.AddDate(0, 0, -3), Threshold: 10}
-	if _, err := db.Charge(ctx, charge("acme", 1, old, dayWindow(10))); err != nil {
-		t.Fatal(err)
+	old := span("acme", tiers.Day, day0.AddDate(0, 0, -3), 10)
+	if ok, _ := MustTake(t, db, charge("acme", 1, old, daySpan("acme", 10))); !ok {
+		t.Fatal("denied")
 	}
 	if err := db.Purge(ctx, day0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	used, _, _ = db.Peek(ctx, []quota.CounterKey{{Customer: "acme", Metric: "api_calls", Window: tiers.Day, Start: old.Start}, key}, nil)
-	if used[0] != 0 || used[1] != 1 {
+	if used := MustRead(t, db, old.Key, key); used[0] != 0 || used[1] != 1 {
 		t.Errorf("after purge: %v, want the old window gone and today kept", used)
 	}
 }

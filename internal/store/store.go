@@ -100,6 +100,13 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// conn is a querier that also pipelines batches: the pool, or a
+// transaction.
+type conn interface {
+	querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 type txKey struct{}
 
 // errRetry asks inTx to run the transaction again: a concurrent writer

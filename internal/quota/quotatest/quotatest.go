@@ -104,7 +104,11 @@ func (c *Catalog) Account(_ context.Context, id string) (tiers.Account, error) {
 	return a, nil
 }
 
-type requestKey struct{ customer, kind, id string }
+type requestKey struct {
+	customer string
+	kind     quota.RequestKind
+	id       string
+}
 
 type requestRecord struct {
 	rec quota.Recorded
@@ -113,14 +117,16 @@ type requestRecord struct {
 
 // Ledger is an in-memory quota.Ledger with the PostgreSQL store's
 // semantics, for engine tests. Err, when set, fails every call as an
-// unreachable store would.
+// unreachable store would. Transactions (Atomically) run one at a time and
+// roll back by undoing what they did.
 type Ledger struct {
+	txMu     sync.Mutex // one transaction at a time
 	mu       sync.Mutex
 	counters map[quota.CounterKey]int64
 	global   map[quota.GlobalKey]int64
 	requests map[requestKey]requestRecord
 	Err      error
-	// Charges counts calls to Charge.
+	// Charges counts calls to Take, in and out of transactions.
 	Charges int
 }
 
@@ -147,75 +153,110 @@ func (l *Ledger) Global(k quota.GlobalKey) int64 {
 	return l.global[k]
 }
 
-func (l *Ledger) fresh(k requestKey, now time.Time) (quota.Recorded, bool) {
-	r, ok := l.requests[k]
-	if !ok || !now.Before(r.at.Add(24*time.Hour)) {
-		return quota.Recorded{}, false
+// lock locks the ledger and returns Err.
+func (l *Ledger) lock() error {
+	l.mu.Lock()
+	if l.Err != nil {
+		l.mu.Unlock()
+		return l.Err
 	}
-	return r.rec, true
+	return nil
 }
 
-// Charge implements quota.Ledger.
-func (l *Ledger) Charge(_ context.Context, c quota.Charge) (quota.Outcome, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// undoLog collects how to undo a transaction's changes; nil outside one.
+type undoLog []func()
+
+func (u *undoLog) add(f func()) {
+	if u != nil {
+		*u = append(*u, f)
+	}
+}
+
+// take implements Take with l.mu held.
+func (l *Ledger) take(c *quota.Charge, out []quota.Outcome, undo *undoLog) bool {
 	l.Charges++
-	if l.Err != nil {
-		return quota.Outcome{}, l.Err
+	ok := true
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		out[i] = c.Judge(i, l.counters[sp.Key], l.global[sp.Global])
+		ok = ok && out[i].Passed
 	}
-	if c.RequestID != "" {
-		if rec, ok := l.fresh(requestKey{c.Customer, "check", c.RequestID}, c.At); ok {
-			return quota.Outcome{Replay: &rec}, nil
-		}
+	if !ok {
+		return false
 	}
-	n := len(c.Windows)
-	out := quota.Outcome{Allowed: true, Used: make([]int64, n), Passed: make([]bool, n), Elastic: make([]bool, n)}
-	for i, w := range c.Windows {
-		k := quota.CounterKey{Customer: c.Customer, Metric: c.Metric, Window: w.Window, Start: w.Start}
-		out.Used[i] = l.counters[k]
-		out.Passed[i], out.Elastic[i] = w.Admits(out.Used[i], l.global[w.Global], c.Cost)
-		out.Allowed = out.Allowed && out.Passed[i]
-	}
-	if !out.Allowed {
-		return out, nil
-	}
-	for i, w := range c.Windows {
-		l.counters[quota.CounterKey{Customer: c.Customer, Metric: c.Metric, Window: w.Window, Start: w.Start}] = out.Used[i] + c.Cost
+	for i := range c.Spans {
+		k := c.Spans[i].Key
+		l.counters[k] += c.Cost
+		undo.add(func() { l.counters[k] -= c.Cost })
 	}
 	for _, g := range c.Globals {
 		l.global[g] += c.Cost
+		undo.add(func() { l.global[g] -= c.Cost })
 	}
-	if c.RequestID != "" && c.Answer != nil {
-		answer, err := c.Answer(out)
-		if err != nil {
-			return quota.Outcome{}, err
+	return true
+}
+
+// giveBack implements GiveBack with l.mu held.
+func (l *Ledger) giveBack(c *quota.Charge, out []quota.Outcome, undo *undoLog) {
+	for i := range c.Spans {
+		k := c.Spans[i].Key
+		before := l.counters[k]
+		out[i] = quota.Outcome{Used: before, Passed: true}
+		l.counters[k] = max(0, before-c.Cost)
+		undo.add(func() { l.counters[k] = before })
+	}
+	for _, g := range c.Globals {
+		n := c.Cost
+		if i := c.SpanOf(g); i >= 0 {
+			n = min(n, out[i].Used)
 		}
-		l.requests[requestKey{c.Customer, "check", c.RequestID}] = requestRecord{
-			rec: quota.Recorded{Metric: c.Metric, Cost: c.Cost, Answer: answer}, at: c.At}
+		n = min(n, l.global[g])
+		l.global[g] -= n
+		undo.add(func() { l.global[g] += n })
 	}
-	return out, nil
 }
 
-// Recorded implements quota.Ledger.
-func (l *Ledger) Recorded(_ context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
-	l.mu.Lock()
+// Take implements quota.Counter.
+func (l *Ledger) Take(_ context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if err := l.lock(); err != nil {
+		return false, err
+	}
 	defer l.mu.Unlock()
-	if l.Err != nil {
-		return nil, l.Err
-	}
-	if rec, ok := l.fresh(requestKey{customer, "check", requestID}, now); ok {
-		return &rec, nil
-	}
-	return nil, nil
+	c.Trips++
+	return l.take(c, out, nil), nil
 }
 
-// Peek implements quota.Ledger.
-func (l *Ledger) Peek(_ context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Err != nil {
-		return nil, nil, l.Err
+// GiveBack implements quota.Counter.
+func (l *Ledger) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+	if err := l.lock(); err != nil {
+		return err
 	}
+	defer l.mu.Unlock()
+	c.Trips++
+	l.giveBack(c, out, nil)
+	return nil
+}
+
+// Peek implements quota.Counter.
+func (l *Ledger) Peek(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+	if err := l.lock(); err != nil {
+		return err
+	}
+	defer l.mu.Unlock()
+	c.Trips++
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		out[i] = c.Judge(i, l.counters[sp.Key], l.global[sp.Global])
+	}
+	return nil
+}
+
+// Read implements quota.Ledger.
+func (l *Ledger) Read(_ context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+	if err := l.lock(); err != nil {
+		return nil, nil, err
+	}
+	defer l.mu.Unlock()
 	used := make([]int64, len(counters))
 	for i, k := range counters {
 		used[i] = l.counters[k]
@@ -227,39 +268,122 @@ func (l *Ledger) Peek(_ context.Context, counters []quota.CounterKey, globals []
 	return used, global, nil
 }
 
-// Refund implements quota.Ledger.
-func (l *Ledger) Refund(_ context.Context, r quota.RefundCharge) ([]int64, bool, error) {
-	l.mu.Lock()
+// AddGlobal implements quota.Ledger.
+func (l *Ledger) AddGlobal(_ context.Context, deltas []quota.GlobalDelta) error {
+	if err := l.lock(); err != nil {
+		return err
+	}
 	defer l.mu.Unlock()
-	if l.Err != nil {
-		return nil, false, l.Err
+	for _, d := range deltas {
+		l.global[d.Key] = max(0, l.global[d.Key]+d.Units)
 	}
-	if r.RequestID != "" {
-		k := requestKey{r.Customer, "refund", r.RequestID}
-		if _, ok := l.fresh(k, r.At); ok {
-			return nil, true, nil
+	return nil
+}
+
+func (l *Ledger) fresh(k requestKey, now time.Time) (quota.Recorded, bool) {
+	r, ok := l.requests[k]
+	if !ok || !now.Before(r.at.Add(24*time.Hour)) {
+		return quota.Recorded{}, false
+	}
+	return r.rec, true
+}
+
+// Recorded implements quota.Ledger.
+func (l *Ledger) Recorded(_ context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
+	if err := l.lock(); err != nil {
+		return nil, err
+	}
+	defer l.mu.Unlock()
+	if rec, ok := l.fresh(requestKey{customer, quota.KindCheck, requestID}, now); ok && rec.Answer != nil {
+		return &rec, nil
+	}
+	return nil, nil
+}
+
+// Atomically implements quota.Ledger.
+func (l *Ledger) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
+	l.txMu.Lock()
+	defer l.txMu.Unlock()
+	tx := &ledgerTx{l: l}
+	err := fn(ctx, tx)
+	if err != nil {
+		l.mu.Lock()
+		for i := len(tx.undo) - 1; i >= 0; i-- {
+			tx.undo[i]()
 		}
-		l.requests[k] = requestRecord{rec: quota.Recorded{Metric: r.Metric, Cost: r.Cost}, at: r.At}
+		l.mu.Unlock()
 	}
-	before := make([]int64, len(r.Counters))
-	for i, k := range r.Counters {
-		before[i] = l.counters[k]
-		l.counters[k] = max(0, before[i]-r.Cost)
+	return err
+}
+
+// ledgerTx is a Ledger transaction.
+type ledgerTx struct {
+	l    *Ledger
+	undo undoLog
+}
+
+func (t *ledgerTx) Take(_ context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if err := t.l.lock(); err != nil {
+		return false, err
 	}
-	for i, n := range r.GlobalGiveBack(before) {
-		g := r.Globals[i]
-		l.global[g] -= min(n, l.global[g])
+	defer t.l.mu.Unlock()
+	c.Trips++
+	return t.l.take(c, out, &t.undo), nil
+}
+
+func (t *ledgerTx) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+	if err := t.l.lock(); err != nil {
+		return err
 	}
-	return before, false, nil
+	defer t.l.mu.Unlock()
+	c.Trips++
+	t.l.giveBack(c, out, &t.undo)
+	return nil
+}
+
+func (t *ledgerTx) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
+	return t.l.Peek(ctx, c, out)
+}
+
+func (t *ledgerTx) Claim(_ context.Context, c quota.Claim) (*quota.Recorded, error) {
+	if err := t.l.lock(); err != nil {
+		return nil, err
+	}
+	defer t.l.mu.Unlock()
+	k := requestKey{c.Customer, c.Kind, c.ID}
+	if rec, ok := t.l.fresh(k, c.At); ok {
+		return &rec, nil
+	}
+	old, had := t.l.requests[k]
+	t.l.requests[k] = requestRecord{rec: quota.Recorded{Metric: c.Metric, Cost: c.Cost}, at: c.At}
+	t.undo.add(func() {
+		if had {
+			t.l.requests[k] = old
+		} else {
+			delete(t.l.requests, k)
+		}
+	})
+	return nil, nil
+}
+
+func (t *ledgerTx) Keep(_ context.Context, c quota.Claim, answer []byte) error {
+	if err := t.l.lock(); err != nil {
+		return err
+	}
+	defer t.l.mu.Unlock()
+	k := requestKey{c.Customer, c.Kind, c.ID}
+	r := t.l.requests[k]
+	r.rec.Answer = answer
+	t.l.requests[k] = r
+	return nil
 }
 
 // Reset implements quota.Ledger.
 func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.Err != nil {
-		return l.Err
+	if err := l.lock(); err != nil {
+		return err
 	}
+	defer l.mu.Unlock()
 	for k := range l.counters {
 		if k.Customer == customer && k.Metric == metric {
 			delete(l.counters, k)
@@ -269,7 +393,13 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 }
 
 // Purge implements quota.Ledger.
-func (l *Ledger) Purge(context.Context, time.Time) error { return l.Err }
+func (l *Ledger) Purge(context.Context, time.Time) error {
+	if err := l.lock(); err != nil {
+		return err
+	}
+	l.mu.Unlock()
+	return nil
+}
 
 // History is an in-memory quota.HistoryStore.
 type History struct {
@@ -323,5 +453,6 @@ var (
 	_ quota.Clock        = (*Clock)(nil)
 	_ quota.Catalog      = (*Catalog)(nil)
 	_ quota.Ledger       = (*Ledger)(nil)
+	_ quota.Tx           = (*ledgerTx)(nil)
 	_ quota.HistoryStore = (*History)(nil)
 )

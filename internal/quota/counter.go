@@ -1,0 +1,149 @@
+package quota
+
+import (
+	"context"
+	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// CounterKey names one counter: a customer's count of a metric in one
+// window, the one that starts at Start. Start is in UTC without a
+// monotonic reading, so that keys compare with ==.
+type CounterKey struct {
+	Customer string
+	Metric   string
+	Window   tiers.Window
+	Start    time.Time
+}
+
+// GlobalKey names a metric's global usage in one window: every admitted
+// unit of the metric, all customers, limited or not. Global windows are
+// calendar windows without a customer's anchor.
+type GlobalKey struct {
+	Metric string
+	Window tiers.Window
+	Start  time.Time
+}
+
+// Span is one window of a check: the counter it counts in, when that
+// window (or, for short windows, its current bucket) ends, and the rule
+// that decides it.
+type Span struct {
+	Key  CounterKey
+	End  time.Time
+	Rule Rule
+	// Global is the metric's global usage in this window, which spare
+	// capacity is measured against (set when Rule.Spare).
+	Global GlobalKey
+}
+
+// Charge asks a Counter about Cost units of one customer's metric in each
+// of Spans, all of them at once.
+type Charge struct {
+	Customer string
+	Metric   string
+	Cost     int64
+	// At is when the check happens (for GiveBack: when the units given
+	// back were counted).
+	At    time.Time
+	Spans []Span
+	// Globals are the metric's windows with declared capacity (of the
+	// counter's kind, short or long): every unit a Take admits counts
+	// there, whatever the customer's limits.
+	Globals []GlobalKey
+	// Trips counts the round trips to a shared store the counters made
+	// for this charge; counters add to it.
+	Trips int
+}
+
+// Outcome is what a Counter found for one span of a Charge.
+type Outcome struct {
+	// Used is the span's count before the charge: units admitted, as this
+	// process knows them.
+	Used int64
+	// Passed: the span admits the cost. Elastic: only spare capacity
+	// admits it.
+	Passed  bool
+	Elastic bool
+	// Wait, for a span that did not pass, is how many milliseconds pass
+	// before the same charge would, or -1 for never.
+	Wait int64
+}
+
+// Counter counts units of customers' metrics in windows. The in-process
+// sliding window, the PostgreSQL ledger and the lease pool over it all
+// implement it, so the engine decides every window the same way through
+// Rule. Implementations are safe for concurrent use; out has one Outcome
+// per span of c. Errors: tiers.ErrUnavailable when a shared store cannot
+// be reached (nothing was counted), tiers.ErrCustomerNotFound when the
+// customer went away.
+type Counter interface {
+	// Take counts c.Cost in every span if, and only if, every span admits
+	// it, and also in every global window of c; it reports whether it did.
+	// A span that does not pass reports its Wait.
+	Take(ctx context.Context, c *Charge, out []Outcome) (bool, error)
+	// GiveBack takes up to c.Cost units off every span's counter, never
+	// below zero: from the window (or bucket) that contains c.At first,
+	// then from the one before it. Each global window of c gets back what
+	// the customer's span of the same window and start gave back (those
+	// units were counted there too) or, without such a span, up to c.Cost
+	// as a span would. So a refund lists only the global windows where the
+	// customer's share is known, and undoing a take lists all it counted
+	// in. Used reports the counts before.
+	GiveBack(ctx context.Context, c *Charge, out []Outcome) error
+	// Peek reports every span as Take would, counting nothing.
+	Peek(ctx context.Context, c *Charge, out []Outcome) error
+}
+
+// CalendarWait returns the milliseconds until a calendar window that
+// denied cost at count used admits it, or -1 for never: counts only fall
+// when the window ends (spare capacity when the metric's global window
+// ends). Long-window counters report it as their Wait.
+func (s Span) CalendarWait(used, cost int64, at time.Time) int64 {
+	toEnd := msUntil(at, s.End)
+	toThreshold, toCeiling, toCapacity := int64(-1), int64(-1), int64(-1)
+	if cost <= s.Rule.Threshold {
+		toThreshold = toEnd
+	}
+	if s.Rule.Spare {
+		switch {
+		case used+cost <= s.Rule.Ceiling:
+			toCeiling = 0
+		case cost <= s.Rule.Ceiling:
+			toCeiling = toEnd
+		}
+		if cost <= s.Rule.Capacity {
+			_, globalEnd := Bounds(s.Key.Window, at, tiers.Anchor{})
+			toCapacity = msUntil(at, globalEnd)
+		}
+	}
+	return s.Rule.Retry(toThreshold, toCeiling, toCapacity)
+}
+
+// msUntil returns the whole milliseconds from at to t, rounded up, at
+// least 1.
+func msUntil(at, t time.Time) int64 {
+	d := t.Sub(at)
+	if d <= 0 {
+		return 1
+	}
+	return max(1, ceilDiv(int64(d), int64(time.Millisecond)))
+}
+
+// SpanOf returns the index of the span of c that counts in global window
+// g (the same window, from the same start), or -1.
+func (c *Charge) SpanOf(g GlobalKey) int { return spanOf(c.Spans, g) }
+
+// Judge returns the outcome of span i of c, a calendar window whose count
+// is used while the metric's global usage in it is global: what a take
+// would decide, counting nothing. Long-window counters decide through it.
+func (c *Charge) Judge(i int, used, global int64) Outcome {
+	sp := &c.Spans[i]
+	ok, elastic := sp.Rule.Admits(used, global, c.Cost)
+	o := Outcome{Used: used, Passed: ok, Elastic: elastic}
+	if !ok {
+		o.Wait = sp.CalendarWait(used, c.Cost, c.At)
+	}
+	return o
+}

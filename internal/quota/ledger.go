@@ -1,0 +1,104 @@
+package quota
+
+import (
+	"context"
+	"time"
+)
+
+// Ledger keeps what every quotad process shares, in a store: long-window
+// counters, the metrics' global usage in long windows, request ids, resets.
+// It is a Counter over long windows that decides each charge with atomic
+// conditional updates in one transaction, so hard limits stay exact across
+// processes; the lease pool builds on it. Implementations are safe for
+// concurrent use. Errors: tiers.ErrUnavailable when the store cannot be
+// reached (nothing was changed), tiers.ErrCustomerNotFound when the
+// customer went away.
+type Ledger interface {
+	Counter
+	// Read returns the counts of counters, as admitted units: units that
+	// other live processes hold unused in leases are not counted (this
+	// process's own leases are the caller's to account for), and the
+	// global usage of globals.
+	Read(ctx context.Context, counters []CounterKey, globals []GlobalKey) (used, global []int64, err error)
+	// AddGlobal adds units (negative ones give back, never below zero) to
+	// the metrics' global usage.
+	AddGlobal(ctx context.Context, deltas []GlobalDelta) error
+	// Recorded returns the answer kept under a check's request id within
+	// the last 24 hours, or nil.
+	Recorded(ctx context.Context, customer, requestID string, now time.Time) (*Recorded, error)
+	// Atomically runs fn in one transaction: every call fn makes on tx
+	// shares it, and it commits when fn returns nil. Otherwise it rolls
+	// back and returns fn's error as it is.
+	Atomically(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+	// Reset zeroes the customer's counters of metric, ending every lease
+	// on them, records an audit event for actor, and tells every quotad
+	// process to forget its own counts of them.
+	Reset(ctx context.Context, actor, customer, metric string, at time.Time) error
+	// Purge deletes counters of windows long past and request ids older
+	// than 24 hours.
+	Purge(ctx context.Context, now time.Time) error
+}
+
+// Tx is a Ledger within one transaction (see Ledger.Atomically). Its
+// Counter methods charge the ledger directly, within the transaction.
+type Tx interface {
+	Counter
+	// Claim records c's request id, or returns what was recorded under it
+	// within the last 24 hours (an id older than that is claimed anew). A
+	// concurrent claim of the same id waits until this transaction ends.
+	Claim(ctx context.Context, c Claim) (*Recorded, error)
+	// Keep stores the answer to a claimed check.
+	Keep(ctx context.Context, c Claim, answer []byte) error
+}
+
+// RequestKind tells checks' request ids from refunds': each kind has its
+// own ids.
+type RequestKind string
+
+// The request kinds.
+const (
+	KindCheck  RequestKind = "check"
+	KindRefund RequestKind = "refund"
+)
+
+// Claim is a request id being claimed for a check or a refund.
+type Claim struct {
+	Customer string
+	Kind     RequestKind
+	ID       string
+	Metric   string
+	Cost     int64
+	At       time.Time
+}
+
+// Recorded is what a request id was first used for: the metric, the cost
+// and, for a check, its answer in the wire form of encodeAnswer.
+type Recorded struct {
+	Metric string
+	Cost   int64
+	Answer []byte
+}
+
+// GlobalDelta is a change to a metric's global usage in one window.
+type GlobalDelta struct {
+	Key   GlobalKey
+	Units int64
+}
+
+// HistoryDelta is a change to one day of usage history.
+type HistoryDelta struct {
+	Customer string
+	Metric   string
+	Date     time.Time
+	Used     int64 // may be negative (refunds); the store keeps days >= 0
+	Overage  int64
+	Denied   int64
+}
+
+// HistoryStore keeps daily usage history, beyond customers' lives.
+type HistoryStore interface {
+	AddHistory(ctx context.Context, deltas []HistoryDelta) error
+	// FindHistory returns days from..to inclusive, by date then metric;
+	// metric "" means every metric.
+	FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]Day, error)
+}

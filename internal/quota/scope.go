@@ -1,0 +1,88 @@
+package quota
+
+import (
+	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Most windows a check has of each kind: one limit per metric and window.
+const (
+	maxShort = 2 // second, minute
+	maxLong  = 4 // hour, day, week, month
+)
+
+// scope is everything a check of one customer's metric covers at one
+// moment, resolved from cached values: its short spans and long spans,
+// each kind with the metric's global windows of that kind, and room for
+// what the counters answer. The slices point into the arrays, so a scope
+// costs one allocation at most (it is pooled; see Engine.newScope).
+type scope struct {
+	short, long Charge
+	shortOut    []Outcome
+	longOut     []Outcome
+
+	shortSpans   [maxShort]Span
+	longSpans    [maxLong]Span
+	shortGlobals [maxShort]GlobalKey
+	longGlobals  [maxLong]GlobalKey
+	shortOuts    [maxShort]Outcome
+	longOuts     [maxLong]Outcome
+}
+
+// resolve fills s with the customer's effective limits on metric m at now,
+// for a charge of cost units. Spans come shortest window first.
+func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time.Time) {
+	customer := acct.Customer.ID
+	s.short = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.shortSpans[:0], Globals: s.shortGlobals[:0]}
+	s.long = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.longSpans[:0], Globals: s.longGlobals[:0]}
+	for _, w := range tiers.Windows {
+		if _, ok := m.Capacity[w]; !ok {
+			continue
+		}
+		start, _ := Bounds(w, now, tiers.Anchor{})
+		g := GlobalKey{Metric: m.Key, Window: w, Start: start}
+		if w.Short() {
+			s.short.Globals = append(s.short.Globals, g)
+		} else {
+			s.long.Globals = append(s.long.Globals, g)
+		}
+	}
+	var limits [tiers.Month + 1]*tiers.Limit // by window
+	for i := range acct.Plan.Limits {
+		if l := &acct.Plan.Limits[i]; l.Metric == m.Key {
+			limits[l.Window] = l
+		}
+	}
+	for i := range acct.Overrides {
+		if o := &acct.Overrides[i]; o.Metric == m.Key && !o.ExpiredAt(now) {
+			limits[o.Window] = &o.Limit
+		}
+	}
+	for _, w := range tiers.Windows {
+		l := limits[w]
+		if l == nil {
+			continue
+		}
+		sp := Span{Rule: RuleFor(*l, m)}
+		start, end := Bounds(w, now, acct.Customer.Anchor)
+		sp.Key = CounterKey{Customer: customer, Metric: m.Key, Window: w, Start: start}
+		sp.End = end
+		if sp.Rule.Spare {
+			gs, _ := Bounds(w, now, tiers.Anchor{})
+			sp.Global = GlobalKey{Metric: m.Key, Window: w, Start: gs}
+		}
+		if w.Short() {
+			s.short.Spans = append(s.short.Spans, sp)
+		} else {
+			s.long.Spans = append(s.long.Spans, sp)
+		}
+	}
+	s.shortOut = s.shortOuts[:len(s.short.Spans)]
+	s.longOut = s.longOuts[:len(s.long.Spans)]
+}
+
+// hasLong reports whether a check of this scope concerns the long-window
+// store: a long limit, or a long window with declared capacity, where every
+// admitted unit counts.
+func (s *scope) hasLong() bool { return len(s.long.Spans)+len(s.long.Globals) > 0 }

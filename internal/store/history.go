@@ -1,0 +1,67 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/quotad/quotad/internal/quota"
+)
+
+// AddHistory implements quota.HistoryStore. Deltas are applied in key
+// order, so that concurrent flushes from several processes cannot
+// deadlock; days never go below zero.
+func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
+	sorted := make([]quota.HistoryDelta, len(deltas))
+	copy(sorted, deltas)
+	sortDeltas(sorted)
+	const q = `
+		INSERT INTO usage_history AS h (customer_id, metric, day, used, overage, denied)
+		VALUES ($1, $2, $3, GREATEST($4::bigint, 0), GREATEST($5::bigint, 0), GREATEST($6::bigint, 0))
+		ON CONFLICT (customer_id, day, metric) DO UPDATE
+		SET used    = GREATEST(h.used + $4::bigint, 0),
+		    overage = GREATEST(h.overage + $5::bigint, 0),
+		    denied  = GREATEST(h.denied + $6::bigint, 0)`
+	b := &pgx.Batch{}
+	for _, d := range sorted {
+		b.Queue(q, d.Customer, d.Metric, d.Date, d.Used, d.Overage, d.Denied)
+	}
+	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("add history: %w", mapErr(err))
+	}
+	return nil
+}
+
+// FindHistory implements quota.HistoryStore.
+func (db *DB) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
+	const q = `
+		SELECT day, metric, used, overage, denied FROM usage_history
+		WHERE customer_id = $1 AND ($2 = '' OR metric = $2) AND day BETWEEN $3 AND $4
+		ORDER BY day, metric`
+	rows, err := db.pool.Query(ctx, q, customer, metric, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("find history: %w", mapErr(err))
+	}
+	days, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (quota.Day, error) {
+		var d quota.Day
+		err := row.Scan(&d.Date, &d.Metric, &d.Used, &d.Overage, &d.Denied)
+		d.Date = time.Date(d.Date.Year(), d.Date.Month(), d.Date.Day(), 0, 0, 0, 0, time.UTC)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan history: %w", mapErr(err))
+	}
+	return days, nil
+}
+
+func sortDeltas(d []quota.HistoryDelta) {
+	slices.SortFunc(d, func(a, b quota.HistoryDelta) int {
+		return cmp.Or(cmp.Compare(a.Customer, b.Customer), a.Date.Compare(b.Date), cmp.Compare(a.Metric, b.Metric))
+	})
+}
+
+var _ quota.HistoryStore = (*DB)(nil)
