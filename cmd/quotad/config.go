@@ -31,6 +31,7 @@ type config struct {
 	DBWait          time.Duration
 	DBMaxConns      int
 	Migrate         bool
+	Leases          bool
 
 	tokens []api.Token
 }
@@ -66,6 +67,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"PostgreSQL connections in the pool; 0 means the URL's pool_max_conns or 24 (QUOTAD_DB_MAX_CONNS)")
 	migrate := fs.String("migrate", env("QUOTAD_MIGRATE", "true"),
 		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
+	leases := fs.String("leases", env("QUOTAD_LEASES", "true"),
+		"serve long windows from leased blocks of units; false charges PostgreSQL on every check (QUOTAD_LEASES)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -83,12 +86,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if cfg.DBMaxConns, err = strconv.Atoi(*maxConns); err != nil || cfg.DBMaxConns < 0 || cfg.DBMaxConns > 1000 {
 		return nil, fmt.Errorf("db-max-conns: want an integer from 0 to 1000, got %q", *maxConns)
 	}
-	switch strings.ToLower(*migrate) {
-	case "true", "1", "yes":
-		cfg.Migrate = true
-	case "false", "0", "no":
-	default:
-		return nil, fmt.Errorf("migrate: want true or false, got %q", *migrate)
+	if cfg.Migrate, err = parseBool("migrate", *migrate); err != nil {
+		return nil, err
+	}
+	if cfg.Leases, err = parseBool("leases", *leases); err != nil {
+		return nil, err
 	}
 	if cfg.StoreFailure != "open" && cfg.StoreFailure != "closed" {
 		return nil, fmt.Errorf("store-failure: want open or closed, got %q", cfg.StoreFailure)
@@ -112,6 +114,16 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		}
 	}
 	return &cfg, nil
+}
+
+func parseBool(name, s string) (bool, error) {
+	switch strings.ToLower(s) {
+	case "true", "1", "yes":
+		return true, nil
+	case "false", "0", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: want true or false, got %q", name, s)
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -152,5 +164,6 @@ func (c *config) logValue() slog.Value {
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.Bool("migrate", c.Migrate),
+		slog.Bool("leases", c.Leases),
 	)
 }

@@ -137,6 +137,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Ledger:     db,
 		History:    db,
 		FailClosed: cfg.StoreFailure == "closed",
+		Leases:     cfg.Leases,
 	})
 	// Changes committed here reach the cache at once; other processes hear
 	// of them through LISTEN/NOTIFY below.
@@ -147,7 +148,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		}
 	}
 	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
-	listener := db.Listener(func(n store.Notification) { applyNotification(n, cache, engine) }, cache.Purge,
+	listener := db.Listener(func(n store.Notification) { applyNotification(bg, n, cache, engine) }, cache.Purge,
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
@@ -215,11 +216,18 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 // process's own changes were applied when they committed (see onChange and
 // Engine.Reset), so their notifications are skipped: applied late, they
 // would only drop cache entries loaded since.
-func applyNotification(n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+func applyNotification(ctx context.Context, n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
 	if n.Local {
 		return
 	}
 	switch n.Kind {
+	case store.NotifyRecall:
+		// Another process needs units this one may hold: give them back,
+		// without holding up the notifications that follow. A failure
+		// leaves the lease to the periodic settlement.
+		if k, ok := store.ParseCounterKey(n.Key); ok {
+			go func() { _ = engine.Recall(ctx, k) }()
+		}
 	case store.NotifyMetric:
 		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})
 	case store.NotifyPlan:

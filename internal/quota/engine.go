@@ -22,6 +22,10 @@ type Options struct {
 	// be reached; by default they fail open: allowed, marked degraded, with
 	// the long windows left out.
 	FailClosed bool
+	// Leases serves long windows from blocks of units leased from the
+	// ledger (see LeasePool); without, every check with a long window
+	// charges the ledger directly.
+	Leases bool
 }
 
 // Engine answers checks. It is safe for concurrent use.
@@ -34,8 +38,9 @@ type Engine struct {
 	// work only the in-process one has (eviction, forgetting, its size).
 	short   Counter
 	sliding *slidingCounters
-	// long counts long windows: the ledger itself.
+	// long counts long windows: the lease pool, or the ledger itself.
 	long      Counter
+	leases    *LeasePool // nil without leases
 	history   *historyBuffer
 	storeErrs atomic.Uint64
 	scopes    sync.Pool
@@ -47,7 +52,7 @@ func New(o Options) *Engine {
 		o.Clock = SystemClock{}
 	}
 	sliding := newSlidingCounters()
-	return &Engine{
+	e := &Engine{
 		catalog:    o.Catalog,
 		ledger:     o.Ledger,
 		clock:      o.Clock,
@@ -58,17 +63,27 @@ func New(o Options) *Engine {
 		history:    newHistoryBuffer(o.History),
 		scopes:     sync.Pool{New: func() any { return new(scope) }},
 	}
+	if o.Leases {
+		e.leases = NewLeasePool(o.Ledger, o.Clock)
+		e.long = e.leases
+	}
+	return e
 }
 
 // Stats are the engine's counters for monitoring.
 type Stats struct {
 	StoreErrors uint64 // ledger or history calls that failed
 	ShortKeys   int64  // short-window counters held in memory
+	Leases      LeaseStats
 }
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	return Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys()}
+	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys()}
+	if e.leases != nil {
+		s.Leases = e.leases.Stats()
+	}
+	return s
 }
 
 // Validate checks a request's fields.
@@ -258,6 +273,7 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		d        Decision
 		overage  int64
 		replayed *Recorded
+		tookLong bool // units were leased for the answer being kept
 	)
 	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
 	err = e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
@@ -269,11 +285,19 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 			replayed = rec
 			return errDecided
 		}
+		// With leases, the long windows are taken from them (the claim
+		// and the answer still commit together); without, in this
+		// transaction.
+		var long Counter = tx
+		if e.leases != nil {
+			long = e.leases
+		}
 		ok := true
 		if s.hasLong() {
-			if ok, err = tx.Take(ctx, &s.long, s.longOut); err != nil {
+			if ok, err = long.Take(ctx, &s.long, s.longOut); err != nil {
 				return err
 			}
+			tookLong = ok && e.leases != nil
 		}
 		d, overage = e.decide(r, s, ok, false)
 		if !ok {
@@ -286,6 +310,12 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		return tx.Keep(ctx, claim, answer)
 	})
 	s.long.Trips++
+	if err != nil && !errors.Is(err, errDecided) && tookLong {
+		// The answer was not kept: neither are the units leased for it.
+		if err := e.leases.Undo(ctx, &s.long, s.longOut); err != nil {
+			return Decision{}, err
+		}
+	}
 	switch {
 	case replayed != nil:
 		e.undoShort(ctx, s)

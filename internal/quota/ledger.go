@@ -9,12 +9,13 @@ import (
 // counters, the metrics' global usage in long windows, request ids, resets.
 // It is a Counter over long windows that decides each charge with atomic
 // conditional updates in one transaction, so hard limits stay exact across
-// processes; the lease pool builds on it. Implementations are safe for
+// processes, and a Leaser, for the lease pool that builds on it. Implementations are safe for
 // concurrent use. Errors: tiers.ErrUnavailable when the store cannot be
 // reached (nothing was changed), tiers.ErrCustomerNotFound when the
 // customer went away.
 type Ledger interface {
 	Counter
+	Leaser
 	// Read returns the counts of counters, as admitted units: units that
 	// other live processes hold unused in leases are not counted (this
 	// process's own leases are the caller's to account for), and the

@@ -17,28 +17,35 @@ const (
 )
 
 // Run does the engine's background work until ctx ends: it flushes usage
-// history, evicts idle short-window counters and purges old counters and
-// request ids. On return it flushes history one last time. Errors are
-// passed to report and retried later.
+// history, keeps leases (reports, settles, global usage; see
+// LeasePool.Flush), evicts idle short-window counters and purges old
+// counters and request ids. On return it settles every lease and flushes
+// history one last time. Errors are passed to report and retried later.
 func (e *Engine) Run(ctx context.Context, report func(error)) {
 	flush := time.NewTicker(historyFlushEvery)
+	leases := time.NewTicker(FlushEvery)
 	evict := time.NewTicker(evictEvery)
 	purge := time.NewTicker(purgeEvery)
 	defer flush.Stop()
+	defer leases.Stop()
 	defer evict.Stop()
 	defer purge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			if err := e.FlushHistory(final); err != nil {
-				report(fmt.Errorf("final history flush: %w", err))
+			if err := e.Close(final); err != nil {
+				report(err)
 			}
 			cancel()
 			return
 		case <-flush.C:
 			if err := e.FlushHistory(ctx); err != nil {
 				report(fmt.Errorf("flush history: %w", err))
+			}
+		case <-leases.C:
+			if err := e.FlushLeases(ctx); err != nil {
+				report(fmt.Errorf("flush leases: %w", err))
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
@@ -49,6 +56,35 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			}
 		}
 	}
+}
+
+// Close gives back the units this process holds in leases and writes
+// what it buffered: on shutdown, after the last check.
+func (e *Engine) Close(ctx context.Context) error {
+	var errs []error
+	if e.leases != nil {
+		if err := e.leases.Close(ctx); err != nil {
+			e.storeErrs.Add(1)
+			errs = append(errs, fmt.Errorf("settle leases: %w", err))
+		}
+	}
+	if err := e.FlushHistory(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("final history flush: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// FlushLeases does the lease pool's periodic work now (see
+// LeasePool.Flush); Run calls it every FlushEvery.
+func (e *Engine) FlushLeases(ctx context.Context) error {
+	if e.leases == nil {
+		return nil
+	}
+	if err := e.leases.Flush(ctx, e.clock.Now()); err != nil {
+		e.storeErrs.Add(1)
+		return err
+	}
+	return nil
 }
 
 // FlushHistory writes buffered usage history now.
@@ -87,6 +123,16 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 	s.short.Globals = knownShares(s.short)
 	s.long.Globals = knownShares(s.long)
 	replayed := false
+	if e.leases != nil && s.hasLong() {
+		// The ledger gives back admitted units only: leases of these
+		// counters come home first.
+		if err := e.leases.Reclaim(ctx, &s.long); err != nil {
+			if errors.Is(err, tiers.ErrUnavailable) {
+				e.storeErrs.Add(1)
+			}
+			return nil, err
+		}
+	}
 	if s.hasLong() || r.RequestID != "" {
 		err := e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
 			if r.RequestID != "" {
@@ -187,7 +233,11 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 		out = append(out, u)
 	}
 	if len(keys) > 0 {
-		used, _, err := e.ledger.Read(ctx, keys, nil)
+		read := e.ledger.Read
+		if e.leases != nil {
+			read = e.leases.Read
+		}
+		used, _, err := read(ctx, keys, nil)
 		if err != nil {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
@@ -235,9 +285,24 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 }
 
 // Forget drops what this process counts of the customer's metric (of all
-// its metrics when metric is ""): its short windows. Other processes call
-// it when told of a reset or a deleted customer.
-func (e *Engine) Forget(customer, metric string) { e.sliding.forget(customer, metric) }
+// its metrics when metric is ""): its short windows, and its leases, which
+// a reset or the customer's deletion ended in the store. Other processes
+// call it when told of a reset or a deleted customer.
+func (e *Engine) Forget(customer, metric string) {
+	e.sliding.forget(customer, metric)
+	if e.leases != nil {
+		e.leases.Forget(customer, metric)
+	}
+}
+
+// Recall gives back this process's unused units of a counter that another
+// process needs. The process holding the units is told through the store.
+func (e *Engine) Recall(ctx context.Context, k CounterKey) error {
+	if e.leases == nil {
+		return nil
+	}
+	return e.leases.Recall(ctx, k)
+}
 
 // MaxHistoryDays bounds one history query.
 const MaxHistoryDays = 366

@@ -39,6 +39,19 @@ const counterQ = `
 	SELECT coalesce((SELECT used FROM usage_counters
 	                 WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4), 0)`
 
+// admittedQ reads a counter as admitted units: without the units other
+// live processes (than holder $5) report holding unused in leases. The
+// units of a process that died stay counted.
+const admittedQ = `
+	SELECT coalesce((
+	    SELECT c.used - coalesce((
+	        SELECT sum(l.unused) FROM counter_leases l
+	        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.quota_window = c.quota_window
+	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0
+	          AND quotad_holder_alive(l.holder)), 0)
+	    FROM usage_counters c
+	    WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4), 0)`
+
 const globalQ = `
 	SELECT coalesce(sum(used), 0)::bigint FROM metric_usage
 	WHERE metric = $1 AND quota_window = $2 AND window_start = $3`
@@ -275,11 +288,11 @@ func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
 
 // Peek implements quota.Counter.
 func (db *DB) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, db.pool, c, out)
+	return peek(ctx, db.pool, db.holder, c, out)
 }
 
 // peek reads the counts of c's spans on q and judges them.
-func peek(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) error {
+func peek(ctx context.Context, q conn, holder int64, c *quota.Charge, out []quota.Outcome) error {
 	if len(c.Spans) == 0 {
 		return nil
 	}
@@ -292,7 +305,7 @@ func peek(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) err
 			globals = append(globals, c.Spans[i].Global)
 		}
 	}
-	used, global, err := read(ctx, q, keys, globals)
+	used, global, err := read(ctx, q, holder, keys, globals)
 	if err != nil {
 		return fmt.Errorf("peek %s/%s: %w", c.Customer, c.Metric, err)
 	}
@@ -310,10 +323,10 @@ func peek(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) err
 
 // Read implements quota.Ledger.
 func (db *DB) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	return read(ctx, db.pool, counters, globals)
+	return read(ctx, db.pool, db.holder, counters, globals)
 }
 
-func read(ctx context.Context, q conn, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
 	used := make([]int64, len(counters))
 	global := make([]int64, len(globals))
 	if len(counters)+len(globals) == 0 {
@@ -321,7 +334,7 @@ func read(ctx context.Context, q conn, counters []quota.CounterKey, globals []qu
 	}
 	b := &pgx.Batch{}
 	for _, k := range counters {
-		b.Queue(counterQ, k.Customer, k.Metric, k.Window.String(), k.Start)
+		b.Queue(admittedQ, k.Customer, k.Metric, k.Window.String(), k.Start, holder)
 	}
 	for _, g := range globals {
 		b.Queue(globalQ, g.Metric, g.Window.String(), g.Start)
@@ -357,18 +370,24 @@ func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome
 
 // giveBack takes up to c.Cost off every span's counter on q, never below
 // zero, and off c's global windows what the span of the same window gave
-// back (c.Cost where there is none).
+// back (c.Cost where there is none). A counter gives back only admitted
+// units: what live processes hold unused in leases stays, so that they
+// never admit beyond the threshold.
 func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) error {
 	const refundQ = `
 		WITH old AS MATERIALIZED (
 		    SELECT used FROM usage_counters
 		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
 		    FOR UPDATE
+		), leased AS MATERIALIZED (
+		    SELECT coalesce(sum(l.unused), 0) AS unused FROM counter_leases l
+		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.quota_window = $3 AND l.window_start = $4
+		      AND l.unused > 0 AND quotad_holder_alive(l.holder)
 		)
-		UPDATE usage_counters c SET used = c.used - LEAST(c.used, $5)
-		FROM old
+		UPDATE usage_counters c SET used = c.used - LEAST(GREATEST(old.used - leased.unused, 0), $5)
+		FROM old, leased
 		WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4
-		RETURNING old.used`
+		RETURNING GREATEST(old.used - leased.unused, 0)`
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		var before int64
@@ -392,7 +411,7 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 
 // Atomically implements quota.Ledger.
 func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx}) })
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db.holder}) })
 	if isCode(err, "23503") { // the customer went away meanwhile
 		return tiers.ErrCustomerNotFound
 	}
@@ -400,7 +419,10 @@ func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx qu
 }
 
 // txLedger is the ledger within one transaction.
-type txLedger struct{ tx pgx.Tx }
+type txLedger struct {
+	tx     pgx.Tx
+	holder int64
+}
 
 // Claim implements quota.Tx.
 func (l txLedger) Claim(ctx context.Context, c quota.Claim) (*quota.Recorded, error) {
@@ -446,7 +468,7 @@ func (l txLedger) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Out
 
 // Peek implements quota.Counter within the transaction.
 func (l txLedger) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, l.tx, c, out)
+	return peek(ctx, l.tx, l.holder, c, out)
 }
 
 // sendBatch runs b on q, if it holds anything, and reads every result.

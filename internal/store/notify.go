@@ -18,6 +18,7 @@ const (
 	NotifyCustomer = "customer" // key: customer; its overrides changed too
 	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset
 	NotifyForget   = "forget"   // key: customer, deleted
+	NotifyRecall   = "recall"   // key: a counter (CounterKeyString) whose leased units a process needs
 )
 
 func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
@@ -29,8 +30,8 @@ func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
 
 // Notification is a change another quotad process (or this one) committed.
 type Notification struct {
-	Kind string // metric, plan, customer, reset or forget
-	Key  string // the metric or plan key, customer id, or customer/metric
+	Kind string // metric, plan, customer, reset, forget or recall
+	Key  string // the metric or plan key, customer id, customer/metric, or a counter
 	// Local: this process sent it (and has already applied the change).
 	Local bool
 }
@@ -80,6 +81,13 @@ func (l *Listener) listen(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
+		return err
+	}
+	// While this session holds the process's advisory lock, the other
+	// processes know it runs: they wait for it to give back leased units
+	// they recall, and count its leases as held. When it dies, PostgreSQL
+	// releases the lock.
+	if _, err := conn.Exec(ctx, `SELECT pg_try_advisory_lock($1)`, l.db.holder); err != nil {
 		return err
 	}
 	l.Resync()

@@ -7,6 +7,7 @@ package store
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type DB struct {
 	channel string
 	// instance tells this process's notifications from the others'.
 	instance string
+	// holder names this process in the leases it holds, and is the key of
+	// the advisory lock its listening session holds while it runs.
+	holder int64
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
@@ -72,11 +76,12 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*DB, error) {
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return nil, fmt.Errorf("read current schema: %w", mapErr(err))
 	}
-	var id [8]byte
+	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	return &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:])}, nil
+	return &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:8]),
+		holder: int64(binary.BigEndian.Uint64(id[8:]))}, nil
 }
 
 // Pool returns the underlying pool.

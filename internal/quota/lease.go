@@ -1,0 +1,800 @@
+package quota
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Leases serve long windows at memory speed. A process reserves a block of
+// a counter's units in the shared store with one conditional update (the
+// counter counts them as used from then on), then admits checks from the
+// block in memory until it is spent. The rules that keep this exact:
+//
+//   - Never over-granted: units are admitted only from a block the store
+//     granted under the window's threshold, so the units admitted in a
+//     window never exceed it, with any number of processes.
+//   - A block held for one counter is at most max(1, 1% of the threshold)
+//     once the check that asked for it took its cost.
+//   - Nothing stranded: when a check needs units the counter no longer has
+//     but other live processes hold unused, the store asks them to give
+//     theirs back (a recall) and the check tries again for a few
+//     milliseconds.
+//   - Unused units go back when a lease is idle (IdleAfter), on shutdown,
+//     when the window's limit changes and when recalled. A process that
+//     dies keeps its unused units counted until the window ends.
+//   - Every process reports what its leases hold unused once they are idle
+//     for a flush interval (FlushEvery), so usage reads, which count
+//     admitted units, are exact once traffic stops for that long.
+//   - While the store cannot be reached, checks go on being admitted from
+//     the blocks already held; only a check that needs more fails.
+//
+// Elastic windows beyond their limit are decided by the ledger directly.
+
+// Lease timing.
+const (
+	// FlushEvery is how often the pool reports idle leases' unused units,
+	// writes the global usage it counted and settles idle leases: usage
+	// reads are exact at most 2 × FlushEvery after traffic stops.
+	FlushEvery = 500 * time.Millisecond
+	// IdleAfter is how long a lease goes unused before its units are
+	// given back.
+	IdleAfter = 5 * time.Second
+	// recallAttempts bounds how long a check waits for other processes to
+	// give back the units it needs: with backoff, about half a second.
+	recallAttempts = 20
+)
+
+// Leaser is the store side of leases; the PostgreSQL ledger implements it.
+// A process is named in the store as a holder, alive while it runs.
+type Leaser interface {
+	// Lease asks for r.Need units of r.Key, and up to r.Extra more to hold,
+	// if r.Need fits within r.Threshold, and fills in r's results. When it
+	// does not fit but other live processes hold units unused and r.Recall
+	// is set, the store asks them to give them back.
+	Lease(ctx context.Context, r *LeaseRequest) error
+	// Settle ends this process's leases s: their unused units are given
+	// back. A lease the store no longer holds (a reset ended it) gives
+	// nothing back.
+	Settle(ctx context.Context, s []Settlement) error
+	// Report records how many units this process holds unused in leases
+	// s, and marks those the store no longer holds as Lost.
+	Report(ctx context.Context, s []Settlement) error
+	// Recall asks the other live processes holding leases of k to settle
+	// them, and returns how many such leases there are.
+	Recall(ctx context.Context, k CounterKey) (int, error)
+}
+
+// LeaseRequest is a Lease call: what is asked, then what was granted.
+type LeaseRequest struct {
+	Key       CounterKey
+	Threshold int64
+	Need      int64 // units the asking check needs now: all or none
+	Extra     int64 // units to hold beyond Need, at most
+	Held      bool  // this process believes it holds a lease of Key
+	Recall    bool  // recall other processes' units if Need does not fit
+
+	Granted int64 // 0, or between Need and Need+Extra
+	Used    int64 // the counter after the grant: admitted and leased units
+	Others  int64 // units other live processes report holding unused
+	Lost    bool  // Held, but the store has no such lease: nothing granted
+}
+
+// Settlement is one of this process's leases as it stands.
+type Settlement struct {
+	Key    CounterKey
+	Unused int64
+	Lost   bool // Report: the store no longer holds this lease
+}
+
+// block is the most units a lease holds for a window of threshold t.
+func block(t int64) int64 { return max(1, t/100) }
+
+// LeaseStats are the lease pool's counters for monitoring.
+type LeaseStats struct {
+	Refills  uint64 // leases granted or topped up
+	Recalls  uint64 // checks that asked other processes for units
+	Recalled uint64 // leases this process gave back when asked
+	Leases   int64  // leases held
+	Units    int64  // units held unused in them
+}
+
+// LeasePool is a Counter of long windows that answers from leases over a
+// Ledger. It is safe for concurrent use. Run its background work with Run.
+type LeasePool struct {
+	ledger Ledger
+	clock  Clock
+	seed   maphash.Seed
+	shards [leaseShards]leaseShard
+	tick   atomic.Int64
+
+	globalMu sync.Mutex
+	globals  map[GlobalKey]int64 // units admitted from leases, not yet written
+
+	refills, recalls, recalled atomic.Uint64
+	leases, units              atomic.Int64
+
+	// Wait is how a check waits between attempts to get units recalled
+	// from other processes: backoff from 1 to 32 ms by default. Tests may
+	// replace it before the pool is used.
+	Wait func(ctx context.Context, attempt int) error
+}
+
+const leaseShards = 64
+
+type leaseShard struct {
+	mu sync.Mutex
+	m  map[CounterKey]*lease
+	_  [40]byte
+}
+
+// lease is this process's lease of one counter.
+type lease struct {
+	mu        sync.Mutex
+	key       CounterKey
+	end       time.Time // the window's end: the lease is dropped then
+	threshold int64     // the threshold it was granted under
+	// base is the counter's admitted units as last read from the store,
+	// with this process's unused units counted: admitted units as this
+	// process knows them are base - unused.
+	base   int64
+	unused int64
+	held   bool          // the store holds a lease of this process here
+	busy   chan struct{} // non-nil while a store call on it is in flight
+	// touched is the tick of the last take; reported says the store knows
+	// unused as it is.
+	touched  int64
+	reported bool
+	gone     bool // dropped from the pool: look it up again
+}
+
+// NewLeasePool returns a pool of leases over ledger, timed by clock.
+func NewLeasePool(ledger Ledger, clock Clock) *LeasePool {
+	p := &LeasePool{ledger: ledger, clock: clock, seed: maphash.MakeSeed(),
+		globals: map[GlobalKey]int64{}, Wait: backoff}
+	for i := range p.shards {
+		p.shards[i].m = map[CounterKey]*lease{}
+	}
+	return p
+}
+
+// backoff waits 1, 2, 4 ... 32 ms, then 32 ms each time.
+func backoff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(time.Millisecond << min(attempt, 5))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Stats returns the pool's counters.
+func (p *LeasePool) Stats() LeaseStats {
+	return LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Recalled: p.recalled.Load(),
+		Leases: p.leases.Load(), Units: p.units.Load()}
+}
+
+func (p *LeasePool) shard(k CounterKey) *leaseShard {
+	var h maphash.Hash
+	h.SetSeed(p.seed)
+	h.WriteString(k.Customer)
+	h.WriteByte(0)
+	h.WriteString(k.Metric)
+	return &p.shards[h.Sum64()%leaseShards]
+}
+
+// lookup returns the lease of sp's counter, new and empty if there is none.
+func (p *LeasePool) lookup(sp *Span) *lease {
+	sh := p.shard(sp.Key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	l := sh.m[sp.Key]
+	if l == nil {
+		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Threshold, touched: p.tick.Load(), reported: true}
+		sh.m[sp.Key] = l
+		p.leases.Add(1)
+	}
+	return l
+}
+
+// drop removes l from the pool; l.mu must be held. Its unused units, if
+// any, are the caller's to account for.
+func (p *LeasePool) drop(l *lease) {
+	if l.gone {
+		return
+	}
+	l.gone = true
+	p.units.Add(-l.unused)
+	p.leases.Add(-1)
+	sh := p.shard(l.key)
+	sh.mu.Lock()
+	if sh.m[l.key] == l {
+		delete(sh.m, l.key)
+	}
+	sh.mu.Unlock()
+}
+
+// Take implements Counter: every span takes its cost from this process's
+// lease, refilled from the store when short. Spare capacity beyond a
+// limit is the ledger's to decide, directly.
+func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
+	var taken [maxLong]*lease // leases a span took its cost from
+	var direct []Span         // elastic spans beyond their limit
+	var directAt [maxLong]int
+	allowed := true
+	var err error
+	for i := range c.Spans {
+		var l *lease
+		if l, out[i], err = p.acquire(ctx, c, i); err != nil {
+			break
+		}
+		switch {
+		case out[i].Passed:
+			taken[i] = l
+		case c.Spans[i].Rule.Spare:
+			directAt[len(direct)] = i
+			direct = append(direct, c.Spans[i])
+		default:
+			allowed = false
+		}
+	}
+	if err == nil && allowed && len(direct) > 0 {
+		allowed, err = p.takeDirect(ctx, c, direct, directAt[:len(direct)], out)
+		if allowed && err == nil {
+			return true, nil // the ledger counted the global windows
+		}
+	}
+	if err != nil || !allowed {
+		for _, l := range taken[:len(c.Spans)] {
+			if l != nil {
+				p.putBack(l, c.Cost)
+			}
+		}
+		return false, err
+	}
+	p.addGlobals(c.Globals, c.Cost)
+	return true, nil
+}
+
+// acquire takes c.Cost units of span i from this process's lease, asking
+// the store for more when the lease holds too few, and recalling other
+// processes' units when the store has none left. The outcome reports the
+// units admitted before the check as this process knows them.
+func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outcome, error) {
+	sp := &c.Spans[i]
+	for attempt := 0; ; {
+		l := p.lookup(sp)
+		l.mu.Lock()
+		switch {
+		case l.gone:
+			l.mu.Unlock()
+			continue
+		case l.busy != nil && (l.unused < c.Cost || l.threshold != sp.Rule.Threshold):
+			// Another check is refilling it, or it is being reported or
+			// settled: wait for that, then look again.
+			busy := l.busy
+			l.mu.Unlock()
+			select {
+			case <-busy:
+			case <-ctx.Done():
+				return nil, Outcome{}, ctx.Err()
+			}
+			continue
+		case l.threshold != sp.Rule.Threshold:
+			// The window's limit changed: its units go back before any is
+			// taken under the new one.
+			if err := p.settleNow(ctx, l); err != nil {
+				return nil, Outcome{}, err
+			}
+			continue
+		case l.unused >= c.Cost:
+			l.unused -= c.Cost
+			p.units.Add(-c.Cost)
+			l.touched, l.reported = p.tick.Load(), false
+			used := l.base - l.unused - c.Cost
+			l.mu.Unlock()
+			return l, Outcome{Used: used, Passed: true}, nil
+		}
+		// Refill: this check takes what the lease holds and asks the store
+		// for the rest, and for a block more to hold.
+		had := l.unused
+		r := LeaseRequest{Key: sp.Key, Threshold: sp.Rule.Threshold, Need: c.Cost - had,
+			Extra: block(sp.Rule.Threshold), Held: l.held, Recall: true}
+		l.unused = 0
+		p.units.Add(-had)
+		l.busy = make(chan struct{})
+		l.mu.Unlock()
+
+		err := p.ledger.Lease(ctx, &r)
+		c.Trips++
+
+		l.mu.Lock()
+		close(l.busy)
+		l.busy = nil
+		switch {
+		case err != nil:
+			l.unused += had
+			p.units.Add(had)
+			l.mu.Unlock()
+			return nil, Outcome{}, err
+		case r.Lost:
+			// A reset or deletion ended the lease, and its units with it.
+			l.held, l.base = false, 0
+			l.mu.Unlock()
+			continue
+		case r.Granted > 0:
+			p.refills.Add(1)
+			l.held = true
+			l.unused = r.Granted - r.Need
+			p.units.Add(l.unused)
+			l.base = r.Used - r.Others
+			l.touched, l.reported = p.tick.Load(), true
+			used := l.base - l.unused - c.Cost
+			l.mu.Unlock()
+			return l, Outcome{Used: used, Passed: true}, nil
+		}
+		l.unused += had
+		p.units.Add(had)
+		l.base = r.Used - r.Others
+		used := l.base - l.unused
+		l.mu.Unlock()
+		// The counter has no room for what this check needs. If other
+		// processes hold enough unused, they were asked for it: try again
+		// while they give it back.
+		if r.Others > 0 && r.Need <= sp.Rule.Threshold-r.Used+r.Others && attempt < recallAttempts {
+			if attempt == 0 {
+				p.recalls.Add(1)
+			}
+			if err := p.Wait(ctx, attempt); err != nil {
+				return nil, Outcome{}, err
+			}
+			attempt++
+			continue
+		}
+		// Denied by the lease; an elastic span may still pass on spare
+		// capacity, which the ledger decides.
+		return nil, Outcome{Used: used, Wait: sp.CalendarWait(used, c.Cost, c.At)}, nil
+	}
+}
+
+// putBack returns units a check took from l but did not keep.
+func (p *LeasePool) putBack(l *lease, n int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone {
+		return // the lease ended meanwhile (reset, deletion): so did its units
+	}
+	l.unused += n
+	p.units.Add(n)
+	l.reported = false
+}
+
+// takeDirect has the ledger decide the elastic spans that are beyond their
+// limit, with the global windows of c, after writing the global usage this
+// process counted so that the ledger sees all of it.
+func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, spans []Span, at []int, out []Outcome) (bool, error) {
+	if err := p.FlushGlobals(ctx); err != nil {
+		return false, err
+	}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: spans, Globals: c.Globals}
+	var o [maxLong]Outcome
+	ok, err := p.ledger.Take(ctx, &d, o[:len(spans)])
+	c.Trips += d.Trips
+	if err != nil {
+		return false, err
+	}
+	for j, i := range at {
+		out[i] = o[j]
+	}
+	return ok, nil
+}
+
+// Undo gives back the units of a take whose answer was not kept (the
+// transaction that was to keep it failed): to the leases they came from,
+// and, for spans the ledger decided directly, to the ledger.
+func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
+	var direct []Span
+	for i := range c.Spans {
+		if out[i].Elastic {
+			direct = append(direct, c.Spans[i])
+			continue
+		}
+		sh := p.shard(c.Spans[i].Key)
+		sh.mu.Lock()
+		l := sh.m[c.Spans[i].Key]
+		sh.mu.Unlock()
+		if l != nil {
+			p.putBack(l, c.Cost)
+		}
+	}
+	if len(direct) == 0 {
+		p.addGlobals(c.Globals, -c.Cost)
+		return nil
+	}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct, Globals: c.Globals}
+	var o [maxLong]Outcome
+	return p.ledger.GiveBack(ctx, &d, o[:len(direct)])
+}
+
+// Peek implements Counter: the counts in the store, less what this
+// process holds unused, with the global usage it has not written yet.
+func (p *LeasePool) Peek(ctx context.Context, c *Charge, out []Outcome) error {
+	if len(c.Spans) == 0 {
+		return nil
+	}
+	keys := make([]CounterKey, len(c.Spans))
+	var globals []GlobalKey
+	for i := range c.Spans {
+		keys[i] = c.Spans[i].Key
+		if c.Spans[i].Rule.Spare {
+			globals = append(globals, c.Spans[i].Global)
+		}
+	}
+	used, global, err := p.Read(ctx, keys, globals)
+	c.Trips++
+	if err != nil {
+		return err
+	}
+	gi := 0
+	for i := range c.Spans {
+		var g int64
+		if c.Spans[i].Rule.Spare {
+			g = global[gi]
+			gi++
+		}
+		out[i] = c.Judge(i, used[i], g)
+	}
+	return nil
+}
+
+// Read returns the admitted units of counters and the global usage of
+// globals, as Ledger.Read does, counting this process's leases too.
+func (p *LeasePool) Read(ctx context.Context, counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
+	used, global, err := p.ledger.Read(ctx, counters, globals)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, k := range counters {
+		sh := p.shard(k)
+		sh.mu.Lock()
+		l := sh.m[k]
+		sh.mu.Unlock()
+		if l != nil {
+			l.mu.Lock()
+			if l.held {
+				used[i] = max(0, used[i]-l.unused)
+			}
+			l.mu.Unlock()
+		}
+	}
+	p.globalMu.Lock()
+	for i, g := range globals {
+		global[i] += p.globals[g]
+	}
+	p.globalMu.Unlock()
+	return used, global, nil
+}
+
+// GiveBack implements Counter: the counters' leases come home first (see
+// Reclaim), then the ledger gives the units back.
+func (p *LeasePool) GiveBack(ctx context.Context, c *Charge, out []Outcome) error {
+	if err := p.Reclaim(ctx, c); err != nil {
+		return err
+	}
+	return p.ledger.GiveBack(ctx, c, out)
+}
+
+// Reclaim prepares c's counters for a give-back in the ledger, which must
+// know how many units are admitted: this process settles its leases of
+// them and writes the global usage it counted, and the other processes are
+// asked to settle theirs (it waits a little for them; units of processes
+// that do not answer stay counted, so a refund gives back too few rather
+// than too many).
+func (p *LeasePool) Reclaim(ctx context.Context, c *Charge) error {
+	for i := range c.Spans {
+		sh := p.shard(c.Spans[i].Key)
+		sh.mu.Lock()
+		l := sh.m[c.Spans[i].Key]
+		sh.mu.Unlock()
+		if l == nil {
+			continue
+		}
+		l.mu.Lock()
+		if err := p.settleNow(ctx, l); err != nil {
+			return err
+		}
+	}
+	if err := p.FlushGlobals(ctx); err != nil {
+		return err
+	}
+	for i := range c.Spans {
+		for attempt := 0; ; attempt++ {
+			n, err := p.ledger.Recall(ctx, c.Spans[i].Key)
+			c.Trips++
+			if err != nil {
+				return err
+			}
+			if n == 0 || attempt == recallAttempts {
+				break
+			}
+			if err := p.Wait(ctx, attempt); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// settleNow gives l's unused units back and drops it; l.mu is held and
+// released. It waits for a store call in flight on l first.
+func (p *LeasePool) settleNow(ctx context.Context, l *lease) error {
+	for l.busy != nil {
+		busy := l.busy
+		l.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		l.mu.Lock()
+	}
+	if l.gone {
+		l.mu.Unlock()
+		return nil
+	}
+	if !l.held {
+		p.drop(l)
+		l.mu.Unlock()
+		return nil
+	}
+	units := l.unused
+	l.unused = 0
+	p.units.Add(-units)
+	l.busy = make(chan struct{})
+	l.mu.Unlock()
+	err := p.ledger.Settle(ctx, []Settlement{{Key: l.key, Unused: units}})
+	l.mu.Lock()
+	close(l.busy)
+	l.busy = nil
+	if err != nil {
+		l.unused += units
+		p.units.Add(units)
+	} else {
+		p.drop(l)
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// Recall settles this process's lease of k, because another process needs
+// its units. On failure the lease stays, to be settled later.
+func (p *LeasePool) Recall(ctx context.Context, k CounterKey) error {
+	sh := p.shard(k)
+	sh.mu.Lock()
+	l := sh.m[k]
+	sh.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	if !l.gone && l.held {
+		p.recalled.Add(1)
+	}
+	return p.settleNow(ctx, l)
+}
+
+// Forget drops this process's leases of a customer's metric (of all its
+// metrics when metric is "") without settling them: a reset or a deletion
+// ended them in the store, with their units.
+func (p *LeasePool) Forget(customer, metric string) {
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		var gone []*lease
+		for k, l := range sh.m {
+			if k.Customer == customer && (metric == "" || k.Metric == metric) {
+				gone = append(gone, l)
+			}
+		}
+		sh.mu.Unlock()
+		for _, l := range gone {
+			l.mu.Lock()
+			p.drop(l)
+			l.mu.Unlock()
+		}
+	}
+}
+
+// addGlobals counts n units (negative: gives back) in global windows, to
+// be written by FlushGlobals.
+func (p *LeasePool) addGlobals(globals []GlobalKey, n int64) {
+	if len(globals) == 0 {
+		return
+	}
+	p.globalMu.Lock()
+	for _, g := range globals {
+		p.globals[g] += n
+	}
+	p.globalMu.Unlock()
+}
+
+// FlushGlobals writes the global usage counted since the last flush.
+func (p *LeasePool) FlushGlobals(ctx context.Context) error {
+	p.globalMu.Lock()
+	if len(p.globals) == 0 {
+		p.globalMu.Unlock()
+		return nil
+	}
+	deltas := make([]GlobalDelta, 0, len(p.globals))
+	for k, n := range p.globals {
+		if n != 0 {
+			deltas = append(deltas, GlobalDelta{Key: k, Units: n})
+		}
+	}
+	clear(p.globals)
+	p.globalMu.Unlock()
+	if err := p.ledger.AddGlobal(ctx, deltas); err != nil {
+		p.globalMu.Lock()
+		for _, d := range deltas {
+			p.globals[d.Key] += d.Units
+		}
+		p.globalMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// Flush does the pool's periodic work at now: it drops leases of windows
+// that ended, settles leases idle for IdleAfter (or holding more than a
+// block, after units were put back), reports the unused units of leases
+// idle since the last flush, and writes the global usage it counted. Run
+// calls it every FlushEvery; on failure it tries again the next time.
+func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
+	tick := p.tick.Add(1)
+	idle := int64(IdleAfter / FlushEvery)
+	var settle, report []*lease
+	var settleSet, reportSet []Settlement
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		all := make([]*lease, 0, len(sh.m))
+		for _, l := range sh.m {
+			all = append(all, l)
+		}
+		sh.mu.Unlock()
+		for _, l := range all {
+			l.mu.Lock()
+			switch {
+			case l.gone || l.busy != nil:
+			case !now.Before(l.end):
+				p.drop(l) // the window ended: nothing of it counts any more
+			case !l.held:
+				if tick-l.touched >= idle {
+					p.drop(l)
+				}
+			case tick-l.touched >= idle || l.unused > block(l.threshold):
+				settleSet = append(settleSet, Settlement{Key: l.key, Unused: l.unused})
+				settle = append(settle, l)
+				p.units.Add(-l.unused)
+				l.unused = 0
+				l.busy = make(chan struct{})
+			case tick-l.touched >= 1 && !l.reported:
+				reportSet = append(reportSet, Settlement{Key: l.key, Unused: l.unused})
+				report = append(report, l)
+				l.busy = make(chan struct{})
+			}
+			l.mu.Unlock()
+		}
+	}
+	var errs []error
+	if len(report) > 0 {
+		sortSettlements(reportSet, report)
+		err := p.ledger.Report(ctx, reportSet)
+		errs = append(errs, err)
+		for j, l := range report {
+			l.mu.Lock()
+			close(l.busy)
+			l.busy = nil
+			switch {
+			case err != nil:
+			case reportSet[j].Lost:
+				l.held = false
+				p.drop(l)
+			default:
+				l.reported = l.unused == reportSet[j].Unused
+			}
+			l.mu.Unlock()
+		}
+	}
+	if len(settle) > 0 {
+		sortSettlements(settleSet, settle)
+		err := p.ledger.Settle(ctx, settleSet)
+		errs = append(errs, err)
+		for j, l := range settle {
+			l.mu.Lock()
+			close(l.busy)
+			l.busy = nil
+			if err != nil {
+				l.unused += settleSet[j].Unused
+				p.units.Add(settleSet[j].Unused)
+			} else {
+				p.drop(l)
+			}
+			l.mu.Unlock()
+		}
+	}
+	errs = append(errs, p.FlushGlobals(ctx))
+	return errors.Join(errs...)
+}
+
+// sortSettlements orders s (and ls alongside) as the store's counters are
+// ordered, so that processes settling many leases at once lock counters in
+// the same order.
+func sortSettlements(s []Settlement, ls []*lease) {
+	idx := make([]int, len(s))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		x, y := s[a].Key, s[b].Key
+		return cmp.Or(cmp.Compare(x.Customer, y.Customer), cmp.Compare(x.Metric, y.Metric),
+			cmp.Compare(x.Window, y.Window), x.Start.Compare(y.Start))
+	})
+	s2, ls2 := make([]Settlement, len(s)), make([]*lease, len(ls))
+	for i, j := range idx {
+		s2[i], ls2[i] = s[j], ls[j]
+	}
+	copy(s, s2)
+	copy(ls, ls2)
+}
+
+// Close settles every lease and writes the global usage counted: on
+// shutdown, units held unused go back.
+func (p *LeasePool) Close(ctx context.Context) error {
+	var set []Settlement
+	var ls []*lease
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		for _, l := range sh.m {
+			ls = append(ls, l)
+		}
+		sh.mu.Unlock()
+	}
+	kept := ls[:0]
+	for _, l := range ls {
+		l.mu.Lock()
+		if !l.gone && l.busy == nil && l.held {
+			set = append(set, Settlement{Key: l.key, Unused: l.unused})
+			kept = append(kept, l)
+			p.units.Add(-l.unused)
+			l.unused = 0
+			l.busy = make(chan struct{})
+		}
+		l.mu.Unlock()
+	}
+	sortSettlements(set, kept)
+	err := p.ledger.Settle(ctx, set)
+	for j, l := range kept {
+		l.mu.Lock()
+		close(l.busy)
+		l.busy = nil
+		if err != nil {
+			l.unused += set[j].Unused
+			p.units.Add(set[j].Unused)
+		} else {
+			p.drop(l)
+		}
+		l.mu.Unlock()
+	}
+	return errors.Join(err, p.FlushGlobals(ctx))
+}
+
+var _ Counter = (*LeasePool)(nil)

@@ -1,0 +1,155 @@
+-- Leases: blocks of long-window units a quotad process reserves in a
+-- counter with one conditional update, then admits checks from in memory.
+-- A counter's used counts every unit granted: admitted ones and those held
+-- unused in leases. So the condition that keeps a window within its
+-- threshold stays the one atomic update it always was, however many
+-- processes hold leases.
+
+CREATE TABLE counter_leases (
+    customer_id  text        COLLATE "C" NOT NULL,
+    metric       text        COLLATE "C" NOT NULL,
+    quota_window text        NOT NULL,
+    window_start timestamptz NOT NULL,
+    -- The holding process, named by the key of the advisory lock it holds
+    -- on a session of its own while it runs (see quotad_holder_alive).
+    holder       bigint      NOT NULL,
+    -- Units the holder held unused when it last reported: never fewer than
+    -- it holds now, as in between it only admits from them.
+    unused       bigint      NOT NULL CHECK (unused >= 0),
+    PRIMARY KEY (customer_id, metric, quota_window, window_start, holder),
+    FOREIGN KEY (customer_id, metric, quota_window, window_start)
+        REFERENCES usage_counters (customer_id, metric, quota_window, window_start) ON DELETE CASCADE
+);
+
+-- Whether the process holding leases as p_holder still runs: it holds the
+-- advisory lock of that key on a session of its own, which PostgreSQL
+-- releases when the process dies. pg_advisory_lock(bigint) files a key as
+-- classid (its high half) and objid (its low half), objsubid 1.
+CREATE FUNCTION quotad_holder_alive(p_holder bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND objsubid = 1
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND classid = ((p_holder >> 32) & 4294967295)::oid
+          AND objid = (p_holder & 4294967295)::oid)
+$$;
+
+-- quotad_lease grants p_holder p_need units of a counter, and up to p_extra
+-- more to hold, if p_need fits within p_threshold; it never grants part of
+-- p_need. It returns what it granted, the counter after, and the units
+-- other live holders report holding unused (which a recall could bring
+-- back). When p_need does not fit but those units would make room, it asks
+-- their holders to give them back: a notification with p_payload on
+-- p_channel (no notification when p_channel is null).
+--
+-- p_held says the caller believes it holds a lease here. When the store
+-- has none (a reset or the customer's deletion ended it, with the units it
+-- held), o_lost is true and nothing is granted: the caller must drop what
+-- it thought it held.
+CREATE FUNCTION quotad_lease(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_held boolean,
+    p_channel text, p_payload text,
+    OUT o_granted bigint, OUT o_used bigint, OUT o_others bigint, OUT o_lost boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    o_granted := 0; o_used := 0; o_others := 0; o_lost := false;
+    IF p_need <= p_threshold THEN
+        INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+        VALUES (p_customer, p_metric, p_window, p_start, 0)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    -- The counter's row lock serializes every grant, give-back and reset
+    -- of it; each of them takes it first.
+    SELECT c.used INTO o_used FROM usage_counters c
+    WHERE c.customer_id = p_customer AND c.metric = p_metric
+      AND c.quota_window = p_window AND c.window_start = p_start
+    FOR UPDATE;
+    IF NOT FOUND THEN -- the cost alone is above the threshold
+        o_used := 0;
+        o_lost := p_held;
+        RETURN;
+    END IF;
+    IF p_held AND NOT EXISTS (
+        SELECT 1 FROM counter_leases l
+        WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+          AND l.window_start = p_start AND l.holder = p_holder) THEN
+        o_lost := true;
+        RETURN;
+    END IF;
+    IF o_used + p_need <= p_threshold THEN
+        o_granted := LEAST(p_need + p_extra, p_threshold - o_used);
+        o_used := o_used + o_granted;
+        UPDATE usage_counters c SET used = o_used
+        WHERE c.customer_id = p_customer AND c.metric = p_metric
+          AND c.quota_window = p_window AND c.window_start = p_start;
+        -- The holder keeps what the caller's check does not use now.
+        INSERT INTO counter_leases AS l (customer_id, metric, quota_window, window_start, holder, unused)
+        VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need)
+        ON CONFLICT (customer_id, metric, quota_window, window_start, holder)
+        DO UPDATE SET unused = EXCLUDED.unused;
+    END IF;
+    SELECT coalesce(sum(l.unused), 0) INTO o_others FROM counter_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder AND l.unused > 0
+      AND quotad_holder_alive(l.holder);
+    IF o_granted = 0 AND o_others > 0 AND p_channel IS NOT NULL
+       AND p_need <= p_threshold - o_used + o_others THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+END
+$$;
+
+-- quotad_settle ends p_holder's lease of a counter: the p_unused units it
+-- held unused are no longer counted. It returns the units given back: none
+-- when the store holds no such lease (a reset ended it, and its units with
+-- it).
+CREATE FUNCTION quotad_settle(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_unused bigint) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_used bigint;
+    v_back bigint;
+BEGIN
+    SELECT c.used INTO v_used FROM usage_counters c
+    WHERE c.customer_id = p_customer AND c.metric = p_metric
+      AND c.quota_window = p_window AND c.window_start = p_start
+    FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM counter_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder = p_holder;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    v_back := LEAST(p_unused, v_used);
+    UPDATE usage_counters c SET used = c.used - v_back
+    WHERE c.customer_id = p_customer AND c.metric = p_metric
+      AND c.quota_window = p_window AND c.window_start = p_start;
+    RETURN v_back;
+END
+$$;
+
+-- quotad_recall asks the other live processes holding leases of a counter
+-- to settle them (a notification with p_payload on p_channel, when there is
+-- any) and returns how many such leases there are.
+CREATE FUNCTION quotad_recall(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_channel text, p_payload text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_leases integer;
+BEGIN
+    SELECT count(*) INTO v_leases FROM counter_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder AND quotad_holder_alive(l.holder);
+    IF v_leases > 0 THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+    RETURN v_leases;
+END
+$$;
