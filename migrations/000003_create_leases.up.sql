@@ -37,7 +37,9 @@ $$;
 
 -- quotad_lease grants p_holder p_need units of a counter, and up to p_extra
 -- more to hold, if p_need fits within p_threshold; it never grants part of
--- p_need. It returns what it granted, the counter after, and the units
+-- p_need. The holder's lease then reports what it holds unused: the units
+-- granted beyond p_need, and p_inflight more (units its checks in progress
+-- took and may yet put back). It returns what it granted, the counter after, and the units
 -- other live holders report holding unused (which a recall could bring
 -- back). When p_need does not fit but those units would make room, it asks
 -- their holders to give them back: a notification with p_payload on
@@ -49,8 +51,8 @@ $$;
 -- it thought it held.
 CREATE FUNCTION quotad_lease(
     p_customer text, p_metric text, p_window text, p_start timestamptz,
-    p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_held boolean,
-    p_channel text, p_payload text,
+    p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_inflight bigint,
+    p_held boolean, p_channel text, p_payload text,
     OUT o_granted bigint, OUT o_used bigint, OUT o_others bigint, OUT o_lost boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -84,9 +86,8 @@ BEGIN
         UPDATE usage_counters c SET used = o_used
         WHERE c.customer_id = p_customer AND c.metric = p_metric
           AND c.quota_window = p_window AND c.window_start = p_start;
-        -- The holder keeps what the caller's check does not use now.
         INSERT INTO counter_leases AS l (customer_id, metric, quota_window, window_start, holder, unused)
-        VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need)
+        VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need + p_inflight)
         ON CONFLICT (customer_id, metric, quota_window, window_start, holder)
         DO UPDATE SET unused = EXCLUDED.unused;
     END IF;

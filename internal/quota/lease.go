@@ -76,6 +76,12 @@ type LeaseRequest struct {
 	Threshold int64
 	Need      int64 // units the asking check needs now: all or none
 	Extra     int64 // units to hold beyond Need, at most
+	// InFlight is how many units, besides what the grant leaves over,
+	// this process may yet hold unused in the lease: units checks in
+	// progress took from it (the asking one included), which they put
+	// back if they are denied in another window. The lease reports them
+	// as unused, so that what it reports never falls short.
+	InFlight int64
 	Held      bool  // this process believes it holds a lease of Key
 	Recall    bool  // recall other processes' units if Need does not fit
 
@@ -144,13 +150,15 @@ type lease struct {
 	// process knows them are base - unused.
 	base   int64
 	unused int64
-	held   bool          // the store holds a lease of this process here
-	busy   chan struct{} // non-nil while a store call on it is in flight
-	// touched is the tick of the last take; reported says the store knows
-	// unused as it is.
-	touched  int64
-	reported bool
-	gone     bool // dropped from the pool: look it up again
+	// inflight: units checks in progress took and have not yet kept or
+	// put back. unused + inflight never exceeds reported, what the store
+	// last heard this process holds unused.
+	inflight int64
+	reported int64
+	held     bool          // the store holds a lease of this process here
+	busy     chan struct{} // non-nil while a store call on it is in flight
+	touched  int64         // the tick of the last take
+	gone     bool          // dropped from the pool: look it up again
 }
 
 // NewLeasePool returns a pool of leases over ledger, timed by clock.
@@ -181,6 +189,23 @@ func (p *LeasePool) Stats() LeaseStats {
 		Leases: p.leases.Load(), Units: p.units.Load()}
 }
 
+// Held returns the units this process holds unused in its lease of k.
+func (p *LeasePool) Held(k CounterKey) int64 {
+	sh := p.shard(k)
+	sh.mu.Lock()
+	l := sh.m[k]
+	sh.mu.Unlock()
+	if l == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone || !l.held {
+		return 0
+	}
+	return l.unused
+}
+
 func (p *LeasePool) shard(k CounterKey) *leaseShard {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
@@ -197,7 +222,7 @@ func (p *LeasePool) lookup(sp *Span) *lease {
 	defer sh.mu.Unlock()
 	l := sh.m[sp.Key]
 	if l == nil {
-		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Threshold, touched: p.tick.Load(), reported: true}
+		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Threshold, touched: p.tick.Load()}
 		sh.m[sp.Key] = l
 		p.leases.Add(1)
 	}
@@ -247,20 +272,33 @@ func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, e
 	}
 	if err == nil && allowed && len(direct) > 0 {
 		allowed, err = p.takeDirect(ctx, c, direct, directAt[:len(direct)], out)
-		if allowed && err == nil {
-			return true, nil // the ledger counted the global windows
+	}
+	keep := err == nil && allowed
+	for _, l := range taken[:len(c.Spans)] {
+		if l != nil {
+			p.settleTake(l, c.Cost, keep)
 		}
 	}
-	if err != nil || !allowed {
-		for _, l := range taken[:len(c.Spans)] {
-			if l != nil {
-				p.putBack(l, c.Cost)
-			}
-		}
+	if !keep {
 		return false, err
 	}
-	p.addGlobals(c.Globals, c.Cost)
+	if len(direct) == 0 {
+		p.addGlobals(c.Globals, c.Cost) // else the ledger counted them
+	}
 	return true, nil
+}
+
+// settleTake ends a take of n units from l: the check keeps them, or
+// puts them back.
+func (p *LeasePool) settleTake(l *lease, n int64, keep bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight -= n
+	if keep || l.gone {
+		return // a lease a reset ended lost its units with it
+	}
+	l.unused += n
+	p.units.Add(n)
 }
 
 // acquire takes c.Cost units of span i from this process's lease, asking
@@ -296,9 +334,10 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			continue
 		case l.unused >= c.Cost:
 			l.unused -= c.Cost
+			l.inflight += c.Cost
 			p.units.Add(-c.Cost)
-			l.touched, l.reported = p.tick.Load(), false
-			used := l.base - l.unused - c.Cost
+			l.touched = p.tick.Load()
+			used := l.base - l.unused - l.inflight
 			l.mu.Unlock()
 			return l, Outcome{Used: used, Passed: true}, nil
 		}
@@ -306,7 +345,7 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		// for the rest, and for a block more to hold.
 		had := l.unused
 		r := LeaseRequest{Key: sp.Key, Threshold: sp.Rule.Threshold, Need: c.Cost - had,
-			Extra: block(sp.Rule.Threshold), Held: l.held, Recall: true}
+			Extra: block(sp.Rule.Threshold), InFlight: l.inflight + c.Cost, Held: l.held, Recall: true}
 		l.unused = 0
 		p.units.Add(-had)
 		l.busy = make(chan struct{})
@@ -333,17 +372,19 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			p.refills.Add(1)
 			l.held = true
 			l.unused = r.Granted - r.Need
+			l.inflight += c.Cost
+			l.reported = r.Granted - r.Need + r.InFlight
 			p.units.Add(l.unused)
 			l.base = r.Used - r.Others
-			l.touched, l.reported = p.tick.Load(), true
-			used := l.base - l.unused - c.Cost
+			l.touched = p.tick.Load()
+			used := l.base - l.unused - l.inflight
 			l.mu.Unlock()
 			return l, Outcome{Used: used, Passed: true}, nil
 		}
 		l.unused += had
 		p.units.Add(had)
 		l.base = r.Used - r.Others
-		used := l.base - l.unused
+		used := l.base - l.unused - l.inflight
 		l.mu.Unlock()
 		// The counter has no room for what this check needs. If other
 		// processes hold enough unused, they were asked for it: try again
@@ -364,16 +405,38 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 	}
 }
 
-// putBack returns units a check took from l but did not keep.
-func (p *LeasePool) putBack(l *lease, n int64) {
+// putBack returns n units a check kept to l, because its answer was not
+// kept after all (see Undo), and has the store told at once if l now
+// holds more than it reported, so that other processes recall them.
+func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.gone {
-		return // the lease ended meanwhile (reset, deletion): so did its units
+		l.mu.Unlock()
+		return nil // the lease ended meanwhile (reset, deletion): so did its units
 	}
 	l.unused += n
 	p.units.Add(n)
-	l.reported = false
+	if l.unused+l.inflight <= l.reported || l.busy != nil {
+		l.mu.Unlock()
+		return nil // the store heard enough, or a call in flight will tell it
+	}
+	set := []Settlement{{Key: l.key, Unused: l.unused + l.inflight}}
+	l.busy = make(chan struct{})
+	l.mu.Unlock()
+	err := p.ledger.Report(ctx, set)
+	l.mu.Lock()
+	close(l.busy)
+	l.busy = nil
+	switch {
+	case err != nil:
+	case set[0].Lost:
+		l.held = false
+		p.drop(l)
+	default:
+		l.reported = max(l.reported, set[0].Unused)
+	}
+	l.mu.Unlock()
+	return err
 }
 
 // takeDirect has the ledger decide the elastic spans that are beyond their
@@ -411,7 +474,9 @@ func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
 		l := sh.m[c.Spans[i].Key]
 		sh.mu.Unlock()
 		if l != nil {
-			p.putBack(l, c.Cost)
+			if err := p.putBack(ctx, l, c.Cost); err != nil {
+				return err
+			}
 		}
 	}
 	if len(direct) == 0 {
@@ -685,8 +750,8 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 				p.units.Add(-l.unused)
 				l.unused = 0
 				l.busy = make(chan struct{})
-			case tick-l.touched >= 1 && !l.reported:
-				reportSet = append(reportSet, Settlement{Key: l.key, Unused: l.unused})
+			case tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
+				reportSet = append(reportSet, Settlement{Key: l.key, Unused: l.unused + l.inflight})
 				report = append(report, l)
 				l.busy = make(chan struct{})
 			}
@@ -708,7 +773,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 				l.held = false
 				p.drop(l)
 			default:
-				l.reported = l.unused == reportSet[j].Unused
+				l.reported = reportSet[j].Unused
 			}
 			l.mu.Unlock()
 		}

@@ -22,7 +22,7 @@ import (
 // Lease implements quota.Leaser.
 func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	const q = `SELECT o_granted, o_used, o_others, o_lost
-		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
 	var channel, payload *string
 	if r.Recall {
 		ch, pl := db.channel, NotifyRecall+":"+db.instance+":"+CounterKeyString(r.Key)
@@ -30,7 +30,7 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	}
 	k := r.Key
 	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holder,
-		r.Threshold, r.Need, r.Extra, r.Held, channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
+		r.Threshold, r.Need, r.Extra, r.InFlight, r.Held, channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
 	switch {
 	case isCode(err, "23503"): // the customer (or metric) is gone
 		return tiers.ErrCustomerNotFound

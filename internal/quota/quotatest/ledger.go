@@ -284,7 +284,7 @@ func (l *Ledger) Lease(_ context.Context, r *quota.LeaseRequest) error {
 		r.Granted = min(r.Need+r.Extra, r.Threshold-used)
 		used += r.Granted
 		s.counters[r.Key] = used
-		s.leases[mine] = r.Granted - r.Need
+		s.leases[mine] = r.Granted - r.Need + r.InFlight
 	}
 	r.Used = used
 	r.Others, _ = s.leased(r.Key, l.holder)

@@ -1,0 +1,172 @@
+package quota_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// modelProc is one quotad process of the model: its lease pool over its
+// view of the shared store.
+type modelProc struct {
+	ledger *quotatest.Ledger
+	pool   *quota.LeasePool
+	alive  bool
+	deaf   bool // alive, but it does not answer recalls
+}
+
+// TestLeasePoolModel runs lease pools of several processes over one store
+// through random interleavings of checks, periodic flushes (reports, idle
+// settlements), recalls answered or not, crashes, new processes, refunds
+// and window rollovers, and holds them to a plain count of admitted units:
+//
+//   - never over-granted: the units admitted in a window, less those
+//     refunded, never exceed its threshold;
+//   - every unit a live process may still admit is reserved in the store,
+//     with the units admitted: reserved >= admitted + held unused;
+//   - nothing stranded: while every live process answers recalls, a check
+//     is denied only when its cost exceeds, in one of its windows, the
+//     units still free plus those live processes hold unused.
+func TestLeasePoolModel(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		clock := quotatest.NewClock(time.Date(2026, 11, 22, 22, 45, 0, 0, time.UTC)) // hour and day roll over
+		store := quotatest.NewStore()
+		threshold := map[tiers.Window]int64{
+			tiers.Hour: rapid.Int64Range(0, 120).Draw(rt, "hour threshold"),
+			tiers.Day:  rapid.Int64Range(0, 400).Draw(rt, "day threshold"),
+		}
+		var procs []*modelProc
+		start := func() {
+			l := store.Process()
+			p := &modelProc{ledger: l, pool: quota.NewLeasePool(l, clock), alive: true}
+			p.pool.Wait = func(context.Context, int) error { return nil }
+			l.OnRecall(func(k quota.CounterKey) {
+				if !p.deaf {
+					if err := p.pool.Recall(ctx, k); err != nil {
+						rt.Fatalf("recall: %v", err)
+					}
+				}
+			})
+			procs = append(procs, p)
+		}
+		for range rapid.IntRange(1, 4).Draw(rt, "processes") {
+			start()
+		}
+		live := func() []*modelProc {
+			var out []*modelProc
+			for _, p := range procs {
+				if p.alive {
+					out = append(out, p)
+				}
+			}
+			return out
+		}
+		charge := func(cost int64) *quota.Charge {
+			now := clock.Now()
+			c := &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: cost, At: now}
+			for _, w := range []tiers.Window{tiers.Hour, tiers.Day} {
+				start, end := quota.Bounds(w, now, tiers.Anchor{})
+				c.Spans = append(c.Spans, quota.Span{
+					Key: quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: w, Start: start}, End: end,
+					Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold[w], Threshold: threshold[w], Ceiling: tiers.MaxLimit}})
+			}
+			return c
+		}
+		// held is what live processes hold unused of k.
+		held := func(k quota.CounterKey) int64 {
+			var n int64
+			for _, p := range live() {
+				n += p.pool.Held(k)
+			}
+			return n
+		}
+		admitted := map[quota.CounterKey]int64{} // less refunds
+
+		steps := rapid.IntRange(1, 150).Draw(rt, "steps")
+		for i := range steps {
+			alive := live()
+			if len(alive) == 0 {
+				start()
+				continue
+			}
+			p := rapid.SampledFrom(alive).Draw(rt, fmt.Sprintf("process %d", i))
+			switch op := rapid.IntRange(0, 9).Draw(rt, fmt.Sprintf("op %d", i)); {
+			case op < 5: // a check
+				c := charge(rapid.Int64Range(1, 12).Draw(rt, fmt.Sprintf("cost %d", i)))
+				free := make([]int64, len(c.Spans))
+				for j, sp := range c.Spans {
+					free[j] = threshold[sp.Key.Window] - store.Count(sp.Key) + held(sp.Key)
+				}
+				answering := true
+				for _, q := range alive {
+					answering = answering && !q.deaf
+				}
+				out := make([]quota.Outcome, len(c.Spans))
+				ok, err := p.pool.Take(ctx, c, out)
+				if err != nil {
+					rt.Fatalf("step %d: take: %v", i, err)
+				}
+				if ok {
+					for _, sp := range c.Spans {
+						admitted[sp.Key] += c.Cost
+					}
+					break
+				}
+				stranded := answering
+				for j := range c.Spans {
+					stranded = stranded && free[j] >= c.Cost
+				}
+				if stranded {
+					rt.Fatalf("step %d: a check of %d denied with %v units to be had (free or held by live processes)", i, c.Cost, free)
+				}
+			case op == 5:
+				if err := p.pool.Flush(ctx, clock.Now()); err != nil {
+					rt.Fatalf("step %d: flush: %v", i, err)
+				}
+			case op == 6:
+				clock.Advance(time.Duration(rapid.IntRange(0, 20).Draw(rt, fmt.Sprintf("minutes %d", i))) * time.Minute)
+			case op == 7: // SIGKILL: nothing settled, the lease rows stay
+				store.Kill(p.ledger)
+				p.alive = false
+			case op == 8:
+				if len(procs) < 6 {
+					start()
+				} else {
+					p.deaf = !p.deaf
+				}
+			case op == 9: // a refund, as the engine does it
+				c := charge(rapid.Int64Range(1, 12).Draw(rt, fmt.Sprintf("refund %d", i)))
+				if err := p.pool.Reclaim(ctx, c); err != nil {
+					rt.Fatalf("step %d: reclaim: %v", i, err)
+				}
+				out := make([]quota.Outcome, len(c.Spans))
+				err := p.ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+					return tx.GiveBack(ctx, c, out)
+				})
+				if err != nil {
+					rt.Fatalf("step %d: give back: %v", i, err)
+				}
+				for j, sp := range c.Spans {
+					admitted[sp.Key] = max(0, admitted[sp.Key]-min(c.Cost, out[j].Used))
+				}
+			}
+			for k, n := range admitted {
+				if n > threshold[k.Window] {
+					rt.Fatalf("step %d: %d units admitted in the %s from %s, threshold %d", i, n, k.Window, k.Start, threshold[k.Window])
+				}
+				if r, h := store.Count(k), held(k); r < n+h {
+					rt.Fatalf("step %d: %s from %s reserves %d units, but %d are admitted and %d held unused", i, k.Window, k.Start, r, n, h)
+				}
+			}
+		}
+	})
+}
