@@ -31,6 +31,7 @@ type config struct {
 	DBWait          time.Duration
 	DBMaxConns      int
 	Migrate         bool
+	DebugListen     string
 
 	tokens []api.Token
 }
@@ -66,6 +67,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"PostgreSQL connections in the pool; 0 means the URL's pool_max_conns or 24 (QUOTAD_DB_MAX_CONNS)")
 	migrate := fs.String("migrate", env("QUOTAD_MIGRATE", "true"),
 		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", env("QUOTAD_DEBUG_LISTEN", ""),
+		"address to serve net/http/pprof on, without authentication; empty: off (QUOTAD_DEBUG_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -152,5 +155,6 @@ func (c *config) logValue() slog.Value {
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.Bool("migrate", c.Migrate),
+		slog.String("debug_listen", c.DebugListen),
 	)
 }
