@@ -149,13 +149,13 @@ measure() {
 }
 
 # parse FILE: reads the load generator's JSON summary line in FILE into
-# REQUESTS RPS P50 P99 NON2XX ERRORS STATUS FIRST.
+# REQUESTS RPS P50 P99 NON2XX ERRORS CONNECTIONS STATUS FIRST.
 parse() {
   local json
   json=$(grep '^{' "$1" | tail -n 1)
   field() { printf '%s\n' "$json" | sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p"; }
   REQUESTS=$(field requests); RPS=$(field rps); P50=$(field p50_ms); P99=$(field p99_ms)
-  NON2XX=$(field non_2xx); ERRORS=$(field errors)
+  NON2XX=$(field non_2xx); ERRORS=$(field errors); CONNECTIONS=$(field connections)
   STATUS=$(printf '%s\n' "$json" | sed -n 's/.*"status":{\([^}]*\)}.*/\1/p')
   FIRST=$(printf '%s\n' "$json" | sed -n 's/.*"first_error":"\([^"]*\)".*/\1/p')
   if [ -z "$RPS" ] || [ -z "$NON2XX" ] || [ -z "$ERRORS" ]; then
@@ -171,6 +171,10 @@ check() {
     printf '!!! %s: %s non-2xx answers (status %s), %s transport errors%s\n' \
       "$1" "$NON2XX" "$STATUS" "$ERRORS" "${FIRST:+ (first: $FIRST)}" >&2
     printf '!!! every check should be admitted: this run does not measure what it claims to\n' >&2
+  fi
+  if [ "$CONNECTIONS" -gt "$CONC" ]; then
+    printf '!!! %s: %s connections opened for %s workers: the server closed some; the run paid for reconnecting\n' \
+      "$1" "$CONNECTIONS" "$CONC" >&2
   fi
 }
 

@@ -266,6 +266,9 @@ func TestRunAgainstServers(t *testing.T) {
 			t.Errorf("server %s got no request", srv.URL)
 		}
 	}
+	if s.Connections != workers {
+		t.Errorf("%d connections opened, want %d", s.Connections, workers)
+	}
 	if s.Errors != 0 || s.AllErrors != 0 {
 		t.Errorf("errors = %d, all_errors = %d (first: %s), want none", s.Errors, s.AllErrors, s.FirstError)
 	}
@@ -336,7 +339,8 @@ func TestRunReconnects(t *testing.T) {
 	if s.AllErrors != 0 || s.Status["200"] != s.Requests {
 		t.Errorf("errors %d (first: %s), status %v", s.AllErrors, s.FirstError, s.Status)
 	}
-	if conns.Load() != answered.Load() || answered.Load() != s.Total {
-		t.Errorf("%d connections, %d answered, loadgen counted %d", conns.Load(), answered.Load(), s.Total)
+	if conns.Load() != answered.Load() || answered.Load() != s.Total || s.Connections != s.Total {
+		t.Errorf("%d connections, %d answered; loadgen counted %d answers and opened %d connections",
+			conns.Load(), answered.Load(), s.Total, s.Connections)
 	}
 }

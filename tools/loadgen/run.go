@@ -210,6 +210,7 @@ func (w *worker) do(now time.Time) (int, error) {
 			return 0, err
 		}
 		w.conn = c
+		w.tally.dials++
 		if w.br == nil {
 			w.br = bufio.NewReaderSize(c, 8<<10)
 		} else {

@@ -20,6 +20,7 @@ type tally struct {
 	firstErr  error            // the first transport error, in any phase
 	total     int64            // answers received in any phase
 	allErrors int64            // transport errors in any phase
+	dials     int64            // connections opened, in any phase
 	byURL     map[string]int64 // answers in the window, by URL
 }
 
@@ -49,6 +50,9 @@ type summary struct {
 	Total int64 `json:"total"`
 	// AllErrors counts transport errors in every phase.
 	AllErrors int64 `json:"all_errors"`
+	// Connections counts the connections opened in every phase: one per
+	// worker unless errors or servers closing connections made more.
+	Connections int64 `json:"connections"`
 }
 
 // summarize merges the workers' tallies over a window of length window.
@@ -76,6 +80,7 @@ func summarize(tallies []*tally, window time.Duration, urls int) *summary {
 		s.Errors += t.errors
 		s.Total += t.total
 		s.AllErrors += t.allErrors
+		s.Connections += t.dials
 		if s.FirstError == "" && t.firstErr != nil {
 			s.FirstError = t.firstErr.Error()
 		}
@@ -120,24 +125,31 @@ func round(v float64, digits int) float64 {
 // print writes the human summary, then, with asJSON, one JSON line.
 func (s *summary) print(w io.Writer, asJSON bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "requests   %d in %.2fs: %.1f req/s (%d workers, %d URL(s))\n",
+	row := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "%-12s"+format+"\n", append([]any{label}, args...)...)
+	}
+	row("requests", "%d in %.2fs: %.1f req/s (%d workers, %d URL(s))",
 		s.Requests, s.Seconds, s.RPS, s.Workers, s.URLs)
 	codes := make([]string, 0, len(s.Status))
 	for c := range s.Status {
 		codes = append(codes, c)
 	}
 	slices.Sort(codes)
-	fmt.Fprintf(&b, "status    ")
+	var st strings.Builder
 	for _, c := range codes {
-		fmt.Fprintf(&b, " %s: %d", c, s.Status[c])
+		fmt.Fprintf(&st, "%s: %d  ", c, s.Status[c])
 	}
-	fmt.Fprintf(&b, "\nnon-2xx    %d\n", s.Non2xx)
-	fmt.Fprintf(&b, "errors     %d", s.Errors)
+	row("status", "%s", strings.TrimSpace(st.String()))
+	row("non-2xx", "%d", s.Non2xx)
 	if s.FirstError != "" {
-		fmt.Fprintf(&b, " (first: %s)", s.FirstError)
+		row("errors", "%d (first: %s)", s.Errors, s.FirstError)
+	} else {
+		row("errors", "%d", s.Errors)
 	}
-	fmt.Fprintf(&b, "\nlatency    p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms  mean %.3f ms\n",
+	row("latency", "p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms  mean %.3f ms",
 		s.P50, s.P90, s.P99, s.Max, s.Mean)
+	row("connections", "%d opened; %d answers and %d errors counting warm-up and the last requests",
+		s.Connections, s.Total, s.AllErrors)
 	if len(s.ByURL) > 1 {
 		urls := make([]string, 0, len(s.ByURL))
 		for u := range s.ByURL {
@@ -145,7 +157,7 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		}
 		slices.Sort(urls)
 		for _, u := range urls {
-			fmt.Fprintf(&b, "by URL     %s: %d\n", u, s.ByURL[u])
+			row("by URL", "%s: %d", u, s.ByURL[u])
 		}
 	}
 	if asJSON {
