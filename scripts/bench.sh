@@ -1,63 +1,326 @@
 #!/usr/bin/env bash
-# Measures POST /v1/check against the bare echo baseline, alternated, with
-# the same load generator command line (see docs/benchmarks.md).
+# Measures POST /v1/check against a bare echo/v4 server (tools/baseline)
+# with the project's load generator (tools/loadgen) and prints, per
+# scenario and round, quotad's req/s over the baseline's. `make bench` runs
+# it; docs/benchmarks.md describes the scenarios.
 #
-# Needs: a local PostgreSQL (as for `make run`), and the shared load
-# generator built as bin/loadgen. Usage: scripts/bench.sh [duration] [rounds]
+# Needs Go, curl, psql, createdb and dropdb, and a PostgreSQL on
+# $PGHOST:$PGPORT that user $PGUSER reaches without a password, as for
+# `make run`. It drops and recreates the database $BENCH_DATABASE.
+#
+# Settings, from the environment (make passes its command-line variables):
+#   BENCH_CONC=64         load generator workers, one connection each
+#   BENCH_DURATION=8s     measured time of each run
+#   BENCH_WARMUP=2s       unmeasured warm-up before each run
+#   BENCH_ROUNDS=2        rounds; each runs every scenario
+#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc"
+#   BENCH_KEYS=10000      customers in each customer set
+#   BENCH_PROFILE=dir     write a CPU profile of quotad per scenario and
+#                         round into dir (PROFILE=1 means bin/profiles);
+#                         durations must then be whole seconds (8s, 1m)
+#   BENCH_DATABASE=quotad_bench
+#   BENCH_PORT=18181      quotad; the baseline, a second quotad and the
+#                         debug (pprof) listeners take the next ports
+#   PGHOST=127.0.0.1 PGPORT=5432 PGUSER=postgres
+#
+# Output: a line per run, then a markdown table of the mean ratio per
+# scenario. Logs, every load generator output and the raw results are in
+# bin/. Exits non-zero if any run saw a non-2xx answer or a transport
+# error: such a run does not measure what it claims to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DURATION=${1:-15s}
-ROUNDS=${2:-2}
-CONC=${CONC:-32}
-KEYS=${KEYS:-10000}
+CONC=${BENCH_CONC:-64}
+DURATION=${BENCH_DURATION:-8s}
+WARMUP=${BENCH_WARMUP:-2s}
+ROUNDS=${BENCH_ROUNDS:-2}
+SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc}
+KEYS=${BENCH_KEYS:-10000}
+PROFILE_DIR=${BENCH_PROFILE:-}
+if [ -z "$PROFILE_DIR" ] && [ -n "${PROFILE:-}" ] && [ "${PROFILE:-}" != 0 ]; then
+  PROFILE_DIR=bin/profiles
+fi
 DB=${BENCH_DATABASE:-quotad_bench}
+PORT=${BENCH_PORT:-18181}
 PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
 PGUSER=${PGUSER:-postgres}
-QUOTAD_ADDR=127.0.0.1:18181
-BASE_ADDR=127.0.0.1:18182
+GO=${GO:-go}
 
-[ -x bin/loadgen ] || { echo "bin/loadgen missing: build the shared load generator into bin/loadgen" >&2; exit 1; }
-go build -o bin/quotad ./cmd/quotad
-go build -o bin/baseline ./tools/baseline
+QUOTAD1=127.0.0.1:$PORT
+BASELINE=127.0.0.1:$((PORT + 1))
+QUOTAD2=127.0.0.1:$((PORT + 2))
+DEBUG1=127.0.0.1:$((PORT + 3))
+DEBUG2=127.0.0.1:$((PORT + 4))
+ADMIN_TOKEN=adm-secret
+CHECK_TOKEN=chk-secret
+LOADGEN_LOG=bin/bench-loadgen.log
+RESULTS=bin/bench-results.tsv
 
-dropdb -h "$PGHOST" -U "$PGUSER" --if-exists "$DB"
-createdb -h "$PGHOST" -U "$PGUSER" "$DB"
-export QUOTAD_DATABASE_URL="postgres://$PGUSER@$PGHOST:5432/$DB?sslmode=disable"
-export QUOTAD_LISTEN=$QUOTAD_ADDR QUOTAD_ADMIN_TOKENS=ops:adm-secret QUOTAD_CHECK_TOKENS=backend:chk-secret QUOTAD_LOG_LEVEL=warn
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 
-bin/quotad > bin/bench-quotad.log 2>&1 & QPID=$!
-bin/baseline -listen $BASE_ADDR > bin/bench-baseline.log 2>&1 & BPID=$!
-trap 'kill $QPID $BPID 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do curl -sf "http://$QUOTAD_ADDR/readyz" >/dev/null && break; sleep 0.2; done
+# ---- processes: every one started is stopped on exit, Ctrl-C included.
+SERVERS=""  # quotad and baseline processes
+JOBS=""     # the load generator and profile downloads of the current run
+cleanup() {
+  # shellcheck disable=SC2086 # word splitting of the pid lists is meant
+  kill $JOBS $SERVERS 2>/dev/null || true
+  for pid in $JOBS $SERVERS; do wait "$pid" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-admin() { curl -sf -o /dev/null -X PUT "http://$QUOTAD_ADDR$1" -H 'Authorization: Bearer adm-secret' -H 'Content-Type: application/json' -d "$2"; }
+# seconds DURATION: a duration of whole seconds or minutes, in seconds.
+seconds() {
+  if [[ $1 =~ ^([0-9]+)s$ ]]; then echo "${BASH_REMATCH[1]}"
+  elif [[ $1 =~ ^([0-9]+)m$ ]]; then echo $((BASH_REMATCH[1] * 60))
+  else die "with profiling, durations must be whole seconds or minutes (8s, 1m), not $1"
+  fi
+}
+
+# port_free ADDR: nothing answers there.
+port_free() {
+  local rc=0
+  curl -s -o /dev/null --max-time 1 "http://$1/" || rc=$?
+  [ "$rc" -eq 7 ]  # 7: could not connect
+}
+
+# wait_ready PID LOG CURL_ARGS...: poll with curl until it succeeds, while
+# PID runs.
+wait_ready() {
+  local pid=$1 log=$2
+  shift 2
+  for _ in $(seq 1 150); do
+    curl -s -o /dev/null "$@" && return 0
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$log" >&2; die "exited before it was ready (log: $log)"; }
+    sleep 0.2
+  done
+  die "not ready after 30 s: $* (log: $log)"
+}
+
+# start_quotad ADDR DEBUG_ADDR LOG: a quotad on the bench database.
+start_quotad() {
+  port_free "$1" || die "$1 is in use: stop what listens there or set BENCH_PORT"
+  local debug=""
+  if [ -n "$PROFILE_DIR" ]; then debug=$2; fi
+  QUOTAD_LISTEN=$1 QUOTAD_DEBUG_LISTEN=$debug bin/quotad > "$3" 2>&1 &
+  SERVERS="$SERVERS $!"
+  wait_ready "$!" "$3" -f "http://$1/readyz"
+}
+
+# ---- load generator runs
+
+BODY=""  # the scenario's body template
+SEED=1   # the round: the baseline and quotad runs of a round draw the same keys
+
+# measure LABEL PROFILE_NAME URL...: one load generator run with BODY,
+# while, when PROFILE_NAME is set and profiling is on, quotad is profiled
+# (both processes when there are two URLs). Sets the fields parse sets.
+measure() {
+  local label=$1 profile=$2 out=bin/bench-run.out rc=0 u
+  shift 2
+  local urls=()
+  for u in "$@"; do urls+=(-url "$u"); done
+  bin/loadgen -json -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -keys "$KEYS" -seed "$SEED" \
+    -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
+    -body "$BODY" "${urls[@]}" > "$out" 2>&1 &
+  local lg=$!
+  JOBS=$lg
+  local profiles=""
+  if [ -n "$PROFILE_DIR" ] && [ -n "$profile" ]; then
+    # Profile the measured window only: start when the warm-up ends.
+    sleep "$WARMUP_S"
+    curl -sf -o "$PROFILE_DIR/$profile.pprof" "http://$DEBUG1/debug/pprof/profile?seconds=$DURATION_S" &
+    JOBS="$JOBS $!"; profiles="$!:$PROFILE_DIR/$profile.pprof"
+    if [ $# -gt 1 ]; then
+      curl -sf -o "$PROFILE_DIR/$profile-proc2.pprof" "http://$DEBUG2/debug/pprof/profile?seconds=$DURATION_S" &
+      JOBS="$JOBS $!"; profiles="$profiles $!:$PROFILE_DIR/$profile-proc2.pprof"
+    fi
+  fi
+  wait "$lg" || rc=$?
+  for p in $profiles; do  # pid:file
+    if ! wait "${p%%:*}" || [ ! -s "${p#*:}" ]; then echo "!!! no CPU profile written to ${p#*:}" >&2; fi
+  done
+  JOBS=""
+  { echo "== $label ($*)"; cat "$out"; } >> "$LOADGEN_LOG"
+  [ "$rc" -eq 0 ] || { cat "$out" >&2; die "load generator failed in $label (exit $rc)"; }
+  parse "$out"
+}
+
+# parse FILE: reads the load generator's JSON summary line in FILE into
+# REQUESTS RPS P50 P99 NON2XX ERRORS CONNECTIONS STATUS FIRST.
+parse() {
+  local json
+  json=$(grep '^{' "$1" | tail -n 1)
+  field() { printf '%s\n' "$json" | sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p"; }
+  REQUESTS=$(field requests); RPS=$(field rps); P50=$(field p50_ms); P99=$(field p99_ms)
+  NON2XX=$(field non_2xx); ERRORS=$(field errors); CONNECTIONS=$(field connections)
+  STATUS=$(printf '%s\n' "$json" | sed -n 's/.*"status":{\([^}]*\)}.*/\1/p')
+  FIRST=$(printf '%s\n' "$json" | sed -n 's/.*"first_error":"\([^"]*\)".*/\1/p')
+  if [ -z "$RPS" ] || [ -z "$NON2XX" ] || [ -z "$ERRORS" ]; then
+    cat "$1" >&2; die "no summary from the load generator in $1"
+  fi
+}
+
+PROBLEMS=0
+# check LABEL: loud if the last run saw anything but 2xx answers.
+check() {
+  if [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
+    PROBLEMS=$((PROBLEMS + 1))
+    printf '!!! %s: %s non-2xx answers (status %s), %s transport errors%s\n' \
+      "$1" "$NON2XX" "$STATUS" "$ERRORS" "${FIRST:+ (first: $FIRST)}" >&2
+    printf '!!! every check should be admitted: this run does not measure what it claims to\n' >&2
+  fi
+  if [ "$CONNECTIONS" -gt "$CONC" ]; then
+    printf '!!! %s: %s connections opened for %s workers: the server closed some; the run paid for reconnecting\n' \
+      "$1" "$CONNECTIONS" "$CONC" >&2
+  fi
+}
+
+# scenario NAME ROUND: sets BODY and URLS for it.
+scenario() {
+  local long='{"customer":"l{{key}}","metric":"api_calls","cost":1}'
+  URLS="http://$QUOTAD1/v1/check"
+  case $1 in
+    mixed) BODY=$long ;;
+    short) BODY='{"customer":"s{{key}}","metric":"api_calls","cost":1}' ;;
+    hot) BODY='{"customer":"l0","metric":"api_calls","cost":1}' ;;
+    mixed-request-id) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1,\"request_id\":\"r$2-{{seq}}\"}" ;;
+    mixed-2proc) BODY=$long; URLS="$URLS http://$QUOTAD2/v1/check" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id or mixed-2proc)" ;;
+  esac
+}
+
+# ---- set-up
+
+for s in $SCENARIOS; do scenario "$s" 1; done  # reject unknown names early
+for tool in curl psql createdb dropdb; do
+  command -v "$tool" >/dev/null || die "$tool not found (see the comment at the top of $0)"
+done
+if [ -n "$PROFILE_DIR" ]; then
+  WARMUP_S=$(seconds "$WARMUP"); DURATION_S=$(seconds "$DURATION")
+  mkdir -p "$PROFILE_DIR"
+fi
+case " $SCENARIOS " in *" mixed-2proc "*) TWO_PROC=1 ;; *) TWO_PROC="" ;; esac
+SETS=""  # customer sets to prime: l (plan long), s (plan short)
+case " $SCENARIOS " in *" mixed"* | *" hot "*) SETS="l" ;; esac
+case " $SCENARIOS " in *" short "*) SETS="$SETS s" ;; esac
+
+mkdir -p bin
+echo "building bin/quotad, bin/baseline, bin/loadgen"
+"$GO" build -o bin/quotad ./cmd/quotad
+"$GO" build -o bin/baseline ./tools/baseline
+"$GO" build -o bin/loadgen ./tools/loadgen
+: > "$LOADGEN_LOG"
+
+PGOPTIONS='-c client_min_messages=warning' dropdb -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" --if-exists "$DB"
+createdb -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" "$DB"
+export QUOTAD_DATABASE_URL="postgres://$PGUSER@$PGHOST:$PGPORT/$DB?sslmode=disable"
+export QUOTAD_ADMIN_TOKENS=ops:$ADMIN_TOKEN QUOTAD_CHECK_TOKENS=backend:$CHECK_TOKEN QUOTAD_LOG_LEVEL=warn
+
+start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log
+port_free "$BASELINE" || die "$BASELINE is in use: stop what listens there or set BENCH_PORT"
+bin/baseline -listen "$BASELINE" > bin/bench-baseline.log 2>&1 &
+SERVERS="$SERVERS $!"
+wait_ready "$!" bin/bench-baseline.log -f -X POST "http://$BASELINE/v1/check"
+
+admin() {
+  curl -sS -f -o /dev/null -X PUT "http://$QUOTAD1$1" -H "Authorization: Bearer $ADMIN_TOKEN" \
+    -H 'Content-Type: application/json' -d "$2" || die "PUT $1 failed"
+}
+# Limits far above what a run can use: every check is admitted, so this
+# measures deciding and counting, not denying.
 admin /v1/metrics/api_calls '{}'
 admin /v1/plans/short '{"name":"Short","limits":[{"metric":"api_calls","window":"second","limit":1000000},{"metric":"api_calls","window":"minute","limit":60000000}]}'
 admin /v1/plans/long '{"name":"Long","limits":[{"metric":"api_calls","window":"second","limit":1000000},{"metric":"api_calls","window":"day","limit":1000000000}]}'
 # Customers straight into the table: the admin API's per-write audit and
 # notification make 20,000 PUTs a slow way to seed a benchmark.
-psql -q -h "$PGHOST" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
+psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
   INSERT INTO customers (id, plan_key, created_at, updated_at)
   SELECT p || i, CASE p WHEN 's' THEN 'short' ELSE 'long' END, now(), now()
   FROM generate_series(0, $KEYS - 1) AS i, unnest(ARRAY['s', 'l']) AS p"
 
-run() { # name url body
-  echo "== $1"
-  bin/loadgen -url "$2" -c "$CONC" -d "$DURATION" -warmup 2s -keys "$KEYS" \
-    -H 'Authorization: Bearer chk-secret' -H 'Content-Type: application/json' -body "$3"
+# The second process starts after the seeding, on the same database.
+if [ -n "$TWO_PROC" ]; then start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log; fi
+
+# quotad loads a customer from PostgreSQL the first time it sees it. Prime
+# each process's cache with one check per customer of each set used, so
+# that the runs measure checks, not first-time loads.
+for set in $SETS; do
+  addrs=$QUOTAD1
+  if [ "$set" = l ] && [ -n "$TWO_PROC" ]; then addrs="$addrs $QUOTAD2"; fi  # mixed-2proc uses set l
+  for addr in $addrs; do
+    bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "http://$addr/v1/check" \
+      -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
+      -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > bin/bench-run.out 2>&1 ||
+      { cat bin/bench-run.out >&2; die "priming failed"; }
+    { echo "== priming $set on $addr"; cat bin/bench-run.out; } >> "$LOADGEN_LOG"
+    parse bin/bench-run.out
+    if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
+      cat bin/bench-run.out >&2; die "priming $set on $addr: not $KEYS admitted checks"
+    fi
+    echo "primed $addr: one check for each of ${set}0..${set}$((KEYS - 1)), $RPS checks/s"
+  done
+done
+
+# ---- rounds
+#
+# Each scenario runs right after a baseline run with the same command line
+# (only the URL differs), and its ratio uses that baseline. The machine is
+# shared and its spare capacity drifts from minute to minute; a baseline
+# measured seconds before the scenario reflects the machine the scenario
+# ran on better than one baseline per round would, at the cost of twice
+# the run time.
+
+printf 'quotad bench: %s, %s cores, c=%s, %s measured after %s warm-up, %s round(s), %s customers per set%s\n' \
+  "$(git describe --always --dirty 2>/dev/null || echo unknown)" "$(nproc 2>/dev/null || echo '?')" \
+  "$CONC" "$DURATION" "$WARMUP" "$ROUNDS" "$KEYS" "${PROFILE_DIR:+, CPU profiles on}"
+printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\n' > "$RESULTS"
+line() { # ROUND SCENARIO WHAT [RATIO]
+  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s\n' "$1" "$2" "$3" \
+    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")"
 }
-# quotad loads each customer into its cache on first sight; prime the cache
-# so that the runs measure checks, not 20,000 first-time loads.
-for p in s l; do
-  bin/loadgen -url "http://$QUOTAD_ADDR/v1/check" -c "$CONC" -d 8s -keys "$KEYS" \
-    -H 'Authorization: Bearer chk-secret' -H 'Content-Type: application/json' \
-    -body "{\"customer\":\"$p{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > /dev/null
-done
 for r in $(seq 1 "$ROUNDS"); do
-  echo "#### round $r"
-  run "baseline" "http://$BASE_ADDR/v1/check" '{"customer":"s{{key}}","metric":"api_calls","cost":1}'
-  run "quotad short windows (memory)" "http://$QUOTAD_ADDR/v1/check" '{"customer":"s{{key}}","metric":"api_calls","cost":1}'
-  run "quotad second + day window (PostgreSQL)" "http://$QUOTAD_ADDR/v1/check" '{"customer":"l{{key}}","metric":"api_calls","cost":1}'
-  run "quotad one hot customer, second + day" "http://$QUOTAD_ADDR/v1/check" '{"customer":"l0","metric":"api_calls","cost":1}'
+  SEED=$r
+  for s in $SCENARIOS; do
+    scenario "$s" "$r"
+    measure "baseline for $s, round $r" "" "http://$BASELINE/v1/check"
+    check "baseline for $s, round $r"
+    base=$RPS
+    line "$r" "$s" baseline
+    # shellcheck disable=SC2086 # URLS is a list
+    measure "$s, round $r" "$s-round$r" $URLS
+    check "$s, round $r"
+    ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
+    line "$r" "$s" quotad "$ratio"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" >> "$RESULTS"
+  done
 done
+
+# ---- summary
+echo
+echo "c=$CONC, $DURATION, $ROUNDS round(s); ratio = quotad req/s / baseline req/s of the same round"
+echo
+awk -F '\t' '
+  NR == 1 { next }
+  !($1 in n) { order[++k] = $1 }
+  { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5 }
+  END {
+    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per round | mean ratio | non-2xx |"
+    print "| --- | --- | --- | --- | --- | --- |"
+    for (i = 1; i <= k; i++) {
+      s = order[i]
+      printf "| %s | %.0f | %.0f | %s | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], bad[s]
+    }
+  }' "$RESULTS"
+echo
+echo "logs: bin/bench-quotad.log${TWO_PROC:+, bin/bench-quotad2.log}, bin/bench-baseline.log; load generator output: $LOADGEN_LOG; results: $RESULTS"
+if [ -n "$PROFILE_DIR" ]; then
+  read -r first _ <<< "$SCENARIOS"
+  echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof"
+fi
+if [ "$PROBLEMS" -gt 0 ]; then
+  printf '!!! %s run(s) saw non-2xx answers or transport errors (see above and %s): their figures are wrong\n' "$PROBLEMS" "$LOADGEN_LOG" >&2
+  exit 1
+fi

@@ -32,6 +32,7 @@ type config struct {
 	DBMaxConns      int
 	Migrate         bool
 	Leases          bool
+	DebugListen     string
 
 	tokens []api.Token
 }
@@ -69,6 +70,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
 	leases := fs.String("leases", env("QUOTAD_LEASES", "true"),
 		"serve long windows from leased blocks of units; false charges PostgreSQL on every check (QUOTAD_LEASES)")
+	fs.StringVar(&cfg.DebugListen, "debug-listen", env("QUOTAD_DEBUG_LISTEN", ""),
+		"address to serve net/http/pprof on, without authentication; empty: off (QUOTAD_DEBUG_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -165,5 +168,6 @@ func (c *config) logValue() slog.Value {
 		slog.Int("db_max_conns", c.DBMaxConns),
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
+		slog.String("debug_listen", c.DebugListen),
 	)
 }

@@ -177,6 +177,12 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Logger:  log,
 	})
 
+	stopDebug, err := startDebug(cfg.DebugListen, log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestTemplateExpansion(t *testing.T) {
+	tmpl, err := parseTemplate(`{"customer":"c{{key}}","again":{{key}},"request_id":"r1-{{seq}}"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(tmpl.expand(nil, 42, 3, 17))
+	want := `{"customer":"c42","again":42,"request_id":"r1-3-17"}`
+	if got != want {
+		t.Errorf("expand = %s, want %s", got, want)
+	}
+	if len(got) > tmpl.maxLen {
+		t.Errorf("expansion of %d bytes exceeds maxLen %d", len(got), tmpl.maxLen)
+	}
+	for _, s := range []string{"", "plain", "{}", "{ {key}}", "}}"} {
+		tmpl, err := parseTemplate(s)
+		if err != nil {
+			t.Errorf("parseTemplate(%q): %v", s, err)
+			continue
+		}
+		if got := string(tmpl.expand(nil, 1, 1, 1)); got != s {
+			t.Errorf("expand(%q) = %q, want it unchanged", s, got)
+		}
+	}
+	for _, bad := range []string{"{{keys}}", "{{ key }}", `{"a":"{{`, "{{seq}"} {
+		if _, err := parseTemplate(bad); err == nil {
+			t.Errorf("parseTemplate(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+// TestKeyRange draws keys as the workers do: every one in [0, keys), every
+// value drawn, none far from its share.
+func TestKeyRange(t *testing.T) {
+	tmpl, _ := parseTemplate(`{{key}}`)
+	const keys, draws = 7, 70000
+	p := &plan{keys: keys, body: tmpl, seed: 9}
+	counts := make([]int, keys)
+	for i := range 2 {
+		w := p.newWorker(i, &target{})
+		for range draws / 2 {
+			k, ok := w.nextKey(nil)
+			if !ok || k < 0 || k >= keys {
+				t.Fatalf("nextKey = %d, %t; want a key in [0, %d)", k, ok, keys)
+			}
+			counts[k]++
+		}
+	}
+	for k, n := range counts {
+		if share := float64(n) / (draws / keys); share < 0.9 || share > 1.1 {
+			t.Errorf("key %d drawn %d times, %.2f of its share", k, n, share)
+		}
+	}
+}
+
+func TestSweepSendsEachKeyOnce(t *testing.T) {
+	tmpl, _ := parseTemplate(`{{key}}`)
+	p := &plan{keys: 100, body: tmpl, sweep: true}
+	var next atomic.Int64
+	seen := map[int]bool{}
+	for i := 0; ; i++ {
+		k, ok := p.newWorker(i%3, &target{}).nextKey(&next)
+		if !ok {
+			break
+		}
+		if seen[k] {
+			t.Fatalf("key %d twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 100 {
+		t.Errorf("swept %d keys, want 100", len(seen))
+	}
+}
+
+func TestSeqIsUniqueAcrossWorkers(t *testing.T) {
+	tmpl, _ := parseTemplate(`{{seq}}`)
+	p := &plan{keys: 1, body: tmpl, targets: []*target{{head: []byte("POST / HTTP/1.1\r\n")}}}
+	seen := map[string]bool{}
+	for id := range 12 {
+		w := p.newWorker(id, p.targets[0])
+		for range 1000 {
+			w.build(0)
+			if seen[string(w.body)] {
+				t.Fatalf("{{seq}} %s twice", w.body)
+			}
+			seen[string(w.body)] = true
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var hundred []time.Duration
+	for i := 1; i <= 100; i++ {
+		hundred = append(hundred, time.Duration(i))
+	}
+	tests := []struct {
+		vals []time.Duration
+		p    float64
+		want time.Duration
+	}{
+		{nil, 50, 0},
+		{[]time.Duration{7}, 50, 7},
+		{[]time.Duration{7}, 100, 7},
+		{[]time.Duration{1, 2}, 50, 1},
+		{[]time.Duration{1, 2}, 51, 2},
+		{[]time.Duration{1, 2, 3, 4}, 50, 2},
+		{[]time.Duration{1, 2, 3, 4}, 75, 3},
+		{[]time.Duration{1, 2, 3, 4}, 99, 4},
+		{hundred, 1, 1},
+		{hundred, 50, 50},
+		{hundred, 90, 90},
+		{hundred, 99, 99},
+		{hundred, 99.5, 100},
+		{hundred, 100, 100},
+		{hundred, 0, 1},
+	}
+	for _, tt := range tests {
+		if got := percentile(tt.vals, tt.p); got != tt.want {
+			t.Errorf("percentile(%d values, %v) = %d, want %d", len(tt.vals), tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestSpreadIsRoundRobin(t *testing.T) {
+	a, b, c := &target{url: "a"}, &target{url: "b"}, &target{url: "c"}
+	var got []string
+	for _, t := range spread(7, []*target{a, b, c}) {
+		got = append(got, t.url)
+	}
+	if want := "a b c a b c a"; strings.Join(got, " ") != want {
+		t.Errorf("spread = %v, want %s", got, want)
+	}
+	if got := spread(4, []*target{a}); got[0] != a || got[3] != a {
+		t.Errorf("one URL: every worker should get it")
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"-url", "https://127.0.0.1:1/"},
+		{"-url", "127.0.0.1:1"},
+		{"-url", "http://127.0.0.1:1/", "-url", "http://127.0.0.1:2/", "-c", "1"},
+		{"-url", "http://127.0.0.1:1/", "-H", "Content-Length: 3"},
+		{"-url", "http://127.0.0.1:1/", "-H", "no colon"},
+		{"-url", "http://127.0.0.1:1/", "-body", "{{nope}}"},
+		{"-url", "http://127.0.0.1:1/", "-keys", "0"},
+		{"-url", "http://127.0.0.1:1/", "-method", "GET /x"},
+		{"-url", "http://127.0.0.1:1/", "extra"},
+	} {
+		if _, _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("parseFlags(%q) succeeded, want an error", args)
+		}
+	}
+}
+
+// server is an httptest server that checks and counts what loadgen sends:
+// bodies {"k": key, "s": seq}, answered 429 when the key is a multiple of
+// 3 (so that status counting is exercised), 200 otherwise.
+type server struct {
+	*httptest.Server
+	keys     int
+	answered atomic.Int64
+	conns    atomic.Int64
+	seqs     map[string]bool // shared by the servers of a test, under seqMu
+	problems []string        // under seqMu
+}
+
+func newServer(t *testing.T, keys int, seqs map[string]bool) *server {
+	s := &server{keys: keys, seqs: seqs}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.handle))
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			s.conns.Add(1)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// seqMu guards the servers' seqs and problems.
+var seqMu sync.Mutex
+
+func (s *server) handle(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		K int
+		S string
+	}
+	err := json.NewDecoder(r.Body).Decode(&body)
+	seqMu.Lock()
+	switch {
+	case err != nil:
+		s.problems = append(s.problems, "bad body: "+err.Error())
+	case r.Method != http.MethodPost || r.Header.Get("X-Test") != "yes" || r.Header.Get("Content-Type") != "application/json":
+		s.problems = append(s.problems, fmt.Sprintf("method %s, headers %v", r.Method, r.Header))
+	case body.K < 0 || body.K >= s.keys:
+		s.problems = append(s.problems, fmt.Sprintf("key %d out of range", body.K))
+	case s.seqs[body.S]:
+		s.problems = append(s.problems, "seq "+body.S+" twice")
+	}
+	s.seqs[body.S] = true
+	seqMu.Unlock()
+	s.answered.Add(1)
+	w.Header().Set("Content-Type", "application/json")
+	if body.K%3 == 0 {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	_, _ = io.WriteString(w, `{"allowed":true,"padding":"`+strings.Repeat("x", 500)+`"}`)
+}
+
+func runJSON(t *testing.T, args ...string) *summary {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), append(args, "-json"), &out, io.Discard); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var s summary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("last line is not the JSON summary: %v\n%s", err, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "requests ") {
+		t.Errorf("no human summary before the JSON line:\n%s", out.String())
+	}
+	return &s
+}
+
+// TestRunAgainstServers loads two servers for about a second and checks
+// that the counts add up: on the servers' side and in the summary.
+func TestRunAgainstServers(t *testing.T) {
+	const keys, workers = 50, 6
+	seqs := map[string]bool{}
+	a, b := newServer(t, keys, seqs), newServer(t, keys, seqs)
+	s := runJSON(t, "-url", a.URL+"/v1/check", "-url", b.URL+"/v1/check",
+		"-c", fmt.Sprint(workers), "-warmup", "200ms", "-d", "800ms", "-keys", fmt.Sprint(keys),
+		"-H", "Content-Type: application/json", "-H", "X-Test: yes",
+		"-body", `{"k":{{key}},"s":"{{seq}}"}`)
+
+	for _, srv := range []*server{a, b} {
+		if len(srv.problems) > 0 {
+			t.Errorf("server saw: %v", srv.problems[:min(5, len(srv.problems))])
+		}
+		if got := srv.conns.Load(); got != workers/2 {
+			t.Errorf("server %s: %d connections, want %d (one keep-alive connection per worker)", srv.URL, got, workers/2)
+		}
+		if srv.answered.Load() == 0 {
+			t.Errorf("server %s got no request", srv.URL)
+		}
+	}
+	if s.Connections != workers {
+		t.Errorf("%d connections opened, want %d", s.Connections, workers)
+	}
+	if s.Errors != 0 || s.AllErrors != 0 {
+		t.Errorf("errors = %d, all_errors = %d (first: %s), want none", s.Errors, s.AllErrors, s.FirstError)
+	}
+	if s.Requests == 0 {
+		t.Fatal("no request measured")
+	}
+	var byStatus, byURL int64
+	for _, n := range s.Status {
+		byStatus += n
+	}
+	for _, n := range s.ByURL {
+		byURL += n
+	}
+	if byStatus != s.Requests || byURL != s.Requests {
+		t.Errorf("requests %d, by status %d, by URL %d: want all equal", s.Requests, byStatus, byURL)
+	}
+	if s.Non2xx != s.Status["429"] || s.Non2xx == 0 || s.Status["200"] == 0 {
+		t.Errorf("status %v, non-2xx %d: want 200s and 429s, the 429s counted as non-2xx", s.Status, s.Non2xx)
+	}
+	if served := a.answered.Load() + b.answered.Load(); served != s.Total || s.Total < s.Requests {
+		t.Errorf("servers answered %d, loadgen counted %d in all and %d measured", served, s.Total, s.Requests)
+	}
+	if int64(len(seqs)) != s.Total {
+		t.Errorf("%d distinct {{seq}} for %d requests", len(seqs), s.Total)
+	}
+	if s.Seconds != 0.8 || s.RPS != round(float64(s.Requests)/0.8, 1) {
+		t.Errorf("seconds %v, rps %v for %d requests", s.Seconds, s.RPS, s.Requests)
+	}
+	if !(0 < s.P50 && s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.Max && s.Mean <= s.Max) {
+		t.Errorf("latencies out of order: p50 %v p90 %v p99 %v max %v mean %v", s.P50, s.P90, s.P99, s.Max, s.Mean)
+	}
+}
+
+func TestRunSweep(t *testing.T) {
+	seqs := map[string]bool{}
+	srv := newServer(t, 300, seqs)
+	s := runJSON(t, "-url", srv.URL, "-sweep", "-keys", "300", "-c", "4", "-d", "30s",
+		"-H", "Content-Type: application/json", "-H", "X-Test: yes",
+		"-body", `{"k":{{key}},"s":"{{seq}}"}`)
+	if len(srv.problems) > 0 {
+		t.Errorf("server saw: %v", srv.problems[:min(5, len(srv.problems))])
+	}
+	if s.Requests != 300 || srv.answered.Load() != 300 || s.Status["429"] != 100 {
+		t.Errorf("sweep of 300 keys: %d measured, %d answered, status %v", s.Requests, srv.answered.Load(), s.Status)
+	}
+	if s.Seconds >= 30 {
+		t.Errorf("sweep took the whole -d (%vs), want it to stop when done", s.Seconds)
+	}
+}
+
+// TestRunReconnects: a server that closes every connection after its
+// answer costs a new connection per request, and no error.
+func TestRunReconnects(t *testing.T) {
+	var conns, answered atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answered.Add(1)
+		w.Header().Set("Connection", "close")
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s := runJSON(t, "-url", srv.URL, "-c", "2", "-warmup", "0s", "-d", "300ms")
+	if s.AllErrors != 0 || s.Status["200"] != s.Requests {
+		t.Errorf("errors %d (first: %s), status %v", s.AllErrors, s.FirstError, s.Status)
+	}
+	if conns.Load() != answered.Load() || answered.Load() != s.Total || s.Connections != s.Total {
+		t.Errorf("%d connections, %d answered; loadgen counted %d answers and opened %d connections",
+			conns.Load(), answered.Load(), s.Total, s.Connections)
+	}
+}

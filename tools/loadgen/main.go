@@ -1,0 +1,153 @@
+// Command loadgen is quotad's HTTP load generator, closed-loop: each of -c
+// workers keeps one keep-alive connection and sends its next request as
+// soon as the previous answer is read. After an unmeasured warm-up it
+// measures for -d and prints requests, req/s, status counts, transport
+// errors and latency percentiles. scripts/bench.sh (make bench) drives it.
+//
+//	loadgen -url http://127.0.0.1:8080/v1/check -c 64 -d 8s -warmup 2s -keys 10000 \
+//	  -H 'Content-Type: application/json' \
+//	  -body '{"customer":"c{{key}}","metric":"api_calls","cost":1,"request_id":"r1-{{seq}}"}'
+//
+// The body is a template. {{key}} is a random integer in [0, -keys), drawn
+// once per request (every {{key}} of a request gets the same one);
+// {{seq}} is unique per request in the run: the worker's number and its
+// request counter, such as 12-3456. Repeat -url to spread the workers
+// round-robin over several servers.
+//
+// With -sweep, {{key}} takes each value of [0, -keys) once, spread over
+// the workers, and the run stops when all were sent (or after -d): a way
+// to warm a server's caches for every key. It has no warm-up.
+//
+// To keep the generator cheap beside the server it loads, requests are
+// written by hand: the request line and headers (from a header map built
+// once) are serialized once per URL, each body is expanded into a reused
+// buffer, each answer is parsed with http.ReadResponse and its body drained
+// and discarded. Latencies of every answer completed in the measured window
+// are kept and sorted at the end.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/textproto"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	p, asJSON, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	s := p.run(ctx)
+	if err := s.print(stdout, asJSON); err != nil {
+		return err
+	}
+	if s.Requests == 0 {
+		return errors.New("no answer in the measured window")
+	}
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var urls, headers listFlag
+	fs.Var(&urls, "url", "`URL` to load, http only (repeatable: workers are spread round-robin)")
+	fs.Var(&headers, "H", "request header `'Name: value'` (repeatable)")
+	conc := fs.Int("c", 64, "workers, each with one keep-alive connection")
+	window := fs.Duration("d", 8*time.Second, "measured duration")
+	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured warm-up before it")
+	timeout := fs.Duration("timeout", 5*time.Second, "per request, connecting included")
+	body := fs.String("body", "", "request body `template`: {{key}} and {{seq}} are replaced per request")
+	keys := fs.Int("keys", 10000, "{{key}} is drawn from [0, keys)")
+	seed := fs.Uint64("seed", 1, "seed of the key draws (worker i uses seed and i)")
+	method := fs.String("method", "", "HTTP method (default POST with -body, GET without)")
+	sweep := fs.Bool("sweep", false, "send each key once, then stop (warms caches; no warm-up)")
+	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
+	if err := fs.Parse(args); err != nil {
+		return nil, false, err
+	}
+	if fs.NArg() > 0 {
+		return nil, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case len(urls) == 0:
+		return nil, false, errors.New("no -url")
+	case *conc < len(urls):
+		return nil, false, fmt.Errorf("-c %d: want at least one worker per URL (%d)", *conc, len(urls))
+	case *window <= 0 || *warmup < 0 || *timeout <= 0:
+		return nil, false, errors.New("-d and -timeout must be positive, -warmup not negative")
+	case *keys < 1:
+		return nil, false, errors.New("-keys must be at least 1")
+	case strings.ContainsAny(*method, " \t\r\n"):
+		return nil, false, fmt.Errorf("-method %q: not a method", *method)
+	}
+	p := &plan{
+		workers: *conc,
+		warmup:  *warmup,
+		window:  *window,
+		timeout: *timeout,
+		method:  *method,
+		keys:    *keys,
+		seed:    *seed,
+		sweep:   *sweep,
+	}
+	if p.sweep {
+		p.warmup = 0
+	}
+	if *body != "" {
+		t, err := parseTemplate(*body)
+		if err != nil {
+			return nil, false, err
+		}
+		p.body = t
+	}
+	if p.method == "" {
+		p.method = "GET"
+		if p.body != nil {
+			p.method = "POST"
+		}
+	}
+	header := http.Header{}
+	for _, h := range headers {
+		name, value, ok := strings.Cut(h, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(h, "\r\n") {
+			return nil, false, fmt.Errorf("-H %q: want 'Name: value'", h)
+		}
+		switch textproto.CanonicalMIMEHeaderKey(name) {
+		case "Content-Length", "Transfer-Encoding":
+			return nil, false, fmt.Errorf("-H %q: loadgen sets %s itself", h, name)
+		}
+		header.Add(name, strings.TrimSpace(value))
+	}
+	targets, err := newTargets(urls, p.method, header)
+	if err != nil {
+		return nil, false, err
+	}
+	p.targets = targets
+	return p, *asJSON, nil
+}

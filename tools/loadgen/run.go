@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// target is one URL with its request head (request line and headers)
+// serialized once; each request appends Content-Length and the body.
+type target struct {
+	url  string
+	addr string // host:port to dial
+	head []byte
+}
+
+// newTargets checks the URLs and serializes each one's request head from
+// the header map built from -H once.
+func newTargets(urls []string, method string, header http.Header) ([]*target, error) {
+	var ts []*target
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("url %q: %v", raw, err)
+		}
+		if u.Scheme != "http" || u.Host == "" {
+			return nil, fmt.Errorf("url %q: want http://host:port/path", raw)
+		}
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		host := u.Host
+		if h := header.Get("Host"); h != "" {
+			host = h
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, u.RequestURI(), host)
+		h := header.Clone()
+		h.Del("Host")
+		if h.Get("User-Agent") == "" {
+			h.Set("User-Agent", "quotad-loadgen")
+		}
+		if err := h.Write(&b); err != nil {
+			return nil, err
+		}
+		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String())})
+	}
+	return ts, nil
+}
+
+// spread assigns workers to targets round-robin: worker i gets target
+// i mod len(targets).
+func spread(workers int, targets []*target) []*target {
+	out := make([]*target, workers)
+	for i := range out {
+		out[i] = targets[i%len(targets)]
+	}
+	return out
+}
+
+// plan is a run, ready to start.
+type plan struct {
+	targets []*target
+	workers int
+	warmup  time.Duration
+	window  time.Duration
+	timeout time.Duration
+	method  string
+	body    *bodyTemplate // nil: no body
+	keys    int
+	seed    uint64
+	sweep   bool // each key once, then stop
+}
+
+// run drives the workers until the window closes (or, with sweep, every
+// key was sent once, or ctx is done) and summarizes what they saw.
+func (p *plan) run(ctx context.Context) *summary {
+	start := time.Now()
+	from := start.Add(p.warmup)
+	to := from.Add(p.window)
+	var next atomic.Int64 // sweep: the next key
+	tallies := make([]*tally, p.workers)
+	var wg sync.WaitGroup
+	for i, t := range spread(p.workers, p.targets) {
+		w := p.newWorker(i, t)
+		tallies[i] = w.tally
+		wg.Go(func() { w.loop(ctx, from, to, &next) })
+	}
+	wg.Wait()
+	window := p.window
+	if now := time.Now(); now.Before(to) { // cut short: ctx, or a sweep ended
+		window = max(0, now.Sub(from))
+	}
+	return summarize(tallies, window, len(p.targets))
+}
+
+// worker sends requests back to back on one keep-alive connection.
+type worker struct {
+	id      int
+	plan    *plan
+	target  *target
+	rng     *rand.Rand
+	tally   *tally
+	readReq *http.Request // tells http.ReadResponse the method
+
+	conn net.Conn
+	br   *bufio.Reader
+	body []byte // the expanded body, reused
+	req  []byte // the whole request, reused
+	seq  uint64
+}
+
+func (p *plan) newWorker(id int, t *target) *worker {
+	return &worker{
+		id:      id,
+		plan:    p,
+		target:  t,
+		rng:     rand.New(rand.NewPCG(p.seed, uint64(id))),
+		tally:   newTally(),
+		readReq: &http.Request{Method: p.method},
+	}
+}
+
+func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int64) {
+	defer w.close()
+	measured := int64(0)
+	for ctx.Err() == nil {
+		key, ok := w.nextKey(next)
+		if !ok {
+			break
+		}
+		t0 := time.Now()
+		if !t0.Before(to) {
+			break
+		}
+		w.build(key)
+		status, err := w.do(t0)
+		t1 := time.Now()
+		inWindow := !t1.Before(from) && t1.Before(to)
+		if err != nil {
+			w.tally.allErrors++
+			if w.tally.firstErr == nil {
+				w.tally.firstErr = err
+			}
+			if inWindow {
+				w.tally.errors++
+			}
+			continue
+		}
+		w.tally.total++
+		if inWindow {
+			w.tally.status[status]++
+			w.tally.latencies = append(w.tally.latencies, t1.Sub(t0))
+			measured++
+		}
+	}
+	w.tally.byURL[w.target.url] = measured
+}
+
+// nextKey is the next request's {{key}}: uniform in [0, keys), or with
+// sweep the next key not yet sent (false when all were).
+func (w *worker) nextKey(next *atomic.Int64) (int, bool) {
+	p := w.plan
+	switch {
+	case p.sweep:
+		k := next.Add(1) - 1
+		return int(k), k < int64(p.keys)
+	case p.body != nil && p.body.hasKey:
+		return w.rng.IntN(p.keys), true
+	}
+	return 0, true
+}
+
+// build writes the next request into w.req.
+func (w *worker) build(key int) {
+	p := w.plan
+	w.req = append(w.req[:0], w.target.head...)
+	if p.body != nil {
+		w.body = p.body.expand(w.body[:0], key, w.id, w.seq)
+		w.seq++
+		w.req = append(w.req, "Content-Length: "...)
+		w.req = strconv.AppendInt(w.req, int64(len(w.body)), 10)
+		w.req = append(w.req, "\r\n\r\n"...)
+		w.req = append(w.req, w.body...)
+	} else {
+		w.req = append(w.req, "\r\n"...)
+	}
+}
+
+// do sends w.req and reads the answer, draining its body. A transport
+// error closes the connection; the next request dials anew.
+func (w *worker) do(now time.Time) (int, error) {
+	if w.conn == nil {
+		c, err := net.DialTimeout("tcp", w.target.addr, w.plan.timeout)
+		if err != nil {
+			// Do not spin on a refused connection.
+			time.Sleep(10 * time.Millisecond)
+			return 0, err
+		}
+		w.conn = c
+		w.tally.dials++
+		if w.br == nil {
+			w.br = bufio.NewReaderSize(c, 8<<10)
+		} else {
+			w.br.Reset(c)
+		}
+	}
+	if err := w.conn.SetDeadline(now.Add(w.plan.timeout)); err != nil {
+		w.close()
+		return 0, err
+	}
+	if _, err := w.conn.Write(w.req); err != nil {
+		w.close()
+		return 0, err
+	}
+	resp, err := http.ReadResponse(w.br, w.readReq)
+	if err != nil {
+		w.close()
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("connection closed by the server: %w", err)
+		}
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		w.close()
+		return 0, err
+	}
+	if resp.Close {
+		w.close()
+	}
+	return resp.StatusCode, nil
+}
+
+func (w *worker) close() {
+	if w.conn != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+}

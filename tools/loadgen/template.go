@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// segment kinds of a body template.
+const (
+	literal = iota
+	keyHole // {{key}}
+	seqHole // {{seq}}
+)
+
+type segment struct {
+	kind int
+	text string // for literal
+}
+
+// bodyTemplate is a request body with placeholders, parsed once and
+// expanded into a reused buffer per request.
+type bodyTemplate struct {
+	segs   []segment
+	hasKey bool
+	hasSeq bool
+	// maxLen bounds the length of an expansion.
+	maxLen int
+}
+
+// parseTemplate splits s at its placeholders. {{key}} and {{seq}} are the
+// only ones; any other {{name}} is an error, so that a typo is not sent
+// verbatim.
+func parseTemplate(s string) (*bodyTemplate, error) {
+	t := &bodyTemplate{}
+	for s != "" {
+		i := strings.Index(s, "{{")
+		if i < 0 {
+			t.add(segment{kind: literal, text: s})
+			break
+		}
+		if i > 0 {
+			t.add(segment{kind: literal, text: s[:i]})
+		}
+		rest := s[i:]
+		switch {
+		case strings.HasPrefix(rest, "{{key}}"):
+			t.add(segment{kind: keyHole})
+		case strings.HasPrefix(rest, "{{seq}}"):
+			t.add(segment{kind: seqHole})
+		default:
+			end := strings.Index(rest, "}}")
+			if end < 0 {
+				return nil, fmt.Errorf("body: unclosed {{ at %q", rest)
+			}
+			return nil, fmt.Errorf("body: unknown placeholder %s (want {{key}} or {{seq}})", rest[:end+2])
+		}
+		s = rest[len("{{key}}"):] // both placeholders have the same length
+	}
+	return t, nil
+}
+
+func (t *bodyTemplate) add(s segment) {
+	t.segs = append(t.segs, s)
+	switch s.kind {
+	case literal:
+		t.maxLen += len(s.text)
+	case keyHole:
+		t.hasKey = true
+		t.maxLen += 20 // an int64
+	case seqHole:
+		t.hasSeq = true
+		t.maxLen += 41 // two uint64 and a dash
+	}
+}
+
+// expand appends the body of one request to dst: every {{key}} becomes key,
+// every {{seq}} becomes "worker-seq", which is unique in a run as long as
+// each worker numbers its requests.
+func (t *bodyTemplate) expand(dst []byte, key int, worker int, seq uint64) []byte {
+	for _, s := range t.segs {
+		switch s.kind {
+		case literal:
+			dst = append(dst, s.text...)
+		case keyHole:
+			dst = strconv.AppendInt(dst, int64(key), 10)
+		case seqHole:
+			dst = strconv.AppendInt(dst, int64(worker), 10)
+			dst = append(dst, '-')
+			dst = strconv.AppendUint(dst, seq, 10)
+		}
+	}
+	return dst
+}
