@@ -35,11 +35,43 @@ LANGUAGE sql STABLE AS $$
           AND objid = (p_holder & 4294967295)::oid)
 $$;
 
+-- quotad_count_global adds p_units (taking them off when negative: from
+-- the fullest shard first, never below zero) to a metric's global usage in
+-- one window.
+CREATE FUNCTION quotad_count_global(p_metric text, p_window text, p_start timestamptz, p_units bigint)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_shard smallint;
+    v_used bigint;
+BEGIN
+    IF p_units > 0 THEN
+        INSERT INTO metric_usage AS g (metric, quota_window, window_start, shard, used)
+        VALUES (p_metric, p_window, p_start, floor(random() * 16)::smallint, p_units)
+        ON CONFLICT (metric, quota_window, window_start, shard) DO UPDATE SET used = g.used + EXCLUDED.used;
+        RETURN;
+    END IF;
+    p_units := -p_units;
+    WHILE p_units > 0 LOOP
+        SELECT g.shard, g.used INTO v_shard, v_used FROM metric_usage g
+        WHERE g.metric = p_metric AND g.quota_window = p_window AND g.window_start = p_start AND g.used > 0
+        ORDER BY g.used DESC LIMIT 1
+        FOR UPDATE;
+        EXIT WHEN NOT FOUND;
+        UPDATE metric_usage g SET used = g.used - LEAST(v_used, p_units)
+        WHERE g.metric = p_metric AND g.quota_window = p_window AND g.window_start = p_start AND g.shard = v_shard;
+        p_units := p_units - LEAST(v_used, p_units);
+    END LOOP;
+END
+$$;
+
 -- quotad_lease grants p_holder p_need units of a counter, and up to p_extra
 -- more to hold, if p_need fits within p_threshold; it never grants part of
 -- p_need. The holder's lease then reports what it holds unused: the units
 -- granted beyond p_need, and p_inflight more (units its checks in progress
--- took and may yet put back). It returns what it granted, the counter after, and the units
+-- took and may yet put back). Where the metric declares a capacity for the
+-- window (p_global_start, else null), the granted units count in its
+-- global usage at once, so that spare capacity is never spent twice. It returns what it granted, the counter after, and the units
 -- other live holders report holding unused (which a recall could bring
 -- back). When p_need does not fit but those units would make room, it asks
 -- their holders to give them back: a notification with p_payload on
@@ -52,7 +84,7 @@ $$;
 CREATE FUNCTION quotad_lease(
     p_customer text, p_metric text, p_window text, p_start timestamptz,
     p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_inflight bigint,
-    p_held boolean, p_channel text, p_payload text,
+    p_held boolean, p_global_start timestamptz, p_channel text, p_payload text,
     OUT o_granted bigint, OUT o_used bigint, OUT o_others bigint, OUT o_lost boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -90,6 +122,9 @@ BEGIN
         VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need + p_inflight)
         ON CONFLICT (customer_id, metric, quota_window, window_start, holder)
         DO UPDATE SET unused = EXCLUDED.unused;
+        IF p_global_start IS NOT NULL THEN
+            PERFORM quotad_count_global(p_metric, p_window, p_global_start, o_granted);
+        END IF;
     END IF;
     SELECT coalesce(sum(l.unused), 0) INTO o_others FROM counter_leases l
     WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
@@ -103,12 +138,13 @@ END
 $$;
 
 -- quotad_settle ends p_holder's lease of a counter: the p_unused units it
--- held unused are no longer counted. It returns the units given back: none
--- when the store holds no such lease (a reset ended it, and its units with
--- it).
+-- held unused are no longer counted, in the counter nor in the metric's
+-- global usage (p_global_start as in quotad_lease). It returns the units
+-- given back: none when the store holds no such lease (a reset ended it,
+-- and its units with it).
 CREATE FUNCTION quotad_settle(
     p_customer text, p_metric text, p_window text, p_start timestamptz,
-    p_holder bigint, p_unused bigint) RETURNS bigint
+    p_holder bigint, p_unused bigint, p_global_start timestamptz) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     v_used bigint;
@@ -131,6 +167,9 @@ BEGIN
     UPDATE usage_counters c SET used = c.used - v_back
     WHERE c.customer_id = p_customer AND c.metric = p_metric
       AND c.quota_window = p_window AND c.window_start = p_start;
+    IF p_global_start IS NOT NULL AND v_back > 0 THEN
+        PERFORM quotad_count_global(p_metric, p_window, p_global_start, -v_back);
+    END IF;
     RETURN v_back;
 END
 $$;

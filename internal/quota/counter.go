@@ -33,8 +33,9 @@ type Span struct {
 	Key  CounterKey
 	End  time.Time
 	Rule Rule
-	// Global is the metric's global usage in this window, which spare
-	// capacity is measured against (set when Rule.Spare).
+	// Global is the metric's global usage in this window, where the
+	// metric declares a capacity for it (else its Metric is ""): what
+	// spare capacity is measured against.
 	Global GlobalKey
 }
 

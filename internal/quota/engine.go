@@ -269,13 +269,15 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		e.record(r, d, overage, s.short.At)
 		return d, nil
 	}
+	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
+	if e.leases != nil {
+		return e.checkOnceLeased(ctx, r, s, claim)
+	}
 	var (
 		d        Decision
 		overage  int64
 		replayed *Recorded
-		tookLong bool // units were leased for the answer being kept
 	)
-	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
 	err = e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
 		rec, err := tx.Claim(ctx, claim)
 		if err != nil {
@@ -285,19 +287,11 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 			replayed = rec
 			return errDecided
 		}
-		// With leases, the long windows are taken from them (the claim
-		// and the answer still commit together); without, in this
-		// transaction.
-		var long Counter = tx
-		if e.leases != nil {
-			long = e.leases
-		}
 		ok := true
 		if s.hasLong() {
-			if ok, err = long.Take(ctx, &s.long, s.longOut); err != nil {
+			if ok, err = tx.Take(ctx, &s.long, s.longOut); err != nil {
 				return err
 			}
-			tookLong = ok && e.leases != nil
 		}
 		d, overage = e.decide(r, s, ok, false)
 		if !ok {
@@ -310,12 +304,6 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		return tx.Keep(ctx, claim, answer)
 	})
 	s.long.Trips++
-	if err != nil && !errors.Is(err, errDecided) && tookLong {
-		// The answer was not kept: neither are the units leased for it.
-		if err := e.leases.Undo(ctx, &s.long, s.longOut); err != nil {
-			return Decision{}, err
-		}
-	}
 	switch {
 	case replayed != nil:
 		e.undoShort(ctx, s)
@@ -335,6 +323,70 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 	d.StoreTrips = s.short.Trips + s.long.Trips
 	e.record(r, d, overage, s.short.At)
 	return d, nil
+}
+
+// checkOnceLeased is checkOnce with leases, once the short windows took
+// the cost: the long windows take it from leases first, then an allowed
+// answer is kept with the claim of its id, in one statement (a
+// transaction waiting for a lease would also hold a connection the lease
+// may need). If the answer is not kept, the units go back.
+func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim Claim) (Decision, error) {
+	ok := true
+	if s.hasLong() {
+		var err error
+		ok, err = e.leases.Take(ctx, &s.long, s.longOut)
+		switch {
+		case errors.Is(err, tiers.ErrUnavailable):
+			if err := e.storeDown(err); err != nil {
+				e.undoShort(ctx, s)
+				return Decision{}, err
+			}
+			d, overage := e.decide(r, s, true, true)
+			e.record(r, d, overage, s.short.At)
+			return d, nil
+		case err != nil:
+			e.undoShort(ctx, s)
+			return Decision{}, err
+		}
+	}
+	d, overage := e.decide(r, s, ok, false)
+	if !ok { // denied: not kept
+		e.undoShort(ctx, s)
+		e.record(r, d, overage, s.short.At)
+		return d, nil
+	}
+	answer, err := encodeAnswer(d)
+	if err != nil {
+		return Decision{}, err
+	}
+	claim.Answer = answer
+	replayed, err := e.ledger.Claim(ctx, claim)
+	s.long.Trips++
+	if err == nil && replayed == nil {
+		d.StoreTrips = s.short.Trips + s.long.Trips
+		e.record(r, d, overage, s.short.At)
+		return d, nil
+	}
+	// The answer is not kept: neither are the units taken for it. A
+	// failure to give them back leaves them counted, never the other way.
+	if s.hasLong() {
+		_ = e.leases.Undo(ctx, &s.long, s.longOut)
+	}
+	switch {
+	case replayed != nil:
+		e.undoShort(ctx, s)
+		return replay(r, replayed)
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			e.undoShort(ctx, s)
+			return Decision{}, err
+		}
+		d, overage = e.decide(r, s, true, true)
+		e.record(r, d, overage, s.short.At)
+		return d, nil
+	}
+	e.undoShort(ctx, s)
+	return Decision{}, err
 }
 
 // peek answers a dry run: every window as a check would find it, nothing

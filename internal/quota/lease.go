@@ -19,7 +19,7 @@ import (
 //   - Never over-granted: units are admitted only from a block the store
 //     granted under the window's threshold, so the units admitted in a
 //     window never exceed it, with any number of processes.
-//   - A block held for one counter is at most max(1, 1% of the threshold)
+//   - A block held for one counter is at most max(1, 1% of the limit)
 //     once the check that asked for it took its cost.
 //   - Nothing stranded: when a check needs units the counter no longer has
 //     but other live processes hold unused, the store asks them to give
@@ -34,7 +34,10 @@ import (
 //   - While the store cannot be reached, checks go on being admitted from
 //     the blocks already held; only a check that needs more fails.
 //
-// Elastic windows beyond their limit are decided by the ledger directly.
+// Leases hold units up to a window's limit. Beyond it, a soft window's
+// overage (billed, so counted exactly, in the order checks reach the
+// store) and an elastic window's spare capacity are decided by the ledger
+// directly, after other processes' units were recalled.
 
 // Lease timing.
 const (
@@ -84,6 +87,9 @@ type LeaseRequest struct {
 	InFlight int64
 	Held      bool  // this process believes it holds a lease of Key
 	Recall    bool  // recall other processes' units if Need does not fit
+	// Global, where the metric declares a capacity for the window (else
+	// its Metric is ""), counts the granted units at once.
+	Global GlobalKey
 
 	Granted int64 // 0, or between Need and Need+Extra
 	Used    int64 // the counter after the grant: admitted and leased units
@@ -95,7 +101,8 @@ type LeaseRequest struct {
 type Settlement struct {
 	Key    CounterKey
 	Unused int64
-	Lost   bool // Report: the store no longer holds this lease
+	Global GlobalKey // as granted: settling gives the units back there too
+	Lost   bool      // Report: the store no longer holds this lease
 }
 
 // block is the most units a lease holds for a window of threshold t.
@@ -144,7 +151,8 @@ type lease struct {
 	mu        sync.Mutex
 	key       CounterKey
 	end       time.Time // the window's end: the lease is dropped then
-	threshold int64     // the threshold it was granted under
+	threshold int64     // the limit it was granted under
+	global    GlobalKey // where its units count as global usage, if anywhere
 	// base is the counter's admitted units as last read from the store,
 	// with this process's unused units counted: admitted units as this
 	// process knows them are base - unused.
@@ -222,7 +230,7 @@ func (p *LeasePool) lookup(sp *Span) *lease {
 	defer sh.mu.Unlock()
 	l := sh.m[sp.Key]
 	if l == nil {
-		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Threshold, touched: p.tick.Load()}
+		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Limit, global: sp.Global, touched: p.tick.Load()}
 		sh.m[sp.Key] = l
 		p.leases.Add(1)
 	}
@@ -247,11 +255,11 @@ func (p *LeasePool) drop(l *lease) {
 }
 
 // Take implements Counter: every span takes its cost from this process's
-// lease, refilled from the store when short. Spare capacity beyond a
-// limit is the ledger's to decide, directly.
+// lease, refilled from the store when short. Beyond a limit, the ledger
+// decides, directly.
 func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
 	var taken [maxLong]*lease // leases a span took its cost from
-	var direct []Span         // elastic spans beyond their limit
+	var direct []Span         // spans beyond their limit
 	var directAt [maxLong]int
 	allowed := true
 	var err error
@@ -263,7 +271,7 @@ func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, e
 		switch {
 		case out[i].Passed:
 			taken[i] = l
-		case c.Spans[i].Rule.Spare:
+		case c.Spans[i].Rule.Beyond():
 			directAt[len(direct)] = i
 			direct = append(direct, c.Spans[i])
 		default:
@@ -283,7 +291,9 @@ func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, e
 		return false, err
 	}
 	if len(direct) == 0 {
-		p.addGlobals(c.Globals, c.Cost) // else the ledger counted them
+		// Leased units count in global usage when granted; units of
+		// windows the customer has no limit in, here.
+		p.addGlobals(c, c.Cost)
 	}
 	return true, nil
 }
@@ -314,7 +324,7 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		case l.gone:
 			l.mu.Unlock()
 			continue
-		case l.busy != nil && (l.unused < c.Cost || l.threshold != sp.Rule.Threshold):
+		case l.busy != nil && (l.unused < c.Cost || l.changed(sp)):
 			// Another check is refilling it, or it is being reported or
 			// settled: wait for that, then look again.
 			busy := l.busy
@@ -325,9 +335,9 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 				return nil, Outcome{}, ctx.Err()
 			}
 			continue
-		case l.threshold != sp.Rule.Threshold:
-			// The window's limit changed: its units go back before any is
-			// taken under the new one.
+		case l.changed(sp):
+			// The window's limit (or the metric's capacity) changed: its
+			// units go back before any is taken under the new one.
 			if err := p.settleNow(ctx, l); err != nil {
 				return nil, Outcome{}, err
 			}
@@ -344,8 +354,8 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		// Refill: this check takes what the lease holds and asks the store
 		// for the rest, and for a block more to hold.
 		had := l.unused
-		r := LeaseRequest{Key: sp.Key, Threshold: sp.Rule.Threshold, Need: c.Cost - had,
-			Extra: block(sp.Rule.Threshold), InFlight: l.inflight + c.Cost, Held: l.held, Recall: true}
+		r := LeaseRequest{Key: sp.Key, Threshold: sp.Rule.Limit, Need: c.Cost - had,
+			Extra: block(sp.Rule.Limit), InFlight: l.inflight + c.Cost, Held: l.held, Recall: true, Global: l.global}
 		l.unused = 0
 		p.units.Add(-had)
 		l.busy = make(chan struct{})
@@ -389,7 +399,7 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		// The counter has no room for what this check needs. If other
 		// processes hold enough unused, they were asked for it: try again
 		// while they give it back.
-		if r.Others > 0 && r.Need <= sp.Rule.Threshold-r.Used+r.Others && attempt < recallAttempts {
+		if r.Others > 0 && r.Need <= sp.Rule.Limit-r.Used+r.Others && attempt < recallAttempts {
 			if attempt == 0 {
 				p.recalls.Add(1)
 			}
@@ -399,11 +409,14 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			attempt++
 			continue
 		}
-		// Denied by the lease; an elastic span may still pass on spare
-		// capacity, which the ledger decides.
+		// Denied by the lease; beyond its limit a span may still pass (soft
+		// overage, spare capacity), which the ledger decides.
 		return nil, Outcome{Used: used, Wait: sp.CalendarWait(used, c.Cost, c.At)}, nil
 	}
 }
+
+// changed reports whether l was granted under other terms than span sp's.
+func (l *lease) changed(sp *Span) bool { return l.threshold != sp.Rule.Limit || l.global != sp.Global }
 
 // putBack returns n units a check kept to l, because its answer was not
 // kept after all (see Undo), and has the store told at once if l now
@@ -439,14 +452,29 @@ func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
 	return err
 }
 
-// takeDirect has the ledger decide the elastic spans that are beyond their
-// limit, with the global windows of c, after writing the global usage this
+// takeDirect has the ledger decide the spans that are beyond their limit,
+// with the global windows of c, after writing the global usage this
 // process counted so that the ledger sees all of it.
 func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, spans []Span, at []int, out []Outcome) (bool, error) {
+	// The ledger counts the units this process holds unused as admitted:
+	// they go back first (other processes' were recalled).
+	for i := range spans {
+		sh := p.shard(spans[i].Key)
+		sh.mu.Lock()
+		l := sh.m[spans[i].Key]
+		sh.mu.Unlock()
+		if l != nil {
+			l.mu.Lock()
+			if err := p.settleNow(ctx, l); err != nil {
+				return false, err
+			}
+			c.Trips++
+		}
+	}
 	if err := p.FlushGlobals(ctx); err != nil {
 		return false, err
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: spans, Globals: c.Globals}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: spans, Globals: directGlobals(c, spans)}
 	var o [maxLong]Outcome
 	ok, err := p.ledger.Take(ctx, &d, o[:len(spans)])
 	c.Trips += d.Trips
@@ -459,13 +487,27 @@ func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, spans []Span, at 
 	return ok, nil
 }
 
+// directGlobals returns the global windows of c that a direct take of
+// spans counts in: those of spans, and those of windows c has no span in.
+// (Leased spans' units counted when granted.)
+func directGlobals(c *Charge, spans []Span) []GlobalKey {
+	var out []GlobalKey
+	for _, g := range c.Globals {
+		if c.SpanOf(g) < 0 || spanOf(spans, g) >= 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
 // Undo gives back the units of a take whose answer was not kept (the
 // transaction that was to keep it failed): to the leases they came from,
-// and, for spans the ledger decided directly, to the ledger.
+// and, for spans the ledger decided directly (beyond their limit), to the
+// ledger.
 func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
 	var direct []Span
 	for i := range c.Spans {
-		if out[i].Elastic {
+		if out[i].Used+c.Cost > c.Spans[i].Rule.Limit {
 			direct = append(direct, c.Spans[i])
 			continue
 		}
@@ -480,10 +522,10 @@ func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
 		}
 	}
 	if len(direct) == 0 {
-		p.addGlobals(c.Globals, -c.Cost)
+		p.addGlobals(c, -c.Cost)
 		return nil
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct, Globals: c.Globals}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct, Globals: directGlobals(c, direct)}
 	var o [maxLong]Outcome
 	return p.ledger.GiveBack(ctx, &d, o[:len(direct)])
 }
@@ -624,7 +666,7 @@ func (p *LeasePool) settleNow(ctx context.Context, l *lease) error {
 	p.units.Add(-units)
 	l.busy = make(chan struct{})
 	l.mu.Unlock()
-	err := p.ledger.Settle(ctx, []Settlement{{Key: l.key, Unused: units}})
+	err := p.ledger.Settle(ctx, []Settlement{{Key: l.key, Unused: units, Global: l.global}})
 	l.mu.Lock()
 	close(l.busy)
 	l.busy = nil
@@ -677,15 +719,17 @@ func (p *LeasePool) Forget(customer, metric string) {
 	}
 }
 
-// addGlobals counts n units (negative: gives back) in global windows, to
-// be written by FlushGlobals.
-func (p *LeasePool) addGlobals(globals []GlobalKey, n int64) {
-	if len(globals) == 0 {
+// addGlobals counts n units (negative: gives back) in the global windows
+// of c the customer has no limit in, to be written by FlushGlobals.
+func (p *LeasePool) addGlobals(c *Charge, n int64) {
+	if len(c.Globals) == 0 {
 		return
 	}
 	p.globalMu.Lock()
-	for _, g := range globals {
-		p.globals[g] += n
+	for _, g := range c.Globals {
+		if c.SpanOf(g) < 0 {
+			p.globals[g] += n
+		}
 	}
 	p.globalMu.Unlock()
 }
@@ -745,7 +789,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 					p.drop(l)
 				}
 			case tick-l.touched >= idle || l.unused > block(l.threshold):
-				settleSet = append(settleSet, Settlement{Key: l.key, Unused: l.unused})
+				settleSet = append(settleSet, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
 				settle = append(settle, l)
 				p.units.Add(-l.unused)
 				l.unused = 0
@@ -837,7 +881,7 @@ func (p *LeasePool) Close(ctx context.Context) error {
 	for _, l := range ls {
 		l.mu.Lock()
 		if !l.gone && l.busy == nil && l.held {
-			set = append(set, Settlement{Key: l.key, Unused: l.unused})
+			set = append(set, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
 			kept = append(kept, l)
 			p.units.Add(-l.unused)
 			l.unused = 0

@@ -24,6 +24,10 @@ type Ledger interface {
 	// AddGlobal adds units (negative ones give back, never below zero) to
 	// the metrics' global usage.
 	AddGlobal(ctx context.Context, deltas []GlobalDelta) error
+	// Claim records c's request id with its answer (c.Answer), in one
+	// step, or returns what was recorded under it within the last 24 hours
+	// and records nothing.
+	Claim(ctx context.Context, c Claim) (*Recorded, error)
 	// Recorded returns the answer kept under a check's request id within
 	// the last 24 hours, or nil.
 	Recorded(ctx context.Context, customer, requestID string, now time.Time) (*Recorded, error)
@@ -70,6 +74,8 @@ type Claim struct {
 	Metric   string
 	Cost     int64
 	At       time.Time
+	// Answer, when known before the claim, is kept with it.
+	Answer []byte
 }
 
 // Recorded is what a request id was first used for: the metric, the cost

@@ -48,6 +48,10 @@ func (r Rule) Admits(used, global, cost int64) (ok, elastic bool) {
 	return false, false
 }
 
+// Beyond reports whether the window may admit beyond its limit: a soft
+// limit's overage, or an elastic limit's spare capacity.
+func (r Rule) Beyond() bool { return r.Threshold > r.Limit || r.Spare }
+
 // Overage returns how many of cost units at the top of a count lie above
 // a soft limit: for a check, the count after it; for a refund, the count
 // before it (refunds give overage units back first). Hard and elastic

@@ -68,7 +68,7 @@ func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time
 		start, end := Bounds(w, now, acct.Customer.Anchor)
 		sp.Key = CounterKey{Customer: customer, Metric: m.Key, Window: w, Start: start}
 		sp.End = end
-		if sp.Rule.Spare {
+		if _, ok := m.Capacity[w]; ok {
 			gs, _ := Bounds(w, now, tiers.Anchor{})
 			sp.Global = GlobalKey{Metric: m.Key, Window: w, Start: gs}
 		}

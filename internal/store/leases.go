@@ -22,7 +22,7 @@ import (
 // Lease implements quota.Leaser.
 func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	const q = `SELECT o_granted, o_used, o_others, o_lost
-		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 	var channel, payload *string
 	if r.Recall {
 		ch, pl := db.channel, NotifyRecall+":"+db.instance+":"+CounterKeyString(r.Key)
@@ -30,7 +30,7 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	}
 	k := r.Key
 	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holder,
-		r.Threshold, r.Need, r.Extra, r.InFlight, r.Held, channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
+		r.Threshold, r.Need, r.Extra, r.InFlight, r.Held, globalStart(r.Global), channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
 	switch {
 	case isCode(err, "23503"): // the customer (or metric) is gone
 		return tiers.ErrCustomerNotFound
@@ -44,9 +44,10 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 // for the disk: a settlement lost in a crash of PostgreSQL only leaves
 // units counted that were not used, never the other way round.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
-	const q = `SELECT quotad_settle($1, $2, $3, $4, $5, $6)`
+	const q = `SELECT quotad_settle($1, $2, $3, $4, $5, $6, $7)`
 	return db.leaseBatches(ctx, s, func(b *pgx.Batch, x quota.Settlement) {
-		b.Queue(q, x.Key.Customer, x.Key.Metric, x.Key.Window.String(), x.Key.Start, db.holder, x.Unused)
+		b.Queue(q, x.Key.Customer, x.Key.Metric, x.Key.Window.String(), x.Key.Start, db.holder, x.Unused,
+			globalStart(x.Global))
 	}, func(res pgx.BatchResults, _ *quota.Settlement) error {
 		_, err := res.Exec()
 		return err
@@ -102,6 +103,15 @@ func (db *DB) leaseBatches(ctx context.Context, s []quota.Settlement,
 		}
 	}
 	return nil
+}
+
+// globalStart is the start of a lease's global window, or NULL where the
+// metric declares no capacity for it.
+func globalStart(g quota.GlobalKey) *time.Time {
+	if g.Metric == "" {
+		return nil
+	}
+	return &g.Start
 }
 
 // Recall implements quota.Leaser.

@@ -285,6 +285,9 @@ func (l *Ledger) Lease(_ context.Context, r *quota.LeaseRequest) error {
 		used += r.Granted
 		s.counters[r.Key] = used
 		s.leases[mine] = r.Granted - r.Need + r.InFlight
+		if r.Global.Metric != "" {
+			s.global[r.Global] += r.Granted
+		}
 	}
 	r.Used = used
 	r.Others, _ = s.leased(r.Key, l.holder)
@@ -323,7 +326,11 @@ func (l *Ledger) Settle(_ context.Context, set []quota.Settlement) error {
 			continue
 		}
 		delete(l.s.leases, k)
-		l.s.counters[x.Key] -= min(x.Unused, l.s.counters[x.Key])
+		back := min(x.Unused, l.s.counters[x.Key])
+		l.s.counters[x.Key] -= back
+		if x.Global.Metric != "" {
+			l.s.global[x.Global] -= min(back, l.s.global[x.Global])
+		}
 	}
 	return nil
 }
@@ -427,6 +434,17 @@ func (t *ledgerTx) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcom
 	return t.l.Peek(ctx, c, out)
 }
 
+// Claim implements quota.Ledger.
+func (l *Ledger) Claim(ctx context.Context, c quota.Claim) (*quota.Recorded, error) {
+	var rec *quota.Recorded
+	err := l.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+		var err error
+		rec, err = tx.Claim(ctx, c)
+		return err
+	})
+	return rec, err
+}
+
 func (t *ledgerTx) Claim(_ context.Context, c quota.Claim) (*quota.Recorded, error) {
 	if err := t.l.lock(); err != nil {
 		return nil, err
@@ -438,7 +456,7 @@ func (t *ledgerTx) Claim(_ context.Context, c quota.Claim) (*quota.Recorded, err
 		return &rec, nil
 	}
 	old, had := s.requests[k]
-	s.requests[k] = requestRecord{rec: quota.Recorded{Metric: c.Metric, Cost: c.Cost}, at: c.At}
+	s.requests[k] = requestRecord{rec: quota.Recorded{Metric: c.Metric, Cost: c.Cost, Answer: c.Answer}, at: c.At}
 	t.undo.add(func() {
 		if had {
 			s.requests[k] = old
