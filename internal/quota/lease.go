@@ -85,8 +85,8 @@ type LeaseRequest struct {
 	// back if they are denied in another window. The lease reports them
 	// as unused, so that what it reports never falls short.
 	InFlight int64
-	Held      bool  // this process believes it holds a lease of Key
-	Recall    bool  // recall other processes' units if Need does not fit
+	Held     bool // this process believes it holds a lease of Key
+	Recall   bool // recall other processes' units if Need does not fit
 	// Global, where the metric declares a capacity for the window (else
 	// its Metric is ""), counts the granted units at once.
 	Global GlobalKey
