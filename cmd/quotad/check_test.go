@@ -144,6 +144,34 @@ func TestTwoServersOnOneDatabase(t *testing.T) {
 	})
 }
 
+// MustCutter returns cut: cut(false) makes database db refuse connections
+// and ends those it has, as an outage would; cut(true) ends the outage,
+// which the test's cleanup also does. admin connects to the same server.
+func MustCutter(t testing.TB, db *dbtest.Schema, admin string) func(allow bool) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) }) // after the cleanup that lets connections back in
+	name := pgx.Identifier{db.Name}.Sanitize()
+	cut := func(allow bool) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, name, allow)); err != nil {
+			t.Fatal(err)
+		}
+		if !allow {
+			const q = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`
+			if _, err := conn.Exec(ctx, q, db.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(func() { cut(true) })
+	return cut
+}
+
 // eventually polls cond until it holds, for at most ten seconds.
 func eventually(t *testing.T, cond func() bool, what string) {
 	t.Helper()
@@ -337,27 +365,8 @@ func TestStoreFailure(t *testing.T) {
 		}
 	}
 
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) }) // after the cleanup that lets connections back in
-	name := pgx.Identifier{db.Name}.Sanitize()
-	cut := func(allow bool) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s ALLOW_CONNECTIONS %t`, name, allow)); err != nil {
-			t.Fatal(err)
-		}
-		if !allow {
-			const q = `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`
-			if _, err := conn.Exec(ctx, q, db.Name); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	cut := MustCutter(t, db, admin)
 	cut(false)
-	t.Cleanup(func() { cut(true) })
 
 	r, ans := open.check(`{"customer":"acme","metric":"api_calls","cost":2}`)
 	if r.Status != 200 || !ans.Degraded || len(ans.Limits) != 1 || ans.Limits[0].Window != "minute" {

@@ -10,6 +10,10 @@ import (
 // a charge is all or nothing. It never fails.
 var _ Counter = (*slidingCounters)(nil)
 
+// NewSliding returns an in-process Counter of short windows: the sliding
+// window counter each Engine keeps.
+func NewSliding() Counter { return newSlidingCounters() }
+
 // Take implements Counter.
 func (s *slidingCounters) Take(_ context.Context, c *Charge, out []Outcome) (bool, error) {
 	return s.decide(c, out, true), nil

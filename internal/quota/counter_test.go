@@ -1,0 +1,33 @@
+package quota_test
+
+import (
+	"testing"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/countertest"
+	"github.com/quotad/quotad/internal/quota/quotatest"
+)
+
+// The counter contract, run against the in-process implementations: the
+// sliding window, the in-memory ledger engine tests use, and the lease
+// pool over it.
+func TestCounterContract(t *testing.T) {
+	t.Parallel()
+	short, at := countertest.Short()
+	long, _ := countertest.Long()
+	for name, h := range map[string]countertest.Harness{
+		"sliding window": {Windows: short, At: at,
+			New: func(*testing.T, ...string) quota.Counter { return quota.NewSliding() }},
+		"in-memory ledger": {Windows: long, At: at,
+			New: func(*testing.T, ...string) quota.Counter { return quotatest.NewLedger() }},
+		"lease pool": {Windows: long, At: at,
+			New: func(*testing.T, ...string) quota.Counter {
+				return quota.NewLeasePool(quotatest.NewLedger(), quotatest.NewClock(at))
+			}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			countertest.Run(t, h)
+		})
+	}
+}
