@@ -29,25 +29,29 @@ func (s *slidingCounters) Peek(_ context.Context, c *Charge, out []Outcome) erro
 // and charge is set, counts it in each span and each global window.
 func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	nowMs := c.At.UnixMilli()
-	sh, gsh := s.lock(c)
-	defer s.unlock(sh, gsh)
+	var k, g lookup
+	s.lock(c, &k, &g)
+	defer s.unlock(&k, &g)
 	var buckets [maxShort]*bucket
+	var scratch [maxShort]bucket
 	allowed := true
 	for i := range c.Spans {
 		sp := &c.Spans[i]
-		length := sp.Key.Window.Length().Milliseconds()
-		b := s.get(sh, slidingKey{c.Customer, c.Metric, sp.Key.Window}, nowMs, charge)
+		w := sp.Key.Window
+		length := w.Length().Milliseconds()
+		b := s.get(&k, w, nowMs, charge, &scratch[i])
 		buckets[i] = b
 		u := b.weighted(nowMs, length)
-		var g int64
+		var gu int64
 		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
-			g = s.get(gsh, slidingKey{"", c.Metric, sp.Key.Window}, nowMs, false).weighted(nowMs, length)
+			var gs bucket
+			gu = s.get(&g, w, nowMs, false, &gs).weighted(nowMs, length)
 		}
-		ok, elastic := sp.Rule.Admits(u, g, c.Cost)
+		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
 		if !ok {
 			allowed = false
-			out[i].Wait = s.wait(gsh, c, sp, *b, nowMs)
+			out[i].Wait = s.wait(&g, c, sp, *b, nowMs)
 		}
 	}
 	if !allowed || !charge {
@@ -56,8 +60,8 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	for _, b := range buckets[:len(c.Spans)] {
 		b.cur = addCap(b.cur, c.Cost)
 	}
-	for _, g := range c.Globals {
-		b := s.get(gsh, slidingKey{"", c.Metric, g.Window}, nowMs, true)
+	for _, gk := range c.Globals {
+		b := s.get(&g, gk.Window, nowMs, true, nil)
 		b.cur = addCap(b.cur, c.Cost)
 	}
 	return true
@@ -66,14 +70,15 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 // wait returns the milliseconds until span sp, whose customer bucket is b,
 // admits c.Cost, or -1 for never. The global shard must be locked when
 // the span may borrow spare capacity.
-func (s *slidingCounters) wait(gsh *shard, c *Charge, sp *Span, b bucket, nowMs int64) int64 {
+func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, b bucket, nowMs int64) int64 {
 	length := sp.Key.Window.Length().Milliseconds()
 	toThreshold := shortWait(b, nowMs, length, c.Cost, sp.Rule.Threshold)
 	toCeiling, toCapacity := int64(-1), int64(-1)
 	if sp.Rule.Spare {
-		g := *s.get(gsh, slidingKey{"", c.Metric, sp.Key.Window}, nowMs, false)
+		var scratch bucket
+		gb := *s.get(g, sp.Key.Window, nowMs, false, &scratch)
 		toCeiling = shortWait(b, nowMs, length, c.Cost, sp.Rule.Ceiling)
-		toCapacity = shortWait(g, nowMs, length, c.Cost, sp.Rule.Capacity)
+		toCapacity = shortWait(gb, nowMs, length, c.Cost, sp.Rule.Capacity)
 	}
 	return sp.Rule.Retry(toThreshold, toCeiling, toCapacity)
 }
@@ -84,20 +89,22 @@ func (s *slidingCounters) wait(gsh *shard, c *Charge, sp *Span, b bucket, nowMs 
 // units leave the bucket they were counted in; a refund passes now.
 func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) error {
 	nowMs := c.At.UnixMilli()
-	sh, gsh := s.lock(c)
-	defer s.unlock(sh, gsh)
+	var k, g lookup
+	s.lock(c, &k, &g)
+	defer s.unlock(&k, &g)
 	var given [maxShort]struct{ cur, prev int64 }
+	var scratch bucket
 	for i := range c.Spans {
-		sp := &c.Spans[i]
-		length := sp.Key.Window.Length().Milliseconds()
-		b := s.get(sh, slidingKey{c.Customer, c.Metric, sp.Key.Window}, nowMs, false)
+		w := c.Spans[i].Key.Window
+		length := w.Length().Milliseconds()
+		b := s.get(&k, w, nowMs, false, &scratch)
 		out[i] = Outcome{Used: b.weighted(nowMs, length), Passed: true}
 		given[i].cur, given[i].prev = b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
 	}
-	for _, g := range c.Globals {
-		length := g.Window.Length().Milliseconds()
-		b := s.get(gsh, slidingKey{"", c.Metric, g.Window}, nowMs, false)
-		i := spanOf(c.Spans, g)
+	for _, gk := range c.Globals {
+		length := gk.Window.Length().Milliseconds()
+		b := s.get(&g, gk.Window, nowMs, false, &scratch)
+		i := spanOf(c.Spans, gk)
 		if i < 0 {
 			b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
 			continue
@@ -135,26 +142,25 @@ func (b *bucket) giveBack(start, length, n int64) (fromCur, fromPrev int64) {
 	return fromCur, fromPrev
 }
 
-// lock takes the shard locks c needs: the customer's, then the metric's
-// global one. Either may be nil.
-func (s *slidingCounters) lock(c *Charge) (sh, gsh *shard) {
+// lock sets k and g to c's customer and global lookups and takes the
+// shard locks c needs: the customer's, then the metric's global one.
+func (s *slidingCounters) lock(c *Charge, k, g *lookup) {
 	if len(c.Spans) > 0 {
-		sh = s.shardOf(c.Customer, c.Metric)
-		sh.mu.Lock()
+		*k = s.lookupOf(&s.shards, c.Customer, c.Metric)
+		k.sh.mu.Lock()
 	}
 	if len(c.Globals) > 0 || spare(c.Spans) {
-		gsh = s.globalShardOf(c.Metric)
-		gsh.mu.Lock()
+		*g = s.lookupOf(&s.global, "", c.Metric)
+		g.sh.mu.Lock()
 	}
-	return sh, gsh
 }
 
-func (s *slidingCounters) unlock(sh, gsh *shard) {
-	if gsh != nil {
-		gsh.mu.Unlock()
+func (s *slidingCounters) unlock(k, g *lookup) {
+	if g.sh != nil {
+		g.sh.mu.Unlock()
 	}
-	if sh != nil {
-		sh.mu.Unlock()
+	if k.sh != nil {
+		k.sh.mu.Unlock()
 	}
 }
 

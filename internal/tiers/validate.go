@@ -15,10 +15,16 @@ const (
 	maxLimitsPerPlan  = 500
 )
 
+// Longest metric or plan key, and customer id.
+const (
+	MaxKeyLen        = 63
+	MaxCustomerIDLen = 128
+)
+
 // ValidKey reports whether s is a valid metric or plan key:
 // ^[a-z0-9][a-z0-9_.-]{0,62}$.
 func ValidKey(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
+	if len(s) == 0 || len(s) > MaxKeyLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -36,7 +42,7 @@ func ValidKey(s string) bool {
 // ValidCustomerID reports whether s is a valid customer id:
 // ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$.
 func ValidCustomerID(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
+	if len(s) == 0 || len(s) > MaxCustomerIDLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
