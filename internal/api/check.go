@@ -142,19 +142,7 @@ func (s *Server) check(c echo.Context) error {
 	}
 	s.checkMetrics.checks.WithLabelValues(decision).Inc()
 
-	resp := checkResponse{
-		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
-		Limits: make([]windowState, len(d.Limits)),
-	}
-	if !d.Never {
-		ra := d.RetryAfter
-		resp.RetryAfter = &ra
-	}
-	for i, w := range d.Limits {
-		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
-			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
-	}
+	resp := newCheckResponse(d)
 	h := c.Response().Header()
 	if w, ok := mostConstraining(d.Limits); ok {
 		id := strconv.Quote(d.Metric + "/" + w.Window.String())
@@ -178,6 +166,24 @@ func (s *Server) check(c echo.Context) error {
 		}
 	}
 	return respond(c, status, resp)
+}
+
+// newCheckResponse is the body of a check's answer.
+func newCheckResponse(d quota.Decision) checkResponse {
+	resp := checkResponse{
+		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
+		Limits: make([]windowState, len(d.Limits)),
+	}
+	if !d.Never {
+		ra := d.RetryAfter
+		resp.RetryAfter = &ra
+	}
+	for i, w := range d.Limits {
+		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
+			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
+	}
+	return resp
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
