@@ -182,7 +182,7 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "interval unknown", method: "PUT", path: plan, body: `{"price":{"interval":"fortnight"}}`, want: 400, code: v400, field: "price.interval"},
 		{name: "limits an object", method: "PUT", path: plan, body: `{"limits":{"metric":"api_calls"}}`, want: 400, code: v400, field: "limits"},
 		{name: "limit entry a number", method: "PUT", path: plan, body: `{"limits":[5]}`, want: 400, code: v400, field: "limits[0]"},
-		{name: "limit entry null", method: "PUT", path: plan, body: `{"limits":[null]}`, want: 400, code: v400, field: "limits[0].metric"},
+		{name: "limit entry null", method: "PUT", path: plan, body: `{"limits":[null]}`, want: 400, code: v400, field: "limits[0]"},
 		{name: "limit metric missing", method: "PUT", path: plan, body: `{"limits":[{"window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},
 		{name: "limit metric upper case", method: "PUT", path: plan, body: `{"limits":[{"metric":"API","window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},
 		{name: "limit metric with NUL", method: "PUT", path: plan, body: `{"limits":[{"metric":"api\u0000","window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},

@@ -192,7 +192,7 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 		t.Fatalf("%s: decoded a body that is not one valid JSON value: %s", name, fuzzQuote(body))
 	}
 
-	out, err := json.Marshal(v)
+	out, err := json.Marshal(clientJSON(reflect.ValueOf(v)))
 	if err != nil {
 		t.Fatalf("%s: re-encoding the decoded %#v: %v", name, v, err)
 	}
@@ -220,6 +220,58 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 		return nil, verr
 	}
 	return passed, nil
+}
+
+// clientJSON is a decoded request as a client would send it back, for
+// json.Marshal: what json.Marshal makes of v itself, except that an unset
+// field that may not be null (cost, a limit's limit, a customer's plan) is
+// left out rather than sent as null.
+func clientJSON(v reflect.Value) any {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if v.Elem().Kind() == reflect.Struct {
+			return clientJSON(v.Elem())
+		}
+	case reflect.Struct:
+		if v.Type().Implements(reflect.TypeFor[json.Marshaler]()) {
+			break
+		}
+		out := map[string]any{}
+		for i := range v.NumField() {
+			f, fv := v.Type().Field(i), v.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch fv.Kind() {
+			case reflect.Pointer, reflect.Slice, reflect.Map:
+				if fv.IsNil() && !isNullable(f) {
+					continue
+				}
+			}
+			out[name] = clientJSON(fv)
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() || v.Type() == rawMessageType {
+			break
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = clientJSON(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			break
+		}
+		out := map[string]any{}
+		for it := v.MapRange(); it.Next(); {
+			out[it.Key().String()] = clientJSON(it.Value())
+		}
+		return out
+	}
+	return v.Interface()
 }
 
 // fuzzQuote quotes a body for a failure message, eliding the middle of a
