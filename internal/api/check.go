@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -131,7 +133,7 @@ func (s *Server) check(c echo.Context) error {
 	s.checkMetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.checkMetrics.checks.WithLabelValues("error").Inc()
-		return err
+		return wordRequired(err, req.Customer, req.Metric)
 	}
 	decision := "allowed"
 	switch {
@@ -186,6 +188,27 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	return resp
 }
 
+// wordRequired rewords the checker's complaint about an empty customer or
+// metric: a check or refund without one says "is required", as the admin
+// bodies do, rather than the pattern a value must match (which stays the
+// message for a value that is present but malformed).
+func wordRequired(err error, customer, metric string) error {
+	if customer != "" && metric != "" {
+		return err
+	}
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	fields := slices.Clone(ve.Fields)
+	for i, f := range fields {
+		if f.Field == "customer" && customer == "" || f.Field == "metric" && metric == "" {
+			fields[i].Message = "is required"
+		}
+	}
+	return &tiers.ValidationError{Fields: fields}
+}
+
 // mostConstraining picks the window the RateLimit headers describe: a
 // window that denied, else the one with the fewest units left (the longer
 // window on a tie, as it takes longer to recover).
@@ -221,7 +244,7 @@ func (s *Server) refund(c echo.Context) error {
 		Customer: req.Customer, Metric: req.Metric, Cost: cost, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return err
+		return wordRequired(err, req.Customer, req.Metric)
 	}
 	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
 }

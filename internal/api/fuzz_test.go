@@ -111,7 +111,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
 				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					DryRun: r.DryRun, RequestID: r.RequestID}
-				return q, q.Validate()
+				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
 			}, sameValue)
 		},
 		answer: func(passed any) any {
@@ -126,7 +126,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
 				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					RequestID: r.RequestID}
-				return q, q.Validate()
+				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
 			}, sameValue)
 		},
 		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
