@@ -24,29 +24,6 @@ import (
 // MaxBodyBytes is the largest request body quotad reads.
 const MaxBodyBytes = 64 << 10
 
-// decodeBody reads a JSON object into dst. It answers, in this order:
-// 415 unless the body is declared as JSON, 413 when it exceeds
-// MaxBodyBytes, and 400 when it is not one JSON object that fits dst
-// (unknown fields and trailing data included).
-func decodeBody(c echo.Context, dst any) error {
-	req := c.Request()
-	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return echo.ErrUnsupportedMediaType
-	}
-	if req.ContentLength > MaxBodyBytes {
-		return echo.ErrStatusRequestEntityTooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return echo.ErrStatusRequestEntityTooLarge
-		}
-		return invalid("", "the request body could not be read")
-	}
-	return decodeJSON(body, dst)
-}
-
 // decodeJSON decodes body, one JSON object, strictly into dst: beyond what
 // encoding/json checks (syntax, types, unknown fields), keys must name
 // fields exactly and appear once per object, and null is refused except
