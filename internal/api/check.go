@@ -118,17 +118,13 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 }
 
 func (s *Server) check(c echo.Context) error {
-	var req checkRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := decodeCall(c, false)
+	if err != nil {
 		return err
-	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
 	}
 	start := time.Now()
 	d, err := s.checker.Check(c.Request().Context(), quota.Request{
-		Customer: req.Customer, Metric: req.Metric, Cost: cost, DryRun: req.DryRun, RequestID: req.RequestID,
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
 	s.checkMetrics.latency.Observe(time.Since(start).Seconds())
 	if err != nil {
@@ -232,16 +228,12 @@ func mostConstraining(ws []quota.WindowResult) (quota.WindowResult, bool) {
 }
 
 func (s *Server) refund(c echo.Context) error {
-	var req refundRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := decodeCall(c, true)
+	if err != nil {
 		return err
 	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
-	}
 	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
-		Customer: req.Customer, Metric: req.Metric, Cost: cost, RequestID: req.RequestID,
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return wordRequired(err, req.Customer, req.Metric)
