@@ -140,7 +140,6 @@ func (s *Server) check(c echo.Context) error {
 	}
 	s.checkMetrics.checks.WithLabelValues(decision).Inc()
 
-	resp := newCheckResponse(d)
 	h := c.Response().Header()
 	if w, ok := mostConstraining(d.Limits); ok {
 		id := strconv.Quote(d.Metric + "/" + w.Window.String())
@@ -163,7 +162,7 @@ func (s *Server) check(c echo.Context) error {
 			h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
 		}
 	}
-	return respond(c, status, resp)
+	return writeCheckAnswer(c, status, &d)
 }
 
 // newCheckResponse is the body of a check's answer.
