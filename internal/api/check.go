@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -126,7 +125,8 @@ func (s *Server) check(c echo.Context) error {
 	d, err := s.checker.Check(c.Request().Context(), quota.Request{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
-	s.checkMetrics.latency.Observe(time.Since(start).Seconds())
+	now := time.Now()
+	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
 		s.checkMetrics.checks.WithLabelValues("error").Inc()
 		return wordRequired(err, req.Customer, req.Metric)
@@ -140,27 +140,10 @@ func (s *Server) check(c echo.Context) error {
 	}
 	s.checkMetrics.checks.WithLabelValues(decision).Inc()
 
-	h := c.Response().Header()
-	if w, ok := mostConstraining(d.Limits); ok {
-		id := strconv.Quote(d.Metric + "/" + w.Window.String())
-		h.Set(headerRateLimitPolicy, id+";q="+strconv.FormatInt(w.Limit, 10)+
-			";w="+strconv.FormatInt(int64(w.Length/time.Second), 10))
-		reset := int64(0)
-		if until := time.Until(w.ResetAt); until > 0 {
-			reset = int64((until + time.Second - 1) / time.Second)
-		}
-		remaining := w.Remaining
-		if !d.Allowed && w.State == quota.StateExceeded {
-			remaining = 0
-		}
-		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
-	}
+	setCheckHeaders(c.Response().Header(), &d, now)
 	status := http.StatusOK
 	if !d.Allowed {
 		status = http.StatusTooManyRequests
-		if !d.Never {
-			h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
-		}
 	}
 	return writeCheckAnswer(c, status, &d)
 }

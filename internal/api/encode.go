@@ -120,7 +120,8 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // writeCheckAnswer writes the answer to a check: the JSON of
-// newCheckResponse(*d), as respond would write it.
+// newCheckResponse(*d), as respond would write it. setCheckHeaders has set
+// the headers.
 func writeCheckAnswer(c echo.Context, status int, d *quota.Decision) error {
 	bp := answerPool.Get().(*[]byte)
 	b, ok := appendCheckAnswer((*bp)[:0], d)
@@ -129,7 +130,6 @@ func writeCheckAnswer(c echo.Context, status int, d *quota.Decision) error {
 		return respond(c, status, newCheckResponse(*d))
 	}
 	res := c.Response()
-	res.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	res.WriteHeader(status)
 	_, err := res.Write(b)
 	if cap(b) <= maxPooledAnswer {
