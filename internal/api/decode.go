@@ -148,6 +148,12 @@ func isJSON(ct string) bool {
 	if ct == "" {
 		return false
 	}
+	// What clients send, without parameters, needs no parsing (which
+	// allocates a map for them): ParseMediaType folds the type to lower case
+	// and would take it too.
+	if strings.EqualFold(ct, echo.MIMEApplicationJSON) {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"mime"
 	"reflect"
 	"strings"
 	"testing"
@@ -185,5 +186,33 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 				t.Errorf("decode error = %d %+v, want 400 %+v", ae.status, ae.fields, want)
 			}
 		})
+	}
+}
+
+func TestIsJSON(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                  true,
+		"Application/JSON":                  true,
+		"application/json; charset=utf-8":   true,
+		"application/json;charset=UTF-8":    true,
+		"application/json ":                 true,
+		" application/json":                 true,
+		"":                                  false,
+		"application/json; =":               false,
+		"application/jsonx":                 false,
+		"application/problem+json":          false,
+		"text/plain":                        false,
+		"application/json, text/plain":      false,
+		"application/x-www-form-urlencoded": false,
+	} {
+		if got := isJSON(ct); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
+		}
+		if ct != "" && !strings.EqualFold(ct, "application/json") {
+			mt, _, err := mime.ParseMediaType(ct)
+			if parsed := err == nil && mt == "application/json"; parsed != want {
+				t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, want, parsed)
+			}
+		}
 	}
 }
