@@ -173,20 +173,19 @@ func param(c echo.Context, name string) string {
 	return v
 }
 
-// wholeSegments answers 404 for a path with more segments than its route.
-// echo lets a route's last parameter take the rest of the path, so that
-// /v1/metrics/a/b would reach /v1/metrics/:metric with "a/b"; a parameter
-// never holds a slash of the path itself (an encoded one, %2F, stays encoded
-// in the raw value and is judged by the handler).
-func wholeSegments(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		for _, v := range c.ParamValues() {
-			if strings.Contains(v, "/") {
-				return echo.ErrNotFound
-			}
+// wholeSegments reports whether no path parameter holds a slash: a path
+// with more segments than its route is a 404. echo lets a route's last
+// parameter take the rest of the path, so that /v1/metrics/a/b would reach
+// /v1/metrics/:metric with "a/b"; a parameter never holds a slash of the
+// path itself (an encoded one, %2F, stays encoded in the raw value and is
+// judged by the handler).
+func wholeSegments(c echo.Context) bool {
+	for _, v := range c.ParamValues() {
+		if strings.Contains(v, "/") {
+			return false
 		}
-		return next(c)
 	}
+	return true
 }
 
 // Page sizes.
