@@ -89,6 +89,8 @@ type historyDay struct {
 type checkMetrics struct {
 	checks  *prometheus.CounterVec
 	latency prometheus.Histogram
+
+	decisions seriesCache[string, prometheus.Counter]
 }
 
 func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *checkMetrics {
@@ -103,6 +105,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}),
 	}
+	m.decisions.create = func(d string) prometheus.Counter { return m.checks.WithLabelValues(d) }
 	reg.MustRegister(m.checks, m.latency,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quotad_store_errors_total",
@@ -128,7 +131,7 @@ func (s *Server) check(c echo.Context) error {
 	now := time.Now()
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
-		s.checkMetrics.checks.WithLabelValues("error").Inc()
+		s.checkMetrics.decisions.get("error").Inc()
 		return wordRequired(err, req.Customer, req.Metric)
 	}
 	decision := "allowed"
@@ -138,7 +141,7 @@ func (s *Server) check(c echo.Context) error {
 	case d.Degraded:
 		decision = "degraded"
 	}
-	s.checkMetrics.checks.WithLabelValues(decision).Inc()
+	s.checkMetrics.decisions.get(decision).Inc()
 
 	setCheckHeaders(c.Response().Header(), &d, now)
 	status := http.StatusOK

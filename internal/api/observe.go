@@ -16,6 +16,15 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	requestSeries  seriesCache[requestLabels, prometheus.Counter]
+	durationSeries seriesCache[string, prometheus.Observer]
+}
+
+// requestLabels are the labels of quotad_http_requests_total.
+type requestLabels struct {
+	route, method string
+	status        int
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -30,8 +39,30 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"route"}),
 	}
+	m.requestSeries.create = func(l requestLabels) prometheus.Counter {
+		return m.requests.WithLabelValues(l.route, l.method, strconv.Itoa(l.status))
+	}
+	m.durationSeries.create = func(route string) prometheus.Observer { return m.duration.WithLabelValues(route) }
 	reg.MustRegister(m.requests, m.duration)
 	return m
+}
+
+// seriesCache keeps the children of a metric vector by their labels: after
+// a combination's first use, finding its child hashes no label values and
+// takes no lock in prometheus. Children are still created on first use,
+// as WithLabelValues creates them, so /metrics lists the same series.
+// (quotad never deletes a child, which would leave a stale one here.)
+type seriesCache[K comparable, M any] struct {
+	children sync.Map // K → M
+	create   func(K) M
+}
+
+func (c *seriesCache[K, M]) get(labels K) M {
+	if m, ok := c.children.Load(labels); ok {
+		return m.(M)
+	}
+	m, _ := c.children.LoadOrStore(labels, c.create(labels))
+	return m.(M)
 }
 
 // middleware is quotad's one middleware, run for every request, routed or
@@ -91,8 +122,8 @@ func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
 		route = "unmatched"
 	}
 	elapsed := time.Since(start)
-	s.metrics.requests.WithLabelValues(route, req.Method, strconv.Itoa(status)).Inc()
-	s.metrics.duration.WithLabelValues(route).Observe(elapsed.Seconds())
+	s.metrics.requestSeries.get(requestLabels{route, req.Method, status}).Inc()
+	s.metrics.durationSeries.get(route).Observe(elapsed.Seconds())
 
 	level := slog.LevelDebug
 	if req.Method != http.MethodGet && route != "/v1/check" && route != "/v1/refund" && status < 400 {
