@@ -34,12 +34,14 @@ cover: ## run the tests and report coverage
 # (golang/go#75804).
 FUZZ_EXECS ?= 200000
 
-fuzz: ## fuzz request decoding and window arithmetic (FUZZ_EXECS inputs each)
+fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXECS inputs each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecodeCall$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 
 bench: ## run the micro-benchmarks
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/quota/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/quota/... ./internal/api/
 
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
