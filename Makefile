@@ -38,8 +38,10 @@ cover: ## run the tests and report coverage
 # (golang/go#75804).
 FUZZ_EXECS ?= 200000
 
-fuzz: ## fuzz request decoding and window arithmetic (FUZZ_EXECS inputs each)
+fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXECS inputs each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzFastDecodeCall$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 
 # Load runs need the local PostgreSQL (as for make run) and take about

@@ -53,6 +53,8 @@ type badRequest struct {
 	// field must be named in errors (400 only); "" for problems with the
 	// body as a whole, which need only some entry.
 	field string
+	// message, when set, is the message the entry naming field must carry.
+	message string
 }
 
 func TestBadAdminInput(t *testing.T) {
@@ -72,6 +74,11 @@ func TestBadAdminInput(t *testing.T) {
 		override = "/v1/customers/acme/overrides/api_calls/day"
 		max53    = "9007199254740992" // 2^53, one above the largest limit
 		v400     = "validation_failed"
+		check    = "/v1/check"
+		refund   = "/v1/refund"
+		null     = "must not be null"
+		twice    = "appears more than once"
+		required = "is required"
 	)
 	past := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	lim := func(fields string) string { return `{"limits":[{"metric":"api_calls","window":"day",` + fields + `}]}` }
@@ -182,7 +189,7 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "interval unknown", method: "PUT", path: plan, body: `{"price":{"interval":"fortnight"}}`, want: 400, code: v400, field: "price.interval"},
 		{name: "limits an object", method: "PUT", path: plan, body: `{"limits":{"metric":"api_calls"}}`, want: 400, code: v400, field: "limits"},
 		{name: "limit entry a number", method: "PUT", path: plan, body: `{"limits":[5]}`, want: 400, code: v400, field: "limits[0]"},
-		{name: "limit entry null", method: "PUT", path: plan, body: `{"limits":[null]}`, want: 400, code: v400, field: "limits[0].metric"},
+		{name: "limit entry null", method: "PUT", path: plan, body: `{"limits":[null]}`, want: 400, code: v400, field: "limits[0]", message: null},
 		{name: "limit metric missing", method: "PUT", path: plan, body: `{"limits":[{"window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},
 		{name: "limit metric upper case", method: "PUT", path: plan, body: `{"limits":[{"metric":"API","window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},
 		{name: "limit metric with NUL", method: "PUT", path: plan, body: `{"limits":[{"metric":"api\u0000","window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric"},
@@ -274,6 +281,61 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "reason not a string", method: "PUT", path: override, body: ovr(`"limit":1,"reason":false`), want: 400, code: v400, field: "reason"},
 		{name: "reason too long", method: "PUT", path: override, body: ovr(`"limit":1,"reason":"` + strings.Repeat("r", 501) + `"`), want: 400, code: v400, field: "reason"},
 
+		// Nulls: refused except where a field is nullable.
+		{name: "check cost null", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":null}`, want: 400, code: v400, field: "cost", message: null},
+		{name: "check dry_run null", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","dry_run":null}`, want: 400, code: v400, field: "dry_run", message: null},
+		{name: "check request_id null", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","request_id":null}`, want: 400, code: v400, field: "request_id", message: null},
+		{name: "check customer null", method: "POST", path: check, body: `{"customer":null,"metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: null},
+		{name: "check metric null", method: "POST", path: check, body: `{"customer":"acme","metric":null}`, want: 400, code: v400, field: "metric", message: null},
+		{name: "refund cost null", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","cost":null}`, want: 400, code: v400, field: "cost", message: null},
+		{name: "refund request_id null", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","request_id":null}`, want: 400, code: v400, field: "request_id", message: null},
+		{name: "refund customer null", method: "POST", path: refund, body: `{"customer":null,"metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: null},
+		{name: "metric capacity entry null", method: "PUT", path: metric, body: `{"description":null,"capacity":{"day":null}}`, want: 400, code: v400, field: "capacity.day", message: null},
+		{name: "plan second limit entry null", method: "PUT", path: plan, body: `{"name":null,"limits":[{"metric":"api_calls","window":"day","limit":1},null]}`, want: 400, code: v400, field: "limits[1]", message: null},
+		{name: "limit metric null", method: "PUT", path: plan, body: `{"limits":[{"metric":null,"window":"day","limit":1}]}`, want: 400, code: v400, field: "limits[0].metric", message: null},
+		{name: "limit window null", method: "PUT", path: plan, body: `{"limits":[{"metric":"api_calls","window":null,"limit":1,"mode":null}]}`, want: 400, code: v400, field: "limits[0].window", message: null},
+		{name: "customer plan null beside nullable fields", method: "PUT", path: customer, body: `{"plan":null,"name":null,"billing_anchor_day":null,"metadata":null}`, want: 400, code: v400, field: "plan", message: null},
+		{name: "override limit null beside nullable fields", method: "PUT", path: override, body: `{"limit":null,"mode":null,"ceiling":null,"expires_at":null,"reason":null}`, want: 400, code: v400, field: "limit", message: null},
+
+		// Repeated keys: refused at any depth.
+		{name: "check cost twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`, want: 400, code: v400, field: "cost", message: twice},
+		{name: "check customer twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","customer":"other"}`, want: 400, code: v400, field: "customer", message: twice},
+		{name: "check key twice, once escaped", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`, want: 400, code: v400, field: "cost", message: twice},
+		{name: "check dry_run twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","dry_run":true,"dry_run":false}`, want: 400, code: v400, field: "dry_run", message: twice},
+		{name: "refund cost twice", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","cost":2,"cost":1}`, want: 400, code: v400, field: "cost", message: twice},
+		{name: "refund request_id twice", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","request_id":"a","request_id":"b"}`, want: 400, code: v400, field: "request_id", message: twice},
+		{name: "metric description twice", method: "PUT", path: metric, body: `{"description":"a","description":"b"}`, want: 400, code: v400, field: "description", message: twice},
+		{name: "metric capacity window twice", method: "PUT", path: metric, body: `{"capacity":{"day":1,"day":2}}`, want: 400, code: v400, field: "capacity.day", message: twice},
+		{name: "plan name twice", method: "PUT", path: plan, body: `{"name":"A","name":"B"}`, want: 400, code: v400, field: "name", message: twice},
+		{name: "second limit mode twice", method: "PUT", path: plan, body: `{"limits":[{"metric":"api_calls","window":"day","limit":1},{"metric":"tokens","window":"day","limit":1,"mode":"soft","mode":"hard"}]}`, want: 400, code: v400, field: "limits[1].mode", message: twice},
+		{name: "price currency twice", method: "PUT", path: plan, body: `{"price":{"currency":"USD","currency":"EUR"}}`, want: 400, code: v400, field: "price.currency", message: twice},
+		{name: "customer plan twice", method: "PUT", path: customer, body: `{"plan":"pro","plan":"pro"}`, want: 400, code: v400, field: "plan", message: twice},
+		{name: "metadata key twice", method: "PUT", path: customer, body: `{"plan":"pro","metadata":{"a":1,"a":2}}`, want: 400, code: v400, field: "metadata.a", message: twice},
+		{name: "nested metadata key twice", method: "PUT", path: customer, body: `{"plan":"pro","metadata":{"a":{"b":1,"b":null}}}`, want: 400, code: v400, field: "metadata.a.b", message: twice},
+		{name: "metadata key twice in an array", method: "PUT", path: customer, body: `{"plan":"pro","metadata":{"l":[{},{"k":1,"k":1}]}}`, want: 400, code: v400, field: "metadata.l[1].k", message: twice},
+		{name: "override limit twice", method: "PUT", path: override, body: `{"limit":1,"limit":100000}`, want: 400, code: v400, field: "limit", message: twice},
+		{name: "override expires_at twice", method: "PUT", path: override, body: `{"limit":1,"expires_at":"2999-01-01T00:00:00Z","expires_at":"2999-02-01T00:00:00Z"}`, want: 400, code: v400, field: "expires_at", message: twice},
+
+		// Checks and refunds: required fields and exact values.
+		{name: "check without customer", method: "POST", path: check, body: `{"metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: required},
+		{name: "check without metric", method: "POST", path: check, body: `{"customer":"acme"}`, want: 400, code: v400, field: "metric", message: required},
+		{name: "check with empty customer", method: "POST", path: check, body: `{"customer":"","metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: required},
+		{name: "check empty object", method: "POST", path: check, body: `{}`, want: 400, code: v400, field: "metric", message: required},
+		{name: "check bad customer keeps its pattern", method: "POST", path: check, body: `{"customer":"-acme","metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"},
+		{name: "refund without customer", method: "POST", path: refund, body: `{"metric":"api_calls","cost":1}`, want: 400, code: v400, field: "customer", message: required},
+		{name: "refund without metric", method: "POST", path: refund, body: `{"customer":"acme","cost":1}`, want: 400, code: v400, field: "metric", message: required},
+		{name: "check cost in exponent form", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1e3}`, want: 400, code: v400, field: "cost"},
+		{name: "check cost a fraction", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1.5}`, want: 400, code: v400, field: "cost"},
+		{name: "check cost 2^63", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":9223372036854775808}`, want: 400, code: v400, field: "cost"},
+		{name: "check cost a string", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":"1"}`, want: 400, code: v400, field: "cost"},
+		{name: "check dry_run a string", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","dry_run":"true"}`, want: 400, code: v400, field: "dry_run"},
+		{name: "check customer a number", method: "POST", path: check, body: `{"customer":42,"metric":"api_calls"}`, want: 400, code: v400, field: "customer"},
+		{name: "check key in upper case", method: "POST", path: check, body: `{"customer":"acme","METRIC":"api_calls"}`, want: 400, code: v400, field: "METRIC"},
+		{name: "check key with long s", method: "POST", path: check, body: "{\"customer\":\"acme\",\"metric\":\"api_calls\",\"co\u017ft\":2}", want: 400, code: v400, field: "co\u017ft"},
+		{name: "check trailing data", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls"} {}`, want: 400, code: v400},
+		{name: "check invalid UTF-8", method: "POST", path: check, body: "{\"customer\":\"acme\xff\",\"metric\":\"api_calls\"}", want: 400, code: v400},
+		{name: "refund cost a fraction", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","cost":2.0}`, want: 400, code: v400, field: "cost"},
+
 		// Query parameters.
 		{name: "page limit 0", method: "GET", path: "/v1/metrics?limit=0", want: 400, code: v400, field: "limit"},
 		{name: "page limit 1001", method: "GET", path: "/v1/plans?limit=1001", want: 400, code: v400, field: "limit"},
@@ -332,6 +394,12 @@ func TestBadAdminInput(t *testing.T) {
 			}
 			if tc.field != "" && !slices.Contains(fields, tc.field) {
 				t.Errorf("errors name %q, want %q among them\n%s", fields, tc.field, r.Body)
+			}
+			if tc.message != "" && !slices.ContainsFunc(errs, func(e any) bool {
+				m, _ := e.(map[string]any)
+				return m["field"] == tc.field && m["message"] == tc.message
+			}) {
+				t.Errorf("no entry says %s %q\n%s", tc.field, tc.message, r.Body)
 			}
 		})
 	}

@@ -205,6 +205,10 @@ var filterOptions = &openapi3filter.Options{
 	AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
 	IncludeResponseStatus: true,
 	MultiError:            true,
+	// kin-openapi would put a property's default in place of a null before
+	// validating ("cost": null would pass as 1); the server refuses null
+	// where a field is not nullable, and so must the document.
+	SkipSettingDefaults: true,
 }
 
 // apiCall is one request to send, as testServer.do takes it.
@@ -585,6 +589,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "plan bad currency", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"price":{"currency":"usd"}}`, nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "plan bad interval", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"price":{"interval":"quarter"}}`, nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "plan blank name", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"name":"   "}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "plan null limit entry", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[null]}`, nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "plan unknown limit field", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"burst":5}]}`, nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "plan stale if match", apiCall: apiCall{"PUT", "/v1/plans/pro", `{}`, ifMatch(`"1"`)}, want: 412, code: "precondition_failed"},
 		{name: "plan text body", apiCall: apiCall{"PUT", "/v1/plans/bad", `{}`, []string{"Content-Type", "text/plain"}}, want: 415, code: "unsupported_media_type", bad: true},
@@ -687,6 +692,10 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "check without customer", apiCall: apiCall{"POST", "/v1/check", `{"metric":"api_calls"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "check bad metric key", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"API"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "check request id too long", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","request_id":"` + strings.Repeat("i", 201) + `"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check null cost", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":null}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check null dry_run", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","dry_run":null}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check repeated key", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1,"cost":2}`, asCheck}, want: 400, code: "validation_failed",
+			lenient: "a repeated key is outside JSON Schema: kin-openapi sees only the last"},
 		{name: "check unknown field", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","weight":1}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "check text body", apiCall: apiCall{"POST", "/v1/check", `{}`, append([]string{"Content-Type", "text/plain"}, asCheck...)}, want: 415, code: "unsupported_media_type", bad: true},
 		{name: "check body too large", apiCall: apiCall{"POST", "/v1/check", big, asCheck}, want: 413, code: "payload_too_large", bad: true},
@@ -697,6 +706,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "refund missing customer", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"ghost","metric":"api_calls"}`, asCheck}, want: 404, code: "customer_not_found"},
 		{name: "refund undeclared metric", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"ghost"}`, asCheck}, want: 404, code: "metric_not_found"},
 		{name: "refund cost 0", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","cost":0}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "refund null request id", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","request_id":null}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "refund unknown field", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"bob","metric":"api_calls","dry_run":true}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "refund text body", apiCall: apiCall{"POST", "/v1/refund", `{}`, append([]string{"Content-Type", "text/plain"}, asCheck...)}, want: 415, code: "unsupported_media_type", bad: true},
 		{name: "refund body too large", apiCall: apiCall{"POST", "/v1/refund", big, asCheck}, want: 413, code: "payload_too_large", bad: true},

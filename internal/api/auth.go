@@ -72,7 +72,7 @@ func newAuthenticator(tokens []Token) *authenticator {
 func (a *authenticator) enabled() bool { return len(a.tokens) > 0 }
 
 // identify returns the token whose secret is presented, if any.
-func (a *authenticator) identify(secret string) (Token, bool) {
+func (a *authenticator) identify(secret string) (*Token, bool) {
 	d := sha256.Sum256([]byte(secret))
 	match := -1
 	for i := range a.digests {
@@ -81,15 +81,13 @@ func (a *authenticator) identify(secret string) (Token, bool) {
 		}
 	}
 	if match < 0 {
-		return Token{}, false
+		return nil, false
 	}
-	return a.tokens[match], true
+	return &a.tokens[match], true
 }
 
 // anonymous is the actor of every request when no token is configured.
 var anonymous = Token{Name: "anonymous", Role: RoleAdmin}
-
-const ctxToken = "quotad.token"
 
 // checkRoutes are the routes a check token may call.
 var checkRoutes = map[string]bool{
@@ -101,38 +99,36 @@ var checkRoutes = map[string]bool{
 // openPaths need no token.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
-// authenticate runs after routing, so that c.Path() names the matched
-// route; it answers 401 and 403 before the router's own 404 and 405.
-func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if openPaths[c.Request().URL.Path] {
-			return next(c)
-		}
-		if !s.auth.enabled() {
-			c.Set(ctxToken, anonymous)
-			return next(c)
-		}
-		h := c.Request().Header.Get(echo.HeaderAuthorization)
-		scheme, secret, ok := strings.Cut(h, " ")
-		if !ok || !strings.EqualFold(scheme, "Bearer") {
-			return echo.ErrUnauthorized
-		}
-		t, ok := s.auth.identify(strings.TrimSpace(secret))
-		if !ok {
-			return echo.ErrUnauthorized
-		}
-		if t.Role != RoleAdmin && !checkRoutes[c.Request().Method+" "+c.Path()] {
-			return echo.ErrForbidden
-		}
-		c.Set(ctxToken, t)
-		return next(c)
+// authenticate returns the request's token: none for the open paths,
+// anonymous when no token is configured. It runs after routing, so that
+// c.Path() names the matched route; it answers 401 and 403 before the
+// router's own 404 and 405.
+func (s *Server) authenticate(c echo.Context) (*Token, error) {
+	if openPaths[c.Request().URL.Path] {
+		return nil, nil
 	}
+	if !s.auth.enabled() {
+		return &anonymous, nil
+	}
+	h := c.Request().Header.Get(echo.HeaderAuthorization)
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, echo.ErrUnauthorized
+	}
+	t, ok := s.auth.identify(strings.TrimSpace(secret))
+	if !ok {
+		return nil, echo.ErrUnauthorized
+	}
+	if t.Role != RoleAdmin && !checkRoutes[c.Request().Method+" "+c.Path()] {
+		return nil, echo.ErrForbidden
+	}
+	return t, nil
 }
 
 // actor returns the audit name of the request's token.
 func actor(c echo.Context) string {
-	if t, ok := c.Get(ctxToken).(Token); ok {
-		return t.Name
+	if rc, ok := c.(*requestContext); ok && rc.token != nil {
+		return rc.token.Name
 	}
 	return anonymous.Name
 }

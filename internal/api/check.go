@@ -2,8 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -88,6 +89,8 @@ type historyDay struct {
 type checkMetrics struct {
 	checks  *prometheus.CounterVec
 	latency prometheus.Histogram
+
+	decisions seriesCache[string, prometheus.Counter]
 }
 
 func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *checkMetrics {
@@ -102,6 +105,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}),
 	}
+	m.decisions.create = func(d string) prometheus.Counter { return m.checks.WithLabelValues(d) }
 	reg.MustRegister(m.checks, m.latency,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quotad_store_errors_total",
@@ -116,22 +120,19 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 }
 
 func (s *Server) check(c echo.Context) error {
-	var req checkRequest
-	if err := decodeBody(c, &req); err != nil {
+	req, err := decodeCall(c, false)
+	if err != nil {
 		return err
-	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
 	}
 	start := time.Now()
 	d, err := s.checker.Check(c.Request().Context(), quota.Request{
-		Customer: req.Customer, Metric: req.Metric, Cost: cost, DryRun: req.DryRun, RequestID: req.RequestID,
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
-	s.checkMetrics.latency.Observe(time.Since(start).Seconds())
+	now := time.Now()
+	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
-		s.checkMetrics.checks.WithLabelValues("error").Inc()
-		return err
+		s.checkMetrics.decisions.get("error").Inc()
+		return wordRequired(err, req.Customer, req.Metric)
 	}
 	decision := "allowed"
 	switch {
@@ -140,8 +141,18 @@ func (s *Server) check(c echo.Context) error {
 	case d.Degraded:
 		decision = "degraded"
 	}
-	s.checkMetrics.checks.WithLabelValues(decision).Inc()
+	s.checkMetrics.decisions.get(decision).Inc()
 
+	setCheckHeaders(c.Response().Header(), &d, now)
+	status := http.StatusOK
+	if !d.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	return writeCheckAnswer(c, status, &d)
+}
+
+// newCheckResponse is the body of a check's answer.
+func newCheckResponse(d quota.Decision) checkResponse {
 	resp := checkResponse{
 		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
 		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
@@ -155,29 +166,28 @@ func (s *Server) check(c echo.Context) error {
 		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
 			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
 	}
-	h := c.Response().Header()
-	if w, ok := mostConstraining(d.Limits); ok {
-		id := strconv.Quote(d.Metric + "/" + w.Window.String())
-		h.Set(headerRateLimitPolicy, id+";q="+strconv.FormatInt(w.Limit, 10)+
-			";w="+strconv.FormatInt(int64(w.Length/time.Second), 10))
-		reset := int64(0)
-		if until := time.Until(w.ResetAt); until > 0 {
-			reset = int64((until + time.Second - 1) / time.Second)
-		}
-		remaining := w.Remaining
-		if !d.Allowed && w.State == quota.StateExceeded {
-			remaining = 0
-		}
-		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+	return resp
+}
+
+// wordRequired rewords the checker's complaint about an empty customer or
+// metric: a check or refund without one says "is required", as the admin
+// bodies do, rather than the pattern a value must match (which stays the
+// message for a value that is present but malformed).
+func wordRequired(err error, customer, metric string) error {
+	if customer != "" && metric != "" {
+		return err
 	}
-	status := http.StatusOK
-	if !d.Allowed {
-		status = http.StatusTooManyRequests
-		if !d.Never {
-			h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	fields := slices.Clone(ve.Fields)
+	for i, f := range fields {
+		if f.Field == "customer" && customer == "" || f.Field == "metric" && metric == "" {
+			fields[i].Message = "is required"
 		}
 	}
-	return respond(c, status, resp)
+	return &tiers.ValidationError{Fields: fields}
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
@@ -203,19 +213,15 @@ func mostConstraining(ws []quota.WindowResult) (quota.WindowResult, bool) {
 }
 
 func (s *Server) refund(c echo.Context) error {
-	var req refundRequest
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	cost := int64(1)
-	if req.Cost != nil {
-		cost = *req.Cost
-	}
-	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
-		Customer: req.Customer, Metric: req.Metric, Cost: cost, RequestID: req.RequestID,
-	})
+	req, err := decodeCall(c, true)
 	if err != nil {
 		return err
+	}
+	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
+	})
+	if err != nil {
+		return wordRequired(err, req.Customer, req.Metric)
 	}
 	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
 }

@@ -24,30 +24,11 @@ import (
 // MaxBodyBytes is the largest request body quotad reads.
 const MaxBodyBytes = 64 << 10
 
-// decodeBody reads a JSON object into dst. It answers, in this order:
-// 415 unless the body is declared as JSON, 413 when it exceeds
-// MaxBodyBytes, and 400 when it is not one JSON object that fits dst
-// (unknown fields and trailing data included).
-func decodeBody(c echo.Context, dst any) error {
-	req := c.Request()
-	if !isJSON(req.Header.Get(echo.HeaderContentType)) {
-		return echo.ErrUnsupportedMediaType
-	}
-	if req.ContentLength > MaxBodyBytes {
-		return echo.ErrStatusRequestEntityTooLarge
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return echo.ErrStatusRequestEntityTooLarge
-		}
-		return invalid("", "the request body could not be read")
-	}
-	return decodeJSON(body, dst)
-}
-
-// decodeJSON decodes body, one JSON object, strictly into dst.
+// decodeJSON decodes body, one JSON object, strictly into dst: beyond what
+// encoding/json checks (syntax, types, unknown fields), keys must name
+// fields exactly and appear once per object, and null is refused except
+// for fields tagged nullable:"true" (see strictCheck). Every error is a 400
+// about one field.
 func decodeJSON(body []byte, dst any) error {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
@@ -66,7 +47,7 @@ func decodeJSON(body []byte, dst any) error {
 		// unknown field, and nothing at all for a bad time: find the field.
 		var syntax *json.SyntaxError
 		if !errors.As(err, &syntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			if field, message, ok := locate(body, reflect.TypeOf(dst), ""); ok {
+			if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
 				return invalid(field, message)
 			}
 		}
@@ -75,47 +56,13 @@ func decodeJSON(body []byte, dst any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return invalid("", "the request body must hold exactly one JSON object")
 	}
-	// encoding/json matches keys to fields ignoring case ("CUSTOMER",
-	// "coſt"); quotad's fields are named exactly, and any other key is
-	// unknown.
-	if foldableKeys(body) {
-		if field, message, ok := locate(body, reflect.TypeOf(dst), ""); ok {
-			return invalid(field, message)
-		}
+	// encoding/json takes what quotad refuses: keys equal to a field's name
+	// only under case folding ("CUSTOMER", "coſt"), repeated keys (the last
+	// wins) and null (which leaves a Go value as it is).
+	if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
+		return invalid(field, message)
 	}
 	return nil
-}
-
-// foldableKeys reports whether an object key in body, valid JSON, could
-// name a field only under case folding: a key with an upper-case ASCII
-// letter, a byte beyond ASCII or an escape. quotad's field names are
-// lower-case ASCII, so any other key names a field exactly or none at all,
-// and most bodies skip the walk that locate makes.
-func foldableKeys(body []byte) bool {
-	for i := 0; i < len(body); i++ {
-		if body[i] != '"' {
-			continue
-		}
-		suspect := false
-		for i++; i < len(body) && body[i] != '"'; i++ {
-			switch c := body[i]; {
-			case c == '\\':
-				suspect = true
-				i++ // the escaped byte, which may be a quote
-			case c >= utf8.RuneSelf, 'A' <= c && c <= 'Z':
-				suspect = true
-			}
-		}
-		if !suspect {
-			continue
-		}
-		// A string is a key when a colon follows it.
-		rest := bytes.TrimLeft(body[min(i+1, len(body)):], " \t\r\n")
-		if len(rest) > 0 && rest[0] == ':' {
-			return true
-		}
-	}
-	return false
 }
 
 // jsonError explains a decoding error in terms of the request's fields.
@@ -146,90 +93,6 @@ func jsonError(err error) error {
 }
 
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-
-// locate finds the first value in data, a syntactically valid JSON value
-// read as t, that the strict decoder rejects: a key t does not know or a
-// value of the wrong type. It names it by its path from path ("limits[0].limit",
-// "price.foo"). ok is false when it finds nothing wrong.
-func locate(data []byte, t reflect.Type, path string) (field, message string, ok bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		return "", "", false // null leaves any Go value as it is
-	}
-	kind := t.Kind()
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
-		(kind != reflect.Struct && kind != reflect.Map && kind != reflect.Slice) {
-		if json.Unmarshal(data, reflect.New(t).Interface()) != nil {
-			return path, "must be " + describe(t), true
-		}
-		return "", "", false
-	}
-	if kind == reflect.Slice {
-		var elems []json.RawMessage
-		if json.Unmarshal(data, &elems) != nil {
-			return path, "must be a JSON array", true
-		}
-		for i, e := range elems {
-			if field, message, ok := locate(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); ok {
-				return field, message, true
-			}
-		}
-		return "", "", false
-	}
-	members, isObject := objectMembers(data)
-	if !isObject {
-		return path, "must be a JSON object", true
-	}
-	for _, m := range members {
-		sub := m.key
-		if path != "" {
-			sub = path + "." + m.key
-		}
-		var elem reflect.Type
-		if kind == reflect.Struct {
-			f, known := fieldByJSONName(t, m.key)
-			if !known {
-				return sub, "is not a known field", true
-			}
-			elem = f.Type
-		} else {
-			elem = t.Elem()
-		}
-		if field, message, ok := locate(m.raw, elem, sub); ok {
-			return field, message, true
-		}
-	}
-	return "", "", false
-}
-
-type member struct {
-	key string
-	raw json.RawMessage
-}
-
-// objectMembers returns the members of a JSON object in document order.
-func objectMembers(data []byte) ([]member, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, false
-	}
-	var out []member
-	for dec.More() {
-		tok, err := dec.Token()
-		key, isKey := tok.(string)
-		if err != nil || !isKey {
-			return nil, false
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, false
-		}
-		out = append(out, member{key: key, raw: raw})
-	}
-	return out, true
-}
 
 // fieldByJSONName returns the field of struct t that the key name names
 // exactly. (encoding/json would also take a key equal under case folding;
@@ -285,6 +148,12 @@ func isJSON(ct string) bool {
 	if ct == "" {
 		return false
 	}
+	// What clients send, without parameters, needs no parsing (which
+	// allocates a map for them): ParseMediaType folds the type to lower case
+	// and would take it too.
+	if strings.EqualFold(ct, echo.MIMEApplicationJSON) {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
 }
@@ -304,20 +173,19 @@ func param(c echo.Context, name string) string {
 	return v
 }
 
-// wholeSegments answers 404 for a path with more segments than its route.
-// echo lets a route's last parameter take the rest of the path, so that
-// /v1/metrics/a/b would reach /v1/metrics/:metric with "a/b"; a parameter
-// never holds a slash of the path itself (an encoded one, %2F, stays encoded
-// in the raw value and is judged by the handler).
-func wholeSegments(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		for _, v := range c.ParamValues() {
-			if strings.Contains(v, "/") {
-				return echo.ErrNotFound
-			}
+// wholeSegments reports whether no path parameter holds a slash: a path
+// with more segments than its route is a 404. echo lets a route's last
+// parameter take the rest of the path, so that /v1/metrics/a/b would reach
+// /v1/metrics/:metric with "a/b"; a parameter never holds a slash of the
+// path itself (an encoded one, %2F, stays encoded in the raw value and is
+// judged by the handler).
+func wholeSegments(c echo.Context) bool {
+	for _, v := range c.ParamValues() {
+		if strings.Contains(v, "/") {
+			return false
 		}
-		return next(c)
 	}
+	return true
 }
 
 // Page sizes.

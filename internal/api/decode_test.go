@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"mime"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,8 +17,9 @@ var requestTypes = []any{
 	tiers.MetricSpec{}, tiers.PlanSpec{}, tiers.CustomerSpec{}, tiers.OverrideSpec{},
 }
 
-// foldableKeys lets bodies whose keys are lower-case ASCII skip the exact
-// key check; that is only sound while every field is named in lower case.
+// Field names are lower-case ASCII, as openapi.yaml spells them: no key a
+// client sends can name a field only under case folding without being
+// refused as unknown, and the fast check decoder can compare keys as bytes.
 func TestRequestFieldNamesAreLowerCaseASCII(t *testing.T) {
 	seen := map[reflect.Type]bool{}
 	var walk func(t *testing.T, typ reflect.Type, path string)
@@ -58,28 +60,6 @@ func TestRequestFieldNamesAreLowerCaseASCII(t *testing.T) {
 	}
 }
 
-func TestFoldableKeys(t *testing.T) {
-	for _, tc := range []struct {
-		body string
-		want bool
-	}{
-		{`{"customer":"acme","metric":"api_calls","cost":1}`, false},
-		{`{"customer":"ACME","metric":"api_calls"}`, false}, // upper case in a value only
-		{`{"customer":"a\":\"B","metric":"m"}`, false},      // an escaped quote in a value
-		{`{"name":"Pro","limits":[{"metric":"m","window":"day"}]}`, false},
-		{`{"CUSTOMER":"acme"}`, true},
-		{`{"customer":"acme", "Cost" : 1}`, true},
-		{"{\"co\u017ft\":1}", true}, // LATIN SMALL LETTER LONG S folds to s
-		{`{"\u0063ost":1}`, true},   // an escape: decoded, it may name a field exactly
-		{`{"metadata":{"Team":"x"}}`, true},
-		{`{"a":["B",{"c":"D"}]}`, false},
-	} {
-		if got := foldableKeys([]byte(tc.body)); got != tc.want {
-			t.Errorf("foldableKeys(%s) = %v, want %v", tc.body, got, tc.want)
-		}
-	}
-}
-
 // Keys are matched exactly: encoding/json alone would take "CUSTOMER" for
 // "customer".
 func TestDecodeMatchesKeysExactly(t *testing.T) {
@@ -115,5 +95,124 @@ func TestDecodeMatchesKeysExactly(t *testing.T) {
 				t.Errorf("decode error = %d %+v, want 400 with one entry naming %q", ae.status, ae.fields, tc.field)
 			}
 		})
+	}
+}
+
+// A null or a repeated key is a mistake to report, not a default to guess:
+// null only where a field is nullable (so that a GET answer can be PUT
+// back), and a key at most once per object, metadata included.
+func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
+	check := func() any { return &checkRequest{} }
+	refund := func() any { return &refundRequest{} }
+	metric := func() any { return &tiers.MetricSpec{} }
+	plan := func() any { return &tiers.PlanSpec{} }
+	customer := func() any { return &tiers.CustomerSpec{} }
+	override := func() any { return &tiers.OverrideSpec{} }
+	const (
+		null = "must not be null"
+		dup  = "appears more than once"
+	)
+	for _, tc := range []struct {
+		name    string
+		body    string
+		dst     func() any
+		field   string // "" when the body must decode
+		message string
+	}{
+		{"check, null cost", `{"customer":"acme","metric":"m","cost":null}`, check, "cost", null},
+		{"check, null dry_run", `{"customer":"acme","metric":"m","dry_run":null}`, check, "dry_run", null},
+		{"check, null request_id", `{"customer":"acme","metric":"m","request_id":null}`, check, "request_id", null},
+		{"check, null customer", `{"customer":null,"metric":"m"}`, check, "customer", null},
+		{"check, null metric", `{"customer":"acme","metric":null}`, check, "metric", null},
+		{"check, repeated cost", `{"customer":"acme","metric":"m","cost":1,"cost":2}`, check, "cost", dup},
+		{"check, repeated cost, same value", `{"customer":"acme","metric":"m","cost":1,"cost":1}`, check, "cost", dup},
+		{"check, repeated customer", `{"customer":"acme","customer":"evil","metric":"m"}`, check, "customer", dup},
+		{"check, repeated key spelled with an escape", `{"customer":"acme","metric":"m","cost":1,"\u0063ost":2}`, check, "cost", dup},
+		{"check, the first problem wins", `{"customer":"acme","cost":null,"cost":2,"metric":null}`, check, "cost", null},
+		{"check, a repeated key before a wrong type", `{"customer":"acme","customer":"b","cost":"x"}`, check, "customer", dup},
+		{"check, a wrong type before a repeated key", `{"customer":"acme","cost":"x","customer":"b"}`, check, "cost", "must be an integer"},
+		{"refund, null cost", `{"customer":"acme","metric":"m","cost":null}`, refund, "cost", null},
+		{"refund, null request_id", `{"customer":"acme","metric":"m","request_id":null}`, refund, "request_id", null},
+		{"refund, repeated request_id", `{"customer":"acme","metric":"m","request_id":"a","request_id":"b"}`, refund, "request_id", dup},
+
+		{"metric, nulls where nullable", `{"description":null,"capacity":null}`, metric, "", ""},
+		{"metric, null capacity entry", `{"capacity":{"day":null}}`, metric, "capacity.day", null},
+		{"metric, repeated capacity window", `{"capacity":{"day":1,"day":2}}`, metric, "capacity.day", dup},
+		{"metric, repeated description", `{"description":"a","description":"b"}`, metric, "description", dup},
+
+		{"plan, nulls where nullable", `{"name":null,"description":null,"price":null,"limits":null}`, plan, "", ""},
+		{"plan, nullable price fields", `{"price":{"amount_cents":null,"currency":null,"interval":null}}`, plan, "", ""},
+		{"plan, nullable limit fields", `{"limits":[{"metric":"m","window":"day","limit":1,"mode":null,"overage_percent":null,"overage_price_micros":null,"ceiling":null}]}`, plan, "", ""},
+		{"plan, null limit entry", `{"limits":[{"metric":"m","window":"day","limit":1},null]}`, plan, "limits[1]", null},
+		{"plan, null limit", `{"limits":[{"metric":"m","window":"day","limit":null}]}`, plan, "limits[0].limit", null},
+		{"plan, null limit metric", `{"limits":[{"metric":null,"window":"day","limit":1}]}`, plan, "limits[0].metric", null},
+		{"plan, null limit window", `{"limits":[{"metric":"m","window":null,"limit":1}]}`, plan, "limits[0].window", null},
+		{"plan, repeated name", `{"name":"a","name":"b"}`, plan, "name", dup},
+		{"plan, repeated limits", `{"limits":[],"limits":[]}`, plan, "limits", dup},
+		{"plan, repeated limit mode", `{"limits":[{"metric":"m","window":"day","limit":1},{"metric":"m","window":"hour","limit":1,"mode":"soft","mode":"hard"}]}`, plan, "limits[1].mode", dup},
+		{"plan, repeated price currency", `{"price":{"currency":"USD","currency":"EUR"}}`, plan, "price.currency", dup},
+		{"plan, repeated price", `{"price":{},"price":{}}`, plan, "price", dup},
+
+		{"customer, nulls where nullable", `{"plan":"pro","name":null,"billing_anchor_day":null,"metadata":null}`, customer, "", ""},
+		{"customer, nulls inside metadata", `{"plan":"pro","metadata":{"a":null,"b":[null,{"c":null}]}}`, customer, "", ""},
+		{"customer, the same key in two metadata objects", `{"plan":"pro","metadata":{"a":{"k":1},"b":{"k":2},"k":3}}`, customer, "", ""},
+		{"customer, null plan", `{"plan":null}`, customer, "plan", null},
+		{"customer, repeated plan", `{"plan":"pro","plan":"free"}`, customer, "plan", dup},
+		{"customer, repeated metadata key", `{"plan":"pro","metadata":{"a":1,"a":2}}`, customer, "metadata.a", dup},
+		{"customer, repeated nested metadata key", `{"plan":"pro","metadata":{"a":{"b":1,"c":2,"b":3}}}`, customer, "metadata.a.b", dup},
+		{"customer, repeated metadata key in an array", `{"plan":"pro","metadata":{"list":[{"x":1},{"y":1,"y":2}]}}`, customer, "metadata.list[1].y", dup},
+		{"customer, repeated metadata key spelled with an escape", `{"plan":"pro","metadata":{"Team":1,"\u0054eam":2}}`, customer, "metadata.Team", dup},
+		{"customer, repeated metadata", `{"plan":"pro","metadata":{},"metadata":{}}`, customer, "metadata", dup},
+
+		{"override, nulls where nullable", `{"limit":1,"mode":null,"overage_percent":null,"overage_price_micros":null,"ceiling":null,"expires_at":null,"reason":null}`, override, "", ""},
+		{"override, null limit", `{"limit":null}`, override, "limit", null},
+		{"override, repeated limit", `{"limit":1,"limit":1000}`, override, "limit", dup},
+		{"override, repeated expires_at", `{"limit":1,"expires_at":"2030-01-01T00:00:00Z","expires_at":"2031-01-01T00:00:00Z"}`, override, "expires_at", dup},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := decodeJSON([]byte(tc.body), tc.dst())
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("decode: %v, want no error", err)
+				}
+				return
+			}
+			var ae *apiError
+			if !errors.As(err, &ae) {
+				t.Fatalf("decode: %v, want a client error naming %q", err, tc.field)
+			}
+			want := []tiers.FieldError{{Field: tc.field, Message: tc.message}}
+			if ae.status != 400 || !reflect.DeepEqual(ae.fields, want) {
+				t.Errorf("decode error = %d %+v, want 400 %+v", ae.status, ae.fields, want)
+			}
+		})
+	}
+}
+
+func TestIsJSON(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                  true,
+		"Application/JSON":                  true,
+		"application/json; charset=utf-8":   true,
+		"application/json;charset=UTF-8":    true,
+		"application/json ":                 true,
+		" application/json":                 true,
+		"":                                  false,
+		"application/json; =":               false,
+		"application/jsonx":                 false,
+		"application/problem+json":          false,
+		"text/plain":                        false,
+		"application/json, text/plain":      false,
+		"application/x-www-form-urlencoded": false,
+	} {
+		if got := isJSON(ct); got != want {
+			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
+		}
+		if ct != "" && !strings.EqualFold(ct, "application/json") {
+			mt, _, err := mime.ParseMediaType(ct)
+			if parsed := err == nil && mt == "application/json"; parsed != want {
+				t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, want, parsed)
+			}
+		}
 	}
 }

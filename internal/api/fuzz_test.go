@@ -35,9 +35,11 @@ import (
 //     validation_failed problem about one field, never a 5xx;
 //   - a validation error is a *tiers.ValidationError whose every entry
 //     names its field, which becomes a 400 validation_failed problem;
-//   - a body that decodes is one valid JSON value, and the decoded value
-//     survives a round trip: re-encoded, it decodes strictly again, to an
-//     equal value that validates to the same result;
+//   - a body that decodes is one valid JSON value that repeats no key in
+//     any object and holds null only at fields tagged nullable:"true" (or
+//     inside metadata), and the decoded value survives a round trip:
+//     re-encoded as a client would send it back, it decodes strictly
+//     again, to an equal value that validates to the same result;
 //   - the server answers a bad body with exactly the problem the direct
 //     decode or validation produced (413 when the body is too large), and a
 //     good one with a 2xx whose body is the JSON encoding of what the
@@ -48,6 +50,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"customer":"acme","metric":"api_calls"}`))
 	f.Add([]byte(`{"limits":[{"metric":"api_calls","window":"day","limit":10}]}`))
 	f.Add([]byte(`{"limit":1,"expires_at":"2030-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"customer":"acme","metric":"api_calls","cost":null}`))
+	f.Add([]byte(`{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`))
 
 	fs := newFuzzServer()
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -111,7 +115,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
 				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					DryRun: r.DryRun, RequestID: r.RequestID}
-				return q, q.Validate()
+				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
 			}, sameValue)
 		},
 		answer: func(passed any) any {
@@ -126,7 +130,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
 				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					RequestID: r.RequestID}
-				return q, q.Validate()
+				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
 			}, sameValue)
 		},
 		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
@@ -191,8 +195,17 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 	if !json.Valid(body) {
 		t.Fatalf("%s: decoded a body that is not one valid JSON value: %s", name, fuzzQuote(body))
 	}
+	nulls, repeats := nullsAndRepeats(body)
+	if len(repeats) > 0 {
+		t.Fatalf("%s: decoded a body that repeats %q: %s", name, repeats, fuzzQuote(body))
+	}
+	for _, path := range nulls {
+		if !nullAllowed(reflect.TypeFor[T](), path) {
+			t.Fatalf("%s: decoded a body with null at %s: %s", name, pathString(path), fuzzQuote(body))
+		}
+	}
 
-	out, err := json.Marshal(v)
+	out, err := json.Marshal(clientJSON(reflect.ValueOf(v)))
 	if err != nil {
 		t.Fatalf("%s: re-encoding the decoded %#v: %v", name, v, err)
 	}
@@ -220,6 +233,179 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 		return nil, verr
 	}
 	return passed, nil
+}
+
+// nullsAndRepeats lists the paths of the nulls in body, one valid JSON
+// value, and of the keys that appear twice in one object. A path is a list
+// of keys (string) and array indexes (int).
+func nullsAndRepeats(body []byte) (nulls, repeats [][]any) {
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		index  int
+	}
+	var stack []*frame
+	var path []any // the path of the next value
+	dec := json.NewDecoder(bytes.NewReader(body))
+	clone := func() []any { return append([]any(nil), path...) }
+	// next is called after each value: it moves the path to the next
+	// element of the enclosing array (an object's next key replaces it).
+	next := func() {
+		if n := len(stack); n > 0 && !stack[n-1].object {
+			stack[n-1].index++
+			path[len(path)-1] = stack[n-1].index
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return nulls, repeats
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if key, ok := tok.(string); ok && top != nil && top.object && len(path) == len(stack)-1 {
+			path = append(path, key)
+			if top.keys[key] {
+				repeats = append(repeats, clone())
+			}
+			top.keys[key] = true
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			path = append(path, 0)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			if tok == json.Delim(']') || len(path) == len(stack) {
+				path = path[:len(path)-1]
+			}
+			stack = stack[:len(stack)-1]
+		case nil:
+			nulls = append(nulls, clone())
+		}
+		// A value ended: an object member's key goes, an array moves on.
+		if n := len(stack); n > 0 && stack[n-1].object {
+			path = path[:len(path)-1]
+		}
+		next()
+	}
+}
+
+// nullAllowed reports whether the request type t admits null at path: at a
+// field tagged nullable:"true", or anywhere inside free-form JSON.
+func nullAllowed(t reflect.Type, path []any) bool {
+	for i, seg := range path {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == rawMessageType {
+			return i > 0 // inside metadata; metadata itself is judged by its field
+		}
+		switch s := seg.(type) {
+		case int:
+			if t.Kind() != reflect.Slice || i == len(path)-1 {
+				return false
+			}
+			t = t.Elem()
+		case string:
+			switch t.Kind() {
+			case reflect.Map:
+				if i == len(path)-1 {
+					return false
+				}
+				t = t.Elem()
+			case reflect.Struct:
+				f, ok := fieldByJSONName(t, s)
+				if !ok {
+					return false
+				}
+				if i == len(path)-1 {
+					return isNullable(f)
+				}
+				t = f.Type
+			default:
+				return false
+			}
+		}
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t == rawMessageType
+}
+
+func pathString(path []any) string {
+	var b strings.Builder
+	for _, seg := range path {
+		switch s := seg.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", s)
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s)
+		}
+	}
+	return b.String()
+}
+
+// clientJSON is a decoded request as a client would send it back, for
+// json.Marshal: what json.Marshal makes of v itself, except that an unset
+// field that may not be null (cost, a limit's limit, a customer's plan) is
+// left out rather than sent as null.
+func clientJSON(v reflect.Value) any {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if v.Elem().Kind() == reflect.Struct {
+			return clientJSON(v.Elem())
+		}
+	case reflect.Struct:
+		if v.Type().Implements(reflect.TypeFor[json.Marshaler]()) {
+			break
+		}
+		out := map[string]any{}
+		for i := range v.NumField() {
+			f, fv := v.Type().Field(i), v.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch fv.Kind() {
+			case reflect.Pointer, reflect.Slice, reflect.Map:
+				if fv.IsNil() && !isNullable(f) {
+					continue
+				}
+			}
+			out[name] = clientJSON(fv)
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() || v.Type() == rawMessageType {
+			break
+		}
+		out := make([]any, v.Len())
+		for i := range out {
+			out[i] = clientJSON(v.Index(i))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			break
+		}
+		out := map[string]any{}
+		for it := v.MapRange(); it.Next(); {
+			out[it.Key().String()] = clientJSON(it.Value())
+		}
+		return out
+	}
+	return v.Interface()
 }
 
 // fuzzQuote quotes a body for a failure message, eliding the middle of a

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,6 +16,15 @@ import (
 type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	requestSeries  seriesCache[requestLabels, prometheus.Counter]
+	durationSeries seriesCache[string, prometheus.Observer]
+}
+
+// requestLabels are the labels of quotad_http_requests_total.
+type requestLabels struct {
+	route, method string
+	status        int
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
@@ -29,62 +39,120 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"route"}),
 	}
+	m.requestSeries.create = func(l requestLabels) prometheus.Counter {
+		return m.requests.WithLabelValues(l.route, l.method, strconv.Itoa(l.status))
+	}
+	m.durationSeries.create = func(route string) prometheus.Observer { return m.duration.WithLabelValues(route) }
 	reg.MustRegister(m.requests, m.duration)
 	return m
 }
 
-// observe logs and counts every request. Admin writes are logged at info,
-// everything else (the check path above all) at debug.
-func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+// seriesCache keeps the children of a metric vector by their labels: after
+// a combination's first use, finding its child hashes no label values and
+// takes no lock in prometheus. Children are still created on first use,
+// as WithLabelValues creates them, so /metrics lists the same series.
+// (quotad never deletes a child, which would leave a stale one here.)
+type seriesCache[K comparable, M any] struct {
+	children sync.Map // K → M
+	create   func(K) M
+}
+
+func (c *seriesCache[K, M]) get(labels K) M {
+	if m, ok := c.children.Load(labels); ok {
+		return m.(M)
+	}
+	m, _ := c.children.LoadOrStore(labels, c.create(labels))
+	return m.(M)
+}
+
+// middleware is quotad's one middleware, run for every request, routed or
+// not. In this order it recovers panics in what follows, authenticates
+// (after routing, so that c.Path() names the matched route and 401 and 403
+// come before the router's own 404 and 405), answers 404 for a path with
+// more segments than its route, runs the handler with the request's token,
+// writes any error as a problem, and counts and logs the request. It is one
+// middleware rather than four because echo wraps each anew, in a closure,
+// on every request.
+func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		err := next(c)
+		token, err := s.run(c, next)
 		if err != nil {
 			// Write the problem now so that the status is known below.
 			c.Error(err)
 		}
-		req := c.Request()
-		status := c.Response().Status
-		route := c.Path()
-		if route == "" || c.Response().Status == http.StatusNotFound && route == "/*" {
-			route = "unmatched"
-		}
-		elapsed := time.Since(start)
-		s.metrics.requests.WithLabelValues(route, req.Method, strconv.Itoa(status)).Inc()
-		s.metrics.duration.WithLabelValues(route).Observe(elapsed.Seconds())
-
-		level := slog.LevelDebug
-		if req.Method != http.MethodGet && route != "/v1/check" && route != "/v1/refund" && status < 400 {
-			level = slog.LevelInfo
-		}
-		if status >= 500 {
-			level = slog.LevelWarn
-		}
-		if s.log.Enabled(req.Context(), level) {
-			s.log.LogAttrs(req.Context(), level, "request",
-				slog.String("method", req.Method), slog.String("route", route),
-				slog.String("path", req.URL.Path), slog.Int("status", status),
-				slog.Duration("duration", elapsed), slog.String("actor", actor(c)))
-		}
+		s.observe(c, token, start)
 		return nil
 	}
 }
 
-// recoverPanics turns a panic in a handler into a logged 500.
-func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
-					panic(r)
-				}
-				s.log.Error("panic in handler", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				err = fmt.Errorf("panic: %v", r)
+// run authenticates the request and runs next, turning a panic into a
+// logged 500. token is nil when the request is unauthenticated or refused.
+func (s *Server) run(c echo.Context, next echo.HandlerFunc) (token *Token, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if r == http.ErrAbortHandler {
+				panic(r)
 			}
-		}()
-		return next(c)
+			s.log.Error("panic in handler", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	if token, err = s.authenticate(c); err != nil {
+		return nil, err
+	}
+	if !wholeSegments(c) {
+		return token, echo.ErrNotFound
+	}
+	rc := requestContexts.Get().(*requestContext)
+	rc.Context, rc.token = c, token
+	err = next(rc)
+	*rc = requestContext{}
+	requestContexts.Put(rc)
+	return token, err
+}
+
+// observe counts and logs a request. Admin writes are logged at info,
+// everything else (the check path above all) at debug.
+func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
+	req := c.Request()
+	status := c.Response().Status
+	route := c.Path()
+	if route == "" || c.Response().Status == http.StatusNotFound && route == "/*" {
+		route = "unmatched"
+	}
+	elapsed := time.Since(start)
+	s.metrics.requestSeries.get(requestLabels{route, req.Method, status}).Inc()
+	s.metrics.durationSeries.get(route).Observe(elapsed.Seconds())
+
+	level := slog.LevelDebug
+	if req.Method != http.MethodGet && route != "/v1/check" && route != "/v1/refund" && status < 400 {
+		level = slog.LevelInfo
+	}
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	if s.log.Enabled(req.Context(), level) {
+		name := anonymous.Name
+		if token != nil {
+			name = token.Name
+		}
+		s.log.LogAttrs(req.Context(), level, "request",
+			slog.String("method", req.Method), slog.String("route", route),
+			slog.String("path", req.URL.Path), slog.Int("status", status),
+			slog.Duration("duration", elapsed), slog.String("actor", name))
 	}
 }
+
+// requestContext is the echo.Context handlers get: echo's, with the
+// request's token. They are pooled, as echo pools its own contexts; a
+// handler must not keep one after it returns.
+type requestContext struct {
+	echo.Context
+	token *Token
+}
+
+var requestContexts = sync.Pool{New: func() any { return new(requestContext) }}
 
 func parseID(s string) (int64, bool) {
 	n, err := strconv.ParseInt(s, 10, 64)

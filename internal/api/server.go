@@ -103,7 +103,7 @@ func New(cfg Config) *Server {
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
-	e.Use(s.observe, s.recoverPanics, s.authenticate, wholeSegments)
+	e.Use(s.middleware)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

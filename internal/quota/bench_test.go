@@ -181,3 +181,37 @@ func BenchmarkShortKeysMemory(b *testing.B) {
 		runtime.KeepAlive(s)
 	}
 }
+
+// nopLedger is a Ledger that grants every lease in full and does nothing
+// else: for measuring the lease pool's own cost.
+type nopLedger struct{ Ledger }
+
+func (nopLedger) Lease(_ context.Context, r *LeaseRequest) error {
+	r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
+	return nil
+}
+
+// BenchmarkEngineCheckLeased measures a whole decision of a second and a
+// day window, the day served from a lease: what a check costs once its
+// customer holds a block.
+func BenchmarkEngineCheckLeased(b *testing.B) {
+	cat := &benchCatalog{
+		metric: tiers.Metric{Key: "api_calls"},
+		acct: tiers.Account{
+			Customer: tiers.Customer{Plan: "pro"},
+			Plan: tiers.Plan{Key: "pro", Limits: []tiers.Limit{
+				{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 40, Mode: tiers.Hard},
+				{Metric: "api_calls", Window: tiers.Day, Limit: 1 << 40, Mode: tiers.Hard},
+			}},
+		},
+	}
+	e := New(Options{Catalog: cat, Ledger: nopLedger{}, Clock: fixedClock(benchNow), Leases: true})
+	ids := benchIDs(10_000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := e.Check(ctx, Request{Customer: ids[i%len(ids)], Metric: "api_calls", Cost: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

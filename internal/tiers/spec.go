@@ -14,56 +14,61 @@ import (
 // missing field from a zero one. Validate turns a spec into a domain value or
 // a *ValidationError naming every bad field. A PUT is a full replace, so a
 // field left out takes its default.
+//
+// A field tagged nullable:"true" may also be sent as null, meaning not set,
+// so that what GET returns can be PUT back; the API refuses null anywhere
+// else. openapi.yaml marks the same fields nullable, and a test keeps the two
+// in step.
 
 // LimitSpec is a limit as a client writes it.
 type LimitSpec struct {
 	Metric             string `json:"metric"`
 	Window             string `json:"window"`
 	Limit              *int64 `json:"limit"`
-	Mode               string `json:"mode"`
-	OveragePercent     *int64 `json:"overage_percent"`
-	OveragePriceMicros *int64 `json:"overage_price_micros"`
-	Ceiling            *int64 `json:"ceiling"`
+	Mode               string `json:"mode" nullable:"true"`
+	OveragePercent     *int64 `json:"overage_percent" nullable:"true"`
+	OveragePriceMicros *int64 `json:"overage_price_micros" nullable:"true"`
+	Ceiling            *int64 `json:"ceiling" nullable:"true"`
 }
 
 // MetricSpec is the body of PUT /v1/metrics/{metric}.
 type MetricSpec struct {
-	Description *string           `json:"description"`
-	Capacity    map[string]*int64 `json:"capacity"`
+	Description *string           `json:"description" nullable:"true"`
+	Capacity    map[string]*int64 `json:"capacity" nullable:"true"`
 }
 
 // PriceSpec is a plan's price as a client writes it.
 type PriceSpec struct {
-	AmountCents *int64  `json:"amount_cents"`
-	Currency    *string `json:"currency"`
-	Interval    *string `json:"interval"`
+	AmountCents *int64  `json:"amount_cents" nullable:"true"`
+	Currency    *string `json:"currency" nullable:"true"`
+	Interval    *string `json:"interval" nullable:"true"`
 }
 
 // PlanSpec is the body of PUT /v1/plans/{plan}.
 type PlanSpec struct {
-	Name        *string     `json:"name"`
-	Description *string     `json:"description"`
-	Price       *PriceSpec  `json:"price"`
-	Limits      []LimitSpec `json:"limits"`
+	Name        *string     `json:"name" nullable:"true"`
+	Description *string     `json:"description" nullable:"true"`
+	Price       *PriceSpec  `json:"price" nullable:"true"`
+	Limits      []LimitSpec `json:"limits" nullable:"true"`
 }
 
 // CustomerSpec is the body of PUT /v1/customers/{customer}.
 type CustomerSpec struct {
 	Plan             *string         `json:"plan"`
-	Name             *string         `json:"name"`
-	BillingAnchorDay *int64          `json:"billing_anchor_day"`
-	Metadata         json.RawMessage `json:"metadata"`
+	Name             *string         `json:"name" nullable:"true"`
+	BillingAnchorDay *int64          `json:"billing_anchor_day" nullable:"true"`
+	Metadata         json.RawMessage `json:"metadata" nullable:"true"`
 }
 
 // OverrideSpec is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
 type OverrideSpec struct {
 	Limit              *int64     `json:"limit"`
-	Mode               string     `json:"mode"`
-	OveragePercent     *int64     `json:"overage_percent"`
-	OveragePriceMicros *int64     `json:"overage_price_micros"`
-	Ceiling            *int64     `json:"ceiling"`
-	ExpiresAt          *time.Time `json:"expires_at"`
-	Reason             *string    `json:"reason"`
+	Mode               string     `json:"mode" nullable:"true"`
+	OveragePercent     *int64     `json:"overage_percent" nullable:"true"`
+	OveragePriceMicros *int64     `json:"overage_price_micros" nullable:"true"`
+	Ceiling            *int64     `json:"ceiling" nullable:"true"`
+	ExpiresAt          *time.Time `json:"expires_at" nullable:"true"`
+	Reason             *string    `json:"reason" nullable:"true"`
 }
 
 // Validate returns the metric key describes, with Version and times unset.

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// The check path's micro-benchmarks. Speed is never asserted; compare runs
+// with benchstat:
+//
+//	go test -run '^$' -bench 'Check' -benchmem -count 6 ./internal/api/
+
+// benchCheckBody is a typical check body, as backends send it.
+var benchCheckBody = []byte(`{"customer":"c4217","metric":"api_calls","cost":1}`)
+
+// benchDecision is a typical answer: a second and a day window, allowed.
+var benchDecision = quota.Decision{
+	Allowed: true, Customer: "c4217", Metric: "api_calls", Cost: 1,
+	Limits: []quota.WindowResult{
+		{Window: tiers.Second, Mode: tiers.Hard, Limit: 1000, Used: 12, Remaining: 988,
+			ResetAt: time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC), State: quota.StateOK, Length: time.Second},
+		{Window: tiers.Day, Mode: tiers.Soft, Limit: 1_000_000, Used: 5120, Remaining: 994_880,
+			ResetAt: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), State: quota.StateOK, Length: 24 * time.Hour},
+	},
+}
+
+// BenchmarkDecodeCheck decodes a check body as the handler does.
+func BenchmarkDecodeCheck(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchCheckBody)))
+	for b.Loop() {
+		if _, err := decodeCallBody(benchCheckBody, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeCheckGeneral decodes a check body with the general
+// decoder, which the handler falls back on for unusual bodies.
+func BenchmarkDecodeCheckGeneral(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchCheckBody)))
+	for b.Loop() {
+		var req checkRequest
+		if err := decodeJSON(benchCheckBody, &req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEncodeCheckAnswer encodes a check answer as the handler does,
+// into a reused buffer.
+func BenchmarkEncodeCheckAnswer(b *testing.B) {
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		var ok bool
+		if buf, ok = appendCheckAnswer(buf[:0], &benchDecision); !ok {
+			b.Fatal("not encoded")
+		}
+	}
+}
+
+// BenchmarkEncodeCheckAnswerJSON encodes a check answer with
+// encoding/json, as the handler did before appendCheckAnswer.
+func BenchmarkEncodeCheckAnswerJSON(b *testing.B) {
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		if err := writeJSONBody(&buf, newCheckResponse(benchDecision)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchChecker answers every check with benchDecision.
+type benchChecker struct{ fuzzChecker }
+
+func (benchChecker) Check(context.Context, quota.Request) (quota.Decision, error) {
+	return benchDecision, nil
+}
+
+// benchWriter is a ResponseWriter reused across requests: only the server's
+// own allocations are counted.
+type benchWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (w *benchWriter) Header() http.Header { return w.h }
+
+func (w *benchWriter) WriteHeader(status int) { w.status = status }
+
+func (w *benchWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
+}
+
+func (w *benchWriter) reset() {
+	clear(w.h)
+	w.status, w.n = 0, 0
+}
+
+// benchServer is a Server as cmd/quotad configures it (a check token,
+// JSON logs at info level) over benchChecker.
+func benchServer() *Server {
+	return New(Config{
+		Checker: benchChecker{},
+		Tokens: []Token{
+			{Name: "admin", Secret: "adm-secret", Role: RoleAdmin},
+			{Name: "backend", Secret: "chk-secret", Role: RoleCheck},
+		},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+}
+
+// benchRequest is one POST /v1/check whose body can be read again.
+type benchRequest struct {
+	req  *http.Request
+	body *bytes.Reader
+	w    *benchWriter
+}
+
+func newBenchRequest() *benchRequest {
+	r := &benchRequest{body: bytes.NewReader(benchCheckBody), w: &benchWriter{h: http.Header{}}}
+	r.req, _ = http.NewRequest(http.MethodPost, "/v1/check", r.body)
+	r.req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	r.req.Header.Set(echo.HeaderAuthorization, "Bearer chk-secret")
+	r.req.ContentLength = int64(len(benchCheckBody))
+	return r
+}
+
+func (r *benchRequest) serve(tb testing.TB, s *Server) {
+	r.body.Reset(benchCheckBody)
+	r.w.reset()
+	s.ServeHTTP(r.w, r.req)
+	if r.w.status != http.StatusOK {
+		tb.Fatalf("status %d", r.w.status)
+	}
+}
+
+func BenchmarkServeCheck(b *testing.B) {
+	s := benchServer()
+	r := newBenchRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.serve(b, s)
+	}
+}
+
+func BenchmarkServeCheckParallel(b *testing.B) {
+	s := benchServer()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		r := newBenchRequest()
+		for pb.Next() {
+			r.serve(b, s)
+		}
+	})
+}

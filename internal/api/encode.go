@@ -1,0 +1,140 @@
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// The check answer is encoded by appending to a pooled buffer, byte for
+// byte what json.Encoder makes of newCheckResponse(d) (TestAppendCheckAnswer
+// compares them), without reflection.
+
+var answerPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 1<<10)
+	return &b
+}}
+
+// maxPooledAnswer bounds the buffers kept: an answer with many windows or
+// long names is left to the GC.
+const maxPooledAnswer = 8 << 10
+
+// appendCheckAnswer appends the JSON of newCheckResponse(d) and a newline,
+// as json.Encoder writes it. ok is false, with dst as it was, when d holds
+// what encoding/json refuses (an invalid window or mode, a time it cannot
+// write as RFC 3339): the caller must then encode with encoding/json, which
+// fails as it always did.
+func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
+	n0 := len(dst)
+	b := append(dst, `{"allowed":`...)
+	b = strconv.AppendBool(b, d.Allowed)
+	b = append(b, `,"customer":`...)
+	b = appendJSONString(b, d.Customer)
+	b = append(b, `,"metric":`...)
+	b = appendJSONString(b, d.Metric)
+	b = append(b, `,"cost":`...)
+	b = strconv.AppendInt(b, d.Cost, 10)
+	b = append(b, `,"overage":`...)
+	b = strconv.AppendBool(b, d.Overage)
+	b = append(b, `,"elastic":`...)
+	b = strconv.AppendBool(b, d.Elastic)
+	b = append(b, `,"retry_after":`...)
+	if d.Never {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, d.RetryAfter, 10)
+	}
+	b = append(b, `,"degraded":`...)
+	b = strconv.AppendBool(b, d.Degraded)
+	b = append(b, `,"limits":[`...)
+	for i := range d.Limits {
+		w := &d.Limits[i]
+		if !w.Window.Valid() || w.Mode < tiers.Hard || w.Mode > tiers.Elastic {
+			return dst[:n0], false
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"window":"`...)
+		b = append(b, w.Window.String()...)
+		b = append(b, `","limit":`...)
+		b = strconv.AppendInt(b, w.Limit, 10)
+		b = append(b, `,"used":`...)
+		b = strconv.AppendInt(b, w.Used, 10)
+		b = append(b, `,"remaining":`...)
+		b = strconv.AppendInt(b, w.Remaining, 10)
+		b = append(b, `,"reset_at":`...)
+		if b, ok = appendJSONTime(b, w.ResetAt); !ok {
+			return dst[:n0], false
+		}
+		b = append(b, `,"mode":"`...)
+		b = append(b, w.Mode.String()...)
+		b = append(b, `","state":`...)
+		b = appendJSONString(b, string(w.State))
+		b = append(b, '}')
+	}
+	return append(b, "]}\n"...), true
+}
+
+// appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339
+// with nanoseconds, in t's own location. ok is false for what MarshalJSON
+// refuses: a year outside [0,9999] or a zone offset of 24 hours or more.
+func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
+	n0 := len(b)
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	s := b[n0+1:]
+	switch {
+	case len(s) < len("9999-") || s[4] != '-': // the year must be four digits
+		return b[:n0], false
+	case s[len(s)-1] != 'Z':
+		c := s[len(s)-len("Z07:00")]
+		h := s[len(s)-len("07:00"):]
+		if '0' <= c && c <= '9' || 10*(h[0]-'0')+(h[1]-'0') >= 24 {
+			return b[:n0], false
+		}
+	}
+	return append(b, '"'), true
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json writes it
+// (with HTML escaping): plain text is copied, anything else is left to
+// encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// writeCheckAnswer writes the answer to a check: the JSON of
+// newCheckResponse(*d), as respond would write it. setCheckHeaders has set
+// the headers.
+func writeCheckAnswer(c echo.Context, status int, d *quota.Decision) error {
+	bp := answerPool.Get().(*[]byte)
+	b, ok := appendCheckAnswer((*bp)[:0], d)
+	if !ok {
+		answerPool.Put(bp)
+		return respond(c, status, newCheckResponse(*d))
+	}
+	res := c.Response()
+	res.WriteHeader(status)
+	_, err := res.Write(b)
+	if cap(b) <= maxPooledAnswer {
+		*bp = b[:0]
+		answerPool.Put(bp)
+	}
+	return err
+}

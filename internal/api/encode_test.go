@@ -1,0 +1,166 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// encodeWithJSON is how the check answer was written before
+// appendCheckAnswer: json.Encoder over newCheckResponse.
+func encodeWithJSON(d quota.Decision) ([]byte, error) {
+	var buf bytes.Buffer
+	err := writeJSONBody(&buf, newCheckResponse(d))
+	return buf.Bytes(), err
+}
+
+// assertSameAnswer checks that appendCheckAnswer writes exactly what
+// encoding/json writes for d, or declines exactly when encoding/json fails.
+func assertSameAnswer(t *testing.T, d quota.Decision) {
+	t.Helper()
+	want, err := encodeWithJSON(d)
+	prefix := []byte("prefix")
+	got, ok := appendCheckAnswer(prefix, &d)
+	switch {
+	case err != nil && ok:
+		t.Fatalf("encoding/json fails (%v) but appendCheckAnswer writes %s for %+v", err, got, d)
+	case err == nil && !ok:
+		t.Fatalf("appendCheckAnswer declines what encoding/json writes as %s", want)
+	case !ok && string(got) != "prefix":
+		t.Fatalf("appendCheckAnswer declined but changed dst to %q", got)
+	case ok && !bytes.Equal(got[len(prefix):], want):
+		t.Fatalf("appendCheckAnswer writes\n%s\nencoding/json\n%s", got[len(prefix):], want)
+	}
+}
+
+func TestAppendCheckAnswer(t *testing.T) {
+	reset := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
+	window := func(w tiers.Window, m tiers.Mode, s quota.State, at time.Time) quota.WindowResult {
+		return quota.WindowResult{Window: w, Mode: m, Limit: 100, Used: 40, Remaining: 60, ResetAt: at, State: s, Length: time.Second}
+	}
+	ok := window(tiers.Second, tiers.Hard, quota.StateOK, reset)
+	denied := benchDecision
+	denied.Allowed, denied.RetryAfter = false, 17
+	denied.Limits = []quota.WindowResult{ok, window(tiers.Day, tiers.Hard, quota.StateExceeded, reset.Add(14*time.Hour))}
+	never := denied
+	never.Never, never.RetryAfter = true, 0
+	degraded := benchDecision
+	degraded.Degraded, degraded.Limits = true, degraded.Limits[:1]
+	noLimits := benchDecision
+	noLimits.Limits = nil
+	emptyLimits := benchDecision
+	emptyLimits.Limits = []quota.WindowResult{}
+	every := benchDecision
+	every.Overage, every.Elastic, every.Cost, every.RetryAfter = true, true, 1_000_000_000, -3
+	every.Limits = nil
+	for w := tiers.Second; w <= tiers.Month; w++ {
+		for m := tiers.Hard; m <= tiers.Elastic; m++ {
+			for _, s := range []quota.State{quota.StateOK, quota.StateOverage, quota.StateElastic, quota.StateExceeded} {
+				every.Limits = append(every.Limits, window(w, m, s, reset))
+			}
+		}
+	}
+	named := func(customer, metric string, state quota.State) quota.Decision {
+		d := benchDecision
+		d.Customer, d.Metric = customer, metric
+		d.Limits = []quota.WindowResult{window(tiers.Minute, tiers.Soft, state, reset)}
+		return d
+	}
+	at := func(tm time.Time) quota.Decision {
+		d := benchDecision
+		d.Limits = []quota.WindowResult{window(tiers.Month, tiers.Elastic, quota.StateElastic, tm)}
+		return d
+	}
+	numbers := benchDecision
+	numbers.Limits = []quota.WindowResult{{Window: tiers.Week, Mode: tiers.Soft, Limit: 9007199254740991,
+		Used: -9223372036854775808, Remaining: 9223372036854775807, ResetAt: reset, State: quota.StateOverage}}
+	badWindow := benchDecision
+	badWindow.Limits = []quota.WindowResult{window(0, tiers.Hard, quota.StateOK, reset)}
+	badWindow2 := benchDecision
+	badWindow2.Limits = []quota.WindowResult{ok, window(tiers.Month+1, tiers.Hard, quota.StateOK, reset)}
+	badMode := benchDecision
+	badMode.Limits = []quota.WindowResult{window(tiers.Day, 0, quota.StateOK, reset)}
+	badMode2 := benchDecision
+	badMode2.Limits = []quota.WindowResult{window(tiers.Day, tiers.Elastic+1, quota.StateOK, reset)}
+
+	for name, d := range map[string]quota.Decision{
+		"allowed, two windows":           benchDecision,
+		"denied":                         denied,
+		"never passes: retry_after null": never,
+		"degraded":                       degraded,
+		"no limits (nil)":                noLimits,
+		"no limits (empty)":              emptyLimits,
+		"every window, mode and state":   every,
+		"zero decision":                  {},
+		"extreme numbers":                numbers,
+		"customer with punctuation":      named("user@example.com:1", "api_calls", quota.StateOK),
+		"HTML characters":                named(`a<b>&c`, "m&m", "<ok>"),
+		"quotes and backslashes":         named(`a"b\c`, `"`, `\`),
+		"control characters":             named("a\x00b\x01\n\t\r\b\f\x1f", "\x7f", "ok"),
+		"non-ASCII":                      named("acmé", "日本語", "ünïcode"),
+		"line and paragraph separators":  named("a\u2028b\u2029c", "m", "ok"),
+		"invalid UTF-8":                  named("a\xffb", "\xed\xa0\x80", "\xc3"),
+		"empty strings":                  named("", "", ""),
+		"time with nanoseconds":          at(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)),
+		"time with trailing zero nanos":  at(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)),
+		"time east of UTC":               at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("IST", 5*3600+1800))),
+		"time west of UTC":               at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -8*3600))),
+		"time with an odd offset":        at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600+61))),
+		"time in a named location":       at(time.Date(2026, 7, 1, 12, 0, 0, 0, mustLoadLocation(t, "Europe/Paris"))),
+		"time of year 0":                 at(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year 9999":              at(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)),
+		"zero time":                      at(time.Time{}),
+		"time of year 10000":             at(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year -1":                at(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time with a 24 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))),
+		"time with a -25 hour offset":    at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", -25*3600))),
+		"time with a 23:59 offset":       at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60))),
+		"time with a 100 hour offset":    at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 100*3600))),
+		"window 0":                       badWindow,
+		"window beyond month":            badWindow2,
+		"mode 0":                         badMode,
+		"mode beyond elastic":            badMode2,
+	} {
+		t.Run(name, func(t *testing.T) { assertSameAnswer(t, d) })
+	}
+}
+
+func mustLoadLocation(t *testing.T, name string) *time.Location {
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		t.Skipf("no time zone database: %v", err)
+	}
+	return loc
+}
+
+// FuzzAppendCheckAnswer compares appendCheckAnswer with encoding/json on
+// arbitrary decisions.
+func FuzzAppendCheckAnswer(f *testing.F) {
+	f.Add(true, "acme", "api_calls", int64(1), false, int64(0), false, uint8(1), uint8(1), "ok", int64(100), int64(1), int64(99), int64(1795341601), int64(0), 0)
+	f.Add(false, "a<b>", "m\u2028", int64(-1), true, int64(3), true, uint8(6), uint8(3), "exceeded", int64(0), int64(-5), int64(1<<62), int64(-62135596800), int64(999999999), -3600*25)
+	f.Add(false, "\xff", "\"", int64(7), false, int64(-2), false, uint8(0), uint8(4), "", int64(0), int64(0), int64(0), int64(253402300800), int64(5), 3600*24)
+	f.Fuzz(func(t *testing.T, allowed bool, customer, metric string, cost int64, never bool, retryAfter int64, degraded bool,
+		w, m uint8, state string, limit, used, remaining, unix, nsec int64, offset int) {
+		d := quota.Decision{Allowed: allowed, Customer: customer, Metric: metric, Cost: cost, Never: never,
+			RetryAfter: retryAfter, Degraded: degraded, Elastic: !allowed, Overage: degraded}
+		zone := time.FixedZone("", offset%(200*3600))
+		at := time.Unix(unix, nsec).In(zone)
+		for i := range int(w%3) + 1 {
+			d.Limits = append(d.Limits, quota.WindowResult{Window: tiers.Window(w) + tiers.Window(i), Mode: tiers.Mode(m),
+				Limit: limit, Used: used, Remaining: remaining, ResetAt: at, State: quota.State(state)})
+		}
+		assertSameAnswer(t, d)
+	})
+}
+
+// The answer is valid JSON.
+func TestAppendCheckAnswerIsJSON(t *testing.T) {
+	b, ok := appendCheckAnswer(nil, &benchDecision)
+	if !ok || !json.Valid(b) {
+		t.Fatalf("appendCheckAnswer = %s, %v", b, ok)
+	}
+}

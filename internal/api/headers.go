@@ -1,0 +1,91 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// The check answer's header names in canonical form (as Header.Set
+// would make them), so that they can be set in the map directly.
+const (
+	canonicalContentType     = "Content-Type"
+	canonicalRateLimit       = "Ratelimit"
+	canonicalRateLimitPolicy = "Ratelimit-Policy"
+	canonicalRetryAfter      = "Retry-After"
+)
+
+// setCheckHeaders sets the headers of a check's answer, as Header.Set
+// would, with one allocation for the values and one for their slices:
+// Content-Type; RateLimit-Policy and RateLimit (IETF httpapi ratelimit
+// headers) for the most constraining window, if any, with its reset counted
+// from now; and Retry-After for a denial that can pass later.
+func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
+	var buf [256]byte
+	b := buf[:0]
+	w, limited := mostConstraining(d.Limits)
+	var policyEnd, limitEnd int
+	if limited {
+		b = appendRateLimitID(b, d.Metric, w.Window)
+		idEnd := len(b)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, w.Limit, 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, int64(w.Length/time.Second), 10)
+		policyEnd = len(b)
+		b = append(b, b[:idEnd]...)
+		reset := int64(0)
+		if until := w.ResetAt.Sub(now); until > 0 {
+			reset = int64((until + time.Second - 1) / time.Second)
+		}
+		remaining := w.Remaining
+		if !d.Allowed && w.State == quota.StateExceeded {
+			remaining = 0
+		}
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, remaining, 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, reset, 10)
+		limitEnd = len(b)
+	}
+	retry := !d.Allowed && !d.Never
+	if retry {
+		b = strconv.AppendInt(b, d.RetryAfter, 10)
+	}
+	s := string(b)
+	values := make([]string, 4)
+	values[0] = echo.MIMEApplicationJSON
+	h[canonicalContentType] = values[0:1:1]
+	if limited {
+		values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd]
+		h[canonicalRateLimitPolicy] = values[1:2:2]
+		h[canonicalRateLimit] = values[2:3:3]
+	}
+	if retry {
+		values[3] = s[limitEnd:]
+		h[canonicalRetryAfter] = values[3:4:4]
+	}
+}
+
+// appendRateLimitID appends the quoted "metric/window" that names a
+// window in the RateLimit headers, as strconv.Quote writes it.
+func appendRateLimitID(b []byte, metric string, w tiers.Window) []byte {
+	for i := 0; i < len(metric); i++ {
+		if c := metric[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, metric+"/"+w.String())
+		}
+	}
+	if !w.Valid() {
+		return strconv.AppendQuote(b, metric+"/"+w.String())
+	}
+	b = append(b, '"')
+	b = append(b, metric...)
+	b = append(b, '/')
+	b = append(b, w.String()...)
+	return append(b, '"')
+}

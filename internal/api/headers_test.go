@@ -1,0 +1,92 @@
+package api
+
+import (
+	"net/http"
+	"net/textproto"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// headersWithSet sets the check answer's headers as the handler did with
+// Header.Set, before setCheckHeaders.
+func headersWithSet(d quota.Decision, now time.Time) http.Header {
+	h := http.Header{}
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	if w, ok := mostConstraining(d.Limits); ok {
+		id := strconv.Quote(d.Metric + "/" + w.Window.String())
+		h.Set(headerRateLimitPolicy, id+";q="+strconv.FormatInt(w.Limit, 10)+
+			";w="+strconv.FormatInt(int64(w.Length/time.Second), 10))
+		reset := int64(0)
+		if until := w.ResetAt.Sub(now); until > 0 {
+			reset = int64((until + time.Second - 1) / time.Second)
+		}
+		remaining := w.Remaining
+		if !d.Allowed && w.State == quota.StateExceeded {
+			remaining = 0
+		}
+		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+	}
+	if !d.Allowed && !d.Never {
+		h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
+	}
+	return h
+}
+
+func TestSetCheckHeaders(t *testing.T) {
+	for _, name := range []string{headerRateLimit, headerRateLimitPolicy, headerRetryAfter, echo.HeaderContentType} {
+		if c := textproto.CanonicalMIMEHeaderKey(name); c != map[string]string{
+			headerRateLimit: canonicalRateLimit, headerRateLimitPolicy: canonicalRateLimitPolicy,
+			headerRetryAfter: canonicalRetryAfter, echo.HeaderContentType: canonicalContentType,
+		}[name] {
+			t.Errorf("the canonical form of %s is %s", name, c)
+		}
+	}
+	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
+	win := func(w tiers.Window, limit, remaining int64, s quota.State, reset time.Duration, length time.Duration) quota.WindowResult {
+		return quota.WindowResult{Window: w, Mode: tiers.Hard, Limit: limit, Used: limit - remaining, Remaining: remaining,
+			ResetAt: now.Add(reset), State: s, Length: length}
+	}
+	sec := win(tiers.Second, 50, 49, quota.StateOK, 700*time.Millisecond, time.Second)
+	day := win(tiers.Day, 1000, 10, quota.StateOK, 14*time.Hour+time.Nanosecond, 24*time.Hour)
+	month := win(tiers.Month, 9007199254740991, 0, quota.StateExceeded, 30*24*time.Hour, 31*24*time.Hour)
+	past := win(tiers.Minute, 5, 5, quota.StateOK, -time.Second, time.Minute)
+	decision := func(allowed, never bool, retry int64, metric string, ws ...quota.WindowResult) quota.Decision {
+		return quota.Decision{Allowed: allowed, Never: never, RetryAfter: retry, Customer: "acme", Metric: metric, Cost: 1, Limits: ws}
+	}
+	for name, d := range map[string]quota.Decision{
+		"allowed, two windows":           decision(true, false, 0, "api_calls", sec, day),
+		"allowed, no limits":             decision(true, false, 0, "api_calls"),
+		"denied by the month":            decision(false, false, 86400*3, "api_calls", sec, month),
+		"denied, never passes":           decision(false, true, 0, "api_calls", month),
+		"denied, no limits":              decision(false, false, 5, "api_calls"),
+		"denied, never, no limits":       decision(false, true, 0, "api_calls"),
+		"reset in the past":              decision(true, false, 0, "m", past),
+		"retry after of many digits":     decision(false, false, 1<<62, "m", month),
+		"metric to quote":                decision(true, false, 0, "a\"b\\c\x01é", sec),
+		"empty metric":                   decision(true, false, 0, "", sec),
+		"invalid window":                 decision(true, false, 0, "m", win(0, 1, 1, quota.StateOK, time.Second, 0)),
+		"long metric":                    decision(false, false, 9, string(make([]byte, 300)), sec),
+		"negative remaining and lengths": decision(true, false, 0, "m", win(tiers.Hour, -5, -7, quota.StateOverage, -time.Hour, -time.Hour)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := http.Header{"X-Other": {"kept"}}
+			setCheckHeaders(got, &d, now)
+			want := headersWithSet(d, now)
+			want["X-Other"] = []string{"kept"}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("setCheckHeaders = %q\nHeader.Set gave %q", got, want)
+			}
+			got.Add(headerRetryAfter, "1") // the values' slices are separate
+			if !reflect.DeepEqual(got[canonicalRateLimit], want[canonicalRateLimit]) {
+				t.Errorf("adding a value changed another header: %q", got)
+			}
+		})
+	}
+}
