@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -56,34 +55,11 @@ func (s *testServer) check(body string) (response, checkAnswer) {
 	return r, a
 }
 
-// hammer fires workers goroutines, each sending perWorker checks of cost 1
-// to the servers in turn, and counts the statuses.
+// hammer fires workers goroutines, perWorker checks of cost 1 each, to the
+// servers in turn, and counts the statuses.
 func hammer(t *testing.T, servers []*testServer, workers, perWorker int, customer string) map[int]int {
 	t.Helper()
-	var mu sync.Mutex
-	statuses := map[int]int{}
-	var wg sync.WaitGroup
-	body := `{"customer":"` + customer + `","metric":"api_calls","cost":1}`
-	for w := range workers {
-		wg.Go(func() {
-			for i := range perWorker {
-				s := servers[(w+i)%len(servers)]
-				req, _ := http.NewRequest("POST", s.URL+"/v1/check", strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+checkToken)
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				resp.Body.Close()
-				mu.Lock()
-				statuses[resp.StatusCode]++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	statuses, _ := checkAll(t, servers, workers, workers*perWorker, customer)
 	return statuses
 }
 

@@ -24,7 +24,9 @@ func MustStartServers(t testing.TB, n int, env map[string]string) []*testServer 
 
 // checkAll sends cost-1 checks of customer, count of them, from workers
 // goroutines taking the servers in turn, and returns the answers' statuses
-// and how many allowed answers reported overage.
+// and how many allowed answers reported overage. A degraded answer (the
+// store could not be reached) fails the test: it would count as admitted
+// without being counted anywhere.
 func checkAll(t *testing.T, servers []*testServer, workers, count int, customer string) (statuses map[int]int, overage int) {
 	t.Helper()
 	var mu sync.Mutex
@@ -45,11 +47,15 @@ func checkAll(t *testing.T, servers []*testServer, workers, count int, customer 
 					return
 				}
 				var a struct {
-					Overage bool `json:"overage"`
+					Overage  bool `json:"overage"`
+					Degraded bool `json:"degraded"`
 				}
 				if r.Status == http.StatusOK {
 					if err := json.Unmarshal(r.Body, &a); err != nil {
 						t.Error(err)
+					}
+					if a.Degraded {
+						t.Errorf("a degraded answer: the store could not be reached: %s", r.Body)
 					}
 				}
 				mu.Lock()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,37 +31,36 @@ type testServer struct {
 }
 
 // logTail collects quotad's JSON log and reports the listening address.
+// Each write lands in the buffer before it returns, so a line quotad wrote
+// before run returned is there to read.
 type logTail struct {
-	mu    sync.Mutex
-	buf   bytes.Buffer
-	addrC chan string
-	once  sync.Once
-	w     *io.PipeWriter
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	scanned int // bytes of buf already looked at for the address
+	addrC   chan string
+	once    sync.Once
 }
 
-func newLogTail() *logTail {
-	r, w := io.Pipe()
-	l := &logTail{addrC: make(chan string, 1), w: w}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			l.mu.Lock()
-			l.buf.Write(line)
-			l.buf.WriteByte('\n')
-			l.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "listening" {
-				l.once.Do(func() { l.addrC <- rec.Addr })
-			}
+func newLogTail() *logTail { return &logTail{addrC: make(chan string, 1)} }
+
+// Write takes one or more lines of JSON (slog writes whole lines).
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Write(p)
+	for {
+		rest := l.buf.Bytes()[l.scanned:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return len(p), nil
 		}
-		_, _ = io.Copy(io.Discard, r)
-	}()
-	return l
+		l.scanned += i + 1
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal(rest[:i], &rec) == nil && rec.Msg == "listening" {
+			l.once.Do(func() { l.addrC <- rec.Addr })
+		}
+	}
 }
-
-func (l *logTail) Write(p []byte) (int, error) { return l.w.Write(p) }
 
 func (l *logTail) String() string {
 	l.mu.Lock()
@@ -84,6 +82,9 @@ func MustStartServer(t testing.TB, schema *dbtest.Schema, env map[string]string)
 		"QUOTAD_CHECK_TOKENS": "backend:" + checkToken,
 		"QUOTAD_LOG_LEVEL":    "debug",
 		"QUOTAD_DB_WAIT":      "0s",
+		// Tests start many servers at once on one PostgreSQL: small
+		// pools keep them within its connection limit.
+		"QUOTAD_DB_MAX_CONNS": "6",
 	}
 	for k, v := range env {
 		vars[k] = v
