@@ -92,9 +92,10 @@ func TestCountersAcrossCatalogChanges(t *testing.T) {
 func TestMetricsSeries(t *testing.T) {
 	t.Parallel()
 	s := MustStartServer(t, nil, nil)
-	MustSeed(t, s, "", `[{"metric":"api_calls","window":"second","limit":1}]`, "acme")
-	s.check(`{"customer":"acme","metric":"api_calls"}`)
-	s.check(`{"customer":"acme","metric":"api_calls"}`)
+	// A day limit of 1000 leases blocks of 10 units.
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"second","limit":1},{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
+	s.check(`{"customer":"acme","metric":"api_calls"}`) // a lease: 1 unit now, 10 held
+	s.check(`{"customer":"acme","metric":"api_calls"}`) // denied in memory; the day is read to answer
 	body := string(s.mustDo(http.StatusOK, "GET", "/metrics", "", "Authorization", "").Body)
 	for _, want := range []string{
 		`quotad_checks_total{decision="allowed"} 1`,
@@ -103,6 +104,13 @@ func TestMetricsSeries(t *testing.T) {
 		`quotad_store_errors_total 0`,
 		`quotad_short_window_keys`,
 		`quotad_http_requests_total`,
+		`quotad_check_store_round_trips_count 2`,
+		`quotad_check_store_round_trips_sum 2`,
+		`quotad_lease_refills_total 1`,
+		`quotad_lease_recalls_total 0`,
+		`quotad_lease_recalled_total 0`,
+		`quotad_leases 1`,
+		`quotad_lease_units_held 10`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)

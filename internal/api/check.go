@@ -89,6 +89,7 @@ type historyDay struct {
 type checkMetrics struct {
 	checks  *prometheus.CounterVec
 	latency prometheus.Histogram
+	trips   prometheus.Histogram
 
 	decisions seriesCache[string, prometheus.Counter]
 }
@@ -104,9 +105,34 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			Help:    "Time to decide a check, from decoded request to decision.",
 			Buckets: []float64{.00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}),
+		trips: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "quotad_check_store_round_trips",
+			Help:    "Round trips to PostgreSQL a check made for its counters (0 when answered from memory).",
+			Buckets: []float64{0, 1, 2, 3, 5, 8},
+		}),
 	}
 	m.decisions.create = func(d string) prometheus.Counter { return m.checks.WithLabelValues(d) }
-	reg.MustRegister(m.checks, m.latency,
+	counter := func(name, help string, v func(quota.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(v(stats())) })
+	}
+	gauge := func(name, help string, v func(quota.Stats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(v(stats())) })
+	}
+	reg.MustRegister(
+		counter("quotad_lease_refills_total", "Blocks of long-window units this process reserved in PostgreSQL.",
+			func(s quota.Stats) uint64 { return s.Leases.Refills }),
+		counter("quotad_lease_recalls_total", "Checks that asked other processes to give back leased units.",
+			func(s quota.Stats) uint64 { return s.Leases.Recalls }),
+		counter("quotad_lease_recalled_total", "Leases this process gave back because another process needed their units.",
+			func(s quota.Stats) uint64 { return s.Leases.Recalled }),
+		gauge("quotad_leases", "Leases (blocks of long-window units) this process holds.",
+			func(s quota.Stats) int64 { return s.Leases.Leases }),
+		gauge("quotad_lease_units_held", "Units this process holds unused in its leases.",
+			func(s quota.Stats) int64 { return s.Leases.Units }),
+	)
+	reg.MustRegister(m.checks, m.latency, m.trips,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "quotad_store_errors_total",
 			Help: "Check-path calls to PostgreSQL that failed.",
@@ -142,6 +168,7 @@ func (s *Server) check(c echo.Context) error {
 		decision = "degraded"
 	}
 	s.checkMetrics.decisions.get(decision).Inc()
+	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
 
 	setCheckHeaders(c.Response().Header(), &d, now)
 	status := http.StatusOK
