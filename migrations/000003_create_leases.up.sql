@@ -193,3 +193,37 @@ BEGIN
     RETURN v_leases;
 END
 $$;
+
+-- quotad_settle_all settles many leases of p_holder at once, in the order
+-- given (callers sort them as counters are ordered, so that concurrent
+-- settlements lock counters in the same order): each as quotad_settle.
+CREATE FUNCTION quotad_settle_all(
+    p_customers text[], p_metrics text[], p_windows text[], p_starts timestamptz[],
+    p_holder bigint, p_unused bigint[], p_global_starts timestamptz[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(p_customers, 1), 0) LOOP
+        PERFORM quotad_settle(p_customers[i], p_metrics[i], p_windows[i], p_starts[i],
+                              p_holder, p_unused[i], p_global_starts[i]);
+    END LOOP;
+END
+$$;
+
+-- quotad_report records what p_holder holds unused in many leases at once
+-- and returns the positions (from 1) of those the store no longer holds.
+CREATE FUNCTION quotad_report(
+    p_customers text[], p_metrics text[], p_windows text[], p_starts timestamptz[],
+    p_holder bigint, p_unused bigint[]) RETURNS SETOF integer
+LANGUAGE sql AS $$
+    WITH r AS (
+        SELECT * FROM unnest(p_customers, p_metrics, p_windows, p_starts, p_unused)
+            WITH ORDINALITY AS r(customer_id, metric, quota_window, window_start, unused, i)
+    ), updated AS (
+        UPDATE counter_leases l SET unused = r.unused
+        FROM r
+        WHERE l.customer_id = r.customer_id AND l.metric = r.metric AND l.quota_window = r.quota_window
+          AND l.window_start = r.window_start AND l.holder = p_holder
+        RETURNING r.i
+    )
+    SELECT r.i::integer FROM r WHERE r.i NOT IN (SELECT i FROM updated)
+$$;

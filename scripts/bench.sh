@@ -182,14 +182,44 @@ check() {
 scenario() {
   local long='{"customer":"l{{key}}","metric":"api_calls","cost":1}'
   URLS="http://$QUOTAD1/v1/check"
+  SET=l  # the customer set the scenario checks: l (plan long), s (plan short)
   case $1 in
     mixed) BODY=$long ;;
-    short) BODY='{"customer":"s{{key}}","metric":"api_calls","cost":1}' ;;
+    short) BODY='{"customer":"s{{key}}","metric":"api_calls","cost":1}'; SET=s ;;
     hot) BODY='{"customer":"l0","metric":"api_calls","cost":1}' ;;
     mixed-request-id) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1,\"request_id\":\"r$2-{{seq}}\"}" ;;
     mixed-2proc) BODY=$long; URLS="$URLS http://$QUOTAD2/v1/check" ;;
     *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id or mixed-2proc)" ;;
   esac
+}
+
+# prime SET URL...: one check for each customer of SET at each URL. quotad
+# loads a customer from PostgreSQL the first time it sees it, and a process
+# reserves a block of a customer's long-window units on its first check
+# (given back after 30 s idle): priming right before a run makes it measure
+# checks, not first-time loads and reservations.
+# The processes are primed at the same time.
+prime() {
+  local set=$1 url i=0 pids=""
+  shift
+  for url in "$@"; do
+    i=$((i + 1))
+    bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "$url" \
+      -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
+      -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > "bin/bench-prime$i.out" 2>&1 &
+    pids="$pids $!"
+  done
+  # shellcheck disable=SC2086 # pids is a list
+  wait $pids || die "priming failed (see bin/bench-prime*.out)"
+  i=0
+  for url in "$@"; do
+    i=$((i + 1))
+    { echo "== priming $set on $url"; cat "bin/bench-prime$i.out"; } >> "$LOADGEN_LOG"
+    parse "bin/bench-prime$i.out"
+    if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
+      cat "bin/bench-prime$i.out" >&2; die "priming $set on $url: not $KEYS admitted checks"
+    fi
+  done
 }
 
 # ---- set-up
@@ -203,10 +233,6 @@ if [ -n "$PROFILE_DIR" ]; then
   mkdir -p "$PROFILE_DIR"
 fi
 case " $SCENARIOS " in *" mixed-2proc "*) TWO_PROC=1 ;; *) TWO_PROC="" ;; esac
-SETS=""  # customer sets to prime: l (plan long), s (plan short)
-case " $SCENARIOS " in *" mixed"* | *" hot "*) SETS="l" ;; esac
-case " $SCENARIOS " in *" short "*) SETS="$SETS s" ;; esac
-
 mkdir -p bin
 echo "building bin/quotad, bin/baseline, bin/loadgen"
 "$GO" build -o bin/quotad ./cmd/quotad
@@ -244,26 +270,6 @@ psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
 # The second process starts after the seeding, on the same database.
 if [ -n "$TWO_PROC" ]; then start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log; fi
 
-# quotad loads a customer from PostgreSQL the first time it sees it. Prime
-# each process's cache with one check per customer of each set used, so
-# that the runs measure checks, not first-time loads.
-for set in $SETS; do
-  addrs=$QUOTAD1
-  if [ "$set" = l ] && [ -n "$TWO_PROC" ]; then addrs="$addrs $QUOTAD2"; fi  # mixed-2proc uses set l
-  for addr in $addrs; do
-    bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "http://$addr/v1/check" \
-      -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
-      -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > bin/bench-run.out 2>&1 ||
-      { cat bin/bench-run.out >&2; die "priming failed"; }
-    { echo "== priming $set on $addr"; cat bin/bench-run.out; } >> "$LOADGEN_LOG"
-    parse bin/bench-run.out
-    if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
-      cat bin/bench-run.out >&2; die "priming $set on $addr: not $KEYS admitted checks"
-    fi
-    echo "primed $addr: one check for each of ${set}0..${set}$((KEYS - 1)), $RPS checks/s"
-  done
-done
-
 # ---- rounds
 #
 # Each scenario runs right after a baseline run with the same command line
@@ -289,6 +295,8 @@ for r in $(seq 1 "$ROUNDS"); do
     check "baseline for $s, round $r"
     base=$RPS
     line "$r" "$s" baseline
+    # shellcheck disable=SC2086 # URLS is a list
+    prime "$SET" $URLS
     # shellcheck disable=SC2086 # URLS is a list
     measure "$s, round $r" "$s-round$r" $URLS
     check "$s, round $r"

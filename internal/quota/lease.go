@@ -46,8 +46,11 @@ const (
 	// reads are exact at most 2 × FlushEvery after traffic stops.
 	FlushEvery = 500 * time.Millisecond
 	// IdleAfter is how long a lease goes unused before its units are
-	// given back.
-	IdleAfter = 5 * time.Second
+	// given back. Other processes need not wait for it (they recall
+	// units), nor do usage reads (leases report their unused units once
+	// idle for FlushEvery); a customer who checks less often than this
+	// reserves a block, a commit, on every check.
+	IdleAfter = 30 * time.Second
 	// recallAttempts bounds how long a check waits for other processes to
 	// give back the units it needs: with backoff, about half a second.
 	recallAttempts = 20
@@ -136,6 +139,9 @@ type LeasePool struct {
 	// from other processes: backoff from 1 to 32 ms by default. Tests may
 	// replace it before the pool is used.
 	Wait func(ctx context.Context, attempt int) error
+	// IdleAfter is how long a lease goes unused before Flush settles it:
+	// the package's IdleAfter by default.
+	IdleAfter time.Duration
 }
 
 const leaseShards = 64
@@ -172,7 +178,7 @@ type lease struct {
 // NewLeasePool returns a pool of leases over ledger, timed by clock.
 func NewLeasePool(ledger Ledger, clock Clock) *LeasePool {
 	p := &LeasePool{ledger: ledger, clock: clock, seed: maphash.MakeSeed(),
-		globals: map[GlobalKey]int64{}, Wait: backoff}
+		globals: map[GlobalKey]int64{}, Wait: backoff, IdleAfter: IdleAfter}
 	for i := range p.shards {
 		p.shards[i].m = map[CounterKey]*lease{}
 	}
@@ -767,7 +773,7 @@ func (p *LeasePool) FlushGlobals(ctx context.Context) error {
 // calls it every FlushEvery; on failure it tries again the next time.
 func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	tick := p.tick.Add(1)
-	idle := int64(IdleAfter / FlushEvery)
+	idle := max(1, int64(p.IdleAfter/FlushEvery))
 	var settle, report []*lease
 	var settleSet, reportSet []Settlement
 	for i := range p.shards {

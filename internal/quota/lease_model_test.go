@@ -49,6 +49,7 @@ func TestLeasePoolModel(t *testing.T) {
 			l := store.Process()
 			p := &modelProc{ledger: l, pool: quota.NewLeasePool(l, clock), alive: true}
 			p.pool.Wait = func(context.Context, int) error { return nil }
+			p.pool.IdleAfter = 3 * quota.FlushEvery // settle idle leases often
 			l.OnRecall(func(k quota.CounterKey) {
 				if !p.deaf {
 					if err := p.pool.Recall(ctx, k); err != nil {

@@ -40,78 +40,95 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	return nil
 }
 
-// Settle implements quota.Leaser, in batches, committed without waiting
-// for the disk: a settlement lost in a crash of PostgreSQL only leaves
-// units counted that were not used, never the other way round.
+// Settle implements quota.Leaser: one call settles them all, in the order
+// given, each as quotad_settle, committed without waiting for the disk: a
+// settlement lost in a crash of PostgreSQL only leaves units counted that
+// were not used, never the other way round.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
-	const q = `SELECT quotad_settle($1, $2, $3, $4, $5, $6, $7)`
-	return db.leaseBatches(ctx, s, func(b *pgx.Batch, x quota.Settlement) {
-		b.Queue(q, x.Key.Customer, x.Key.Metric, x.Key.Window.String(), x.Key.Start, db.holder, x.Unused,
-			globalStart(x.Global))
-	}, func(res pgx.BatchResults, _ *quota.Settlement) error {
-		_, err := res.Exec()
-		return err
-	})
-}
-
-// Report implements quota.Leaser, as Settle does.
-func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
-	const q = `
-		UPDATE counter_leases SET unused = $6
-		WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4 AND holder = $5`
-	return db.leaseBatches(ctx, s, func(b *pgx.Batch, x quota.Settlement) {
-		b.Queue(q, x.Key.Customer, x.Key.Metric, x.Key.Window.String(), x.Key.Start, db.holder, x.Unused)
-	}, func(res pgx.BatchResults, x *quota.Settlement) error {
-		tag, err := res.Exec()
-		x.Lost = err == nil && tag.RowsAffected() == 0
-		return err
-	})
-}
-
-// leaseBatch is how many settlements one transaction carries: the counter
-// rows it locks stay locked until it commits.
-const leaseBatch = 256
-
-// leaseBatches runs one statement per settlement, leaseBatch of them per
-// transaction, in the order given (callers sort them as the counters are
-// ordered, so that concurrent batches lock in the same order).
-func (db *DB) leaseBatches(ctx context.Context, s []quota.Settlement,
-	queue func(*pgx.Batch, quota.Settlement), read func(pgx.BatchResults, *quota.Settlement) error) error {
-	for len(s) > 0 {
-		n := min(len(s), leaseBatch)
-		chunk := s[:n]
-		s = s[n:]
-		err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-				return err
-			}
-			b := &pgx.Batch{}
-			for _, x := range chunk {
-				queue(b, x)
-			}
-			res := tx.SendBatch(ctx, b)
-			for i := range chunk {
-				if err := read(res, &chunk[i]); err != nil {
-					res.Close()
-					return err
-				}
-			}
-			return res.Close()
-		})
-		if err != nil {
-			return fmt.Errorf("settle leases: %w", mapErr(err))
+	for len(s) > leaseBatch {
+		if err := db.Settle(ctx, s[:leaseBatch]); err != nil {
+			return err
 		}
+		s = s[leaseBatch:]
+	}
+	if len(s) == 0 {
+		return nil
+	}
+	a := toLeaseArrays(s)
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
+			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused, a.globals)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle leases: %w", mapErr(err))
 	}
 	return nil
 }
 
-// globalStart is the start of a lease's global window, or NULL where the
-// metric declares no capacity for it.
-func globalStart(g quota.GlobalKey) *time.Time {
-	if g.Metric == "" {
+// Report implements quota.Leaser, in one statement, committed as Settle
+// is.
+func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
+	for len(s) > leaseBatch {
+		if err := db.Report(ctx, s[:leaseBatch]); err != nil {
+			return err
+		}
+		s = s[leaseBatch:]
+	}
+	if len(s) == 0 {
 		return nil
 	}
-	return &g.Start
+	a := toLeaseArrays(s)
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
+			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused)
+		if err != nil {
+			return err
+		}
+		lost, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return err
+		}
+		for _, i := range lost {
+			s[i-1].Lost = true
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("report leases: %w", mapErr(err))
+	}
+	return nil
+}
+
+// leaseBatch is how many leases one transaction settles or reports: the
+// counters a settlement locks stay locked until it commits.
+const leaseBatch = 1000
+
+// leaseArrays are settlements as columns, for the functions that take
+// many at once.
+type leaseArrays struct {
+	customers, metrics, windows []string
+	starts                      []time.Time
+	unused                      []int64
+	globals                     []*time.Time
+}
+
+func toLeaseArrays(s []quota.Settlement) leaseArrays {
+	a := leaseArrays{
+		customers: make([]string, len(s)), metrics: make([]string, len(s)), windows: make([]string, len(s)),
+		starts: make([]time.Time, len(s)), unused: make([]int64, len(s)), globals: make([]*time.Time, len(s)),
+	}
+	for i, x := range s {
+		a.customers[i], a.metrics[i], a.windows[i] = x.Key.Customer, x.Key.Metric, x.Key.Window.String()
+		a.starts[i], a.unused[i], a.globals[i] = x.Key.Start, x.Unused, globalStart(x.Global)
+	}
+	return a
 }
 
 // Recall implements quota.Leaser.
@@ -145,4 +162,13 @@ func ParseCounterKey(s string) (quota.CounterKey, bool) {
 		return quota.CounterKey{}, false
 	}
 	return quota.CounterKey{Customer: parts[0], Metric: parts[1], Window: w, Start: time.Unix(start, 0).UTC()}, true
+}
+
+// globalStart is the start of a lease's global window, or NULL where the
+// metric declares no capacity for it.
+func globalStart(g quota.GlobalKey) *time.Time {
+	if g.Metric == "" {
+		return nil
+	}
+	return &g.Start
 }
