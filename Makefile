@@ -17,7 +17,8 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "make bench takes BENCH_CONC=64 BENCH_DURATION=8s BENCH_WARMUP=2s BENCH_ROUNDS=2,"
-	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc\" (a subset runs only those)"
+	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc\" (a subset runs only those),"
+	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
 
 run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)

@@ -15,6 +15,10 @@
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
 #   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc"
 #   BENCH_KEYS=10000      customers in each customer set
+#   BENCH_CLIENT=net/http how the load generator sends requests: net/http
+#                         (an http.Client per worker, as a backend would) or
+#                         raw (requests written by hand: a cheaper generator,
+#                         so the servers' own cost weighs more in a ratio)
 #   BENCH_PROFILE=dir     write a CPU profile of quotad per scenario and
 #                         round into dir (PROFILE=1 means bin/profiles);
 #                         durations must then be whole seconds (8s, 1m)
@@ -36,6 +40,7 @@ WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
 SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc}
 KEYS=${BENCH_KEYS:-10000}
+CLIENT=${BENCH_CLIENT:-net/http}
 PROFILE_DIR=${BENCH_PROFILE:-}
 if [ -z "$PROFILE_DIR" ] && [ -n "${PROFILE:-}" ] && [ "${PROFILE:-}" != 0 ]; then
   PROFILE_DIR=bin/profiles
@@ -122,7 +127,7 @@ measure() {
   shift 2
   local urls=()
   for u in "$@"; do urls+=(-url "$u"); done
-  bin/loadgen -json -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -keys "$KEYS" -seed "$SEED" \
+  bin/loadgen -json -client "$CLIENT" -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -keys "$KEYS" -seed "$SEED" \
     -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
     -body "$BODY" "${urls[@]}" > "$out" 2>&1 &
   local lg=$!
@@ -279,9 +284,9 @@ if [ -n "$TWO_PROC" ]; then start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.
 # ran on better than one baseline per round would, at the cost of twice
 # the run time.
 
-printf 'quotad bench: %s, %s cores, c=%s, %s measured after %s warm-up, %s round(s), %s customers per set%s\n' \
+printf 'quotad bench: %s, %s cores, c=%s, %s measured after %s warm-up, %s round(s), %s customers per set, client %s%s\n' \
   "$(git describe --always --dirty 2>/dev/null || echo unknown)" "$(nproc 2>/dev/null || echo '?')" \
-  "$CONC" "$DURATION" "$WARMUP" "$ROUNDS" "$KEYS" "${PROFILE_DIR:+, CPU profiles on}"
+  "$CONC" "$DURATION" "$WARMUP" "$ROUNDS" "$KEYS" "$CLIENT" "${PROFILE_DIR:+, CPU profiles on}"
 printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\n' > "$RESULTS"
 line() { # ROUND SCENARIO WHAT [RATIO]
   printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s\n' "$1" "$2" "$3" \
@@ -308,7 +313,7 @@ done
 
 # ---- summary
 echo
-echo "c=$CONC, $DURATION, $ROUNDS round(s); ratio = quotad req/s / baseline req/s of the same round"
+echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = quotad req/s / baseline req/s of the same round"
 echo
 awk -F '\t' '
   NR == 1 { next }

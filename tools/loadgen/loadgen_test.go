@@ -246,11 +246,20 @@ func runJSON(t *testing.T, args ...string) *summary {
 
 // TestRunAgainstServers loads two servers for about a second and checks
 // that the counts add up: on the servers' side and in the summary.
-func TestRunAgainstServers(t *testing.T) {
+// forClients runs f with each way of sending requests.
+func forClients(t *testing.T, f func(t *testing.T, client string)) {
+	for _, client := range []string{"net/http", "raw"} {
+		t.Run(client, func(t *testing.T) { f(t, client) })
+	}
+}
+
+func TestRunAgainstServers(t *testing.T) { forClients(t, runAgainstServers) }
+
+func runAgainstServers(t *testing.T, client string) {
 	const keys, workers = 50, 6
 	seqs := map[string]bool{}
 	a, b := newServer(t, keys, seqs), newServer(t, keys, seqs)
-	s := runJSON(t, "-url", a.URL+"/v1/check", "-url", b.URL+"/v1/check",
+	s := runJSON(t, "-client", client, "-url", a.URL+"/v1/check", "-url", b.URL+"/v1/check",
 		"-c", fmt.Sprint(workers), "-warmup", "200ms", "-d", "800ms", "-keys", fmt.Sprint(keys),
 		"-H", "Content-Type: application/json", "-H", "X-Test: yes",
 		"-body", `{"k":{{key}},"s":"{{seq}}"}`)
@@ -321,7 +330,9 @@ func TestRunSweep(t *testing.T) {
 
 // TestRunReconnects: a server that closes every connection after its
 // answer costs a new connection per request, and no error.
-func TestRunReconnects(t *testing.T) {
+func TestRunReconnects(t *testing.T) { forClients(t, runReconnects) }
+
+func runReconnects(t *testing.T, client string) {
 	var conns, answered atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		answered.Add(1)
@@ -335,7 +346,7 @@ func TestRunReconnects(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	s := runJSON(t, "-url", srv.URL, "-c", "2", "-warmup", "0s", "-d", "300ms")
+	s := runJSON(t, "-client", client, "-url", srv.URL, "-c", "2", "-warmup", "0s", "-d", "300ms")
 	if s.AllErrors != 0 || s.Status["200"] != s.Requests {
 		t.Errorf("errors %d (first: %s), status %v", s.AllErrors, s.FirstError, s.Status)
 	}

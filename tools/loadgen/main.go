@@ -87,6 +87,9 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 	method := fs.String("method", "", "HTTP method (default POST with -body, GET without)")
 	sweep := fs.Bool("sweep", false, "send each key once, then stop (warms caches; no warm-up)")
 	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
+	client := fs.String("client", "net/http", "how requests are sent: net/http (an http.Client per worker, each request "+
+		"built as a backend would) or raw (requests written by hand on the connection: the generator costs less, "+
+		"so the server's own cost weighs more in a ratio)")
 	if err := fs.Parse(args); err != nil {
 		return nil, false, err
 	}
@@ -104,6 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		return nil, false, errors.New("-keys must be at least 1")
 	case strings.ContainsAny(*method, " \t\r\n"):
 		return nil, false, fmt.Errorf("-method %q: not a method", *method)
+	case *client != "net/http" && *client != "raw":
+		return nil, false, fmt.Errorf("-client %q: want net/http or raw", *client)
 	}
 	p := &plan{
 		workers: *conc,
@@ -114,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		keys:    *keys,
 		seed:    *seed,
 		sweep:   *sweep,
+		raw:     *client == "raw",
 	}
 	if p.sweep {
 		p.warmup = 0

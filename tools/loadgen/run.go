@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,11 +19,13 @@ import (
 )
 
 // target is one URL with its request head (request line and headers)
-// serialized once; each request appends Content-Length and the body.
+// serialized once (raw client: each request appends Content-Length and
+// the body), and its headers (net/http client).
 type target struct {
-	url  string
-	addr string // host:port to dial
-	head []byte
+	url    string
+	addr   string // host:port to dial
+	head   []byte
+	header http.Header
 }
 
 // newTargets checks the URLs and serializes each one's request head from
@@ -55,7 +58,7 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 		if err := h.Write(&b); err != nil {
 			return nil, err
 		}
-		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String())})
+		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), header: h})
 	}
 	return ts, nil
 }
@@ -82,6 +85,7 @@ type plan struct {
 	keys    int
 	seed    uint64
 	sweep   bool // each key once, then stop
+	raw     bool // write requests by hand rather than with net/http
 }
 
 // run drives the workers until the window closes (or, with sweep, every
@@ -120,10 +124,12 @@ type worker struct {
 	body []byte // the expanded body, reused
 	req  []byte // the whole request, reused
 	seq  uint64
+
+	client *http.Client // net/http: one connection of its own
 }
 
 func (p *plan) newWorker(id int, t *target) *worker {
-	return &worker{
+	w := &worker{
 		id:      id,
 		plan:    p,
 		target:  t,
@@ -131,6 +137,23 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		tally:   newTally(),
 		readReq: &http.Request{Method: p.method},
 	}
+	if !p.raw {
+		dialer := &net.Dialer{Timeout: p.timeout}
+		w.client = &http.Client{Timeout: p.timeout, Transport: &http.Transport{
+			Proxy: nil,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dialer.DialContext(ctx, network, addr)
+				if err == nil {
+					w.tally.dials++
+				}
+				return c, err
+			},
+			MaxConnsPerHost:     1,
+			MaxIdleConnsPerHost: 1,
+			DisableCompression:  true,
+		}}
+	}
+	return w
 }
 
 func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int64) {
@@ -145,8 +168,14 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 		if !t0.Before(to) {
 			break
 		}
-		w.build(key)
-		status, err := w.do(t0)
+		var status int
+		var err error
+		if w.plan.raw {
+			w.build(key)
+			status, err = w.do(t0)
+		} else {
+			status, err = w.send(ctx, key)
+		}
 		t1 := time.Now()
 		inWindow := !t1.Before(from) && t1.Before(to)
 		if err != nil {
@@ -245,7 +274,34 @@ func (w *worker) do(now time.Time) (int, error) {
 	return resp.StatusCode, nil
 }
 
+// send sends one request with net/http, as a backend would: a body and a
+// request of their own, the headers copied, the answer drained.
+func (w *worker) send(ctx context.Context, key int) (int, error) {
+	p := w.plan
+	var body io.Reader
+	if p.body != nil {
+		body = bytes.NewReader(p.body.expand(nil, key, w.id, w.seq))
+		w.seq++
+	}
+	req, err := http.NewRequestWithContext(ctx, p.method, w.target.url, body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header = w.target.header.Clone()
+	resp, err := w.client.Do(req)
+	if err != nil {
+		time.Sleep(time.Millisecond) // do not spin on a refused connection
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, err
+}
+
 func (w *worker) close() {
+	if w.client != nil {
+		w.client.CloseIdleConnections()
+	}
 	if w.conn != nil {
 		w.conn.Close()
 		w.conn = nil
