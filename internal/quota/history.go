@@ -4,12 +4,15 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"time"
 )
 
 // historyBuffer sums history deltas in memory and writes them in batches:
 // one row update per customer, metric and day per flush instead of one per
 // check. A crash loses at most the deltas of one flush interval; the
-// counters that enforce limits are not affected.
+// counters that enforce limits are not affected. An entry stays from one
+// flush to the next (zeroed), so that a customer checking all day costs one
+// allocation a day, and goes once it has been idle for two flushes.
 type historyBuffer struct {
 	store  HistoryStore
 	seed   maphash.Seed
@@ -24,15 +27,20 @@ type historyKey struct {
 	date             int64 // Unix seconds of 00:00 UTC
 }
 
+type historyEntry struct {
+	used, overage, denied int64
+	idle                  int // flushes since the last delta
+}
+
 type historyShard struct {
 	mu sync.Mutex
-	m  map[historyKey]*HistoryDelta
+	m  map[historyKey]*historyEntry
 }
 
 func newHistoryBuffer(store HistoryStore) *historyBuffer {
 	h := &historyBuffer{store: store, seed: maphash.MakeSeed()}
 	for i := range h.shards {
-		h.shards[i].m = make(map[historyKey]*HistoryDelta)
+		h.shards[i].m = make(map[historyKey]*historyEntry)
 	}
 	return h
 }
@@ -44,13 +52,15 @@ func (h *historyBuffer) add(d HistoryDelta) {
 	k := historyKey{d.Customer, d.Metric, d.Date.Unix()}
 	sh := &h.shards[maphash.String(h.seed, d.Customer)%uint64(len(h.shards))]
 	sh.mu.Lock()
-	if cur := sh.m[k]; cur != nil {
-		cur.Used += d.Used
-		cur.Overage += d.Overage
-		cur.Denied += d.Denied
-	} else {
-		sh.m[k] = &d
+	e := sh.m[k]
+	if e == nil {
+		e = &historyEntry{}
+		sh.m[k] = e
 	}
+	e.used += d.Used
+	e.overage += d.Overage
+	e.denied += d.Denied
+	e.idle = 0
 	sh.mu.Unlock()
 }
 
@@ -66,10 +76,17 @@ func (h *historyBuffer) flush(ctx context.Context) error {
 	for i := range h.shards {
 		sh := &h.shards[i]
 		sh.mu.Lock()
-		for _, d := range sh.m {
-			batch = append(batch, *d)
+		for k, e := range sh.m {
+			if e.used == 0 && e.overage == 0 && e.denied == 0 {
+				if e.idle++; e.idle >= 2 {
+					delete(sh.m, k)
+				}
+				continue
+			}
+			batch = append(batch, HistoryDelta{Customer: k.customer, Metric: k.metric, Date: time.Unix(k.date, 0).UTC(),
+				Used: e.used, Overage: e.overage, Denied: e.denied})
+			e.used, e.overage, e.denied = 0, 0, 0
 		}
-		clear(sh.m)
 		sh.mu.Unlock()
 	}
 	if len(batch) == 0 {

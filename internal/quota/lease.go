@@ -221,12 +221,8 @@ func (p *LeasePool) Held(k CounterKey) int64 {
 }
 
 func (p *LeasePool) shard(k CounterKey) *leaseShard {
-	var h maphash.Hash
-	h.SetSeed(p.seed)
-	h.WriteString(k.Customer)
-	h.WriteByte(0)
-	h.WriteString(k.Metric)
-	return &p.shards[h.Sum64()%leaseShards]
+	h := maphash.String(p.seed, k.Customer) ^ maphash.String(p.seed, k.Metric)*0x9e3779b97f4a7c15
+	return &p.shards[h%leaseShards]
 }
 
 // lookup returns the lease of sp's counter, new and empty if there is none.

@@ -14,12 +14,29 @@ import (
 
 // AddHistory implements quota.HistoryStore. Deltas are applied in key
 // order, so that concurrent flushes from several processes cannot
-// deadlock; days never go below zero.
+// deadlock; days never go below zero. Deltas that only add (all but
+// refunds') go in one statement.
 func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
 	sorted := make([]quota.HistoryDelta, len(deltas))
 	copy(sorted, deltas)
 	sortDeltas(sorted)
-	const q = `
+	var add columns
+	var refunds []quota.HistoryDelta
+	for _, d := range sorted {
+		if d.Used < 0 || d.Overage < 0 || d.Denied < 0 {
+			refunds = append(refunds, d)
+			continue
+		}
+		add.append(d)
+	}
+	const addQ = `
+		INSERT INTO usage_history AS h (customer_id, metric, day, used, overage, denied)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::date[], $4::bigint[], $5::bigint[], $6::bigint[])
+		ON CONFLICT (customer_id, day, metric) DO UPDATE
+		SET used    = h.used + EXCLUDED.used,
+		    overage = h.overage + EXCLUDED.overage,
+		    denied  = h.denied + EXCLUDED.denied`
+	const refundQ = `
 		INSERT INTO usage_history AS h (customer_id, metric, day, used, overage, denied)
 		VALUES ($1, $2, $3, GREATEST($4::bigint, 0), GREATEST($5::bigint, 0), GREATEST($6::bigint, 0))
 		ON CONFLICT (customer_id, day, metric) DO UPDATE
@@ -27,13 +44,32 @@ func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error
 		    overage = GREATEST(h.overage + $5::bigint, 0),
 		    denied  = GREATEST(h.denied + $6::bigint, 0)`
 	b := &pgx.Batch{}
-	for _, d := range sorted {
-		b.Queue(q, d.Customer, d.Metric, d.Date, d.Used, d.Overage, d.Denied)
+	if len(add.customers) > 0 {
+		b.Queue(addQ, add.customers, add.metrics, add.days, add.used, add.overage, add.denied)
+	}
+	for _, d := range refunds {
+		b.Queue(refundQ, d.Customer, d.Metric, d.Date, d.Used, d.Overage, d.Denied)
 	}
 	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("add history: %w", mapErr(err))
 	}
 	return nil
+}
+
+// columns are history deltas as arrays, for one statement.
+type columns struct {
+	customers, metrics    []string
+	days                  []time.Time
+	used, overage, denied []int64
+}
+
+func (c *columns) append(d quota.HistoryDelta) {
+	c.customers = append(c.customers, d.Customer)
+	c.metrics = append(c.metrics, d.Metric)
+	c.days = append(c.days, d.Date)
+	c.used = append(c.used, d.Used)
+	c.overage = append(c.overage, d.Overage)
+	c.denied = append(c.denied, d.Denied)
 }
 
 // FindHistory implements quota.HistoryStore.
