@@ -772,6 +772,9 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	idle := max(1, int64(p.IdleAfter/FlushEvery))
 	var settle, report []*lease
 	var settleSet, reportSet []Settlement
+	// Leases in this flush's store calls are busy until the calls end;
+	// one channel each for the reports and the settlements.
+	reporting, settling := make(chan struct{}), make(chan struct{})
 	for i := range p.shards {
 		sh := &p.shards[i]
 		sh.mu.Lock()
@@ -795,23 +798,23 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 				settle = append(settle, l)
 				p.units.Add(-l.unused)
 				l.unused = 0
-				l.busy = make(chan struct{})
+				l.busy = settling
 			case tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
 				reportSet = append(reportSet, Settlement{Key: l.key, Unused: l.unused + l.inflight})
 				report = append(report, l)
-				l.busy = make(chan struct{})
+				l.busy = reporting
 			}
 			l.mu.Unlock()
 		}
 	}
 	var errs []error
 	if len(report) > 0 {
-		sortSettlements(reportSet, report)
+		// Reports change only this process's own leases: no order needed.
 		err := p.ledger.Report(ctx, reportSet)
 		errs = append(errs, err)
+		defer close(reporting) // once every lease is free again
 		for j, l := range report {
 			l.mu.Lock()
-			close(l.busy)
 			l.busy = nil
 			switch {
 			case err != nil:
@@ -828,9 +831,9 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 		sortSettlements(settleSet, settle)
 		err := p.ledger.Settle(ctx, settleSet)
 		errs = append(errs, err)
+		defer close(settling)
 		for j, l := range settle {
 			l.mu.Lock()
-			close(l.busy)
 			l.busy = nil
 			if err != nil {
 				l.unused += settleSet[j].Unused
