@@ -243,3 +243,42 @@ func TestLeasesOutage(t *testing.T) {
 		}
 	}
 }
+
+// rawDay reads a customer's day counter as stored: units admitted, and
+// units held in leases.
+func rawDay(t testing.TB, schema *dbtest.Schema, customer string) int64 {
+	t.Helper()
+	var used int64
+	err := schema.Pool.QueryRow(t.Context(), `
+		SELECT coalesce(sum(used), 0)::bigint FROM usage_counters WHERE customer_id = $1 AND quota_window = 'day'`,
+		customer).Scan(&used)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used
+}
+
+// On a graceful shutdown a process gives back the units it holds: the
+// counter is left with the units admitted.
+func TestLeasesGivenBackOnShutdown(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	s := MustStartServer(t, schema, nil)
+	// A day limit of 1000 leases blocks of 10.
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
+	for range 3 {
+		if _, ans := s.check(`{"customer":"acme","metric":"api_calls"}`); !ans.Allowed {
+			t.Fatal("denied")
+		}
+	}
+	// The first check reserved its unit and a block of 10; two came from it.
+	if got := rawDay(t, schema, "acme"); got != 3+8 {
+		t.Fatalf("counter = %d with a lease held, want 3 admitted + 8 held", got)
+	}
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rawDay(t, schema, "acme"); got != 3 {
+		t.Errorf("counter = %d after a graceful shutdown, want the 3 admitted", got)
+	}
+}

@@ -30,6 +30,13 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 	defer leases.Stop()
 	defer evict.Stop()
 	defer purge.Stop()
+	// A periodic call cut short by shutdown is not a failure: Close does
+	// its work once more.
+	periodic := func(err error) {
+		if ctx.Err() == nil {
+			report(err)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -41,18 +48,18 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			return
 		case <-flush.C:
 			if err := e.FlushHistory(ctx); err != nil {
-				report(fmt.Errorf("flush history: %w", err))
+				periodic(fmt.Errorf("flush history: %w", err))
 			}
 		case <-leases.C:
 			if err := e.FlushLeases(ctx); err != nil {
-				report(fmt.Errorf("flush leases: %w", err))
+				periodic(fmt.Errorf("flush leases: %w", err))
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
 		case <-purge.C:
 			if err := e.ledger.Purge(ctx, e.clock.Now()); err != nil {
 				e.storeErrs.Add(1)
-				report(fmt.Errorf("purge counters: %w", err))
+				periodic(fmt.Errorf("purge counters: %w", err))
 			}
 		}
 	}
