@@ -146,10 +146,50 @@ type LeasePool struct {
 
 const leaseShards = 64
 
+// leaseShard holds leases by their key's hash (the one that chose the
+// shard), each hash's few leases compared by key: one hash per lookup.
 type leaseShard struct {
 	mu sync.Mutex
-	m  map[CounterKey]*lease
+	m  map[uint64][]*lease
 	_  [40]byte
+}
+
+// get returns the lease of k, hashed h, or nil. sh.mu must be held.
+func (sh *leaseShard) get(h uint64, k CounterKey) *lease {
+	for _, l := range sh.m[h] {
+		if l.key == k {
+			return l
+		}
+	}
+	return nil
+}
+
+// remove drops l, hashed h. sh.mu must be held.
+func (sh *leaseShard) remove(h uint64, l *lease) {
+	ls := sh.m[h]
+	for i, x := range ls {
+		if x == l {
+			ls[i] = ls[len(ls)-1]
+			ls = ls[:len(ls)-1]
+			break
+		}
+	}
+	if len(ls) == 0 {
+		delete(sh.m, h)
+	} else {
+		sh.m[h] = ls
+	}
+}
+
+// all returns every lease; sh.mu must not be held.
+func (sh *leaseShard) all() []*lease {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	out := make([]*lease, 0, len(sh.m))
+	for _, ls := range sh.m {
+		out = append(out, ls...)
+	}
+	return out
 }
 
 // lease is this process's lease of one counter.
@@ -180,7 +220,7 @@ func NewLeasePool(ledger Ledger, clock Clock) *LeasePool {
 	p := &LeasePool{ledger: ledger, clock: clock, seed: maphash.MakeSeed(),
 		globals: map[GlobalKey]int64{}, Wait: backoff, IdleAfter: IdleAfter}
 	for i := range p.shards {
-		p.shards[i].m = map[CounterKey]*lease{}
+		p.shards[i].m = map[uint64][]*lease{}
 	}
 	return p
 }
@@ -205,10 +245,7 @@ func (p *LeasePool) Stats() LeaseStats {
 
 // Held returns the units this process holds unused in its lease of k.
 func (p *LeasePool) Held(k CounterKey) int64 {
-	sh := p.shard(k)
-	sh.mu.Lock()
-	l := sh.m[k]
-	sh.mu.Unlock()
+	l := p.existing(k)
 	if l == nil {
 		return 0
 	}
@@ -220,20 +257,34 @@ func (p *LeasePool) Held(k CounterKey) int64 {
 	return l.unused
 }
 
-func (p *LeasePool) shard(k CounterKey) *leaseShard {
+// hash hashes a counter key; its low bits choose the shard.
+func (p *LeasePool) hash(k CounterKey) uint64 {
 	h := maphash.String(p.seed, k.Customer) ^ maphash.String(p.seed, k.Metric)*0x9e3779b97f4a7c15
-	return &p.shards[h%leaseShards]
+	h ^= (uint64(k.Window) + uint64(k.Start.Unix())<<8) * 0xbf58476d1ce4e5b9
+	return h ^ h>>31
+}
+
+func (p *LeasePool) shard(h uint64) *leaseShard { return &p.shards[h%leaseShards] }
+
+// existing returns the lease of k, or nil.
+func (p *LeasePool) existing(k CounterKey) *lease {
+	h := p.hash(k)
+	sh := p.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.get(h, k)
 }
 
 // lookup returns the lease of sp's counter, new and empty if there is none.
 func (p *LeasePool) lookup(sp *Span) *lease {
-	sh := p.shard(sp.Key)
+	h := p.hash(sp.Key)
+	sh := p.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	l := sh.m[sp.Key]
+	l := sh.get(h, sp.Key)
 	if l == nil {
 		l = &lease{key: sp.Key, end: sp.End, threshold: sp.Rule.Limit, global: sp.Global, touched: p.tick.Load()}
-		sh.m[sp.Key] = l
+		sh.m[h] = append(sh.m[h], l)
 		p.leases.Add(1)
 	}
 	return l
@@ -248,11 +299,10 @@ func (p *LeasePool) drop(l *lease) {
 	l.gone = true
 	p.units.Add(-l.unused)
 	p.leases.Add(-1)
-	sh := p.shard(l.key)
+	h := p.hash(l.key)
+	sh := p.shard(h)
 	sh.mu.Lock()
-	if sh.m[l.key] == l {
-		delete(sh.m, l.key)
-	}
+	sh.remove(h, l)
 	sh.mu.Unlock()
 }
 
@@ -461,10 +511,7 @@ func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, spans []Span, at 
 	// The ledger counts the units this process holds unused as admitted:
 	// they go back first (other processes' were recalled).
 	for i := range spans {
-		sh := p.shard(spans[i].Key)
-		sh.mu.Lock()
-		l := sh.m[spans[i].Key]
-		sh.mu.Unlock()
+		l := p.existing(spans[i].Key)
 		if l != nil {
 			l.mu.Lock()
 			if err := p.settleNow(ctx, l); err != nil {
@@ -513,10 +560,7 @@ func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
 			direct = append(direct, c.Spans[i])
 			continue
 		}
-		sh := p.shard(c.Spans[i].Key)
-		sh.mu.Lock()
-		l := sh.m[c.Spans[i].Key]
-		sh.mu.Unlock()
+		l := p.existing(c.Spans[i].Key)
 		if l != nil {
 			if err := p.putBack(ctx, l, c.Cost); err != nil {
 				return err
@@ -571,11 +615,7 @@ func (p *LeasePool) Read(ctx context.Context, counters []CounterKey, globals []G
 		return nil, nil, err
 	}
 	for i, k := range counters {
-		sh := p.shard(k)
-		sh.mu.Lock()
-		l := sh.m[k]
-		sh.mu.Unlock()
-		if l != nil {
+		if l := p.existing(k); l != nil {
 			l.mu.Lock()
 			if l.held {
 				used[i] = max(0, used[i]-l.unused)
@@ -608,10 +648,7 @@ func (p *LeasePool) GiveBack(ctx context.Context, c *Charge, out []Outcome) erro
 // than too many).
 func (p *LeasePool) Reclaim(ctx context.Context, c *Charge) error {
 	for i := range c.Spans {
-		sh := p.shard(c.Spans[i].Key)
-		sh.mu.Lock()
-		l := sh.m[c.Spans[i].Key]
-		sh.mu.Unlock()
+		l := p.existing(c.Spans[i].Key)
 		if l == nil {
 			continue
 		}
@@ -685,10 +722,7 @@ func (p *LeasePool) settleNow(ctx context.Context, l *lease) error {
 // Recall settles this process's lease of k, because another process needs
 // its units. On failure the lease stays, to be settled later.
 func (p *LeasePool) Recall(ctx context.Context, k CounterKey) error {
-	sh := p.shard(k)
-	sh.mu.Lock()
-	l := sh.m[k]
-	sh.mu.Unlock()
+	l := p.existing(k)
 	if l == nil {
 		return nil
 	}
@@ -704,19 +738,12 @@ func (p *LeasePool) Recall(ctx context.Context, k CounterKey) error {
 // ended them in the store, with their units.
 func (p *LeasePool) Forget(customer, metric string) {
 	for i := range p.shards {
-		sh := &p.shards[i]
-		sh.mu.Lock()
-		var gone []*lease
-		for k, l := range sh.m {
-			if k.Customer == customer && (metric == "" || k.Metric == metric) {
-				gone = append(gone, l)
+		for _, l := range p.shards[i].all() {
+			if l.key.Customer == customer && (metric == "" || l.key.Metric == metric) {
+				l.mu.Lock()
+				p.drop(l)
+				l.mu.Unlock()
 			}
-		}
-		sh.mu.Unlock()
-		for _, l := range gone {
-			l.mu.Lock()
-			p.drop(l)
-			l.mu.Unlock()
 		}
 	}
 }
@@ -776,14 +803,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	// one channel each for the reports and the settlements.
 	reporting, settling := make(chan struct{}), make(chan struct{})
 	for i := range p.shards {
-		sh := &p.shards[i]
-		sh.mu.Lock()
-		all := make([]*lease, 0, len(sh.m))
-		for _, l := range sh.m {
-			all = append(all, l)
-		}
-		sh.mu.Unlock()
-		for _, l := range all {
+		for _, l := range p.shards[i].all() {
 			l.mu.Lock()
 			switch {
 			case l.gone || l.busy != nil:
@@ -875,12 +895,7 @@ func (p *LeasePool) Close(ctx context.Context) error {
 	var set []Settlement
 	var ls []*lease
 	for i := range p.shards {
-		sh := &p.shards[i]
-		sh.mu.Lock()
-		for _, l := range sh.m {
-			ls = append(ls, l)
-		}
-		sh.mu.Unlock()
+		ls = append(ls, p.shards[i].all()...)
 	}
 	kept := ls[:0]
 	for _, l := range ls {
