@@ -148,3 +148,37 @@ func (c *Charge) Judge(i int, used, global int64) Outcome {
 	}
 	return o
 }
+
+// PeekWith fills out for every span of c, a calendar window, from counts
+// read by read (of the spans' counters, and of the global usage of those
+// that may borrow spare capacity), judged as a take would: what
+// long-window counters' Peek does. It counts the read as a round trip.
+func (c *Charge) PeekWith(read func(counters []CounterKey, globals []GlobalKey) (used, global []int64, err error),
+	out []Outcome) error {
+	if len(c.Spans) == 0 {
+		return nil
+	}
+	c.Trips++
+	keys := make([]CounterKey, len(c.Spans))
+	var globals []GlobalKey
+	for i := range c.Spans {
+		keys[i] = c.Spans[i].Key
+		if c.Spans[i].Rule.Spare {
+			globals = append(globals, c.Spans[i].Global)
+		}
+	}
+	used, global, err := read(keys, globals)
+	if err != nil {
+		return err
+	}
+	gi := 0
+	for i := range c.Spans {
+		var g int64
+		if c.Spans[i].Rule.Spare {
+			g = global[gi]
+			gi++
+		}
+		out[i] = c.Judge(i, used[i], g)
+	}
+	return nil
+}

@@ -579,32 +579,9 @@ func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
 // Peek implements Counter: the counts in the store, less what this
 // process holds unused, with the global usage it has not written yet.
 func (p *LeasePool) Peek(ctx context.Context, c *Charge, out []Outcome) error {
-	if len(c.Spans) == 0 {
-		return nil
-	}
-	keys := make([]CounterKey, len(c.Spans))
-	var globals []GlobalKey
-	for i := range c.Spans {
-		keys[i] = c.Spans[i].Key
-		if c.Spans[i].Rule.Spare {
-			globals = append(globals, c.Spans[i].Global)
-		}
-	}
-	used, global, err := p.Read(ctx, keys, globals)
-	c.Trips++
-	if err != nil {
-		return err
-	}
-	gi := 0
-	for i := range c.Spans {
-		var g int64
-		if c.Spans[i].Rule.Spare {
-			g = global[gi]
-			gi++
-		}
-		out[i] = c.Judge(i, used[i], g)
-	}
-	return nil
+	return c.PeekWith(func(counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
+		return p.Read(ctx, counters, globals)
+	}, out)
 }
 
 // Read returns the admitted units of counters and the global usage of
@@ -700,22 +677,52 @@ func (p *LeasePool) settleNow(ctx context.Context, l *lease) error {
 		l.mu.Unlock()
 		return nil
 	}
-	units := l.unused
+	b := newBatch()
+	p.enlist(b, l)
+	l.mu.Unlock()
+	return p.settle(ctx, b)
+}
+
+// batch is leases gathered for one store call: they are busy until it
+// ends.
+type batch struct {
+	leases []*lease
+	set    []Settlement
+	busy   chan struct{}
+}
+
+func newBatch() *batch { return &batch{busy: make(chan struct{})} }
+
+// enlist moves l, held, into b to be settled, with its unused units; l.mu
+// is held.
+func (p *LeasePool) enlist(b *batch, l *lease) {
+	b.set = append(b.set, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
+	b.leases = append(b.leases, l)
+	p.units.Add(-l.unused)
 	l.unused = 0
-	p.units.Add(-units)
-	l.busy = make(chan struct{})
-	l.mu.Unlock()
-	err := p.ledger.Settle(ctx, []Settlement{{Key: l.key, Unused: units, Global: l.global}})
-	l.mu.Lock()
-	close(l.busy)
-	l.busy = nil
-	if err != nil {
-		l.unused += units
-		p.units.Add(units)
-	} else {
-		p.drop(l)
+	l.busy = b.busy
+}
+
+// settle settles b's leases: they go, or, if the store cannot be told,
+// they stay with their units, to be settled later.
+func (p *LeasePool) settle(ctx context.Context, b *batch) error {
+	defer close(b.busy) // once every lease is free again
+	if len(b.leases) == 0 {
+		return nil
 	}
-	l.mu.Unlock()
+	sortSettlements(b.set, b.leases)
+	err := p.ledger.Settle(ctx, b.set)
+	for j, l := range b.leases {
+		l.mu.Lock()
+		l.busy = nil
+		if err != nil {
+			l.unused += b.set[j].Unused
+			p.units.Add(b.set[j].Unused)
+		} else {
+			p.drop(l)
+		}
+		l.mu.Unlock()
+	}
 	return err
 }
 
@@ -797,11 +804,7 @@ func (p *LeasePool) FlushGlobals(ctx context.Context) error {
 func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	tick := p.tick.Add(1)
 	idle := max(1, int64(p.IdleAfter/FlushEvery))
-	var settle, report []*lease
-	var settleSet, reportSet []Settlement
-	// Leases in this flush's store calls are busy until the calls end;
-	// one channel each for the reports and the settlements.
-	reporting, settling := make(chan struct{}), make(chan struct{})
+	settling, reporting := newBatch(), newBatch()
 	for i := range p.shards {
 		for _, l := range p.shards[i].all() {
 			l.mu.Lock()
@@ -814,58 +817,40 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 					p.drop(l)
 				}
 			case tick-l.touched >= idle || l.unused > block(l.threshold):
-				settleSet = append(settleSet, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
-				settle = append(settle, l)
-				p.units.Add(-l.unused)
-				l.unused = 0
-				l.busy = settling
+				p.enlist(settling, l)
 			case tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
-				reportSet = append(reportSet, Settlement{Key: l.key, Unused: l.unused + l.inflight})
-				report = append(report, l)
-				l.busy = reporting
+				reporting.set = append(reporting.set, Settlement{Key: l.key, Unused: l.unused + l.inflight})
+				reporting.leases = append(reporting.leases, l)
+				l.busy = reporting.busy
 			}
 			l.mu.Unlock()
 		}
 	}
-	var errs []error
-	if len(report) > 0 {
-		// Reports change only this process's own leases: no order needed.
-		err := p.ledger.Report(ctx, reportSet)
-		errs = append(errs, err)
-		defer close(reporting) // once every lease is free again
-		for j, l := range report {
-			l.mu.Lock()
-			l.busy = nil
-			switch {
-			case err != nil:
-			case reportSet[j].Lost:
-				l.held = false
-				p.drop(l)
-			default:
-				l.reported = reportSet[j].Unused
-			}
-			l.mu.Unlock()
-		}
+	return errors.Join(p.report(ctx, reporting), p.settle(ctx, settling), p.FlushGlobals(ctx))
+}
+
+// report tells the store what b's leases hold unused (reports change only
+// this process's own leases: no order needed).
+func (p *LeasePool) report(ctx context.Context, b *batch) error {
+	defer close(b.busy)
+	if len(b.leases) == 0 {
+		return nil
 	}
-	if len(settle) > 0 {
-		sortSettlements(settleSet, settle)
-		err := p.ledger.Settle(ctx, settleSet)
-		errs = append(errs, err)
-		defer close(settling)
-		for j, l := range settle {
-			l.mu.Lock()
-			l.busy = nil
-			if err != nil {
-				l.unused += settleSet[j].Unused
-				p.units.Add(settleSet[j].Unused)
-			} else {
-				p.drop(l)
-			}
-			l.mu.Unlock()
+	err := p.ledger.Report(ctx, b.set)
+	for j, l := range b.leases {
+		l.mu.Lock()
+		l.busy = nil
+		switch {
+		case err != nil:
+		case b.set[j].Lost:
+			l.held = false
+			p.drop(l)
+		default:
+			l.reported = b.set[j].Unused
 		}
+		l.mu.Unlock()
 	}
-	errs = append(errs, p.FlushGlobals(ctx))
-	return errors.Join(errs...)
+	return err
 }
 
 // sortSettlements orders s (and ls alongside) as the store's counters are
@@ -892,38 +877,17 @@ func sortSettlements(s []Settlement, ls []*lease) {
 // Close settles every lease and writes the global usage counted: on
 // shutdown, units held unused go back.
 func (p *LeasePool) Close(ctx context.Context) error {
-	var set []Settlement
-	var ls []*lease
+	b := newBatch()
 	for i := range p.shards {
-		ls = append(ls, p.shards[i].all()...)
-	}
-	kept := ls[:0]
-	for _, l := range ls {
-		l.mu.Lock()
-		if !l.gone && l.busy == nil && l.held {
-			set = append(set, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
-			kept = append(kept, l)
-			p.units.Add(-l.unused)
-			l.unused = 0
-			l.busy = make(chan struct{})
+		for _, l := range p.shards[i].all() {
+			l.mu.Lock()
+			if !l.gone && l.busy == nil && l.held {
+				p.enlist(b, l)
+			}
+			l.mu.Unlock()
 		}
-		l.mu.Unlock()
 	}
-	sortSettlements(set, kept)
-	err := p.ledger.Settle(ctx, set)
-	for j, l := range kept {
-		l.mu.Lock()
-		close(l.busy)
-		l.busy = nil
-		if err != nil {
-			l.unused += set[j].Unused
-			p.units.Add(set[j].Unused)
-		} else {
-			p.drop(l)
-		}
-		l.mu.Unlock()
-	}
-	return errors.Join(err, p.FlushGlobals(ctx))
+	return errors.Join(p.settle(ctx, b), p.FlushGlobals(ctx))
 }
 
 var _ Counter = (*LeasePool)(nil)

@@ -41,51 +41,18 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 }
 
 // Settle implements quota.Leaser: one call settles them all, in the order
-// given, each as quotad_settle, committed without waiting for the disk: a
-// settlement lost in a crash of PostgreSQL only leaves units counted that
-// were not used, never the other way round.
+// given, each as quotad_settle.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
-	for len(s) > leaseBatch {
-		if err := db.Settle(ctx, s[:leaseBatch]); err != nil {
-			return err
-		}
-		s = s[leaseBatch:]
-	}
-	if len(s) == 0 {
-		return nil
-	}
-	a := toLeaseArrays(s)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
+	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
 		_, err := tx.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
 			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused, a.globals)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("settle leases: %w", mapErr(err))
-	}
-	return nil
 }
 
-// Report implements quota.Leaser, in one statement, committed as Settle
-// is.
+// Report implements quota.Leaser, in one statement.
 func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
-	for len(s) > leaseBatch {
-		if err := db.Report(ctx, s[:leaseBatch]); err != nil {
-			return err
-		}
-		s = s[leaseBatch:]
-	}
-	if len(s) == 0 {
-		return nil
-	}
-	a := toLeaseArrays(s)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
+	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
 		rows, err := tx.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
 			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused)
 		if err != nil {
@@ -100,8 +67,27 @@ func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("report leases: %w", mapErr(err))
+}
+
+// leaseBatches runs fn on s, leaseBatch settlements at a time, each batch
+// in a transaction committed without waiting for the disk: a settlement or
+// a report lost in a crash of PostgreSQL only leaves units counted, or
+// reported unused, that were not, never the other way round.
+func (db *DB) leaseBatches(ctx context.Context, op string, s []quota.Settlement,
+	fn func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error) error {
+	for len(s) > 0 {
+		n := min(len(s), leaseBatch)
+		batch := s[:n]
+		s = s[n:]
+		err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+				return err
+			}
+			return fn(ctx, tx, batch, toLeaseArrays(batch))
+		})
+		if err != nil {
+			return fmt.Errorf("%s leases: %w", op, mapErr(err))
+		}
 	}
 	return nil
 }

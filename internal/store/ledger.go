@@ -293,30 +293,11 @@ func (db *DB) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) er
 
 // peek reads the counts of c's spans on q and judges them.
 func peek(ctx context.Context, q conn, holder int64, c *quota.Charge, out []quota.Outcome) error {
-	if len(c.Spans) == 0 {
-		return nil
-	}
-	c.Trips++
-	keys := make([]quota.CounterKey, len(c.Spans))
-	var globals []quota.GlobalKey
-	for i := range c.Spans {
-		keys[i] = c.Spans[i].Key
-		if c.Spans[i].Rule.Spare {
-			globals = append(globals, c.Spans[i].Global)
-		}
-	}
-	used, global, err := read(ctx, q, holder, keys, globals)
+	err := c.PeekWith(func(counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+		return read(ctx, q, holder, counters, globals)
+	}, out)
 	if err != nil {
 		return fmt.Errorf("peek %s/%s: %w", c.Customer, c.Metric, err)
-	}
-	gi := 0
-	for i := range c.Spans {
-		var g int64
-		if c.Spans[i].Rule.Spare {
-			g = global[gi]
-			gi++
-		}
-		out[i] = c.Judge(i, used[i], g)
 	}
 	return nil
 }
