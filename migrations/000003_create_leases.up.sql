@@ -10,8 +10,9 @@ CREATE TABLE counter_leases (
     metric       text        COLLATE "C" NOT NULL,
     quota_window text        NOT NULL,
     window_start timestamptz NOT NULL,
-    -- The holding process, named by the key of the advisory lock it holds
-    -- on a session of its own while it runs (see quotad_holder_alive).
+    -- The holding process, named by the key (an int4) of the advisory lock
+    -- it holds on a session of its own while it runs (see
+    -- quotad_holder_alive).
     holder       bigint      NOT NULL,
     -- Units the holder held unused when it last reported: never fewer than
     -- it holds now, as in between it only admits from them.
@@ -21,18 +22,36 @@ CREATE TABLE counter_leases (
         REFERENCES usage_counters (customer_id, metric, quota_window, window_start) ON DELETE CASCADE
 );
 
--- Whether the process holding leases as p_holder still runs: it holds the
--- advisory lock of that key on a session of its own, which PostgreSQL
--- releases when the process dies. pg_advisory_lock(bigint) files a key as
--- classid (its high half) and objid (its low half), objsubid 1.
+-- Whether the process holding leases as p_holder still runs: it holds,
+-- on a session of its own, the advisory lock pg_advisory_lock(class,
+-- p_holder), class being quotad_lock_class() (this schema's), which
+-- PostgreSQL releases when the process dies. A lock of two int4 keys is
+-- filed as classid (the first, as an unsigned oid), objid (the second),
+-- objsubid 2.
+CREATE FUNCTION quotad_lock_class() RETURNS integer
+LANGUAGE sql STABLE AS $$
+    SELECT hashtext('quotad:' || current_schema())
+$$;
+
 CREATE FUNCTION quotad_holder_alive(p_holder bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
     SELECT EXISTS (
         SELECT 1 FROM pg_locks
-        WHERE locktype = 'advisory' AND granted AND objsubid = 1
+        WHERE locktype = 'advisory' AND granted AND objsubid = 2
           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND classid = ((p_holder >> 32) & 4294967295)::oid
+          AND classid = (quotad_lock_class()::bigint & 4294967295)::oid
           AND objid = (p_holder & 4294967295)::oid)
+$$;
+
+-- Whether any process other than p_holder runs on this schema.
+CREATE FUNCTION quotad_others_alive(p_holder bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM pg_locks
+        WHERE locktype = 'advisory' AND granted AND objsubid = 2
+          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND classid = (quotad_lock_class()::bigint & 4294967295)::oid
+          AND objid <> (p_holder & 4294967295)::oid)
 $$;
 
 -- quotad_count_global adds p_units (taking them off when negative: from

@@ -30,7 +30,9 @@ import (
 //     dies keeps its unused units counted until the window ends.
 //   - Every process reports what its leases hold unused once they are idle
 //     for a flush interval (FlushEvery), so usage reads, which count
-//     admitted units, are exact once traffic stops for that long.
+//     admitted units, are exact once traffic stops for that long. (A
+//     process alone on the store reads its own leases from memory and
+//     reports nothing until another one runs.)
 //   - While the store cannot be reached, checks go on being admitted from
 //     the blocks already held; only a check that needs more fails.
 //
@@ -74,6 +76,9 @@ type Leaser interface {
 	// Recall asks the other live processes holding leases of k to settle
 	// them, and returns how many such leases there are.
 	Recall(ctx context.Context, k CounterKey) (int, error)
+	// Alone reports whether no other process runs on the store: then no
+	// one but this process reads what its leases report.
+	Alone(ctx context.Context) (bool, error)
 }
 
 // LeaseRequest is a Lease call: what is asked, then what was granted.
@@ -805,6 +810,9 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	tick := p.tick.Add(1)
 	idle := max(1, int64(p.IdleAfter/FlushEvery))
 	settling, reporting := newBatch(), newBatch()
+	// Reports are for other processes' reads: none when there is none.
+	alone, err := p.ledger.Alone(ctx)
+	reports := err != nil || !alone
 	for i := range p.shards {
 		for _, l := range p.shards[i].all() {
 			l.mu.Lock()
@@ -818,7 +826,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 				}
 			case tick-l.touched >= idle || l.unused > block(l.threshold):
 				p.enlist(settling, l)
-			case tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
+			case reports && tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
 				reporting.set = append(reporting.set, Settlement{Key: l.key, Unused: l.unused + l.inflight})
 				reporting.leases = append(reporting.leases, l)
 				l.busy = reporting.busy
@@ -826,7 +834,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 			l.mu.Unlock()
 		}
 	}
-	return errors.Join(p.report(ctx, reporting), p.settle(ctx, settling), p.FlushGlobals(ctx))
+	return errors.Join(err, p.report(ctx, reporting), p.settle(ctx, settling), p.FlushGlobals(ctx))
 }
 
 // report tells the store what b's leases hold unused (reports change only

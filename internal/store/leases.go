@@ -29,7 +29,7 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 		channel, payload = &ch, &pl
 	}
 	k := r.Key
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holder,
+	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(),
 		r.Threshold, r.Need, r.Extra, r.InFlight, r.Held, globalStart(r.Global), channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
 	switch {
 	case isCode(err, "23503"): // the customer (or metric) is gone
@@ -45,7 +45,7 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
 		_, err := tx.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused, a.globals)
+			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused, a.globals)
 		return err
 	})
 }
@@ -54,7 +54,7 @@ func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
 		rows, err := tx.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holder, a.unused)
+			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused)
 		if err != nil {
 			return err
 		}
@@ -117,11 +117,20 @@ func toLeaseArrays(s []quota.Settlement) leaseArrays {
 	return a
 }
 
+// Alone implements quota.Leaser.
+func (db *DB) Alone(ctx context.Context) (bool, error) {
+	var others bool
+	if err := db.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, db.holderID()).Scan(&others); err != nil {
+		return false, fmt.Errorf("look for other processes: %w", mapErr(err))
+	}
+	return !others, nil
+}
+
 // Recall implements quota.Leaser.
 func (db *DB) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
 	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7)`
 	var n int
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holder,
+	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(),
 		db.channel, NotifyRecall+":"+db.instance+":"+CounterKeyString(k)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("recall %s: %w", CounterKeyString(k), mapErr(err))

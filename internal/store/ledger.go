@@ -288,7 +288,7 @@ func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
 
 // Peek implements quota.Counter.
 func (db *DB) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, db.pool, db.holder, c, out)
+	return peek(ctx, db.pool, db.holderID(), c, out)
 }
 
 // peek reads the counts of c's spans on q and judges them.
@@ -304,7 +304,7 @@ func peek(ctx context.Context, q conn, holder int64, c *quota.Charge, out []quot
 
 // Read implements quota.Ledger.
 func (db *DB) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	return read(ctx, db.pool, db.holder, counters, globals)
+	return read(ctx, db.pool, db.holderID(), counters, globals)
 }
 
 func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
@@ -392,7 +392,7 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 
 // Atomically implements quota.Ledger.
 func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db.holder}) })
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db.holderID()}) })
 	if isCode(err, "23503") { // the customer went away meanwhile
 		return tiers.ErrCustomerNotFound
 	}

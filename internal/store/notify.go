@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -56,6 +57,35 @@ func (db *DB) Listener(handle func(Notification), resync func(), report func(err
 	return &Listener{db: db, Handle: handle, Resync: resync, Report: report}
 }
 
+// hold takes the process's advisory lock on conn. While this session holds
+// it, the other processes know this one runs: they wait for it to give back
+// leased units they recall, count its leases as held, and read what it
+// reports. When it dies, PostgreSQL releases the lock. If another process
+// of the schema holds the key this one drew (before this one ever held
+// it, so before any lease), this one draws another.
+func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
+	for attempt := 0; ; attempt++ {
+		var ok bool
+		err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(quotad_lock_class(), $1::integer)`,
+			l.db.holderID()).Scan(&ok)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			l.db.held.Store(true)
+			return nil
+		case l.db.held.Load():
+			// A session of this process that has not ended yet holds it.
+			return nil
+		case attempt == 8:
+			return errors.New("no free holder key for this process")
+		}
+		if err := l.db.drawHolder(); err != nil {
+			return err
+		}
+	}
+}
+
 // Run listens until ctx ends, reconnecting with backoff after failures.
 func (l *Listener) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
@@ -83,11 +113,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
 		return err
 	}
-	// While this session holds the process's advisory lock, the other
-	// processes know it runs: they wait for it to give back leased units
-	// they recall, and count its leases as held. When it dies, PostgreSQL
-	// releases the lock.
-	if _, err := conn.Exec(ctx, `SELECT pg_try_advisory_lock($1)`, l.db.holder); err != nil {
+	if err := l.hold(ctx, conn); err != nil {
 		return err
 	}
 	l.Resync()

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,9 +32,27 @@ type DB struct {
 	channel string
 	// instance tells this process's notifications from the others'.
 	instance string
-	// holder names this process in the leases it holds, and is the key of
-	// the advisory lock its listening session holds while it runs.
-	holder int64
+	// holder names this process in the leases it holds: an int4, the key
+	// of the advisory lock its listening session holds while it runs.
+	// It may change once, before any lease, if another process of the
+	// schema drew the same (see Listener).
+	holder atomic.Int64
+	// held: the listening session has held the lock once; the holder is
+	// fixed from then on.
+	held atomic.Bool
+}
+
+// holderID is this process's holder key.
+func (db *DB) holderID() int64 { return db.holder.Load() }
+
+// drawHolder draws a new holder key.
+func (db *DB) drawHolder() error {
+	var id [4]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return err
+	}
+	db.holder.Store(int64(int32(binary.BigEndian.Uint32(id[:]))))
+	return nil
 }
 
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
@@ -76,12 +95,15 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*DB, error) {
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return nil, fmt.Errorf("read current schema: %w", mapErr(err))
 	}
-	var id [16]byte
+	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	return &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:8]),
-		holder: int64(binary.BigEndian.Uint64(id[8:]))}, nil
+	db := &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:])}
+	if err := db.drawHolder(); err != nil {
+		return nil, err
+	}
+	return db, nil
 }
 
 // Pool returns the underlying pool.

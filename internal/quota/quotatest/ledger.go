@@ -352,6 +352,20 @@ func (l *Ledger) Report(_ context.Context, set []quota.Settlement) error {
 	return nil
 }
 
+// Alone implements quota.Leaser.
+func (l *Ledger) Alone(context.Context) (bool, error) {
+	if err := l.lock(); err != nil {
+		return false, err
+	}
+	defer l.s.mu.Unlock()
+	for h := range l.s.alive {
+		if h != l.holder {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // Recall implements quota.Leaser.
 func (l *Ledger) Recall(_ context.Context, k quota.CounterKey) (int, error) {
 	if err := l.lock(); err != nil {
