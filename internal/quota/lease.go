@@ -431,8 +431,11 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			l.mu.Unlock()
 			return nil, Outcome{}, err
 		case r.Lost:
-			// A reset or deletion ended the lease, and its units with it.
-			l.held, l.base = false, 0
+			// A reset or deletion ended the lease, and its units with it:
+			// it goes, so that units checks in progress took from it are
+			// not put back, and a new one starts.
+			l.held = false
+			p.drop(l)
 			l.mu.Unlock()
 			continue
 		case r.Granted > 0:

@@ -25,7 +25,8 @@ type modelProc struct {
 // TestLeasePoolModel runs lease pools of several processes over one store
 // through random interleavings of checks, periodic flushes (reports, idle
 // settlements), recalls answered or not, crashes, new processes, refunds
-// and window rollovers, and holds them to a plain count of admitted units:
+// window rollovers and resets, and holds them to a plain count of admitted
+// units:
 //
 //   - never over-granted: the units admitted in a window, less those
 //     refunded, never exceed its threshold;
@@ -100,7 +101,7 @@ func TestLeasePoolModel(t *testing.T) {
 				continue
 			}
 			p := rapid.SampledFrom(alive).Draw(rt, fmt.Sprintf("process %d", i))
-			switch op := rapid.IntRange(0, 9).Draw(rt, fmt.Sprintf("op %d", i)); {
+			switch op := rapid.IntRange(0, 10).Draw(rt, fmt.Sprintf("op %d", i)); {
 			case op < 5: // a check
 				c := charge(rapid.Int64Range(1, 12).Draw(rt, fmt.Sprintf("cost %d", i)))
 				free := make([]int64, len(c.Spans))
@@ -159,6 +160,26 @@ func TestLeasePoolModel(t *testing.T) {
 				for j, sp := range c.Spans {
 					admitted[sp.Key] = max(0, admitted[sp.Key]-min(c.Cost, out[j].Used))
 				}
+			}
+			if rapid.IntRange(0, 20).Draw(rt, fmt.Sprintf("reset %d", i)) == 0 {
+				// A reset zeroes the counters and ends their leases. The
+				// processes are told at once (a notification, within
+				// milliseconds), but one holding no unused units may hear
+				// late: its next refill finds its lease lost.
+				if err := p.ledger.Reset(ctx, "ops", "acme", "api_calls", clock.Now()); err != nil {
+					rt.Fatalf("step %d: reset: %v", i, err)
+				}
+				for _, q := range live() {
+					c := charge(1)
+					holds := false
+					for _, sp := range c.Spans {
+						holds = holds || q.pool.Held(sp.Key) > 0
+					}
+					if holds || rapid.Bool().Draw(rt, fmt.Sprintf("told %d", i)) {
+						q.pool.Forget("acme", "api_calls")
+					}
+				}
+				clear(admitted)
 			}
 			for k, n := range admitted {
 				if n > threshold[k.Window] {
