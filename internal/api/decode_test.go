@@ -80,20 +80,7 @@ func TestDecodeMatchesKeysExactly(t *testing.T) {
 		{"customer, metadata keys are free", `{"plan":"pro","metadata":{"Team":"Core"}}`, func() any { return &tiers.CustomerSpec{} }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := decodeJSON([]byte(tc.body), tc.dst())
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("decode: %v, want no error", err)
-				}
-				return
-			}
-			var ae *apiError
-			if !errors.As(err, &ae) {
-				t.Fatalf("decode: %v, want a client error naming %q", err, tc.field)
-			}
-			if ae.status != 400 || len(ae.fields) != 1 || ae.fields[0].Field != tc.field {
-				t.Errorf("decode error = %d %+v, want 400 with one entry naming %q", ae.status, ae.fields, tc.field)
-			}
+			mustDecodeAs(t, tc.body, tc.dst(), tc.field, "")
 		})
 	}
 }
@@ -170,22 +157,30 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 		{"override, repeated expires_at", `{"limit":1,"expires_at":"2030-01-01T00:00:00Z","expires_at":"2031-01-01T00:00:00Z"}`, override, "expires_at", dup},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := decodeJSON([]byte(tc.body), tc.dst())
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("decode: %v, want no error", err)
-				}
-				return
-			}
-			var ae *apiError
-			if !errors.As(err, &ae) {
-				t.Fatalf("decode: %v, want a client error naming %q", err, tc.field)
-			}
-			want := []tiers.FieldError{{Field: tc.field, Message: tc.message}}
-			if ae.status != 400 || !reflect.DeepEqual(ae.fields, want) {
-				t.Errorf("decode error = %d %+v, want 400 %+v", ae.status, ae.fields, want)
-			}
+			mustDecodeAs(t, tc.body, tc.dst(), tc.field, tc.message)
 		})
+	}
+}
+
+// mustDecodeAs decodes body into dst: without an error when field is "",
+// else with a 400 that has one entry naming field (and saying message,
+// unless that is "").
+func mustDecodeAs(t *testing.T, body string, dst any, field, message string) {
+	t.Helper()
+	err := decodeJSON([]byte(body), dst)
+	if field == "" {
+		if err != nil {
+			t.Fatalf("decode: %v, want no error", err)
+		}
+		return
+	}
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		t.Fatalf("decode: %v, want a client error naming %q", err, field)
+	}
+	if ae.status != 400 || len(ae.fields) != 1 || ae.fields[0].Field != field ||
+		(message != "" && ae.fields[0].Message != message) {
+		t.Errorf("decode error = %d %+v, want 400 with one entry naming %q (%q)", ae.status, ae.fields, field, message)
 	}
 }
 

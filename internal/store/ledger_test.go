@@ -123,34 +123,6 @@ func TestTakeUnknownCustomer(t *testing.T) {
 	}
 }
 
-func TestTakeExactUnderConcurrency(t *testing.T) {
-	t.Parallel()
-	const workers, perWorker, limit = 64, 10, 250
-	db := MustOpen(t)
-	MustSeed(t, db, nil, "acme")
-	var admitted atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			out := make([]quota.Outcome, 1)
-			for range perWorker {
-				ok, err := db.Take(context.Background(), charge("acme", 1, daySpan("acme", limit)), out)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if ok {
-					admitted.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if got := admitted.Load(); got != limit {
-		t.Errorf("admitted %d of %d attempts, want exactly %d", got, workers*perWorker, limit)
-	}
-}
-
 func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -174,7 +174,7 @@ func customersApart(t *testing.T, h Harness) {
 }
 
 func concurrentExact(t *testing.T, h Harness) {
-	const workers, each, threshold = 32, 10, 100
+	const workers, each, threshold = 64, 10, 250
 	c := h.New(t, "acme")
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
