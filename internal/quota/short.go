@@ -92,13 +92,16 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 	var k, g lookup
 	s.lock(c, &k, &g)
 	defer s.unlock(&k, &g)
-	var given [maxShort]struct{ cur, prev int64 }
+	// What each span gave back, from the buckets that start at start and
+	// at start - length.
+	var given [maxShort]struct{ start, cur, prev int64 }
 	var scratch bucket
 	for i := range c.Spans {
 		w := c.Spans[i].Key.Window
 		length := w.Length().Milliseconds()
 		b := s.get(&k, w, nowMs, false, &scratch)
 		out[i] = Outcome{Used: b.weighted(nowMs, length), Passed: true}
+		given[i].start = b.start
 		given[i].cur, given[i].prev = b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
 	}
 	for _, gk := range c.Globals {
@@ -109,8 +112,10 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 			b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
 			continue
 		}
-		b.cur -= min(b.cur, given[i].cur)
-		b.prev -= min(b.prev, given[i].prev)
+		// The same buckets as the span's, by their start: the customer's
+		// counter may have rolled on where the global one has not.
+		b.takeFrom(given[i].start, length, given[i].cur)
+		b.takeFrom(given[i].start-length, length, given[i].prev)
 	}
 	return nil
 }
@@ -140,6 +145,18 @@ func (b *bucket) giveBack(start, length, n int64) (fromCur, fromPrev int64) {
 	b.cur -= fromCur
 	b.prev -= fromPrev
 	return fromCur, fromPrev
+}
+
+// takeFrom takes up to n units off the bucket that starts at start, if b
+// still holds it (as its current or its previous bucket), never below
+// zero.
+func (b *bucket) takeFrom(start, length, n int64) {
+	switch start {
+	case b.start:
+		b.cur -= min(b.cur, n)
+	case b.start - length:
+		b.prev -= min(b.prev, n)
+	}
 }
 
 // lock sets k and g to c's customer and global lookups and takes the

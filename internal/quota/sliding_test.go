@@ -1,8 +1,10 @@
 package quota
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -62,4 +64,41 @@ func TestShardIndex(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Undoing a take gives the metric's global usage back in the bucket the
+// take counted it in, also when the customer's counter rolled on to the
+// next bucket meanwhile (a dry run a second later) and the global one did
+// not.
+func TestUndoGivesGlobalUsageBackWhereCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newSlidingCounters()
+	at := time.Date(2026, 11, 10, 10, 30, 0, 500_000_000, time.UTC)
+	charge := func(at time.Time) *Charge {
+		start, end := Bounds(tiers.Second, at, tiers.Anchor{})
+		g := GlobalKey{Metric: "m", Window: tiers.Second, Start: start}
+		return &Charge{Customer: "c", Metric: "m", Cost: 5, At: at, Globals: []GlobalKey{g},
+			Spans: []Span{{Key: CounterKey{Customer: "c", Metric: "m", Window: tiers.Second, Start: start}, End: end, Global: g,
+				Rule: Rule{Mode: tiers.Elastic, Limit: 10, Threshold: 10, Spare: true, Capacity: 100, Ceiling: tiers.MaxLimit}}}}
+	}
+	out := make([]Outcome, 1)
+	take := charge(at)
+	if ok, err := s.Take(ctx, take, out); !ok || err != nil {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if err := s.Peek(ctx, charge(at.Add(time.Second)), out); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.GiveBack(ctx, take, out); err != nil {
+		t.Fatal(err)
+	}
+	g := s.lookupOf(&s.global, "", "m")
+	g.sh.mu.Lock()
+	var scratch bucket
+	b := *s.get(&g, tiers.Second, at.UnixMilli(), false, &scratch)
+	g.sh.mu.Unlock()
+	if b.cur != 0 || b.prev != 0 {
+		t.Errorf("the global bucket after the undo: %+v, want nothing counted", b)
+	}
 }
