@@ -56,6 +56,10 @@ type Charge struct {
 	// Trips counts the round trips to a shared store the counters made
 	// for this charge; counters add to it.
 	Trips int
+	// took is, for the lease pool, the lease each span's units came from
+	// in the last Take that counted them (nil: the ledger decided the span
+	// directly); Undo gives them back there.
+	took [maxLong]*lease
 }
 
 // Outcome is what a Counter found for one span of a Charge.

@@ -370,7 +370,7 @@ func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim
 	// The answer is not kept: neither are the units taken for it. A
 	// failure to give them back leaves them counted, never the other way.
 	if s.hasLong() {
-		_ = e.leases.Undo(ctx, &s.long, s.longOut)
+		_ = e.leases.Undo(ctx, &s.long)
 	}
 	switch {
 	case replayed != nil:

@@ -244,6 +244,37 @@ func TestCheckTable(t *testing.T) {
 				},
 			},
 			{
+				name:   "a denied check reports a soft window beyond its limit as it stands",
+				limits: []tiers.Limit{hard(tiers.Hour, 10), soft(tiers.Month, 5, 200)}, // month threshold 15
+				steps: []step{
+					{at: "2026-11-22T10:30:00Z", cost: 6, allowed: true, used: []int64{6, 6}, states: []quota.State{ok, over}, overage: true},
+					// The hour denies; the month would admit (overage), so the
+					// wait is the hour's, not the month's.
+					{at: "2026-11-22T10:30:00Z", cost: 5, allowed: false, used: []int64{6, 6}, states: []quota.State{ex, over}, retry: 1800},
+				},
+			},
+			{
+				name:     "a denied check reports an elastic window beyond its limit as it stands",
+				limits:   []tiers.Limit{hard(tiers.Hour, 10), elastic(tiers.Month, 5, nil)},
+				capacity: map[tiers.Window]int64{tiers.Month: 100},
+				steps: []step{
+					{at: "2026-11-22T10:30:00Z", cost: 6, allowed: true, used: []int64{6, 6}, states: []quota.State{ok, el}, elastic: true},
+					{at: "2026-11-22T10:30:00Z", cost: 5, allowed: false, used: []int64{6, 6}, states: []quota.State{ex, el}, retry: 1800},
+				},
+			},
+			{
+				name:     "an anchored month counts its units once in the calendar month's capacity",
+				limits:   []tiers.Limit{elastic(tiers.Month, 5, nil)},
+				anchor:   tiers.Anchor{Day: 15}, // Nov 15 - Dec 15; the capacity's month is November
+				capacity: map[tiers.Window]int64{tiers.Month: 12},
+				steps: []step{
+					{at: "2026-11-22T10:00:00Z", cost: 5, allowed: true, used: []int64{5}, states: []quota.State{ok}},
+					{at: "2026-11-22T10:00:00Z", cost: 5, allowed: true, used: []int64{10}, states: []quota.State{el}, elastic: true},
+					{at: "2026-11-22T10:00:00Z", cost: 2, allowed: true, used: []int64{12}, states: []quota.State{el}, elastic: true},
+					{at: "2026-11-22T10:00:00Z", cost: 1, allowed: false, used: []int64{12}, states: []quota.State{ex}},
+				},
+			},
+			{
 				name:   "a limit of 0 can never pass",
 				limits: []tiers.Limit{hard(tiers.Day, 0)},
 				steps: []step{
@@ -458,8 +489,9 @@ func TestNoEffectiveLimitIsAllowed(t *testing.T) {
 		if err != nil || !d.Allowed || len(d.Limits) != 0 {
 			t.Fatalf("decision = %+v, err = %v; want allowed with no limits", d, err)
 		}
-		if f.ledger.Charges != 0 {
-			t.Errorf("ledger charged %d times for a metric without limits or capacity", f.ledger.Charges)
+		if d.StoreTrips != 0 || f.ledger.Charges != 0 {
+			t.Errorf("%d round trips to the store, %d charges, for a metric without limits or capacity; want none",
+				d.StoreTrips, f.ledger.Charges)
 		}
 	})
 }

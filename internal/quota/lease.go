@@ -35,6 +35,11 @@ import (
 //     reports nothing until another one runs.)
 //   - While the store cannot be reached, checks go on being admitted from
 //     the blocks already held; only a check that needs more fails.
+//   - A store call that changes what leases hold runs to its end, even when
+//     the check that made it goes away. A settlement that fails, perhaps
+//     after the store committed it, leaves its units unspent until one
+//     succeeds; a grant that fails so leaves its units counted, as a
+//     crash would.
 //
 // Leases hold units up to a window's limit. Beyond it, a soft window's
 // overage (billed, so counted exactly, in the order checks reach the
@@ -138,7 +143,7 @@ type LeasePool struct {
 	globals  map[GlobalKey]int64 // units admitted from leases, not yet written
 
 	refills, recalls, recalled atomic.Uint64
-	leases, units              atomic.Int64
+	leases                     atomic.Int64
 
 	// Wait is how a check waits between attempts to get units recalled
 	// from other processes: backoff from 1 to 32 ms by default. Tests may
@@ -217,7 +222,15 @@ type lease struct {
 	held     bool          // the store holds a lease of this process here
 	busy     chan struct{} // non-nil while a store call on it is in flight
 	touched  int64         // the tick of the last take
-	gone     bool          // dropped from the pool: look it up again
+	// gone: dropped from the pool (look it up again). Its units went with
+	// it (a reset, a deletion, the window's end) unless settled: then the
+	// store gave back what it held unused, and still counts the units
+	// checks in progress took from it, which they give back there.
+	gone    bool
+	settled bool
+	// unsettled: a settlement of it failed, perhaps after the store
+	// committed it. Its units are not spent until a settlement succeeds.
+	unsettled bool
 }
 
 // NewLeasePool returns a pool of leases over ledger, timed by clock.
@@ -242,24 +255,36 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// Stats returns the pool's counters.
+// Stats returns the pool's counters. It visits every lease.
 func (p *LeasePool) Stats() LeaseStats {
-	return LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Recalled: p.recalled.Load(),
-		Leases: p.leases.Load(), Units: p.units.Load()}
+	s := LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Recalled: p.recalled.Load(),
+		Leases: p.leases.Load()}
+	for i := range p.shards {
+		for _, l := range p.shards[i].all() {
+			s.Units += l.spendable()
+		}
+	}
+	return s
 }
 
-// Held returns the units this process holds unused in its lease of k.
+// spendable returns the units l holds that checks may take.
+func (l *lease) spendable() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone || !l.held || l.unsettled {
+		return 0
+	}
+	return l.unused
+}
+
+// Held returns the units this process holds unused in its lease of k,
+// that checks may take.
 func (p *LeasePool) Held(k CounterKey) int64 {
 	l := p.existing(k)
 	if l == nil {
 		return 0
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.gone || !l.held {
-		return 0
-	}
-	return l.unused
+	return l.spendable()
 }
 
 // hash hashes a counter key; its low bits choose the shard.
@@ -302,7 +327,6 @@ func (p *LeasePool) drop(l *lease) {
 		return
 	}
 	l.gone = true
-	p.units.Add(-l.unused)
 	p.leases.Add(-1)
 	h := p.hash(l.key)
 	sh := p.shard(h)
@@ -313,43 +337,53 @@ func (p *LeasePool) drop(l *lease) {
 
 // Take implements Counter: every span takes its cost from this process's
 // lease, refilled from the store when short. Beyond a limit, the ledger
-// decides, directly.
+// decides, directly. Once a span denied the check, the others are only
+// reported: from what this process's leases know where they can.
 func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
-	var taken [maxLong]*lease // leases a span took its cost from
-	var direct []Span         // spans beyond their limit
-	var directAt [maxLong]int
+	c.took = [maxLong]*lease{}
+	var direct [maxLong]int // spans beyond their limit
+	nd := 0
 	allowed := true
 	var err error
 	for i := range c.Spans {
+		if !allowed {
+			if o, ok := p.known(c, i); ok {
+				out[i] = o
+				continue
+			}
+		}
 		var l *lease
 		if l, out[i], err = p.acquire(ctx, c, i); err != nil {
 			break
 		}
 		switch {
 		case out[i].Passed:
-			taken[i] = l
+			c.took[i] = l
 		case c.Spans[i].Rule.Beyond():
-			directAt[len(direct)] = i
-			direct = append(direct, c.Spans[i])
+			direct[nd] = i
+			nd++
 		default:
 			allowed = false
 		}
 	}
-	if err == nil && allowed && len(direct) > 0 {
-		allowed, err = p.takeDirect(ctx, c, direct, directAt[:len(direct)], out)
+	switch {
+	case err != nil || nd == 0:
+	case allowed:
+		allowed, err = p.takeDirect(ctx, c, direct[:nd], out)
+	default:
+		p.judge(ctx, c, direct[:nd], out)
 	}
 	keep := err == nil && allowed
-	for _, l := range taken[:len(c.Spans)] {
+	for _, l := range c.took[:len(c.Spans)] {
 		if l != nil {
-			p.settleTake(l, c.Cost, keep)
+			p.settleTake(ctx, l, c.Cost, keep)
 		}
 	}
 	if !keep {
+		c.took = [maxLong]*lease{}
 		return false, err
 	}
-	if len(direct) == 0 {
-		// Leased units count in global usage when granted; units of
-		// windows the customer has no limit in, here.
+	if nd == 0 {
 		p.addGlobals(c, c.Cost)
 	}
 	return true, nil
@@ -357,15 +391,86 @@ func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, e
 
 // settleTake ends a take of n units from l: the check keeps them, or
 // puts them back.
-func (p *LeasePool) settleTake(l *lease, n int64, keep bool) {
+func (p *LeasePool) settleTake(ctx context.Context, l *lease, n int64, keep bool) {
+	l.mu.Lock()
+	l.inflight -= n
+	switch {
+	case keep || l.gone && !l.settled:
+		// Kept; or the lease ended, and its units with it.
+		l.mu.Unlock()
+	case l.gone:
+		l.mu.Unlock()
+		p.returnToStore(ctx, l, n)
+	default:
+		l.unused += n
+		l.mu.Unlock()
+	}
+}
+
+// returnToStore gives back to the store n units a check took from l and
+// did not keep, after l was settled: a settlement gives back what the
+// lease held unused, so the store still counts them. If the store cannot
+// be told, they stay counted: fewer units admitted, never more.
+func (p *LeasePool) returnToStore(ctx context.Context, l *lease, n int64) {
+	c := Charge{Customer: l.key.Customer, Metric: l.key.Metric, Cost: n, At: l.key.Start, Spans: []Span{{Key: l.key}}}
+	if l.global.Metric != "" {
+		c.Globals = []GlobalKey{l.global}
+	}
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	var o [1]Outcome
+	_ = p.ledger.GiveBack(ctx, &c, o[:])
+}
+
+// known returns the outcome of span i of c, counting nothing, when this
+// process's lease of it knows its count and the outcome needs no global
+// usage: how a check already denied reports its other spans.
+func (p *LeasePool) known(c *Charge, i int) (Outcome, bool) {
+	sp := &c.Spans[i]
+	l := p.existing(sp.Key)
+	if l == nil {
+		return Outcome{}, false
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.inflight -= n
-	if keep || l.gone {
-		return // a lease a reset ended lost its units with it
+	if l.gone || !l.held || l.changed(sp) {
+		return Outcome{}, false
 	}
-	l.unused += n
-	p.units.Add(n)
+	used := l.base - l.unused - l.inflight
+	if sp.Rule.Spare && used+c.Cost > sp.Rule.Threshold {
+		return Outcome{}, false
+	}
+	return c.Judge(i, used, 0), true
+}
+
+// judge reports spans idx of c, which their leases denied but which may
+// admit beyond their limits, in a check another span denied: as the
+// ledger would decide them (a soft window's overage, spare capacity),
+// counting nothing. Spare capacity needs the metric's global usage; if it
+// cannot be read, those spans stay reported as their leases denied them.
+func (p *LeasePool) judge(ctx context.Context, c *Charge, idx []int, out []Outcome) {
+	var globals []GlobalKey
+	for _, i := range idx {
+		if c.Spans[i].Rule.Spare {
+			globals = append(globals, c.Spans[i].Global)
+		}
+	}
+	var global []int64
+	if len(globals) > 0 {
+		var err error
+		_, global, err = p.Read(ctx, nil, globals)
+		c.Trips++
+		if err != nil {
+			return
+		}
+	}
+	for _, i := range idx {
+		var g int64
+		if c.Spans[i].Rule.Spare {
+			g, global = global[0], global[1:]
+		}
+		out[i] = c.Judge(i, out[i].Used, g)
+	}
 }
 
 // acquire takes c.Cost units of span i from this process's lease, asking
@@ -381,7 +486,7 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		case l.gone:
 			l.mu.Unlock()
 			continue
-		case l.busy != nil && (l.unused < c.Cost || l.changed(sp)):
+		case l.busy != nil && (l.unused < c.Cost || l.changed(sp) || l.unsettled):
 			// Another check is refilling it, or it is being reported or
 			// settled: wait for that, then look again.
 			busy := l.busy
@@ -392,17 +497,19 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 				return nil, Outcome{}, ctx.Err()
 			}
 			continue
-		case l.changed(sp):
+		case l.changed(sp) || l.unsettled:
 			// The window's limit (or the metric's capacity) changed: its
-			// units go back before any is taken under the new one.
-			if err := p.settleNow(ctx, l); err != nil {
+			// units go back before any is taken under the new one. Or a
+			// settlement failed: it is tried again first.
+			trips, err := p.settleNow(ctx, l)
+			c.Trips += trips
+			if err != nil {
 				return nil, Outcome{}, err
 			}
 			continue
 		case l.unused >= c.Cost:
 			l.unused -= c.Cost
 			l.inflight += c.Cost
-			p.units.Add(-c.Cost)
 			l.touched = p.tick.Load()
 			used := l.base - l.unused - l.inflight
 			l.mu.Unlock()
@@ -414,11 +521,10 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		r := LeaseRequest{Key: sp.Key, Threshold: sp.Rule.Limit, Need: c.Cost - had,
 			Extra: block(sp.Rule.Limit), InFlight: l.inflight + c.Cost, Held: l.held, Recall: true, Global: l.global}
 		l.unused = 0
-		p.units.Add(-had)
 		l.busy = make(chan struct{})
 		l.mu.Unlock()
 
-		err := p.ledger.Lease(ctx, &r)
+		err := p.lease(ctx, &r)
 		c.Trips++
 
 		l.mu.Lock()
@@ -427,9 +533,20 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		switch {
 		case err != nil:
 			l.unused += had
-			p.units.Add(had)
 			l.mu.Unlock()
 			return nil, Outcome{}, err
+		case l.gone:
+			// A reset ended the lease while the store was asked (see
+			// Forget), and its units with it: a grant made after the reset
+			// goes back whole, and the check starts again.
+			l.mu.Unlock()
+			if r.Granted > 0 {
+				if err := p.settleGrant(ctx, &r, l.global); err != nil {
+					return nil, Outcome{}, err
+				}
+				c.Trips++
+			}
+			continue
 		case r.Lost:
 			// A reset or deletion ended the lease, and its units with it:
 			// it goes, so that units checks in progress took from it are
@@ -441,10 +558,10 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		case r.Granted > 0:
 			p.refills.Add(1)
 			l.held = true
-			l.unused = r.Granted - r.Need
+			// += : checks in progress may have put units back meanwhile.
+			l.unused += r.Granted - r.Need
 			l.inflight += c.Cost
 			l.reported = r.Granted - r.Need + r.InFlight
-			p.units.Add(l.unused)
 			l.base = r.Used - r.Others
 			l.touched = p.tick.Load()
 			used := l.base - l.unused - l.inflight
@@ -452,7 +569,6 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			return l, Outcome{Used: used, Passed: true}, nil
 		}
 		l.unused += had
-		p.units.Add(had)
 		l.base = r.Used - r.Others
 		used := l.base - l.unused - l.inflight
 		l.mu.Unlock()
@@ -475,6 +591,33 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 	}
 }
 
+// lease asks the store for a grant. The call is not cut short with the
+// check that made it: a grant the store committed must be known.
+func (p *LeasePool) lease(ctx context.Context, r *LeaseRequest) error {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	return p.ledger.Lease(ctx, r)
+}
+
+// settleGrant settles at once, whole, a lease the store granted in r.
+func (p *LeasePool) settleGrant(ctx context.Context, r *LeaseRequest, global GlobalKey) error {
+	ctx, cancel := detach(ctx)
+	defer cancel()
+	return p.ledger.Settle(ctx, []Settlement{{Key: r.Key, Unused: r.Granted, Global: global}})
+}
+
+// storeTimeout bounds a store call that changes what leases hold. Such a
+// call is not cut short with the check that made it (its client gone, say):
+// a call cut short after the store committed it would leave the pool not
+// knowing what it holds.
+const storeTimeout = 10 * time.Second
+
+// detach returns a context for a store call that changes what leases
+// hold: ctx's values, without its cancellation, bounded by storeTimeout.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+}
+
 // changed reports whether l was granted under other terms than span sp's.
 func (l *lease) changed(sp *Span) bool { return l.threshold != sp.Rule.Limit || l.global != sp.Global }
 
@@ -483,74 +626,82 @@ func (l *lease) changed(sp *Span) bool { return l.threshold != sp.Rule.Limit || 
 // holds more than it reported, so that other processes recall them.
 func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
 	l.mu.Lock()
-	if l.gone {
+	switch {
+	case l.gone && !l.settled:
 		l.mu.Unlock()
 		return nil // the lease ended meanwhile (reset, deletion): so did its units
+	case l.gone:
+		l.mu.Unlock()
+		p.returnToStore(ctx, l, n)
+		return nil
 	}
 	l.unused += n
-	p.units.Add(n)
 	if l.unused+l.inflight <= l.reported || l.busy != nil {
 		l.mu.Unlock()
 		return nil // the store heard enough, or a call in flight will tell it
 	}
-	set := []Settlement{{Key: l.key, Unused: l.unused + l.inflight}}
-	l.busy = make(chan struct{})
+	b := newBatch()
+	b.set = append(b.set, Settlement{Key: l.key, Unused: l.unused + l.inflight})
+	b.leases = append(b.leases, l)
+	l.busy = b.busy
 	l.mu.Unlock()
-	err := p.ledger.Report(ctx, set)
-	l.mu.Lock()
-	close(l.busy)
-	l.busy = nil
-	switch {
-	case err != nil:
-	case set[0].Lost:
-		l.held = false
-		p.drop(l)
-	default:
-		l.reported = max(l.reported, set[0].Unused)
-	}
-	l.mu.Unlock()
-	return err
+	return p.report(ctx, b)
 }
 
-// takeDirect has the ledger decide the spans that are beyond their limit,
-// with the global windows of c, after writing the global usage this
-// process counted so that the ledger sees all of it.
-func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, spans []Span, at []int, out []Outcome) (bool, error) {
-	// The ledger counts the units this process holds unused as admitted:
-	// they go back first (other processes' were recalled).
-	for i := range spans {
-		l := p.existing(spans[i].Key)
-		if l != nil {
+// takeDirect has the ledger decide spans idx of c, beyond their limit,
+// with the global windows of c that leases did not count in, after
+// writing the global usage this process counted so that the ledger sees
+// all of it.
+func (p *LeasePool) takeDirect(ctx context.Context, c *Charge, idx []int, out []Outcome) (bool, error) {
+	var spans [maxLong]Span
+	for j, i := range idx {
+		spans[j] = c.Spans[i]
+		// The ledger counts the units this process holds unused as
+		// admitted: they go back first (other processes' were recalled).
+		if l := p.existing(spans[j].Key); l != nil {
 			l.mu.Lock()
-			if err := p.settleNow(ctx, l); err != nil {
+			trips, err := p.settleNow(ctx, l)
+			c.Trips += trips
+			if err != nil {
 				return false, err
 			}
-			c.Trips++
 		}
 	}
 	if err := p.FlushGlobals(ctx); err != nil {
 		return false, err
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: spans, Globals: directGlobals(c, spans)}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: spans[:len(idx)],
+		Globals: p.unleasedGlobals(c)}
 	var o [maxLong]Outcome
-	ok, err := p.ledger.Take(ctx, &d, o[:len(spans)])
+	ok, err := p.ledger.Take(ctx, &d, o[:len(idx)])
 	c.Trips += d.Trips
 	if err != nil {
 		return false, err
 	}
-	for j, i := range at {
+	for j, i := range idx {
 		out[i] = o[j]
 	}
 	return ok, nil
 }
 
-// directGlobals returns the global windows of c that a direct take of
-// spans counts in: those of spans, and those of windows c has no span in.
-// (Leased spans' units counted when granted.)
-func directGlobals(c *Charge, spans []Span) []GlobalKey {
+// leased reports whether a span of c took its units from a lease that
+// counts in global window g: a lease counts the units it is granted in
+// its span's global window, at once.
+func leased(c *Charge, g GlobalKey) bool {
+	for _, l := range c.took[:len(c.Spans)] {
+		if l != nil && l.global == g {
+			return true
+		}
+	}
+	return false
+}
+
+// unleasedGlobals returns the global windows of c that no lease c took
+// units from counts in: where the ledger counts a direct take.
+func (p *LeasePool) unleasedGlobals(c *Charge) []GlobalKey {
 	var out []GlobalKey
 	for _, g := range c.Globals {
-		if c.SpanOf(g) < 0 || spanOf(spans, g) >= 0 {
+		if !leased(c, g) {
 			out = append(out, g)
 		}
 	}
@@ -558,30 +709,29 @@ func directGlobals(c *Charge, spans []Span) []GlobalKey {
 }
 
 // Undo gives back the units of a take whose answer was not kept (the
-// transaction that was to keep it failed): to the leases they came from,
-// and, for spans the ledger decided directly (beyond their limit), to the
+// call that was to keep it failed): to the leases they came from, and,
+// for spans the ledger decided directly (beyond their limit), to the
 // ledger.
-func (p *LeasePool) Undo(ctx context.Context, c *Charge, out []Outcome) error {
-	var direct []Span
+func (p *LeasePool) Undo(ctx context.Context, c *Charge) error {
+	var direct [maxLong]Span
+	nd := 0
 	for i := range c.Spans {
-		if out[i].Used+c.Cost > c.Spans[i].Rule.Limit {
-			direct = append(direct, c.Spans[i])
-			continue
-		}
-		l := p.existing(c.Spans[i].Key)
-		if l != nil {
+		if l := c.took[i]; l != nil {
 			if err := p.putBack(ctx, l, c.Cost); err != nil {
 				return err
 			}
+			continue
 		}
+		direct[nd] = c.Spans[i]
+		nd++
 	}
-	if len(direct) == 0 {
+	if nd == 0 {
 		p.addGlobals(c, -c.Cost)
 		return nil
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct, Globals: directGlobals(c, direct)}
+	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct[:nd], Globals: p.unleasedGlobals(c)}
 	var o [maxLong]Outcome
-	return p.ledger.GiveBack(ctx, &d, o[:len(direct)])
+	return p.ledger.GiveBack(ctx, &d, o[:nd])
 }
 
 // Peek implements Counter: the counts in the store, less what this
@@ -638,7 +788,7 @@ func (p *LeasePool) Reclaim(ctx context.Context, c *Charge) error {
 			continue
 		}
 		l.mu.Lock()
-		if err := p.settleNow(ctx, l); err != nil {
+		if _, err := p.settleNow(ctx, l); err != nil {
 			return err
 		}
 	}
@@ -664,31 +814,32 @@ func (p *LeasePool) Reclaim(ctx context.Context, c *Charge) error {
 }
 
 // settleNow gives l's unused units back and drops it; l.mu is held and
-// released. It waits for a store call in flight on l first.
-func (p *LeasePool) settleNow(ctx context.Context, l *lease) error {
+// released. It waits for a store call in flight on l first. It returns
+// how many store calls it made.
+func (p *LeasePool) settleNow(ctx context.Context, l *lease) (int, error) {
 	for l.busy != nil {
 		busy := l.busy
 		l.mu.Unlock()
 		select {
 		case <-busy:
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		}
 		l.mu.Lock()
 	}
 	if l.gone {
 		l.mu.Unlock()
-		return nil
+		return 0, nil
 	}
 	if !l.held {
 		p.drop(l)
 		l.mu.Unlock()
-		return nil
+		return 0, nil
 	}
 	b := newBatch()
 	p.enlist(b, l)
 	l.mu.Unlock()
-	return p.settle(ctx, b)
+	return 1, p.settle(ctx, b)
 }
 
 // batch is leases gathered for one store call: they are busy until it
@@ -706,30 +857,42 @@ func newBatch() *batch { return &batch{busy: make(chan struct{})} }
 func (p *LeasePool) enlist(b *batch, l *lease) {
 	b.set = append(b.set, Settlement{Key: l.key, Unused: l.unused, Global: l.global})
 	b.leases = append(b.leases, l)
-	p.units.Add(-l.unused)
 	l.unused = 0
 	l.busy = b.busy
 }
 
-// settle settles b's leases: they go, or, if the store cannot be told,
-// they stay with their units, to be settled later.
+// settle settles b's leases: they go. If the store cannot be told, they
+// stay with their units, unsettled: not to be spent, for the store may
+// have committed the settlement before failing, until a settlement
+// succeeds.
 func (p *LeasePool) settle(ctx context.Context, b *batch) error {
 	defer close(b.busy) // once every lease is free again
 	if len(b.leases) == 0 {
 		return nil
 	}
 	sortSettlements(b.set, b.leases)
-	err := p.ledger.Settle(ctx, b.set)
+	sctx, cancel := detach(ctx)
+	err := p.ledger.Settle(sctx, b.set)
+	cancel()
 	for j, l := range b.leases {
 		l.mu.Lock()
 		l.busy = nil
 		if err != nil {
 			l.unused += b.set[j].Unused
-			p.units.Add(b.set[j].Unused)
-		} else {
-			p.drop(l)
+			l.unsettled = true
+			l.mu.Unlock()
+			continue
 		}
+		l.settled = true
+		p.drop(l)
+		// Units checks in progress put back during the call: the store
+		// still counts them.
+		back := l.unused
+		l.unused = 0
 		l.mu.Unlock()
+		if back > 0 {
+			p.returnToStore(ctx, l, back)
+		}
 	}
 	return err
 }
@@ -745,7 +908,8 @@ func (p *LeasePool) Recall(ctx context.Context, k CounterKey) error {
 	if !l.gone && l.held {
 		p.recalled.Add(1)
 	}
-	return p.settleNow(ctx, l)
+	_, err := p.settleNow(ctx, l)
+	return err
 }
 
 // Forget drops this process's leases of a customer's metric (of all its
@@ -764,14 +928,15 @@ func (p *LeasePool) Forget(customer, metric string) {
 }
 
 // addGlobals counts n units (negative: gives back) in the global windows
-// of c the customer has no limit in, to be written by FlushGlobals.
+// of c that no lease c took units from counts in, to be written by
+// FlushGlobals.
 func (p *LeasePool) addGlobals(c *Charge, n int64) {
 	if len(c.Globals) == 0 {
 		return
 	}
 	p.globalMu.Lock()
 	for _, g := range c.Globals {
-		if c.SpanOf(g) < 0 {
+		if !leased(c, g) {
 			p.globals[g] += n
 		}
 	}
@@ -793,6 +958,8 @@ func (p *LeasePool) FlushGlobals(ctx context.Context) error {
 	}
 	clear(p.globals)
 	p.globalMu.Unlock()
+	ctx, cancel := detach(ctx)
+	defer cancel()
 	if err := p.ledger.AddGlobal(ctx, deltas); err != nil {
 		p.globalMu.Lock()
 		for _, d := range deltas {
@@ -806,9 +973,10 @@ func (p *LeasePool) FlushGlobals(ctx context.Context) error {
 
 // Flush does the pool's periodic work at now: it drops leases of windows
 // that ended, settles leases idle for IdleAfter (or holding more than a
-// block, after units were put back), reports the unused units of leases
-// idle since the last flush, and writes the global usage it counted. Run
-// calls it every FlushEvery; on failure it tries again the next time.
+// block, after units were put back, or whose settlement failed), reports
+// the unused units of leases idle since the last flush, and writes the
+// global usage it counted. Run calls it every FlushEvery; on failure it
+// tries again the next time.
 func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 	tick := p.tick.Add(1)
 	idle := max(1, int64(p.IdleAfter/FlushEvery))
@@ -827,7 +995,7 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 				if tick-l.touched >= idle {
 					p.drop(l)
 				}
-			case tick-l.touched >= idle || l.unused > block(l.threshold):
+			case tick-l.touched >= idle || l.unused > block(l.threshold) || l.unsettled:
 				p.enlist(settling, l)
 			case reports && tick-l.touched >= 1 && l.unused+l.inflight != l.reported:
 				reporting.set = append(reporting.set, Settlement{Key: l.key, Unused: l.unused + l.inflight})
@@ -847,7 +1015,9 @@ func (p *LeasePool) report(ctx context.Context, b *batch) error {
 	if len(b.leases) == 0 {
 		return nil
 	}
+	ctx, cancel := detach(ctx)
 	err := p.ledger.Report(ctx, b.set)
+	cancel()
 	for j, l := range b.leases {
 		l.mu.Lock()
 		l.busy = nil

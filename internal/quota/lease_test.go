@@ -1,0 +1,263 @@
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// These tests put the lease pool in the interleavings a model test that
+// runs one step at a time cannot reach: store calls that overlap checks in
+// progress, and store calls that fail after committing.
+
+var leaseAt = time.Date(2026, 11, 10, 10, 30, 0, 0, time.UTC)
+
+// leaseSpan is acme's api_calls window w at leaseAt under a hard limit.
+func leaseSpan(w tiers.Window, limit int64) quota.Span {
+	start, end := quota.Bounds(w, leaseAt, tiers.Anchor{})
+	return quota.Span{Key: quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: w, Start: start}, End: end,
+		Rule: quota.Rule{Mode: tiers.Hard, Limit: limit, Threshold: limit, Ceiling: tiers.MaxLimit}}
+}
+
+func leaseCharge(cost int64, spans ...quota.Span) *quota.Charge {
+	return &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: cost, At: leaseAt, Spans: spans}
+}
+
+// hookedLedger runs hooks inside the store calls of one process.
+type hookedLedger struct {
+	*quotatest.Ledger
+	onLease  func(ctx context.Context, r *quota.LeaseRequest)
+	onTake   func()
+	onSettle func(ctx context.Context, s []quota.Settlement) error // replaces Settle when set
+}
+
+func (h *hookedLedger) Lease(ctx context.Context, r *quota.LeaseRequest) error {
+	if h.onLease != nil {
+		h.onLease(ctx, r)
+	}
+	return h.Ledger.Lease(ctx, r)
+}
+
+func (h *hookedLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if h.onTake != nil {
+		h.onTake()
+	}
+	return h.Ledger.Take(ctx, c, out)
+}
+
+func (h *hookedLedger) Settle(ctx context.Context, s []quota.Settlement) error {
+	if h.onSettle != nil {
+		return h.onSettle(ctx, s)
+	}
+	return h.Ledger.Settle(ctx, s)
+}
+
+func newHookedPool(l *quotatest.Ledger) (*hookedLedger, *quota.LeasePool) {
+	h := &hookedLedger{Ledger: l}
+	p := quota.NewLeasePool(h, quotatest.NewClock(leaseAt))
+	p.Wait = func(context.Context, int) error { return nil }
+	return h, p
+}
+
+func mustTake(t *testing.T, p *quota.LeasePool, c *quota.Charge) bool {
+	t.Helper()
+	ok, err := p.Take(context.Background(), c, make([]quota.Outcome, len(c.Spans)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+func mustClose(t *testing.T, p *quota.LeasePool) {
+	t.Helper()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease settled (here: recalled) while a check holds units of it in
+// flight: the check is then denied in another window, and the units it
+// puts back go to the store, which still counts them.
+func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
+	t.Parallel()
+	h, pool := newHookedPool(quotatest.NewLedger())
+	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 5)
+	h.onLease = func(_ context.Context, r *quota.LeaseRequest) {
+		if r.Key == day.Key {
+			if err := pool.Recall(context.Background(), hour.Key); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if mustTake(t, pool, leaseCharge(10, hour, day)) {
+		t.Fatal("a cost of 10 passed a day limit of 5")
+	}
+	mustClose(t, pool)
+	if n := h.Count(hour.Key); n != 0 {
+		t.Errorf("the hour counts %d after a denied check, every lease settled; want 0", n)
+	}
+}
+
+// Units a check puts back while another check's refill of the same lease
+// is in flight are still there when the grant lands.
+func TestLeaseRefillKeepsUnitsPutBack(t *testing.T) {
+	t.Parallel()
+	h, pool := newHookedPool(quotatest.NewLedger())
+	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 2)
+	if !mustTake(t, pool, leaseCharge(1, hour)) { // the lease holds 10 more
+		t.Fatal("the first check was denied")
+	}
+	dayAsked, dayGo := make(chan struct{}), make(chan struct{})
+	hourAsked, hourGo := make(chan struct{}), make(chan struct{})
+	h.onLease = func(_ context.Context, r *quota.LeaseRequest) {
+		switch r.Key {
+		case day.Key:
+			close(dayAsked)
+			<-dayGo
+		case hour.Key:
+			close(hourAsked)
+			<-hourGo
+		}
+	}
+	first, second := make(chan bool), make(chan bool)
+	go func() { first <- mustTake(t, pool, leaseCharge(5, hour, day)) }() // 5 hour units in flight, then denied by the day
+	<-dayAsked
+	go func() { second <- mustTake(t, pool, leaseCharge(8, hour)) }() // 5 left: refills
+	<-hourAsked
+	close(dayGo)
+	if <-first {
+		t.Fatal("a cost of 5 passed a day limit of 2")
+	}
+	close(hourGo) // the grant lands after the 5 units were put back
+	if !<-second {
+		t.Fatal("the refilling check was denied")
+	}
+	mustClose(t, pool)
+	if n := h.Count(hour.Key); n != 9 {
+		t.Errorf("the hour counts %d after admitting 1 + 8, every lease settled; want 9", n)
+	}
+}
+
+// Undo gives units back where Take got them: to the ledger for a span it
+// decided directly, even when that span ended within its limit (another
+// process settled meanwhile).
+func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
+	t.Parallel()
+	store := quotatest.NewStore()
+	_, other := newHookedPool(store.Process()) // answers no recall
+	h, pool := newHookedPool(store.Process())
+	month := leaseSpan(tiers.Month, 1000)
+	month.Rule = quota.Rule{Mode: tiers.Soft, Limit: 1000, Threshold: 1100, Ceiling: tiers.MaxLimit}
+	mustTake(t, other, leaseCharge(1, month))  // holds 10 unused
+	mustTake(t, pool, leaseCharge(985, month)) // holds 4 unused: the counter is at 1000
+	h.onTake = func() {
+		if err := other.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	c := leaseCharge(5, month) // beyond the limit as leases see it: the ledger decides
+	if !mustTake(t, pool, c) {
+		t.Fatal("denied within the soft threshold")
+	}
+	before := store.Count(month.Key)
+	if err := pool.Undo(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.Count(month.Key); got != before-5 {
+		t.Errorf("after undoing 5 units the month counts %d, want %d", got, before-5)
+	}
+}
+
+// A reset told to this process (Forget) while its refill is in flight:
+// the store granted the lease after the reset, so the grant goes back
+// whole and the check starts again; nothing stays reserved.
+func TestLeaseResetDuringRefill(t *testing.T) {
+	t.Parallel()
+	h, pool := newHookedPool(quotatest.NewLedger())
+	day := leaseSpan(tiers.Day, 1000)
+	resets := 0
+	h.onLease = func(ctx context.Context, _ *quota.LeaseRequest) {
+		if resets == 0 {
+			resets++
+			if err := h.Ledger.Reset(ctx, "ops", "acme", "api_calls", leaseAt); err != nil {
+				t.Error(err)
+			}
+			pool.Forget("acme", "api_calls")
+		}
+	}
+	if !mustTake(t, pool, leaseCharge(1, day)) {
+		t.Fatal("denied")
+	}
+	mustClose(t, pool)
+	if n := h.Count(day.Key); n != 1 {
+		t.Errorf("the day counts %d after admitting 1, every lease settled; want 1", n)
+	}
+	if s := pool.Stats(); s.Leases != 0 || s.Units != 0 {
+		t.Errorf("after Close: %+v, want no lease and no unit held", s)
+	}
+}
+
+// A settlement that fails after the store committed it: the units it
+// carried are not spent again (the store gave them back; another process
+// may have them now), and the pool settles again before taking any.
+func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
+	t.Parallel()
+	store := quotatest.NewStore()
+	h, pool := newHookedPool(store.Process())
+	rival := store.Process()
+	day := leaseSpan(tiers.Day, 1000)
+	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10 unused
+		t.Fatal("denied")
+	}
+	h.onSettle = func(ctx context.Context, s []quota.Settlement) error {
+		h.onSettle = nil
+		if err := h.Ledger.Settle(ctx, s); err != nil {
+			return err
+		}
+		return tiers.ErrUnavailable // the answer is lost after the commit
+	}
+	if err := pool.Recall(context.Background(), day.Key); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Fatalf("recall: %v, want the settlement's failure", err)
+	}
+	if n := pool.Held(day.Key); n != 0 {
+		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
+	}
+	if ok, err := rival.Take(context.Background(), leaseCharge(999, day), make([]quota.Outcome, 1)); err != nil || !ok {
+		t.Fatalf("another process took the rest: %v %v", ok, err)
+	}
+	if mustTake(t, pool, leaseCharge(1, day)) {
+		t.Error("admitted a unit beyond a full hard limit")
+	}
+	mustClose(t, pool)
+	if n := store.Count(day.Key); n != 1000 {
+		t.Errorf("the day counts %d, want 1000", n)
+	}
+}
+
+// A grant is asked for on a context of its own: a check whose client went
+// away does not cut it short, so the pool always knows what it holds.
+func TestLeaseStoreCallsOutliveTheCheck(t *testing.T) {
+	t.Parallel()
+	h, pool := newHookedPool(quotatest.NewLedger())
+	day := leaseSpan(tiers.Day, 1000)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var leaseErr error
+	h.onLease = func(ctx context.Context, _ *quota.LeaseRequest) { leaseErr = ctx.Err() }
+	ok, err := pool.Take(ctx, leaseCharge(1, day), make([]quota.Outcome, 1))
+	if err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if leaseErr != nil {
+		t.Errorf("the grant was asked for on a context that ended: %v", leaseErr)
+	}
+	mustClose(t, pool)
+	if n := h.Count(day.Key); n != 1 {
+		t.Errorf("the day counts %d after admitting 1, every lease settled; want 1", n)
+	}
+}
