@@ -182,17 +182,23 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	s := e.newScope(acct, m, r.Cost, now)
 	defer e.freeScope(s)
+	var (
+		d       Decision
+		overage int64
+	)
 	switch {
 	case r.DryRun:
-		return e.peek(ctx, r, s)
+		d, err = e.peek(ctx, r, s)
 	case r.RequestID != "":
-		return e.checkOnce(ctx, r, s)
+		d, overage, err = e.checkOnce(ctx, r, s)
+	default:
+		d, overage, err = e.take(ctx, r, s)
 	}
-	d, overage, err := e.take(ctx, r, s)
 	if err != nil {
 		return Decision{}, err
 	}
-	e.record(r, d, overage, s.short.At)
+	d.StoreTrips = s.short.Trips + s.long.Trips
+	e.record(r, d, overage, now)
 	return d, nil
 }
 
@@ -206,26 +212,31 @@ func (e *Engine) take(ctx context.Context, r Request, s *scope) (Decision, int64
 	if !ok {
 		return e.decidePeeking(ctx, r, s)
 	}
-	if !s.hasLong() {
-		d, overage := e.decide(r, s, true, false)
-		return d, overage, nil
-	}
-	ok, err = e.long.Take(ctx, &s.long, s.longOut)
-	switch {
-	case errors.Is(err, tiers.ErrUnavailable):
-		if err := e.storeDown(err); err != nil {
-			e.undoShort(ctx, s)
-			return Decision{}, 0, err
+	if s.hasLong() {
+		if ok, err = e.long.Take(ctx, &s.long, s.longOut); err != nil {
+			return e.longFailed(ctx, r, s, err)
 		}
-		d, overage := e.decide(r, s, true, true)
-		return d, overage, nil
-	case err != nil:
-		e.undoShort(ctx, s)
-		return Decision{}, 0, err
-	case !ok:
-		e.undoShort(ctx, s)
+		if !ok {
+			e.undoShort(ctx, s)
+		}
 	}
 	d, overage := e.decide(r, s, ok, false)
+	return d, overage, nil
+}
+
+// longFailed answers a check whose short windows took its cost when the
+// long windows failed with err: when the store cannot be reached and
+// checks fail open, allowed, degraded (the long windows left out);
+// otherwise with the error, the short units given back.
+func (e *Engine) longFailed(ctx context.Context, r Request, s *scope, err error) (Decision, int64, error) {
+	if errors.Is(err, tiers.ErrUnavailable) {
+		err = e.storeDown(err)
+	}
+	if err != nil {
+		e.undoShort(ctx, s)
+		return Decision{}, 0, err
+	}
+	d, overage := e.decide(r, s, true, true)
 	return d, overage, nil
 }
 
@@ -239,35 +250,26 @@ func (e *Engine) undoShort(ctx context.Context, s *scope) {
 // checkOnce charges a check that carries a request id: its answer is kept
 // under the id, in the transaction that claims the id, and a repeat of it
 // within 24 hours gets that answer and charges nothing again.
-func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, error) {
+func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
 	rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, s.short.At)
 	s.long.Trips++
 	switch {
 	case errors.Is(err, tiers.ErrUnavailable):
 		if err := e.storeDown(err); err != nil {
-			return Decision{}, err
+			return Decision{}, 0, err
 		}
 		// Degraded: the id cannot be kept; the check goes on without it.
-		d, overage, err := e.take(ctx, r, s)
-		if err != nil {
-			return Decision{}, err
-		}
-		e.record(r, d, overage, s.short.At)
-		return d, nil
+		return e.take(ctx, r, s)
 	case err != nil:
-		return Decision{}, err
+		return Decision{}, 0, err
 	case rec != nil:
-		return replay(r, rec)
+		d, err := replay(r, rec)
+		return d, 0, err
 	}
 	if ok, err := e.short.Take(ctx, &s.short, s.shortOut); err != nil {
-		return Decision{}, err
+		return Decision{}, 0, err
 	} else if !ok {
-		d, overage, err := e.decidePeeking(ctx, r, s)
-		if err != nil {
-			return Decision{}, err
-		}
-		e.record(r, d, overage, s.short.At)
-		return d, nil
+		return e.decidePeeking(ctx, r, s)
 	}
 	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
 	if e.leases != nil {
@@ -307,22 +309,14 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 	switch {
 	case replayed != nil:
 		e.undoShort(ctx, s)
-		return replay(r, replayed)
+		d, err := replay(r, replayed)
+		return d, 0, err
 	case errors.Is(err, errDecided): // denied: not kept
 		e.undoShort(ctx, s)
-	case errors.Is(err, tiers.ErrUnavailable):
-		if err := e.storeDown(err); err != nil {
-			e.undoShort(ctx, s)
-			return Decision{}, err
-		}
-		d, overage = e.decide(r, s, true, true)
 	case err != nil:
-		e.undoShort(ctx, s)
-		return Decision{}, err
+		return e.longFailed(ctx, r, s, err)
 	}
-	d.StoreTrips = s.short.Trips + s.long.Trips
-	e.record(r, d, overage, s.short.At)
-	return d, nil
+	return d, overage, nil
 }
 
 // checkOnceLeased is checkOnce with leases, once the short windows took
@@ -330,63 +324,39 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 // answer is kept with the claim of its id, in one statement (a
 // transaction waiting for a lease would also hold a connection the lease
 // may need). If the answer is not kept, the units go back.
-func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim Claim) (Decision, error) {
+func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim Claim) (Decision, int64, error) {
 	ok := true
+	var err error
 	if s.hasLong() {
-		var err error
-		ok, err = e.leases.Take(ctx, &s.long, s.longOut)
-		switch {
-		case errors.Is(err, tiers.ErrUnavailable):
-			if err := e.storeDown(err); err != nil {
-				e.undoShort(ctx, s)
-				return Decision{}, err
-			}
-			d, overage := e.decide(r, s, true, true)
-			e.record(r, d, overage, s.short.At)
-			return d, nil
-		case err != nil:
-			e.undoShort(ctx, s)
-			return Decision{}, err
+		if ok, err = e.leases.Take(ctx, &s.long, s.longOut); err != nil {
+			return e.longFailed(ctx, r, s, err)
 		}
 	}
 	d, overage := e.decide(r, s, ok, false)
 	if !ok { // denied: not kept
 		e.undoShort(ctx, s)
-		e.record(r, d, overage, s.short.At)
-		return d, nil
+		return d, overage, nil
 	}
-	answer, err := encodeAnswer(d)
-	if err != nil {
-		return Decision{}, err
-	}
-	claim.Answer = answer
-	replayed, err := e.ledger.Claim(ctx, claim)
-	s.long.Trips++
-	if err == nil && replayed == nil {
-		d.StoreTrips = s.short.Trips + s.long.Trips
-		e.record(r, d, overage, s.short.At)
-		return d, nil
+	var replayed *Recorded
+	claim.Answer, err = encodeAnswer(d)
+	if err == nil {
+		replayed, err = e.ledger.Claim(ctx, claim)
+		s.long.Trips++
+		if err == nil && replayed == nil {
+			return d, overage, nil
+		}
 	}
 	// The answer is not kept: neither are the units taken for it. A
 	// failure to give them back leaves them counted, never the other way.
 	if s.hasLong() {
 		_ = e.leases.Undo(ctx, &s.long)
 	}
-	switch {
-	case replayed != nil:
+	if replayed != nil {
 		e.undoShort(ctx, s)
-		return replay(r, replayed)
-	case errors.Is(err, tiers.ErrUnavailable):
-		if err := e.storeDown(err); err != nil {
-			e.undoShort(ctx, s)
-			return Decision{}, err
-		}
-		d, overage = e.decide(r, s, true, true)
-		e.record(r, d, overage, s.short.At)
-		return d, nil
+		d, err := replay(r, replayed)
+		return d, 0, err
 	}
-	e.undoShort(ctx, s)
-	return Decision{}, err
+	return e.longFailed(ctx, r, s, err)
 }
 
 // peek answers a dry run: every window as a check would find it, nothing
@@ -479,7 +449,7 @@ func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, 
 	}
 	d := Decision{
 		Allowed: allowed, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Degraded: degraded,
-		Limits: make([]WindowResult, 0, n), StoreTrips: s.short.Trips + s.long.Trips,
+		Limits: make([]WindowResult, 0, n),
 	}
 	var overage, wait int64
 	add := func(sp *Span, o Outcome, length time.Duration) {
