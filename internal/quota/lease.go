@@ -161,7 +161,7 @@ const leaseShards = 64
 type leaseShard struct {
 	mu sync.Mutex
 	m  map[uint64][]*lease
-	_  [40]byte
+	_  [48]byte // 64 bytes: a cache line
 }
 
 // get returns the lease of k, hashed h, or nil. sh.mu must be held.

@@ -215,13 +215,16 @@ func (e *Engine) Usage(ctx context.Context, customer string) (tiers.Account, []U
 // usage reads the counts of the account's effective limits, of one metric
 // or (metric "") of all, ordered by metric and window.
 func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, metric string) ([]Usage, error) {
-	out := make([]Usage, 0, len(acct.Plan.Limits)+len(acct.Overrides))
+	var limits []tiers.EffectiveLimit
+	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
+		if metric == "" || el.Metric == metric {
+			limits = append(limits, el)
+		}
+	}
+	out := make([]Usage, 0, len(limits))
 	var keys []CounterKey
 	var long []int // indexes into out of the long windows, as keys
-	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
-		if metric != "" && el.Metric != metric {
-			continue
-		}
+	for _, el := range limits {
 		start, end := Bounds(el.Window, now, acct.Customer.Anchor)
 		key := CounterKey{Customer: acct.Customer.ID, Metric: el.Metric, Window: el.Window, Start: start}
 		u := Usage{Metric: el.Metric, Window: el.Window, Limit: el.Limit.Limit, ResetAt: end}
@@ -258,15 +261,8 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 	for i := range out {
 		u := &out[i]
 		u.Remaining = max(0, u.Limit-u.Used)
-	}
-	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
-		if el.Mode != tiers.Soft {
-			continue
-		}
-		for i := range out {
-			if out[i].Metric == el.Metric && out[i].Window == el.Window {
-				out[i].Overage = max(0, out[i].Used-out[i].Limit)
-			}
+		if limits[i].Mode == tiers.Soft {
+			u.Overage = max(0, u.Used-u.Limit)
 		}
 	}
 	return out, nil

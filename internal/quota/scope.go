@@ -36,12 +36,14 @@ func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time
 	customer := acct.Customer.ID
 	s.short = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.shortSpans[:0], Globals: s.shortGlobals[:0]}
 	s.long = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.longSpans[:0], Globals: s.longGlobals[:0]}
+	var globals [tiers.Month + 1]GlobalKey // by window, where the metric declares a capacity
 	for _, w := range tiers.Windows {
 		if _, ok := m.Capacity[w]; !ok {
 			continue
 		}
 		start, _ := Bounds(w, now, tiers.Anchor{})
 		g := GlobalKey{Metric: m.Key, Window: w, Start: start}
+		globals[w] = g
 		if w.Short() {
 			s.short.Globals = append(s.short.Globals, g)
 		} else {
@@ -64,14 +66,9 @@ func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time
 		if l == nil {
 			continue
 		}
-		sp := Span{Rule: RuleFor(*l, m)}
 		start, end := Bounds(w, now, acct.Customer.Anchor)
-		sp.Key = CounterKey{Customer: customer, Metric: m.Key, Window: w, Start: start}
-		sp.End = end
-		if _, ok := m.Capacity[w]; ok {
-			gs, _ := Bounds(w, now, tiers.Anchor{})
-			sp.Global = GlobalKey{Metric: m.Key, Window: w, Start: gs}
-		}
+		sp := Span{Key: CounterKey{Customer: customer, Metric: m.Key, Window: w, Start: start}, End: end,
+			Rule: RuleFor(*l, m), Global: globals[w]}
 		if w.Short() {
 			s.short.Spans = append(s.short.Spans, sp)
 		} else {

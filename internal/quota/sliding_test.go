@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"pgregory.net/rapid"
 
@@ -100,5 +101,16 @@ func TestUndoGivesGlobalUsageBackWhereCounted(t *testing.T) {
 	g.sh.mu.Unlock()
 	if b.cur != 0 || b.prev != 0 {
 		t.Errorf("the global bucket after the undo: %+v, want nothing counted", b)
+	}
+}
+
+// Shards are padded to whole cache lines, so that locking one does not
+// slow its neighbours.
+func TestShardsFillCacheLines(t *testing.T) {
+	if n := unsafe.Sizeof(shard{}); n != 128 {
+		t.Errorf("a sliding-window shard takes %d bytes, want 128", n)
+	}
+	if n := unsafe.Sizeof(leaseShard{}); n != 64 {
+		t.Errorf("a lease shard takes %d bytes, want 64", n)
 	}
 }
