@@ -73,10 +73,15 @@ func mustTake(t *testing.T, p *quota.LeasePool, c *quota.Charge) bool {
 	return ok
 }
 
-func mustClose(t *testing.T, p *quota.LeasePool) {
+// mustAdmitted closes p, settling every lease, and checks that the store
+// then counts want units in k: those admitted.
+func mustAdmitted(t *testing.T, p *quota.LeasePool, store interface{ Count(quota.CounterKey) int64 }, k quota.CounterKey, want int64) {
 	t.Helper()
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if n := store.Count(k); n != want {
+		t.Errorf("the %s counts %d, every lease settled; want %d", k.Window, n, want)
 	}
 }
 
@@ -97,10 +102,7 @@ func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 	if mustTake(t, pool, leaseCharge(10, hour, day)) {
 		t.Fatal("a cost of 10 passed a day limit of 5")
 	}
-	mustClose(t, pool)
-	if n := h.Count(hour.Key); n != 0 {
-		t.Errorf("the hour counts %d after a denied check, every lease settled; want 0", n)
-	}
+	mustAdmitted(t, pool, h, hour.Key, 0)
 }
 
 // Units a check puts back while another check's refill of the same lease
@@ -137,10 +139,7 @@ func TestLeaseRefillKeepsUnitsPutBack(t *testing.T) {
 	if !<-second {
 		t.Fatal("the refilling check was denied")
 	}
-	mustClose(t, pool)
-	if n := h.Count(hour.Key); n != 9 {
-		t.Errorf("the hour counts %d after admitting 1 + 8, every lease settled; want 9", n)
-	}
+	mustAdmitted(t, pool, h, hour.Key, 9)
 }
 
 // Undo gives units back where Take got them: to the ledger for a span it
@@ -193,10 +192,7 @@ func TestLeaseResetDuringRefill(t *testing.T) {
 	if !mustTake(t, pool, leaseCharge(1, day)) {
 		t.Fatal("denied")
 	}
-	mustClose(t, pool)
-	if n := h.Count(day.Key); n != 1 {
-		t.Errorf("the day counts %d after admitting 1, every lease settled; want 1", n)
-	}
+	mustAdmitted(t, pool, h, day.Key, 1)
 	if s := pool.Stats(); s.Leases != 0 || s.Units != 0 {
 		t.Errorf("after Close: %+v, want no lease and no unit held", s)
 	}
@@ -233,10 +229,7 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	if mustTake(t, pool, leaseCharge(1, day)) {
 		t.Error("admitted a unit beyond a full hard limit")
 	}
-	mustClose(t, pool)
-	if n := store.Count(day.Key); n != 1000 {
-		t.Errorf("the day counts %d, want 1000", n)
-	}
+	mustAdmitted(t, pool, store, day.Key, 1000)
 }
 
 // A grant is asked for on a context of its own: a check whose client went
@@ -256,8 +249,5 @@ func TestLeaseStoreCallsOutliveTheCheck(t *testing.T) {
 	if leaseErr != nil {
 		t.Errorf("the grant was asked for on a context that ended: %v", leaseErr)
 	}
-	mustClose(t, pool)
-	if n := h.Count(day.Key); n != 1 {
-		t.Errorf("the day counts %d after admitting 1, every lease settled; want 1", n)
-	}
+	mustAdmitted(t, pool, h, day.Key, 1)
 }
