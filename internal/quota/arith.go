@@ -43,12 +43,12 @@ func softThreshold(limit, percent int64) int64 {
 }
 
 // threshold is how many units a limit admits before anything elastic:
-// the limit itself, or its soft threshold.
+// its size (the limit, or a token bucket's burst), or its soft threshold.
 func threshold(l tiers.Limit) int64 {
 	if l.Mode == tiers.Soft {
-		return softThreshold(l.Limit, l.OveragePercent)
+		return softThreshold(l.Size(), l.OveragePercent)
 	}
-	return l.Limit
+	return l.Size()
 }
 
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.

@@ -22,7 +22,7 @@ func benchCharge(customer string, at time.Time) Charge {
 		c.Spans = append(c.Spans, Span{
 			Key:  CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
 			End:  end,
-			Rule: Rule{Mode: tiers.Hard, Limit: 1 << 40, Threshold: 1 << 40, Ceiling: tiers.MaxLimit},
+			Rule: Rule{Mode: tiers.Hard, Limit: 1 << 40, Size: 1 << 40, Threshold: 1 << 40, Ceiling: tiers.MaxLimit},
 		})
 	}
 	return c

@@ -79,7 +79,7 @@ func TestLeasePoolModel(t *testing.T) {
 				start, end := quota.Bounds(w, now, tiers.Anchor{})
 				c.Spans = append(c.Spans, quota.Span{
 					Key: quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: w, Start: start}, End: end,
-					Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold[w], Threshold: threshold[w], Ceiling: tiers.MaxLimit}})
+					Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold[w], Size: threshold[w], Threshold: threshold[w], Ceiling: tiers.MaxLimit}})
 			}
 			return c
 		}

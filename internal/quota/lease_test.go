@@ -21,7 +21,7 @@ var leaseAt = time.Date(2026, 11, 10, 10, 30, 0, 0, time.UTC)
 func leaseSpan(w tiers.Window, limit int64) quota.Span {
 	start, end := quota.Bounds(w, leaseAt, tiers.Anchor{})
 	return quota.Span{Key: quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: w, Start: start}, End: end,
-		Rule: quota.Rule{Mode: tiers.Hard, Limit: limit, Threshold: limit, Ceiling: tiers.MaxLimit}}
+		Rule: quota.Rule{Mode: tiers.Hard, Limit: limit, Size: limit, Threshold: limit, Ceiling: tiers.MaxLimit}}
 }
 
 func leaseCharge(cost int64, spans ...quota.Span) *quota.Charge {
@@ -151,7 +151,7 @@ func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 	_, other := newHookedPool(store.Process()) // answers no recall
 	h, pool := newHookedPool(store.Process())
 	month := leaseSpan(tiers.Month, 1000)
-	month.Rule = quota.Rule{Mode: tiers.Soft, Limit: 1000, Threshold: 1100, Ceiling: tiers.MaxLimit}
+	month.Rule = quota.Rule{Mode: tiers.Soft, Limit: 1000, Size: 1000, Threshold: 1100, Ceiling: tiers.MaxLimit}
 	mustTake(t, other, leaseCharge(1, month))  // holds 10 unused
 	mustTake(t, pool, leaseCharge(985, month)) // holds 4 unused: the counter is at 1000
 	h.onTake = func() {

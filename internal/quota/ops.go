@@ -227,7 +227,8 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 	for _, el := range limits {
 		start, end := Bounds(el.Window, now, acct.Customer.Anchor)
 		key := CounterKey{Customer: acct.Customer.ID, Metric: el.Metric, Window: el.Window, Start: start}
-		u := Usage{Metric: el.Metric, Window: el.Window, Limit: el.Limit.Limit, ResetAt: end}
+		u := Usage{Metric: el.Metric, Window: el.Window, Algorithm: el.Algorithm, Burst: el.Burst,
+			Limit: el.Limit.Limit, ResetAt: end}
 		if el.Window.Short() {
 			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now,
 				Spans: []Span{{Key: key, End: end, Rule: Rule{Threshold: tiers.MaxLimit}}}}

@@ -105,8 +105,11 @@ type Decision struct {
 
 // Usage is one effective limit's current count.
 type Usage struct {
-	Metric    string
-	Window    tiers.Window
+	Metric string
+	Window tiers.Window
+	// Algorithm and Burst are the short window's, as its limit names them.
+	Algorithm tiers.Algorithm
+	Burst     *int64
 	Limit     int64
 	Used      int64
 	Remaining int64

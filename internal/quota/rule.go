@@ -11,6 +11,13 @@ import (
 type Rule struct {
 	Mode  tiers.Mode
 	Limit int64
+	// Algorithm is how a short window counts (long windows: the zero
+	// value, ignored).
+	Algorithm tiers.Algorithm
+	// Size is what the count is measured against before any soft or
+	// elastic allowance: the limit, or a token bucket's burst. Remaining,
+	// overage and states are reckoned from it.
+	Size int64
 	// Threshold: a count admits cost while count + cost <= Threshold. It
 	// is the limit, or a soft limit's floor(limit*(100+percent)/100).
 	Threshold int64
@@ -25,7 +32,8 @@ type Rule struct {
 
 // RuleFor resolves a limit of metric m into its rule.
 func RuleFor(l tiers.Limit, m tiers.Metric) Rule {
-	r := Rule{Mode: l.Mode, Limit: l.Limit, Threshold: min(threshold(l), tiers.MaxLimit), Ceiling: tiers.MaxLimit}
+	r := Rule{Mode: l.Mode, Limit: l.Limit, Algorithm: l.Algorithm, Size: l.Size(),
+		Threshold: min(threshold(l), tiers.MaxLimit), Ceiling: tiers.MaxLimit}
 	if l.Ceiling != nil {
 		r.Ceiling = *l.Ceiling
 	}
@@ -50,7 +58,7 @@ func (r Rule) Admits(used, global, cost int64) (ok, elastic bool) {
 
 // Beyond reports whether the window may admit beyond its limit: a soft
 // limit's overage, or an elastic limit's spare capacity.
-func (r Rule) Beyond() bool { return r.Threshold > r.Limit || r.Spare }
+func (r Rule) Beyond() bool { return r.Threshold > r.Size || r.Spare }
 
 // Overage returns how many of cost units at the top of a count lie above
 // a soft limit: for a check, the count after it; for a refund, the count
@@ -60,7 +68,7 @@ func (r Rule) Overage(count, cost int64) int64 {
 	if r.Mode != tiers.Soft {
 		return 0
 	}
-	return min(cost, max(0, count-r.Limit))
+	return min(cost, max(0, count-r.Size))
 }
 
 // State is how a window stands with count after a check (before it, for
@@ -69,9 +77,9 @@ func (r Rule) State(count int64, passed, elastic bool) State {
 	switch {
 	case !passed:
 		return StateExceeded
-	case r.Mode == tiers.Soft && count > r.Limit:
+	case r.Mode == tiers.Soft && count > r.Size:
 		return StateOverage
-	case elastic || (r.Mode == tiers.Elastic && count > r.Limit):
+	case elastic || (r.Mode == tiers.Elastic && count > r.Size):
 		return StateElastic
 	}
 	return StateOK

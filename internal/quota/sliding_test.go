@@ -81,7 +81,7 @@ func TestUndoGivesGlobalUsageBackWhereCounted(t *testing.T) {
 		g := GlobalKey{Metric: "m", Window: tiers.Second, Start: start}
 		return &Charge{Customer: "c", Metric: "m", Cost: 5, At: at, Globals: []GlobalKey{g},
 			Spans: []Span{{Key: CounterKey{Customer: "c", Metric: "m", Window: tiers.Second, Start: start}, End: end, Global: g,
-				Rule: Rule{Mode: tiers.Elastic, Limit: 10, Threshold: 10, Spare: true, Capacity: 100, Ceiling: tiers.MaxLimit}}}}
+				Rule: Rule{Mode: tiers.Elastic, Limit: 10, Size: 10, Threshold: 10, Spare: true, Capacity: 100, Ceiling: tiers.MaxLimit}}}}
 	}
 	out := make([]Outcome, 1)
 	take := charge(at)

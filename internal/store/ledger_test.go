@@ -43,7 +43,7 @@ func span(customer string, w tiers.Window, start time.Time, threshold int64) quo
 		end = start.Add(time.Hour)
 	}
 	return quota.Span{Key: quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
-		End: end, Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold, Threshold: threshold, Ceiling: tiers.MaxLimit}}
+		End: end, Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold, Size: threshold, Threshold: threshold, Ceiling: tiers.MaxLimit}}
 }
 
 func daySpan(customer string, threshold int64) quota.Span {

@@ -142,6 +142,72 @@ func (m *Mode) UnmarshalText(b []byte) error {
 	return nil
 }
 
+// Algorithm is how a short window counts. The zero value is the default,
+// SlidingWindow; long windows are calendar counters and have none.
+type Algorithm uint8
+
+// The algorithms of short windows.
+const (
+	// SlidingWindow weighs the previous clock-aligned bucket by the part of
+	// it the window still covers: two integers per key, approximate.
+	SlidingWindow Algorithm = iota
+	// FixedWindow counts per clock-aligned bucket and starts again at each
+	// boundary: up to twice the limit may pass across one.
+	FixedWindow
+	// SlidingLog keeps the admitted units of the last window: exact, with
+	// memory bounded by the limit (MaxLogLimit at most).
+	SlidingLog
+	// TokenBucket holds Burst tokens refilled continuously at Limit per
+	// window; a check takes its cost in tokens. A leaky bucket used as a
+	// meter admits by the same rule.
+	TokenBucket
+)
+
+// MaxLogLimit is the largest limit a sliding log may have: its memory
+// grows with the units it holds.
+const MaxLogLimit = 10000
+
+var algorithmNames = [...]string{"sliding_window", "fixed_window", "sliding_log", "token_bucket"}
+
+// Algorithms lists every algorithm, the default first.
+var Algorithms = []Algorithm{SlidingWindow, FixedWindow, SlidingLog, TokenBucket}
+
+// ParseAlgorithm returns the algorithm named s.
+func ParseAlgorithm(s string) (Algorithm, bool) {
+	for i, name := range algorithmNames {
+		if name == s {
+			return Algorithm(i), true
+		}
+	}
+	return 0, false
+}
+
+// String returns the algorithm's name as used in the API.
+func (a Algorithm) String() string {
+	if int(a) >= len(algorithmNames) {
+		return fmt.Sprintf("Algorithm(%d)", uint8(a))
+	}
+	return algorithmNames[a]
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (a Algorithm) MarshalText() ([]byte, error) {
+	if int(a) >= len(algorithmNames) {
+		return nil, fmt.Errorf("invalid algorithm %d", uint8(a))
+	}
+	return []byte(a.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (a *Algorithm) UnmarshalText(b []byte) error {
+	v, ok := ParseAlgorithm(string(b))
+	if !ok {
+		return fmt.Errorf("unknown algorithm %q", b)
+	}
+	*a = v
+	return nil
+}
+
 // Limit is how many units of a metric a customer may use per window, and
 // what happens beyond.
 type Limit struct {
@@ -156,6 +222,20 @@ type Limit struct {
 	OveragePriceMicros *int64 `json:"overage_price_micros"`
 	// Ceiling bounds an elastic limit even when spare capacity remains.
 	Ceiling *int64 `json:"ceiling"`
+	// Algorithm is how a short window counts (long windows: always the
+	// zero value).
+	Algorithm Algorithm `json:"-"`
+	// Burst is a token bucket's size; nil means Limit.
+	Burst *int64 `json:"-"`
+}
+
+// Size is how many units a short window's count admits before any soft
+// or elastic allowance: the token bucket's burst, or else the limit.
+func (l Limit) Size() int64 {
+	if l.Algorithm == TokenBucket && l.Burst != nil {
+		return *l.Burst
+	}
+	return l.Limit
 }
 
 // Key identifies the metric and window a limit applies to.

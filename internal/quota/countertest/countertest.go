@@ -56,7 +56,7 @@ func charge(h Harness, customer string, cost int64, thresholds ...int64) *quota.
 		c.Spans = append(c.Spans, quota.Span{
 			Key:  quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
 			End:  end,
-			Rule: quota.Rule{Mode: tiers.Hard, Limit: th, Threshold: th, Ceiling: tiers.MaxLimit},
+			Rule: quota.Rule{Mode: tiers.Hard, Limit: th, Size: th, Threshold: th, Ceiling: tiers.MaxLimit},
 		})
 	}
 	return c
