@@ -1,0 +1,59 @@
+package simulate
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes the report as an aligned text table, one row per
+// algorithm, the exact reference first.
+func (r *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d checks of %d customers; limit %d per %s (hard)", r.Checks, r.Customers, r.Limit, r.Window)
+	if r.Burst != r.Limit {
+		fmt.Fprintf(&b, ", token bucket burst %d", r.Burst)
+	}
+	b.WriteString("\n\n")
+	// Right-aligned cells, but for the names, padded to one width.
+	width := len("algorithm")
+	for i := range r.Results {
+		width = max(width, len(r.Results[i].Algorithm))
+	}
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tchecks\tadmitted\twrongly admitted\tp99/max customer\twrongly denied\tp99/max customer\twrong\tpeak in window\tovershoot\tbytes/key\t\n", width, "algorithm")
+	for i := range r.Results {
+		res := &r.Results[i]
+		bytes := "-"
+		if res.BytesPerKey > 0 {
+			bytes = fmt.Sprintf("%.0f", res.BytesPerKey)
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d (%s)\t%s/%s\t%d (%s)\t%s/%s\t%s\t%d\t%s\t%s\t\n",
+			width, res.Algorithm, res.Checks, res.Admitted,
+			res.WronglyAdmitted, percent(res.WronglyAdmitted, res.Checks), pct(res.AdmittedP99), pct(res.AdmittedMax),
+			res.WronglyDenied, percent(res.WronglyDenied, res.Checks), pct(res.DeniedP99), pct(res.DeniedMax),
+			percent(res.Wrong(), res.Checks), res.Peak, overshoot(res.Peak, r.Limit), bytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// percent formats n of total as a percentage.
+func percent(n, total int64) string {
+	if total == 0 {
+		return pct(0)
+	}
+	return pct(float64(n) / float64(total))
+}
+
+func pct(share float64) string { return fmt.Sprintf("%.4f%%", share*100) }
+
+// overshoot formats the units a peak went over the limit and the peak's
+// ratio to the limit.
+func overshoot(peak, limit int64) string {
+	return fmt.Sprintf("+%d (%.2fx)", max(0, peak-limit), float64(peak)/float64(limit))
+}
