@@ -128,9 +128,9 @@ func TestRunHandTrace(t *testing.T) {
 func TestRunInvariants(t *testing.T) {
 	for _, kind := range Workloads {
 		w := Workload{Kind: kind, Window: 1000, Limit: 20, Load: 1.2, Cost: 1,
-			Duration: 120_000, Customers: 5, Seed: 7, Start: DefaultStart}
+			Duration: 60_000, Customers: 4, Seed: 7, Start: DefaultStart}
 		if kind == Heavy {
-			w.Customers = 50
+			w.Customers = 30
 		}
 		tr, err := Generate(w)
 		if err != nil {

@@ -65,11 +65,9 @@ func TestWindowAgainstSum(t *testing.T) {
 			w.Add(now, units)
 			all = append(all, admitted{now, units})
 		}
-		var want int64
-		for _, a := range all {
-			if a.ms > now-length && a.ms <= now {
-				want += a.units
-			}
+		var want int64 // the units admitted since now-length, newest first
+		for j := len(all) - 1; j >= 0 && all[j].ms > now-length; j-- {
+			want += all[j].units
 		}
 		if got := w.Used(now); got != want {
 			t.Fatalf("step %d at %d: Used = %d, want %d", i, now, got, want)
