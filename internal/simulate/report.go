@@ -38,6 +38,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	b.WriteString("\nwrong: the algorithm's decision differs from the exact moving window's, given the units\n" +
+		"the algorithm admitted to the customer in the window before the check.\n" +
+		"peak in window: the most units admitted to one customer in any moving window of the limit's length.\n")
+	if r.MemoryKeys > 0 {
+		fmt.Fprintf(&b, "bytes/key: live heap of quotad's counter per key, over %d keys each filled to the limit in one window.\n", r.MemoryKeys)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -35,6 +35,9 @@ type Config struct {
 	// ChartBuckets, when above 0, has Run record Report.Chart with at most
 	// that many buckets of time.
 	ChartBuckets int
+	// MemoryKeys, when above 0, has Run measure each algorithm's bytes per
+	// key over that many keys (see MeasureBytesPerKey).
+	MemoryKeys int
 }
 
 // DetailHeader is the header of the per-check CSV: window_used is the
@@ -65,8 +68,8 @@ type Result struct {
 	Peak         int64
 	PeakAt       int64
 	PeakCustomer string
-	// BytesPerKey is filled in by MeasureBytesPerKey: heap per key, or 0
-	// when not measured.
+	// BytesPerKey is the live heap per key of the algorithm's counter
+	// (see MeasureBytesPerKey), or 0 when not measured.
 	BytesPerKey float64
 }
 
@@ -85,6 +88,9 @@ type Report struct {
 	// Chart is recorded when Config.ChartBuckets is set and the trace has
 	// checks.
 	Chart *Chart
+	// MemoryKeys is how many keys bytes per key were measured over (0:
+	// not measured).
+	MemoryKeys int
 }
 
 // Chart is what an algorithm admitted to one customer over time: for
@@ -243,6 +249,15 @@ func Run(tr *Trace, cfg Config) (*Report, error) {
 		rep.Results = append(rep.Results, l.res)
 		if chart != nil {
 			chart.finish(l)
+		}
+	}
+	if cfg.MemoryKeys > 0 {
+		for i, a := range cfg.Algorithms {
+			var err error
+			rep.Results[1+i].BytesPerKey, rep.MemoryKeys, err = MeasureBytesPerKey(cfg, a, cfg.MemoryKeys)
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	return rep, nil
