@@ -5,6 +5,7 @@
 //
 //	quotad [flags]                 serve (the default)
 //	quotad migrate up|down|version [flags]
+//	quotad simulate [flags]        replay checks through the short-window algorithms
 //	quotad version
 //
 // Every flag falls back to a QUOTAD_* environment variable; see -help.
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		switch rest[0] {
 		case "migrate":
 			return runMigrate(ctx, rest[1:], getenv, stdout)
+		case "simulate":
+			return runSimulate(ctx, rest[1:], stdout)
 		case "version":
 			_, err := fmt.Fprintln(stdout, "quotad", version)
 			return err

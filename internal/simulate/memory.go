@@ -20,8 +20,9 @@ const MaxMemoryChecks = 10_000_000
 // (the most a key holds), then divides the growth of the live heap, read
 // after a collection, by the keys. It returns the bytes per key and the
 // keys filled. Whatever else allocates meanwhile counts too: measure with
-// nothing else running.
-func MeasureBytesPerKey(cfg Config, a tiers.Algorithm, keys int) (float64, int, error) {
+// nothing else running. It stops early with ctx's error when ctx is
+// done.
+func MeasureBytesPerKey(ctx context.Context, cfg Config, a tiers.Algorithm, keys int) (float64, int, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, 0, err
 	}
@@ -37,12 +38,14 @@ func MeasureBytesPerKey(cfg Config, a tiers.Algorithm, keys int) (float64, int, 
 	length := cfg.Window.Length().Milliseconds()
 	l := &lane{counter: quota.NewSliding()}
 	l.span[0].Rule = quota.RuleFor(cfg.limitOf(a), tiers.Metric{Key: metric})
-	ctx := context.Background()
 
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for j := range fill {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
 		c := Check{Ms: DefaultStart + j*length/fill, Cost: 1}
 		for _, name := range names {
 			if _, err := l.take(ctx, cfg.Window, name, c); err != nil {

@@ -12,7 +12,7 @@ import (
 // index.
 func TestMeasureBytesPerKey(t *testing.T) {
 	cfg := Config{Window: tiers.Second, Limit: 2}
-	b, keys, err := MeasureBytesPerKey(cfg, tiers.SlidingWindow, 100_000)
+	b, keys, err := MeasureBytesPerKey(t.Context(), cfg, tiers.SlidingWindow, 100_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestMeasureBytesPerKey(t *testing.T) {
 			t.Errorf("memoryKeys(%d, %d) = %d, want %d", c.keys, c.limit, got, c.want)
 		}
 	}
-	if _, _, err := MeasureBytesPerKey(cfg, tiers.SlidingWindow, 0); err == nil {
+	if _, _, err := MeasureBytesPerKey(t.Context(), cfg, tiers.SlidingWindow, 0); err == nil {
 		t.Error("no keys measured")
 	}
 }

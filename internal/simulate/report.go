@@ -11,7 +11,7 @@ import (
 // algorithm, the exact reference first.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d checks of %d customers; limit %d per %s (hard)", r.Checks, r.Customers, r.Limit, r.Window)
+	fmt.Fprintf(&b, "%s of %s; limit %d per %s (hard)", Count(r.Checks, "check"), Count(r.Customers, "customer"), r.Limit, r.Window)
 	if r.Burst != r.Limit {
 		fmt.Fprintf(&b, ", token bucket burst %d", r.Burst)
 	}
@@ -62,4 +62,12 @@ func pct(share float64) string { return fmt.Sprintf("%.4f%%", share*100) }
 // ratio to the limit.
 func overshoot(peak, limit int64) string {
 	return fmt.Sprintf("+%d (%.2fx)", max(0, peak-limit), float64(peak)/float64(limit))
+}
+
+// Count returns n and noun, in the plural unless n is 1.
+func Count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -154,8 +154,9 @@ func (cfg *Config) limitOf(a tiers.Algorithm) tiers.Limit {
 }
 
 // Run replays tr through the exact reference and every algorithm of cfg,
-// each with a counter of its own, and judges every decision.
-func Run(tr *Trace, cfg Config) (*Report, error) {
+// each with a counter of its own, and judges every decision. It stops
+// early with ctx's error when ctx is done.
+func Run(ctx context.Context, tr *Trace, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -191,8 +192,10 @@ func Run(tr *Trace, cfg Config) (*Report, error) {
 		detail.WriteString(DetailHeader)
 	}
 	checks := make([]int64, n) // per customer
-	ctx := context.Background()
-	for _, c := range tr.Checks {
+	for i, c := range tr.Checks {
+		if i%(1<<16) == 0 && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		checks[c.Customer]++
 		charted := chart != nil && c.Customer == chart.customer
 		for _, l := range lanes {
@@ -254,7 +257,7 @@ func Run(tr *Trace, cfg Config) (*Report, error) {
 	if cfg.MemoryKeys > 0 {
 		for i, a := range cfg.Algorithms {
 			var err error
-			rep.Results[1+i].BytesPerKey, rep.MemoryKeys, err = MeasureBytesPerKey(cfg, a, cfg.MemoryKeys)
+			rep.Results[1+i].BytesPerKey, rep.MemoryKeys, err = MeasureBytesPerKey(ctx, cfg, a, cfg.MemoryKeys)
 			if err != nil {
 				return nil, err
 			}

@@ -61,7 +61,7 @@ func TestRunHandTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	var detail bytes.Buffer
-	rep, err := Run(tr, Config{Window: tiers.Second, Limit: 3,
+	rep, err := Run(t.Context(), tr, Config{Window: tiers.Second, Limit: 3,
 		Algorithms: []tiers.Algorithm{tiers.SlidingWindow}, Detail: &detail, ChartBuckets: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestRunInvariants(t *testing.T) {
 			t.Fatal(err)
 		}
 		var detail bytes.Buffer
-		rep, err := Run(tr, Config{Window: tiers.Second, Limit: 20, Algorithms: tiers.Algorithms, Detail: &detail})
+		rep, err := Run(t.Context(), tr, Config{Window: tiers.Second, Limit: 20, Algorithms: tiers.Algorithms, Detail: &detail})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestRunRejectsBadConfigs(t *testing.T) {
 		{Window: tiers.Second, Limit: tiers.MaxLogLimit + 1, Algorithms: []tiers.Algorithm{tiers.SlidingLog}},
 		{Window: tiers.Second, Limit: 10, Algorithms: []tiers.Algorithm{9}},
 	} {
-		if _, err := Run(tr, cfg); err == nil {
+		if _, err := Run(t.Context(), tr, cfg); err == nil {
 			t.Errorf("Run(%+v) succeeded", cfg)
 		}
 	}

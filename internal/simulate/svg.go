@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -42,6 +43,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	limit.Width = vg.Points(1.5)
 	p.Add(limit)
 	p.Legend.Add(fmt.Sprintf("limit (%d)", c.Limit), limit)
+	var top int64
 	for i, peaks := range c.Peaks {
 		xys := make(plotter.XYs, len(peaks)+1)
 		for b, v := range peaks {
@@ -57,10 +59,18 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 		line.Color = plotutil.Color(i)
 		line.Dashes = plotutil.Dashes(i)
 		line.Width = vg.Points(1.2)
+		if c.Names[i] == Exact {
+			// Wide and pale, under the algorithms drawn over it.
+			line.Color = color.Gray{Y: 190}
+			line.Dashes = nil
+			line.Width = vg.Points(4)
+		}
+		top = max(top, slices.Max(peaks))
 		p.Add(line)
 		p.Legend.Add(c.Names[i], line)
 	}
-	p.Y.Max = max(p.Y.Max, float64(c.Limit)*1.1)
+	// Room above the lines for the legend.
+	p.Y.Max = float64(max(top, c.Limit)) * 1.5
 	canvas := vgsvg.New(11*vg.Inch, 5*vg.Inch)
 	p.Draw(draw.New(canvas))
 	_, err := canvas.WriteTo(w)

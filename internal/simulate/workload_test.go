@@ -60,7 +60,7 @@ func within(t *testing.T, what string, got, want, tolerance float64) {
 func TestGenerateIsReproducible(t *testing.T) {
 	for _, kind := range Workloads {
 		w := workload(kind, 30)
-		w.Customers = 20
+		w.Customers, w.Limit = 20, 20
 		a, b := mustGenerate(t, w), mustGenerate(t, w)
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%s: two traces of seed 1 differ", kind)

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/xml"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runSimulateArgs(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"quotad", "simulate"}, args...), func(string) string { return "" }, &out)
+	return out.String(), err
+}
+
+// tableRow returns the table's line for algorithm alg.
+func tableRow(t *testing.T, table, alg string) string {
+	t.Helper()
+	for _, l := range strings.Split(table, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == alg {
+			return l
+		}
+	}
+	t.Fatalf("no row for %s in\n%s", alg, table)
+	return ""
+}
+
+func TestSimulateHelp(t *testing.T) {
+	t.Parallel()
+	out, err := runSimulateArgs(t, "-h")
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("simulate -h: %v", err)
+	}
+	for _, s := range []string{"Usage: quotad simulate [flags]", "-workload", "-trace", "-detail", "-chart", "heavy"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("usage lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+// TestSimulateEndToEnd generates a workload, writes the table, the
+// detail, the chart and the trace, then replays the trace written and
+// finds the same decisions.
+func TestSimulateEndToEnd(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	detail, chart, trace := filepath.Join(dir, "detail.csv"), filepath.Join(dir, "chart.svg"), filepath.Join(dir, "trace.csv")
+	table, err := runSimulateArgs(t, "-workload", "onoff", "-limit", "20", "-duration", "20s", "-seed", "3",
+		"-customers", "3", "-memory-keys", "2000", "-detail", detail, "-chart", chart, "-write-trace", trace)
+	if err != nil {
+		t.Fatalf("simulate: %v\n%s", err, table)
+	}
+	t.Logf("\n%s", table)
+	algs := []string{"exact", "sliding_window", "fixed_window", "sliding_log", "token_bucket"}
+	for _, alg := range algs {
+		row := strings.Fields(tableRow(t, table, alg))
+		if alg != "exact" && row[len(row)-1] == "-" {
+			t.Errorf("%s: no bytes per key", alg)
+		}
+	}
+	if !strings.Contains(table, "workload onoff, seed 3: 3 customers") || !strings.Contains(table, "limit 20 per second") {
+		t.Errorf("the table does not say what it replayed:\n%s", table)
+	}
+
+	f, err := os.Open(trace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	traceLines, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil || len(traceLines) < 100 || strings.Join(traceLines[0], ",") != "unix_ms,customer,cost" {
+		t.Fatalf("trace: %d lines, %v", len(traceLines), err)
+	}
+	f, err = os.Open(detail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	detailLines, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(detailLines)-1, (len(traceLines)-1)*len(algs); got != want {
+		t.Errorf("detail: %d lines, want %d", got, want)
+	}
+	if h := strings.Join(detailLines[0], ","); !strings.HasPrefix(h, "unix_ms,customer,cost,algorithm,admitted,exact_admit") {
+		t.Errorf("detail header %q", h)
+	}
+
+	svg, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := svgText(t, svg)
+	for _, s := range append(algs, "limit (20)") {
+		if !strings.Contains(text, s) {
+			t.Errorf("the chart names no %q", s)
+		}
+	}
+
+	// The trace written, replayed, is decided the same way.
+	again, err := runSimulateArgs(t, "-trace", trace, "-limit", "20", "-algorithms", "sliding_window", "-memory-keys", "0")
+	if err != nil {
+		t.Fatalf("simulate -trace: %v\n%s", err, again)
+	}
+	strip := func(row string) string { return strings.Join(strings.Fields(row)[:13], " ") } // all but bytes/key
+	for _, alg := range []string{"exact", "sliding_window"} {
+		if a, b := strip(tableRow(t, table, alg)), strip(tableRow(t, again, alg)); a != b {
+			t.Errorf("%s replayed from the trace:\n%s\nwant\n%s", alg, b, a)
+		}
+	}
+	if strings.Contains(again, "fixed_window") {
+		t.Errorf("-algorithms sliding_window replayed others:\n%s", again)
+	}
+}
+
+// svgText returns the character data of an SVG document, failing the
+// test unless it is well-formed XML with an svg root.
+func svgText(t *testing.T, b []byte) string {
+	t.Helper()
+	d := xml.NewDecoder(bytes.NewReader(b))
+	var root string
+	var text strings.Builder
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		switch tok := tok.(type) {
+		case xml.StartElement:
+			if root == "" {
+				root = tok.Name.Local
+			}
+		case xml.CharData:
+			text.Write(tok)
+			text.WriteByte('\n')
+		}
+	}
+	if root != "svg" {
+		t.Fatalf("the chart's root element is %q", root)
+	}
+	return text.String()
+}
+
+func TestSimulateRejects(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte("unix_ms,customer,cost\n1,a,1\n2,a,x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-trace", bad}, "line 3: cost"},
+		{[]string{"-trace", empty, "-seed", "2", "-load", "3"}, "-load, -seed shape a generated workload"},
+		{[]string{"-trace", empty, "-chart", filepath.Join(dir, "c.svg"), "-memory-keys", "0"}, "no checks to chart"},
+		{[]string{"-trace", filepath.Join(dir, "missing.csv")}, "missing.csv"},
+		{[]string{"-window", "hour"}, "want second or minute"},
+		{[]string{"-algorithms", "sliding_window,leaky"}, `unknown algorithm "leaky"`},
+		{[]string{"-workload", "square"}, `unknown workload "square"`},
+		{[]string{"-limit", "0"}, "limit"},
+		{[]string{"-limit", "20000"}, "a sliding log takes limits up to 10000"},
+		{[]string{"-duration", "0s"}, "duration"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		out, err := runSimulateArgs(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("simulate %v: %v, want an error with %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
