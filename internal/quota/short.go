@@ -39,9 +39,14 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	allowed := true
 	for i := range c.Spans {
 		sp := &c.Spans[i]
-		meters[i] = s.meter(&k, sp, nowMs, charge, &scratch[i])
+		meters[i] = meterOf(sp, s.state(&k, sp, nowMs, charge, &scratch[i]), k.sh.logs, nowMs)
 		m := &meters[i]
-		u := m.count()
+		var u int64
+		if m.alg == tiers.SlidingWindow { // the default, without a call: this is the hot path
+			u = m.b.weighted(nowMs, m.length)
+		} else {
+			u = m.count()
+		}
 		var gu int64
 		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
 			var gs bucket
@@ -56,7 +61,11 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	}
 	if allowed && charge {
 		for i := range c.Spans {
-			meters[i].add(c.Cost)
+			if m := &meters[i]; m.buckets() {
+				m.b.cur = addCap(m.b.cur, c.Cost) // as add does, without a call
+			} else {
+				m.add(c.Cost)
+			}
 		}
 		for _, gk := range c.Globals {
 			b := s.get(&g, gk.Window, nowMs, true, nil)
@@ -100,7 +109,7 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 	var given [maxShort]struct{ start, cur, prev int64 }
 	var scratch bucket
 	for i := range c.Spans {
-		m := s.meter(&k, &c.Spans[i], nowMs, false, &scratch)
+		m := meterOf(&c.Spans[i], s.state(&k, &c.Spans[i], nowMs, false, &scratch), k.sh.logs, nowMs)
 		out[i] = Outcome{Used: m.count(), Passed: true}
 		given[i].start = m.b.start
 		if m.alg != tiers.SlidingWindow && m.alg != tiers.FixedWindow {

@@ -269,49 +269,53 @@ func (s *slidingCounters) get(l *lookup, w tiers.Window, nowMs int64, create boo
 	return &e.bucket
 }
 
-// meter returns span sp's meter over the customer's key, rolled to nowMs,
-// creating the key when create; otherwise a missing key reads as scratch,
-// set empty. A key counted by another algorithm (or a token bucket for
-// another rate) is converted first. The shard must be locked.
-func (s *slidingCounters) meter(l *lookup, sp *Span, nowMs int64, create bool, scratch *bucket) meter {
+// meterOf returns span sp's meter over key state b.
+func meterOf(sp *Span, b *bucket, logs *logTable, nowMs int64) meter {
+	return meter{alg: sp.Rule.Algorithm, b: b, logs: logs, now: nowMs,
+		length: sp.Key.Window.Length().Milliseconds(), rate: sp.Rule.Limit}
+}
+
+// state returns the customer's key state of span sp, brought to nowMs
+// (see meter.roll), creating the key when create; otherwise a missing key
+// reads as scratch, set empty. A key counted by another algorithm (or a
+// token bucket for another rate) is converted first. The shard must be
+// locked.
+func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, scratch *bucket) *bucket {
 	w := sp.Key.Window
-	m := meter{alg: sp.Rule.Algorithm, now: nowMs, length: w.Length().Milliseconds(), rate: sp.Rule.Limit}
+	alg := sp.Rule.Algorithm
 	h := windowHash(l.pair, w)
 	e := l.sh.find(h, l.customer, l.metric, w)
 	switch {
 	case e != nil:
+		if e.algo == alg && alg <= tiers.FixedWindow { // the common case, kept short
+			length := w.Length().Milliseconds()
+			e.roll(nowMs-mod(nowMs, length), length)
+			return &e.bucket
+		}
 	case create:
 		e = l.sh.add(h, l.customer, l.metric, w)
-		e.algo = m.alg
+		e.algo = alg
 		s.keys.Add(1)
-		m.b = &e.bucket
-		m.logs = l.sh.logTable()
-		switch m.alg {
+		m := meterOf(sp, &e.bucket, l.sh.logTable(), nowMs)
+		switch alg {
 		case tiers.TokenBucket:
 			m.setDebt(u128{})
 		case tiers.SlidingWindow, tiers.FixedWindow:
 			e.start = m.bucketStart()
 		}
-		return m
+		return &e.bucket
 	default:
-		*scratch = bucket{start: nowMs - mod(nowMs, m.length)}
-		m.b = scratch
-		return m
+		length := w.Length().Milliseconds()
+		*scratch = bucket{start: nowMs - mod(nowMs, length)}
+		return scratch
 	}
-	m.b = &e.bucket
-	if e.algo == m.alg && m.buckets() {
-		e.roll(m.bucketStart(), m.length) // the common case, kept short
-		return m
-	}
-	if m.alg == tiers.SlidingLog || e.algo == tiers.SlidingLog {
-		m.logs = l.sh.logTable()
-	}
-	if e.algo != m.alg || m.alg == tiers.TokenBucket && e.prev != m.rate {
+	m := meterOf(sp, &e.bucket, l.sh.logTable(), nowMs)
+	if e.algo != alg || alg == tiers.TokenBucket && e.prev != m.rate {
 		m.convert(e.algo)
-		e.algo = m.alg
+		e.algo = alg
 	}
 	m.roll()
-	return m
+	return &e.bucket
 }
 
 // logTable returns the shard's sliding logs, making the table on first
