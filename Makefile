@@ -18,7 +18,8 @@ help: ## list the targets
 	@echo
 	@echo "make bench takes BENCH_CONC=64 BENCH_DURATION=8s BENCH_WARMUP=2s BENCH_ROUNDS=2,"
 	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc\" (a subset runs only those),"
-	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh)"
+	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
+	@echo "BENCH_ALGORITHM=token_bucket (the short windows' algorithm; sliding_window by default)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
 
 run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)
@@ -44,6 +45,7 @@ fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXE
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecodeCall$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
+	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 
 # Load runs need the local PostgreSQL (as for make run) and take about
 # 3.5 minutes with the defaults; the variables are listed by make help and

@@ -215,3 +215,85 @@ func BenchmarkEngineCheckLeased(b *testing.B) {
 		}
 	}
 }
+
+// withAlgorithm sets every span of c to count by alg. A sliding log's
+// limit is bounded, so it gets the largest it may have.
+func withAlgorithm(c *Charge, alg tiers.Algorithm) {
+	for i := range c.Spans {
+		r := &c.Spans[i].Rule
+		r.Algorithm = alg
+		if alg == tiers.SlidingLog {
+			r.Limit, r.Size, r.Threshold = tiers.MaxLogLimit, tiers.MaxLogLimit, tiers.MaxLogLimit
+		}
+	}
+}
+
+// BenchmarkAlgorithmTake is BenchmarkSlidingTake for each algorithm. Each
+// customer is checked every 10 ms, so a sliding log holds 100 entries of
+// the second window and up to 6,000 of the minute one.
+func BenchmarkAlgorithmTake(b *testing.B) {
+	for _, alg := range tiers.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			s := newSlidingCounters()
+			ids := benchIDs(10_000)
+			c := benchCharge(ids[0], benchNow)
+			withAlgorithm(&c, alg)
+			var out [2]Outcome
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				setCustomer(&c, ids[i%len(ids)])
+				c.At = benchNow.Add(time.Duration(i/1000) * time.Millisecond)
+				if ok, _ := s.Take(ctx, &c, out[:]); !ok {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAlgorithmKeysMemory reports the heap each algorithm takes per
+// active key: 1,000,000 keys (500,000 customers with a second and a
+// minute window) after one check each, and, for the sliding log, 10,000
+// keys of a second window whose log is full: 100 units admitted in 100
+// different milliseconds, its limit. A log's memory grows with its limit,
+// up to one 16-byte entry per unit or per millisecond of the window.
+func BenchmarkAlgorithmKeysMemory(b *testing.B) {
+	measure := func(b *testing.B, customers, checks int, alg tiers.Algorithm, limit int64, windows int) {
+		ids := benchIDs(customers)
+		ctx := context.Background()
+		for b.Loop() {
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			s := newSlidingCounters()
+			var out [2]Outcome
+			for n := range checks {
+				for _, id := range ids {
+					c := benchCharge(id, benchNow.Add(time.Duration(n)*time.Millisecond))
+					c.Spans = c.Spans[:windows]
+					withAlgorithm(&c, alg)
+					for i := range c.Spans {
+						r := &c.Spans[i].Rule
+						r.Limit, r.Size, r.Threshold = limit, limit, limit
+					}
+					if ok, _ := s.Take(ctx, &c, out[:windows]); !ok {
+						b.Fatal("denied")
+					}
+				}
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			keys := s.Keys()
+			if keys != int64(windows*customers) {
+				b.Fatalf("%d keys, want %d", keys, windows*customers)
+			}
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(keys), "bytes/key")
+			runtime.KeepAlive(s)
+		}
+	}
+	for _, alg := range tiers.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) { measure(b, 500_000, 1, alg, 1<<40, 2) })
+	}
+	b.Run("sliding_log_full_100", func(b *testing.B) { measure(b, 10_000, 100, tiers.SlidingLog, 100, 1) })
+}

@@ -74,6 +74,10 @@ type Outcome struct {
 	// Wait, for a span that did not pass, is how many milliseconds pass
 	// before the same charge would, or -1 for never.
 	Wait int64
+	// ResetMs, where not 0, is when the span's count is back to zero (Unix
+	// ms) after the charge: a short window whose algorithm does not count
+	// in clock-aligned buckets. Otherwise that is the span's End.
+	ResetMs int64
 }
 
 // Counter counts units of customers' metrics in windows. The in-process
@@ -124,6 +128,14 @@ func (s Span) CalendarWait(used, cost int64, at time.Time) int64 {
 		}
 	}
 	return s.Rule.Retry(toThreshold, toCeiling, toCapacity)
+}
+
+// resetAt returns when span sp's count is back to zero, as o reports it.
+func (o *Outcome) resetAt(sp *Span) time.Time {
+	if o.ResetMs == 0 {
+		return sp.End
+	}
+	return time.UnixMilli(o.ResetMs).UTC()
 }
 
 // msUntil returns the whole milliseconds from at to t, rounded up, at

@@ -455,13 +455,13 @@ func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, 
 	add := func(sp *Span, o Outcome, length time.Duration) {
 		after := addCap(o.Used, r.Cost)
 		w := WindowResult{Window: sp.Key.Window, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: o.Used,
-			ResetAt: sp.End, State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
+			ResetAt: o.resetAt(sp), State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
 		if allowed {
 			w.Used = after
 			overage = max(overage, sp.Rule.Overage(after, r.Cost))
 			d.Elastic = d.Elastic || w.State == StateElastic
 		}
-		w.Remaining = max(0, w.Limit-w.Used)
+		w.Remaining = max(0, sp.Rule.Size-w.Used)
 		switch {
 		case o.Passed:
 		case o.Wait < 0:

@@ -231,12 +231,13 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 			Limit: el.Limit.Limit, ResetAt: end}
 		if el.Window.Short() {
 			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now,
-				Spans: []Span{{Key: key, End: end, Rule: Rule{Threshold: tiers.MaxLimit}}}}
+				Spans: []Span{{Key: key, End: end, Rule: Rule{Algorithm: el.Algorithm, Limit: el.Limit.Limit,
+					Size: el.Size(), Threshold: tiers.MaxLimit}}}}
 			var o [1]Outcome
 			if err := e.short.Peek(ctx, &c, o[:]); err != nil {
 				return nil, err
 			}
-			u.Used = o[0].Used
+			u.Used, u.ResetAt = o[0].Used, o[0].resetAt(&c.Spans[0])
 		} else {
 			keys = append(keys, key)
 			long = append(long, len(out))
@@ -261,9 +262,10 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 	}
 	for i := range out {
 		u := &out[i]
-		u.Remaining = max(0, u.Limit-u.Used)
+		size := limits[i].Size()
+		u.Remaining = max(0, size-u.Used)
 		if limits[i].Mode == tiers.Soft {
-			u.Overage = max(0, u.Used-u.Limit)
+			u.Overage = max(0, u.Used-size)
 		}
 	}
 	return out, nil

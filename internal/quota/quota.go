@@ -1,8 +1,9 @@
 // Package quota decides whether a customer may use units of a metric now:
 // it evaluates every effective limit of the check at once, all or nothing,
-// counts short windows (second, minute) in process with a sliding window
-// counter and long windows (hour, day, week, month) through a Ledger shared
-// by every quotad process.
+// counts short windows (second, minute) in process, each by the algorithm
+// its limit names (sliding window counter, fixed window, sliding log or
+// token bucket; see algorithms.go), and long windows (hour, day, week,
+// month) through a Ledger shared by every quotad process.
 //
 // NOTE on over-limit behaviour. A denied check is a result (Decision with
 // Allowed false), never an error, and it charges nothing anywhere: units

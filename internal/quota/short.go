@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // slidingCounters implements Counter for short windows, in this process.
@@ -32,61 +34,71 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	var k, g lookup
 	s.lock(c, &k, &g)
 	defer s.unlock(&k, &g)
-	var buckets [maxShort]*bucket
+	var meters [maxShort]meter
 	var scratch [maxShort]bucket
 	allowed := true
 	for i := range c.Spans {
 		sp := &c.Spans[i]
-		w := sp.Key.Window
-		length := w.Length().Milliseconds()
-		b := s.get(&k, w, nowMs, charge, &scratch[i])
-		buckets[i] = b
-		u := b.weighted(nowMs, length)
+		meters[i] = meterOf(sp, s.state(&k, sp, nowMs, charge, &scratch[i]), k.sh.logs, nowMs)
+		m := &meters[i]
+		var u int64
+		if m.alg == tiers.SlidingWindow { // the default, without a call: this is the hot path
+			u = m.b.weighted(nowMs, m.length)
+		} else {
+			u = m.count()
+		}
 		var gu int64
 		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
 			var gs bucket
-			gu = s.get(&g, w, nowMs, false, &gs).weighted(nowMs, length)
+			gu = s.get(&g, sp.Key.Window, nowMs, false, &gs).weighted(nowMs, m.length)
 		}
 		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
 		if !ok {
 			allowed = false
-			out[i].Wait = s.wait(&g, c, sp, *b, nowMs)
+			out[i].Wait = s.wait(&g, c, sp, m)
 		}
 	}
-	if !allowed || !charge {
-		return allowed
+	if allowed && charge {
+		for i := range c.Spans {
+			if m := &meters[i]; m.buckets() {
+				m.b.cur = addCap(m.b.cur, c.Cost) // as add does, without a call
+			} else {
+				m.add(c.Cost)
+			}
+		}
+		for _, gk := range c.Globals {
+			b := s.get(&g, gk.Window, nowMs, true, nil)
+			b.cur = addCap(b.cur, c.Cost)
+		}
 	}
-	for _, b := range buckets[:len(c.Spans)] {
-		b.cur = addCap(b.cur, c.Cost)
+	for i := range c.Spans {
+		out[i].ResetMs = meters[i].resetMs()
 	}
-	for _, gk := range c.Globals {
-		b := s.get(&g, gk.Window, nowMs, true, nil)
-		b.cur = addCap(b.cur, c.Cost)
-	}
-	return true
+	return allowed
 }
 
-// wait returns the milliseconds until span sp, whose customer bucket is b,
-// admits c.Cost, or -1 for never. The global shard must be locked when
-// the span may borrow spare capacity.
-func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, b bucket, nowMs int64) int64 {
-	length := sp.Key.Window.Length().Milliseconds()
-	toThreshold := shortWait(b, nowMs, length, c.Cost, sp.Rule.Threshold)
+// wait returns the milliseconds until span sp, whose meter is m, admits
+// c.Cost, or -1 for never. The global shard must be locked when the span
+// may borrow spare capacity.
+func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
+	toThreshold := m.wait(c.Cost, sp.Rule.Threshold)
 	toCeiling, toCapacity := int64(-1), int64(-1)
 	if sp.Rule.Spare {
 		var scratch bucket
-		gb := *s.get(g, sp.Key.Window, nowMs, false, &scratch)
-		toCeiling = shortWait(b, nowMs, length, c.Cost, sp.Rule.Ceiling)
-		toCapacity = shortWait(gb, nowMs, length, c.Cost, sp.Rule.Capacity)
+		gb := *s.get(g, sp.Key.Window, m.now, false, &scratch)
+		toCeiling = m.wait(c.Cost, sp.Rule.Ceiling)
+		toCapacity = shortWait(gb, m.now, m.length, c.Cost, sp.Rule.Capacity)
 	}
 	return sp.Rule.Retry(toThreshold, toCeiling, toCapacity)
 }
 
 // GiveBack implements Counter: each span gives back up to c.Cost units,
-// never below zero, from the bucket that contains c.At first, then from
-// the one before it. A take being undone passes the take's time, so its
-// units leave the bucket they were counted in; a refund passes now.
+// never below zero: a window's buckets from the bucket that contains c.At
+// first, then from the one before it; a sliding log from c.At's
+// millisecond first, then its newest; a token bucket pays its debt down.
+// A take being undone passes the take's time, so its units leave where
+// they were counted; a refund passes now.
 func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) error {
 	nowMs := c.At.UnixMilli()
 	var k, g lookup
@@ -97,12 +109,14 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 	var given [maxShort]struct{ start, cur, prev int64 }
 	var scratch bucket
 	for i := range c.Spans {
-		w := c.Spans[i].Key.Window
-		length := w.Length().Milliseconds()
-		b := s.get(&k, w, nowMs, false, &scratch)
-		out[i] = Outcome{Used: b.weighted(nowMs, length), Passed: true}
-		given[i].start = b.start
-		given[i].cur, given[i].prev = b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
+		m := meterOf(&c.Spans[i], s.state(&k, &c.Spans[i], nowMs, false, &scratch), k.sh.logs, nowMs)
+		out[i] = Outcome{Used: m.count(), Passed: true}
+		given[i].start = m.b.start
+		if m.alg != tiers.SlidingWindow && m.alg != tiers.FixedWindow {
+			given[i].start = m.bucketStart()
+		}
+		given[i].cur, given[i].prev = m.giveBack(nowMs, c.Cost)
+		out[i].ResetMs = m.resetMs()
 	}
 	for _, gk := range c.Globals {
 		length := gk.Window.Length().Milliseconds()
@@ -113,7 +127,13 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 			continue
 		}
 		// The same buckets as the span's, by their start: the customer's
-		// counter may have rolled on where the global one has not.
+		// counter may have rolled on where the global one has not. Units a
+		// log or a token bucket gives back leave the global counter from
+		// the bucket of c.At first.
+		if m := c.Spans[i].Rule.Algorithm; m != tiers.SlidingWindow && m != tiers.FixedWindow {
+			b.giveBack(given[i].start, length, given[i].cur)
+			continue
+		}
 		b.takeFrom(given[i].start, length, given[i].cur)
 		b.takeFrom(given[i].start-length, length, given[i].prev)
 	}

@@ -70,7 +70,8 @@ type entry struct {
 	customer string
 	metric   string
 	hash     uint32
-	window   tiers.Window // 0: a free entry
+	window   tiers.Window    // 0: a free entry
+	algo     tiers.Algorithm // how bucket is read; global counters slide
 	bucket
 }
 
@@ -104,7 +105,8 @@ type shard struct {
 	used   uint32   // entries handed out, free ones included
 	live   int
 	tombs  int
-	_      [24]byte // to 128 bytes, two cache lines: shards contend less for lines
+	logs   *logTable // the sliding logs of the shard's keys, made on first use
+	_      [16]byte  // to 128 bytes, two cache lines: shards contend less for lines
 }
 
 func newSlidingCounters() *slidingCounters {
@@ -190,6 +192,9 @@ func (sh *shard) place(h, n uint32) {
 func (sh *shard) remove(i int) {
 	n := sh.slots[i] - 1
 	sh.slots[i] = tombSlot
+	if e := sh.entry(n); e.algo == tiers.SlidingLog && e.prev > 0 {
+		sh.logs.drop(uint32(e.prev - 1))
+	}
 	*sh.entry(n) = entry{}
 	sh.free = append(sh.free, n)
 	sh.live--
@@ -264,6 +269,64 @@ func (s *slidingCounters) get(l *lookup, w tiers.Window, nowMs int64, create boo
 	return &e.bucket
 }
 
+// meterOf returns span sp's meter over key state b.
+func meterOf(sp *Span, b *bucket, logs *logTable, nowMs int64) meter {
+	return meter{alg: sp.Rule.Algorithm, b: b, logs: logs, now: nowMs,
+		length: sp.Key.Window.Length().Milliseconds(), rate: sp.Rule.Limit}
+}
+
+// state returns the customer's key state of span sp, brought to nowMs
+// (see meter.roll), creating the key when create; otherwise a missing key
+// reads as scratch, set empty. A key counted by another algorithm (or a
+// token bucket for another rate) is converted first. The shard must be
+// locked.
+func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, scratch *bucket) *bucket {
+	w := sp.Key.Window
+	alg := sp.Rule.Algorithm
+	h := windowHash(l.pair, w)
+	e := l.sh.find(h, l.customer, l.metric, w)
+	switch {
+	case e != nil:
+		if e.algo == alg && alg <= tiers.FixedWindow { // the common case, kept short
+			length := w.Length().Milliseconds()
+			e.roll(nowMs-mod(nowMs, length), length)
+			return &e.bucket
+		}
+	case create:
+		e = l.sh.add(h, l.customer, l.metric, w)
+		e.algo = alg
+		s.keys.Add(1)
+		m := meterOf(sp, &e.bucket, l.sh.logTable(), nowMs)
+		switch alg {
+		case tiers.TokenBucket:
+			m.setDebt(u128{})
+		case tiers.SlidingWindow, tiers.FixedWindow:
+			e.start = m.bucketStart()
+		}
+		return &e.bucket
+	default:
+		length := w.Length().Milliseconds()
+		*scratch = bucket{start: nowMs - mod(nowMs, length)}
+		return scratch
+	}
+	m := meterOf(sp, &e.bucket, l.sh.logTable(), nowMs)
+	if e.algo != alg || alg == tiers.TokenBucket && e.prev != m.rate {
+		m.convert(e.algo)
+		e.algo = alg
+	}
+	m.roll()
+	return &e.bucket
+}
+
+// logTable returns the shard's sliding logs, making the table on first
+// use. The shard must be locked.
+func (sh *shard) logTable() *logTable {
+	if sh.logs == nil {
+		sh.logs = &logTable{}
+	}
+	return sh.logs
+}
+
 // Keys returns how many counters the process holds.
 func (s *slidingCounters) Keys() int64 { return s.keys.Load() }
 
@@ -274,7 +337,9 @@ func (s *slidingCounters) evict(nowMs int64) int {
 		for i := range group {
 			sh := &group[i]
 			sh.mu.Lock()
-			n += sh.scan(func(e *entry) bool { return e.idle(nowMs, e.window.Length().Milliseconds()) })
+			n += sh.scan(func(e *entry) bool {
+				return idle(e.algo, &e.bucket, nowMs, e.window.Length().Milliseconds())
+			})
 			sh.mu.Unlock()
 		}
 	}

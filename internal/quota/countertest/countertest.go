@@ -23,6 +23,8 @@ type Harness struct {
 	Windows [2]tiers.Window
 	// At is the moment every charge of the suite happens.
 	At time.Time
+	// Algorithm is how the spans count (short windows only).
+	Algorithm tiers.Algorithm
 }
 
 // Run runs the suite against h.
@@ -54,9 +56,10 @@ func charge(h Harness, customer string, cost int64, thresholds ...int64) *quota.
 		w := h.Windows[i]
 		start, end := quota.Bounds(w, h.At, tiers.Anchor{})
 		c.Spans = append(c.Spans, quota.Span{
-			Key:  quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
-			End:  end,
-			Rule: quota.Rule{Mode: tiers.Hard, Limit: th, Size: th, Threshold: th, Ceiling: tiers.MaxLimit},
+			Key: quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
+			End: end,
+			Rule: quota.Rule{Mode: tiers.Hard, Limit: th, Size: th, Threshold: th, Ceiling: tiers.MaxLimit,
+				Algorithm: h.Algorithm},
 		})
 	}
 	return c
