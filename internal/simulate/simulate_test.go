@@ -202,3 +202,76 @@ func TestRunRejectsBadConfigs(t *testing.T) {
 		}
 	}
 }
+
+// A burst of the limit just before a second's boundary and another just
+// after it: a fixed window starts again at the boundary and admits both,
+// twice the limit within 2 ms; the others admit the first only, but for a
+// token bucket of twice the limit's burst, which admits both too.
+func TestAlgorithmsOnABoundaryBurst(t *testing.T) {
+	var tr Trace
+	tr.Customers = []string{"a"}
+	for _, ms := range []int64{999, 1000} {
+		for range 10 {
+			tr.Checks = append(tr.Checks, Check{Ms: ms, Cost: 1})
+		}
+	}
+	for _, burst := range []int64{0, 20} {
+		rep, err := Run(t.Context(), &tr, Config{Window: tiers.Second, Limit: 10, Burst: burst, Algorithms: tiers.Algorithms})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, res := range rep.Results {
+			admitted := int64(10)
+			if res.Algorithm == "fixed_window" || (res.Algorithm == "token_bucket" && burst == 20) {
+				admitted = 20
+			}
+			if res.Admitted != admitted || res.Peak != admitted || res.WronglyAdmitted != admitted-10 || res.WronglyDenied != 0 {
+				t.Errorf("burst %d, %s: admitted %d (peak %d, %d wrongly), want %d",
+					burst, res.Algorithm, res.Admitted, res.Peak, res.WronglyAdmitted, admitted)
+			}
+		}
+	}
+}
+
+// What each algorithm is known to do, on bursts and on steady traffic
+// near the limit: the sliding log decides as the exact window does; a
+// fixed window counts only units that are in the moving window too, so it
+// never denies wrongly, and goes over the limit, up to twice it; a
+// sliding window counter stays within twice the limit; a token bucket
+// within its burst plus the limit.
+func TestAlgorithmsBounds(t *testing.T) {
+	const limit = 20
+	for _, kind := range []string{OnOff, Poisson} {
+		for _, burst := range []int64{0, 30} {
+			w := Workload{Kind: kind, Window: 1000, Limit: limit, Load: 1, Cost: 1,
+				Duration: 60_000, Customers: 4, Seed: 11, Start: DefaultStart}
+			tr, err := Generate(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Run(t.Context(), tr, Config{Window: tiers.Second, Limit: limit, Burst: burst, Algorithms: tiers.Algorithms})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exact := rep.Results[0]
+			for _, res := range rep.Results[1:] {
+				t.Logf("%s burst %d %s: %d admitted, %d wrongly, %d wrongly denied, peak %d",
+					kind, burst, res.Algorithm, res.Admitted, res.WronglyAdmitted, res.WronglyDenied, res.Peak)
+				bad := false
+				switch res.Algorithm {
+				case "sliding_log":
+					bad = res.Wrong() != 0 || res.Peak > limit || res.Admitted != exact.Admitted
+				case "fixed_window":
+					bad = res.WronglyDenied != 0 || res.Peak <= limit || res.Peak > 2*limit
+				case "sliding_window":
+					bad = res.Peak > 2*limit
+				case "token_bucket":
+					bad = res.Peak > rep.Burst+limit
+				}
+				if bad {
+					t.Errorf("%s, burst %d, %s: %+v", kind, burst, res.Algorithm, res)
+				}
+			}
+		}
+	}
+}
