@@ -111,7 +111,7 @@ func TestSimulateEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("simulate -trace: %v\n%s", err, again)
 	}
-	strip := func(row string) string { return strings.Join(strings.Fields(row)[:13], " ") } // all but bytes/key
+	strip := func(row string) string { return strings.Join(strings.Fields(row)[:14], " ") } // all but bytes/key
 	for _, alg := range []string{"exact", "sliding_window"} {
 		if a, b := strip(tableRow(t, table, alg)), strip(tableRow(t, again, alg)); a != b {
 			t.Errorf("%s replayed from the trace:\n%s\nwant\n%s", alg, b, a)

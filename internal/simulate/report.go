@@ -22,24 +22,26 @@ func (r *Report) WriteTable(w io.Writer) error {
 		width = max(width, len(r.Results[i].Algorithm))
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tchecks\tadmitted\twrongly admitted\tp99/max customer\twrongly denied\tp99/max customer\twrong\tpeak in window\tovershoot\tbytes/key\t\n", width, "algorithm")
+	fmt.Fprintf(tw, "%-*s\tchecks\tadmitted\twrongly admitted\tp99/max customer\twrongly denied\tp99/max customer\twrong\tcustomers\tpeak in window\tovershoot\tbytes/key\t\n", width, "algorithm")
 	for i := range r.Results {
 		res := &r.Results[i]
 		bytes := "-"
 		if res.BytesPerKey > 0 {
 			bytes = fmt.Sprintf("%.0f", res.BytesPerKey)
 		}
-		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d (%s)\t%s/%s\t%d (%s)\t%s/%s\t%s\t%d\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d (%s)\t%s/%s\t%d (%s)\t%s/%s\t%s\t%d/%d\t%d\t%s\t%s\t\n",
 			width, res.Algorithm, res.Checks, res.Admitted,
 			res.WronglyAdmitted, percent(res.WronglyAdmitted, res.Checks), pct(res.AdmittedP99), pct(res.AdmittedMax),
 			res.WronglyDenied, percent(res.WronglyDenied, res.Checks), pct(res.DeniedP99), pct(res.DeniedMax),
-			percent(res.Wrong(), res.Checks), res.Peak, overshoot(res.Peak, r.Limit), bytes)
+			percent(res.Wrong(), res.Checks), res.CustomersAdmitted, res.CustomersDenied, res.Peak, overshoot(res.Peak, r.Limit), bytes)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	b.WriteString("\nwrong: the algorithm's decision differs from the exact moving window's, given the units\n" +
 		"the algorithm admitted to the customer in the window before the check.\n" +
+		"p99/max customer: over customers, the share of a customer's checks wrongly decided.\n" +
+		"customers: how many customers had a check wrongly admitted / wrongly denied.\n" +
 		"peak in window: the most units admitted to one customer in any moving window of the limit's length.\n")
 	if r.MemoryKeys > 0 {
 		fmt.Fprintf(&b, "bytes/key: live heap of quotad's counter per key, over %d keys each filled to the limit in one window.\n", r.MemoryKeys)

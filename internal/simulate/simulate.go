@@ -63,6 +63,9 @@ type Result struct {
 	// largest share.
 	AdmittedP99, AdmittedMax float64
 	DeniedP99, DeniedMax     float64
+	// CustomersAdmitted (CustomersDenied) counts the customers with at
+	// least one check wrongly admitted (denied).
+	CustomersAdmitted, CustomersDenied int
 	// Peak is the most units the algorithm admitted to one customer in any
 	// moving window of the window's length: at PeakAt, to PeakCustomer.
 	Peak         int64
@@ -247,8 +250,8 @@ func Run(ctx context.Context, tr *Trace, cfg Config) (*Report, error) {
 		}
 	}
 	for _, l := range lanes {
-		l.res.AdmittedP99, l.res.AdmittedMax = shares(l.wrongA, checks)
-		l.res.DeniedP99, l.res.DeniedMax = shares(l.wrongD, checks)
+		l.res.AdmittedP99, l.res.AdmittedMax, l.res.CustomersAdmitted = shares(l.wrongA, checks)
+		l.res.DeniedP99, l.res.DeniedMax, l.res.CustomersDenied = shares(l.wrongD, checks)
 		rep.Results = append(rep.Results, l.res)
 		if chart != nil {
 			chart.finish(l)
@@ -297,18 +300,22 @@ func appendDetail(b []byte, c Check, customer, alg string, admitted, exact bool,
 }
 
 // shares returns, over customers with checks, the 99th percentile
-// (nearest rank) and the largest of wrong[i]/checks[i].
-func shares(wrong, checks []int64) (p99, most float64) {
+// (nearest rank) and the largest of wrong[i]/checks[i], and how many
+// customers have wrong[i] > 0.
+func shares(wrong, checks []int64) (p99, most float64, hit int) {
 	var s []float64
 	for i, n := range checks {
 		if n > 0 {
 			s = append(s, float64(wrong[i])/float64(n))
 		}
+		if wrong[i] > 0 {
+			hit++
+		}
 	}
 	if len(s) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	slices.Sort(s)
 	rank := (99*len(s) + 99) / 100 // ceil(0.99 n)
-	return s[rank-1], s[len(s)-1]
+	return s[rank-1], s[len(s)-1], hit
 }

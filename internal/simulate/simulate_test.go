@@ -74,6 +74,7 @@ func TestRunHandTrace(t *testing.T) {
 			// a: 1 of 8 checks each way; b: none. The 99th percentile of
 			// two customers is the larger.
 			AdmittedP99: 0.125, AdmittedMax: 0.125, DeniedP99: 0.125, DeniedMax: 0.125,
+			CustomersAdmitted: 1, CustomersDenied: 1,
 			Peak: 4, PeakAt: 2450, PeakCustomer: "a"},
 	}
 	if !reflect.DeepEqual(rep.Results, want) {
@@ -113,7 +114,7 @@ func TestRunHandTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"9 checks of 2 customers; limit 3 per second",
-		"1 (11.1111%)", "12.5000%/12.5000%", "22.2222%", "+1 (1.33x)", "+0 (1.00x)"} {
+		"1 (11.1111%)", "12.5000%/12.5000%", "22.2222%        1/1", "+1 (1.33x)", "+0 (1.00x)"} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
