@@ -11,7 +11,7 @@ PGUSER   ?= postgres
 QUOTAD_TEST_DATABASE_URL ?= postgres://$(PGUSER)@$(PGHOST):5432/postgres?sslmode=disable
 export QUOTAD_TEST_DATABASE_URL
 
-.PHONY: help run build test cover fuzz bench bench-micro fmt tidy lint vuln ci clean
+.PHONY: help run build test cover fuzz bench bench-micro simulate fmt tidy lint vuln ci clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -21,6 +21,7 @@ help: ## list the targets
 	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
 	@echo "BENCH_ALGORITHM=token_bucket (the short windows' algorithm; sliding_window by default)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
+	@echo "make simulate takes SIMULATE_ARGS, the flags of quotad simulate (see quotad simulate -h)."
 
 run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)
 	@createdb -h $(PGHOST) -U $(PGUSER) quotad 2>/dev/null || true
@@ -55,6 +56,13 @@ bench: ## measure POST /v1/check against a bare echo baseline under load, print 
 
 bench-micro: ## run the micro-benchmarks of the quota engine and the API
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/quota/... ./internal/api/...
+
+# quotad simulate's flags for make simulate; docs/accuracy.md lists the
+# workloads it was run with.
+SIMULATE_ARGS ?= -workload onoff -load 1 -limit 100 -customers 10 -duration 10m -seed 1
+
+simulate: ## replay a workload through the short-window algorithms and report how far each strays from the exact window (SIMULATE_ARGS)
+	$(GO) run ./cmd/quotad simulate $(SIMULATE_ARGS)
 
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
