@@ -223,10 +223,11 @@ type Limit struct {
 	// Ceiling bounds an elastic limit even when spare capacity remains.
 	Ceiling *int64 `json:"ceiling"`
 	// Algorithm is how a short window counts (long windows: always the
-	// zero value).
-	Algorithm Algorithm `json:"-"`
-	// Burst is a token bucket's size; nil means Limit.
-	Burst *int64 `json:"-"`
+	// zero value). JSON shows it on short windows only; see MarshalJSON.
+	Algorithm Algorithm `json:"algorithm"`
+	// Burst is a token bucket's size; nil means Limit. JSON shows a token
+	// bucket's size, set or not; see MarshalJSON.
+	Burst *int64 `json:"burst"`
 }
 
 // Size is how many units a short window's count admits before any soft
