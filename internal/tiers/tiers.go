@@ -23,8 +23,8 @@ const MaxOveragePercent = 1000
 // Window is the period a limit counts over.
 type Window uint8
 
-// The windows. Second and Minute are short windows, counted in process by a
-// sliding window counter; the others are calendar windows counted in
+// The windows. Second and Minute are short windows, counted in process by
+// their limit's Algorithm; the others are calendar windows counted in
 // PostgreSQL.
 const (
 	Second Window = iota + 1
