@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestAdminLimitAlgorithms writes a limit with each algorithm, in a plan
@@ -167,4 +170,107 @@ func shownTerms(m map[string]any) string {
 		return "-"
 	}
 	return fmt.Sprintf("%v/%v algorithm=%v burst=%v", m["metric"], m["window"], get("algorithm"), get("burst"))
+}
+
+// algoAnswer is what TestCheckAlgorithms reads of a check answer.
+type algoAnswer struct {
+	Allowed    bool   `json:"allowed"`
+	RetryAfter *int64 `json:"retry_after"`
+	Limits     []struct {
+		Used      int64     `json:"used"`
+		Remaining int64     `json:"remaining"`
+		ResetAt   time.Time `json:"reset_at"`
+	} `json:"limits"`
+}
+
+// TestCheckAlgorithms checks each algorithm through the real HTTP stack on
+// the system clock, with minute windows so that a test run stays well
+// inside one window's arithmetic: what passes, when the next check could,
+// and the headers that say so. A run that crosses a whole minute (where
+// fixed and sliding windows move on) is repeated with a fresh customer.
+func TestCheckAlgorithms(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	metrics := []string{"sliding", "fixed", "log", "bucket"}
+	for _, m := range metrics {
+		s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/"+m, `{}`)
+	}
+	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/algos", `{"limits":[
+		{"metric":"sliding","window":"minute","limit":3},
+		{"metric":"fixed","window":"minute","limit":3,"algorithm":"fixed_window"},
+		{"metric":"log","window":"minute","limit":3,"algorithm":"sliding_log"},
+		{"metric":"bucket","window":"minute","limit":60,"algorithm":"token_bucket","burst":3}]}`)
+	check := func(customer, metric string, cost int) (response, algoAnswer) {
+		t.Helper()
+		r := s.do("POST", "/v1/check", fmt.Sprintf(`{"customer":%q,"metric":%q,"cost":%d}`, customer, metric, cost),
+			"Authorization", "Bearer "+checkToken)
+		var a algoAnswer
+		if err := json.Unmarshal(r.Body, &a); err != nil || len(a.Limits) != 1 {
+			t.Fatalf("%s: %d %s (%v)", metric, r.Status, r.Body, err)
+		}
+		return r, a
+	}
+	for _, m := range metrics {
+		t.Run(m, func(t *testing.T) {
+			t.Parallel()
+			for attempt := 0; ; attempt++ {
+				c := fmt.Sprintf("%s-%d", m, attempt)
+				s.mustDo(http.StatusCreated, "PUT", "/v1/customers/"+c, `{"plan":"algos"}`)
+				first := time.Now().UTC()
+				err := checkAlgorithm(c, m, first, check)
+				if time.Now().UTC().Truncate(time.Minute).Equal(first.Truncate(time.Minute)) || attempt == 1 {
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+// checkAlgorithm runs three checks of metric m for customer c, which
+// pass, and two that do not, and returns what went wrong.
+func checkAlgorithm(c, m string, first time.Time, check func(customer, metric string, cost int) (response, algoAnswer)) error {
+	for i := range 3 {
+		if r, a := check(c, m, 1); r.Status != http.StatusOK || a.Limits[0].Used != int64(i+1) || a.Limits[0].Remaining != int64(2-i) {
+			return fmt.Errorf("check %d: %d %s, want 200 with used %d", i+1, r.Status, r.Body, i+1)
+		}
+	}
+	r, a := check(c, m, 1)
+	if r.Status != http.StatusTooManyRequests || a.Allowed || a.RetryAfter == nil {
+		return fmt.Errorf("fourth check: %d %s, want 429 with a retry_after", r.Status, r.Body)
+	}
+	if got := r.Header.Get("Retry-After"); got != strconv.FormatInt(*a.RetryAfter, 10) {
+		return fmt.Errorf("Retry-After %q, retry_after %d", got, *a.RetryAfter)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != fmt.Sprintf(`"%s/minute";q=3;w=60`, m) && m != "bucket" {
+		return fmt.Errorf("RateLimit-Policy %q", got)
+	}
+	if !strings.Contains(r.Header.Get("RateLimit"), ";r=0;") {
+		return fmt.Errorf("RateLimit %q, want r=0", r.Header.Get("RateLimit"))
+	}
+	retry, reset := *a.RetryAfter, a.Limits[0].ResetAt
+	switch m {
+	case "fixed", "sliding":
+		// The bucket's end, a whole minute; fixed: the count starts
+		// again there.
+		if !reset.Equal(reset.Truncate(time.Minute)) || reset.Sub(first) > time.Minute || retry < 1 || retry > 60 {
+			return fmt.Errorf("reset_at %v, retry_after %d: want the next whole minute, 1..60 s", reset, retry)
+		}
+	case "log":
+		// The first unit leaves a minute after it was admitted.
+		if d := reset.Sub(first); d < time.Minute-time.Second || d > time.Minute+5*time.Second || retry < 55 || retry > 60 {
+			return fmt.Errorf("reset_at %v (%v after the first check), retry_after %d: want about a minute", reset, d, retry)
+		}
+	case "bucket":
+		// 60 a minute: one token a second, all three in 3 s.
+		if d := reset.Sub(first); retry != 1 || d < 2*time.Second || d > 8*time.Second {
+			return fmt.Errorf("reset_at %v (%v after the first check), retry_after %d: want 1 s and about 3 s", reset, d, retry)
+		}
+	}
+	if r, _ := check(c, m, 4); r.Status != http.StatusTooManyRequests || m == "bucket" && !strings.Contains(string(r.Body), `"retry_after":null`) {
+		return fmt.Errorf("cost 4 above a burst or limit of 3: %d %s, want 429 (never, for the bucket)", r.Status, r.Body)
+	}
+	return nil
 }
