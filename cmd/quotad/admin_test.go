@@ -350,7 +350,7 @@ func TestAdminFullReplace(t *testing.T) {
 				"name": `"Pro"`, "description": `"For teams"`,
 				"price": `{"amount_cents":4900,"currency":"EUR","interval":"year"}`,
 				"limits": `[
-					{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+					{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window"},
 					{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null},
 					{"metric":"tokens","window":"month","limit":1000,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":2000}]`,
 			},
@@ -672,7 +672,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			name:     "plan with overrides laid over",
 			customer: "acme",
 			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
+				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
 				{"metric":"api_calls","window":"day","limit":5000,"mode":"soft","overage_percent":10,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":"` + future + `"},
 				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
 				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
@@ -681,7 +681,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			name:     "another customer on the plan sees the plan only",
 			customer: "other",
 			want: `{"customer":"other","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
+				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
 				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
 				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
 		},
@@ -692,7 +692,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 				s.mustDo(204, "DELETE", "/v1/customers/acme/overrides/api_calls/day", "")
 			},
 			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
+				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
 				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
 				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
 				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
@@ -704,7 +704,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 				s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":7}`)
 			},
 			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
+				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
 				{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
 				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
 				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,

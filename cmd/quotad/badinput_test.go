@@ -72,6 +72,8 @@ func TestBadAdminInput(t *testing.T) {
 		plan     = "/v1/plans/p"
 		customer = "/v1/customers/c"
 		override = "/v1/customers/acme/overrides/api_calls/day"
+		overSec  = "/v1/customers/acme/overrides/api_calls/second"
+		maxMsg   = "must be at most 10000 with algorithm sliding_log"
 		max53    = "9007199254740992" // 2^53, one above the largest limit
 		v400     = "validation_failed"
 		check    = "/v1/check"
@@ -82,6 +84,9 @@ func TestBadAdminInput(t *testing.T) {
 	)
 	past := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	lim := func(fields string) string { return `{"limits":[{"metric":"api_calls","window":"day",` + fields + `}]}` }
+	limOn := func(window, fields string) string {
+		return `{"limits":[{"metric":"api_calls","window":"` + window + `",` + fields + `}]}`
+	}
 	ovr := func(fields string) string { return `{` + fields + `}` }
 	nest := func(opening, closing string, n int) string {
 		return strings.Repeat(opening, n) + "1" + strings.Repeat(closing, n)
@@ -153,7 +158,7 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "unknown metric field", method: "PUT", path: metric, body: `{"unit":"calls"}`, want: 400, code: v400, field: "unit"},
 		{name: "unknown plan field", method: "PUT", path: plan, body: `{"name":"P","tier":1}`, want: 400, code: v400, field: "tier"},
 		{name: "unknown price field", method: "PUT", path: plan, body: `{"price":{"amount":1}}`, want: 400, code: v400, field: "price.amount"},
-		{name: "unknown limit field", method: "PUT", path: plan, body: lim(`"limit":1,"burst":2`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "unknown limit field", method: "PUT", path: plan, body: lim(`"limit":1,"weight":2`), want: 400, code: v400, field: "limits[0].weight"},
 		{name: "field name in another case", method: "PUT", path: customer, body: `{"Plan":"pro"}`, want: 400, code: v400, field: "Plan"},
 		{name: "nested field name in another case", method: "PUT", path: plan, body: lim(`"Limit":1`), want: 400, code: v400, field: "limits[0].Limit"},
 		{name: "unknown customer field", method: "PUT", path: customer, body: `{"plan":"pro","email":"x@y"}`, want: 400, code: v400, field: "email"},
@@ -224,6 +229,23 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "ceiling below limit", method: "PUT", path: plan, body: lim(`"limit":10,"mode":"elastic","ceiling":9`), want: 400, code: v400, field: "limits[0].ceiling"},
 		{name: "ceiling negative", method: "PUT", path: plan, body: lim(`"limit":0,"mode":"elastic","ceiling":-1`), want: 400, code: v400, field: "limits[0].ceiling"},
 		{name: "ceiling 2^53", method: "PUT", path: plan, body: lim(`"limit":1,"mode":"elastic","ceiling":` + max53), want: 400, code: v400, field: "limits[0].ceiling"},
+		{name: "algorithm unknown", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"leaky_bucket"`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "algorithm empty", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":""`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "algorithm upper case", method: "PUT", path: plan, body: limOn("minute", `"limit":1,"algorithm":"FIXED_WINDOW"`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "algorithm a number", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":2`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "algorithm on hour", method: "PUT", path: plan, body: limOn("hour", `"limit":1,"algorithm":"fixed_window"`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "default algorithm named on day", method: "PUT", path: plan, body: lim(`"limit":1,"algorithm":"sliding_window"`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "token bucket on month", method: "PUT", path: plan, body: limOn("month", `"limit":1,"algorithm":"token_bucket","burst":5`), want: 400, code: v400, field: "limits[0].algorithm"},
+		{name: "burst without algorithm", method: "PUT", path: plan, body: limOn("second", `"limit":1,"burst":5`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst on a long window", method: "PUT", path: plan, body: lim(`"limit":1,"burst":5`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst with sliding log", method: "PUT", path: plan, body: limOn("minute", `"limit":1,"algorithm":"sliding_log","burst":5`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst 0", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":0`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst negative", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":-1`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst 2^53", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":`+max53), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst a fraction", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":1.5`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "burst a string", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":"5"`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "sliding log above 10000", method: "PUT", path: plan, body: limOn("second", `"limit":10001,"algorithm":"sliding_log"`), want: 400, code: v400, field: "limits[0].limit", message: maxMsg},
+		{name: "second limit's sliding log above 10000", method: "PUT", path: plan, body: `{"limits":[{"metric":"api_calls","window":"second","limit":1},{"metric":"api_calls","window":"minute","limit":60000,"algorithm":"sliding_log"}]}`, want: 400, code: v400, field: "limits[1].limit", message: maxMsg},
 		{name: "duplicate metric and window", method: "PUT", path: plan, body: `{"limits":[{"metric":"api_calls","window":"day","limit":1},{"metric":"tokens","window":"day","limit":1},{"metric":"api_calls","window":"day","limit":2,"mode":"soft"}]}`, want: 400, code: v400, field: "limits[2]"},
 		{name: "more than 500 limits", method: "PUT", path: plan, body: `{"limits":[` + strings.TrimSuffix(strings.Repeat(`{"metric":"api_calls","window":"day","limit":1},`, 501), ",") + `]}`, want: 400, code: v400, field: "limits"},
 
@@ -270,6 +292,14 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "override ceiling with soft", method: "PUT", path: override, body: ovr(`"limit":1,"mode":"soft","ceiling":5`), want: 400, code: v400, field: "ceiling"},
 		{name: "override ceiling below limit", method: "PUT", path: override, body: ovr(`"limit":10,"mode":"elastic","ceiling":1`), want: 400, code: v400, field: "ceiling"},
 		{name: "override price with elastic", method: "PUT", path: override, body: ovr(`"limit":1,"mode":"elastic","overage_price_micros":1`), want: 400, code: v400, field: "overage_price_micros"},
+		{name: "override algorithm unknown", method: "PUT", path: overSec, body: ovr(`"limit":1,"algorithm":"gcra"`), want: 400, code: v400, field: "algorithm"},
+		{name: "override algorithm on day", method: "PUT", path: override, body: ovr(`"limit":1,"algorithm":"token_bucket"`), want: 400, code: v400, field: "algorithm"},
+		{name: "override default algorithm named on day", method: "PUT", path: override, body: ovr(`"limit":1,"algorithm":"sliding_window"`), want: 400, code: v400, field: "algorithm"},
+		{name: "override burst without token bucket", method: "PUT", path: overSec, body: ovr(`"limit":1,"algorithm":"fixed_window","burst":5`), want: 400, code: v400, field: "burst"},
+		{name: "override burst on day", method: "PUT", path: override, body: ovr(`"limit":1,"burst":5`), want: 400, code: v400, field: "burst"},
+		{name: "override burst 0", method: "PUT", path: overSec, body: ovr(`"limit":1,"algorithm":"token_bucket","burst":0`), want: 400, code: v400, field: "burst"},
+		{name: "override burst 2^53", method: "PUT", path: overSec, body: ovr(`"limit":1,"algorithm":"token_bucket","burst":` + max53), want: 400, code: v400, field: "burst"},
+		{name: "override sliding log above 10000", method: "PUT", path: overSec, body: ovr(`"limit":10001,"algorithm":"sliding_log"`), want: 400, code: v400, field: "limit", message: maxMsg},
 		{name: "expires in the past", method: "PUT", path: override, body: ovr(`"limit":1,"expires_at":"` + past + `"`), want: 400, code: v400, field: "expires_at"},
 		{name: "expires at the epoch", method: "PUT", path: override, body: ovr(`"limit":1,"expires_at":"1970-01-01T00:00:00Z"`), want: 400, code: v400, field: "expires_at"},
 		{name: "expires a date only", method: "PUT", path: override, body: ovr(`"limit":1,"expires_at":"2999-12-01"`), want: 400, code: v400, field: "expires_at"},

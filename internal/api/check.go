@@ -68,13 +68,17 @@ type windowState struct {
 }
 
 type usageEntry struct {
-	Metric    string       `json:"metric"`
-	Window    tiers.Window `json:"window"`
-	Limit     int64        `json:"limit"`
-	Used      int64        `json:"used"`
-	Remaining int64        `json:"remaining"`
-	Overage   int64        `json:"overage"`
-	ResetAt   time.Time    `json:"reset_at"`
+	Metric string       `json:"metric"`
+	Window tiers.Window `json:"window"`
+	Limit  int64        `json:"limit"`
+	// Algorithm and Burst are shown as for the limit (tiers.Limit's JSON):
+	// the algorithm on short windows, the size of token buckets.
+	Algorithm *tiers.Algorithm `json:"algorithm,omitempty"`
+	Burst     *int64           `json:"burst,omitempty"`
+	Used      int64            `json:"used"`
+	Remaining int64            `json:"remaining"`
+	Overage   int64            `json:"overage"`
+	ResetAt   time.Time        `json:"reset_at"`
 }
 
 type historyDay struct {
@@ -256,7 +260,9 @@ func (s *Server) refund(c echo.Context) error {
 func toUsageEntries(us []quota.Usage) []usageEntry {
 	out := make([]usageEntry, len(us))
 	for i, u := range us {
-		out[i] = usageEntry{Metric: u.Metric, Window: u.Window, Limit: u.Limit, Used: u.Used,
+		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
+		out[i] = usageEntry{Metric: u.Metric, Window: u.Window, Limit: u.Limit,
+			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
 			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
 	}
 	return out

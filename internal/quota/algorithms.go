@@ -17,11 +17,13 @@ import (
 //     weighted floor(prev*(T-e)/T) + cur (see sliding.go).
 //   - fixed window: the same buckets; the count is the current bucket's
 //     alone, so it starts again from zero at every boundary.
-//   - sliding log: start is the newest entry's millisecond, prev numbers
-//     the key's log in its shard (plus one; 0: none yet), cur is the units
-//     the log holds. The log keeps the units admitted in each millisecond
-//     of the last T, so it is exact; merging a millisecond's units into one
-//     entry bounds it by both T and the units admitted.
+//   - sliding log: start is the newest entry's millisecond, cur is the
+//     units the log holds, and prev numbers the key's log in its shard
+//     (plus one). The log keeps the units admitted in each millisecond of
+//     the last T, so it is exact; merging a millisecond's units into one
+//     entry bounds it by both T and the units admitted. A log of one entry
+//     is kept in the bucket alone (prev 0: the cur units of millisecond
+//     start), so that a key admitted once costs no more than the others.
 //   - token bucket: the bucket is a debt of tokens taken and not yet
 //     refilled, measured in 1/T tokens, refilled at rate (the limit) per T,
 //     that is rate units per millisecond. It is kept exactly as the moment
@@ -117,6 +119,12 @@ func (m *meter) roll() {
 
 // prune drops what left a sliding log's window.
 func (m *meter) prune() {
+	if m.b.prev == 0 { // one entry, in the bucket
+		if m.b.start <= m.now-m.length {
+			m.b.cur = 0
+		}
+		return
+	}
 	l := m.log()
 	i := 0
 	for i < len(l) && l[i].ms <= m.now-m.length {
@@ -144,14 +152,24 @@ func (m *meter) count() int64 {
 func (m *meter) add(k int64) {
 	switch m.alg {
 	case tiers.SlidingLog:
-		l := m.log()
-		if n := len(l); n > 0 && l[n-1].ms >= m.now {
-			l[n-1].n += k // this millisecond's entry, or a clock that stepped back
-		} else {
-			l = append(l, logEntry{ms: m.now, n: k})
+		switch {
+		case m.b.prev == 0 && m.b.cur == 0: // the first entry, in the bucket
 			m.b.start = m.now
+		case m.b.prev == 0 && m.b.start >= m.now:
+			// the bucket's entry: this millisecond, or a clock that stepped back
+		default:
+			l := m.log()
+			if m.b.prev == 0 { // a second entry: the log moves out of the bucket
+				l = append(l, logEntry{ms: m.b.start, n: m.b.cur})
+			}
+			if n := len(l); n > 0 && l[n-1].ms >= m.now {
+				l[n-1].n += k // this millisecond's entry, or a clock that stepped back
+			} else {
+				l = append(l, logEntry{ms: m.now, n: k})
+				m.b.start = m.now
+			}
+			m.setLog(l)
 		}
-		m.setLog(l)
 		m.b.cur = addCap(m.b.cur, k)
 	case tiers.TokenBucket:
 		m.setDebt(m.debt().add(mul128(uint64(k), uint64(m.length))))
@@ -178,6 +196,9 @@ func (m *meter) wait(k, t int64) int64 {
 		u := m.b.cur
 		if u+k <= t {
 			return 0
+		}
+		if m.b.prev == 0 { // one entry: once it leaves, k <= t fits
+			return max(1, m.b.start+m.length-m.now)
 		}
 		for _, e := range m.log() { // oldest first: each leaves at ms + T
 			if u -= e.n; u+k <= t {
@@ -210,6 +231,11 @@ func (m *meter) giveBack(at, n int64) (fromCur, fromPrev int64) {
 	case tiers.SlidingWindow, tiers.FixedWindow:
 		return m.b.giveBack(at-mod(at, m.length), m.length, n)
 	case tiers.SlidingLog:
+		if m.b.prev == 0 { // one entry, in the bucket
+			d := min(n, m.b.cur)
+			m.b.cur -= d
+			return d, 0
+		}
 		l := m.log()
 		left := n
 		take := func(i int) {

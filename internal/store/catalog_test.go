@@ -3,8 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/store"
@@ -180,5 +184,161 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	mustPut(err)
 	if len(events) != 3 || events[0].Action != "delete" || events[2].Resource != "customers/acme" {
 		t.Errorf("customer audit = %+v", events)
+	}
+}
+
+// A limit's algorithm and burst survive a round trip through plans,
+// overrides and accounts, each as it was written: the default is no
+// algorithm, and a token bucket without burst has none.
+func TestLimitAlgorithmsRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	mustPut := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range []string{"api_calls", "exports"} {
+		_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
+		mustPut(err)
+	}
+	limits := []tiers.Limit{
+		{Metric: "api_calls", Window: tiers.Second, Limit: 50, Mode: tiers.Hard},
+		{Metric: "api_calls", Window: tiers.Minute, Limit: 600, Mode: tiers.Soft, OveragePercent: 10, Algorithm: tiers.FixedWindow},
+		{Metric: "exports", Window: tiers.Second, Limit: tiers.MaxLogLimit, Mode: tiers.Hard, Algorithm: tiers.SlidingLog},
+		{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Elastic, Algorithm: tiers.TokenBucket, Burst: ptr[int64](25)},
+		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
+	}
+	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	mustPut(err)
+	found, err := db.FindPlan(ctx, "pro")
+	mustPut(err)
+	for _, p := range []tiers.Plan{saved, found} {
+		if !reflect.DeepEqual(p.Limits, limits) {
+			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
+		}
+	}
+	// A replace writes every limit again: a token bucket may lose its burst.
+	limits[3] = tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Hard, Algorithm: tiers.TokenBucket}
+	limits[1].Algorithm = tiers.SlidingWindow
+	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	mustPut(err)
+	plans, _, err := db.FindPlans(ctx, tiers.Page{Limit: 10})
+	mustPut(err)
+	if len(plans) != 1 || !reflect.DeepEqual(plans[0].Limits, limits) {
+		t.Errorf("plans after replace = %+v, want limits %+v", plans, limits)
+	}
+
+	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	mustPut(err)
+	bucket := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard,
+		Algorithm: tiers.TokenBucket, Burst: ptr[int64](tiers.MaxLimit)}
+	o, _, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: bucket})
+	mustPut(err)
+	if !reflect.DeepEqual(o.Limit, bucket) {
+		t.Errorf("override = %+v, want %+v", o.Limit, bucket)
+	}
+	// Replaced by an override naming no algorithm: the default, no burst.
+	plain := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard}
+	o, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: plain})
+	mustPut(err)
+	if !reflect.DeepEqual(o.Limit, plain) {
+		t.Errorf("replaced override = %+v, want %+v", o.Limit, plain)
+	}
+	log := tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 7, Mode: tiers.Hard, Algorithm: tiers.SlidingLog}
+	_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: log})
+	mustPut(err)
+
+	a, err := db.FindAccount(ctx, "acme")
+	mustPut(err)
+	if !reflect.DeepEqual(a.Plan.Limits, limits) {
+		t.Errorf("account plan limits = %+v, want %+v", a.Plan.Limits, limits)
+	}
+	if len(a.Overrides) != 2 || !reflect.DeepEqual(a.Overrides[0].Limit, plain) || !reflect.DeepEqual(a.Overrides[1].Limit, log) {
+		t.Errorf("account overrides = %+v, want %+v and %+v", a.Overrides, plain, log)
+	}
+	list, _, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
+	mustPut(err)
+	if len(list) != 2 || !reflect.DeepEqual(list[1].Limit, log) {
+		t.Errorf("overrides = %+v", list)
+	}
+	one, err := db.FindOverride(ctx, "acme", log.Key())
+	mustPut(err)
+	if !reflect.DeepEqual(one.Limit, log) {
+		t.Errorf("override = %+v, want %+v", one.Limit, log)
+	}
+}
+
+// The schema refuses what validation refuses, whoever writes: an unknown
+// algorithm, an algorithm on a long window, a burst without a token bucket
+// or out of range, a sliding log above its largest limit.
+func TestLimitAlgorithmConstraints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	db, err := store.New(ctx, s.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		window    string
+		limit     int64
+		algorithm any // nil or a string
+		burst     any // nil or an int64
+		ok        bool
+	}{
+		{"default", "second", 10, nil, nil, true},
+		{"default named", "minute", 10, "sliding_window", nil, true},
+		{"fixed window", "second", 10, "fixed_window", nil, true},
+		{"sliding log at its largest limit", "minute", 10000, "sliding_log", nil, true},
+		{"token bucket", "second", 10, "token_bucket", nil, true},
+		{"token bucket with burst 1", "second", 10, "token_bucket", int64(1), true},
+		{"token bucket with burst 2^53-1", "minute", 0, "token_bucket", int64(9007199254740991), true},
+		{"long window without algorithm", "day", 10, nil, nil, true},
+
+		{"unknown algorithm", "second", 10, "leaky_bucket", nil, false},
+		{"algorithm on a long window", "hour", 10, "fixed_window", nil, false},
+		{"default named on a long window", "month", 10, "sliding_window", nil, false},
+		{"burst without algorithm", "second", 10, nil, int64(5), false},
+		{"burst with another algorithm", "second", 10, "fixed_window", int64(5), false},
+		{"burst 0", "second", 10, "token_bucket", int64(0), false},
+		{"burst above 2^53-1", "second", 10, "token_bucket", int64(9007199254740992), false},
+		{"sliding log above its largest limit", "second", 10001, "sliding_log", nil, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, q := range []string{
+				`INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode, algorithm, burst)
+				 VALUES ('p', 'm', $1, ` + fmt.Sprint(i) + `, $2, 'hard', $3, $4)`,
+				`INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, algorithm, burst, created_at, updated_at)
+				 VALUES ('c', 'm', $1, $2, 'hard', $3, $4, now(), now())`,
+			} {
+				tx, err := s.Pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, err = tx.Exec(ctx, q, tc.window, tc.limit, tc.algorithm, tc.burst)
+				_ = tx.Rollback(ctx)
+				var pgErr *pgconn.PgError
+				switch {
+				case tc.ok && err != nil:
+					t.Errorf("refused: %v\n%s", err, q)
+				case !tc.ok && (!errors.As(err, &pgErr) || pgErr.Code != "23514"):
+					t.Errorf("err = %v, want a check violation\n%s", err, q)
+				}
+			}
+		})
 	}
 }

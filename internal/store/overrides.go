@@ -21,6 +21,8 @@ type overrideRow struct {
 	OveragePercent     int32
 	OveragePriceMicros *int64
 	Ceiling            *int64
+	Algorithm          *string
+	Burst              *int64
 	ExpiresAt          *time.Time
 	Reason             string
 	Version            int64
@@ -31,11 +33,16 @@ type overrideRow struct {
 func toOverride(r overrideRow) tiers.Override {
 	w, _ := tiers.ParseWindow(r.QuotaWindow) // the schema admits only valid windows
 	m, _ := tiers.ParseMode(r.Mode)
+	var a tiers.Algorithm // null: the default
+	if r.Algorithm != nil {
+		a, _ = tiers.ParseAlgorithm(*r.Algorithm)
+	}
 	return tiers.Override{
 		Customer: r.CustomerID,
 		Limit: tiers.Limit{
 			Metric: r.Metric, Window: w, Limit: r.LimitValue, Mode: m,
 			OveragePercent: int64(r.OveragePercent), OveragePriceMicros: r.OveragePriceMicros, Ceiling: r.Ceiling,
+			Algorithm: a, Burst: r.Burst,
 		},
 		ExpiresAt: utcPtr(r.ExpiresAt), Reason: r.Reason,
 		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
@@ -44,7 +51,7 @@ func toOverride(r overrideRow) tiers.Override {
 
 const overrideColumns = `
 	o.customer_id, o.metric, o.quota_window, o.limit_value, o.mode, o.overage_percent,
-	o.overage_price_micros, o.ceiling, o.expires_at, o.reason, o.version, o.created_at, o.updated_at`
+	o.overage_price_micros, o.ceiling, o.algorithm, o.burst, o.expires_at, o.reason, o.version, o.created_at, o.updated_at`
 
 // findOverrides lists a customer's overrides by metric, then window, after
 // (afterMetric, afterRank); limit 0 means all.
@@ -208,11 +215,12 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 			return err
 		}
 		args := []any{o.Customer, o.Metric, o.Window.String(), o.Limit.Limit, o.Mode.String(), o.OveragePercent,
-			o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At}
+			o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At, algorithmColumn(o.Limit), o.Burst}
 		if exists {
 			const q = `
 				UPDATE overrides SET limit_value = $4, mode = $5, overage_percent = $6, overage_price_micros = $7,
-				       ceiling = $8, expires_at = $9, reason = $10, version = version + 1, updated_at = $11
+				       ceiling = $8, algorithm = $12, burst = $13, expires_at = $9, reason = $10,
+				       version = version + 1, updated_at = $11
 				WHERE customer_id = $1 AND metric = $2 AND quota_window = $3`
 			if _, err := tx.Exec(ctx, q, args...); err != nil {
 				return err
@@ -220,8 +228,9 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 		} else {
 			const q = `
 				INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, overage_percent,
-				                       overage_price_micros, ceiling, expires_at, reason, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+				                       overage_price_micros, ceiling, expires_at, reason, created_at, updated_at,
+				                       algorithm, burst)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
 				ON CONFLICT (customer_id, metric, quota_window) DO NOTHING`
 			tag, err := tx.Exec(ctx, q, args...)
 			if err != nil {

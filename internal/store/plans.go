@@ -19,24 +19,55 @@ type planRow struct {
 	PriceAmountCents int64
 	PriceCurrency    string
 	PriceInterval    string
-	// Limits decodes straight into tiers.Limit: the JSON built below uses
-	// the same field names as the API.
-	Limits    []tiers.Limit
+	// Limits decodes from the JSON built by planColumns.
+	Limits    []limitRow
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
 
+// limitRow is a plan limit as planColumns builds it: the columns as they
+// are (a null algorithm is the default, a null burst the limit).
+type limitRow struct {
+	Metric             string           `json:"metric"`
+	Window             tiers.Window     `json:"window"`
+	Limit              int64            `json:"limit"`
+	Mode               tiers.Mode       `json:"mode"`
+	OveragePercent     int64            `json:"overage_percent"`
+	OveragePriceMicros *int64           `json:"overage_price_micros"`
+	Ceiling            *int64           `json:"ceiling"`
+	Algorithm          *tiers.Algorithm `json:"algorithm"`
+	Burst              *int64           `json:"burst"`
+}
+
 func toPlan(r planRow) tiers.Plan {
-	if r.Limits == nil {
-		r.Limits = []tiers.Limit{}
+	limits := make([]tiers.Limit, len(r.Limits))
+	for i, l := range r.Limits {
+		limits[i] = tiers.Limit{
+			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
+			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
+			Burst: l.Burst,
+		}
+		if l.Algorithm != nil {
+			limits[i].Algorithm = *l.Algorithm
+		}
 	}
 	return tiers.Plan{
 		Key: r.Key, Name: r.Name, Description: r.Description,
 		Price:   tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
-		Limits:  r.Limits,
+		Limits:  limits,
 		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
 	}
+}
+
+// algorithmColumn is what the algorithm column holds for l: null for the
+// default (and so for every long window), else the algorithm's name.
+func algorithmColumn(l tiers.Limit) *string {
+	if l.Algorithm == tiers.SlidingWindow {
+		return nil
+	}
+	name := l.Algorithm.String()
+	return &name
 }
 
 // planColumns selects a planRow from plans p.
@@ -45,7 +76,8 @@ const planColumns = `
 	coalesce((SELECT jsonb_agg(jsonb_build_object(
 	              'metric', l.metric, 'window', l.quota_window, 'limit', l.limit_value,
 	              'mode', l.mode, 'overage_percent', l.overage_percent,
-	              'overage_price_micros', l.overage_price_micros, 'ceiling', l.ceiling)
+	              'overage_price_micros', l.overage_price_micros, 'ceiling', l.ceiling,
+	              'algorithm', l.algorithm, 'burst', l.burst)
 	              ORDER BY l.position)
 	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
 	p.version, p.created_at, p.updated_at`
@@ -211,26 +243,30 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 	}
 	n := len(p.Limits)
 	var (
-		metrics   = make([]string, n)
-		windows   = make([]string, n)
-		positions = make([]int16, n)
-		values    = make([]int64, n)
-		modes     = make([]string, n)
-		percents  = make([]int64, n)
-		prices    = make([]*int64, n)
-		ceilings  = make([]*int64, n)
+		metrics    = make([]string, n)
+		windows    = make([]string, n)
+		positions  = make([]int16, n)
+		values     = make([]int64, n)
+		modes      = make([]string, n)
+		percents   = make([]int64, n)
+		prices     = make([]*int64, n)
+		ceilings   = make([]*int64, n)
+		algorithms = make([]*string, n)
+		bursts     = make([]*int64, n)
 	)
 	for i, l := range p.Limits {
 		metrics[i], windows[i], positions[i] = l.Metric, l.Window.String(), int16(i)
 		values[i], modes[i], percents[i] = l.Limit, l.Mode.String(), l.OveragePercent
 		prices[i], ceilings[i] = l.OveragePriceMicros, l.Ceiling
+		algorithms[i], bursts[i] = algorithmColumn(l), l.Burst
 	}
 	const q = `
 		INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode,
-		                         overage_percent, overage_price_micros, ceiling)
+		                         overage_percent, overage_price_micros, ceiling, algorithm, burst)
 		SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::text[],
-		                         $7::int[], $8::bigint[], $9::bigint[])`
-	_, err := tx.Exec(ctx, q, p.Key, metrics, windows, positions, values, modes, percents, prices, ceilings)
+		                         $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[])`
+	_, err := tx.Exec(ctx, q, p.Key, metrics, windows, positions, values, modes, percents, prices, ceilings,
+		algorithms, bursts)
 	if isCode(err, "23503") { // foreign_key_violation: a metric went away meanwhile
 		return errRetry
 	}

@@ -22,13 +22,15 @@ import (
 
 // LimitSpec is a limit as a client writes it.
 type LimitSpec struct {
-	Metric             string `json:"metric"`
-	Window             string `json:"window"`
-	Limit              *int64 `json:"limit"`
-	Mode               string `json:"mode" nullable:"true"`
-	OveragePercent     *int64 `json:"overage_percent" nullable:"true"`
-	OveragePriceMicros *int64 `json:"overage_price_micros" nullable:"true"`
-	Ceiling            *int64 `json:"ceiling" nullable:"true"`
+	Metric             string  `json:"metric"`
+	Window             string  `json:"window"`
+	Limit              *int64  `json:"limit"`
+	Mode               string  `json:"mode" nullable:"true"`
+	OveragePercent     *int64  `json:"overage_percent" nullable:"true"`
+	OveragePriceMicros *int64  `json:"overage_price_micros" nullable:"true"`
+	Ceiling            *int64  `json:"ceiling" nullable:"true"`
+	Algorithm          *string `json:"algorithm" nullable:"true"`
+	Burst              *int64  `json:"burst" nullable:"true"`
 }
 
 // MetricSpec is the body of PUT /v1/metrics/{metric}.
@@ -67,6 +69,8 @@ type OverrideSpec struct {
 	OveragePercent     *int64     `json:"overage_percent" nullable:"true"`
 	OveragePriceMicros *int64     `json:"overage_price_micros" nullable:"true"`
 	Ceiling            *int64     `json:"ceiling" nullable:"true"`
+	Algorithm          *string    `json:"algorithm" nullable:"true"`
+	Burst              *int64     `json:"burst" nullable:"true"`
 	ExpiresAt          *time.Time `json:"expires_at" nullable:"true"`
 	Reason             *string    `json:"reason" nullable:"true"`
 }
@@ -206,6 +210,7 @@ func (s LimitSpec) validate(path string, p *problems) (Limit, bool) {
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
+		Algorithm: s.Algorithm, Burst: s.Burst,
 	}
 	terms.apply(path, &l, p)
 	return l, len(p.list) == before
@@ -218,11 +223,14 @@ type limitTerms struct {
 	OveragePercent     *int64
 	OveragePriceMicros *int64
 	Ceiling            *int64
+	Algorithm          *string
+	Burst              *int64
 }
 
-// apply validates t into l. Fields that do not apply to the mode are errors,
-// except their zero values (0 percent, null), which GET returns and a client
-// may send back unchanged.
+// apply validates t into l, whose window is set (or invalid, already
+// reported). Fields that do not apply to the mode are errors, except their
+// zero values (0 percent, null), which GET returns and a client may send
+// back unchanged.
 func (t limitTerms) apply(path string, l *Limit, p *problems) {
 	field := func(name string) string {
 		if path == "" {
@@ -230,6 +238,7 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 		}
 		return path + "." + name
 	}
+	t.applyAlgorithm(field, l, p)
 	if t.Limit == nil {
 		p.add(field("limit"), "is required")
 	} else {
@@ -278,6 +287,44 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 			v := *t.Ceiling
 			l.Ceiling = &v
 		}
+	}
+}
+
+const algorithmRule = "must be one of sliding_window, fixed_window, sliding_log, token_bucket"
+
+// applyAlgorithm validates the algorithm and burst of t into l. A null is
+// not set; any algorithm named on a long window is an error, the default's
+// name too: GET shows none there.
+func (t limitTerms) applyAlgorithm(field func(string) string, l *Limit, p *problems) {
+	// known: the algorithm is understood, so whether a burst applies can
+	// be told.
+	known := true
+	if t.Algorithm != nil {
+		a, ok := ParseAlgorithm(*t.Algorithm)
+		switch {
+		case !ok:
+			p.add(field("algorithm"), algorithmRule)
+			known = false
+		case l.Window.Valid() && !l.Window.Short():
+			p.add(field("algorithm"), "applies only to short windows: second, minute")
+			known = false
+		default:
+			l.Algorithm = a
+		}
+	}
+	if t.Burst != nil {
+		switch {
+		case known && l.Algorithm != TokenBucket:
+			p.add(field("burst"), "applies only to algorithm token_bucket")
+		case *t.Burst < 1 || *t.Burst > MaxLimit:
+			p.add(field("burst"), fmt.Sprintf("must be an integer between 1 and %d", MaxLimit))
+		case known:
+			v := *t.Burst
+			l.Burst = &v
+		}
+	}
+	if l.Algorithm == SlidingLog && t.Limit != nil && *t.Limit > MaxLogLimit && *t.Limit <= MaxLimit {
+		p.add(field("limit"), fmt.Sprintf("must be at most %d with algorithm sliding_log", MaxLogLimit))
 	}
 }
 
@@ -424,6 +471,7 @@ func (s OverrideSpec) Validate(customer, metric, window string, now time.Time) (
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
+		Algorithm: s.Algorithm, Burst: s.Burst,
 	}
 	terms.apply("", &o.Limit, &p)
 	if s.ExpiresAt != nil {

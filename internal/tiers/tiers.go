@@ -23,8 +23,8 @@ const MaxOveragePercent = 1000
 // Window is the period a limit counts over.
 type Window uint8
 
-// The windows. Second and Minute are short windows, counted in process by a
-// sliding window counter; the others are calendar windows counted in
+// The windows. Second and Minute are short windows, counted in process by
+// their limit's Algorithm; the others are calendar windows counted in
 // PostgreSQL.
 const (
 	Second Window = iota + 1
@@ -223,10 +223,11 @@ type Limit struct {
 	// Ceiling bounds an elastic limit even when spare capacity remains.
 	Ceiling *int64 `json:"ceiling"`
 	// Algorithm is how a short window counts (long windows: always the
-	// zero value).
-	Algorithm Algorithm `json:"-"`
-	// Burst is a token bucket's size; nil means Limit.
-	Burst *int64 `json:"-"`
+	// zero value). JSON shows it on short windows only; see MarshalJSON.
+	Algorithm Algorithm `json:"algorithm"`
+	// Burst is a token bucket's size; nil means Limit. JSON shows a token
+	// bucket's size, set or not; see MarshalJSON.
+	Burst *int64 `json:"burst"`
 }
 
 // Size is how many units a short window's count admits before any soft

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -162,6 +163,148 @@ func TestLimitJSON(t *testing.T) {
 	if _, err := json.Marshal(Limit{Metric: "m"}); err == nil {
 		t.Errorf("a limit without window and mode marshalled without error")
 	}
+}
+
+// A short window shows its algorithm, the default named; a token bucket
+// shows its size. Long windows show neither, whatever the value holds.
+func TestLimitJSONShortWindows(t *testing.T) {
+	const terms = `"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null`
+	tests := []struct {
+		name  string
+		limit Limit
+		want  string
+		// same: decoding the answer gives the limit back exactly (else a
+		// limit that counts the same: equal Size).
+		same bool
+	}{
+		{"default sliding window", Limit{Metric: "m", Window: Second, Limit: 50, Mode: Hard},
+			`{"metric":"m","window":"second","limit":50,` + terms + `,"algorithm":"sliding_window"}`, true},
+		{"fixed window", Limit{Metric: "m", Window: Minute, Limit: 50, Mode: Hard, Algorithm: FixedWindow},
+			`{"metric":"m","window":"minute","limit":50,` + terms + `,"algorithm":"fixed_window"}`, true},
+		{"sliding log", Limit{Metric: "m", Window: Second, Limit: 50, Mode: Hard, Algorithm: SlidingLog},
+			`{"metric":"m","window":"second","limit":50,` + terms + `,"algorithm":"sliding_log"}`, true},
+		{"token bucket with burst", Limit{Metric: "m", Window: Minute, Limit: 50, Mode: Hard, Algorithm: TokenBucket, Burst: ptr[int64](80)},
+			`{"metric":"m","window":"minute","limit":50,` + terms + `,"algorithm":"token_bucket","burst":80}`, true},
+		{"token bucket without burst shows the limit", Limit{Metric: "m", Window: Second, Limit: 50, Mode: Hard, Algorithm: TokenBucket},
+			`{"metric":"m","window":"second","limit":50,` + terms + `,"algorithm":"token_bucket","burst":50}`, false},
+		{"token bucket of limit 0", Limit{Metric: "m", Window: Second, Limit: 0, Mode: Hard, Algorithm: TokenBucket},
+			`{"metric":"m","window":"second","limit":0,` + terms + `,"algorithm":"token_bucket","burst":0}`, false},
+		{"a burst without token bucket is not shown", Limit{Metric: "m", Window: Second, Limit: 5, Mode: Hard, Burst: ptr[int64](9)},
+			`{"metric":"m","window":"second","limit":5,` + terms + `,"algorithm":"sliding_window"}`, false},
+		{"long window shows neither", Limit{Metric: "m", Window: Hour, Limit: 5, Mode: Hard, Algorithm: TokenBucket, Burst: ptr[int64](9)},
+			`{"metric":"m","window":"hour","limit":5,` + terms + `}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.limit)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
+			}
+			var back Limit
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatalf("Unmarshal: %v", err)
+			}
+			if tc.same && !reflect.DeepEqual(back, tc.limit) {
+				t.Errorf("round trip = %+v, want %+v", back, tc.limit)
+			}
+			if back.Window.Short() && back.Size() != tc.limit.Size() {
+				t.Errorf("round trip size = %d, want %d", back.Size(), tc.limit.Size())
+			}
+		})
+	}
+	if _, err := json.Marshal(Limit{Metric: "m", Window: Second, Mode: Hard, Algorithm: TokenBucket + 1}); err == nil {
+		t.Errorf("a limit with an unknown algorithm marshalled without error")
+	}
+}
+
+// Override and EffectiveLimit marshal through methods of their own: every
+// field of theirs and of their limit must be in the answer, in order, and a
+// long window's answer is what plain reflection gave before limits had
+// algorithms.
+func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
+	exp := t0.Add(time.Hour)
+	o := Override{Customer: "acme", Limit: Limit{Metric: "m", Window: Day, Limit: 5, Mode: Elastic, Ceiling: ptr[int64](9)},
+		ExpiresAt: &exp, Reason: "launch", Expired: true, Version: 3, CreatedAt: t0, UpdatedAt: t0}
+	const ts = `"2026-11-22T10:00:00Z"`
+	const long = `"metric":"m","window":"day","limit":5,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":9`
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"override, long window", o,
+			`{"customer":"acme",` + long + `,"expires_at":"2026-11-22T11:00:00Z","reason":"launch","expired":true,"version":3,"created_at":` + ts + `,"updated_at":` + ts + `}`},
+		{"effective limit, long window", EffectiveLimit{Limit: o.Limit, Source: FromOverride, ExpiresAt: &exp},
+			`{` + long + `,"source":"override","expires_at":"2026-11-22T11:00:00Z"}`},
+		{"override, token bucket", Override{Customer: "acme", Limit: Limit{Metric: "m", Window: Second, Limit: 5, Mode: Hard,
+			Algorithm: TokenBucket, Burst: ptr[int64](20)}, CreatedAt: t0, UpdatedAt: t0},
+			`{"customer":"acme","metric":"m","window":"second","limit":5,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,` +
+				`"algorithm":"token_bucket","burst":20,"expires_at":null,"reason":"","expired":false,"version":0,"created_at":` + ts + `,"updated_at":` + ts + `}`},
+		{"effective limit, default algorithm", EffectiveLimit{Limit: Limit{Metric: "m", Window: Minute, Limit: 5, Mode: Hard}, Source: FromPlan},
+			`{"metric":"m","window":"minute","limit":5,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,` +
+				`"algorithm":"sliding_window","source":"plan","expires_at":null}`},
+		{"plan limits", Plan{Key: "p", Limits: []Limit{{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: FixedWindow}},
+			CreatedAt: t0, UpdatedAt: t0},
+			`{"key":"p","name":"","description":"","price":{"amount_cents":0,"currency":"","interval":""},"limits":[` +
+				`{"metric":"m","window":"second","limit":1,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"fixed_window"}],` +
+				`"version":0,"created_at":` + ts + `,"updated_at":` + ts + `}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
+			}
+		})
+	}
+
+	// Every field the types declare is in the answer of a token bucket: a
+	// field added to Override or EffectiveLimit must be added to its
+	// MarshalJSON too.
+	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket}
+	for _, v := range []any{Override{Limit: tb}, EffectiveLimit{Limit: tb, Source: FromPlan}} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("Marshal %T: %v", v, err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		want := jsonNames(reflect.TypeOf(v))
+		if len(got) != len(want) {
+			t.Errorf("%T shows %d fields, declares %d (%q): %s", v, len(got), len(want), want, b)
+		}
+		for _, name := range want {
+			if _, ok := got[name]; !ok {
+				t.Errorf("%T declares %s, its JSON lacks it: %s", v, name, b)
+			}
+		}
+	}
+}
+
+// jsonNames lists the JSON names of typ's fields, those of embedded
+// structs included.
+func jsonNames(typ reflect.Type) []string {
+	var out []string
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonNames(f.Type)...)
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func TestOverrideExpiredAt(t *testing.T) {

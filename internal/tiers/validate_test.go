@@ -3,6 +3,7 @@ package tiers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -345,6 +346,7 @@ func TestLimitSpecFields(t *testing.T) {
 		{"negative ceiling", LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](0), Mode: "elastic", Ceiling: ptr[int64](-1)}, "ceiling"},
 		{"ceiling above 2^53-1", LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](1), Mode: "elastic", Ceiling: ptr(MaxLimit + 1)}, "ceiling"},
 	}
+	tests = append(tests, algorithmCases()...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := PlanSpec{Limits: []LimitSpec{tc.limit}}.Validate("p")
@@ -357,6 +359,101 @@ func TestLimitSpecFields(t *testing.T) {
 			}
 			checkFields(t, err, "limits[0]."+tc.wantField)
 		})
+	}
+}
+
+// algorithmCases are the algorithm and burst rows of TestLimitSpecFields;
+// TestOverrideSpecAlgorithms runs them as overrides too.
+func algorithmCases() []struct {
+	name      string
+	limit     LimitSpec
+	wantField string
+} {
+	l := func(window string, limit int64, algorithm *string, burst *int64) LimitSpec {
+		return LimitSpec{Metric: "m", Window: window, Limit: ptr(limit), Algorithm: algorithm, Burst: burst}
+	}
+	return []struct {
+		name      string
+		limit     LimitSpec
+		wantField string
+	}{
+		{"sliding_window named on second", l("second", 10, ptr("sliding_window"), nil), ""},
+		{"fixed_window on minute", l("minute", 10, ptr("fixed_window"), nil), ""},
+		{"sliding_log on second", l("second", 10, ptr("sliding_log"), nil), ""},
+		{"sliding_log at its largest limit", l("minute", MaxLogLimit, ptr("sliding_log"), nil), ""},
+		{"sliding_log with limit 0", l("second", 0, ptr("sliding_log"), nil), ""},
+		{"token_bucket without burst", l("second", 10, ptr("token_bucket"), nil), ""},
+		{"token_bucket with burst 1", l("minute", 10, ptr("token_bucket"), ptr[int64](1)), ""},
+		{"token_bucket with burst 2^53-1", l("second", 10, ptr("token_bucket"), ptr(MaxLimit)), ""},
+		{"token_bucket with burst below limit", l("second", 100, ptr("token_bucket"), ptr[int64](5)), ""},
+		{"token_bucket with limit above 10000", l("second", MaxLimit, ptr("token_bucket"), nil), ""},
+		{"token_bucket, soft", LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10), Mode: "soft", OveragePercent: ptr[int64](50),
+			Algorithm: ptr("token_bucket"), Burst: ptr[int64](20)}, ""},
+		{"fixed_window, elastic", LimitSpec{Metric: "m", Window: "minute", Limit: ptr[int64](10), Mode: "elastic", Ceiling: ptr[int64](20),
+			Algorithm: ptr("fixed_window")}, ""},
+		{"null algorithm and burst on a long window", l("day", 10, nil, nil), ""},
+
+		{"unknown algorithm", l("second", 10, ptr("leaky_bucket"), nil), "algorithm"},
+		{"empty algorithm", l("second", 10, ptr(""), nil), "algorithm"},
+		{"algorithm in wrong case", l("minute", 10, ptr("Token_Bucket"), nil), "algorithm"},
+		{"algorithm on hour", l("hour", 10, ptr("fixed_window"), nil), "algorithm"},
+		{"default algorithm named on day", l("day", 10, ptr("sliding_window"), nil), "algorithm"},
+		{"token_bucket on week", l("week", 10, ptr("token_bucket"), nil), "algorithm"},
+		{"sliding_log on month", l("month", 10, ptr("sliding_log"), nil), "algorithm"},
+		{"token_bucket with burst on month names the algorithm only", l("month", 10, ptr("token_bucket"), ptr[int64](5)), "algorithm"},
+		{"burst without algorithm", l("second", 10, nil, ptr[int64](5)), "burst"},
+		{"burst with sliding_window", l("second", 10, ptr("sliding_window"), ptr[int64](5)), "burst"},
+		{"burst with fixed_window", l("minute", 10, ptr("fixed_window"), ptr[int64](5)), "burst"},
+		{"burst with sliding_log", l("second", 10, ptr("sliding_log"), ptr[int64](5)), "burst"},
+		{"burst on a long window", l("day", 10, nil, ptr[int64](5)), "burst"},
+		{"burst 0", l("second", 10, ptr("token_bucket"), ptr[int64](0)), "burst"},
+		{"negative burst", l("second", 10, ptr("token_bucket"), ptr[int64](-1)), "burst"},
+		{"burst above 2^53-1", l("second", 10, ptr("token_bucket"), ptr(MaxLimit+1)), "burst"},
+		{"sliding_log above its largest limit", l("second", MaxLogLimit+1, ptr("sliding_log"), nil), "limit"},
+		{"sliding_log with limit 2^53-1", l("minute", MaxLimit, ptr("sliding_log"), nil), "limit"},
+	}
+}
+
+// An override is one limit: the same rules name the same fields, without
+// the limits[0]. prefix.
+func TestOverrideSpecAlgorithms(t *testing.T) {
+	for _, tc := range algorithmCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := OverrideSpec{Limit: tc.limit.Limit, Mode: tc.limit.Mode, OveragePercent: tc.limit.OveragePercent,
+				Ceiling: tc.limit.Ceiling, Algorithm: tc.limit.Algorithm, Burst: tc.limit.Burst}
+			_, err := spec.Validate("acme", "api_calls", tc.limit.Window, t0)
+			if tc.wantField == "" {
+				checkFields(t, err)
+			} else {
+				checkFields(t, err, tc.wantField)
+			}
+		})
+	}
+}
+
+// Each rule's message, as the API returns it.
+func TestAlgorithmMessages(t *testing.T) {
+	tests := []struct {
+		spec LimitSpec
+		want FieldError
+	}{
+		{LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](1), Algorithm: ptr("leaky_bucket")},
+			FieldError{"limits[0].algorithm", "must be one of sliding_window, fixed_window, sliding_log, token_bucket"}},
+		{LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](1), Algorithm: ptr("sliding_window")},
+			FieldError{"limits[0].algorithm", "applies only to short windows: second, minute"}},
+		{LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](1), Burst: ptr[int64](2)},
+			FieldError{"limits[0].burst", "applies only to algorithm token_bucket"}},
+		{LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](1), Algorithm: ptr("token_bucket"), Burst: ptr[int64](0)},
+			FieldError{"limits[0].burst", "must be an integer between 1 and 9007199254740991"}},
+		{LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10001), Algorithm: ptr("sliding_log")},
+			FieldError{"limits[0].limit", "must be at most 10000 with algorithm sliding_log"}},
+	}
+	for _, tc := range tests {
+		_, err := PlanSpec{Limits: []LimitSpec{tc.spec}}.Validate("p")
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0] != tc.want {
+			t.Errorf("Validate(%+v) = %v, want %+v", tc.spec, err, tc.want)
+		}
 	}
 }
 
@@ -401,6 +498,29 @@ func TestPlanSpecValidateResult(t *testing.T) {
 					{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)},
 					{Metric: "exports", Window: Month, Limit: 10, Mode: Elastic, Ceiling: ptr[int64](15)},
 					{Metric: "exports", Window: Minute, Limit: 3, Mode: Hard},
+				},
+			},
+		},
+		{
+			name: "every algorithm converted, null as not set",
+			key:  "rates",
+			spec: PlanSpec{Limits: []LimitSpec{
+				{Metric: "a", Window: "second", Limit: ptr[int64](5), Algorithm: ptr("sliding_window")},
+				{Metric: "a", Window: "minute", Limit: ptr[int64](50), Algorithm: ptr("fixed_window")},
+				{Metric: "b", Window: "second", Limit: ptr[int64](MaxLogLimit), Algorithm: ptr("sliding_log")},
+				{Metric: "b", Window: "minute", Limit: ptr[int64](60), Algorithm: ptr("token_bucket"), Burst: ptr[int64](10)},
+				{Metric: "c", Window: "second", Limit: ptr[int64](7), Mode: "soft", Algorithm: ptr("token_bucket")},
+				{Metric: "c", Window: "day", Limit: ptr[int64](700), Algorithm: nil, Burst: nil},
+			}},
+			want: Plan{
+				Key: "rates", Name: "rates", Price: Price{Currency: "USD", Interval: "month"},
+				Limits: []Limit{
+					{Metric: "a", Window: Second, Limit: 5, Mode: Hard, Algorithm: SlidingWindow},
+					{Metric: "a", Window: Minute, Limit: 50, Mode: Hard, Algorithm: FixedWindow},
+					{Metric: "b", Window: Second, Limit: MaxLogLimit, Mode: Hard, Algorithm: SlidingLog},
+					{Metric: "b", Window: Minute, Limit: 60, Mode: Hard, Algorithm: TokenBucket, Burst: ptr[int64](10)},
+					{Metric: "c", Window: Second, Limit: 7, Mode: Soft, Algorithm: TokenBucket},
+					{Metric: "c", Window: Day, Limit: 700, Mode: Hard},
 				},
 			},
 		},
@@ -735,9 +855,10 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 	zone := time.FixedZone("UTC-3", -3*3600)
 	expires := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
-		name string
-		spec OverrideSpec
-		want Override
+		name   string
+		window string // "" means day
+		spec   OverrideSpec
+		want   Override
 	}{
 		{
 			name: "missing mode means hard, whatever the plan said",
@@ -759,10 +880,28 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Day, Limit: 100, Mode: Elastic,
 				Ceiling: ptr[int64](150)}},
 		},
+		{
+			name:   "token bucket with burst",
+			window: "second",
+			spec:   OverrideSpec{Limit: ptr[int64](10), Algorithm: ptr("token_bucket"), Burst: ptr[int64](40)},
+			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Second, Limit: 10, Mode: Hard,
+				Algorithm: TokenBucket, Burst: ptr[int64](40)}},
+		},
+		{
+			name:   "sliding log",
+			window: "minute",
+			spec:   OverrideSpec{Limit: ptr[int64](10), Algorithm: ptr("sliding_log")},
+			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Minute, Limit: 10, Mode: Hard,
+				Algorithm: SlidingLog}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.spec.Validate("acme", "api_calls", "day", t0)
+			window := tc.window
+			if window == "" {
+				window = "day"
+			}
+			got, err := tc.spec.Validate("acme", "api_calls", window, t0)
 			if err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -780,20 +919,24 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 // pointers with the spec they came from: a caller reusing its spec must not
 // change a limit already handed to the store or a cache.
 func TestSpecValidateDoesNotAlias(t *testing.T) {
-	price, ceiling := ptr[int64](100), ptr[int64](50)
+	price, ceiling, burst := ptr[int64](100), ptr[int64](50), ptr[int64](20)
 	spec := PlanSpec{Limits: []LimitSpec{
 		{Metric: "a", Window: "day", Limit: ptr[int64](1), Mode: "soft", OveragePriceMicros: price},
 		{Metric: "b", Window: "day", Limit: ptr[int64](1), Mode: "elastic", Ceiling: ceiling},
+		{Metric: "c", Window: "second", Limit: ptr[int64](1), Algorithm: ptr("token_bucket"), Burst: burst},
 	}}
 	p, err := spec.Validate("p")
 	if err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	*price, *ceiling = 999, 999
+	*price, *ceiling, *burst = 999, 999, 999
 	if got := *p.Limits[0].OveragePriceMicros; got != 100 {
 		t.Errorf("overage_price_micros follows the spec after validation: %d, want 100", got)
 	}
 	if got := *p.Limits[1].Ceiling; got != 50 {
 		t.Errorf("ceiling follows the spec after validation: %d, want 50", got)
+	}
+	if got := *p.Limits[2].Burst; got != 20 {
+		t.Errorf("burst follows the spec after validation: %d, want 20", got)
 	}
 }

@@ -1,0 +1,97 @@
+package tiers
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// How limits look in JSON: in API answers (plans, overrides, effective
+// limits) and in the audit log's images of plans and overrides. Every
+// field is always there, except two:
+//
+//   - "algorithm" is shown on short windows only, the default named
+//     ("sliding_window" when the limit names none); long windows have none;
+//   - "burst" is shown for token buckets only: the bucket's size, the burst
+//     if one was set, else the limit.
+//
+// Limit, Override and EffectiveLimit all marshal through limitJSON, so that
+// the rule lives in one place. Override and EffectiveLimit need methods of
+// their own: Limit's would otherwise be promoted to them and stand for the
+// whole value.
+//
+// Decoding (by the struct tags) reads the fields as they are: a shown limit
+// decodes into one that counts the same, a token bucket's burst set even
+// where it was not.
+
+// limitJSON is a Limit as JSON shows it.
+type limitJSON struct {
+	Metric             string     `json:"metric"`
+	Window             Window     `json:"window"`
+	Limit              int64      `json:"limit"`
+	Mode               Mode       `json:"mode"`
+	OveragePercent     int64      `json:"overage_percent"`
+	OveragePriceMicros *int64     `json:"overage_price_micros"`
+	Ceiling            *int64     `json:"ceiling"`
+	Algorithm          *Algorithm `json:"algorithm,omitempty"`
+	Burst              *int64     `json:"burst,omitempty"`
+}
+
+func (l Limit) toJSON() limitJSON {
+	return limitJSON{
+		Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
+		OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
+		Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(),
+	}
+}
+
+// ShownAlgorithm returns the algorithm the API shows for l: its own on a
+// short window (SlidingWindow when it names none), nil on a long one.
+func (l Limit) ShownAlgorithm() *Algorithm {
+	if !l.Window.Short() {
+		return nil
+	}
+	a := l.Algorithm
+	return &a
+}
+
+// ShownBurst returns the burst the API shows for l: a token bucket's size
+// (Size: the burst if set, else the limit), nil for any other limit.
+func (l Limit) ShownBurst() *int64 {
+	if !l.Window.Short() || l.Algorithm != TokenBucket {
+		return nil
+	}
+	b := l.Size()
+	return &b
+}
+
+// MarshalJSON implements json.Marshaler.
+func (l Limit) MarshalJSON() ([]byte, error) {
+	return json.Marshal(l.toJSON())
+}
+
+// MarshalJSON implements json.Marshaler.
+func (o Override) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Customer string `json:"customer"`
+		limitJSON
+		ExpiresAt *time.Time `json:"expires_at"`
+		Reason    string     `json:"reason"`
+		Expired   bool       `json:"expired"`
+		Version   int64      `json:"version"`
+		CreatedAt time.Time  `json:"created_at"`
+		UpdatedAt time.Time  `json:"updated_at"`
+	}{
+		Customer: o.Customer, limitJSON: o.Limit.toJSON(),
+		ExpiresAt: o.ExpiresAt, Reason: o.Reason, Expired: o.Expired,
+		Version: o.Version, CreatedAt: o.CreatedAt, UpdatedAt: o.UpdatedAt,
+	})
+}
+
+// MarshalJSON implements json.Marshaler.
+func (e EffectiveLimit) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		limitJSON
+		Source    Source     `json:"source"`
+		ExpiresAt *time.Time `json:"expires_at"`
+	}{limitJSON: e.Limit.toJSON(), Source: e.Source, ExpiresAt: e.ExpiresAt})
+}
