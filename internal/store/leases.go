@@ -40,8 +40,8 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	return nil
 }
 
-// Settle implements quota.Leaser: one call settles them all, in the order
-// given, each as quotad_settle.
+// Settle implements quota.Leaser: one call settles them all, each as
+// quotad_settle; their counters are locked first, then global usage.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
 		_, err := tx.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
