@@ -38,5 +38,80 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION quotad_lease(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_inflight bigint,
+    p_held boolean, p_global_start timestamptz, p_channel text, p_payload text,
+    OUT o_granted bigint, OUT o_used bigint, OUT o_others bigint, OUT o_lost boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    o_granted := 0; o_used := 0; o_others := 0; o_lost := false;
+    IF p_need <= p_threshold THEN
+        INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+        VALUES (p_customer, p_metric, p_window, p_start, 0)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    -- The counter's row lock serializes every grant, give-back and reset
+    -- of it; each of them takes it first.
+    SELECT c.used INTO o_used FROM usage_counters c
+    WHERE c.customer_id = p_customer AND c.metric = p_metric
+      AND c.quota_window = p_window AND c.window_start = p_start
+    FOR UPDATE;
+    IF NOT FOUND THEN -- the cost alone is above the threshold
+        o_used := 0;
+        o_lost := p_held;
+        RETURN;
+    END IF;
+    IF p_held AND NOT EXISTS (
+        SELECT 1 FROM counter_leases l
+        WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+          AND l.window_start = p_start AND l.holder = p_holder) THEN
+        o_lost := true;
+        RETURN;
+    END IF;
+    IF o_used + p_need <= p_threshold THEN
+        o_granted := LEAST(p_need + p_extra, p_threshold - o_used);
+        o_used := o_used + o_granted;
+        UPDATE usage_counters c SET used = o_used
+        WHERE c.customer_id = p_customer AND c.metric = p_metric
+          AND c.quota_window = p_window AND c.window_start = p_start;
+        INSERT INTO counter_leases AS l (customer_id, metric, quota_window, window_start, holder, unused)
+        VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need + p_inflight)
+        ON CONFLICT (customer_id, metric, quota_window, window_start, holder)
+        DO UPDATE SET unused = EXCLUDED.unused;
+        IF p_global_start IS NOT NULL THEN
+            PERFORM quotad_count_global(p_metric, p_window, p_global_start, o_granted);
+        END IF;
+    END IF;
+    SELECT coalesce(sum(l.unused), 0) INTO o_others FROM counter_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder AND l.unused > 0
+      AND quotad_holder_alive(l.holder);
+    IF o_granted = 0 AND o_others > 0 AND p_channel IS NOT NULL
+       AND p_need <= p_threshold - o_used + o_others THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION quotad_recall(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_channel text, p_payload text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_leases integer;
+BEGIN
+    SELECT count(*) INTO v_leases FROM counter_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder AND quotad_holder_alive(l.holder);
+    IF v_leases > 0 THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+    RETURN v_leases;
+END
+$$;
+
+DROP VIEW quotad_live_leases;
+DROP FUNCTION quotad_live_holders();
 DROP FUNCTION quotad_add_global(text[], text[], timestamptz[], bigint[]);
 DROP FUNCTION quotad_window_rank(text);

@@ -1,3 +1,6 @@
+-- Lease functions revised: one order of locks, and a view of the leases
+-- of live holders.
+--
 -- Every transaction that locks more than one row of usage_counters and
 -- metric_usage takes its locks in one order, so that none waits for
 -- another that waits for it (a deadlock, which PostgreSQL ends by failing
@@ -105,5 +108,100 @@ BEGIN
         END IF;
     END LOOP;
     PERFORM quotad_add_global(p_metrics, p_windows, p_global_starts, v_back);
+END
+$$;
+
+-- quotad_live_holders returns the holders (their keys as oids) of the
+-- processes that run on this schema: see quotad_holder_alive. It is
+-- PL/pgSQL so that its statement is planned once per session.
+CREATE FUNCTION quotad_live_holders() RETURNS oid[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN ARRAY(
+        SELECT k.objid FROM pg_locks k
+        WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
+          AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+          AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid);
+END
+$$;
+
+-- quotad_live_leases are the leases whose holders run. A statement reads
+-- the advisory locks once (the sub-select is evaluated once, and only if a
+-- lease is read), where quotad_holder_alive reads them once per lease.
+CREATE VIEW quotad_live_leases AS
+SELECT l.*
+FROM counter_leases l
+WHERE (l.holder & 4294967295)::oid = ANY ((SELECT quotad_live_holders())::oid[]);
+
+-- quotad_lease and quotad_recall as in 000003, reading quotad_live_leases.
+CREATE OR REPLACE FUNCTION quotad_lease(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_threshold bigint, p_need bigint, p_extra bigint, p_inflight bigint,
+    p_held boolean, p_global_start timestamptz, p_channel text, p_payload text,
+    OUT o_granted bigint, OUT o_used bigint, OUT o_others bigint, OUT o_lost boolean)
+LANGUAGE plpgsql AS $$
+BEGIN
+    o_granted := 0; o_used := 0; o_others := 0; o_lost := false;
+    IF p_need <= p_threshold THEN
+        INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+        VALUES (p_customer, p_metric, p_window, p_start, 0)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    -- The counter's row lock serializes every grant, give-back and reset
+    -- of it; each of them takes it first.
+    SELECT c.used INTO o_used FROM usage_counters c
+    WHERE c.customer_id = p_customer AND c.metric = p_metric
+      AND c.quota_window = p_window AND c.window_start = p_start
+    FOR UPDATE;
+    IF NOT FOUND THEN -- the cost alone is above the threshold
+        o_used := 0;
+        o_lost := p_held;
+        RETURN;
+    END IF;
+    IF p_held AND NOT EXISTS (
+        SELECT 1 FROM counter_leases l
+        WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+          AND l.window_start = p_start AND l.holder = p_holder) THEN
+        o_lost := true;
+        RETURN;
+    END IF;
+    IF o_used + p_need <= p_threshold THEN
+        o_granted := LEAST(p_need + p_extra, p_threshold - o_used);
+        o_used := o_used + o_granted;
+        UPDATE usage_counters c SET used = o_used
+        WHERE c.customer_id = p_customer AND c.metric = p_metric
+          AND c.quota_window = p_window AND c.window_start = p_start;
+        INSERT INTO counter_leases AS l (customer_id, metric, quota_window, window_start, holder, unused)
+        VALUES (p_customer, p_metric, p_window, p_start, p_holder, o_granted - p_need + p_inflight)
+        ON CONFLICT (customer_id, metric, quota_window, window_start, holder)
+        DO UPDATE SET unused = EXCLUDED.unused;
+        IF p_global_start IS NOT NULL THEN
+            PERFORM quotad_count_global(p_metric, p_window, p_global_start, o_granted);
+        END IF;
+    END IF;
+    SELECT coalesce(sum(l.unused), 0) INTO o_others FROM quotad_live_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder AND l.unused > 0;
+    IF o_granted = 0 AND o_others > 0 AND p_channel IS NOT NULL
+       AND p_need <= p_threshold - o_used + o_others THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION quotad_recall(
+    p_customer text, p_metric text, p_window text, p_start timestamptz,
+    p_holder bigint, p_channel text, p_payload text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_leases integer;
+BEGIN
+    SELECT count(*) INTO v_leases FROM quotad_live_leases l
+    WHERE l.customer_id = p_customer AND l.metric = p_metric AND l.quota_window = p_window
+      AND l.window_start = p_start AND l.holder <> p_holder;
+    IF v_leases > 0 THEN
+        PERFORM pg_notify(p_channel, p_payload);
+    END IF;
+    RETURN v_leases;
 END
 $$;

@@ -40,10 +40,9 @@ const counterQ = `
 const admittedQ = `
 	SELECT coalesce((
 	    SELECT c.used - coalesce((
-	        SELECT sum(l.unused) FROM counter_leases l
+	        SELECT sum(l.unused) FROM quotad_live_leases l
 	        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.quota_window = c.quota_window
-	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0
-	          AND quotad_holder_alive(l.holder)), 0)
+	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0), 0)
 	    FROM usage_counters c
 	    WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4), 0)`
 
@@ -329,9 +328,9 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
 		    FOR UPDATE
 		), leased AS MATERIALIZED (
-		    SELECT coalesce(sum(l.unused), 0) AS unused FROM counter_leases l
+		    SELECT coalesce(sum(l.unused), 0) AS unused FROM quotad_live_leases l
 		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.quota_window = $3 AND l.window_start = $4
-		      AND l.unused > 0 AND quotad_holder_alive(l.holder)
+		      AND l.unused > 0
 		)
 		UPDATE usage_counters c SET used = c.used - LEAST(GREATEST(old.used - leased.unused, 0), $5)
 		FROM old, leased
