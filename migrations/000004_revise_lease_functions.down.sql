@@ -111,6 +111,23 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION quotad_report(
+    p_customers text[], p_metrics text[], p_windows text[], p_starts timestamptz[],
+    p_holder bigint, p_unused bigint[]) RETURNS SETOF integer
+LANGUAGE sql AS $$
+    WITH r AS (
+        SELECT * FROM unnest(p_customers, p_metrics, p_windows, p_starts, p_unused)
+            WITH ORDINALITY AS r(customer_id, metric, quota_window, window_start, unused, i)
+    ), updated AS (
+        UPDATE counter_leases l SET unused = r.unused
+        FROM r
+        WHERE l.customer_id = r.customer_id AND l.metric = r.metric AND l.quota_window = r.quota_window
+          AND l.window_start = r.window_start AND l.holder = p_holder
+        RETURNING r.i
+    )
+    SELECT r.i::integer FROM r WHERE r.i NOT IN (SELECT i FROM updated)
+$$;
+
 DROP VIEW quotad_live_leases;
 DROP FUNCTION quotad_live_holders();
 DROP FUNCTION quotad_add_global(text[], text[], timestamptz[], bigint[]);

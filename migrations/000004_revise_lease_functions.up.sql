@@ -1,5 +1,6 @@
--- Lease functions revised: one order of locks, and a view of the leases
--- of live holders.
+-- Lease functions revised: one order of locks, a view of the leases of
+-- live holders, and settlements and reports that commit without waiting
+-- for the disk by themselves.
 --
 -- Every transaction that locks more than one row of usage_counters and
 -- metric_usage takes its locks in one order, so that none waits for
@@ -75,7 +76,10 @@ $$;
 -- quotad_settle_all settles many leases of p_holder at once, each as
 -- quotad_settle: it locks their counters first, then gives back in the
 -- metrics' global usage what it gave back in the counters, summed by
--- window.
+-- window. Its transaction commits without waiting for the disk
+-- (synchronous_commit off): a settlement lost in a crash of PostgreSQL
+-- only leaves units counted that were not used. So it runs in a
+-- transaction of its own, never in one that grants units.
 CREATE OR REPLACE FUNCTION quotad_settle_all(
     p_customers text[], p_metrics text[], p_windows text[], p_starts timestamptz[],
     p_holder bigint, p_unused bigint[], p_global_starts timestamptz[]) RETURNS void
@@ -85,6 +89,7 @@ DECLARE
     v_back bigint[] := array_fill(0::bigint, ARRAY[v_n]);
     v_used bigint;
 BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
     PERFORM 1 FROM usage_counters c
     JOIN unnest(p_customers, p_metrics, p_windows, p_starts) AS s(customer_id, metric, quota_window, window_start)
       ON c.customer_id = s.customer_id AND c.metric = s.metric
@@ -204,4 +209,26 @@ BEGIN
     END IF;
     RETURN v_leases;
 END
+$$;
+
+-- quotad_report records what p_holder holds unused in many leases at once
+-- and returns the positions (from 1) of those the store no longer holds.
+-- Like quotad_settle_all, its transaction commits without waiting for
+-- the disk, so it runs in one of its own.
+CREATE OR REPLACE FUNCTION quotad_report(
+    p_customers text[], p_metrics text[], p_windows text[], p_starts timestamptz[],
+    p_holder bigint, p_unused bigint[]) RETURNS SETOF integer
+LANGUAGE sql AS $$
+    SELECT set_config('synchronous_commit', 'off', true);
+    WITH r AS (
+        SELECT * FROM unnest(p_customers, p_metrics, p_windows, p_starts, p_unused)
+            WITH ORDINALITY AS r(customer_id, metric, quota_window, window_start, unused, i)
+    ), updated AS (
+        UPDATE counter_leases l SET unused = r.unused
+        FROM r
+        WHERE l.customer_id = r.customer_id AND l.metric = r.metric AND l.quota_window = r.quota_window
+          AND l.window_start = r.window_start AND l.holder = p_holder
+        RETURNING r.i
+    )
+    SELECT r.i::integer FROM r WHERE r.i NOT IN (SELECT i FROM updated)
 $$;

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/store"
@@ -260,5 +262,51 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 	}
 	if g[0] != counters*procs*rounds {
 		t.Errorf("global usage = %d, want %d", g[0], counters*procs*rounds)
+	}
+}
+
+// Settlements and reports, each one statement, have their own transaction
+// commit without waiting for the disk, and no other.
+func TestSettleAndReportCommitWithoutWaitingForTheDisk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	show := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var v string
+		if err := q.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := show(conn)
+	for _, call := range []string{
+		`SELECT quotad_settle_all('{}', '{}', '{}', '{}', 1, '{}', '{}')`,
+		`SELECT quotad_report('{}', '{}', '{}', '{}', 1, '{}')`,
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, call); err != nil {
+			t.Fatal(err)
+		}
+		within := show(tx)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, call); err != nil {
+			t.Fatal(err)
+		}
+		if after := show(conn); within != "off" || after != before {
+			t.Errorf("%s: synchronous_commit %s in its transaction, %s after it; want off, then %s", call, within, after, before)
+		}
 	}
 }
