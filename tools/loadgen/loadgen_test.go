@@ -355,3 +355,26 @@ func runReconnects(t *testing.T, client string) {
 			conns.Load(), answered.Load(), s.Total, s.Connections)
 	}
 }
+
+// TestHostHeader: -H Host names the host in every request, whichever the
+// client.
+func TestHostHeader(t *testing.T) { forClients(t, hostHeader) }
+
+func hostHeader(t *testing.T, client string) {
+	var mu sync.Mutex
+	hosts := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hosts[r.Host]++
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	s := runJSON(t, "-client", client, "-url", srv.URL, "-c", "2", "-warmup", "0s", "-d", "200ms",
+		"-H", "Host: quota.example")
+	mu.Lock()
+	defer mu.Unlock()
+	if s.Total == 0 || len(hosts) != 1 || hosts["quota.example"] != int(s.Total) {
+		t.Errorf("hosts seen %v for %d requests, want quota.example for all", hosts, s.Total)
+	}
+}

@@ -20,11 +20,12 @@ import (
 
 // target is one URL with its request head (request line and headers)
 // serialized once (raw client: each request appends Content-Length and
-// the body), and its headers (net/http client).
+// the body), and its Host and other headers (net/http client).
 type target struct {
 	url    string
 	addr   string // host:port to dial
 	head   []byte
+	host   string // the Host header: -H Host, else the URL's
 	header http.Header
 }
 
@@ -58,7 +59,7 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 		if err := h.Write(&b); err != nil {
 			return nil, err
 		}
-		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), header: h})
+		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), host: host, header: h})
 	}
 	return ts, nil
 }
@@ -288,6 +289,7 @@ func (w *worker) send(ctx context.Context, key int) (int, error) {
 		return 0, err
 	}
 	req.Header = w.target.header.Clone()
+	req.Host = w.target.host // net/http ignores a Host in req.Header
 	resp, err := w.client.Do(req)
 	if err != nil {
 		time.Sleep(time.Millisecond) // do not spin on a refused connection
