@@ -135,7 +135,7 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		plan:    p,
 		target:  t,
 		rng:     rand.New(rand.NewPCG(p.seed, uint64(id))),
-		tally:   newTally(),
+		tally:   newTally(t.url),
 		readReq: &http.Request{Method: p.method},
 	}
 	if !p.raw {
@@ -159,7 +159,6 @@ func (p *plan) newWorker(id int, t *target) *worker {
 
 func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int64) {
 	defer w.close()
-	measured := int64(0)
 	for ctx.Err() == nil {
 		key, ok := w.nextKey(next)
 		if !ok {
@@ -193,10 +192,8 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 		if inWindow {
 			w.tally.status[status]++
 			w.tally.latencies = append(w.tally.latencies, t1.Sub(t0))
-			measured++
 		}
 	}
-	w.tally.byURL[w.target.url] = measured
 }
 
 // nextKey is the next request's {{key}}: uniform in [0, keys), or with
