@@ -2,14 +2,14 @@
 -- live holders, and settlements and reports that commit without waiting
 -- for the disk by themselves.
 --
--- Every transaction that locks more than one row of usage_counters and
--- metric_usage takes its locks in one order, so that none waits for
--- another that waits for it (a deadlock, which PostgreSQL ends by failing
--- one of them): counters first, by customer, metric, window (shortest
--- first) and start, as a check's spans come and as the lease pool sorts
--- its settlements; then the metrics' global usage, by metric, window and
--- start, each window's shards in shard order. quotad_lease locks one
--- counter, then one shard: that order too.
+-- Grants, settlements, the ledger's charges and give-backs, and writes of
+-- global usage lock rows of usage_counters and metric_usage in one order,
+-- so that none waits for another that waits for it (a deadlock, which
+-- PostgreSQL ends by failing one of them): counters first, by customer,
+-- metric, window (shortest first) and start, as a check's spans come and
+-- as the lease pool sorts its settlements; then the metrics' global
+-- usage, by metric, window and start, each window's shards in shard
+-- order. quotad_lease locks one counter, then one shard: that order too.
 
 -- quotad_window_rank orders windows shortest first.
 CREATE FUNCTION quotad_window_rank(p_window text) RETURNS integer

@@ -13,8 +13,9 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Leases are granted, settled and recalled by the functions of migration
-// 000003, each one round trip that takes the counter's row lock first. A
+// Leases are granted, settled and recalled by the functions of migrations
+// 000003 and 000004, each one round trip that takes the counter's row
+// lock first. A
 // process is a holder, named by a random key; it holds the advisory lock of
 // that key on its listening session (see Listener), so that the others
 // know it runs and hears their recalls.
