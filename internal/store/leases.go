@@ -13,8 +13,9 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Leases are granted, settled and recalled by the functions of migration
-// 000003, each one round trip that takes the counter's row lock first. A
+// Leases are granted, settled and recalled by the functions of migrations
+// 000003 and 000004, each one round trip that takes the counter's row
+// lock first. A
 // process is a holder, named by a random key; it holds the advisory lock of
 // that key on its listening session (see Listener), so that the others
 // know it runs and hears their recalls.
@@ -40,11 +41,11 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	return nil
 }
 
-// Settle implements quota.Leaser: one call settles them all, in the order
-// given, each as quotad_settle.
+// Settle implements quota.Leaser: one call settles them all, each as
+// quotad_settle; their counters are locked first, then global usage.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
-	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
-		_, err := tx.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
+	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
+		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
 			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused, a.globals)
 		return err
 	})
@@ -52,8 +53,8 @@ func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 
 // Report implements quota.Leaser, in one statement.
 func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
-	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error {
-		rows, err := tx.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
+	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
+		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
 			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused)
 		if err != nil {
 			return err
@@ -70,22 +71,19 @@ func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 }
 
 // leaseBatches runs fn on s, leaseBatch settlements at a time, each batch
-// in a transaction committed without waiting for the disk: a settlement or
+// one statement in a transaction of its own (tried again after a
+// deadlock), one round trip. quotad_settle_all and quotad_report have
+// their transactions commit without waiting for the disk: a settlement or
 // a report lost in a crash of PostgreSQL only leaves units counted, or
 // reported unused, that were not, never the other way round.
 func (db *DB) leaseBatches(ctx context.Context, op string, s []quota.Settlement,
-	fn func(ctx context.Context, tx pgx.Tx, s []quota.Settlement, a leaseArrays) error) error {
+	fn func(ctx context.Context, s []quota.Settlement, a leaseArrays) error) error {
 	for len(s) > 0 {
 		n := min(len(s), leaseBatch)
 		batch := s[:n]
 		s = s[n:]
-		err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-				return err
-			}
-			return fn(ctx, tx, batch, toLeaseArrays(batch))
-		})
-		if err != nil {
+		a := toLeaseArrays(batch)
+		if err := retry(func() error { return fn(ctx, batch, a) }); err != nil {
 			return fmt.Errorf("%s leases: %w", op, mapErr(err))
 		}
 	}

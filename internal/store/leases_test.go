@@ -2,8 +2,12 @@ package store_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
@@ -188,5 +192,121 @@ func TestLeaseRecallAndLiveness(t *testing.T) {
 	// Usage reads count the dead process's units as used.
 	if used, _, _ := asker.db.Read(context.Background(), []quota.CounterKey{key}, nil); used[0] != 6 {
 		t.Errorf("read = %d, want 6: the live holder's 4 unused are not admitted, the dead one's 6 stay counted", used[0])
+	}
+}
+
+// Grants and settlements of the same counters, with global usage, from
+// several processes at once never deadlock: every transaction that locks
+// more than one row locks counters first, in one order, then global
+// usage. A grant is one statement, never tried again, so a deadlock would
+// fail it.
+func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	const procs, counters, rounds = 4, 6, 20
+	ps := make([]*process, procs)
+	for i := range ps {
+		ps[i] = MustProcess(t, s, false)
+	}
+	customers := make([]string, counters)
+	for i := range customers {
+		customers[i] = fmt.Sprintf("c%d", i)
+	}
+	MustSeed(t, ps[0].db, map[tiers.Window]int64{tiers.Day: 1 << 40}, customers...)
+	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() {
+			for r := range rounds {
+				// Grants in an order of their own, each taking 1 unit and
+				// holding 2 more; then one settlement of them all, in the
+				// counters' order, as the lease pool sorts them.
+				for j := range counters {
+					k := daySpan(customers[(i+j+r)%counters], 0).Key
+					lr := quota.LeaseRequest{Key: k, Threshold: 1 << 40, Need: 1, Extra: 2, InFlight: 1, Global: global}
+					if err := p.db.Lease(ctx, &lr); err != nil {
+						t.Errorf("process %d, round %d: %v", i, r, err)
+						return
+					}
+				}
+				set := make([]quota.Settlement, counters)
+				for j, c := range customers {
+					set[j] = quota.Settlement{Key: daySpan(c, 0).Key, Unused: 2, Global: global}
+				}
+				if err := p.db.Settle(ctx, set); err != nil {
+					t.Errorf("process %d, round %d: %v", i, r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	// What was held went back: each grant counts its 1 unit, in its
+	// counter and in global usage.
+	keys := make([]quota.CounterKey, counters)
+	for i, c := range customers {
+		keys[i] = daySpan(c, 0).Key
+	}
+	used, g, err := ps[0].db.Read(ctx, keys, []quota.GlobalKey{global})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range used {
+		if u != procs*rounds {
+			t.Errorf("counter %s = %d, want %d", customers[i], u, procs*rounds)
+		}
+	}
+	if g[0] != counters*procs*rounds {
+		t.Errorf("global usage = %d, want %d", g[0], counters*procs*rounds)
+	}
+}
+
+// Settlements and reports, each one statement, have their own transaction
+// commit without waiting for the disk, and no other.
+func TestSettleAndReportCommitWithoutWaitingForTheDisk(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.New(t)
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	show := func(q interface {
+		QueryRow(context.Context, string, ...any) pgx.Row
+	}) string {
+		t.Helper()
+		var v string
+		if err := q.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := show(conn)
+	for _, call := range []string{
+		`SELECT quotad_settle_all('{}', '{}', '{}', '{}', 1, '{}', '{}')`,
+		`SELECT quotad_report('{}', '{}', '{}', '{}', 1, '{}')`,
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, call); err != nil {
+			t.Fatal(err)
+		}
+		within := show(tx)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, call); err != nil {
+			t.Fatal(err)
+		}
+		if after := show(conn); within != "off" || after != before {
+			t.Errorf("%s: synchronous_commit %s in its transaction, %s after it; want off, then %s", call, within, after, before)
+		}
 	}
 }

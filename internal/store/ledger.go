@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -13,10 +12,6 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
-
-// globalShards is how many rows a metric's global usage per window is
-// spread over.
-const globalShards = 16
 
 // errRollback ends a transaction whose outcome is already decided (a
 // denial) without committing anything.
@@ -45,10 +40,9 @@ const counterQ = `
 const admittedQ = `
 	SELECT coalesce((
 	    SELECT c.used - coalesce((
-	        SELECT sum(l.unused) FROM counter_leases l
+	        SELECT sum(l.unused) FROM quotad_live_leases l
 	        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.quota_window = c.quota_window
-	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0
-	          AND quotad_holder_alive(l.holder)), 0)
+	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0), 0)
 	    FROM usage_counters c
 	    WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4), 0)`
 
@@ -213,75 +207,48 @@ func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int, out [
 	return true, nil
 }
 
-// countGlobal adds admitted units to the metric's global usage, each time
-// in one random shard.
-func countGlobal(ctx context.Context, tx conn, globals []quota.GlobalKey, cost int64) error {
-	if len(globals) == 0 {
+// globalDeltas are changes to global usage as columns, for
+// quotad_add_global, which sums them by window, locks the windows in
+// order and takes units off without going below zero.
+type globalDeltas struct {
+	metrics, windows []string
+	starts           []time.Time
+	units            []int64
+}
+
+func (d *globalDeltas) add(g quota.GlobalKey, n int64) {
+	d.metrics = append(d.metrics, g.Metric)
+	d.windows = append(d.windows, g.Window.String())
+	d.starts = append(d.starts, g.Start)
+	d.units = append(d.units, n)
+}
+
+// exec writes d on q, in one statement.
+func (d *globalDeltas) exec(ctx context.Context, q querier) error {
+	if len(d.units) == 0 {
 		return nil
 	}
-	b := &pgx.Batch{}
+	_, err := q.Exec(ctx, `SELECT quotad_add_global($1, $2, $3, $4)`, d.metrics, d.windows, d.starts, d.units)
+	return err
+}
+
+// countGlobal adds admitted units to the metric's global usage.
+func countGlobal(ctx context.Context, q querier, globals []quota.GlobalKey, cost int64) error {
+	var d globalDeltas
 	for _, g := range globals {
-		b.Queue(countGlobalQ, g.Metric, g.Window.String(), g.Start, rand.IntN(globalShards), cost)
+		d.add(g, cost)
 	}
-	return sendBatch(ctx, tx, b)
+	return d.exec(ctx, q)
 }
 
-const countGlobalQ = `
-	INSERT INTO metric_usage AS g (metric, quota_window, window_start, shard, used)
-	VALUES ($1, $2, $3, $4, $5)
-	ON CONFLICT (metric, quota_window, window_start, shard) DO UPDATE SET used = g.used + EXCLUDED.used`
-
-// uncountGlobal takes n units off a metric's global usage in one window,
-// which is a sum over shards: from the fullest shard first, never taking a
-// shard below zero.
-func uncountGlobal(ctx context.Context, tx conn, g quota.GlobalKey, n int64) error {
-	// The shard is chosen in a CTE, evaluated once: as a subquery in FROM,
-	// PostgreSQL may scan it again per row and update more than one shard.
-	const q = `
-		WITH s AS MATERIALIZED (
-		    SELECT shard, used FROM metric_usage
-		    WHERE metric = $1 AND quota_window = $2 AND window_start = $3 AND used > 0
-		    ORDER BY used DESC LIMIT 1
-		    FOR UPDATE)
-		UPDATE metric_usage u SET used = u.used - LEAST(u.used, $4)
-		FROM s
-		WHERE u.metric = $1 AND u.quota_window = $2 AND u.window_start = $3 AND u.shard = s.shard
-		RETURNING LEAST(s.used, $4)`
-	for n > 0 {
-		var took int64
-		err := tx.QueryRow(ctx, q, g.Metric, g.Window.String(), g.Start, n).Scan(&took)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // nothing left to take
-		}
-		if err != nil {
-			return err
-		}
-		n -= took
-	}
-	return nil
-}
-
-// AddGlobal implements quota.Ledger.
+// AddGlobal implements quota.Ledger, in one statement.
 func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
-	if len(deltas) == 0 {
-		return nil
+	var d globalDeltas
+	for _, x := range deltas {
+		d.add(x.Key, x.Units)
 	}
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		for _, d := range deltas {
-			var err error
-			if d.Units > 0 {
-				err = countGlobal(ctx, tx, []quota.GlobalKey{d.Key}, d.Units)
-			} else {
-				err = uncountGlobal(ctx, tx, d.Key, -d.Units)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("add global usage: %w", err)
+	if err := retry(func() error { return d.exec(ctx, db.pool) }); err != nil {
+		return fmt.Errorf("add global usage: %w", mapErr(err))
 	}
 	return nil
 }
@@ -361,9 +328,9 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
 		    FOR UPDATE
 		), leased AS MATERIALIZED (
-		    SELECT coalesce(sum(l.unused), 0) AS unused FROM counter_leases l
+		    SELECT coalesce(sum(l.unused), 0) AS unused FROM quotad_live_leases l
 		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.quota_window = $3 AND l.window_start = $4
-		      AND l.unused > 0 AND quotad_holder_alive(l.holder)
+		      AND l.unused > 0
 		)
 		UPDATE usage_counters c SET used = c.used - LEAST(GREATEST(old.used - leased.unused, 0), $5)
 		FROM old, leased
@@ -378,16 +345,15 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 		}
 		out[i] = quota.Outcome{Used: before, Passed: true}
 	}
+	var d globalDeltas
 	for _, g := range c.Globals {
 		n := c.Cost
 		if i := c.SpanOf(g); i >= 0 {
 			n = min(c.Cost, out[i].Used)
 		}
-		if err := uncountGlobal(ctx, q, g, n); err != nil {
-			return err
-		}
+		d.add(g, -n)
 	}
-	return nil
+	return d.exec(ctx, q)
 }
 
 // Atomically implements quota.Ledger.

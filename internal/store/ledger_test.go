@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,6 +224,60 @@ func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 		_, g, err := db.Read(ctx, nil, []quota.GlobalKey{global})
 		if err != nil || g[0] != step.wantGlobal {
 			t.Errorf("%s: global usage = %v (%v), want %d", step.name, g, err, step.wantGlobal)
+		}
+	}
+	var negative int
+	if err := schema.Pool.QueryRow(ctx, `SELECT count(*) FROM metric_usage WHERE used < 0`).Scan(&negative); err != nil {
+		t.Fatal(err)
+	}
+	if negative != 0 {
+		t.Errorf("%d global usage shards below zero", negative)
+	}
+}
+
+// AddGlobal writes the changes of many windows at once, summed by window,
+// and takes units off the shards a window is spread over without taking
+// any below zero.
+func TestAddGlobalSumsByWindowNeverBelowZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	schema := dbtest.New(t)
+	db, err := store.New(ctx, schema.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	MustSeed(t, db, nil)
+	day := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
+	week := quota.GlobalKey{Metric: "api_calls", Window: tiers.Week, Start: day0}
+	month := quota.GlobalKey{Metric: "api_calls", Window: tiers.Month, Start: day0}
+	keys := []quota.GlobalKey{day, week, month}
+	// Eight writes of the day window, each to a random shard.
+	for range 8 {
+		if err := db.AddGlobal(ctx, []quota.GlobalDelta{{Key: day, Units: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name   string
+		deltas []quota.GlobalDelta
+		want   []int64 // day, week, month
+	}{
+		{"adds", []quota.GlobalDelta{{Key: week, Units: 7}, {Key: day, Units: 5}, {Key: month, Units: 2}, {Key: day, Units: -1}},
+			[]int64{12, 7, 2}},
+		{"takes off across shards", []quota.GlobalDelta{{Key: month, Units: -5}, {Key: day, Units: -7}, {Key: week, Units: 1}},
+			[]int64{5, 8, 0}},
+		{"nothing", nil, []int64{5, 8, 0}},
+		{"takes off more than there is", []quota.GlobalDelta{{Key: day, Units: -3}, {Key: day, Units: -4}}, []int64{0, 8, 0}},
+	} {
+		if err := db.AddGlobal(ctx, step.deltas); err != nil {
+			t.Fatal(err)
+		}
+		_, g, err := db.Read(ctx, nil, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(g, step.want) {
+			t.Errorf("%s: global usage (day, week, month) = %v, want %v", step.name, g, step.want)
 		}
 	}
 	var negative int

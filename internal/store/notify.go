@@ -57,12 +57,19 @@ func (db *DB) Listener(handle func(Notification), resync func(), report func(err
 	return &Listener{db: db, Handle: handle, Resync: resync, Report: report}
 }
 
+// errHeldBefore: a session of this process that has not ended yet, the
+// one before a reconnection, still holds the process's advisory lock.
+var errHeldBefore = errors.New("an earlier session of this process still holds its holder lock")
+
 // hold takes the process's advisory lock on conn. While this session holds
 // it, the other processes know this one runs: they wait for it to give back
 // leased units they recall, count its leases as held, and read what it
 // reports. When it dies, PostgreSQL releases the lock. If another process
 // of the schema holds the key this one drew (before this one ever held
-// it, so before any lease), this one draws another.
+// it, so before any lease), this one draws another. If an earlier session
+// of this process still holds it, hold fails: listening without it, this
+// process would pass for dead once that session ends, so the listener
+// connects again later, until it takes the lock.
 func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
 	for attempt := 0; ; attempt++ {
 		var ok bool
@@ -75,8 +82,7 @@ func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
 			l.db.held.Store(true)
 			return nil
 		case l.db.held.Load():
-			// A session of this process that has not ended yet holds it.
-			return nil
+			return errHeldBefore
 		case attempt == 8:
 			return errors.New("no free holder key for this process")
 		}

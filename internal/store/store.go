@@ -162,6 +162,18 @@ func (db *DB) inTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) 
 	return mapErr(err)
 }
 
+// retry runs fn, one statement in a transaction of its own, again after
+// a serialization failure or a deadlock, as inTx does.
+func retry(fn func() error) error {
+	var err error
+	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
+		if err = fn(); !retryable(err) {
+			break
+		}
+	}
+	return err
+}
+
 func retryable(err error) bool {
 	if errors.Is(err, errRetry) {
 		return true

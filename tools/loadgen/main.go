@@ -50,12 +50,6 @@ func main() {
 	}
 }
 
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string     { return strings.Join(*l, ", ") }
-func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
-
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	p, asJSON, err := parseFlags(args, stderr)
 	if err != nil {
@@ -74,9 +68,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var urls, headers listFlag
-	fs.Var(&urls, "url", "`URL` to load, http only (repeatable: workers are spread round-robin)")
-	fs.Var(&headers, "H", "request header `'Name: value'` (repeatable)")
+	var urls, headers []string
+	fs.Func("url", "`URL` to load, http only (repeatable: workers are spread round-robin)",
+		func(v string) error { urls = append(urls, v); return nil })
+	fs.Func("H", "request header `'Name: value'` (repeatable)",
+		func(v string) error { headers = append(headers, v); return nil })
 	conc := fs.Int("c", 64, "workers, each with one keep-alive connection")
 	window := fs.Duration("d", 8*time.Second, "measured duration")
 	warmup := fs.Duration("warmup", 2*time.Second, "unmeasured warm-up before it")

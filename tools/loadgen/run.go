@@ -20,11 +20,12 @@ import (
 
 // target is one URL with its request head (request line and headers)
 // serialized once (raw client: each request appends Content-Length and
-// the body), and its headers (net/http client).
+// the body), and its Host and other headers (net/http client).
 type target struct {
 	url    string
 	addr   string // host:port to dial
 	head   []byte
+	host   string // the Host header: -H Host, else the URL's
 	header http.Header
 }
 
@@ -58,7 +59,7 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 		if err := h.Write(&b); err != nil {
 			return nil, err
 		}
-		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), header: h})
+		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), host: host, header: h})
 	}
 	return ts, nil
 }
@@ -134,7 +135,7 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		plan:    p,
 		target:  t,
 		rng:     rand.New(rand.NewPCG(p.seed, uint64(id))),
-		tally:   newTally(),
+		tally:   newTally(t.url),
 		readReq: &http.Request{Method: p.method},
 	}
 	if !p.raw {
@@ -158,7 +159,6 @@ func (p *plan) newWorker(id int, t *target) *worker {
 
 func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int64) {
 	defer w.close()
-	measured := int64(0)
 	for ctx.Err() == nil {
 		key, ok := w.nextKey(next)
 		if !ok {
@@ -192,10 +192,8 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 		if inWindow {
 			w.tally.status[status]++
 			w.tally.latencies = append(w.tally.latencies, t1.Sub(t0))
-			measured++
 		}
 	}
-	w.tally.byURL[w.target.url] = measured
 }
 
 // nextKey is the next request's {{key}}: uniform in [0, keys), or with
@@ -288,6 +286,7 @@ func (w *worker) send(ctx context.Context, key int) (int, error) {
 		return 0, err
 	}
 	req.Header = w.target.header.Clone()
+	req.Host = w.target.host // net/http ignores a Host in req.Header
 	resp, err := w.client.Do(req)
 	if err != nil {
 		time.Sleep(time.Millisecond) // do not spin on a refused connection

@@ -14,18 +14,18 @@ import (
 // tally is what one worker saw. Only its worker writes it, so it needs no
 // lock; the run merges the tallies once the workers are done.
 type tally struct {
-	latencies []time.Duration  // answers completed in the measured window
-	status    map[int]int64    // by status code, same window
-	errors    int64            // transport errors completed in the window
-	firstErr  error            // the first transport error, in any phase
-	total     int64            // answers received in any phase
-	allErrors int64            // transport errors in any phase
-	dials     int64            // connections opened, in any phase
-	byURL     map[string]int64 // answers in the window, by URL
+	url       string          // the worker's
+	latencies []time.Duration // answers completed in the measured window
+	status    map[int]int64   // by status code, same window
+	errors    int64           // transport errors completed in the window
+	firstErr  error           // the first transport error, in any phase
+	total     int64           // answers received in any phase
+	allErrors int64           // transport errors in any phase
+	dials     int64           // connections opened, in any phase
 }
 
-func newTally() *tally {
-	return &tally{status: map[int]int64{}, byURL: map[string]int64{}}
+func newTally(url string) *tally {
+	return &tally{url: url, status: map[int]int64{}}
 }
 
 // summary is a run's result; -json prints it as one line.
@@ -74,9 +74,7 @@ func summarize(tallies []*tally, window time.Duration, urls int) *summary {
 				s.Non2xx += n
 			}
 		}
-		for u, n := range t.byURL {
-			s.ByURL[u] += n
-		}
+		s.ByURL[t.url] += int64(len(t.latencies))
 		s.Errors += t.errors
 		s.Total += t.total
 		s.AllErrors += t.allErrors

@@ -23,9 +23,6 @@ type segment struct {
 type bodyTemplate struct {
 	segs   []segment
 	hasKey bool
-	hasSeq bool
-	// maxLen bounds the length of an expansion.
-	maxLen int
 }
 
 // parseTemplate splits s at its placeholders. {{key}} and {{seq}} are the
@@ -62,15 +59,8 @@ func parseTemplate(s string) (*bodyTemplate, error) {
 
 func (t *bodyTemplate) add(s segment) {
 	t.segs = append(t.segs, s)
-	switch s.kind {
-	case literal:
-		t.maxLen += len(s.text)
-	case keyHole:
+	if s.kind == keyHole {
 		t.hasKey = true
-		t.maxLen += 20 // an int64
-	case seqHole:
-		t.hasSeq = true
-		t.maxLen += 41 // two uint64 and a dash
 	}
 }
 
