@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -158,7 +156,7 @@ func (s *Server) check(c echo.Context) error {
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
 		s.checkMetrics.decisions.get("error").Inc()
-		return wordRequired(err, req.Customer, req.Metric)
+		return err
 	}
 	decision := "allowed"
 	switch {
@@ -196,27 +194,6 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	return resp
 }
 
-// wordRequired rewords the checker's complaint about an empty customer or
-// metric: a check or refund without one says "is required", as the admin
-// bodies do, rather than the pattern a value must match (which stays the
-// message for a value that is present but malformed).
-func wordRequired(err error, customer, metric string) error {
-	if customer != "" && metric != "" {
-		return err
-	}
-	var ve *tiers.ValidationError
-	if !errors.As(err, &ve) {
-		return err
-	}
-	fields := slices.Clone(ve.Fields)
-	for i, f := range fields {
-		if f.Field == "customer" && customer == "" || f.Field == "metric" && metric == "" {
-			fields[i].Message = "is required"
-		}
-	}
-	return &tiers.ValidationError{Fields: fields}
-}
-
 // mostConstraining picks the window the RateLimit headers describe: a
 // window that denied, else the one with the fewest units left (the longer
 // window on a tie, as it takes longer to recover).
@@ -248,7 +225,7 @@ func (s *Server) refund(c echo.Context) error {
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return wordRequired(err, req.Customer, req.Metric)
+		return err
 	}
 	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
 }

@@ -115,7 +115,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
 				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					DryRun: r.DryRun, RequestID: r.RequestID}
-				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
+				return q, q.Validate()
 			}, sameValue)
 		},
 		answer: func(passed any) any {
@@ -130,7 +130,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
 				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					RequestID: r.RequestID}
-				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
+				return q, q.Validate()
 			}, sameValue)
 		},
 		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
