@@ -47,7 +47,7 @@ func decodeJSON(body []byte, dst any) error {
 		// unknown field, and nothing at all for a bad time: find the field.
 		var syntax *json.SyntaxError
 		if !errors.As(err, &syntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
+			if field, message, ok := strictCheck(body, reflect.TypeOf(dst), false); ok {
 				return invalid(field, message)
 			}
 		}
@@ -59,7 +59,7 @@ func decodeJSON(body []byte, dst any) error {
 	// encoding/json takes what quotad refuses: keys equal to a field's name
 	// only under case folding ("CUSTOMER", "coſt"), repeated keys (the last
 	// wins) and null (which leaves a Go value as it is).
-	if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
+	if field, message, ok := strictCheck(body, reflect.TypeOf(dst), true); ok {
 		return invalid(field, message)
 	}
 	return nil
