@@ -188,6 +188,7 @@ func TestIsJSON(t *testing.T) {
 	for ct, want := range map[string]bool{
 		"application/json":                  true,
 		"Application/JSON":                  true,
+		"APPLICATION/JSON":                  true,
 		"application/json; charset=utf-8":   true,
 		"application/json;charset=UTF-8":    true,
 		"application/json ":                 true,
@@ -200,14 +201,14 @@ func TestIsJSON(t *testing.T) {
 		"application/json, text/plain":      false,
 		"application/x-www-form-urlencoded": false,
 	} {
-		if got := isJSON(ct); got != want {
+		got := isJSON(ct)
+		if got != want {
 			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
 		}
-		if ct != "" && !strings.EqualFold(ct, "application/json") {
-			mt, _, err := mime.ParseMediaType(ct)
-			if parsed := err == nil && mt == "application/json"; parsed != want {
-				t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, want, parsed)
-			}
+		// The shortcut for a bare type takes what ParseMediaType takes.
+		mt, _, err := mime.ParseMediaType(ct)
+		if parsed := err == nil && mt == "application/json"; parsed != got {
+			t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, got, parsed)
 		}
 	}
 }
