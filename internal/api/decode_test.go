@@ -189,6 +189,7 @@ func TestIsJSON(t *testing.T) {
 		"application/json":                  true,
 		"Application/JSON":                  true,
 		"APPLICATION/JSON":                  true,
+		"application/j\u017fon":             false, // strings.EqualFold folds ſ to s; ParseMediaType refuses it
 		"application/json; charset=utf-8":   true,
 		"application/json;charset=UTF-8":    true,
 		"application/json ":                 true,
