@@ -84,24 +84,15 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339
-// with nanoseconds, in t's own location. ok is false for what MarshalJSON
-// refuses: a year outside [0,9999] or a zone offset of 24 hours or more.
+// with nanoseconds, in t's own location, quoted. ok is false, with b as it
+// was, for what MarshalJSON refuses: a year outside [0,9999] or a zone
+// offset of 24 hours or more.
 func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
-	n0 := len(b)
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	s := b[n0+1:]
-	switch {
-	case len(s) < len("9999-") || s[4] != '-': // the year must be four digits
-		return b[:n0], false
-	case s[len(s)-1] != 'Z':
-		c := s[len(s)-len("Z07:00")]
-		h := s[len(s)-len("07:00"):]
-		if '0' <= c && c <= '9' || 10*(h[0]-'0')+(h[1]-'0') >= 24 {
-			return b[:n0], false
-		}
+	text, err := t.AppendText(append(b, '"'))
+	if err != nil {
+		return b, false
 	}
-	return append(b, '"'), true
+	return append(text, '"'), true
 }
 
 // appendJSONString appends s as a JSON string, as encoding/json writes it
