@@ -43,28 +43,6 @@ type refundRequest struct {
 	RequestID string `json:"request_id"`
 }
 
-type checkResponse struct {
-	Allowed    bool          `json:"allowed"`
-	Customer   string        `json:"customer"`
-	Metric     string        `json:"metric"`
-	Cost       int64         `json:"cost"`
-	Overage    bool          `json:"overage"`
-	Elastic    bool          `json:"elastic"`
-	RetryAfter *int64        `json:"retry_after"`
-	Degraded   bool          `json:"degraded"`
-	Limits     []windowState `json:"limits"`
-}
-
-type windowState struct {
-	Window    tiers.Window `json:"window"`
-	Limit     int64        `json:"limit"`
-	Used      int64        `json:"used"`
-	Remaining int64        `json:"remaining"`
-	ResetAt   time.Time    `json:"reset_at"`
-	Mode      tiers.Mode   `json:"mode"`
-	State     quota.State  `json:"state"`
-}
-
 type usageEntry struct {
 	Metric    string       `json:"metric"`
 	Window    tiers.Window `json:"window"`
@@ -168,30 +146,11 @@ func (s *Server) check(c echo.Context) error {
 	s.checkMetrics.decisions.get(decision).Inc()
 	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
 
-	setCheckHeaders(c.Response().Header(), &d, now)
 	status := http.StatusOK
 	if !d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	return writeCheckAnswer(c, status, &d)
-}
-
-// newCheckResponse is the body of a check's answer.
-func newCheckResponse(d quota.Decision) checkResponse {
-	resp := checkResponse{
-		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
-		Limits: make([]windowState, len(d.Limits)),
-	}
-	if !d.Never {
-		ra := d.RetryAfter
-		resp.RetryAfter = &ra
-	}
-	for i, w := range d.Limits {
-		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
-			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
-	}
-	return resp
+	return writeCheckAnswer(c, status, &d, now)
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
