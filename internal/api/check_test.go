@@ -89,7 +89,7 @@ func TestUnencodableCheckAnswerIsA500(t *testing.T) {
 		t.Errorf("Content-Type %q, want %q", ct, contentTypeProblemJSON)
 	}
 	for _, name := range []string{headerRateLimit, headerRateLimitPolicy, headerRetryAfter} {
-		if v, ok := rec.Header()[http.CanonicalHeaderKey(name)]; ok {
+		if v, ok := rec.Header()[name]; ok {
 			t.Errorf("the problem carries the answer's %s: %q", name, v)
 		}
 	}
