@@ -330,7 +330,7 @@ func TestBadAdminInput(t *testing.T) {
 		// Repeated keys: refused at any depth.
 		{name: "check cost twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`, want: 400, code: v400, field: "cost", message: twice},
 		{name: "check customer twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","customer":"other"}`, want: 400, code: v400, field: "customer", message: twice},
-		{name: "check key twice, once escaped", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`, want: 400, code: v400, field: "cost", message: twice},
+		{name: "check key twice, once escaped", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","cost":1,"\u0063ost":2}`, want: 400, code: v400, field: "cost", message: twice},
 		{name: "check dry_run twice", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","dry_run":true,"dry_run":false}`, want: 400, code: v400, field: "dry_run", message: twice},
 		{name: "refund cost twice", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","cost":2,"cost":1}`, want: 400, code: v400, field: "cost", message: twice},
 		{name: "refund request_id twice", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","request_id":"a","request_id":"b"}`, want: 400, code: v400, field: "request_id", message: twice},

@@ -55,19 +55,11 @@ func (s *testServer) check(body string) (response, checkAnswer) {
 	return r, a
 }
 
-// hammer fires workers goroutines, perWorker checks of cost 1 each, to the
-// servers in turn, and counts the statuses.
-func hammer(t *testing.T, servers []*testServer, workers, perWorker int, customer string) map[int]int {
-	t.Helper()
-	statuses, _ := checkAll(t, servers, workers, workers*perWorker, customer)
-	return statuses
-}
-
 func TestConcurrentChecksAdmitExactlyTheLimit(t *testing.T) {
 	t.Parallel()
 	s := MustStartServer(t, nil, nil)
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":200}]`, "acme")
-	got := hammer(t, []*testServer{s}, 64, 8, "acme")
+	got, _ := checkAll(t, []*testServer{s}, 64, 64*8, "acme")
 	if got[200] != 200 || got[429] != 64*8-200 {
 		t.Errorf("statuses = %v, want exactly 200 × 200 and %d × 429", got, 64*8-200)
 	}
@@ -85,7 +77,7 @@ func TestTwoServersOnOneDatabase(t *testing.T) {
 	MustSeed(t, a, "", `[{"metric":"api_calls","window":"day","limit":150}]`, "acme", "beta")
 
 	t.Run("hard limit exact across processes", func(t *testing.T) {
-		got := hammer(t, []*testServer{a, b}, 64, 6, "acme")
+		got, _ := checkAll(t, []*testServer{a, b}, 64, 64*6, "acme")
 		if got[200] != 150 || got[429] != 64*6-150 {
 			t.Errorf("statuses = %v, want exactly 150 × 200", got)
 		}

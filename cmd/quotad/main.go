@@ -151,7 +151,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		}
 	}
 	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
-	listener := db.Listener(func(n store.Notification) { applyNotification(bg, n, cache, engine) }, cache.Purge,
+	listener := db.Listener(func(n store.Notification) { applyNotification(bg, &background, n, cache, engine) }, cache.Purge,
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
@@ -224,8 +224,11 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 // applyNotification applies a change another process committed. A
 // process's own changes were applied when they committed (see onChange and
 // Engine.Reset), so their notifications are skipped: applied late, they
-// would only drop cache entries loaded since.
-func applyNotification(ctx context.Context, n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+// would only drop cache entries loaded since. Work it starts in goroutines
+// joins background, which counts the listener that calls it (so the count
+// is above zero when it grows, as sync.WaitGroup requires), and which
+// shutdown waits for.
+func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
 	if n.Local {
 		return
 	}
@@ -235,7 +238,7 @@ func applyNotification(ctx context.Context, n store.Notification, cache *tiers.C
 		// without holding up the notifications that follow. A failure
 		// leaves the lease to the periodic settlement.
 		if k, ok := store.ParseCounterKey(n.Key); ok {
-			go func() { _ = engine.Recall(ctx, k) }()
+			background.Go(func() { _ = engine.Recall(ctx, k) })
 		}
 	case store.NotifyMetric:
 		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})

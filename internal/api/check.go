@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -43,28 +41,6 @@ type refundRequest struct {
 	Metric    string `json:"metric"`
 	Cost      *int64 `json:"cost"`
 	RequestID string `json:"request_id"`
-}
-
-type checkResponse struct {
-	Allowed    bool          `json:"allowed"`
-	Customer   string        `json:"customer"`
-	Metric     string        `json:"metric"`
-	Cost       int64         `json:"cost"`
-	Overage    bool          `json:"overage"`
-	Elastic    bool          `json:"elastic"`
-	RetryAfter *int64        `json:"retry_after"`
-	Degraded   bool          `json:"degraded"`
-	Limits     []windowState `json:"limits"`
-}
-
-type windowState struct {
-	Window    tiers.Window `json:"window"`
-	Limit     int64        `json:"limit"`
-	Used      int64        `json:"used"`
-	Remaining int64        `json:"remaining"`
-	ResetAt   time.Time    `json:"reset_at"`
-	Mode      tiers.Mode   `json:"mode"`
-	State     quota.State  `json:"state"`
 }
 
 type usageEntry struct {
@@ -162,7 +138,7 @@ func (s *Server) check(c echo.Context) error {
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
 		s.checkMetrics.decisions.get("error").Inc()
-		return wordRequired(err, req.Customer, req.Metric)
+		return err
 	}
 	decision := "allowed"
 	switch {
@@ -174,51 +150,11 @@ func (s *Server) check(c echo.Context) error {
 	s.checkMetrics.decisions.get(decision).Inc()
 	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
 
-	setCheckHeaders(c.Response().Header(), &d, now)
 	status := http.StatusOK
 	if !d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	return writeCheckAnswer(c, status, &d)
-}
-
-// newCheckResponse is the body of a check's answer.
-func newCheckResponse(d quota.Decision) checkResponse {
-	resp := checkResponse{
-		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
-		Limits: make([]windowState, len(d.Limits)),
-	}
-	if !d.Never {
-		ra := d.RetryAfter
-		resp.RetryAfter = &ra
-	}
-	for i, w := range d.Limits {
-		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
-			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
-	}
-	return resp
-}
-
-// wordRequired rewords the checker's complaint about an empty customer or
-// metric: a check or refund without one says "is required", as the admin
-// bodies do, rather than the pattern a value must match (which stays the
-// message for a value that is present but malformed).
-func wordRequired(err error, customer, metric string) error {
-	if customer != "" && metric != "" {
-		return err
-	}
-	var ve *tiers.ValidationError
-	if !errors.As(err, &ve) {
-		return err
-	}
-	fields := slices.Clone(ve.Fields)
-	for i, f := range fields {
-		if f.Field == "customer" && customer == "" || f.Field == "metric" && metric == "" {
-			fields[i].Message = "is required"
-		}
-	}
-	return &tiers.ValidationError{Fields: fields}
+	return writeCheckAnswer(c, status, &d, now)
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
@@ -252,7 +188,7 @@ func (s *Server) refund(c echo.Context) error {
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return wordRequired(err, req.Customer, req.Metric)
+		return err
 	}
 	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
 }

@@ -2,14 +2,20 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -52,5 +58,42 @@ func TestCheckAndRefundRequiredFields(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// unencodableChecker allows every check with an answer encoding/json
+// refuses: a reset time of year 10000.
+type unencodableChecker struct{ fuzzChecker }
+
+func (unencodableChecker) Check(context.Context, quota.Request) (quota.Decision, error) {
+	d := benchDecision
+	d.Limits = slices.Clone(d.Limits)
+	d.Limits[1].ResetAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	return d, nil
+}
+
+// A check answer that cannot be encoded is a logged 500 problem, with none
+// of the answer's headers, never a 200 without a body.
+func TestUnencodableCheckAnswerIsA500(t *testing.T) {
+	fs := &fuzzServer{}
+	srv := New(Config{Checker: unencodableChecker{fuzzChecker{fs}}, Logger: slog.New(fuzzLog{fs})})
+	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"api_calls"}`))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, req)
+	var p Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != http.StatusInternalServerError || p.Code != codeInternal {
+		t.Fatalf("answered %d %q, want a 500 internal problem", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get(echo.HeaderContentType); ct != contentTypeProblemJSON {
+		t.Errorf("Content-Type %q, want %q", ct, contentTypeProblemJSON)
+	}
+	for _, name := range []string{headerRateLimit, headerRateLimitPolicy, headerRetryAfter} {
+		if v, ok := rec.Header()[name]; ok {
+			t.Errorf("the problem carries the answer's %s: %q", name, v)
+		}
+	}
+	if len(fs.errors) != 1 || !strings.Contains(fs.errors[0], errAnswerNotEncoded.Error()) {
+		t.Errorf("logged %q, want the encoding failure", fs.errors)
 	}
 }

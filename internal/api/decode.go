@@ -47,7 +47,7 @@ func decodeJSON(body []byte, dst any) error {
 		// unknown field, and nothing at all for a bad time: find the field.
 		var syntax *json.SyntaxError
 		if !errors.As(err, &syntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
+			if field, message, ok := strictCheck(body, reflect.TypeOf(dst), false); ok {
 				return invalid(field, message)
 			}
 		}
@@ -59,7 +59,7 @@ func decodeJSON(body []byte, dst any) error {
 	// encoding/json takes what quotad refuses: keys equal to a field's name
 	// only under case folding ("CUSTOMER", "coſt"), repeated keys (the last
 	// wins) and null (which leaves a Go value as it is).
-	if field, message, ok := strictCheck(body, reflect.TypeOf(dst)); ok {
+	if field, message, ok := strictCheck(body, reflect.TypeOf(dst), true); ok {
 		return invalid(field, message)
 	}
 	return nil
@@ -151,11 +151,33 @@ func isJSON(ct string) bool {
 	// What clients send, without parameters, needs no parsing (which
 	// allocates a map for them): ParseMediaType folds the type to lower case
 	// and would take it too.
-	if strings.EqualFold(ct, echo.MIMEApplicationJSON) {
+	if asciiEqualFold(ct, echo.MIMEApplicationJSON) {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "application/json"
+}
+
+// asciiEqualFold reports whether s and t are equal under ASCII case
+// folding. (strings.EqualFold folds Unicode too: it would take
+// "application/jſon", which ParseMediaType refuses.)
+func asciiEqualFold(s, t string) bool {
+	if len(s) != len(t) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		a, b := s[i], t[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if 'A' <= b && b <= 'Z' {
+			b += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
 }
 
 // param returns a path parameter, percent-decoded exactly once. echo routes

@@ -188,6 +188,8 @@ func TestIsJSON(t *testing.T) {
 	for ct, want := range map[string]bool{
 		"application/json":                  true,
 		"Application/JSON":                  true,
+		"APPLICATION/JSON":                  true,
+		"application/j\u017fon":             false, // strings.EqualFold folds ſ to s; ParseMediaType refuses it
 		"application/json; charset=utf-8":   true,
 		"application/json;charset=UTF-8":    true,
 		"application/json ":                 true,
@@ -200,14 +202,39 @@ func TestIsJSON(t *testing.T) {
 		"application/json, text/plain":      false,
 		"application/x-www-form-urlencoded": false,
 	} {
-		if got := isJSON(ct); got != want {
+		got := isJSON(ct)
+		if got != want {
 			t.Errorf("isJSON(%q) = %v, want %v", ct, got, want)
 		}
-		if ct != "" && !strings.EqualFold(ct, "application/json") {
-			mt, _, err := mime.ParseMediaType(ct)
-			if parsed := err == nil && mt == "application/json"; parsed != want {
-				t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, want, parsed)
-			}
+		// The shortcut for a bare type takes what ParseMediaType takes.
+		mt, _, err := mime.ParseMediaType(ct)
+		if parsed := err == nil && mt == "application/json"; parsed != got {
+			t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, got, parsed)
+		}
+	}
+}
+
+// strictCheck of a body encoding/json decoded does not decode its values
+// again: what it finds is what it finds decoding them. Each body decodes
+// with encoding/json; most hold what only strictCheck refuses.
+func TestStrictCheckDecoded(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		typ  reflect.Type
+	}{
+		{`{"customer":"acme","metric":"m","cost":2}`, reflect.TypeFor[*checkRequest]()},
+		{`{"customer":"acme","Cost":2,"metric":"m"}`, reflect.TypeFor[*checkRequest]()},
+		{`{"customer":"acme","metric":"m","dry_run":true,"DRY_RUN":false}`, reflect.TypeFor[*checkRequest]()},
+		{`{"customer":"acme","cost":2,"cost":3}`, reflect.TypeFor[*checkRequest]()},
+		{`{"customer":null,"cost":2}`, reflect.TypeFor[*refundRequest]()},
+		{`{"limits":[{"metric":"m","window":"day","limit":1,"mode":"soft"}],"price":null}`, reflect.TypeFor[*tiers.PlanSpec]()},
+		{`{"limits":[{"metric":"m","window":"day","limit":1,"Window":"week"}]}`, reflect.TypeFor[*tiers.PlanSpec]()},
+		{`{"capacity":{"day":1,"week":2}}`, reflect.TypeFor[*tiers.MetricSpec]()},
+		{`{"plan":"pro","metadata":{"a":[1,{"b":null}],"c":"d"}}`, reflect.TypeFor[*tiers.CustomerSpec]()},
+		{`{"limit":1,"expires_at":"2030-01-01T00:00:00Z","expires_at":"2031-01-01T00:00:00Z"}`, reflect.TypeFor[*tiers.OverrideSpec]()},
+	} {
+		if !assertStrictCheckDecoded(t, tc.body, []byte(tc.body), tc.typ) {
+			t.Errorf("encoding/json does not decode %s into %s", tc.body, tc.typ)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -13,9 +14,10 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// The check answer is encoded by appending to a pooled buffer, byte for
-// byte what json.Encoder makes of newCheckResponse(d) (TestAppendCheckAnswer
-// compares them), without reflection.
+// The check answer is encoded by appending to a pooled buffer, without
+// reflection, byte for byte what json.Encoder makes of newCheckResponse(d),
+// the answer as a struct, which only the tests keep (TestAppendCheckAnswer
+// compares them).
 
 var answerPool = sync.Pool{New: func() any {
 	b := make([]byte, 0, 1<<10)
@@ -29,8 +31,7 @@ const maxPooledAnswer = 8 << 10
 // appendCheckAnswer appends the JSON of newCheckResponse(d) and a newline,
 // as json.Encoder writes it. ok is false, with dst as it was, when d holds
 // what encoding/json refuses (an invalid window or mode, a time it cannot
-// write as RFC 3339): the caller must then encode with encoding/json, which
-// fails as it always did.
+// write as RFC 3339).
 func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	n0 := len(dst)
 	b := append(dst, `{"allowed":`...)
@@ -84,24 +85,15 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339
-// with nanoseconds, in t's own location. ok is false for what MarshalJSON
-// refuses: a year outside [0,9999] or a zone offset of 24 hours or more.
+// with nanoseconds, in t's own location, quoted. ok is false, with b as it
+// was, for what MarshalJSON refuses: a year outside [0,9999] or a zone
+// offset of 24 hours or more.
 func appendJSONTime(b []byte, t time.Time) ([]byte, bool) {
-	n0 := len(b)
-	b = append(b, '"')
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	s := b[n0+1:]
-	switch {
-	case len(s) < len("9999-") || s[4] != '-': // the year must be four digits
-		return b[:n0], false
-	case s[len(s)-1] != 'Z':
-		c := s[len(s)-len("Z07:00")]
-		h := s[len(s)-len("07:00"):]
-		if '0' <= c && c <= '9' || 10*(h[0]-'0')+(h[1]-'0') >= 24 {
-			return b[:n0], false
-		}
+	text, err := t.AppendText(append(b, '"'))
+	if err != nil {
+		return b, false
 	}
-	return append(b, '"'), true
+	return append(text, '"'), true
 }
 
 // appendJSONString appends s as a JSON string, as encoding/json writes it
@@ -119,17 +111,23 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// writeCheckAnswer writes the answer to a check: the JSON of
-// newCheckResponse(*d), as respond would write it. setCheckHeaders has set
-// the headers.
-func writeCheckAnswer(c echo.Context, status int, d *quota.Decision) error {
+// errAnswerNotEncoded is the error of a check whose answer cannot be
+// written: the decision holds what encoding/json refuses.
+var errAnswerNotEncoded = errors.New("api: the check answer cannot be encoded as JSON")
+
+// writeCheckAnswer writes the answer to a check decided at now: its
+// headers (see setCheckHeaders) and the JSON of newCheckResponse(*d). When
+// d cannot be encoded it writes nothing and returns errAnswerNotEncoded,
+// which the error handler answers with a logged 500.
+func writeCheckAnswer(c echo.Context, status int, d *quota.Decision, now time.Time) error {
 	bp := answerPool.Get().(*[]byte)
 	b, ok := appendCheckAnswer((*bp)[:0], d)
 	if !ok {
 		answerPool.Put(bp)
-		return respond(c, status, newCheckResponse(*d))
+		return errAnswerNotEncoded
 	}
 	res := c.Response()
+	setCheckHeaders(res.Header(), d, now)
 	res.WriteHeader(status)
 	_, err := res.Write(b)
 	if cap(b) <= maxPooledAnswer {

@@ -2,13 +2,54 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
+
+// checkResponse is the body of a check's answer, as encoding/json writes
+// it: what appendCheckAnswer writes by hand.
+type checkResponse struct {
+	Allowed    bool          `json:"allowed"`
+	Customer   string        `json:"customer"`
+	Metric     string        `json:"metric"`
+	Cost       int64         `json:"cost"`
+	Overage    bool          `json:"overage"`
+	Elastic    bool          `json:"elastic"`
+	RetryAfter *int64        `json:"retry_after"`
+	Degraded   bool          `json:"degraded"`
+	Limits     []windowState `json:"limits"`
+}
+
+type windowState struct {
+	Window    tiers.Window `json:"window"`
+	Limit     int64        `json:"limit"`
+	Used      int64        `json:"used"`
+	Remaining int64        `json:"remaining"`
+	ResetAt   time.Time    `json:"reset_at"`
+	Mode      tiers.Mode   `json:"mode"`
+	State     quota.State  `json:"state"`
+}
+
+// newCheckResponse is the body of a check's answer.
+func newCheckResponse(d quota.Decision) checkResponse {
+	resp := checkResponse{
+		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
+		Limits: make([]windowState, len(d.Limits)),
+	}
+	if !d.Never {
+		ra := d.RetryAfter
+		resp.RetryAfter = &ra
+	}
+	for i, w := range d.Limits {
+		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
+			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
+	}
+	return resp
+}
 
 // encodeWithJSON is how the check answer was written before
 // appendCheckAnswer: json.Encoder over newCheckResponse.
@@ -155,12 +196,4 @@ func FuzzAppendCheckAnswer(f *testing.F) {
 		}
 		assertSameAnswer(t, d)
 	})
-}
-
-// The answer is valid JSON.
-func TestAppendCheckAnswerIsJSON(t *testing.T) {
-	b, ok := appendCheckAnswer(nil, &benchDecision)
-	if !ok || !json.Valid(b) {
-		t.Fatalf("appendCheckAnswer = %s, %v", b, ok)
-	}
 }

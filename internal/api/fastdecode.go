@@ -44,8 +44,8 @@ func decodeCall(c echo.Context, refund bool) (call, error) {
 
 // decodeCallBody decodes body as decodeCall does.
 func decodeCallBody(body []byte, refund bool) (call, error) {
-	if f, ok := fastDecodeCall(body, refund); ok {
-		return f.call(), nil
+	if c, ok := fastDecodeCall(body, refund); ok {
+		return c, nil
 	}
 	if refund {
 		var req refundRequest
@@ -55,22 +55,6 @@ func decodeCallBody(body []byte, refund bool) (call, error) {
 	var req checkRequest
 	err := decodeJSON(body, &req)
 	return req.call(), err
-}
-
-// fastCall is what fastDecodeCall read: the fields of a checkRequest or a
-// refundRequest, with hasCost telling a missing cost from a given one.
-type fastCall struct {
-	customer, metric, requestID string
-	cost                        int64
-	hasCost, dryRun             bool
-}
-
-func (f fastCall) call() call {
-	c := call{Customer: f.customer, Metric: f.metric, RequestID: f.requestID, Cost: 1, DryRun: f.dryRun}
-	if f.hasCost {
-		c.Cost = f.cost
-	}
-	return c
 }
 
 // The fields of a check body, as bits of a set.
@@ -87,9 +71,9 @@ const (
 // each at most once; strings without escapes; cost a plain integer that
 // fits int64; dry_run true or false (checks only); white space anywhere
 // JSON allows it. ok is false for any other body, valid or not: the caller
-// must then use decodeJSON. When ok, the result is exactly what decodeJSON
-// makes of body (FuzzFastDecodeCall checks it).
-func fastDecodeCall(body []byte, refund bool) (f fastCall, ok bool) {
+// must then use decodeJSON. When ok, the result is exactly the call
+// decodeJSON makes of body (FuzzFastDecodeCall checks it).
+func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	p := fastParser{b: body}
 	if p.space() != '{' {
 		return f, false
@@ -97,6 +81,8 @@ func fastDecodeCall(body []byte, refund bool) (f fastCall, ok bool) {
 	p.i++
 	var seen int
 	var customer, metric, requestID []byte
+	var cost int64
+	var given *int64 // &cost once the body gives a cost
 	if p.space() == '}' {
 		p.i++
 	} else {
@@ -123,14 +109,14 @@ func fastDecodeCall(body []byte, refund bool) (f fastCall, ok bool) {
 				requestID, ok = p.plainString()
 			case "cost":
 				field = fieldCost
-				f.cost, ok = p.integer()
-				f.hasCost = true
+				cost, ok = p.integer()
+				given = &cost
 			case "dry_run":
 				if refund {
 					return f, false
 				}
 				field = fieldDryRun
-				f.dryRun, ok = p.boolean()
+				f.DryRun, ok = p.boolean()
 			default:
 				return f, false
 			}
@@ -154,9 +140,10 @@ func fastDecodeCall(body []byte, refund bool) (f fastCall, ok bool) {
 	// One allocation for the three strings.
 	var buf [128]byte
 	all := string(append(append(append(buf[:0], customer...), metric...), requestID...))
-	f.customer = all[:len(customer)]
-	f.metric = all[len(customer) : len(customer)+len(metric)]
-	f.requestID = all[len(customer)+len(metric):]
+	f.Customer = all[:len(customer)]
+	f.Metric = all[len(customer) : len(customer)+len(metric)]
+	f.RequestID = all[len(customer)+len(metric):]
+	f.Cost = costOrOne(given)
 	return f, true
 }
 

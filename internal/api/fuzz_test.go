@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -115,7 +117,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
 				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					DryRun: r.DryRun, RequestID: r.RequestID}
-				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
+				return q, q.Validate()
 			}, sameValue)
 		},
 		answer: func(passed any) any {
@@ -130,7 +132,7 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
 				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					RequestID: r.RequestID}
-				return q, wordRequired(q.Validate(), r.Customer, r.Metric)
+				return q, q.Validate()
 			}, sameValue)
 		},
 		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
@@ -187,6 +189,7 @@ func fuzzCost(c *int64) int64 {
 // same is equality after a JSON round trip.
 func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) (any, error), same func(a, b T) bool) (any, error) {
 	t.Helper()
+	assertStrictCheckDecoded(t, name, body, reflect.TypeFor[*T]())
 	var v T
 	if err := fuzzNoPanic(t, name+": decoding", func() error { return decodeJSON(body, &v) }); err != nil {
 		assertDecodeError(t, name, err)
@@ -233,6 +236,37 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 		return nil, verr
 	}
 	return passed, nil
+}
+
+// assertStrictCheckDecoded checks, for a body that encoding/json decodes
+// into typ (a pointer type) as decodeJSON has it do, that strictCheck finds
+// the same without decoding values again as with it. It reports whether
+// encoding/json decoded body (else there is nothing to compare).
+func assertStrictCheckDecoded(t *testing.T, name string, body []byte, typ reflect.Type) bool {
+	t.Helper()
+	if !utf8.Valid(body) {
+		return false // decodeJSON refuses it before decoding
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if dec.Decode(reflect.New(typ.Elem()).Interface()) != nil {
+		return false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return false
+	}
+	var field, message, field2, message2 string
+	var found, found2 bool
+	fuzzNoPanic(t, name+": strict check", func() error {
+		field, message, found = strictCheck(body, typ, true)
+		field2, message2, found2 = strictCheck(body, typ, false)
+		return nil
+	})
+	if field != field2 || message != message2 || found != found2 {
+		t.Fatalf("%s: strictCheck of a decoded body finds %q %q %v, decoding values again %q %q %v: %s",
+			name, field, message, found, field2, message2, found2, fuzzQuote(body))
+	}
+	return true
 }
 
 // nullsAndRepeats lists the paths of the nulls in body, one valid JSON

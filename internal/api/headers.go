@@ -11,13 +11,16 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// The check answer's header names in canonical form (as Header.Set
-// would make them), so that they can be set in the map directly.
+// Header names quotad sets or reads, beyond echo's, in canonical form (as
+// http.CanonicalHeaderKey makes them, and as they go on the wire), so that
+// they can also index a Header directly (TestHeaderNamesAreCanonical).
 const (
-	canonicalContentType     = "Content-Type"
-	canonicalRateLimit       = "Ratelimit"
-	canonicalRateLimitPolicy = "Ratelimit-Policy"
-	canonicalRetryAfter      = "Retry-After"
+	headerIfMatch         = "If-Match"
+	headerETag            = "Etag"
+	headerRetryAfter      = "Retry-After"
+	headerRateLimit       = "Ratelimit"        // RateLimit in the IETF draft
+	headerRateLimitPolicy = "Ratelimit-Policy" // RateLimit-Policy
+	headerWWWAuthenticate = "Www-Authenticate"
 )
 
 // setCheckHeaders sets the headers of a check's answer, as Header.Set
@@ -60,15 +63,15 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	s := string(b)
 	values := make([]string, 4)
 	values[0] = echo.MIMEApplicationJSON
-	h[canonicalContentType] = values[0:1:1]
+	h[echo.HeaderContentType] = values[0:1:1]
 	if limited {
 		values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd]
-		h[canonicalRateLimitPolicy] = values[1:2:2]
-		h[canonicalRateLimit] = values[2:3:3]
+		h[headerRateLimitPolicy] = values[1:2:2]
+		h[headerRateLimit] = values[2:3:3]
 	}
 	if retry {
 		values[3] = s[limitEnd:]
-		h[canonicalRetryAfter] = values[3:4:4]
+		h[headerRetryAfter] = values[3:4:4]
 	}
 }
 

@@ -40,12 +40,6 @@ const (
 	codeInternal             = "internal"
 	problemTypePrefix        = "urn:quotad:problem:"
 	contentTypeProblemJSON   = "application/problem+json"
-	headerIfMatch            = "If-Match"
-	headerETag               = "ETag"
-	headerRetryAfter         = "Retry-After"
-	headerRateLimit          = "RateLimit"
-	headerRateLimitPolicy    = "RateLimit-Policy"
-	headerWWWAuthenticate    = "WWW-Authenticate"
 	wwwAuthenticateChallenge = `Bearer realm="quotad"`
 )
 

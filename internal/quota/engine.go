@@ -99,12 +99,19 @@ func (r RefundRequest) Validate() error {
 // MaxRequestIDLen bounds idempotency keys.
 const MaxRequestIDLen = 200
 
+// validateCall checks the fields of a check or refund. An empty customer or
+// metric "is required", as in the admin bodies; a present but malformed one
+// is told the pattern it must match.
 func validateCall(customer, metric string, cost int64, requestID string) error {
 	var fields []tiers.FieldError
-	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+	if customer == "" {
+		fields = append(fields, tiers.FieldError{Field: "customer", Message: "is required"})
+	} else if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		fields = append(fields, err.(*tiers.ValidationError).Fields...)
 	}
-	if err := tiers.CheckKey("metric", metric); err != nil {
+	if metric == "" {
+		fields = append(fields, tiers.FieldError{Field: "metric", Message: "is required"})
+	} else if err := tiers.CheckKey("metric", metric); err != nil {
 		fields = append(fields, err.(*tiers.ValidationError).Fields...)
 	}
 	if cost < 1 || cost > MaxCost {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -476,6 +477,36 @@ func TestCheckErrors(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A check or refund without customer or metric says the field "is
+// required"; one present but malformed is told its pattern.
+func TestValidateWordsMissingFields(t *testing.T) {
+	const (
+		required = "is required"
+		keyRule  = "must match ^[a-z0-9][a-z0-9_.-]{0,62}$"
+		idRule   = "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+	)
+	for _, tt := range []struct {
+		customer, metric string
+		want             []tiers.FieldError
+	}{
+		{"", "api_calls", []tiers.FieldError{{Field: "customer", Message: required}}},
+		{"acme", "", []tiers.FieldError{{Field: "metric", Message: required}}},
+		{"", "", []tiers.FieldError{{Field: "customer", Message: required}, {Field: "metric", Message: required}}},
+		{"-acme", "", []tiers.FieldError{{Field: "customer", Message: idRule}, {Field: "metric", Message: required}}},
+		{"", "API", []tiers.FieldError{{Field: "customer", Message: required}, {Field: "metric", Message: keyRule}}},
+	} {
+		for name, err := range map[string]error{
+			"check":  quota.Request{Customer: tt.customer, Metric: tt.metric, Cost: 1}.Validate(),
+			"refund": quota.RefundRequest{Customer: tt.customer, Metric: tt.metric, Cost: 1}.Validate(),
+		} {
+			var ve *tiers.ValidationError
+			if !errors.As(err, &ve) || !slices.Equal(ve.Fields, tt.want) {
+				t.Errorf("%s of %q %q: err = %v, want %+v", name, tt.customer, tt.metric, err, tt.want)
+			}
+		}
+	}
 }
 
 func TestNoEffectiveLimitIsAllowed(t *testing.T) {
