@@ -265,8 +265,13 @@ func runAgainstServers(t *testing.T, client string) {
 		if len(srv.problems) > 0 {
 			t.Errorf("server saw: %v", srv.problems[:min(5, len(srv.problems))])
 		}
-		if got := srv.conns.Load(); got != workers/2 {
-			t.Errorf("server %s: %d connections, want %d (one keep-alive connection per worker)", srv.URL, got, workers/2)
+		// One keep-alive connection per worker. net/http's Transport puts a
+		// connection back in its idle pool just after the body is read, so
+		// a worker's next request may now and then find none and dial
+		// another: with it, a few more, never one per request.
+		want := int64(workers / 2)
+		if got := srv.conns.Load(); got < want || client == "raw" && got != want || got > 2*want {
+			t.Errorf("server %s: %d connections, want %d (one keep-alive connection per worker)", srv.URL, got, want)
 		}
 		if srv.answered.Load() == 0 {
 			t.Errorf("server %s got no request", srv.URL)
