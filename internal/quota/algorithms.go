@@ -143,7 +143,7 @@ func (m *meter) count() int64 {
 	case tiers.SlidingWindow:
 		return m.b.weighted(m.now, m.length)
 	case tiers.TokenBucket:
-		return m.debt().ceilDiv(uint64(m.length))
+		return m.debt().ceilDivLength(m.length)
 	}
 	return m.b.cur
 }
@@ -401,6 +401,21 @@ func (x u128) sub(y u128) (u128, bool) {
 		return u128{}, false
 	}
 	return u128{hi, lo}, true
+}
+
+// ceilDivLength is ceilDiv by a short window's length in milliseconds:
+// below 2^64 by a constant, which compiles to a multiplication, not a
+// division (a token bucket divides by it on every check).
+func (x u128) ceilDivLength(length int64) int64 {
+	if x.hi == 0 && x.lo <= math.MaxInt64 {
+		switch length {
+		case 1000:
+			return int64((x.lo + 999) / 1000)
+		case 60_000:
+			return int64((x.lo + 59_999) / 60_000)
+		}
+	}
+	return x.ceilDiv(uint64(length))
 }
 
 // ceilDiv returns ceil(x/d) for d > 0, saturating at math.MaxInt64.

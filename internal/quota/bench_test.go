@@ -95,14 +95,22 @@ type fixedClock time.Time
 
 func (c fixedClock) Now() time.Time { return time.Time(c) }
 
-func benchEngine() *Engine {
+func benchEngine() *Engine { return benchEngineOf(tiers.SlidingWindow) }
+
+// benchEngineOf returns an engine whose customers have a second and a
+// minute limit counted by alg (a sliding log's limits are its largest).
+func benchEngineOf(alg tiers.Algorithm) *Engine {
+	limit := int64(1 << 40)
+	if alg == tiers.SlidingLog {
+		limit = tiers.MaxLogLimit
+	}
 	cat := &benchCatalog{
 		metric: tiers.Metric{Key: "api_calls"},
 		acct: tiers.Account{
 			Customer: tiers.Customer{Plan: "pro"},
 			Plan: tiers.Plan{Key: "pro", Limits: []tiers.Limit{
-				{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 40, Mode: tiers.Hard},
-				{Metric: "api_calls", Window: tiers.Minute, Limit: 1 << 40, Mode: tiers.Soft, OveragePercent: 10},
+				{Metric: "api_calls", Window: tiers.Second, Limit: limit, Mode: tiers.Hard, Algorithm: alg},
+				{Metric: "api_calls", Window: tiers.Minute, Limit: limit, Mode: tiers.Soft, OveragePercent: 10, Algorithm: alg},
 			}},
 		},
 	}
@@ -121,6 +129,25 @@ func BenchmarkEngineCheck(b *testing.B) {
 		if _, err := e.Check(ctx, Request{Customer: ids[i%len(ids)], Metric: "api_calls", Cost: 1}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkEngineCheckAlgorithms is BenchmarkEngineCheck with each
+// algorithm counting both windows.
+func BenchmarkEngineCheckAlgorithms(b *testing.B) {
+	for _, alg := range tiers.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) {
+			e := benchEngineOf(alg)
+			ids := benchIDs(10_000)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				d, err := e.Check(ctx, Request{Customer: ids[i%len(ids)], Metric: "api_calls", Cost: 1})
+				if err != nil || !d.Allowed {
+					b.Fatal(d, err)
+				}
+			}
+		})
 	}
 }
 
