@@ -34,37 +34,47 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	var k, g lookup
 	s.lock(c, &k, &g)
 	defer s.unlock(&k, &g)
-	var meters [maxShort]meter
+	// Sliding and fixed windows are read and counted here without a meter
+	// (a call and a struct per span): the default's is the hot path.
+	var buckets [maxShort]*bucket
+	var meters [maxShort]meter // of the other algorithms' spans
 	var scratch [maxShort]bucket
 	allowed := true
 	for i := range c.Spans {
 		sp := &c.Spans[i]
-		meters[i] = meterOf(sp, s.state(&k, sp, nowMs, charge, &scratch[i]), k.sh.logs, nowMs)
-		m := &meters[i]
+		b := s.state(&k, sp, nowMs, charge, &scratch[i])
+		buckets[i] = b
 		var u int64
-		if m.alg == tiers.SlidingWindow { // the default, without a call: this is the hot path
-			u = m.b.weighted(nowMs, m.length)
-		} else {
-			u = m.count()
+		switch sp.Rule.Algorithm {
+		case tiers.SlidingWindow:
+			u = b.weighted(nowMs, sp.Key.Window.Length().Milliseconds())
+		case tiers.FixedWindow:
+			u = b.cur
+		default:
+			meters[i] = meterOf(sp, b, k.sh.logs, nowMs)
+			u = meters[i].count()
 		}
 		var gu int64
 		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
 			var gs bucket
-			gu = s.get(&g, sp.Key.Window, nowMs, false, &gs).weighted(nowMs, m.length)
+			gu = s.get(&g, sp.Key.Window, nowMs, false, &gs).weighted(nowMs, sp.Key.Window.Length().Milliseconds())
 		}
 		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
 		if !ok {
 			allowed = false
-			out[i].Wait = s.wait(&g, c, sp, m)
+			if sp.Rule.Algorithm <= tiers.FixedWindow {
+				meters[i] = meterOf(sp, b, k.sh.logs, nowMs)
+			}
+			out[i].Wait = s.wait(&g, c, sp, &meters[i])
 		}
 	}
 	if allowed && charge {
 		for i := range c.Spans {
-			if m := &meters[i]; m.buckets() {
-				m.b.cur = addCap(m.b.cur, c.Cost) // as add does, without a call
+			if sp := &c.Spans[i]; sp.Rule.Algorithm <= tiers.FixedWindow {
+				buckets[i].cur = addCap(buckets[i].cur, c.Cost)
 			} else {
-				m.add(c.Cost)
+				meters[i].add(c.Cost)
 			}
 		}
 		for _, gk := range c.Globals {
@@ -73,7 +83,9 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 		}
 	}
 	for i := range c.Spans {
-		out[i].ResetMs = meters[i].resetMs()
+		if c.Spans[i].Rule.Algorithm > tiers.FixedWindow {
+			out[i].ResetMs = meters[i].resetMs()
+		}
 	}
 	return allowed
 }
