@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"encoding/xml"
 	"errors"
 	"flag"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,9 +97,13 @@ func TestSimulateEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := svgText(t, svg)
+	// The chart's well-formedness is internal/simulate's to test; here, that
+	// the command wrote the chart of this replay.
+	if !bytes.Contains(svg, []byte("<svg")) {
+		t.Errorf("the chart is no SVG:\n%.200s", svg)
+	}
 	for _, s := range append(algs, "limit (20)") {
-		if !strings.Contains(text, s) {
+		if !bytes.Contains(svg, []byte(s)) {
 			t.Errorf("the chart names no %q", s)
 		}
 	}
@@ -122,36 +124,6 @@ func TestSimulateEndToEnd(t *testing.T) {
 	}
 }
 
-// svgText returns the character data of an SVG document, failing the
-// test unless it is well-formed XML with an svg root.
-func svgText(t *testing.T, b []byte) string {
-	t.Helper()
-	d := xml.NewDecoder(bytes.NewReader(b))
-	var root string
-	var text strings.Builder
-	for {
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the chart is not well-formed XML: %v", err)
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = tok.Name.Local
-			}
-		case xml.CharData:
-			text.Write(tok)
-			text.WriteByte('\n')
-		}
-	}
-	if root != "svg" {
-		t.Fatalf("the chart's root element is %q", root)
-	}
-	return text.String()
-}
 
 func TestSimulateRejects(t *testing.T) {
 	t.Parallel()

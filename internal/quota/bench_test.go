@@ -32,10 +32,15 @@ func benchCharge(customer string, at time.Time) Charge {
 // on the in-process counter, one goroutine, over 10,000 customers: the
 // charge is rebuilt for each customer in the same memory, as the engine
 // does, so what is cold is the counters' own state.
-func BenchmarkSlidingTake(b *testing.B) {
+func BenchmarkSlidingTake(b *testing.B) { benchTake(b, tiers.SlidingWindow) }
+
+// benchTake is BenchmarkSlidingTake with both windows counted by alg. Each
+// customer is checked every 10 ms.
+func benchTake(b *testing.B, alg tiers.Algorithm) {
 	s := newSlidingCounters()
 	ids := benchIDs(10_000)
 	c := benchCharge(ids[0], benchNow)
+	withAlgorithm(&c, alg)
 	var out [2]Outcome
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -184,29 +189,7 @@ func benchIDs(n int) []string {
 // heap they take, per key. Customer ids are allocated before measuring:
 // the catalog holds them anyway.
 func BenchmarkShortKeysMemory(b *testing.B) {
-	const customers = 500_000
-	ids := benchIDs(customers)
-	ctx := context.Background()
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		s := newSlidingCounters()
-		var out [2]Outcome
-		for _, id := range ids {
-			c := benchCharge(id, benchNow)
-			if ok, _ := s.Take(ctx, &c, out[:]); !ok {
-				b.Fatal("denied")
-			}
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		if keys := s.Keys(); keys != 2*customers {
-			b.Fatalf("%d keys, want %d", keys, 2*customers)
-		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(2*customers), "bytes/key")
-		runtime.KeepAlive(s)
-	}
+	benchKeysMemory(b, 500_000, 1, tiers.SlidingWindow, 1<<40, 2)
 }
 
 // nopLedger is a Ledger that grants every lease in full and does nothing
@@ -255,27 +238,12 @@ func withAlgorithm(c *Charge, alg tiers.Algorithm) {
 	}
 }
 
-// BenchmarkAlgorithmTake is BenchmarkSlidingTake for each algorithm. Each
-// customer is checked every 10 ms, so a sliding log holds 100 entries of
-// the second window and up to 6,000 of the minute one.
+// BenchmarkAlgorithmTake is BenchmarkSlidingTake for each algorithm. A
+// sliding log holds 100 entries of the second window and up to 6,000 of
+// the minute one.
 func BenchmarkAlgorithmTake(b *testing.B) {
 	for _, alg := range tiers.Algorithms {
-		b.Run(alg.String(), func(b *testing.B) {
-			s := newSlidingCounters()
-			ids := benchIDs(10_000)
-			c := benchCharge(ids[0], benchNow)
-			withAlgorithm(&c, alg)
-			var out [2]Outcome
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				setCustomer(&c, ids[i%len(ids)])
-				c.At = benchNow.Add(time.Duration(i/1000) * time.Millisecond)
-				if ok, _ := s.Take(ctx, &c, out[:]); !ok {
-					b.Fatal("denied")
-				}
-			}
-		})
+		b.Run(alg.String(), func(b *testing.B) { benchTake(b, alg) })
 	}
 }
 
@@ -286,41 +254,46 @@ func BenchmarkAlgorithmTake(b *testing.B) {
 // different milliseconds, its limit. A log's memory grows with its limit,
 // up to one 16-byte entry per unit or per millisecond of the window.
 func BenchmarkAlgorithmKeysMemory(b *testing.B) {
-	measure := func(b *testing.B, customers, checks int, alg tiers.Algorithm, limit int64, windows int) {
-		ids := benchIDs(customers)
-		ctx := context.Background()
-		for b.Loop() {
-			var before, after runtime.MemStats
-			runtime.GC()
-			runtime.ReadMemStats(&before)
-			s := newSlidingCounters()
-			var out [2]Outcome
-			for n := range checks {
-				for _, id := range ids {
-					c := benchCharge(id, benchNow.Add(time.Duration(n)*time.Millisecond))
-					c.Spans = c.Spans[:windows]
-					withAlgorithm(&c, alg)
-					for i := range c.Spans {
-						r := &c.Spans[i].Rule
-						r.Limit, r.Size, r.Threshold = limit, limit, limit
-					}
-					if ok, _ := s.Take(ctx, &c, out[:windows]); !ok {
-						b.Fatal("denied")
-					}
+	for _, alg := range tiers.Algorithms {
+		b.Run(alg.String(), func(b *testing.B) { benchKeysMemory(b, 500_000, 1, alg, 1<<40, 2) })
+	}
+	b.Run("sliding_log_full_100", func(b *testing.B) { benchKeysMemory(b, 10_000, 100, tiers.SlidingLog, 100, 1) })
+}
+
+// benchKeysMemory reports the heap per key of customers' keys after checks
+// checks of each, in windows windows (second, then minute) counted by alg
+// at limit, the checks a millisecond apart. Customer ids are allocated
+// before measuring: the catalog holds them anyway.
+func benchKeysMemory(b *testing.B, customers, checks int, alg tiers.Algorithm, limit int64, windows int) {
+	ids := benchIDs(customers)
+	ctx := context.Background()
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := newSlidingCounters()
+		var out [2]Outcome
+		for n := range checks {
+			for _, id := range ids {
+				c := benchCharge(id, benchNow.Add(time.Duration(n)*time.Millisecond))
+				c.Spans = c.Spans[:windows]
+				withAlgorithm(&c, alg)
+				for i := range c.Spans {
+					r := &c.Spans[i].Rule
+					r.Limit, r.Size, r.Threshold = limit, limit, limit
+				}
+				if ok, _ := s.Take(ctx, &c, out[:windows]); !ok {
+					b.Fatal("denied")
 				}
 			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
-			keys := s.Keys()
-			if keys != int64(windows*customers) {
-				b.Fatalf("%d keys, want %d", keys, windows*customers)
-			}
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(keys), "bytes/key")
-			runtime.KeepAlive(s)
 		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		keys := s.Keys()
+		if keys != int64(windows*customers) {
+			b.Fatalf("%d keys, want %d", keys, windows*customers)
+		}
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(keys), "bytes/key")
+		runtime.KeepAlive(s)
 	}
-	for _, alg := range tiers.Algorithms {
-		b.Run(alg.String(), func(b *testing.B) { measure(b, 500_000, 1, alg, 1<<40, 2) })
-	}
-	b.Run("sliding_log_full_100", func(b *testing.B) { measure(b, 10_000, 100, tiers.SlidingLog, 100, 1) })
 }
