@@ -124,7 +124,6 @@ func TestSimulateEndToEnd(t *testing.T) {
 	}
 }
 
-
 func TestSimulateRejects(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
