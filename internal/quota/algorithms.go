@@ -68,10 +68,11 @@ func (t *logTable) drop(n uint32) {
 	t.free = append(t.free, n)
 }
 
-// maxRefillMs bounds how far ahead a token bucket's payoff is kept: 2^62
-// ms, over a hundred million years. Only a burst above about 10^13 times
-// the rate per minute reaches it; such a debt is kept as this much.
-const maxRefillMs = 1 << 62
+// maxPayoffMs bounds when a token bucket's debt is paid off (Unix ms): the
+// payoff must fit 64 bits. A take that would owe more is denied (see
+// records): a debt of over 290 million years, which only a count above
+// about 1.5*10^14 times the rate per minute reaches.
+const maxPayoffMs = math.MaxInt64 - 1
 
 // meter is one span's algorithm over one key's state, at one moment: what
 // a check reads and changes. A key that does not exist (a peek) reads as a
@@ -83,10 +84,18 @@ type meter struct {
 	now    int64     // Unix ms
 	length int64     // T, ms
 	rate   int64     // token bucket: units refilled per T
+	// next and nextMs are a token bucket's debt with the units resetAfter
+	// was asked about, and how long it takes to pay off (0: not known).
+	next   u128
+	nextMs int64
 }
 
 // bucketStart returns the start of the clock-aligned bucket holding now.
-func (m *meter) bucketStart() int64 { return m.now - mod(m.now, m.length) }
+func (m *meter) bucketStart() int64 { return bucketStart(m.now, m.length) }
+
+// bucketStart returns the start of the clock-aligned bucket of length
+// holding ms.
+func bucketStart(ms, length int64) int64 { return ms - mod(ms, length) }
 
 // log returns the key's log, nil when it has none.
 func (m *meter) log() []logEntry {
@@ -172,6 +181,10 @@ func (m *meter) add(k int64) {
 		}
 		m.b.cur = addCap(m.b.cur, k)
 	case tiers.TokenBucket:
+		if m.nextMs > 0 && m.rate > 0 { // resetAfter(k) computed it
+			m.setPaidOff(m.next, m.nextMs)
+			break
+		}
 		m.setDebt(m.debt().add(mul128(uint64(k), uint64(m.length))))
 	default:
 		m.b.cur = addCap(m.b.cur, k)
@@ -220,59 +233,85 @@ func (m *meter) wait(k, t int64) int64 {
 	return shortWait(*m.b, m.now, m.length, k, t)
 }
 
-// giveBack takes up to n units off the count, never below zero, and
-// returns how many it took from the clock-aligned bucket that holds at and
-// from the one before it, so that the metric's global counter can give the
-// same units back. Buckets give back from at's bucket first; a log from
-// at's millisecond first, then from its newest; a token bucket pays its
-// debt down.
+// giveBack takes up to n units off a sliding or fixed window's count,
+// never below zero, from the clock-aligned bucket that holds at first,
+// then from the one before it, and returns how many it took from each, so
+// that the metric's global counter can give the same units back.
 func (m *meter) giveBack(at, n int64) (fromCur, fromPrev int64) {
+	return m.b.giveBack(bucketStart(at, m.length), m.length, n)
+}
+
+// giveBackOther gives back span i's units of charge c in a sliding log or
+// a token bucket, never below zero, and returns how many it took off the
+// count. A refund (c.At now) takes from the log's entry of now first, then
+// from its newest, or pays a bucket's debt down. An undo of a take (see
+// Charge.undoNow) gives back only the take's own units that still count:
+// those in the log's entry of the take's millisecond, if it is still in
+// the window; what of the take a bucket still owes, its later refill
+// deducted. So it never gives back another check's units.
+func (m *meter) giveBackOther(c *Charge, i int) int64 {
+	n := c.Cost
+	at := c.At.UnixMilli()
+	undo := c.undoNow != 0
 	switch m.alg {
-	case tiers.SlidingWindow, tiers.FixedWindow:
-		return m.b.giveBack(at-mod(at, m.length), m.length, n)
 	case tiers.SlidingLog:
 		if m.b.prev == 0 { // one entry, in the bucket
+			if undo && m.b.start != at {
+				return 0
+			}
 			d := min(n, m.b.cur)
 			m.b.cur -= d
-			return d, 0
+			return d
 		}
 		l := m.log()
 		left := n
-		take := func(i int) {
-			d := min(left, l[i].n)
-			l[i].n -= d
+		take := func(j int) {
+			d := min(left, l[j].n)
+			l[j].n -= d
 			left -= d
 		}
-		if i := slices.IndexFunc(l, func(e logEntry) bool { return e.ms == at }); i >= 0 {
-			take(i)
+		if j := slices.IndexFunc(l, func(e logEntry) bool { return e.ms == at }); j >= 0 {
+			take(j)
 		}
-		for i := len(l) - 1; i >= 0 && left > 0; i-- {
-			take(i)
+		for j := len(l) - 1; !undo && j >= 0 && left > 0; j-- {
+			take(j)
 		}
 		l = slices.DeleteFunc(l, func(e logEntry) bool { return e.n == 0 })
 		if len(l) > 0 {
 			m.b.start = l[len(l)-1].ms
 		}
-		if m.b.prev > 0 {
-			m.setLog(l)
-		}
+		m.setLog(l)
 		m.b.cur -= n - left
-		return n - left, 0
+		return n - left
 	case tiers.TokenBucket:
 		before := m.count()
-		d, ok := m.debt().sub(mul128(uint64(n), uint64(m.length)))
+		owed := mul128(uint64(n), uint64(m.length))
+		if undo {
+			// What the take still owes: its debt less the refill since,
+			// at most its own n tokens.
+			refilled := mul128(uint64(max(0, m.now-at)), uint64(m.rate))
+			left, ok := c.tookDebt[i].sub(refilled)
+			if !ok {
+				left = u128{}
+			}
+			if left.cmp(owed) < 0 {
+				owed = left
+			}
+		}
+		d, ok := m.debt().sub(owed)
 		if !ok {
 			d = u128{}
 		}
 		m.setDebt(d)
-		return before - m.count(), 0
+		return before - m.count()
 	}
-	return 0, 0
+	return 0
 }
 
 // resetMs returns when the count is back to zero, in Unix ms, or 0 where
-// that is the end of the current bucket (sliding and fixed windows, and a
-// token bucket that never refills).
+// that is the end of the current bucket (sliding and fixed windows). A
+// token bucket that never refills (its limit is 0) and owes tokens never
+// is: math.MaxInt64.
 func (m *meter) resetMs() int64 {
 	switch m.alg {
 	case tiers.SlidingLog:
@@ -283,13 +322,37 @@ func (m *meter) resetMs() int64 {
 	case tiers.TokenBucket:
 		switch {
 		case m.b.prev == 0 && m.b.cur > 0:
-			return 0
+			return math.MaxInt64
 		case m.b.prev == 0 || m.b.start <= m.now:
 			return m.now
 		}
 		return m.b.start
 	}
 	return 0
+}
+
+// resetAfter returns what resetMs would, were k units added at now, and
+// whether the key can count them: a token bucket whose debt would be paid
+// off after maxPayoffMs cannot keep it exactly (a take is then denied);
+// every other key can. A token bucket keeps what it computed for add.
+func (m *meter) resetAfter(k int64) (int64, bool) {
+	switch m.alg {
+	case tiers.SlidingLog:
+		newest := m.now
+		if m.b.cur > 0 && m.b.start > newest { // a clock that stepped back
+			newest = m.b.start
+		}
+		return newest + m.length, true
+	case tiers.TokenBucket:
+		if m.rate == 0 {
+			return math.MaxInt64, true
+		}
+		m.next = m.debt().add(mul128(uint64(k), uint64(m.length)))
+		m.nextMs = m.next.ceilDiv(uint64(m.rate))
+		room := maxPayoffMs - m.now
+		return m.now + min(m.nextMs, room), m.nextMs < room
+	}
+	return 0, true
 }
 
 // idle reports whether a key in state b, counted by alg, counts nothing
@@ -333,13 +396,17 @@ func (m *meter) setDebt(d u128) {
 		*b = bucket{start: m.now, prev: m.rate}
 		return
 	}
-	q := d.ceilDiv(uint64(m.rate))
-	if q >= maxRefillMs {
-		*b = bucket{start: m.now + maxRefillMs, prev: m.rate}
+	m.setPaidOff(d, d.ceilDiv(uint64(m.rate)))
+}
+
+// setPaidOff stores debt d, nonzero, paid off q = ceil(d/rate) ms from now.
+func (m *meter) setPaidOff(d u128, q int64) {
+	if q >= maxPayoffMs-m.now { // only a conversion gets here (see resetAfter)
+		*m.b = bucket{start: maxPayoffMs, prev: m.rate}
 		return
 	}
 	over, _ := mul128(uint64(q), uint64(m.rate)).sub(d) // < rate
-	*b = bucket{start: m.now + q, prev: m.rate, cur: int64(over.lo)}
+	*m.b = bucket{start: m.now + q, prev: m.rate, cur: int64(over.lo)}
 }
 
 // convert brings a key counted by another algorithm, or a token bucket
@@ -382,6 +449,17 @@ func mul128(a, b uint64) u128 {
 }
 
 func (x u128) zero() bool { return x.hi == 0 && x.lo == 0 }
+
+// cmp returns -1, 0 or 1 as x is below, equal to or above y.
+func (x u128) cmp(y u128) int {
+	switch {
+	case x.hi < y.hi || x.hi == y.hi && x.lo < y.lo:
+		return -1
+	case x == y:
+		return 0
+	}
+	return 1
+}
 
 // add returns x+y, saturating.
 func (x u128) add(y u128) u128 {

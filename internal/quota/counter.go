@@ -60,6 +60,13 @@ type Charge struct {
 	// in the last Take that counted them (nil: the ledger decided the span
 	// directly); Undo gives them back there.
 	took [maxLong]*lease
+	// undoNow is, when the engine gives back the units of a take it undoes
+	// (not a refund), the time of the undo, Unix ms; tookDebt is what each
+	// token bucket span owed right after that take. A bucket gives back
+	// only what of the take it still owes: tokens refilled since are not
+	// taken off another check's debt.
+	undoNow  int64
+	tookDebt [maxShort]u128
 }
 
 // Outcome is what a Counter found for one span of a Charge.
@@ -74,10 +81,14 @@ type Outcome struct {
 	// Wait, for a span that did not pass, is how many milliseconds pass
 	// before the same charge would, or -1 for never.
 	Wait int64
-	// ResetMs, where not 0, is when the span's count is back to zero (Unix
-	// ms) after the charge: a short window whose algorithm does not count
-	// in clock-aligned buckets. Otherwise that is the span's End.
-	ResetMs int64
+	// ResetMs, where not 0, is when the span's count as Used reports it is
+	// back to zero (Unix ms); ResetAfterMs when it is with the charge's
+	// units added (a take that passed added them). A check reports the
+	// first when denied, the second when allowed. Short windows whose
+	// algorithm does not count in clock-aligned buckets set them;
+	// otherwise that is the span's End.
+	ResetMs      int64
+	ResetAfterMs int64
 }
 
 // Counter counts units of customers' metrics in windows. The in-process
@@ -130,12 +141,23 @@ func (s Span) CalendarWait(used, cost int64, at time.Time) int64 {
 	return s.Rule.Retry(toThreshold, toCeiling, toCapacity)
 }
 
-// resetAt returns when span sp's count is back to zero, as o reports it.
-func (o *Outcome) resetAt(sp *Span) time.Time {
-	if o.ResetMs == 0 {
+// maxResetMs is the latest reset an answer reports, 9999-12-31T23:59:59.999Z
+// (RFC 3339 has four-digit years): a token bucket that never refills, or
+// whose debt takes longer, reports it.
+const maxResetMs = 253402300799999
+
+// resetAt returns when span sp's count is back to zero, as o reports it:
+// with the charge's units added when charged (the check passed, or a dry
+// run would have).
+func (o *Outcome) resetAt(sp *Span, charged bool) time.Time {
+	ms := o.ResetMs
+	if charged {
+		ms = o.ResetAfterMs
+	}
+	if ms == 0 {
 		return sp.End
 	}
-	return time.UnixMilli(o.ResetMs).UTC()
+	return time.UnixMilli(min(ms, maxResetMs)).UTC()
 }
 
 // msUntil returns the whole milliseconds from at to t, rounded up, at

@@ -251,7 +251,9 @@ func (e *Engine) longFailed(ctx context.Context, r Request, s *scope, err error)
 // the buckets it counted them in.
 func (e *Engine) undoShort(ctx context.Context, s *scope) {
 	var out [maxShort]Outcome
+	s.short.undoNow = max(e.clock.Now().UnixMilli(), s.short.At.UnixMilli())
 	_ = e.short.GiveBack(ctx, &s.short, out[:len(s.short.Spans)])
+	s.short.undoNow = 0
 }
 
 // checkOnce charges a check that carries a request id: its answer is kept
@@ -462,7 +464,7 @@ func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, 
 	add := func(sp *Span, o Outcome, length time.Duration) {
 		after := addCap(o.Used, r.Cost)
 		w := WindowResult{Window: sp.Key.Window, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: o.Used,
-			ResetAt: o.resetAt(sp), State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
+			ResetAt: o.resetAt(sp, allowed), State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
 		if allowed {
 			w.Used = after
 			overage = max(overage, sp.Rule.Overage(after, r.Cost))

@@ -237,7 +237,7 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 			if err := e.short.Peek(ctx, &c, o[:]); err != nil {
 				return nil, err
 			}
-			u.Used, u.ResetAt = o[0].Used, o[0].resetAt(&c.Spans[0])
+			u.Used, u.ResetAt = o[0].Used, o[0].resetAt(&c.Spans[0], false)
 		} else {
 			keys = append(keys, key)
 			long = append(long, len(out))

@@ -61,6 +61,18 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 		}
 		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
+		if sp.Rule.Algorithm > tiers.FixedWindow {
+			m := &meters[i]
+			var fits bool
+			out[i].ResetMs = m.resetMs()
+			out[i].ResetAfterMs, fits = m.resetAfter(c.Cost)
+			if ok && !fits {
+				// A debt too far to keep exactly (see maxPayoffMs): denied.
+				ok, out[i].Passed, out[i].Wait = false, false, -1
+				allowed = false
+				continue
+			}
+		}
 		if !ok {
 			allowed = false
 			if sp.Rule.Algorithm <= tiers.FixedWindow {
@@ -75,16 +87,17 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 				buckets[i].cur = addCap(buckets[i].cur, c.Cost)
 			} else {
 				meters[i].add(c.Cost)
+				if m := &meters[i]; m.alg == tiers.TokenBucket {
+					c.tookDebt[i] = m.next // the debt add stored
+					if m.rate == 0 {
+						c.tookDebt[i] = m.debt() // kept without resetAfter's help
+					}
+				}
 			}
 		}
 		for _, gk := range c.Globals {
 			b := s.get(&g, gk.Window, nowMs, true, nil)
 			b.cur = addCap(b.cur, c.Cost)
-		}
-	}
-	for i := range c.Spans {
-		if c.Spans[i].Rule.Algorithm > tiers.FixedWindow {
-			out[i].ResetMs = meters[i].resetMs()
 		}
 	}
 	return allowed
@@ -121,13 +134,20 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 	var given [maxShort]struct{ start, cur, prev int64 }
 	var scratch bucket
 	for i := range c.Spans {
-		m := meterOf(&c.Spans[i], s.state(&k, &c.Spans[i], nowMs, false, &scratch), k.sh.logs, nowMs)
-		out[i] = Outcome{Used: m.count(), Passed: true}
-		given[i].start = m.b.start
-		if m.alg != tiers.SlidingWindow && m.alg != tiers.FixedWindow {
-			given[i].start = m.bucketStart()
+		sp := &c.Spans[i]
+		at := nowMs
+		if c.undoNow != 0 && sp.Rule.Algorithm == tiers.TokenBucket {
+			at = c.undoNow // a bucket's debt is read now, not when the take was
 		}
-		given[i].cur, given[i].prev = m.giveBack(nowMs, c.Cost)
+		m := meterOf(sp, s.state(&k, sp, at, false, &scratch), k.sh.logs, at)
+		out[i] = Outcome{Used: m.count(), Passed: true}
+		if m.buckets() {
+			given[i].start = m.b.start
+			given[i].cur, given[i].prev = m.giveBack(nowMs, c.Cost)
+		} else {
+			given[i].start = bucketStart(nowMs, m.length)
+			given[i].cur = m.giveBackOther(c, i)
+		}
 		out[i].ResetMs = m.resetMs()
 	}
 	for _, gk := range c.Globals {
@@ -142,7 +162,10 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 		// counter may have rolled on where the global one has not. Units a
 		// log or a token bucket gives back leave the global counter from
 		// the bucket of c.At first.
-		if m := c.Spans[i].Rule.Algorithm; m != tiers.SlidingWindow && m != tiers.FixedWindow {
+		if m := c.Spans[i].Rule.Algorithm; m > tiers.FixedWindow {
+			if c.undoNow != 0 {
+				given[i].cur = c.Cost // a take undone: the metric counted all of it
+			}
 			b.giveBack(given[i].start, length, given[i].cur)
 			continue
 		}

@@ -114,3 +114,58 @@ func TestShardsFillCacheLines(t *testing.T) {
 		t.Errorf("a lease shard takes %d bytes, want 64", n)
 	}
 }
+
+// Undoing a take whose units a token bucket already refilled, or a log
+// already let go, gives back none of a later take's units (the key would
+// then admit more than its size), and gives the metric's global usage back
+// all of the undone take's.
+func TestUndoGivesBackOnlyTheTakesOwnUnits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		alg tiers.Algorithm
+		gap int64 // ms from the undone take to the later one
+	}{
+		{tiers.TokenBucket, 200}, // one token refills in 100 ms at 10 a second
+		{tiers.SlidingLog, 1000}, // a unit leaves the log after 1 s
+	} {
+		t.Run(tt.alg.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSlidingCounters()
+			rule := RuleFor(tiers.Limit{Metric: "m", Window: tiers.Second, Limit: 10, Mode: tiers.Hard, Algorithm: tt.alg},
+				tiers.Metric{Key: "m"})
+			base := time.Date(2026, 11, 10, 10, 30, 0, 0, time.UTC).UnixMilli()
+			charge := func(ms, cost int64) *Charge {
+				at := time.UnixMilli(base + ms).UTC()
+				gStart, _ := Bounds(tiers.Minute, at, tiers.Anchor{})
+				g := GlobalKey{Metric: "m", Window: tiers.Minute, Start: gStart}
+				sStart, sEnd := Bounds(tiers.Second, at, tiers.Anchor{})
+				return &Charge{Customer: "c", Metric: "m", Cost: cost, At: at, Globals: []GlobalKey{g}, Spans: []Span{{
+					Key: CounterKey{Customer: "c", Metric: "m", Window: tiers.Second, Start: sStart}, End: sEnd, Rule: rule}}}
+			}
+			out := make([]Outcome, 1)
+			a := charge(0, 1)
+			if ok, _ := s.Take(ctx, a, out); !ok {
+				t.Fatal("take A denied")
+			}
+			if ok, _ := s.Take(ctx, charge(tt.gap, 10), out); !ok {
+				t.Fatal("take B, 10 of 10, denied")
+			}
+			a.undoNow = base + tt.gap // A's long window denied only now
+			if err := s.GiveBack(ctx, a, out); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Peek(ctx, charge(tt.gap, 1), out); err != nil || out[0].Used != 10 {
+				t.Errorf("after undoing A, the key counts %d (%v), want B's 10", out[0].Used, err)
+			}
+			g := s.lookupOf(&s.global, "", "m")
+			g.sh.mu.Lock()
+			var scratch bucket
+			gb := *s.get(&g, tiers.Minute, base+tt.gap, false, &scratch)
+			g.sh.mu.Unlock()
+			if gb.cur != 10 {
+				t.Errorf("the metric's global usage counts %d after the undo, want B's 10", gb.cur)
+			}
+		})
+	}
+}
