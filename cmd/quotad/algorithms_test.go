@@ -274,3 +274,21 @@ func checkAlgorithm(c, m string, first time.Time, check func(customer, metric st
 	}
 	return nil
 }
+
+// A token bucket of limit 0 without a burst (it admits nothing) shows no
+// burst, so that what GET returns can be PUT back: a burst of 0 is refused.
+func TestZeroTokenBucketRoundTrip(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
+	got := s.mustDo(http.StatusCreated, "PUT", "/v1/plans/zero",
+		`{"limits":[{"metric":"api_calls","window":"second","limit":0,"algorithm":"token_bucket"}]}`).JSON(t)
+	body, err := json.Marshal(map[string]any{"name": got["name"], "description": got["description"],
+		"price": got["price"], "limits": got["limits"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.do("PUT", "/v1/plans/zero", string(body)); r.Status != http.StatusOK {
+		t.Errorf("PUT back of what PUT returned: %d %s", r.Status, r.Body)
+	}
+}

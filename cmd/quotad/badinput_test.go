@@ -240,6 +240,7 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "burst on a long window", method: "PUT", path: plan, body: lim(`"limit":1,"burst":5`), want: 400, code: v400, field: "limits[0].burst"},
 		{name: "burst with sliding log", method: "PUT", path: plan, body: limOn("minute", `"limit":1,"algorithm":"sliding_log","burst":5`), want: 400, code: v400, field: "limits[0].burst"},
 		{name: "burst 0", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":0`), want: 400, code: v400, field: "limits[0].burst"},
+		{name: "elastic ceiling below the burst", method: "PUT", path: plan, body: limOn("second", `"limit":1,"mode":"elastic","ceiling":5,"algorithm":"token_bucket","burst":9`), want: 400, code: v400, field: "limits[0].ceiling"},
 		{name: "burst negative", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":-1`), want: 400, code: v400, field: "limits[0].burst"},
 		{name: "burst 2^53", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":`+max53), want: 400, code: v400, field: "limits[0].burst"},
 		{name: "burst a fraction", method: "PUT", path: plan, body: limOn("second", `"limit":1,"algorithm":"token_bucket","burst":1.5`), want: 400, code: v400, field: "limits[0].burst"},

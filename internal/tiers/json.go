@@ -55,9 +55,11 @@ func (l Limit) ShownAlgorithm() *Algorithm {
 }
 
 // ShownBurst returns the burst the API shows for l: a token bucket's size
-// (Size: the burst if set, else the limit), nil for any other limit.
+// (Size: the burst if set, else the limit), nil for any other limit and
+// for a bucket of size 0 (a limit of 0 without a burst), as a burst of 0
+// could not be sent back.
 func (l Limit) ShownBurst() *int64 {
-	if !l.Window.Short() || l.Algorithm != TokenBucket {
+	if !l.Window.Short() || l.Algorithm != TokenBucket || l.Size() == 0 {
 		return nil
 	}
 	b := l.Size()

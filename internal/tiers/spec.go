@@ -283,6 +283,10 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 			p.add(field("ceiling"), fmt.Sprintf("must be an integer between limit and %d", MaxLimit))
 		case t.Limit != nil && *t.Ceiling < *t.Limit:
 			p.add(field("ceiling"), "must be at least limit")
+		case l.Burst != nil && *t.Ceiling < *l.Burst:
+			// A token bucket admits up to its burst before any elastic
+			// allowance: a ceiling below it would bound nothing.
+			p.add(field("ceiling"), "must be at least burst")
 		default:
 			v := *t.Ceiling
 			l.Ceiling = &v

@@ -392,6 +392,10 @@ func algorithmCases() []struct {
 		{"fixed_window, elastic", LimitSpec{Metric: "m", Window: "minute", Limit: ptr[int64](10), Mode: "elastic", Ceiling: ptr[int64](20),
 			Algorithm: ptr("fixed_window")}, ""},
 		{"null algorithm and burst on a long window", l("day", 10, nil, nil), ""},
+		{"token_bucket, elastic, ceiling at the burst", LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10), Mode: "elastic",
+			Ceiling: ptr[int64](100), Algorithm: ptr("token_bucket"), Burst: ptr[int64](100)}, ""},
+		{"token_bucket, elastic, ceiling below the burst", LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10), Mode: "elastic",
+			Ceiling: ptr[int64](20), Algorithm: ptr("token_bucket"), Burst: ptr[int64](100)}, "ceiling"},
 
 		{"unknown algorithm", l("second", 10, ptr("leaky_bucket"), nil), "algorithm"},
 		{"empty algorithm", l("second", 10, ptr(""), nil), "algorithm"},
