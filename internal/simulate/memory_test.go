@@ -29,6 +29,12 @@ func TestMeasureBytesPerKey(t *testing.T) {
 			t.Errorf("memoryKeys(%d, %d) = %d, want %d", c.keys, c.limit, got, c.want)
 		}
 	}
+	// A limit above the window's milliseconds fills each key in one check
+	// a millisecond, not one a unit: 1000 keys × 1000 checks here.
+	big := Config{Window: tiers.Second, Limit: tiers.MaxLimit}
+	if b, keys, err := MeasureBytesPerKey(t.Context(), big, tiers.SlidingLog, 1000); err != nil || keys != 1000 || b < 64 {
+		t.Errorf("a log of limit 2^53-1: %.1f bytes per key over %d keys (%v), want 1000 keys", b, keys, err)
+	}
 	if _, _, err := MeasureBytesPerKey(t.Context(), cfg, tiers.SlidingWindow, 0); err == nil {
 		t.Error("no keys measured")
 	}

@@ -3,8 +3,11 @@ package simulate
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // WriteTable writes the report as an aligned text table, one row per
@@ -12,7 +15,7 @@ import (
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s of %s; limit %d per %s (hard)", Count(r.Checks, "check"), Count(r.Customers, "customer"), r.Limit, r.Window)
-	if r.Burst != r.Limit {
+	if r.Burst != r.Limit && slices.ContainsFunc(r.Results, func(x Result) bool { return x.Algorithm == tiers.TokenBucket.String() }) {
 		fmt.Fprintf(&b, ", token bucket burst %d", r.Burst)
 	}
 	b.WriteString("\n\n")

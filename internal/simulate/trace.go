@@ -35,11 +35,16 @@ type Trace struct {
 // MaxCost is the largest cost a trace's check may have.
 const MaxCost = 1 << 40
 
+// MaxUnixMs is the latest time a trace's check may have: the end of year
+// 9999, far from where time arithmetic overflows.
+const MaxUnixMs = 253402300799999
+
 // Header is the header line a trace's CSV may start with.
 const Header = "unix_ms,customer,cost"
 
 // ParseCSV reads a trace from CSV lines unix_ms,customer,cost (the header
-// line optional; blank lines skipped). unix_ms is a non-negative integer,
+// line optional, a byte-order mark before it too; blank lines skipped).
+// unix_ms is an integer from 0 to MaxUnixMs,
 // customer is not empty, and cost is an integer from 1 to MaxCost. The
 // checks are sorted by time, stably, when they are not in order. An error
 // names the line it was found on.
@@ -64,8 +69,12 @@ func ParseCSV(r io.Reader) (*Trace, error) {
 			return nil, err
 		}
 		line, _ := cr.FieldPos(0)
+		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
+			continue // a line of spaces is blank too
+		}
 		if first {
 			first = false
+			rec[0] = strings.TrimPrefix(rec[0], "\ufeff") // a byte-order mark, as spreadsheets write
 			if isHeader(rec) {
 				continue
 			}
@@ -108,8 +117,8 @@ func parseRecord(rec []string) (Check, string, error) {
 		return Check{}, "", fmt.Errorf("want 3 fields (%s), got %d", Header, len(rec))
 	}
 	ms, err := strconv.ParseInt(strings.TrimSpace(rec[0]), 10, 64)
-	if err != nil || ms < 0 {
-		return Check{}, "", fmt.Errorf("unix_ms %q is not a non-negative integer", rec[0])
+	if err != nil || ms < 0 || ms > MaxUnixMs {
+		return Check{}, "", fmt.Errorf("unix_ms %q is not an integer from 0 to %d (the end of year 9999)", rec[0], int64(MaxUnixMs))
 	}
 	name := strings.TrimSpace(rec[1])
 	if name == "" {

@@ -21,6 +21,9 @@ func TestParseCSV(t *testing.T) {
 		{"out of order: sorted, stable within a millisecond", "30,a,1\n10,b,1\n30,c,2\n10,a,3\n",
 			&Trace{Customers: []string{"a", "b", "c"},
 				Checks: []Check{{10, 1, 1}, {10, 0, 3}, {30, 0, 1}, {30, 2, 2}}}},
+		{"a byte-order mark and a line of spaces, as spreadsheets write", "\ufeffunix_ms,customer,cost\n1,a,1\n   \n2,a,1\n",
+			&Trace{Customers: []string{"a"}, Checks: []Check{{1, 0, 1}, {2, 0, 1}}}},
+		{"a byte-order mark before a check", "\ufeff1,a,1\n", &Trace{Customers: []string{"a"}, Checks: []Check{{1, 0, 1}}}},
 		{"empty", "", &Trace{}},
 		{"header only", "Unix_ms, Customer, Cost\n", &Trace{}},
 	} {
@@ -39,7 +42,8 @@ func TestParseCSV(t *testing.T) {
 func TestParseCSVBadLines(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"1,a,1\n2,b\n", "line 2: want 3 fields"},
-		{"unix_ms,customer,cost\n1,a,1\n\nx,a,1\n", `line 4: unix_ms "x" is not a non-negative integer`},
+		{"unix_ms,customer,cost\n1,a,1\n\nx,a,1\n", `line 4: unix_ms "x" is not an integer from 0 to 253402300799999`},
+		{"0,a,1\n9223372036854775807,a,1\n", `line 2: unix_ms "9223372036854775807" is not an integer from 0`},
 		{"-5,a,1\n", `line 1: unix_ms "-5"`},
 		{"1,a,1\n2,,1\n", "line 2: customer is empty"},
 		{"1,a,0\n", `line 1: cost "0" is not an integer from 1`},
