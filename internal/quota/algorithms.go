@@ -218,7 +218,7 @@ func (m *meter) wait(k, t int64) int64 {
 				return max(1, e.ms+m.length-m.now)
 			}
 		}
-		return 0 // not reached: the log holds cur units
+		return -1 // not reached: the log holds cur units, and k <= t
 	case tiers.TokenBucket:
 		// debt(now+d) + k*T <= t*T with debt falling by rate a ms.
 		need, ok := m.debt().add(mul128(uint64(k), uint64(m.length))).sub(mul128(uint64(t), uint64(m.length)))
@@ -359,9 +359,7 @@ func (m *meter) resetAfter(k int64) (int64, bool) {
 // at now and later, so that it may be dropped.
 func idle(alg tiers.Algorithm, b *bucket, now, length int64) bool {
 	switch alg {
-	case tiers.FixedWindow:
-		return b.cur == 0 || now >= b.start+length
-	case tiers.SlidingLog:
+	case tiers.FixedWindow, tiers.SlidingLog: // start: the bucket's, or the newest entry's
 		return b.cur == 0 || now >= b.start+length
 	case tiers.TokenBucket:
 		if b.prev == 0 {

@@ -105,12 +105,14 @@ type Counter interface {
 	Take(ctx context.Context, c *Charge, out []Outcome) (bool, error)
 	// GiveBack takes up to c.Cost units off every span's counter, never
 	// below zero: from the window (or bucket) that contains c.At first,
-	// then from the one before it. Each global window of c gets back what
-	// the customer's span of the same window and start gave back (those
-	// units were counted there too) or, without such a span, up to c.Cost
-	// as a span would. So a refund lists only the global windows where the
-	// customer's share is known, and undoing a take lists all it counted
-	// in. Used reports the counts before.
+	// then from the one before it (a sliding log from c.At's millisecond,
+	// then its newest; a token bucket pays its debt down; an undone take
+	// gives back only its own units, see meter.giveBackOther). Each global
+	// window of c gets back what the customer's span of the same window and
+	// start gave back (those units were counted there too) or, without
+	// such a span, up to c.Cost as a span would. So a refund lists only the
+	// global windows where the customer's share is known, and undoing a
+	// take lists all it counted in. Used reports the counts before.
 	GiveBack(ctx context.Context, c *Charge, out []Outcome) error
 	// Peek reports every span as Take would, counting nothing.
 	Peek(ctx context.Context, c *Charge, out []Outcome) error
