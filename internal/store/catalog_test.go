@@ -18,12 +18,19 @@ import (
 // MustOpen returns a store over a fresh schema.
 func MustOpen(t testing.TB) *store.DB {
 	t.Helper()
+	db, _ := MustOpenSchema(t)
+	return db
+}
+
+// MustOpenSchema returns a store over a fresh schema, and the schema.
+func MustOpenSchema(t testing.TB) (*store.DB, *dbtest.Schema) {
+	t.Helper()
 	s := dbtest.New(t)
 	db, err := store.New(context.Background(), s.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return db
+	return db, s
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -277,11 +284,7 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 func TestLimitAlgorithmConstraints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := dbtest.New(t)
-	db, err := store.New(ctx, s.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, s := MustOpenSchema(t)
 	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}

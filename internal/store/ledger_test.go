@@ -183,11 +183,7 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := dbtest.New(t)
-	db, err := store.New(ctx, schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, schema := MustOpenSchema(t)
 	MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 100}, "a", "c")
 	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
 	// a counts 10 units in its day window, in 5 charges over random shards;
@@ -241,11 +237,7 @@ func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 func TestAddGlobalSumsByWindowNeverBelowZero(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	schema := dbtest.New(t)
-	db, err := store.New(ctx, schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, schema := MustOpenSchema(t)
 	MustSeed(t, db, nil)
 	day := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
 	week := quota.GlobalKey{Metric: "api_calls", Window: tiers.Week, Start: day0}

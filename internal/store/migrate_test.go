@@ -15,12 +15,7 @@ import (
 // it applies again.
 func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := dbtest.New(t)
-	db, err := store.New(ctx, s.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, s := MustOpenSchema(t)
 	last := store.SchemaVersion
 	migrate := func(v uint) {
 		t.Helper()

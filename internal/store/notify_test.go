@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/store"
 )
 
@@ -20,11 +19,7 @@ func TestListenerListensOnlyHoldingTheLock(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := dbtest.New(t)
-	db, err := store.New(ctx, s.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, s := MustOpenSchema(t)
 	connected := make(chan struct{}, 1)
 	failed := make(chan error, 16)
 	proceed := make(chan struct{})
@@ -58,7 +53,7 @@ func TestListenerListensOnlyHoldingTheLock(t *testing.T) {
 
 	// The listening session and the process's key.
 	var pid, key int32
-	err = s.Pool.QueryRow(ctx, `
+	err := s.Pool.QueryRow(ctx, `
 		SELECT pid, objid::bigint::bit(32)::integer FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND objsubid = 2
 		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
