@@ -287,9 +287,16 @@ func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, s
 	e := l.sh.find(h, l.customer, l.metric, w)
 	switch {
 	case e != nil:
-		if e.algo == alg && alg <= tiers.FixedWindow { // the common case, kept short
+		switch { // the common cases, kept short
+		case e.algo == alg && alg <= tiers.FixedWindow:
 			length := w.Length().Milliseconds()
 			e.roll(nowMs-mod(nowMs, length), length)
+			return &e.bucket
+		case e.algo == alg && alg == tiers.TokenBucket && e.prev == sp.Rule.Limit:
+			return &e.bucket // read at now as it is
+		case e.algo == alg && alg == tiers.SlidingLog:
+			m := meterOf(sp, &e.bucket, l.sh.logs, nowMs) // a log key made the table
+			m.prune()
 			return &e.bucket
 		}
 	case create:
