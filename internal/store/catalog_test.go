@@ -35,6 +35,14 @@ func MustOpenSchema(t testing.TB) (*store.DB, *dbtest.Schema) {
 
 func ptr[T any](v T) *T { return &v }
 
+// mustPut fails the test on a write's error.
+func mustPut(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 var usd = tiers.Price{Currency: "USD", Interval: "month"}
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -123,19 +131,13 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPut := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
-	mustPut(err)
+	mustPut(t, err)
 	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100, Mode: tiers.Soft, OveragePercent: 20, OveragePriceMicros: ptr(int64(5))},
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard},
 	}})
-	mustPut(err)
+	mustPut(t, err)
 
 	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "nope", Metadata: []byte(`{}`)})
 	var ve *tiers.ValidationError
@@ -144,7 +146,7 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	}
 	c, created, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro",
 		Metadata: []byte(`{"tier":"gold"}`), Anchor: tiers.Anchor{Day: 15}})
-	mustPut(err)
+	mustPut(t, err)
 	if !created || c.BillingAnchorDay == nil || *c.BillingAnchorDay != 15 || string(c.Metadata) != `{"tier": "gold"}` {
 		t.Errorf("customer = %+v (metadata %s)", c, c.Metadata)
 	}
@@ -162,13 +164,13 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	exp := t0.Add(24 * time.Hour)
 	o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", ExpiresAt: &exp, Reason: "launch",
 		Limit: tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 500, Mode: tiers.Elastic, Ceiling: ptr(int64(900))}})
-	mustPut(err)
+	mustPut(t, err)
 	if !created || o.Limit.Limit != 500 || *o.Ceiling != 900 || !o.ExpiresAt.Equal(exp) {
 		t.Errorf("override = %+v", o)
 	}
 
 	a, err := db.FindAccount(ctx, "acme")
-	mustPut(err)
+	mustPut(t, err)
 	if a.Plan.Key != "pro" || len(a.Plan.Limits) != 2 || len(a.Overrides) != 1 {
 		t.Fatalf("account = %+v", a)
 	}
@@ -183,12 +185,12 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	if err := db.DeletePlan(ctx, write("ops"), "pro"); !errors.Is(err, tiers.ErrPlanInUse) {
 		t.Errorf("delete plan in use: err = %v", err)
 	}
-	mustPut(db.DeleteCustomer(ctx, write("ops"), "acme"))
+	mustPut(t, db.DeleteCustomer(ctx, write("ops"), "acme"))
 	if _, err := db.FindAccount(ctx, "acme"); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("find deleted account: err = %v", err)
 	}
 	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 10})
-	mustPut(err)
+	mustPut(t, err)
 	if len(events) != 3 || events[0].Action != "delete" || events[2].Resource != "customers/acme" {
 		t.Errorf("customer audit = %+v", events)
 	}
@@ -201,15 +203,9 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPut := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, m := range []string{"api_calls", "exports"} {
 		_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
-		mustPut(err)
+		mustPut(t, err)
 	}
 	limits := []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Second, Limit: 50, Mode: tiers.Hard},
@@ -219,9 +215,9 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
 	}
 	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
-	mustPut(err)
+	mustPut(t, err)
 	found, err := db.FindPlan(ctx, "pro")
-	mustPut(err)
+	mustPut(t, err)
 	for _, p := range []tiers.Plan{saved, found} {
 		if !reflect.DeepEqual(p.Limits, limits) {
 			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
@@ -231,35 +227,35 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	limits[3] = tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Hard, Algorithm: tiers.TokenBucket}
 	limits[1].Algorithm = tiers.SlidingWindow
 	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
-	mustPut(err)
+	mustPut(t, err)
 	plans, _, err := db.FindPlans(ctx, tiers.Page{Limit: 10})
-	mustPut(err)
+	mustPut(t, err)
 	if len(plans) != 1 || !reflect.DeepEqual(plans[0].Limits, limits) {
 		t.Errorf("plans after replace = %+v, want limits %+v", plans, limits)
 	}
 
 	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
-	mustPut(err)
+	mustPut(t, err)
 	bucket := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard,
 		Algorithm: tiers.TokenBucket, Burst: ptr[int64](tiers.MaxLimit)}
 	o, _, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: bucket})
-	mustPut(err)
+	mustPut(t, err)
 	if !reflect.DeepEqual(o.Limit, bucket) {
 		t.Errorf("override = %+v, want %+v", o.Limit, bucket)
 	}
 	// Replaced by an override naming no algorithm: the default, no burst.
 	plain := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard}
 	o, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: plain})
-	mustPut(err)
+	mustPut(t, err)
 	if !reflect.DeepEqual(o.Limit, plain) {
 		t.Errorf("replaced override = %+v, want %+v", o.Limit, plain)
 	}
 	log := tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 7, Mode: tiers.Hard, Algorithm: tiers.SlidingLog}
 	_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: log})
-	mustPut(err)
+	mustPut(t, err)
 
 	a, err := db.FindAccount(ctx, "acme")
-	mustPut(err)
+	mustPut(t, err)
 	if !reflect.DeepEqual(a.Plan.Limits, limits) {
 		t.Errorf("account plan limits = %+v, want %+v", a.Plan.Limits, limits)
 	}
@@ -267,12 +263,12 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 		t.Errorf("account overrides = %+v, want %+v and %+v", a.Overrides, plain, log)
 	}
 	list, _, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
-	mustPut(err)
+	mustPut(t, err)
 	if len(list) != 2 || !reflect.DeepEqual(list[1].Limit, log) {
 		t.Errorf("overrides = %+v", list)
 	}
 	one, err := db.FindOverride(ctx, "acme", log.Key())
-	mustPut(err)
+	mustPut(t, err)
 	if !reflect.DeepEqual(one.Limit, log) {
 		t.Errorf("override = %+v, want %+v", one.Limit, log)
 	}
