@@ -85,7 +85,8 @@ type meter struct {
 	length int64     // T, ms
 	rate   int64     // token bucket: units refilled per T
 	// next and nextMs are a token bucket's debt with the units resetAfter
-	// was asked about, and how long it takes to pay off (0: not known).
+	// was asked about, and how long it takes to pay off (0: not known, or
+	// never: rate 0). add stores next.
 	next   u128
 	nextMs int64
 }
@@ -181,11 +182,15 @@ func (m *meter) add(k int64) {
 		}
 		m.b.cur = addCap(m.b.cur, k)
 	case tiers.TokenBucket:
-		if m.nextMs > 0 && m.rate > 0 { // resetAfter(k) computed it
+		switch {
+		case m.nextMs > 0: // resetAfter(k) computed it
 			m.setPaidOff(m.next, m.nextMs)
-			break
+		case !m.next.zero():
+			m.setDebt(m.next) // rate 0: kept as it is
+		default:
+			m.next = m.debt().add(mul128(uint64(k), uint64(m.length)))
+			m.setDebt(m.next)
 		}
-		m.setDebt(m.debt().add(mul128(uint64(k), uint64(m.length))))
 	default:
 		m.b.cur = addCap(m.b.cur, k)
 	}
@@ -344,10 +349,10 @@ func (m *meter) resetAfter(k int64) (int64, bool) {
 		}
 		return newest + m.length, true
 	case tiers.TokenBucket:
+		m.next = m.debt().add(mul128(uint64(k), uint64(m.length)))
 		if m.rate == 0 {
 			return math.MaxInt64, true
 		}
-		m.next = m.debt().add(mul128(uint64(k), uint64(m.length)))
 		m.nextMs = m.next.ceilDiv(uint64(m.rate))
 		room := maxPayoffMs - m.now
 		return m.now + min(m.nextMs, room), m.nextMs < room

@@ -86,12 +86,10 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 			if sp := &c.Spans[i]; sp.Rule.Algorithm <= tiers.FixedWindow {
 				buckets[i].cur = addCap(buckets[i].cur, c.Cost)
 			} else {
-				meters[i].add(c.Cost)
-				if m := &meters[i]; m.alg == tiers.TokenBucket {
-					c.tookDebt[i] = m.next // the debt add stored
-					if m.rate == 0 {
-						c.tookDebt[i] = m.debt() // kept without resetAfter's help
-					}
+				m := &meters[i]
+				m.add(c.Cost)
+				if m.alg == tiers.TokenBucket {
+					c.tookDebt[i] = m.next // the debt add stored: what an undo may give back
 				}
 			}
 		}
