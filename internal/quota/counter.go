@@ -56,6 +56,17 @@ type Charge struct {
 	// Trips counts the round trips to a shared store the counters made
 	// for this charge; counters add to it.
 	Trips int
+	// MetricCapacity: the metric declares a capacity for a window of the
+	// charge's kind, even where Globals leaves it out (a refund lists only
+	// some). A shared store keeps such a metric's keys together, so that
+	// one atomic call reaches its global windows too.
+	MetricCapacity bool
+	// degraded: the short windows were counted in this process, the
+	// shared store out of reach (see Failover).
+	degraded bool
+	// tookMs is, after a take from a shared store, the store's time of it
+	// (Unix ms): where an undo gives its units back.
+	tookMs int64
 	// took is, for the lease pool, the lease each span's units came from
 	// in the last Take that counted them (nil: the ledger decided the span
 	// directly); Undo gives them back there.

@@ -26,6 +26,16 @@ type Options struct {
 	// ledger (see LeasePool); without, every check with a long window
 	// charges the ledger directly.
 	Leases bool
+	// Shared keeps short windows in a store every quotad process shares
+	// (see SharedStore, Failover); without, each process counts its own.
+	Shared SharedStore
+	// SharedClock: the shared store's clock decides short windows, so that
+	// processes whose clocks differ agree on boundaries. Otherwise Clock
+	// does (tests that set the time).
+	SharedClock bool
+	// OnSharedChange hears when the shared store stops answering (shared
+	// false, with the error) and when it answers again.
+	OnSharedChange func(shared bool, err error)
 }
 
 // Engine answers checks. It is safe for concurrent use.
@@ -34,10 +44,13 @@ type Engine struct {
 	ledger     Ledger
 	clock      Clock
 	failClosed bool
-	// short counts short windows; sliding is the same counter, for the
-	// work only the in-process one has (eviction, forgetting, its size).
-	short   Counter
-	sliding *slidingCounters
+	// short counts short windows; sliding is the in-process counter, for
+	// the work only it has (eviction, forgetting, its size): the same one,
+	// or, with a shared store, what failover falls back on.
+	short    Counter
+	sliding  *slidingCounters
+	failover *Failover // nil without a shared store
+	shared   SharedStore
 	// long counts long windows: the lease pool, or the ledger itself.
 	long      Counter
 	leases    *LeasePool // nil without leases
@@ -67,6 +80,11 @@ func New(o Options) *Engine {
 		e.leases = NewLeasePool(o.Ledger, o.Clock)
 		e.long = e.leases
 	}
+	if o.Shared != nil {
+		e.shared = o.Shared
+		e.failover = &Failover{shared: NewShared(o.Shared, o.SharedClock), local: sliding, onChange: o.OnSharedChange}
+		e.short = e.failover
+	}
 	return e
 }
 
@@ -75,6 +93,17 @@ type Stats struct {
 	StoreErrors uint64 // ledger or history calls that failed
 	ShortKeys   int64  // short-window counters held in memory
 	Leases      LeaseStats
+	Shared      SharedStats
+}
+
+// SharedStats describe the shared store of short windows.
+type SharedStats struct {
+	Configured bool   // the engine has one
+	Up         bool   // short windows are counted there now, not in process
+	Failures   uint64 // calls to it that failed
+	// Mismatches counts answers the store and the in-process arithmetic
+	// decided differently: 0 unless something is wrong.
+	Mismatches uint64
 }
 
 // Stats returns the engine's counters.
@@ -82,6 +111,10 @@ func (e *Engine) Stats() Stats {
 	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys()}
 	if e.leases != nil {
 		s.Leases = e.leases.Stats()
+	}
+	if f := e.failover; f != nil {
+		s.Shared = SharedStats{Configured: true, Up: f.Shared(), Failures: f.failures.Load(),
+			Mismatches: f.shared.Mismatches()}
 	}
 	return s
 }
@@ -457,7 +490,7 @@ func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, 
 		n += len(s.long.Spans)
 	}
 	d := Decision{
-		Allowed: allowed, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Degraded: degraded,
+		Allowed: allowed, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Degraded: degraded || s.short.degraded,
 		Limits: make([]WindowResult, 0, n),
 	}
 	var overage, wait int64

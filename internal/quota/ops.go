@@ -187,6 +187,17 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 	return e.usage(ctx, acct, now, r.Metric)
 }
 
+// shortCapacity reports whether metric m declares a capacity for a short
+// window.
+func shortCapacity(m tiers.Metric) bool {
+	for w := range m.Capacity {
+		if w.Short() {
+			return true
+		}
+	}
+	return false
+}
+
 // knownShares returns the global windows of c in which one of its spans
 // counts: the same window, from the same start.
 func knownShares(c Charge) []GlobalKey {
@@ -230,7 +241,11 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 		u := Usage{Metric: el.Metric, Window: el.Window, Algorithm: el.Algorithm, Burst: el.Burst,
 			Limit: el.Limit.Limit, ResetAt: end}
 		if el.Window.Short() {
-			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now,
+			m, err := e.catalog.Metric(ctx, el.Metric)
+			if err != nil {
+				return nil, err
+			}
+			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now, MetricCapacity: shortCapacity(m),
 				Spans: []Span{{Key: key, End: end, Rule: Rule{Algorithm: el.Algorithm, Limit: el.Limit.Limit,
 					Size: el.Size(), Threshold: tiers.MaxLimit}}}}
 			var o [1]Outcome
@@ -287,7 +302,17 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 		return err
 	}
 	e.Forget(customer, metric)
-	return nil
+	return e.ForgetShared(ctx, customer, metric)
+}
+
+// ForgetShared deletes the customer's short windows of each metric named
+// from the shared store, if there is one: a reset, or the customer's
+// deletion, ends them for every process.
+func (e *Engine) ForgetShared(ctx context.Context, customer string, metrics ...string) error {
+	if e.shared == nil || len(metrics) == 0 {
+		return nil
+	}
+	return e.shared.Clear(ctx, customer, metrics)
 }
 
 // Forget drops what this process counts of the customer's metric (of all

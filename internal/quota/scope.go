@@ -50,6 +50,8 @@ func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time
 			s.long.Globals = append(s.long.Globals, g)
 		}
 	}
+	s.short.MetricCapacity = len(s.short.Globals) > 0
+	s.long.MetricCapacity = len(s.long.Globals) > 0
 	var limits [tiers.Month + 1]*tiers.Limit // by window
 	for i := range acct.Plan.Limits {
 		if l := &acct.Plan.Limits[i]; l.Metric == m.Key {

@@ -1,0 +1,28 @@
+package redisstore_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+
+	"github.com/quotad/quotad/internal/redisstore"
+)
+
+// newStore returns a Store on the test Redis, its keys under a prefix of
+// its own.
+func newStore(t *testing.T) *redisstore.Store {
+	t.Helper()
+	url := os.Getenv("QUOTAD_TEST_REDIS_URL")
+	if url == "" {
+		url = "redis://127.0.0.1:6379/0"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s, err := redisstore.New(url, redisstore.Options{Prefix: "test:" + hex.EncodeToString(b[:]) + ":"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
