@@ -6,11 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 )
 
@@ -33,6 +35,9 @@ type config struct {
 	Migrate         bool
 	Leases          bool
 	DebugListen     string
+	RedisURL        string
+	RedisPrefix     string
+	RedisTimeout    time.Duration
 
 	tokens []api.Token
 }
@@ -70,6 +75,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
 	leases := fs.String("leases", env("QUOTAD_LEASES", "true"),
 		"serve long windows from leased blocks of units; false charges PostgreSQL on every check (QUOTAD_LEASES)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", env("QUOTAD_REDIS_URL", ""),
+		"Redis URL (redis://host:port/db or rediss://) to share short windows with every quotad process; empty: each process counts its own (QUOTAD_REDIS_URL)")
+	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", env("QUOTAD_REDIS_PREFIX", redisstore.DefaultPrefix),
+		"prefix of quotad's Redis keys (QUOTAD_REDIS_PREFIX)")
+	redisTimeout := fs.String("redis-timeout", env("QUOTAD_REDIS_TIMEOUT", redisstore.DefaultTimeout.String()),
+		"how long a check waits for Redis before counting its short windows in process, degraded (QUOTAD_REDIS_TIMEOUT)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", env("QUOTAD_DEBUG_LISTEN", ""),
 		"address to serve net/http/pprof on, without authentication; empty: off (QUOTAD_DEBUG_LISTEN)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +96,14 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if cfg.DBWait, err = time.ParseDuration(*dbWait); err != nil || cfg.DBWait < 0 {
 		return nil, fmt.Errorf("db-wait: want a duration such as 30s, got %q", *dbWait)
+	}
+	if cfg.RedisTimeout, err = time.ParseDuration(*redisTimeout); err != nil || cfg.RedisTimeout <= 0 {
+		return nil, fmt.Errorf("redis-timeout: want a positive duration such as 250ms, got %q", *redisTimeout)
+	}
+	if cfg.RedisURL != "" {
+		if _, err := redisstore.New(cfg.RedisURL, redisstore.Options{}); err != nil {
+			return nil, fmt.Errorf("redis-url: %v", redactRedis(err.Error(), cfg.RedisURL))
+		}
 	}
 	if cfg.DBMaxConns, err = strconv.Atoi(*maxConns); err != nil || cfg.DBMaxConns < 0 || cfg.DBMaxConns > 1000 {
 		return nil, fmt.Errorf("db-max-conns: want an integer from 0 to 1000, got %q", *maxConns)
@@ -169,5 +188,20 @@ func (c *config) logValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
 		slog.String("debug_listen", c.DebugListen),
+		slog.String("redis_url", redactRedis(c.RedisURL, c.RedisURL)),
+		slog.String("redis_prefix", c.RedisPrefix),
+		slog.String("redis_timeout", c.RedisTimeout.String()),
 	)
+}
+
+// redactRedis returns s with the password of Redis URL url masked.
+func redactRedis(s, url string) string {
+	u, err := neturl.Parse(url)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		s = strings.ReplaceAll(s, p, "xxxxx")
+	}
+	return s
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -135,22 +136,44 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	defer stopBackground()
 
 	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{
+	opts := quota.Options{
 		Catalog:    cache,
 		Ledger:     db,
 		History:    db,
 		FailClosed: cfg.StoreFailure == "closed",
 		Leases:     cfg.Leases,
-	})
+	}
+	if cfg.RedisURL != "" {
+		shared, err := openRedis(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer shared.Close()
+		opts.Shared, opts.SharedClock = shared, true
+		opts.OnSharedChange = func(up bool, err error) {
+			if up {
+				log.Info("Redis answers again: short windows are shared")
+			} else {
+				log.Warn("Redis cannot be reached: short windows are counted in this process, answers degraded", "error", err)
+			}
+		}
+	}
+	engine := quota.New(opts)
+	var catalog *tiers.Service
 	// Changes committed here reach the cache at once; other processes hear
 	// of them through LISTEN/NOTIFY below.
 	onChange := func(ch tiers.Change) {
 		cache.Invalidate(ch)
 		if ch.Kind == tiers.CustomerChanged && ch.Deleted {
 			engine.Forget(ch.Key, "")
+			background.Go(func() {
+				if err := forgetShared(bg, catalog, engine, ch.Key); err != nil {
+					log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
+				}
+			})
 		}
 	}
-	catalog := tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
+	catalog = tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
 	listener := db.Listener(func(n store.Notification) { applyNotification(bg, &background, n, cache, engine) }, cache.Purge,
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
@@ -219,6 +242,43 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	background.Wait()
 	log.Info("stopped")
 	return err
+}
+
+// openRedis returns the shared store of short windows, and says whether
+// Redis answers now: if it does not, quotad starts all the same, counting
+// short windows in process until it does.
+func openRedis(ctx context.Context, cfg *config, log *slog.Logger) (*redisstore.Store, error) {
+	shared, err := redisstore.New(cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout})
+	if err != nil {
+		return nil, err
+	}
+	if err := shared.Connect(ctx); err != nil {
+		log.Warn("Redis cannot be reached yet: short windows are counted in this process until it can", "error", redactRedis(err.Error(), cfg.RedisURL))
+	} else {
+		log.Info("short windows are shared in Redis", "prefix", cfg.RedisPrefix)
+	}
+	return shared, nil
+}
+
+// forgetShared deletes a deleted customer's short windows of every metric
+// from the shared store.
+func forgetShared(ctx context.Context, catalog *tiers.Service, engine *quota.Engine, customer string) error {
+	var metrics []string
+	page := tiers.Page{}
+	for {
+		ms, more, err := catalog.Metrics(ctx, page)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			metrics = append(metrics, m.Key)
+		}
+		if !more || len(ms) == 0 {
+			break
+		}
+		page.After = ms[len(ms)-1].Key
+	}
+	return engine.ForgetShared(ctx, customer, metrics...)
 }
 
 // applyNotification applies a change another process committed. A

@@ -121,8 +121,41 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			Name: "quotad_short_window_keys",
 			Help: "Short-window (second, minute) counters held in memory.",
 		}, func() float64 { return float64(stats().ShortKeys) }),
+		counter("quotad_redis_errors_total", "Calls to Redis, for short windows, that failed or timed out.",
+			func(s quota.Stats) uint64 { return s.Shared.Failures }),
+		counter("quotad_redis_mismatches_total", "Redis answers whose decision quotad's own arithmetic did not reproduce (0 unless a defect).",
+			func(s quota.Stats) uint64 { return s.Shared.Mismatches }),
 	)
+	for _, mode := range []string{modeShared, modeFallback, modeLocal} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "quotad_short_window_mode",
+			Help:        "Where this process counts short windows: 1 for the mode it is in. shared: in Redis; fallback: Redis is configured but unreachable, counted in process (answers degraded); local: no Redis configured.",
+			ConstLabels: prometheus.Labels{"mode": mode},
+		}, func() float64 {
+			if shortWindowMode(stats().Shared) == mode {
+				return 1
+			}
+			return 0
+		}))
+	}
 	return m
+}
+
+// The modes of quotad_short_window_mode.
+const (
+	modeShared   = "shared"
+	modeFallback = "fallback"
+	modeLocal    = "local"
+)
+
+func shortWindowMode(s quota.SharedStats) string {
+	switch {
+	case !s.Configured:
+		return modeLocal
+	case s.Up:
+		return modeShared
+	}
+	return modeFallback
 }
 
 func (s *Server) check(c echo.Context) error {

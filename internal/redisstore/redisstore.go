@@ -26,11 +26,11 @@ package redisstore
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -67,12 +67,18 @@ type Store struct {
 	script  *rueidis.Lua
 
 	// client is nil until a connection succeeds: Redis may be down when
-	// quotad starts, and rueidis dials when a client is made. One call at
-	// a time tries (connecting), the others fail at once.
-	mu         sync.Mutex
-	client     rueidis.Client
-	connecting bool
+	// quotad starts, and rueidis dials when a client is made. Calls wait
+	// for the one connecting; after a failed attempt, they fail at once
+	// for a while (failed: when it failed, with err).
+	ready  atomic.Pointer[rueidis.Client]
+	mu     sync.Mutex
+	failed time.Time
+	err    error
 }
+
+// redialEvery is how long after a failed connection attempt calls fail
+// without trying again.
+const redialEvery = time.Second
 
 var _ quota.SharedStore = (*Store)(nil)
 
@@ -101,27 +107,26 @@ func New(url string, o Options) (*Store, error) {
 		script: rueidis.NewLuaScript(shortWindows)}, nil
 }
 
-// errBusy answers a call made while another one connects.
-var errBusy = errors.New("connecting to Redis")
-
 // conn returns the client, connecting first if need be.
 func (s *Store) conn() (rueidis.Client, error) {
-	s.mu.Lock()
-	if s.client != nil || s.connecting {
-		c := s.client
-		s.mu.Unlock()
-		if c == nil {
-			return nil, errBusy
-		}
-		return c, nil
+	if c := s.ready.Load(); c != nil {
+		return *c, nil
 	}
-	s.connecting = true
-	s.mu.Unlock()
-	c, err := rueidis.NewClient(s.option)
 	s.mu.Lock()
-	s.client, s.connecting = c, false
-	s.mu.Unlock()
-	return c, err
+	defer s.mu.Unlock()
+	if c := s.ready.Load(); c != nil {
+		return *c, nil
+	}
+	if time.Since(s.failed) < redialEvery {
+		return nil, s.err
+	}
+	c, err := rueidis.NewClient(s.option)
+	if err != nil {
+		s.failed, s.err = time.Now(), err
+		return nil, err
+	}
+	s.ready.Store(&c)
+	return c, nil
 }
 
 // Connect connects now, if not yet connected: at start-up, to say early
@@ -140,9 +145,8 @@ func (s *Store) Connect(ctx context.Context) error {
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.client != nil {
-		s.client.Close()
-		s.client = nil
+	if c := s.ready.Swap(nil); c != nil {
+		(*c).Close()
 	}
 }
 
