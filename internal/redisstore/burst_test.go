@@ -85,4 +85,3 @@ func admitted(t *testing.T, engines []*quota.Engine, count int) int {
 	wg.Wait()
 	return int(n.Load())
 }
-
