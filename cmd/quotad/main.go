@@ -264,7 +264,7 @@ func openRedis(ctx context.Context, cfg *config, log *slog.Logger) (*redisstore.
 // from the shared store.
 func forgetShared(ctx context.Context, catalog *tiers.Service, engine *quota.Engine, customer string) error {
 	var metrics []string
-	page := tiers.Page{}
+	page := tiers.Page{Limit: 500}
 	for {
 		ms, more, err := catalog.Metrics(ctx, page)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -31,7 +32,7 @@ func TestBurstAcrossProcesses(t *testing.T) {
 					if want != 100 {
 						t.Fatalf("one engine admitted %d of 400 at a limit of 100", want)
 					}
-					prefix := newPrefix() // one key space for the n engines
+					prefix := redistest.Prefix(t) // one key space for the n engines
 					got := admitted(t, engines(t, n, limits, func(t *testing.T) quota.SharedStore { return open(t, prefix) }), 400)
 					if got != want {
 						t.Errorf("%d engines on one Redis admitted %d; one engine admits %d", n, got, want)
