@@ -10,6 +10,10 @@ PGUSER   ?= postgres
 # to have the tests start PostgreSQL with testcontainers (needs Docker).
 QUOTAD_TEST_DATABASE_URL ?= postgres://$(PGUSER)@$(PGHOST):5432/postgres?sslmode=disable
 export QUOTAD_TEST_DATABASE_URL
+# Tests of short windows in Redis use this server, each test under a key
+# prefix of its own. Unset it to have them start Redis with testcontainers.
+QUOTAD_TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+export QUOTAD_TEST_REDIS_URL
 
 .PHONY: help run build test cover fuzz bench bench-micro simulate fmt tidy lint vuln ci clean
 
@@ -40,6 +44,8 @@ cover: ## run the tests and report coverage
 # duration-bounded run with a spurious "context deadline exceeded"
 # (golang/go#75804).
 FUZZ_EXECS ?= 200000
+# Each input of FuzzAgreesWithInProcess is 80 operations through Redis.
+REDIS_FUZZ_EXECS ?= 3000
 
 fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXECS inputs each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
@@ -47,6 +53,7 @@ fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXE
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
+	$(GO) test -run '^$$' -fuzz '^FuzzAgreesWithInProcess$$' -fuzztime $(REDIS_FUZZ_EXECS)x ./internal/redisstore/
 
 # Load runs need the local PostgreSQL (as for make run) and take about
 # 3.5 minutes with the defaults; the variables are listed by make help and

@@ -209,3 +209,13 @@ func changeAlgorithm(rng *rand.Rand, limits []tiers.Limit) []tiers.Limit {
 	}
 	return out
 }
+
+// FuzzAgreesWithInProcess is TestAgreesWithInProcess from any seed.
+func FuzzAgreesWithInProcess(f *testing.F) {
+	for _, seed := range []uint64{0, 17, 19, 50, 1 << 40} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		agree(t, newStore(t), seed, 80)
+	})
+}
