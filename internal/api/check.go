@@ -87,7 +87,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 		}),
 		trips: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "quotad_check_store_round_trips",
-			Help:    "Round trips to PostgreSQL a check made for its counters (0 when answered from memory).",
+			Help:    "Round trips to PostgreSQL or Redis a check made for its counters (0 when answered from memory).",
 			Buckets: []float64{0, 1, 2, 3, 5, 8},
 		}),
 	}
