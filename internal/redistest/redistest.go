@@ -10,6 +10,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,12 +137,16 @@ func Client(t testing.TB) rueidis.Client {
 }
 
 // Server is a redis-server of a test's own, on a loopback port, which the
-// test may stop and start again.
+// test may stop and start again. Its methods are for the test's goroutine.
 type Server struct {
-	t    testing.TB
-	port int
-	cmd  *exec.Cmd
+	t      testing.TB
+	port   int
+	cmd    *exec.Cmd     // nil while stopped
+	exited chan struct{} // closed once cmd has exited
 }
+
+// startTimeout bounds how long Start waits for redis-server to answer.
+const startTimeout = 10 * time.Second
 
 // StartServer starts a redis-server (from PATH) on a free loopback port,
 // without persistence, and stops it when t ends.
@@ -165,38 +171,56 @@ func StartServer(t testing.TB) *Server {
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
 
 // Start starts the server on its port, if it is not running, and returns
-// once it answers.
+// once it answers. It fails the test if redis-server exits first (its
+// port taken, say) or does not answer within startTimeout; another server
+// answering on the port does not count.
 func (s *Server) Start() {
 	s.t.Helper()
 	if s.cmd != nil {
 		return
 	}
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	var out bytes.Buffer // read only once the process has exited
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no")
-	if err := s.cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.answers() {
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	deadline := time.Now().Add(startTimeout)
+	for !s.answers(cmd.Process.Pid) {
 		if time.Now().After(deadline) {
 			s.Stop()
-			s.t.Fatalf("redis-server on port %d does not answer", s.port)
+			s.t.Fatalf("redis-server on port %d does not answer after %v:\n%s", s.port, startTimeout, out.Bytes())
 		}
-		time.Sleep(10 * time.Millisecond) // polling a process that starts
+		select {
+		case <-exited:
+			s.cmd = nil
+			s.t.Fatalf("redis-server on port %d exited (%v) before answering:\n%s", s.port, cmd.ProcessState, out.Bytes())
+		case <-time.After(10 * time.Millisecond): // polling a process that starts
+		}
 	}
 }
 
-// Stop kills the server and waits for it to exit.
+// Stop kills the server and waits for it to exit. Its port stays the
+// server's: Start starts it again there.
 func (s *Server) Stop() {
 	if s.cmd == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	_ = s.cmd.Process.Kill() // fails only if it has exited already
+	<-s.exited
 	s.cmd = nil
 }
 
-func (s *Server) answers() bool {
+// answers reports whether the server on s's port answers and is the
+// process pid (not some other Redis that took the port).
+func (s *Server) answers(pid int) bool {
 	c, err := connect(s.URL())
 	if err != nil {
 		return false
@@ -204,5 +228,14 @@ func (s *Server) answers() bool {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return c.Do(ctx, c.B().Ping().Build()).Error() == nil
+	info, err := c.Do(ctx, c.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			return strings.TrimSpace(v) == strconv.Itoa(pid)
+		}
+	}
+	return false
 }
