@@ -104,9 +104,14 @@ func deleteUnder(url, prefix string) error {
 		if err != nil {
 			return err
 		}
+		// One key a command (keys of several hash slots cannot share one),
+		// the page's commands in one pipeline.
+		cmds := make(rueidis.Commands, 0, len(e.Elements))
 		for _, k := range e.Elements {
-			// One key a command: keys of several hash slots cannot share one.
-			if err := c.Do(ctx, c.B().Unlink().Key(k).Build()).Error(); err != nil {
+			cmds = append(cmds, c.B().Unlink().Key(k).Build())
+		}
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
 				return err
 			}
 		}
