@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/redis"
 )
 
@@ -63,8 +64,10 @@ func startContainer() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The container lives as long as the test binary; testcontainers'
-	// reaper removes it when the process exits.
-	c, err := redis.Run(ctx, "redis:7-alpine")
+	// reaper removes it when the process exits. Like docker-compose.yml's,
+	// it keeps nothing on disk.
+	c, err := redis.Run(ctx, "redis:7-alpine",
+		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no"))
 	if err != nil {
 		return "", err
 	}
