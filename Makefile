@@ -51,9 +51,10 @@ fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXE
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 
-# Load runs need the local PostgreSQL (as for make run) and take about
-# 3.5 minutes with the defaults; the variables are listed by make help and
-# at the top of scripts/bench.sh.
+# Load runs need the local PostgreSQL (as for make run), and redis-cli and
+# a Redis for the *-redis scenarios; they take about 7 minutes with the
+# defaults. The variables are listed by make help and at the top of
+# scripts/bench.sh.
 bench: ## measure POST /v1/check against a bare echo baseline under load, print ratios
 	GO=$(GO) PGHOST=$(PGHOST) PGUSER=$(PGUSER) scripts/bench.sh
 
