@@ -21,7 +21,10 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "make bench takes BENCH_CONC=64 BENCH_DURATION=8s BENCH_WARMUP=2s BENCH_ROUNDS=2,"
-	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc\" (a subset runs only those),"
+	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc\""
+	@echo "(a subset runs only those; the *-redis ones need redis-cli and a Redis at"
+	@echo "BENCH_REDIS_URL=redis://127.0.0.1:6379/0, their keys under BENCH_REDIS_PREFIX=bench:,"
+	@echo "deleted when the run starts and ends),"
 	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
 	@echo "BENCH_ALGORITHM=token_bucket (the short windows' algorithm; sliding_window by default)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
@@ -55,9 +58,10 @@ fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXE
 	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgreesWithInProcess$$' -fuzztime $(REDIS_FUZZ_EXECS)x ./internal/redisstore/
 
-# Load runs need the local PostgreSQL (as for make run) and take about
-# 3.5 minutes with the defaults; the variables are listed by make help and
-# at the top of scripts/bench.sh.
+# Load runs need the local PostgreSQL (as for make run), and redis-cli and
+# a Redis for the *-redis scenarios; they take about 7 minutes with the
+# defaults. The variables are listed by make help and at the top of
+# scripts/bench.sh.
 bench: ## measure POST /v1/check against a bare echo baseline under load, print ratios
 	GO=$(GO) PGHOST=$(PGHOST) PGUSER=$(PGUSER) scripts/bench.sh
 

@@ -7,13 +7,16 @@
 # Needs Go, curl, psql, createdb and dropdb, and a PostgreSQL on
 # $PGHOST:$PGPORT that user $PGUSER reaches without a password, as for
 # `make run`. It drops and recreates the database $BENCH_DATABASE.
+# The scenarios with Redis (short-redis, mixed-redis, mixed-redis-2proc)
+# also need redis-cli and a Redis at $BENCH_REDIS_URL; the script deletes
+# every key under $BENCH_REDIS_PREFIX there when it starts and when it ends.
 #
 # Settings, from the environment (make passes its command-line variables):
 #   BENCH_CONC=64         load generator workers, one connection each
 #   BENCH_DURATION=8s     measured time of each run
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
-#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc"
+#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc"
 #   BENCH_KEYS=10000      customers in each customer set
 #   BENCH_ALGORITHM=      the algorithm of the plans' short windows
 #                         (sliding_window when empty; a sliding_log's limits
@@ -26,6 +29,16 @@
 #   BENCH_PROFILE=dir     write a CPU profile of quotad per scenario and
 #                         round into dir (PROFILE=1 means bin/profiles);
 #                         durations must then be whole seconds (8s, 1m)
+#   BENCH_REDIS_URL=redis://127.0.0.1:6379/0
+#                         the Redis of the *-redis scenarios, whose quotad
+#                         processes keep short windows there (QUOTAD_REDIS_URL;
+#                         QUOTAD_REDIS_TIMEOUT, if set, reaches them too)
+#   BENCH_REDIS_PREFIX=bench:
+#                         their keys' prefix (QUOTAD_REDIS_PREFIX): every
+#                         key under it is deleted, so never a prefix that
+#                         anything else uses (a run beside this one against
+#                         the same Redis needs its own, as it needs its own
+#                         BENCH_DATABASE and BENCH_PORT)
 #   BENCH_DATABASE=quotad_bench
 #   BENCH_PORT=18181      quotad; the baseline, a second quotad and the
 #                         debug (pprof) listeners take the next ports
@@ -34,7 +47,8 @@
 # Output: a line per run, then a markdown table of the mean ratio per
 # scenario. Logs, every load generator output and the raw results are in
 # bin/. Exits non-zero if any run saw a non-2xx answer or a transport
-# error: such a run does not measure what it claims to.
+# error, or, with Redis, an answer counted in process (degraded) or a
+# failed call to Redis: such a run does not measure what it claims to.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,7 +56,7 @@ CONC=${BENCH_CONC:-64}
 DURATION=${BENCH_DURATION:-8s}
 WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
-SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc}
+SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc}
 KEYS=${BENCH_KEYS:-10000}
 ALGORITHM=${BENCH_ALGORITHM:-}
 CLIENT=${BENCH_CLIENT:-net/http}
@@ -56,6 +70,9 @@ PGHOST=${PGHOST:-127.0.0.1}
 PGPORT=${PGPORT:-5432}
 PGUSER=${PGUSER:-postgres}
 GO=${GO:-go}
+REDIS_URL=${BENCH_REDIS_URL:-redis://127.0.0.1:6379/0}
+REDIS_PREFIX=${BENCH_REDIS_PREFIX-bench:}
+REDIS_SHOWN=$(printf '%s' "$REDIS_URL" | sed 's#//[^@/]*@#//***@#')  # no password in messages
 
 QUOTAD1=127.0.0.1:$PORT
 BASELINE=127.0.0.1:$((PORT + 1))
@@ -69,6 +86,15 @@ RESULTS=bin/bench-results.tsv
 
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 
+# redis_clear: deletes every key under REDIS_PREFIX (SCAN, then UNLINK in
+# batches) and prints how many there were.
+REDIS_USED=""  # set once the Redis of the scenarios is known to answer
+redis_clear() {
+  redis-cli --no-auth-warning -u "$REDIS_URL" --scan --pattern "$REDIS_PREFIX*" |
+    xargs -r -d '\n' redis-cli --no-auth-warning -u "$REDIS_URL" unlink |
+    awk '{ n += $NF } END { print n + 0 }'
+}
+
 # ---- processes: every one started is stopped on exit, Ctrl-C included.
 SERVERS=""  # quotad and baseline processes
 JOBS=""     # the load generator and profile downloads of the current run
@@ -76,6 +102,11 @@ cleanup() {
   # shellcheck disable=SC2086 # word splitting of the pid lists is meant
   kill $JOBS $SERVERS 2>/dev/null || true
   for pid in $JOBS $SERVERS; do wait "$pid" 2>/dev/null || true; done
+  if [ -n "$REDIS_USED" ]; then
+    local n
+    if n=$(redis_clear); then echo "deleted $n Redis key(s) under $REDIS_PREFIX"
+    else echo "bench: could not delete the Redis keys under $REDIS_PREFIX at $REDIS_SHOWN" >&2; fi
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -109,23 +140,57 @@ wait_ready() {
   die "not ready after 30 s: $* (log: $log)"
 }
 
-# start_quotad ADDR DEBUG_ADDR LOG: a quotad on the bench database.
-# It sets STARTED to its pid; logs are appended to.
+# start_quotad ADDR DEBUG_ADDR LOG [REDIS]: a quotad on the bench
+# database; with REDIS non-empty, keeping its short windows in the Redis of
+# the scenarios (its /metrics checked to say so), else in process whatever
+# the environment says. It sets STARTED to its pid; logs are
+# appended to.
 start_quotad() {
   port_free "$1" || die "$1 is in use: stop what listens there or set BENCH_PORT"
-  local debug=""
+  local debug="" redis=""
   if [ -n "$PROFILE_DIR" ]; then debug=$2; fi
-  QUOTAD_LISTEN=$1 QUOTAD_DEBUG_LISTEN=$debug bin/quotad >> "$3" 2>&1 &
+  if [ -n "${4:-}" ]; then redis=$REDIS_URL; fi
+  QUOTAD_LISTEN=$1 QUOTAD_DEBUG_LISTEN=$debug QUOTAD_REDIS_URL=$redis QUOTAD_REDIS_PREFIX=$REDIS_PREFIX \
+    bin/quotad >> "$3" 2>&1 &
   STARTED=$!
   SERVERS="$SERVERS $STARTED"
   wait_ready "$STARTED" "$3" -f "http://$1/readyz"
+  if [ -n "$redis" ]; then
+    redis_counts "http://$1/v1/check"
+    [ "$SHARED" = 1 ] || { tail -n 20 "$3" >&2; die "quotad at $1 does not share its short windows in Redis at $REDIS_SHOWN (log: $3)"; }
+  fi
+}
+
+# redis_counts URL...: reads, from the /metrics of the quotad processes
+# whose check URLs are given, the sums of their checks answered degraded
+# (short windows counted in process: Redis failed or timed out), failed
+# calls to Redis and Redis answers quotad's arithmetic disagreed with, and
+# how many are sharing short windows in Redis now, into DEGRADED
+# REDIS_FAILURES MISMATCHES SHARED.
+redis_counts() {
+  local u out sums d f m s
+  DEGRADED=0 REDIS_FAILURES=0 MISMATCHES=0 SHARED=0
+  for u in "$@"; do
+    u=${u%/v1/check}
+    out=$(curl -sf "$u/metrics") || die "GET $u/metrics failed"
+    sums=$(printf '%s\n' "$out" | awk '
+      $1 == "quotad_checks_total{decision=\"degraded\"}" { d += $2 }
+      $1 == "quotad_redis_errors_total" { f += $2 }
+      $1 == "quotad_redis_mismatches_total" { m += $2 }
+      $1 == "quotad_short_window_mode{mode=\"shared\"}" { s += $2 }
+      END { printf "%d %d %d %d\n", d, f, m, s }')
+    read -r d f m s <<< "$sums"
+    DEGRADED=$((DEGRADED + d)) REDIS_FAILURES=$((REDIS_FAILURES + f)) MISMATCHES=$((MISMATCHES + m)) SHARED=$((SHARED + s))
+  done
 }
 
 # stop_quotad PID: a graceful stop (SIGTERM: it gives its leased units back).
 stop_quotad() {
   kill "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
-  SERVERS=${SERVERS/ $1/}
+  local pid rest=""
+  for pid in $SERVERS; do [ "$pid" = "$1" ] || rest="$rest $pid"; done
+  SERVERS=$rest
 }
 
 # ---- load generator runs
@@ -197,18 +262,23 @@ check() {
   fi
 }
 
-# scenario NAME ROUND: sets BODY and URLS for it.
+# scenario NAME ROUND: sets BODY, URLS, SET and REDIS for it.
 scenario() {
   local long='{"customer":"l{{key}}","metric":"api_calls","cost":1}'
+  local short='{"customer":"s{{key}}","metric":"api_calls","cost":1}'
   URLS="http://$QUOTAD1/v1/check"
   SET=l  # the customer set the scenario checks: l (plan long), s (plan short)
+  REDIS=""  # 1: its quotad processes keep short windows in Redis
   case $1 in
     mixed) BODY=$long ;;
-    short) BODY='{"customer":"s{{key}}","metric":"api_calls","cost":1}'; SET=s ;;
+    short) BODY=$short; SET=s ;;
     hot) BODY='{"customer":"l0","metric":"api_calls","cost":1}' ;;
     mixed-request-id) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1,\"request_id\":\"r$2-{{seq}}\"}" ;;
     mixed-2proc) BODY=$long; URLS="$URLS http://$QUOTAD2/v1/check" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id or mixed-2proc)" ;;
+    short-redis) BODY=$short; SET=s; REDIS=1 ;;
+    mixed-redis) BODY=$long; REDIS=1 ;;
+    mixed-redis-2proc) BODY=$long; REDIS=1; URLS="$URLS http://$QUOTAD2/v1/check" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis or mixed-redis-2proc)" ;;
   esac
 }
 
@@ -243,15 +313,34 @@ prime() {
 
 # ---- set-up
 
-for s in $SCENARIOS; do scenario "$s" 1; done  # reject unknown names early
+WITH_REDIS=""  # the scenarios with Redis asked for
+for s in $SCENARIOS; do  # reject unknown names early
+  scenario "$s" 1
+  if [ -n "$REDIS" ]; then WITH_REDIS="$WITH_REDIS $s"; fi
+done
 for tool in curl psql createdb dropdb; do
   command -v "$tool" >/dev/null || die "$tool not found (see the comment at the top of $0)"
 done
+if [ -n "$WITH_REDIS" ]; then
+  command -v redis-cli >/dev/null ||
+    die "redis-cli not found: scenarios$WITH_REDIS need it and a Redis at $REDIS_SHOWN (BENCH_REDIS_URL); leave them out of BENCH_SCENARIOS to run without Redis"
+  # Every key under the prefix is deleted: never all of them, nor a pattern.
+  case $REDIS_PREFIX in
+    "") die "BENCH_REDIS_PREFIX is empty: the script deletes every key under it, so it must be a prefix of the bench's own" ;;
+    *[][*?\\]*) die "BENCH_REDIS_PREFIX=$REDIS_PREFIX: no *, ?, [, ] or \\ (it is matched as a pattern to delete the keys)" ;;
+  esac
+  pong=$(redis-cli --no-auth-warning -u "$REDIS_URL" ping 2>&1) || true
+  [ "$pong" = PONG ] ||
+    die "no Redis answers at $REDIS_SHOWN (BENCH_REDIS_URL): redis-cli ping said: ${pong:-nothing}; scenarios$WITH_REDIS need one"
+  REDIS_USED=1
+  n=$(redis_clear)  # left by a run that could not clean up
+  if [ "$n" != 0 ]; then echo "deleted $n Redis key(s) under $REDIS_PREFIX left by an earlier run"; fi
+fi
 if [ -n "$PROFILE_DIR" ]; then
   WARMUP_S=$(seconds "$WARMUP"); DURATION_S=$(seconds "$DURATION")
   mkdir -p "$PROFILE_DIR"
 fi
-case " $SCENARIOS " in *" mixed-2proc "*) TWO_PROC=1 ;; *) TWO_PROC="" ;; esac
+case " $SCENARIOS " in *" mixed-2proc "* | *" mixed-redis-2proc "*) TWO_PROC=1 ;; *) TWO_PROC="" ;; esac
 mkdir -p bin
 echo "building bin/quotad, bin/baseline, bin/loadgen"
 "$GO" build -o bin/quotad ./cmd/quotad
@@ -266,6 +355,7 @@ export QUOTAD_ADMIN_TOKENS=ops:$ADMIN_TOKEN QUOTAD_CHECK_TOKENS=backend:$CHECK_T
 
 : > bin/bench-quotad.log
 start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log
+Q1=$STARTED Q1_REDIS=""  # the first quotad, and whether it runs with Redis
 port_free "$BASELINE" || die "$BASELINE is in use: stop what listens there or set BENCH_PORT"
 bin/baseline -listen "$BASELINE" > bin/bench-baseline.log 2>&1 &
 SERVERS="$SERVERS $!"
@@ -304,6 +394,10 @@ if [ -n "$TWO_PROC" ]; then : > bin/bench-quotad2.log; fi
 printf 'quotad bench: %s, %s cores, c=%s, %s measured after %s warm-up, %s round(s), %s customers per set, client %s, short windows %s%s\n' \
   "$(git describe --always --dirty 2>/dev/null || echo unknown)" "$(nproc 2>/dev/null || echo '?')" \
   "$CONC" "$DURATION" "$WARMUP" "$ROUNDS" "$KEYS" "$CLIENT" "${ALGORITHM:-sliding_window}" "${PROFILE_DIR:+, CPU profiles on}"
+if [ -n "$WITH_REDIS" ]; then
+  printf 'Redis %s (%s), keys under %s\n' "$REDIS_SHOWN" \
+    "$(redis-cli --no-auth-warning -u "$REDIS_URL" info server | sed -n 's/^redis_version:\([^[:space:]]*\).*/Redis \1/p')" "$REDIS_PREFIX"
+fi
 printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\n' > "$RESULTS"
 line() { # ROUND SCENARIO WHAT [RATIO]
   printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s\n' "$1" "$2" "$3" \
@@ -317,17 +411,40 @@ for r in $(seq 1 "$ROUNDS"); do
     check "baseline for $s, round $r"
     base=$RPS
     line "$r" "$s" baseline
-    # The second process runs for mixed-2proc only: a process alone on the
-    # database does work that several share differently (it reports what
-    # its leases hold only when another one may read it).
+    # With Redis, the first process is restarted with it (gracefully: it
+    # gives its leases back), and without it again for a scenario without:
+    # a third process would make those with Redis measure processes no
+    # longer alone on the database.
+    if [ "$REDIS" != "$Q1_REDIS" ]; then
+      stop_quotad "$Q1"
+      start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log "$REDIS"
+      Q1=$STARTED Q1_REDIS=$REDIS
+    fi
+    # The second process runs for the 2proc scenarios only: a process alone
+    # on the database does work that several share differently (it reports
+    # what its leases hold only when another one may read it).
     second=""
-    if [ "$s" = mixed-2proc ]; then start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log; second=$STARTED; fi
+    case $s in *-2proc) start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log "$REDIS"; second=$STARTED ;; esac
     # shellcheck disable=SC2086 # URLS is a list
     prime "$SET" $URLS
     # shellcheck disable=SC2086 # URLS is a list
+    if [ -n "$REDIS" ]; then redis_counts $URLS; d0=$DEGRADED f0=$REDIS_FAILURES m0=$MISMATCHES; fi
+    # shellcheck disable=SC2086 # URLS is a list
     measure "$s, round $r" "$s-round$r" $URLS
+    # shellcheck disable=SC2086 # URLS is a list
+    if [ -n "$REDIS" ]; then redis_counts $URLS; fi
     if [ -n "$second" ]; then stop_quotad "$second"; fi
     check "$s, round $r"
+    if [ -n "$REDIS" ]; then
+      # Answers that were not decided in Redis are 200s all the same.
+      degraded=$((DEGRADED - d0)) failures=$((REDIS_FAILURES - f0)) mismatches=$((MISMATCHES - m0))
+      if [ "$degraded" != 0 ] || [ "$failures" != 0 ] || [ "$mismatches" != 0 ] || [ "$SHARED" != "$(wc -w <<< "$URLS")" ]; then
+        PROBLEMS=$((PROBLEMS + 1))
+        printf '!!! %s, round %s: %s answers degraded (short windows counted in process), %s failed calls to Redis, %s mismatches; %s of %s processes sharing in Redis at the end\n' \
+          "$s" "$r" "$degraded" "$failures" "$mismatches" "$SHARED" "$(wc -w <<< "$URLS")" >&2
+        printf '!!! every check should be decided in Redis: this run does not measure what it claims to\n' >&2
+      fi
+    fi
     ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
     line "$r" "$s" quotad "$ratio"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" >> "$RESULTS"
@@ -357,6 +474,6 @@ if [ -n "$PROFILE_DIR" ]; then
   echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof"
 fi
 if [ "$PROBLEMS" -gt 0 ]; then
-  printf '!!! %s run(s) saw non-2xx answers or transport errors (see above and %s): their figures are wrong\n' "$PROBLEMS" "$LOADGEN_LOG" >&2
+  printf '!!! %s run(s) saw non-2xx answers, transport errors or (with Redis) answers not decided in Redis (see above and %s): their figures are wrong\n' "$PROBLEMS" "$LOADGEN_LOG" >&2
   exit 1
 fi
