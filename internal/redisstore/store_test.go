@@ -9,11 +9,11 @@ import (
 
 // newStore returns a Store on the test Redis, its keys under a prefix of
 // its own.
-func newStore(t *testing.T) *redisstore.Store { return open(t, redistest.Prefix(t)) }
+func newStore(t testing.TB) *redisstore.Store { return open(t, redistest.Prefix(t)) }
 
 // open returns a Store on the test Redis with its keys under prefix: with
 // the prefix of another, another process's connections to its keys.
-func open(t *testing.T, prefix string) *redisstore.Store {
+func open(t testing.TB, prefix string) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(redistest.ServerURL(t), redisstore.Options{Prefix: prefix})
 	if err != nil {
