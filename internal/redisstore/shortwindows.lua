@@ -136,7 +136,9 @@ local function fromHilo(hi, lo) return add(mul(big(hi), {B}), big(lo)) end
 
 local function mod(a, b) return math.fmod(a, b) end -- a >= 0
 
--- int formats an integer for Redis: Lua's own conversion keeps 14 digits.
+-- int formats an integer for a string (a log entry): Lua's own conversion
+-- keeps 14 digits. Numbers passed to redis.call need not: Redis converts
+-- them exactly.
 local function int(n) return string.format('%d', n) end
 
 local function addCap(a, b) -- a + b, at most MAXL
@@ -349,20 +351,21 @@ end
 
 local function save(key, logKey, st, T, now)
   if st.a == TB then
-    redis.call('HSET', key, 'a', int(st.a), 's', int(st.s), 'p', int(st.p), 'c', int(st.c), 'h', int(st.h))
+    redis.call('HSET', key, 'a', st.a, 's', st.s, 'p', st.p, 'c', st.c, 'h', st.h)
     if st.p == 0 then
-      if st.c == 0 and st.h == 0 then redis.call('PEXPIRE', key, int(T)) else redis.call('PERSIST', key) end
+      if st.c == 0 and st.h == 0 then redis.call('PEXPIRE', key, T) else redis.call('PERSIST', key) end
     else
       -- Until the debt is paid off, and a window more; at most ten years.
       local ms = num(divmod(fromHilo(st.h, st.c), st.p)) + 1
-      redis.call('PEXPIRE', key, int(math.min(math.max(st.s - now, 0) + ms, 315360000000) + T))
+      redis.call('PEXPIRE', key, math.min(math.max(st.s - now, 0) + ms, 315360000000) + T)
     end
     return
   end
-  redis.call('HSET', key, 'a', int(st.a), 's', int(st.s), 'p', int(st.p), 'c', int(st.c))
-  redis.call('HDEL', key, 'h')
-  redis.call('PEXPIRE', key, int(3 * T))
-  if st.a == SL then redis.call('PEXPIRE', logKey, int(3 * T)) end
+  -- A token bucket's h, if the key was one, stays: only a token bucket
+  -- reads it, and it writes it.
+  redis.call('HSET', key, 'a', st.a, 's', st.s, 'p', st.p, 'c', st.c)
+  redis.call('PEXPIRE', key, 3 * T)
+  if st.a == SL then redis.call('PEXPIRE', logKey, 3 * T) end
 end
 
 -- found returns what a caller needs of a span's state to report on it:
@@ -413,25 +416,30 @@ for j = 1, nglobals do
   globals[j] = {key = KEYS[2 * nspans + j], T = tonumber(ARGV[a + 1]), span = tonumber(ARGV[a + 2])}
 end
 
-local function global(j, ms)
+-- global returns global window j's state at ms, rolled; a missing key
+-- reads as empty, or as nil unless create.
+local function global(j, ms, create)
   local g = globals[j]
   local st = load(g.key)
-  if not st then st = {a = SW, s = ms - mod(ms, g.T), p = 0, c = 0, h = 0, fresh = true} end
+  if not st then
+    if not create then return nil end
+    st = {a = SW, s = ms - mod(ms, g.T), p = 0, c = 0, h = 0}
+  end
   roll(st, ms - mod(ms, g.T), g.T)
   g.st = st
   return st
 end
 
 local function saveGlobal(g)
-  redis.call('HSET', g.key, 'a', int(SW), 's', int(g.st.s), 'p', int(g.st.p), 'c', int(g.st.c))
-  redis.call('PEXPIRE', g.key, int(3 * g.T))
+  redis.call('HSET', g.key, 'a', SW, 's', g.st.s, 'p', g.st.p, 'c', g.st.c)
+  redis.call('PEXPIRE', g.key, 3 * g.T)
 end
 
 local out = {now, 1}
 
 if op <= 1 then -- peek, take
   local allowed = true
-  for j = 1, nglobals do global(j, now) end
+  for j = 1, nglobals do global(j, now, true) end
   for i = 1, nspans do
     local sp = spans[i]
     local st = span(sp.key, sp.log, sp.alg, sp.rate, now, sp.T)
@@ -519,8 +527,8 @@ for i = 1, nspans do
 end
 for j = 1, nglobals do
   local g = globals[j]
-  if redis.call('EXISTS', g.key) == 1 then
-    local st = global(j, at)
+  local st = global(j, at, false)
+  if st then
     local sp = spans[g.span]
     if not sp then
       giveBackBuckets(st, at - mod(at, g.T), g.T, cost)
