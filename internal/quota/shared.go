@@ -230,21 +230,19 @@ func (s *SharedCounters) judge(op *SharedOp, out []Outcome) {
 		}
 		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		o := Outcome{Used: u, Passed: ok, Elastic: elastic}
+		fits := true
 		if m.buckets() {
 			o.ResetMs = b.start + length // the store's bucket, by its clock
 			o.ResetAfterMs = o.ResetMs
 		} else {
-			var fits bool
 			o.ResetMs = m.resetMs()
 			o.ResetAfterMs, fits = m.resetAfter(c.Cost)
-			if ok && !fits {
-				// A debt too far to keep exactly (see maxPayoffMs): denied.
-				ok, o.Passed, o.Wait = false, false, -1
-			} else if !ok {
-				o.Wait = s.wait(op, i, &m, gb)
-			}
 		}
-		if m.buckets() && !ok {
+		switch {
+		case ok && !fits:
+			// A debt too far to keep exactly (see maxPayoffMs): denied.
+			ok, o.Passed, o.Wait = false, false, -1
+		case !ok:
 			o.Wait = s.wait(op, i, &m, gb)
 		}
 		if m.alg == tiers.TokenBucket {
