@@ -166,6 +166,9 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		cache.Invalidate(ch)
 		if ch.Kind == tiers.CustomerChanged && ch.Deleted {
 			engine.Forget(ch.Key, "")
+			if opts.Shared == nil {
+				return
+			}
 			background.Go(func() {
 				if err := forgetShared(bg, catalog, engine, ch.Key); err != nil {
 					log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
