@@ -176,16 +176,12 @@ func TestRedisOutage(t *testing.T) {
 	}
 
 	redis.Stop()
-	before := checks.Load()
 	eventually(t, func() bool { return degraded.Load() > 100 }, "degraded answers while Redis is down")
 	for i, s := range servers {
 		if m := mode(s); m != "fallback" {
 			t.Errorf("process %d in mode %q while Redis is down, want fallback", i, m)
 		}
 		s.mustDo(http.StatusOK, "GET", "/readyz", "")
-	}
-	if checks.Load() == before {
-		t.Error("no check answered while Redis was down")
 	}
 
 	redis.Start()
