@@ -80,11 +80,7 @@ func (s *Server) forwardAuthError(err error) error {
 	var ve *tiers.ValidationError
 	switch {
 	case errors.Is(err, forwardauth.ErrNoKey):
-		name := h.Customer
-		if h.APIKey != "" {
-			name = h.APIKey
-		}
-		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+name+" header is required")
+		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+h.APIKey+" header is required")
 	case errors.Is(err, forwardauth.ErrUnknownKey):
 		return problemf(http.StatusForbidden, codeForbidden, "the API key is not known")
 	case errors.Is(err, forwardauth.ErrNoRoute):

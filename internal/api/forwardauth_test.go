@@ -88,7 +88,7 @@ routes:
 			wantHeader: map[string]string{"Retry-After": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`},
 			wantCode:   codeQuotaExceeded},
 		{name: "no customer", srv: headerRules, method: "GET", path: "/v1/forward-auth",
-			header: []string{"X-Quotad-Metric", "api_calls"}, want: 401, wantCode: codeUnauthorized},
+			header: []string{"X-Quotad-Metric", "api_calls"}, want: 400, wantCode: codeValidation, wantField: "X-Quotad-Customer"},
 		{name: "bad customer names its header", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "-x", "X-Quotad-Metric", "api_calls"}, want: 400, wantCode: codeValidation, wantField: "X-Quotad-Customer"},
 		{name: "bad metric names its header", srv: headerRules, method: "GET", path: "/v1/forward-auth",

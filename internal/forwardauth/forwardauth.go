@@ -297,9 +297,9 @@ type Call struct {
 
 // Errors of Resolve, besides *HeaderError.
 var (
-	// ErrNoKey is a request without the API-key header, or without the
-	// customer header when there are no API keys.
-	ErrNoKey = errors.New("forwardauth: no API key or customer")
+	// ErrNoKey is a request without the API-key header (when one is
+	// configured).
+	ErrNoKey = errors.New("forwardauth: no API key")
 	// ErrUnknownKey is an API key that maps to no customer.
 	ErrUnknownKey = errors.New("forwardauth: unknown API key")
 	// ErrNoRoute is a request that matches no route, under "unmatched: deny".
@@ -330,7 +330,9 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 		}
 		c.Customer = customer
 	} else if c.Customer = req.Header.Get(r.headers.Customer); c.Customer == "" {
-		return c, ErrNoKey
+		// The gateway sets this header, not the client: without it the
+		// gateway is misconfigured.
+		return c, &HeaderError{r.headers.Customer, "is required"}
 	}
 
 	if r.mux == nil {

@@ -41,7 +41,7 @@ func TestResolveDefaults(t *testing.T) {
 			Call{Customer: "acme", Metric: "api_calls", Cost: 25}, nil, ""},
 		{"largest cost", header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m", "X-Quotad-Cost", "1000000000"),
 			Call{Customer: "acme", Metric: "m", Cost: MaxCost}, nil, ""},
-		{"no customer", header("X-Quotad-Metric", "api_calls"), Call{}, ErrNoKey, ""},
+		{"no customer", header("X-Quotad-Metric", "api_calls"), Call{}, nil, "X-Quotad-Customer"},
 		{"no metric", header("X-Quotad-Customer", "acme"), Call{}, nil, "X-Quotad-Metric"},
 		{"cost 0", header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m", "X-Quotad-Cost", "0"), Call{}, nil, "X-Quotad-Cost"},
 		{"cost above the bound", header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m", "X-Quotad-Cost", "1000000001"), Call{}, nil, "X-Quotad-Cost"},
