@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -39,7 +40,11 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	req := c.Request()
 	fr := forwardauth.Request{Method: req.Method, Header: req.Header}
 	if c.Path() != forwardAuthPath {
-		fr.Suffix = req.URL.EscapedPath()[len(forwardAuthPath):]
+		// The original path as the gateway sent it: "/" and the wildcard.
+		fr.Suffix = "/" + c.Param("*")
+		if rest, ok := strings.CutPrefix(req.URL.EscapedPath(), forwardAuthPath+"/"); ok {
+			fr.Suffix = "/" + rest
+		}
 		if req.URL.RawQuery != "" {
 			fr.Suffix += "?" + req.URL.RawQuery
 		}
