@@ -38,6 +38,9 @@ type config struct {
 	RedisURL        string
 	RedisPrefix     string
 	RedisTimeout    time.Duration
+	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
+	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
+	ForwardAuthConfig string
 
 	tokens []api.Token
 }
@@ -83,6 +86,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		"how long a check waits for Redis before counting its short windows in process, degraded (QUOTAD_REDIS_TIMEOUT)")
 	fs.StringVar(&cfg.DebugListen, "debug-listen", env("QUOTAD_DEBUG_LISTEN", ""),
 		"address to serve net/http/pprof on, without authentication; empty: off (QUOTAD_DEBUG_LISTEN)")
+	fs.StringVar(&cfg.ForwardAuthConfig, "forward-auth-config", env("QUOTAD_FORWARD_AUTH_CONFIG", ""),
+		"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost (QUOTAD_FORWARD_AUTH_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -191,6 +196,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("redis_url", redactRedis(c.RedisURL, c.RedisURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),
+		slog.String("forward_auth_config", c.ForwardAuthConfig),
 	)
 }
 

@@ -105,6 +105,10 @@ func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, e
 
 func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
+	forwardRules, err := loadForwardAuth(cfg)
+	if err != nil {
+		return err
+	}
 	if len(cfg.tokens) == 0 {
 		if addr, changed := loopbackOnly(cfg.Listen); changed {
 			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
@@ -204,6 +208,8 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Ready:   func(ctx context.Context) error { return checkSchema(ctx, db) },
 		Tokens:  cfg.tokens,
 		Logger:  log,
+
+		ForwardAuth: forwardRules,
 	})
 
 	stopDebug, err := startDebug(cfg.DebugListen, log)

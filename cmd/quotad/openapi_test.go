@@ -107,7 +107,12 @@ func serverRoutes() map[string]bool {
 		if strings.HasPrefix(r.Method, "echo_") {
 			continue
 		}
-		out[r.Method+" "+echoParam.ReplaceAllString(r.Path, "{$1}")] = true
+		path := echoParam.ReplaceAllString(r.Path, "{$1}")
+		// echo's wildcard, the rest of the path, is {path} in the document.
+		if rest, ok := strings.CutSuffix(path, "/*"); ok {
+			path = rest + "/{path}"
+		}
+		out[r.Method+" "+path] = true
 	}
 	return out
 }
@@ -366,7 +371,7 @@ func problemCode(r response) string {
 // samplePath fills an operation's path parameters with valid values.
 func samplePath(path string) string {
 	return strings.NewReplacer(
-		"{customer}", "acme", "{metric}", "api_calls", "{plan}", "pro", "{window}", "day",
+		"{customer}", "acme", "{metric}", "api_calls", "{plan}", "pro", "{window}", "day", "{path}", "items",
 	).Replace(path)
 }
 
@@ -415,7 +420,7 @@ func TestOpenAPIRoles(t *testing.T) {
 					t.Errorf("%s: status %d, want the operation to run\n%s", a.name, r.Status, r.Body)
 				case a.want != 0 && r.Status != a.want:
 					t.Errorf("%s: status %d, want %d\n%s", a.name, r.Status, a.want, r.Body)
-				case a.wantCd != "" && problemCode(r) != a.wantCd:
+				case a.wantCd != "" && op.Method != http.MethodHead && problemCode(r) != a.wantCd: // HEAD answers have no body
 					t.Errorf("%s: code %q, want %q", a.name, problemCode(r), a.wantCd)
 				}
 				if err := v.validateResponse(s.URL, c, r); err != nil {
@@ -466,6 +471,12 @@ func TestOpenAPITraffic(t *testing.T) {
 	noToken := []string{"Authorization", ""}
 	asCheck := []string{"Authorization", "Bearer " + checkToken}
 	ifMatch := func(tag string) []string { return []string{"If-Match", tag} }
+
+	// fwd gives forward-auth's customer, metric and cost headers ("": not
+	// sent), then more headers.
+	fwd := func(customer, metric, cost string, more ...string) []string {
+		return append([]string{"X-Quotad-Customer", customer, "X-Quotad-Metric", metric, "X-Quotad-Cost", cost}, more...)
+	}
 
 	// The next_cursor of the last answer, for a "{next}" in the next path.
 	var next string
@@ -703,6 +714,26 @@ func TestOpenAPITraffic(t *testing.T) {
 			check: field("overage", true)},
 		{name: "check missing customer", apiCall: apiCall{"POST", "/v1/check", `{"customer":"ghost","metric":"api_calls"}`, asCheck}, want: 404, code: "customer_not_found"},
 		{name: "check undeclared metric", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"ghost"}`, asCheck}, want: 404, code: "metric_not_found"},
+		// Forward-auth: carol has used 12 of her soft day limit of 10 (+50 %).
+		{name: "forward-auth allowed", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "", asCheck...)}, want: 200,
+			check: all(hasHeader("RateLimit", true), hasHeader("RateLimit-Policy", true), hasHeader("Retry-After", false), hasHeader("X-Quotad-Customer", true))},
+		{name: "forward-auth with the admin token", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "1")}, want: 200},
+		{name: "forward-auth denied", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "5", asCheck...)}, want: 429, code: "quota_exceeded",
+			check: all(hasHeader("Retry-After", true), hasHeader("RateLimit", true), hasHeader("RateLimit-Policy", true))},
+		{name: "forward-auth that can never pass", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "20", asCheck...)}, want: 429, code: "quota_exceeded",
+			check: hasHeader("Retry-After", false)},
+		{name: "forward-auth without limits", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "exports", "", asCheck...)}, want: 200,
+			check: hasHeader("RateLimit", false)},
+		{name: "forward-auth with a path", apiCall: apiCall{"POST", "/v1/forward-auth/items", "", fwd("carol", "api_calls", "1", asCheck...)}, want: 200},
+		{name: "forward-auth HEAD with a path, denied", apiCall: apiCall{"HEAD", "/v1/forward-auth/items", "", fwd("carol", "api_calls", "5", asCheck...)}, want: 429,
+			check: hasHeader("Retry-After", true)},
+		{name: "forward-auth without customer", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("", "api_calls", "", asCheck...)}, want: 400, code: "validation_failed"},
+		{name: "forward-auth without metric", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "", "", asCheck...)}, want: 400, code: "validation_failed"},
+		{name: "forward-auth bad customer", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("-carol", "api_calls", "", asCheck...)}, want: 400, code: "validation_failed", bad: true},
+		{name: "forward-auth cost 0", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "0", asCheck...)}, want: 400, code: "validation_failed", bad: true},
+		{name: "forward-auth missing customer", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("ghost", "api_calls", "", asCheck...)}, want: 404, code: "customer_not_found"},
+		{name: "forward-auth undeclared metric", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "ghost", "", asCheck...)}, want: 404, code: "metric_not_found"},
+		{name: "forward-auth without token", apiCall: apiCall{"GET", "/v1/forward-auth", "", fwd("carol", "api_calls", "", noToken...)}, want: 401, code: "unauthorized"},
 		{name: "check cost 0", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":0}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "check cost above 10^9", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1000000001}`, asCheck}, want: 400, code: "validation_failed", bad: true},
 		{name: "check without customer", apiCall: apiCall{"POST", "/v1/check", `{"metric":"api_calls"}`, asCheck}, want: 400, code: "validation_failed", bad: true},

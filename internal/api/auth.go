@@ -90,11 +90,18 @@ func (a *authenticator) identify(secret string) (*Token, bool) {
 var anonymous = Token{Name: "anonymous", Role: RoleAdmin}
 
 // checkRoutes are the routes a check token may call.
-var checkRoutes = map[string]bool{
-	http.MethodPost + " /v1/check":                    true,
-	http.MethodPost + " /v1/refund":                   true,
-	http.MethodGet + " /v1/customers/:customer/usage": true,
-}
+var checkRoutes = func() map[string]bool {
+	m := map[string]bool{
+		http.MethodPost + " /v1/check":                    true,
+		http.MethodPost + " /v1/refund":                   true,
+		http.MethodGet + " /v1/customers/:customer/usage": true,
+		http.MethodGet + " " + forwardAuthPath:            true,
+	}
+	for _, method := range forwardAuthMethods {
+		m[method+" "+forwardAuthPath+"/*"] = true
+	}
+	return m
+}()
 
 // openPaths need no token.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}

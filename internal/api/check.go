@@ -163,15 +163,29 @@ func (s *Server) check(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	d, err := s.checker.Check(c.Request().Context(), quota.Request{
+	d, now, err := s.decide(c.Request().Context(), quota.Request{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
-	now := time.Now()
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if !d.Allowed {
+		status = http.StatusTooManyRequests
+	}
+	return writeCheckAnswer(c, status, &d, now)
+}
+
+// decide runs one check, for POST /v1/check and forward-auth alike, and
+// counts it in the check metrics. now is when it was decided.
+func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision, now time.Time, err error) {
+	start := time.Now()
+	d, err = s.checker.Check(ctx, r)
+	now = time.Now()
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
 		s.checkMetrics.decisions.get("error").Inc()
-		return err
+		return d, now, err
 	}
 	decision := "allowed"
 	switch {
@@ -182,12 +196,7 @@ func (s *Server) check(c echo.Context) error {
 	}
 	s.checkMetrics.decisions.get(decision).Inc()
 	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
-
-	status := http.StatusOK
-	if !d.Allowed {
-		status = http.StatusTooManyRequests
-	}
-	return writeCheckAnswer(c, status, &d, now)
+	return d, now, nil
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a

@@ -202,7 +202,11 @@ func param(c echo.Context, name string) string {
 // path itself (an encoded one, %2F, stays encoded in the raw value and is
 // judged by the handler).
 func wholeSegments(c echo.Context) bool {
-	for _, v := range c.ParamValues() {
+	names := c.ParamNames()
+	for i, v := range c.ParamValues() {
+		if i < len(names) && names[i] == "*" {
+			continue // a wildcard route takes the rest of the path
+		}
 		if strings.Contains(v, "/") {
 			return false
 		}

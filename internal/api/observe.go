@@ -126,7 +126,7 @@ func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
 	s.metrics.durationSeries.get(route).Observe(elapsed.Seconds())
 
 	level := slog.LevelDebug
-	if req.Method != http.MethodGet && route != "/v1/check" && route != "/v1/refund" && status < 400 {
+	if req.Method != http.MethodGet && !checkPath(route) && status < 400 {
 		level = slog.LevelInfo
 	}
 	if status >= 500 {
@@ -142,6 +142,16 @@ func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
 			slog.String("path", req.URL.Path), slog.Int("status", status),
 			slog.Duration("duration", elapsed), slog.String("actor", name))
 	}
+}
+
+// checkPath reports whether route is one of the check path's, logged at
+// debug whatever the method.
+func checkPath(route string) bool {
+	switch route {
+	case "/v1/check", "/v1/refund", forwardAuthPath, forwardAuthPath + "/*":
+		return true
+	}
+	return false
 }
 
 // requestContext is the echo.Context handlers get: echo's, with the

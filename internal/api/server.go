@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -60,6 +61,9 @@ type Config struct {
 	// Registry receives quotad's HTTP metrics and serves /metrics; nil
 	// means a private registry.
 	Registry *prometheus.Registry
+	// ForwardAuth are the rules of GET /v1/forward-auth; nil means
+	// forwardauth.Default().
+	ForwardAuth *forwardauth.Rules
 }
 
 // Server is quotad's HTTP handler.
@@ -73,6 +77,7 @@ type Server struct {
 	metrics *httpMetrics
 
 	checkMetrics *checkMetrics
+	forwardRules *forwardauth.Rules
 }
 
 // New returns a Server with every route registered.
@@ -86,6 +91,9 @@ func New(cfg Config) *Server {
 	if cfg.Ready == nil {
 		cfg.Ready = func(context.Context) error { return nil }
 	}
+	if cfg.ForwardAuth == nil {
+		cfg.ForwardAuth = forwardauth.Default()
+	}
 	s := &Server{
 		echo:    echo.New(),
 		catalog: cfg.Catalog,
@@ -94,6 +102,8 @@ func New(cfg Config) *Server {
 		auth:    newAuthenticator(cfg.Tokens),
 		log:     cfg.Logger,
 		metrics: newHTTPMetrics(cfg.Registry),
+
+		forwardRules: cfg.ForwardAuth,
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {
@@ -136,6 +146,8 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/usage/history", s.history)
 	v1.POST("/check", s.check)
 	v1.POST("/refund", s.refund)
+	v1.GET("/forward-auth", s.forwardAuth)
+	v1.Match(forwardAuthMethods, "/forward-auth/*", s.forwardAuth)
 
 	v1.GET("/audit", s.listAudit)
 	return s

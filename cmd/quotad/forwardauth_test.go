@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A bad forward-auth file stops quotad at start-up, before it serves.
+func TestRunRejectsBadForwardAuthConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("headers:\n  costumer: X-Tenant\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"unknown field", typo, "field costumer not found"},
+		{"missing file", filepath.Join(dir, "missing.yaml"), "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": tt.path, "QUOTAD_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}
+			var out bytes.Buffer
+			err := run(context.Background(), []string{"quotad"}, func(k string) string { return env[k] }, &out)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("run error = %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}

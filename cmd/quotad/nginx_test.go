@@ -1,0 +1,365 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gatewaysDoc is docs/gateways.md, whose nginx block the test runs.
+var gatewaysDoc = filepath.Join("..", "..", "docs", "gateways.md")
+
+// nginxBlock returns the first ```nginx block of docs/gateways.md.
+func nginxBlock(t testing.TB) string {
+	t.Helper()
+	doc, err := os.ReadFile(gatewaysDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("%s has no nginx block", gatewaysDoc)
+	}
+	return string(m[1])
+}
+
+// findNginx returns the nginx binary, failing in CI and skipping elsewhere
+// when there is none.
+func findNginx(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("nginx")
+	if err != nil {
+		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
+			return "/usr/sbin/nginx"
+		}
+		if os.Getenv("CI") != "" {
+			t.Fatalf("nginx is not installed (apt-get install nginx); CI must run this test")
+		}
+		t.Skip("nginx is not installed (apt-get install nginx): skipping the test behind a real nginx")
+	}
+	return path
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// MustStartNginx runs nginx with the http-level block in a directory of its
+// own, on a free port of 127.0.0.1, until the test ends, and returns its
+// base URL. Everything nginx writes stays in that directory, which is
+// readable by others so that workers running as another user (nginx
+// started as root) can reach their temporary files.
+func MustStartNginx(t testing.TB, httpBlock string) string {
+	t.Helper()
+	bin := findNginx(t)
+	dir, err := os.MkdirTemp("", "quotad-nginx-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	block := strings.Replace(httpBlock, "listen 80;", fmt.Sprintf("listen 127.0.0.1:%d;", port), 1)
+	conf := fmt.Sprintf(`worker_processes 1;
+events { worker_connections 64; }
+http {
+    access_log %[1]s/access.log;
+    client_body_temp_path %[1]s/client_body;
+    proxy_temp_path %[1]s/proxy;
+    fastcgi_temp_path %[1]s/fastcgi;
+    uwsgi_temp_path %[1]s/uwsgi;
+    scgi_temp_path %[1]s/scgi;
+%[2]s}
+`, dir, block)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errorLog := filepath.Join(dir, "error.log")
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", errorLog,
+		"-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+";")
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: workers finish, then the master exits
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-exited
+			}
+		}
+		if t.Failed() {
+			log, _ := os.ReadFile(errorLog)
+			t.Logf("nginx output:\n%s\nnginx error log:\n%s", out, log)
+		}
+	})
+
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			stopped = true
+			log, _ := os.ReadFile(errorLog)
+			t.Fatalf("nginx exited: %v\n%s\n%s", err, out, log)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return "http://" + addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nginx is not listening on %s after 10s", addr)
+		}
+		// Poll again once nginx exits or a short while has passed.
+		select {
+		case err := <-exited:
+			exited <- err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// lockedBuffer collects a process's output from its copying goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// upstream is the application behind the gateway: it records what reaches
+// it.
+type upstream struct {
+	mu   sync.Mutex
+	hits []upstreamHit
+}
+
+type upstreamHit struct {
+	method, uri, customer, body string
+}
+
+func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	u.mu.Lock()
+	u.hits = append(u.hits, upstreamHit{r.Method, r.RequestURI, r.Header.Get("X-Quotad-Customer"), string(body)})
+	u.mu.Unlock()
+	fmt.Fprintln(w, "hello from upstream")
+}
+
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.hits)
+}
+
+func (u *upstream) last() upstreamHit {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.hits) == 0 {
+		return upstreamHit{}
+	}
+	return u.hits[len(u.hits)-1]
+}
+
+// TestNginxForwardAuth runs quotad behind a real nginx configured with the
+// nginx block of docs/gateways.md, API keys and a route table.
+func TestNginxForwardAuth(t *testing.T) {
+	t.Parallel()
+	bobKey := "sk-bob-secret"
+	bobDigest := sha256.Sum256([]byte(bobKey))
+	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	if err := os.WriteFile(config, []byte(`
+headers:
+  api_key: X-Api-Key
+api_keys:
+  sk-acme: acme
+  "sha256:`+hex.EncodeToString(bobDigest[:])+`": bob
+routes:
+  - match: POST /v1/jobs
+    metric: jobs
+    cost: 2
+  - match: /v1/
+    metric: api_calls
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/jobs", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
+		{"metric":"api_calls","window":"day","limit":3},
+		{"metric":"jobs","window":"day","limit":4}]}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"gw"}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/bob", `{"plan":"gw"}`)
+
+	app := &upstream{}
+	appSrv := httptest.NewServer(app)
+	t.Cleanup(appSrv.Close)
+
+	block := nginxBlock(t)
+	for old, repl := range map[string]string{
+		"http://app:3000":    appSrv.URL,
+		"http://quotad:8080": s.URL,
+		"CHECK_TOKEN":        checkToken,
+		"listen 80;":         "listen 80;", // MustStartNginx puts the port
+	} {
+		if strings.Count(block, old) != 1 {
+			t.Fatalf("the nginx block of %s has %q %d times, want once", gatewaysDoc, old, strings.Count(block, old))
+		}
+		block = strings.Replace(block, old, repl, 1)
+	}
+	gw := MustStartNginx(t, block)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	send := func(method, path, key, body string) response {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(method, gw+path, rd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if key != "" {
+			req.Header.Set("X-Api-Key", key)
+		}
+		// A client cannot choose who pays or what it costs.
+		req.Header.Set("X-Quotad-Customer", "bob")
+		req.Header.Set("X-Quotad-Cost", "1000")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+
+	type step struct {
+		name, method, path, key, body string
+		want                          int
+		// reaches says whether the request must reach the upstream.
+		reaches bool
+		// header values the client must get; "" means absent, a final *
+		// any rest.
+		header map[string]string
+		// customer the upstream must see, when it is reached.
+		customer string
+	}
+	steps := []step{
+		{name: "acme 1 of 3", method: "GET", path: "/v1/items?page=1", key: "sk-acme", want: 200, reaches: true, customer: "acme",
+			header: map[string]string{"RateLimit-Policy": `"api_calls/day";q=3;w=86400`, "Retry-After": ""}},
+		{name: "acme 2 of 3, a POST with a body", method: "POST", path: "/v1/items", key: "sk-acme", body: `{"name":"x"}`, want: 200, reaches: true, customer: "acme"},
+		{name: "acme 3 of 3", method: "DELETE", path: "/v1/items/7", key: "sk-acme", want: 200, reaches: true, customer: "acme"},
+		{name: "acme over the limit", method: "GET", path: "/v1/items", key: "sk-acme", want: 429, reaches: false,
+			header: map[string]string{"RateLimit-Policy": `"api_calls/day";q=3;w=86400`, "Content-Type": "application/problem+json"}},
+		{name: "bob's job costs 2", method: "POST", path: "/v1/jobs", key: bobKey, body: "{}", want: 200, reaches: true, customer: "bob"},
+		{name: "bob's second job", method: "POST", path: "/v1/jobs", key: bobKey, body: "{}", want: 200, reaches: true, customer: "bob",
+			header: map[string]string{"RateLimit": `"jobs/day";r=0;t=*`}},
+		{name: "bob's third job is denied", method: "POST", path: "/v1/jobs", key: bobKey, body: "{}", want: 429, reaches: false},
+		{name: "GET of jobs is an api call", method: "GET", path: "/v1/jobs", key: bobKey, want: 200, reaches: true, customer: "bob"},
+		{name: "no key", method: "GET", path: "/v1/items", want: 401, reaches: false,
+			header: map[string]string{"WWW-Authenticate": `Bearer realm="quotad"`, "RateLimit": ""}},
+		{name: "unknown key", method: "GET", path: "/v1/items", key: "sk-guess", want: 403, reaches: false},
+		{name: "the digest is not the key", method: "GET", path: "/v1/items", key: "sha256:" + hex.EncodeToString(bobDigest[:]), want: 403, reaches: false},
+		{name: "no route", method: "GET", path: "/healthz", key: "sk-acme", want: 403, reaches: false},
+	}
+	for _, st := range steps {
+		before := app.count()
+		r := send(st.method, st.path, st.key, st.body)
+		if r.Status != st.want {
+			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
+		}
+		reached := app.count() > before
+		if reached != st.reaches {
+			t.Errorf("%s: reached the upstream = %t, want %t", st.name, reached, st.reaches)
+		}
+		if reached {
+			hit := app.last()
+			if hit.customer != st.customer || hit.method != st.method || hit.uri != st.path || hit.body != st.body {
+				t.Errorf("%s: upstream got %+v, want %s %s for %s with body %q", st.name, hit, st.method, st.path, st.customer, st.body)
+			}
+		}
+		for name, want := range st.header {
+			got := r.Header.Get(name)
+			if prefix, ok := strings.CutSuffix(want, "*"); ok && strings.HasPrefix(got, prefix) && got != prefix {
+				continue
+			}
+			if got != want {
+				t.Errorf("%s: %s = %q, want %q", st.name, name, got, want)
+			}
+		}
+		switch st.want {
+		case http.StatusOK:
+			if r.Header.Get("RateLimit") == "" || r.Header.Get("RateLimit-Policy") == "" {
+				t.Errorf("%s: allowed without RateLimit headers: %v", st.name, r.Header)
+			}
+		case http.StatusTooManyRequests:
+			if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+				t.Errorf("%s: Retry-After = %q, want seconds", st.name, ra)
+			}
+			if !strings.Contains(r.Header.Get("RateLimit"), ";r=0;t=") {
+				t.Errorf("%s: RateLimit = %q, want none remaining", st.name, r.Header.Get("RateLimit"))
+			}
+			if problemCode(r) != "quota_exceeded" {
+				t.Errorf("%s: body %s, want a quota_exceeded problem", st.name, r.Body)
+			}
+		}
+	}
+
+	// quotad counted what passed, and nothing of what did not.
+	usage := s.mustDo(http.StatusOK, "GET", "/v1/customers/bob/usage", "").JSON(t)["usage"].([]any)
+	got := map[string]float64{}
+	for _, u := range usage {
+		u := u.(map[string]any)
+		got[u["metric"].(string)] = u["used"].(float64)
+	}
+	if want := map[string]float64{"api_calls": 1, "jobs": 4}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("bob's usage = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,114 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/forwardauth"
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// forwardAuthPath is the forward-auth route. Below it, /v1/forward-auth/*
+// answers every method: Envoy's ext_authz sends the original request's
+// method and appends its path to the path prefix.
+const forwardAuthPath = "/v1/forward-auth"
+
+// forwardAuthMethods are the methods /v1/forward-auth/* answers: the ones
+// an OpenAPI document can describe.
+var forwardAuthMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete, http.MethodOptions, http.MethodTrace,
+}
+
+// headerCustomer carries the customer a forward-auth check resolved to, so
+// that a gateway may pass it on upstream.
+const headerCustomer = "X-Quotad-Customer"
+
+// codeQuotaExceeded is a forward-auth check that was denied.
+const codeQuotaExceeded = "quota_exceeded"
+
+// forwardAuth decides one check from a gateway's forwarded headers: 200
+// with an empty body and the RateLimit headers when it passes, 429 with
+// Retry-After when it does not (see forwardauth.Rules for where customer,
+// metric and cost come from).
+func (s *Server) forwardAuth(c echo.Context) error {
+	req := c.Request()
+	fr := forwardauth.Request{Method: req.Method, Header: req.Header}
+	if c.Path() != forwardAuthPath {
+		// The original path as the gateway sent it: "/" and the wildcard.
+		fr.Suffix = "/" + c.Param("*")
+		if rest, ok := strings.CutPrefix(req.URL.EscapedPath(), forwardAuthPath+"/"); ok {
+			fr.Suffix = "/" + rest
+		}
+		if req.URL.RawQuery != "" {
+			fr.Suffix += "?" + req.URL.RawQuery
+		}
+	}
+	call, err := s.forwardRules.Resolve(fr)
+	if err != nil {
+		return s.forwardAuthError(err)
+	}
+	if call.Pass {
+		return c.NoContent(http.StatusOK)
+	}
+	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
+	if err != nil {
+		return s.forwardAuthError(err)
+	}
+	h := c.Response().Header()
+	setCheckHeaders(h, &d, now)
+	h.Del(echo.HeaderContentType)
+	h[headerCustomer] = []string{call.Customer}
+	if d.Allowed {
+		return c.NoContent(http.StatusOK)
+	}
+	detail := "the customer's limit on this metric is reached; retry after " + strconv.FormatInt(d.RetryAfter, 10) + " s"
+	if d.Never {
+		detail = "this cost can never pass the customer's limit on this metric"
+	}
+	writeProblem(c, newProblem(http.StatusTooManyRequests, codeQuotaExceeded, detail, nil))
+	return nil
+}
+
+// forwardAuthError turns the errors of resolving and checking into the
+// problems a gateway acts on: 401 and 403 reach the client through every
+// gateway, 400 means the gateway's configuration sends what it should not.
+// Validation errors name the headers the values came from.
+func (s *Server) forwardAuthError(err error) error {
+	h := s.forwardRules.Headers()
+	var he *forwardauth.HeaderError
+	var ve *tiers.ValidationError
+	switch {
+	case errors.Is(err, forwardauth.ErrNoKey):
+		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+h.APIKey+" header is required")
+	case errors.Is(err, forwardauth.ErrUnknownKey):
+		return problemf(http.StatusForbidden, codeForbidden, "the API key is not known")
+	case errors.Is(err, forwardauth.ErrNoRoute):
+		return problemf(http.StatusForbidden, codeForbidden, "no forward-auth route matches the original request")
+	case errors.As(err, &he):
+		return invalid(he.Header, he.Message)
+	case errors.As(err, &ve):
+		fields := make([]tiers.FieldError, len(ve.Fields))
+		for i, f := range ve.Fields {
+			switch f.Field {
+			case "customer":
+				f.Field = h.Customer
+				if h.APIKey != "" {
+					f.Field = "api_keys"
+				}
+			case "metric":
+				f.Field = h.Metric
+			case "cost":
+				f.Field = h.Cost
+			}
+			fields[i] = f
+		}
+		return &apiError{status: http.StatusBadRequest, code: codeValidation, detail: "the request is invalid", fields: fields}
+	}
+	return err
+}

@@ -1,0 +1,398 @@
+// Package forwardauth decides, from the headers a gateway forwards (nginx
+// auth_request, Traefik ForwardAuth, Caddy forward_auth, Envoy ext_authz),
+// which check a request stands for: the customer, from a customer-id header
+// or an API key mapped to a customer, and the metric and cost, from headers
+// or from a table of the original request's routes. It reads its rules from
+// one optional YAML file and knows nothing of HTTP servers or of quotas.
+package forwardauth
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// The default header names.
+const (
+	DefaultCustomerHeader = "X-Quotad-Customer"
+	DefaultMetricHeader   = "X-Quotad-Metric"
+	DefaultCostHeader     = "X-Quotad-Cost"
+	DefaultMethodHeader   = "X-Forwarded-Method"
+	DefaultURIHeader      = "X-Forwarded-Uri"
+)
+
+// MaxCost is the largest cost a header or a route may give, as for a check.
+const MaxCost = 1_000_000_000
+
+// digestPrefix marks an API key given as the hex SHA-256 of the key.
+const digestPrefix = "sha256:"
+
+// File is the configuration file's shape. Every field is optional.
+type File struct {
+	Headers Headers `yaml:"headers"`
+	// APIKeys maps each API key, as the client sends it or as
+	// "sha256:<hex of its SHA-256>", to a customer id.
+	APIKeys map[string]string `yaml:"api_keys"`
+	// Routes decide metric and cost from the original request; when there
+	// are any, the metric and cost headers are not read.
+	Routes []RouteSpec `yaml:"routes"`
+	// Unmatched is what a request that matches no route gets: "deny" (the
+	// default; ErrNoRoute) or "allow" (no check at all).
+	Unmatched string `yaml:"unmatched"`
+}
+
+// Headers names the headers read. Empty names take the defaults; APIKey
+// has none: without it the customer comes from the customer header.
+type Headers struct {
+	Customer string `yaml:"customer"`
+	Metric   string `yaml:"metric"`
+	Cost     string `yaml:"cost"`
+	// APIKey names the header holding the client's API key. When set, the
+	// customer comes from APIKeys alone and the customer header is not read.
+	APIKey string `yaml:"api_key"`
+	// Method and URI name the headers holding the original request's method
+	// and request URI, for the route table.
+	Method string `yaml:"method"`
+	URI    string `yaml:"uri"`
+}
+
+// RouteSpec is one entry of the route table.
+type RouteSpec struct {
+	// Match is a net/http ServeMux pattern without a host: "[METHOD ]/path",
+	// where a path ending in "/" matches everything below it, {name}
+	// matches one segment and {name...} the rest; GET also matches HEAD.
+	// The most specific pattern wins.
+	Match  string `yaml:"match"`
+	Metric string `yaml:"metric"`
+	// Cost defaults to 1.
+	Cost *int64 `yaml:"cost"`
+}
+
+// Rules are a parsed configuration, ready to resolve requests. A Rules is
+// safe for concurrent use.
+type Rules struct {
+	headers        Headers
+	keys           map[[sha256.Size]byte]string
+	mux            *http.ServeMux
+	routes         map[string]route // by pattern
+	allowUnmatched bool
+}
+
+type route struct {
+	metric string
+	cost   int64
+}
+
+// Default returns the rules without a file: customer, metric and cost from
+// the X-Quotad-* headers.
+func Default() *Rules {
+	r, err := fromFile(File{})
+	if err != nil {
+		panic(err) // the empty file is valid
+	}
+	return r
+}
+
+// Load reads the rules from the YAML file at path.
+func Load(path string) (*Rules, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("forward-auth config: %w", err)
+	}
+	r, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("forward-auth config %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse parses rules from YAML. Unknown fields, duplicate keys and more than
+// one document are errors, so that a typo stops quotad at start-up.
+func Parse(data []byte) (*Rules, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var f File
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("want one YAML document")
+	}
+	return fromFile(f)
+}
+
+func fromFile(f File) (*Rules, error) {
+	h := f.Headers
+	for _, field := range []struct {
+		name string
+		v    *string
+		def  string
+	}{
+		{"customer", &h.Customer, DefaultCustomerHeader},
+		{"metric", &h.Metric, DefaultMetricHeader},
+		{"cost", &h.Cost, DefaultCostHeader},
+		{"api_key", &h.APIKey, ""},
+		{"method", &h.Method, DefaultMethodHeader},
+		{"uri", &h.URI, DefaultURIHeader},
+	} {
+		if *field.v == "" {
+			*field.v = field.def
+			continue
+		}
+		if !validHeaderName(*field.v) {
+			return nil, fmt.Errorf("headers.%s: %q is not a header name", field.name, *field.v)
+		}
+		*field.v = http.CanonicalHeaderKey(*field.v)
+	}
+	r := &Rules{headers: h, keys: map[[sha256.Size]byte]string{}, routes: map[string]route{}}
+
+	if h.APIKey == "" && len(f.APIKeys) > 0 {
+		return nil, errors.New("api_keys: set headers.api_key, the header that carries them")
+	}
+	if h.APIKey != "" && len(f.APIKeys) == 0 {
+		return nil, errors.New("headers.api_key: no api_keys to map its keys to customers")
+	}
+	for key, customer := range f.APIKeys {
+		d, err := keyDigest(key)
+		if err != nil {
+			return nil, fmt.Errorf("api_keys: %w", err)
+		}
+		if !tiers.ValidCustomerID(customer) {
+			return nil, fmt.Errorf("api_keys: customer %q is not a valid customer id", customer)
+		}
+		if other, ok := r.keys[d]; ok && other != customer {
+			return nil, fmt.Errorf("api_keys: one key maps to both %q and %q", other, customer)
+		}
+		r.keys[d] = customer
+	}
+
+	switch f.Unmatched {
+	case "", "deny":
+	case "allow":
+		r.allowUnmatched = true
+	default:
+		return nil, fmt.Errorf("unmatched: want deny or allow, got %q", f.Unmatched)
+	}
+	if f.Unmatched != "" && len(f.Routes) == 0 {
+		return nil, errors.New("unmatched: there are no routes")
+	}
+	if len(f.Routes) > 0 {
+		r.mux = http.NewServeMux()
+	}
+	for i, spec := range f.Routes {
+		rt, err := addRoute(r.mux, spec)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+		r.routes[spec.Match] = rt
+	}
+	return r, nil
+}
+
+// keyDigest returns the SHA-256 of an api_keys entry: given, or computed.
+func keyDigest(key string) ([sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	hexDigest, isDigest := strings.CutPrefix(key, digestPrefix)
+	if !isDigest {
+		if key == "" {
+			return d, errors.New("an empty key")
+		}
+		return sha256.Sum256([]byte(key)), nil
+	}
+	b, err := hex.DecodeString(hexDigest)
+	if err != nil || len(b) != sha256.Size {
+		return d, fmt.Errorf("%.20s...: want sha256: and 64 hex digits", key)
+	}
+	copy(d[:], b)
+	return d, nil
+}
+
+// addRoute registers spec's pattern on mux, turning ServeMux's panics on
+// bad or conflicting patterns into errors.
+func addRoute(mux *http.ServeMux, spec RouteSpec) (rt route, err error) {
+	if !tiers.ValidKey(spec.Metric) {
+		return rt, fmt.Errorf("metric %q: must match ^[a-z0-9][a-z0-9_.-]{0,62}$", spec.Metric)
+	}
+	rt = route{metric: spec.Metric, cost: 1}
+	if spec.Cost != nil {
+		if *spec.Cost < 1 || *spec.Cost > MaxCost {
+			return rt, fmt.Errorf("cost %d: want 1 to %d", *spec.Cost, MaxCost)
+		}
+		rt.cost = *spec.Cost
+	}
+	_, path, _ := strings.Cut(spec.Match, " ")
+	if !strings.HasPrefix(strings.TrimSpace(path), "/") && !strings.HasPrefix(spec.Match, "/") {
+		return rt, fmt.Errorf("match %q: want [METHOD ]/path", spec.Match)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			msg := fmt.Sprint(p)
+			if strings.Contains(msg, "conflicts with") {
+				msg = "matches the same requests as an earlier route, with none more specific"
+			}
+			err = fmt.Errorf("match %q: %s", spec.Match, msg)
+		}
+	}()
+	mux.Handle(spec.Match, http.NotFoundHandler())
+	return rt, nil
+}
+
+// validHeaderName reports whether s is an HTTP field name (an RFC 9110
+// token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Headers returns the header names in use, in canonical form.
+func (r *Rules) Headers() Headers { return r.headers }
+
+// Request is a forward-auth request as a gateway sends it.
+type Request struct {
+	// Method is the forward-auth request's own method.
+	Method string
+	// Suffix is what follows the forward-auth path, query included, as
+	// Envoy's ext_authz appends the original request's path to its path
+	// prefix: "" when nothing follows; otherwise it starts with "/".
+	Suffix string
+	Header http.Header
+}
+
+// Call is the check a request stands for.
+type Call struct {
+	Customer string
+	Metric   string
+	Cost     int64
+	// Route is the route table's pattern that matched, "" without a table.
+	Route string
+	// Pass is true for a request that matched no route under "unmatched:
+	// allow": it is let through without a check, and the other fields are
+	// empty.
+	Pass bool
+}
+
+// Errors of Resolve, besides *HeaderError.
+var (
+	// ErrNoKey is a request without the API-key header (when one is
+	// configured).
+	ErrNoKey = errors.New("forwardauth: no API key")
+	// ErrUnknownKey is an API key that maps to no customer.
+	ErrUnknownKey = errors.New("forwardauth: unknown API key")
+	// ErrNoRoute is a request that matches no route, under "unmatched: deny".
+	ErrNoRoute = errors.New("forwardauth: no route matches the request")
+)
+
+// HeaderError is a header that is missing or malformed.
+type HeaderError struct {
+	Header  string
+	Message string
+}
+
+func (e *HeaderError) Error() string { return e.Header + ": " + e.Message }
+
+// Resolve returns the check req stands for. Its errors are ErrNoKey,
+// ErrUnknownKey, ErrNoRoute and *HeaderError. The customer and metric it
+// returns are not validated beyond being present: the check does that.
+func (r *Rules) Resolve(req Request) (Call, error) {
+	var c Call
+	if r.headers.APIKey != "" {
+		key := req.Header.Get(r.headers.APIKey)
+		if key == "" {
+			return c, ErrNoKey
+		}
+		customer, ok := r.keys[sha256.Sum256([]byte(key))]
+		if !ok {
+			return c, ErrUnknownKey
+		}
+		c.Customer = customer
+	} else if c.Customer = req.Header.Get(r.headers.Customer); c.Customer == "" {
+		// The gateway sets this header, not the client: without it the
+		// gateway is misconfigured.
+		return c, &HeaderError{r.headers.Customer, "is required"}
+	}
+
+	if r.mux == nil {
+		c.Metric = req.Header.Get(r.headers.Metric)
+		if c.Metric == "" {
+			return c, &HeaderError{r.headers.Metric, "is required"}
+		}
+		c.Cost = 1
+		if v, ok := req.Header[r.headers.Cost]; ok {
+			n, err := strconv.ParseInt(v[0], 10, 64)
+			if len(v) > 1 || err != nil || n < 1 || n > MaxCost || v[0][0] == '+' {
+				return c, &HeaderError{r.headers.Cost, fmt.Sprintf("must be one integer from 1 to %d", MaxCost)}
+			}
+			c.Cost = n
+		}
+		return c, nil
+	}
+
+	orig, err := r.original(req)
+	if err != nil {
+		return c, err
+	}
+	_, pattern := r.mux.Handler(orig)
+	rt, ok := r.routes[pattern]
+	switch {
+	case ok:
+		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, pattern
+	case r.allowUnmatched:
+		return Call{Pass: true}, nil
+	default:
+		return c, ErrNoRoute
+	}
+	return c, nil
+}
+
+// original rebuilds the original request, for the route table: from the
+// suffix when there is one (Envoy), else from the method and URI headers.
+func (r *Rules) original(req Request) (*http.Request, error) {
+	method, uri := req.Method, req.Suffix
+	if uri == "" {
+		method = req.Header.Get(r.headers.Method)
+		uri = req.Header.Get(r.headers.URI)
+		if method == "" {
+			return nil, &HeaderError{r.headers.Method, "is required with a route table"}
+		}
+		if uri == "" {
+			return nil, &HeaderError{r.headers.URI, "is required with a route table"}
+		}
+		if !validHeaderName(method) {
+			return nil, &HeaderError{r.headers.Method, "must be an HTTP method"}
+		}
+	}
+	u, err := url.ParseRequestURI(uri)
+	if err != nil || !strings.HasPrefix(uri, "/") {
+		header := r.headers.URI
+		if req.Suffix != "" {
+			header = "path"
+		}
+		return nil, &HeaderError{header, "must be an origin-form request URI, such as /v1/items?page=2"}
+	}
+	// ServeMux matches the host too when a pattern names one; none does.
+	return &http.Request{Method: method, URL: u, Host: "gateway", Header: http.Header{}}, nil
+}
