@@ -1,0 +1,109 @@
+// Package catalogfile is quotad's catalog as code: a YAML file of metrics,
+// plans and, optionally, customers with their overrides; its parsing and
+// validation with the line of every error; the normalised catalog both a
+// file and a server's answers turn into; the changes that take a server from
+// one catalog to another; and how those changes are printed.
+//
+// The package speaks no HTTP: the caller reads the server's catalog, hands
+// it over in the file's own form (File), and makes the changes Diff returns.
+//
+// The file's form mirrors the admin API's bodies, keyed by resource name:
+//
+//	metrics:
+//	  api_calls:
+//	    description: Calls to the public API
+//	    capacity: {day: 10000000}
+//	plans:
+//	  pro:
+//	    name: Pro
+//	    price: {amount_cents: 4900, currency: USD, interval: month}
+//	    limits:
+//	      - {metric: api_calls, window: second, limit: 50}
+//	customers:
+//	  acme:
+//	    plan: pro
+//	    overrides:
+//	      - {metric: api_calls, window: day, limit: 200000, reason: launch week}
+//
+// A section left out of a file is not managed by it: nothing in it is
+// compared, and --prune deletes nothing there. A section present, even
+// empty, is the whole truth for its kind.
+package catalogfile
+
+import (
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// File is a catalog file as written. Pointers and nil maps tell a field or
+// section left out from one set to its zero value. Every field is the
+// admin API's field of the same name; a field left out takes the API's
+// default, as a PUT does.
+type File struct {
+	Metrics   map[string]*Metric   `yaml:"metrics,omitempty"`
+	Plans     map[string]*Plan     `yaml:"plans,omitempty"`
+	Customers map[string]*Customer `yaml:"customers,omitempty"`
+}
+
+// Metric is a metric's entry: the body of PUT /v1/metrics/{metric}.
+type Metric struct {
+	Description *string           `yaml:"description,omitempty"`
+	Capacity    map[string]*int64 `yaml:"capacity,omitempty"`
+}
+
+// Plan is a plan's entry: the body of PUT /v1/plans/{plan}.
+type Plan struct {
+	Name        *string `yaml:"name,omitempty"`
+	Description *string `yaml:"description,omitempty"`
+	Price       *Price  `yaml:"price,omitempty"`
+	Limits      []Limit `yaml:"limits,omitempty"`
+}
+
+// Price is a plan's price.
+type Price struct {
+	AmountCents *int64  `yaml:"amount_cents,omitempty"`
+	Currency    *string `yaml:"currency,omitempty"`
+	Interval    *string `yaml:"interval,omitempty"`
+}
+
+// Limit is one limit of a plan.
+type Limit struct {
+	Metric             string  `yaml:"metric"`
+	Window             string  `yaml:"window"`
+	Limit              *int64  `yaml:"limit"`
+	Mode               *string `yaml:"mode,omitempty"`
+	OveragePercent     *int64  `yaml:"overage_percent,omitempty"`
+	OveragePriceMicros *int64  `yaml:"overage_price_micros,omitempty"`
+	Ceiling            *int64  `yaml:"ceiling,omitempty"`
+	Algorithm          *string `yaml:"algorithm,omitempty"`
+	Burst              *int64  `yaml:"burst,omitempty"`
+}
+
+// Customer is a customer's entry: the body of PUT /v1/customers/{customer},
+// and the customer's overrides. Its overrides are all it has: one the
+// server holds and the entry does not list is deleted by --prune.
+type Customer struct {
+	Plan             *string `yaml:"plan"`
+	Name             *string `yaml:"name,omitempty"`
+	BillingAnchorDay *int64  `yaml:"billing_anchor_day,omitempty"`
+	// Metadata is a mapping, stored by quotad as a JSON object.
+	Metadata  *yaml.Node `yaml:"metadata,omitempty"`
+	Overrides []Override `yaml:"overrides,omitempty"`
+}
+
+// Override is one override of a customer: metric and window name it, the
+// rest is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
+type Override struct {
+	Metric             string     `yaml:"metric"`
+	Window             string     `yaml:"window"`
+	Limit              *int64     `yaml:"limit"`
+	Mode               *string    `yaml:"mode,omitempty"`
+	OveragePercent     *int64     `yaml:"overage_percent,omitempty"`
+	OveragePriceMicros *int64     `yaml:"overage_price_micros,omitempty"`
+	Ceiling            *int64     `yaml:"ceiling,omitempty"`
+	Algorithm          *string    `yaml:"algorithm,omitempty"`
+	Burst              *int64     `yaml:"burst,omitempty"`
+	ExpiresAt          *time.Time `yaml:"expires_at,omitempty"`
+	Reason             *string    `yaml:"reason,omitempty"`
+}
