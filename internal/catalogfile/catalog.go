@@ -157,7 +157,11 @@ func (n *normalizer) account(id string, f *Customer) Account {
 	if f.Metadata != nil {
 		md, err := nodeToJSON(f.Metadata, path+".metadata")
 		if err != nil {
-			n.fail(err.field, err.msg)
+			line := err.line
+			if n.read {
+				line = 0
+			}
+			n.errs = append(n.errs, Error{File: n.name, Line: line, Field: err.field, Message: err.msg})
 		} else {
 			spec.Metadata = md
 		}

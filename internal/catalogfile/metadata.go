@@ -18,7 +18,11 @@ import (
 // file. Numbers keep their digits both ways (1.50 stays 1.50), so a
 // round trip through a file changes nothing.
 
-type fieldError struct{ field, msg string }
+// fieldError is a problem in metadata, at its node's line.
+type fieldError struct {
+	line       int
+	field, msg string
+}
 
 // jsonNumber is the grammar of a JSON number.
 var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
@@ -27,7 +31,7 @@ var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9
 func nodeToJSON(n *yaml.Node, field string) (json.RawMessage, *fieldError) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
-		return nil, &fieldError{field, "must be a mapping, got " + describe(n)}
+		return nil, &fieldError{n.Line, field, "must be a mapping, got " + describe(n)}
 	}
 	budget := maxNodes
 	v, ferr := toJSONValue(n, field, &budget)
@@ -36,7 +40,7 @@ func nodeToJSON(n *yaml.Node, field string) (json.RawMessage, *fieldError) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, &fieldError{field, err.Error()}
+		return nil, &fieldError{n.Line, field, err.Error()}
 	}
 	return b, nil
 }
@@ -44,7 +48,7 @@ func nodeToJSON(n *yaml.Node, field string) (json.RawMessage, *fieldError) {
 func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 	n = resolve(n)
 	if *budget--; *budget < 0 {
-		return nil, &fieldError{field, fmt.Sprintf("expands to more than %d nodes", maxNodes)}
+		return nil, &fieldError{n.Line, field, fmt.Sprintf("expands to more than %d nodes", maxNodes)}
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -52,11 +56,11 @@ func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := resolve(n.Content[i])
 			if k.Kind != yaml.ScalarNode {
-				return nil, &fieldError{field, "keys must be strings, got " + describe(k)}
+				return nil, &fieldError{k.Line, field, "keys must be strings, got " + describe(k)}
 			}
 			child := field + "." + k.Value
 			if _, dup := obj[k.Value]; dup {
-				return nil, &fieldError{child, "duplicate key"}
+				return nil, &fieldError{k.Line, child, "duplicate key"}
 			}
 			v, err := toJSONValue(n.Content[i+1], child, budget)
 			if err != nil {
@@ -82,7 +86,7 @@ func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 		case "!!bool":
 			var b bool
 			if err := n.Decode(&b); err != nil {
-				return nil, &fieldError{field, "must be true or false, got " + describe(n)}
+				return nil, &fieldError{n.Line, field, "must be true or false, got " + describe(n)}
 			}
 			return b, nil
 		case "!!int", "!!float":
@@ -91,14 +95,14 @@ func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 			}
 			var f float64
 			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-				return nil, &fieldError{field, "must be a finite number, got " + describe(n)}
+				return nil, &fieldError{n.Line, field, "must be a finite number, got " + describe(n)}
 			}
 			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
 		default:
 			return n.Value, nil
 		}
 	}
-	return nil, &fieldError{field, "cannot be " + describe(n)}
+	return nil, &fieldError{n.Line, field, "cannot be " + describe(n)}
 }
 
 // jsonToNode returns the YAML mapping for a JSON object, keys sorted; nil

@@ -8,12 +8,13 @@ import (
 // Print writes changes as a plan a person can review, one line per
 // resource and one more per field an update changes:
 //
-//	+ metric api_calls
-//	~ plan pro
-//	    limits[api_calls/day].limit: 100000 → 200000
-//	- customer old
+//   - metric api_calls
+//     ~ plan pro
+//     limits[api_calls/day].limit: 100000 → 200000
 //
-//	1 to create, 1 to update, 1 to delete.
+//   - customer old
+//
+//     1 to create, 1 to update, 1 to delete.
 //
 // Strings are quoted; (none) is a field that is not set.
 func Print(w io.Writer, changes []Change) error {
