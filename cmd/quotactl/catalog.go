@@ -72,6 +72,9 @@ func (x *applyCmd) Run(e *env) error {
 		_, err := fmt.Fprintln(e.stdout, "Dry run: nothing was written.")
 		return err
 	}
+	if testHookBeforeApply != nil {
+		testHookBeforeApply()
+	}
 	for i, c := range changes {
 		err := e.admin.apply(e.ctx, c)
 		if err == nil {
@@ -88,6 +91,10 @@ func (x *applyCmd) Run(e *env) error {
 	_, err = fmt.Fprintf(e.stdout, "Applied %d changes.\n", len(changes))
 	return err
 }
+
+// testHookBeforeApply, when set by a test, runs between planning and the
+// first write: where another writer's change would be caught by If-Match.
+var testHookBeforeApply func()
 
 // badFile prints every problem of a file, one a line, and fails.
 func badFile(e *env, err error) error {
