@@ -298,7 +298,12 @@ func (d *decoder) mapping(field string, n *yaml.Node, v reflect.Value) {
 	m := reflect.MakeMap(v.Type())
 	d.keys(field, n, func(k *yaml.Node, child string, val *yaml.Node) {
 		e := reflect.New(v.Type().Elem()).Elem()
-		d.value(child, val, e)
+		if t := e.Type(); t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && isNull(resolve(val)) {
+			// "api_calls:" with nothing under it: an entry of defaults.
+			e.Set(reflect.New(t.Elem()))
+		} else {
+			d.value(child, val, e)
+		}
 		m.SetMapIndex(reflect.ValueOf(k.Value), e)
 	})
 	v.Set(m)
