@@ -34,8 +34,9 @@ run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creat
 	@createdb -h $(PGHOST) -U $(PGUSER) quotad 2>/dev/null || true
 	./$(BIN)
 
-build: ## build the quotad binary into bin/
+build: ## build quotad and quotactl into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quotad
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotactl ./cmd/quotactl
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 ./...
@@ -50,13 +51,14 @@ FUZZ_EXECS ?= 200000
 # Each input of FuzzAgreesWithInProcess is 80 operations through Redis.
 REDIS_FUZZ_EXECS ?= 3000
 
-fuzz: ## fuzz request decoding, the check answer and window arithmetic (FUZZ_EXECS inputs each)
+fuzz: ## fuzz request decoding, the check answer, window arithmetic and catalog files (FUZZ_EXECS inputs each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecodeCall$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgreesWithInProcess$$' -fuzztime $(REDIS_FUZZ_EXECS)x ./internal/redisstore/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_EXECS)x ./internal/catalogfile/
 
 # Load runs need the local PostgreSQL (as for make run), and redis-cli and
 # a Redis for the *-redis scenarios; they take about 7 minutes with the

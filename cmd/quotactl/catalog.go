@@ -1,0 +1,107 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/quotad/quotad/internal/catalogfile"
+)
+
+type exportCmd struct {
+	Customers bool   `help:"Include customers and their overrides (expired overrides are left out: they could not be applied again)."`
+	Output    string `short:"o" help:"Write to this file instead of standard output." placeholder:"FILE" type:"path"`
+}
+
+func (x *exportCmd) Run(e *env) error {
+	f, _, err := e.admin.snapshot(e.ctx, x.Customers)
+	if err != nil {
+		return fmt.Errorf("read the catalog: %w", err)
+	}
+	c, err := catalogfile.Normalize(f, e.now())
+	if err != nil {
+		return fmt.Errorf("read the catalog: %w", err)
+	}
+	out, err := catalogfile.Encode(catalogfile.Export(c, x.Customers))
+	if err != nil {
+		return err
+	}
+	if x.Output == "" {
+		_, err = e.stdout.Write(out)
+		return err
+	}
+	return os.WriteFile(x.Output, out, 0o644)
+}
+
+type applyCmd struct {
+	File   string `short:"f" required:"" help:"The catalog file to apply." placeholder:"FILE" type:"existingfile"`
+	DryRun bool   `help:"Print the changes only; write nothing."`
+	Prune  bool   `help:"Also delete what the file does not name, in the sections it has (a file without customers: deletes no customer)."`
+}
+
+func (x *applyCmd) Run(e *env) error {
+	data, err := os.ReadFile(x.File)
+	if err != nil {
+		return err
+	}
+	doc, err := catalogfile.Parse(x.File, data)
+	if err != nil {
+		return badFile(e, err)
+	}
+	f, etags, err := e.admin.snapshot(e.ctx, doc.File.Customers != nil)
+	if err != nil {
+		return fmt.Errorf("read the catalog: %w", err)
+	}
+	now := e.now()
+	have, err := catalogfile.Normalize(f, now)
+	if err != nil {
+		return fmt.Errorf("read the catalog: %w", err)
+	}
+	want, err := catalogfile.Validate(doc, have, now)
+	if err != nil {
+		return badFile(e, err)
+	}
+	changes := catalogfile.Diff(want, have, etags, x.Prune)
+	if err := catalogfile.Print(e.stdout, changes); err != nil {
+		return err
+	}
+	if len(changes) == 0 {
+		return nil
+	}
+	if x.DryRun {
+		_, err := fmt.Fprintln(e.stdout, "Dry run: nothing was written.")
+		return err
+	}
+	if testHookBeforeApply != nil {
+		testHookBeforeApply()
+	}
+	for i, c := range changes {
+		err := e.admin.apply(e.ctx, c)
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, errPreconditionFailed) {
+			fmt.Fprintf(e.stderr, "! %s: changed by someone else since it was read; re-run to see the new plan\n", c.Ref)
+		} else {
+			fmt.Fprintf(e.stderr, "! %s: %v\n", c.Ref, err)
+		}
+		fmt.Fprintf(e.stderr, "Stopped after %d of %d changes.\n", i, len(changes))
+		return exitCode(1)
+	}
+	_, err = fmt.Fprintf(e.stdout, "Applied %d changes.\n", len(changes))
+	return err
+}
+
+// testHookBeforeApply, when set by a test, runs between planning and the
+// first write: where another writer's change would be caught by If-Match.
+var testHookBeforeApply func()
+
+// badFile prints every problem of a file, one a line, and fails.
+func badFile(e *env, err error) error {
+	fmt.Fprintln(e.stderr, err)
+	var errs catalogfile.Errors
+	if errors.As(err, &errs) {
+		fmt.Fprintf(e.stderr, "%s: %d problem(s); nothing was written.\n", errs[0].File, len(errs))
+	}
+	return exitCode(1)
+}

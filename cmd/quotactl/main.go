@@ -1,0 +1,123 @@
+// Command quotactl is quotad's command line for operators: the catalog as
+// code (export it to YAML, apply a YAML file through the admin API), and a
+// customer's checks and usage.
+//
+// Usage:
+//
+//	quotactl catalog export [--customers] [-o FILE]
+//	quotactl catalog apply -f FILE [--dry-run] [--prune]
+//	quotactl check CUSTOMER METRIC [--cost N] [--dry-run]
+//	quotactl usage CUSTOMER
+//
+// --url (QUOTAD_URL, default http://127.0.0.1:8080) and --token
+// (QUOTAD_TOKEN) say which quotad to talk to; see --help.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const defaultURL = "http://127.0.0.1:8080"
+
+// cli is quotactl's command line.
+type cli struct {
+	URL     string           `help:"quotad's base URL (env QUOTAD_URL; default ${default_url})." placeholder:"URL"`
+	Token   string           `help:"Bearer token: an admin token, or a check token for check and usage (env QUOTAD_TOKEN)." placeholder:"TOKEN"`
+	Version kong.VersionFlag `help:"Print the version and exit."`
+
+	Catalog struct {
+		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
+		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
+	} `cmd:"" help:"The catalog as code."`
+	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now (exit 0 allowed, 2 denied)."`
+	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on."`
+}
+
+// env is what every command runs with.
+type env struct {
+	ctx    context.Context
+	admin  *admin
+	stdout io.Writer
+	stderr io.Writer
+	now    func() time.Time
+}
+
+// exitCode is an exit status a command asks for without an error to print
+// (a denied check).
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// kongExit carries kong's exit (after --help or --version) out of Parse.
+type kongExit struct{ code int }
+
+// run is quotactl: it returns the process's exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (code int) {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("quotactl"),
+		kong.Description("quotad's command line: the catalog as code, checks and usage."),
+		kong.Writers(stdout, stderr),
+		kong.Vars{"version": "quotactl " + version, "default_url": defaultURL},
+		kong.Exit(func(code int) { panic(kongExit{code}) }),
+		kong.UsageOnError(),
+	)
+	if err != nil {
+		fmt.Fprintln(stderr, "quotactl:", err)
+		return 1
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(kongExit)
+			if !ok {
+				panic(r)
+			}
+			code = e.code
+		}
+	}()
+	kctx, err := parser.Parse(args[1:])
+	if err != nil {
+		fmt.Fprintln(stderr, "quotactl:", err)
+		return 1
+	}
+	if c.URL == "" {
+		c.URL = getenv("QUOTAD_URL")
+	}
+	if c.URL == "" {
+		c.URL = defaultURL
+	}
+	if c.Token == "" {
+		c.Token = getenv("QUOTAD_TOKEN")
+	}
+	e := &env{ctx: ctx, admin: newAdmin(c.URL, c.Token), stdout: stdout, stderr: stderr, now: time.Now}
+	err = kctx.Run(e)
+	var ec exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ec):
+		return int(ec)
+	default:
+		fmt.Fprintln(stderr, "quotactl:", err)
+		return 1
+	}
+}

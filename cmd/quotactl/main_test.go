@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/quotad/quotad/internal/quotadtest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestMain(m *testing.M) { os.Exit(quotadtest.Main(m)) }
+
+// mustRun runs quotactl against srv and returns its exit status and output.
+func mustRun(t *testing.T, srv *quotadtest.Server, args ...string) (int, string, string) {
+	t.Helper()
+	env := map[string]string{"QUOTAD_URL": srv.URL, "QUOTAD_TOKEN": srv.AdminToken}
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), append([]string{"quotactl"}, args...), func(k string) string { return env[k] }, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// mustApply applies file and fails unless quotactl exits with want.
+func mustApply(t *testing.T, srv *quotadtest.Server, want int, args ...string) string {
+	t.Helper()
+	code, out, errOut := mustRun(t, srv, append([]string{"catalog", "apply"}, args...)...)
+	if code != want {
+		t.Fatalf("apply %q: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errOut)
+	}
+	return out
+}
+
+func mustWrite(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "catalog.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mustAdmin sends an admin request to srv and decodes its answer.
+func mustAdmin(t *testing.T, srv *quotadtest.Server, method, path string, body, out any) {
+	t.Helper()
+	if err := newAdmin(srv.URL, srv.AdminToken).do(context.Background(), method, path, "", body, out); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+}
+
+func auditCount(t *testing.T, srv *quotadtest.Server) int {
+	t.Helper()
+	var a struct {
+		Events []struct{ Action, Resource string } `json:"events"`
+	}
+	mustAdmin(t, srv, http.MethodGet, "/v1/audit?limit=1000", nil, &a)
+	return len(a.Events)
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("got\n%s\nwant (%s)\n%s", got, path, want)
+	}
+}
+
+const example = "../../examples/catalog.yaml"
+
+// TestExampleCatalog applies the README's example catalog to a real
+// quotad, so that it cannot rot, and applies it again to see no change.
+func TestExampleCatalog(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	checkGolden(t, "example-apply.golden", mustApply(t, srv, 0, "-f", example))
+
+	var limits struct {
+		Limits []struct {
+			Window string `json:"window"`
+			Limit  int64  `json:"limit"`
+			Mode   string `json:"mode"`
+			Source string `json:"source"`
+		} `json:"limits"`
+	}
+	mustAdmin(t, srv, http.MethodGet, "/v1/customers/acme/limits", nil, &limits)
+	got := make(map[string]string)
+	for _, l := range limits.Limits {
+		got[l.Window] = l.Mode + " " + l.Source
+	}
+	want := map[string]string{"second": "hard plan", "day": "elastic override"}
+	if len(got) != len(want) || got["second"] != want["second"] || got["day"] != want["day"] {
+		t.Errorf("acme's limits: got %v, want %v", got, want)
+	}
+
+	events := auditCount(t, srv)
+	if out := mustApply(t, srv, 0, "-f", example); out != "No changes: the server matches the file.\n" {
+		t.Errorf("second apply printed\n%s", out)
+	}
+	if n := auditCount(t, srv); n != events {
+		t.Errorf("second apply: audit log has %d events, want %d", n, events)
+	}
+}
+
+// TestRoundTrip exports a catalog, applies the export (no change), then
+// applies an edit of it: exactly that change is printed and made.
+func TestRoundTrip(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	// What the example leaves to defaults, and metadata, survive the trip.
+	mustAdmin(t, srv, http.MethodPut, "/v1/customers/beta", map[string]any{
+		"plan": "pro", "metadata": map[string]any{"region": "eu", "seats": 12, "ratio": 1.50, "tags": []any{"a", true, nil}},
+	}, nil)
+	mustAdmin(t, srv, http.MethodPut, "/v1/customers/beta/overrides/api_calls/second", map[string]any{
+		"limit": 20, "algorithm": "token_bucket", "burst": 40,
+	}, nil)
+
+	exported := filepath.Join(t.TempDir(), "export.yaml")
+	if code, _, errOut := mustRun(t, srv, "catalog", "export", "--customers", "-o", exported); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	if out := mustApply(t, srv, 0, "-f", exported, "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("apply of the export printed\n%s", out)
+	}
+
+	data, err := os.ReadFile(exported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(data), "limit: 50\n", "limit: 100\n", 1)
+	if edited == string(data) {
+		t.Fatalf("the export has no limit of 50:\n%s", data)
+	}
+	out := mustApply(t, srv, 0, "-f", mustWrite(t, edited))
+	want := "~ plan pro\n" +
+		"    limits[api_calls/second].limit: 50 → 100\n" +
+		"\n0 to create, 1 to update, 0 to delete.\n" +
+		"Applied 1 changes.\n"
+	if out != want {
+		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
+	}
+	var plan struct {
+		Limits []struct {
+			Window string `json:"window"`
+			Limit  int64  `json:"limit"`
+		} `json:"limits"`
+	}
+	mustAdmin(t, srv, http.MethodGet, "/v1/plans/pro", nil, &plan)
+	for _, l := range plan.Limits {
+		if l.Window == "second" && l.Limit != 100 {
+			t.Errorf("plan pro's second limit: got %d, want 100", l.Limit)
+		}
+	}
+}
+
+// TestConcurrentEdit changes a plan between quotactl's read and its write:
+// the write gets 412, is reported, and the other edit stands.
+func TestConcurrentEdit(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	edited, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := mustWrite(t, strings.Replace(string(edited), "name: Pro\n", "name: Pro Plus\n", 1))
+
+	testHookBeforeApply = func() {
+		mustAdmin(t, srv, http.MethodPut, "/v1/plans/pro", map[string]any{"name": "Someone else's"}, nil)
+	}
+	t.Cleanup(func() { testHookBeforeApply = nil })
+	code, out, errOut := mustRun(t, srv, "catalog", "apply", "-f", file)
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if want := "~ plan pro\n    name: \"Pro\" → \"Pro Plus\"\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("plan printed\n%s\nwant it to start with\n%s", out, want)
+	}
+	wantErr := "! plan pro: changed by someone else since it was read; re-run to see the new plan\nStopped after 0 of 1 changes.\n"
+	if errOut != wantErr {
+		t.Errorf("stderr\n%s\nwant\n%s", errOut, wantErr)
+	}
+	var plan struct {
+		Name string `json:"name"`
+	}
+	mustAdmin(t, srv, http.MethodGet, "/v1/plans/pro", nil, &plan)
+	if plan.Name != "Someone else's" {
+		t.Errorf("plan pro's name: got %q, want the other edit's", plan.Name)
+	}
+}
+
+// TestPrune deletes exactly what the file does not name, in the sections
+// it has.
+func TestPrune(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	mustAdmin(t, srv, http.MethodPut, "/v1/metrics/exports", map[string]any{}, nil)
+	mustAdmin(t, srv, http.MethodPut, "/v1/plans/free", map[string]any{}, nil)
+	mustAdmin(t, srv, http.MethodPut, "/v1/customers/old", map[string]any{"plan": "pro"}, nil)
+	mustAdmin(t, srv, http.MethodPut, "/v1/customers/old/overrides/api_calls/hour", map[string]any{"limit": 5}, nil)
+	mustAdmin(t, srv, http.MethodPut, "/v1/customers/acme/overrides/api_calls/hour", map[string]any{"limit": 5}, nil)
+
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noCustomers, _, _ := strings.Cut(string(data), "\ncustomers:")
+	tests := []struct {
+		name string
+		file string
+		want string
+	}{
+		{
+			name: "without customers, customers are left alone",
+			file: mustWrite(t, noCustomers),
+			want: "- plan free\n- metric exports\n\n0 to create, 0 to update, 2 to delete.\nApplied 2 changes.\n",
+		},
+		{
+			name: "with customers, a customer goes with its overrides",
+			file: example,
+			want: "- override acme api_calls/hour\n- customer old\n\n0 to create, 0 to update, 2 to delete.\nApplied 2 changes.\n",
+		},
+		{
+			name: "then nothing is left to prune",
+			file: example,
+			want: "No changes: the server matches the file.\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if out := mustApply(t, srv, 0, "-f", tt.file, "--prune"); out != tt.want {
+				t.Errorf("printed\n%s\nwant\n%s", out, tt.want)
+			}
+		})
+	}
+	for _, path := range []string{"/v1/metrics/exports", "/v1/plans/free", "/v1/customers/old", "/v1/customers/acme/overrides/api_calls/hour"} {
+		err := newAdmin(srv.URL, srv.AdminToken).do(context.Background(), http.MethodGet, path, "", nil, nil)
+		if p, ok := err.(*problem); !ok || p.Status != http.StatusNotFound {
+			t.Errorf("GET %s after prune: got %v, want 404", path, err)
+		}
+	}
+}
+
+// TestDryRun prints the plan and writes nothing.
+func TestDryRun(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	out := mustApply(t, srv, 0, "-f", example, "--dry-run")
+	want := "+ metric api_calls\n+ plan pro\n+ customer acme\n+ override acme api_calls/day\n" +
+		"\n4 to create, 0 to update, 0 to delete.\nDry run: nothing was written.\n"
+	if out != want {
+		t.Errorf("printed\n%s\nwant\n%s", out, want)
+	}
+	if n := auditCount(t, srv); n != 0 {
+		t.Errorf("audit log has %d events after a dry run, want 0", n)
+	}
+}
+
+// TestBadFile rejects a file before writing anything.
+func TestBadFile(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	file := mustWrite(t, "metrics:\n  api_calls: {}\nplans:\n  pro:\n    limits:\n      - {metric: foo, window: day, limit: 5}\n    colour: blue\n")
+	code, out, errOut := mustRun(t, srv, "catalog", "apply", "-f", file)
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	// Unknown fields are found while parsing, before declarations are
+	// checked: only the parse error is reported.
+	want := file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
+		file + ": 1 problem(s); nothing was written.\n"
+	if errOut != want {
+		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
+	}
+	if n := auditCount(t, srv); n != 0 {
+		t.Errorf("audit log has %d events, want 0", n)
+	}
+}
+
+func TestCheckAndUsage(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  []string
+	}{
+		{"allowed", []string{"check", "acme", "api_calls"}, 0, []string{"acme api_calls cost 1: allowed\n", "second  hard     50      1     49         ok"}},
+		{"denied", []string{"check", "acme", "api_calls", "--cost", "51", "--dry-run"}, 2, []string{"denied: the check can never pass (dry run: nothing charged)", "exceeded"}},
+		{"usage", []string{"usage", "acme"}, 0, []string{"acme on plan pro\n", "api_calls  day     200000  1     199999     0"}},
+		{"unknown customer", []string{"usage", "nobody"}, 1, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := mustRun(t, srv, tt.args...)
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tt.wantCode, out, errOut)
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(out, w) {
+					t.Errorf("output\n%s\nwant it to contain %q", out, w)
+				}
+			}
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"quotactl", "--version"}, func(string) string { return "" }, &stdout, &stderr)
+	if code != 0 || stdout.String() != "quotactl dev\n" {
+		t.Errorf("--version: exit %d, %q", code, stdout.String())
+	}
+	stdout.Reset()
+	// --url wins over QUOTAD_URL; nothing listens on port 1.
+	getenv := func(k string) string { return map[string]string{"QUOTAD_URL": "http://127.0.0.1:2"}[k] }
+	code = run(context.Background(), []string{"quotactl", "--url", "http://127.0.0.1:1", "usage", "acme"}, getenv, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "127.0.0.1:1") {
+		t.Errorf("--url: exit %d, stderr %q", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run(context.Background(), []string{"quotactl", "usage", "acme"}, getenv, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "127.0.0.1:2") {
+		t.Errorf("QUOTAD_URL: exit %d, stderr %q", code, stderr.String())
+	}
+}

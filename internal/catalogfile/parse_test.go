@@ -1,0 +1,319 @@
+package catalogfile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// now is the clock of these tests: overrides must expire after it.
+var now = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+// serverCatalog is what a server holds in the cases that read it.
+var serverCatalog = &Catalog{
+	Metrics:   map[string]tiers.Metric{"exports": {Key: "exports"}},
+	Plans:     map[string]tiers.Plan{"free": {Key: "free"}},
+	Customers: map[string]Account{},
+}
+
+// lines joins YAML lines, so that a case shows each line's number plainly.
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+func TestBadFiles(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{
+			name: "empty",
+			file: "",
+			want: []string{"catalog.yaml: the file is empty"},
+		},
+		{
+			name: "not yaml",
+			file: lines("metrics:", "\tapi_calls: {}"),
+			want: []string{"catalog.yaml:2: found character that cannot start any token"},
+		},
+		{
+			name: "two documents",
+			file: lines("metrics: {}", "---", "plans: {}"),
+			want: []string{"catalog.yaml:2: a catalog file holds one YAML document"},
+		},
+		{
+			name: "not a mapping",
+			file: lines("- metrics"),
+			want: []string{"catalog.yaml:1: must be a mapping, got a list"},
+		},
+		{
+			name: "unknown section",
+			file: lines("metrics: {}", "plan: {}"),
+			want: []string{`catalog.yaml:2: plan: unknown field; known fields: metrics, plans, customers`},
+		},
+		{
+			name: "section left empty",
+			file: lines("metrics: {}", "customers:", "#  acme: {plan: pro}"),
+			want: []string{"catalog.yaml:2: customers: must be a mapping; write {} for none"},
+		},
+		{
+			name: "unknown field in a limit",
+			file: lines(
+				"metrics: {api_calls: {}}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - metric: api_calls",
+				"        window: day",
+				"        limit: 5",
+				"        mdoe: soft",
+			),
+			want: []string{"catalog.yaml:8: plans.pro.limits[0].mdoe: unknown field; known fields: metric, window, limit, mode, overage_percent, overage_price_micros, ceiling, algorithm, burst"},
+		},
+		{
+			name: "string for an integer",
+			file: lines("metrics:", "  api_calls:", "    capacity:", `      day: "100"`),
+			want: []string{`catalog.yaml:4: metrics.api_calls.capacity.day: must be an integer, got "100"`},
+		},
+		{
+			name: "fraction for an integer",
+			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits: [{metric: api_calls, window: day, limit: 1.5}]"),
+			want: []string{`catalog.yaml:4: plans.pro.limits[0].limit: must be an integer, got "1.5"`},
+		},
+		{
+			name: "mapping for a list",
+			file: lines("plans:", "  pro:", "    limits: {metric: api_calls}"),
+			want: []string{"catalog.yaml:3: plans.pro.limits: must be a list, got a mapping"},
+		},
+		{
+			name: "list for a string",
+			file: lines("plans:", "  pro:", "    name: [Pro]"),
+			want: []string{"catalog.yaml:3: plans.pro.name: must be a string, got a list"},
+		},
+		{
+			name: "duplicate key",
+			file: lines("metrics:", "  api_calls: {}", "  exports: {}", "  api_calls: {description: again}"),
+			want: []string{"catalog.yaml:4: metrics.api_calls: duplicate key (first at line 2)"},
+		},
+		{
+			name: "limit on an undeclared metric",
+			file: lines(
+				"metrics:",
+				"  api_calls: {}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - {metric: api_calls, window: day, limit: 5}",
+				"      - {metric: foo, window: day, limit: 5}",
+			),
+			want: []string{`catalog.yaml:7: plans.pro.limits[1].metric: metric "foo" is not declared`},
+		},
+		{
+			name: "without metrics, the server's are declared",
+			file: lines(
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - {metric: exports, window: day, limit: 5}",
+				"      - {metric: api_calls, window: day, limit: 5}",
+			),
+			want: []string{`catalog.yaml:5: plans.pro.limits[1].metric: metric "api_calls" is not declared`},
+		},
+		{
+			name: "with metrics, only the file's are declared",
+			file: lines(
+				"metrics: {api_calls: {}}",
+				"plans:",
+				"  pro:",
+				"    limits: [{metric: exports, window: day, limit: 5}]",
+			),
+			want: []string{`catalog.yaml:4: plans.pro.limits[0].metric: metric "exports" is not declared`},
+		},
+		{
+			name: "customer on an undeclared plan",
+			file: lines("plans: {pro: {}}", "customers:", "  acme:", "    plan: free"),
+			want: []string{`catalog.yaml:4: customers.acme.plan: plan "free" is not declared`},
+		},
+		{
+			name: "customer without a plan",
+			file: lines("customers:", "  acme:", "    name: Acme"),
+			want: []string{`catalog.yaml:2: customers.acme.plan: is required`},
+		},
+		{
+			name: "override on an undeclared metric",
+			file: lines("customers:", "  acme:", "    plan: free", "    overrides:", "      - {metric: api_calls, window: day, limit: 5}"),
+			want: []string{`catalog.yaml:5: customers.acme.overrides[0].metric: metric "api_calls" is not declared`},
+		},
+		{
+			name: "bad window and mode",
+			file: lines(
+				"metrics: {api_calls: {}}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - metric: api_calls",
+				"        window: days",
+				"        limit: 5",
+				"        mode: strict",
+			),
+			want: []string{
+				"catalog.yaml:6: plans.pro.limits[0].window: must be one of second, minute, hour, day, week, month",
+				"catalog.yaml:8: plans.pro.limits[0].mode: must be one of hard, soft, elastic",
+			},
+		},
+		{
+			name: "field of another mode",
+			file: lines(
+				"metrics: {api_calls: {}}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - metric: api_calls",
+				"        window: day",
+				"        limit: 5",
+				"        ceiling: 10",
+			),
+			want: []string{"catalog.yaml:8: plans.pro.limits[0].ceiling: applies only to mode elastic"},
+		},
+		{
+			name: "algorithm on a long window",
+			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits:", "      - {metric: api_calls, window: day, limit: 5, algorithm: token_bucket}"),
+			want: []string{"catalog.yaml:5: plans.pro.limits[0].algorithm: applies only to short windows: second, minute"},
+		},
+		{
+			name: "limit left out",
+			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits:", "      - metric: api_calls", "        window: day"),
+			want: []string{"catalog.yaml:5: plans.pro.limits[0].limit: is required"},
+		},
+		{
+			name: "duplicate limit",
+			file: lines(
+				"metrics: {api_calls: {}}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - {metric: api_calls, window: day, limit: 5}",
+				"      - {metric: api_calls, window: day, limit: 6}",
+			),
+			want: []string{"catalog.yaml:6: plans.pro.limits[1]: duplicates limits[0]: a metric+window appears at most once"},
+		},
+		{
+			name: "bad keys",
+			file: lines("metrics:", "  API_calls: {}", "plans:", "  Pro: {}", "customers:", "  ac me: {plan: free}"),
+			want: []string{
+				"catalog.yaml:2: metrics.API_calls: must match ^[a-z0-9][a-z0-9_.-]{0,62}$",
+				"catalog.yaml:4: plans.Pro: must match ^[a-z0-9][a-z0-9_.-]{0,62}$",
+				"catalog.yaml:6: customers.ac me: must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$",
+				`catalog.yaml:6: customers.ac me.plan: plan "free" is not declared`,
+			},
+		},
+		{
+			name: "price",
+			file: lines("plans:", "  pro:", "    price:", "      currency: usd", "      interval: fortnight"),
+			want: []string{
+				"catalog.yaml:4: plans.pro.price.currency: must be a three-letter ISO 4217 code in upper case, e.g. USD",
+				"catalog.yaml:5: plans.pro.price.interval: must be one of day, week, month, year",
+			},
+		},
+		{
+			name: "billing anchor day",
+			file: lines("customers:", "  acme:", "    plan: free", "    billing_anchor_day: 31"),
+			want: []string{"catalog.yaml:4: customers.acme.billing_anchor_day: must be an integer between 1 and 28"},
+		},
+		{
+			name: "metadata not a mapping",
+			file: lines("customers:", "  acme:", "    plan: free", "    metadata: [a, b]"),
+			want: []string{"catalog.yaml:4: customers.acme.metadata: must be a mapping, got a list"},
+		},
+		{
+			name: "metadata with an infinite number",
+			file: lines("customers:", "  acme:", "    plan: free", "    metadata:", "      weight: .inf"),
+			want: []string{`catalog.yaml:5: customers.acme.metadata.weight: must be a finite number, got ".inf"`},
+		},
+		{
+			name: "override expired",
+			file: lines(
+				"customers:",
+				"  acme:",
+				"    plan: free",
+				"    overrides:",
+				"      - metric: exports",
+				"        window: day",
+				"        limit: 5",
+				"        expires_at: 2026-01-01T00:00:00Z",
+			),
+			want: []string{"catalog.yaml:8: customers.acme.overrides[0].expires_at: must lie in the future"},
+		},
+		{
+			name: "override expiry not a time",
+			file: lines("customers:", "  acme:", "    plan: free", "    overrides:", "      - {metric: exports, window: day, limit: 5, expires_at: tomorrow}"),
+			want: []string{`catalog.yaml:5: customers.acme.overrides[0].expires_at: must be an RFC 3339 time, e.g. 2027-01-01T00:00:00Z, got "tomorrow"`},
+		},
+		{
+			name: "duplicate override",
+			file: lines(
+				"customers:",
+				"  acme:",
+				"    plan: free",
+				"    overrides:",
+				"      - {metric: exports, window: day, limit: 5}",
+				"      - {metric: exports, window: day, limit: 6}",
+			),
+			want: []string{"catalog.yaml:6: customers.acme.overrides[1]: duplicates overrides[0]: a metric+window appears at most once"},
+		},
+		{
+			name: "every problem, in line order",
+			file: lines(
+				"metrics:",
+				"  api_calls:",
+				"    capacity: {fortnight: 5}",
+				"plans:",
+				"  pro:",
+				"    limits:",
+				"      - {metric: foo, window: day, limit: -1}",
+				"customers:",
+				"  acme: {plan: gold}",
+			),
+			want: []string{
+				"catalog.yaml:3: metrics.api_calls.capacity.fortnight: must be a window: second, minute, hour, day, week or month",
+				"catalog.yaml:7: plans.pro.limits[0].limit: must be an integer between 0 and 9007199254740991",
+				`catalog.yaml:7: plans.pro.limits[0].metric: metric "foo" is not declared`,
+				`catalog.yaml:9: customers.acme.plan: plan "gold" is not declared`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseAndValidate("catalog.yaml", tt.file, serverCatalog)
+			if err == nil {
+				t.Fatalf("got no error, want %q", tt.want)
+			}
+			errs, ok := err.(Errors)
+			if !ok {
+				t.Fatalf("got %T %v, want Errors", err, err)
+			}
+			got := strings.Split(errs.Error(), "\n")
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func parseAndValidate(name, text string, server *Catalog) (*Catalog, error) {
+	doc, err := Parse(name, []byte(text))
+	if err != nil {
+		return nil, err
+	}
+	return Validate(doc, server, now)
+}
+
+func mustCatalog(t *testing.T, text string, server *Catalog) *Catalog {
+	t.Helper()
+	c, err := parseAndValidate("catalog.yaml", text, server)
+	if err != nil {
+		t.Fatalf("catalog:\n%s\n%v", text, err)
+	}
+	return c
+}
