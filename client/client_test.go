@@ -449,3 +449,23 @@ func TestMiddlewareNeedsCustomerAndMetric(t *testing.T) {
 	}()
 	quotad.New("http://quotad.invalid").Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme")})
 }
+
+// A refund's answer says how many units went back, overall and per window,
+// and fields this client does not know are ignored.
+func TestRefundDecodes(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"refunded":2,"later":{"x":1},"usage":[{"metric":"m","window":"day","limit":10,"used":3,"remaining":7,` +
+			`"overage":0,"reset_at":"2026-11-23T00:00:00Z","refunded":2,"later":true}]}`))
+	}))
+	defer srv.Close()
+	res, err := quotad.New(srv.URL).Refund(context.Background(), quotad.RefundRequest{Customer: "acme", Metric: "m", Cost: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := quotad.RefundResult{Refunded: 2, Usage: []quotad.UsageEntry{{Metric: "m", Window: "day", Limit: 10, Used: 3, Remaining: 7,
+		ResetAt: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), Refunded: 2}}}
+	if got, want := mustJSON(t, res), mustJSON(t, want); got != want {
+		t.Errorf("Refund = %s, want %s", got, want)
+	}
+}
