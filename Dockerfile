@@ -4,6 +4,8 @@
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# The Go client module, which the main module requires from ./client.
+COPY client/go.mod ./client/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG VERSION=dev

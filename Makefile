@@ -38,11 +38,13 @@ build: ## build quotad and quotactl into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quotad
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotactl ./cmd/quotactl
 
-test: ## run every test with the race detector
+test: ## run every test with the race detector (the client module's too)
 	$(GO) test -race -count=1 ./...
+	cd client && $(GO) test -race -count=1 ./...
 
-cover: ## run the tests and report coverage
+cover: ## run the tests and report coverage (of the main module, then of the client module)
 	$(GO) test -count=1 -coverprofile=cover.out ./... && $(GO) tool cover -func=cover.out | tail -1
+	cd client && $(GO) test -count=1 -coverprofile=../cover-client.out ./... && $(GO) tool cover -func=../cover-client.out | tail -1
 
 # Fuzzing is bounded by a count of inputs, not a duration: Go 1.26 can fail a
 # duration-bounded run with a spurious "context deadline exceeded"
@@ -80,17 +82,22 @@ simulate: ## replay a workload through the short-window algorithms and report ho
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-tidy: ## fail if go.mod or go.sum are not tidy
+tidy: ## fail if go.mod or go.sum (of either module) are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+	cd client && $(GO) mod tidy && git diff --exit-code go.mod
+	@test ! -e client/go.sum || { echo "client/go.sum: the client module must need nothing but the standard library"; exit 1; }
 
-lint: ## go vet and staticcheck
+lint: ## go vet and staticcheck, of both modules
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd client && $(GO) vet ./...
+	cd client && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 vuln: ## govulncheck (needs the vulnerability database online)
 	$(GO) run golang.org/x/vuln/cmd/govulncheck@v1.8.0 ./...
+	cd client && $(GO) run golang.org/x/vuln/cmd/govulncheck@v1.8.0 ./...
 
 ci: fmt tidy lint test ## everything CI checks
 
 clean: ## remove build output
-	rm -rf bin cover.out
+	rm -rf bin cover.out cover-client.out

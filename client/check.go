@@ -1,0 +1,84 @@
+package quotad
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// Check asks quotad whether req may pass and charges it if so. Allowed
+// and denied are both results: a denied check returns Allowed false and a
+// nil error. A check with a RequestID is retried as the RetryPolicy says
+// (quotad answers a repeat without charging again); one without is sent
+// once. An unknown customer is ErrCustomerNotFound, an undeclared metric
+// ErrMetricNotFound.
+func (c *Client) Check(ctx context.Context, req CheckRequest) (*CheckResult, error) {
+	return c.check(ctx, req, req.RequestID != "")
+}
+
+func (c *Client) check(ctx context.Context, req CheckRequest, retry bool) (*CheckResult, error) {
+	var res CheckResult
+	r, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/check", body: req, retry: retry,
+		ok: []int{http.StatusOK, http.StatusTooManyRequests}, out: &res})
+	if err != nil {
+		return nil, err
+	}
+	if r.status == http.StatusTooManyRequests && (res.Allowed || res.Customer == "") {
+		// A 429 without a decision in it came from something in front of
+		// quotad.
+		return nil, &Problem{Status: r.status, Title: http.StatusText(r.status), Detail: "a 429 that is not quotad's decision"}
+	}
+	res.RateLimit = r.header.Get("RateLimit")
+	res.RateLimitPolicy = r.header.Get("RateLimit-Policy")
+	return &res, nil
+}
+
+// Refund gives req.Cost units back to the customer's current windows of
+// req.Metric and returns their usage after it. A refund with a RequestID
+// happens once, and is retried as the RetryPolicy says; one without is
+// sent once.
+func (c *Client) Refund(ctx context.Context, req RefundRequest) (*RefundResult, error) {
+	var res RefundResult
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/refund", body: req, retry: req.RequestID != "", out: &res}); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Usage gets a customer's current usage of every effective limit.
+func (c *Client) Usage(ctx context.Context, customer string) (*Usage, error) {
+	var u Usage
+	if err := c.get(ctx, pathf("/v1/customers/%s/usage", customer), &u, nil); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// ResetUsage zeroes a customer's current windows of a metric, short and
+// long. Its usage history is not changed.
+func (c *Client) ResetUsage(ctx context.Context, customer, metric string) error {
+	return c.del(ctx, pathf("/v1/customers/%s/usage/%s", customer, metric), nil)
+}
+
+// UsageHistory gets a customer's daily usage totals, by date then metric.
+// Any valid customer id answers, deleted customers' too.
+func (c *Client) UsageHistory(ctx context.Context, customer string, f HistoryFilter) ([]UsageDay, error) {
+	q := url.Values{}
+	if f.Metric != "" {
+		q.Set("metric", f.Metric)
+	}
+	if !f.From.IsZero() {
+		q.Set("from", f.From.UTC().Format("2006-01-02"))
+	}
+	if !f.To.IsZero() {
+		q.Set("to", f.To.UTC().Format("2006-01-02"))
+	}
+	var out struct {
+		Days []UsageDay `json:"days"`
+	}
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/usage/history", customer),
+		query: q, retry: true, out: &out}); err != nil {
+		return nil, err
+	}
+	return out.Days, nil
+}

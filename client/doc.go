@@ -1,0 +1,67 @@
+// Package quotad is a Go client for quotad, the quota and billing-tier
+// service, and an HTTP middleware that checks quotad before a handler.
+//
+// It uses the standard library only, so a backend can add it without
+// pulling in quotad's own dependencies. Import it under the name quotad:
+//
+//	import quotad "github.com/quotad/quotad/client"
+//
+//	c := quotad.New("http://quotad:8080", quotad.WithToken(token))
+//	res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"})
+//	if err != nil {
+//		// quotad could not answer: unreachable, or a *Problem
+//	} else if !res.Allowed {
+//		// denied: a result, not an error; res.RetryAfter says when to try again
+//	}
+//
+// # Errors
+//
+// An error answer of quotad is returned as a *Problem, the RFC 9457 problem
+// document quotad sends, with its stable Code and, for validation failures,
+// one FieldError per bad field. Sentinels such as ErrCustomerNotFound,
+// ErrNotFound (any 404), ErrConflict and ErrPreconditionFailed match it with
+// errors.Is. An error answer that is not a problem document (from a proxy,
+// say) becomes a *Problem with the answer's status and no code. A denied
+// check (429) is not an error: Check returns a CheckResult with Allowed
+// false.
+//
+// # Retries
+//
+// Calls that are safe to repeat are retried on transport errors and on
+// 502, 503 and 504, with capped exponential backoff and full jitter, up to
+// the RetryPolicy's attempts, honouring Retry-After on 503, and never past
+// the context's end: GET, PUT and DELETE, and a check or refund that
+// carries a RequestID (quotad answers its repeat without charging again).
+// A check or refund without a RequestID is sent once.
+//
+// # Concurrency control
+//
+// Metrics, plans, customers and overrides carry a Version and an ETag. Pass
+// IfMatch(etag) to a Put or Delete to have quotad refuse it with 412
+// (ErrPreconditionFailed) if the resource changed meanwhile; IfMatch("*")
+// requires that it exists. A Put says whether it created the resource.
+//
+// # Lists
+//
+// Lists are Go iterators (iter.Seq2) that fetch pages as the loop goes on
+// and stop at the first error:
+//
+//	for cust, err := range c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(cust.ID)
+//	}
+//
+// # Middleware
+//
+// Client.Middleware returns a func(http.Handler) http.Handler that checks
+// quotad before the handler: the customer, metric and cost are functions of
+// the request (FromHeader, Static, StaticCost). A denied check is answered
+// 429 with Retry-After and the RateLimit headers; an allowed one goes on to
+// the handler with the RateLimit headers set. When quotad cannot be reached
+// in time the request goes on (fail open, the default) or is answered 503
+// (fail closed).
+//
+// Answers are decoded leniently: fields a newer quotad adds are ignored.
+package quotad

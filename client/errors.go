@@ -1,0 +1,152 @@
+package quotad
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Problem is an error answer of quotad: an RFC 9457 problem document with
+// quotad's stable Code. An error answer that is not a problem document
+// becomes a Problem with its Status, the status's Title, the start of its
+// body as Detail and no Code.
+type Problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Detail string       `json:"detail,omitempty"`
+	Code   string       `json:"code"`
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError names one bad field of a request (its JSON path, e.g.
+// limits[0].window, or a path or query parameter) and what is wrong.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Error describes the problem on one line.
+func (p *Problem) Error() string {
+	var b strings.Builder
+	b.WriteString("quotad: ")
+	b.WriteString(strconv.Itoa(p.Status))
+	if p.Code != "" {
+		b.WriteString(" ")
+		b.WriteString(p.Code)
+	} else if p.Title != "" {
+		b.WriteString(" ")
+		b.WriteString(p.Title)
+	}
+	if p.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(p.Detail)
+	}
+	for i, f := range p.Errors {
+		if i == 0 {
+			b.WriteString(" (")
+		} else {
+			b.WriteString("; ")
+		}
+		if f.Field != "" {
+			b.WriteString(f.Field)
+			b.WriteString(": ")
+		}
+		b.WriteString(f.Message)
+		if i == len(p.Errors)-1 {
+			b.WriteString(")")
+		}
+	}
+	return b.String()
+}
+
+// Is reports whether target is a sentinel this problem matches: by code
+// (ErrCustomerNotFound matches customer_not_found) or by status
+// (ErrNotFound matches every 404).
+func (p *Problem) Is(target error) bool {
+	s, ok := target.(*sentinel)
+	if !ok {
+		return false
+	}
+	return s.code != "" && p.Code == s.code || s.status != 0 && p.Status == s.status
+}
+
+// sentinel is an error value a *Problem matches with errors.Is.
+type sentinel struct {
+	msg    string
+	code   string // matches this code, if set
+	status int    // matches this status, if set
+}
+
+func (s *sentinel) Error() string { return s.msg }
+
+// Sentinels for errors.Is. Those named after a status match every problem
+// of that status, whatever its code.
+var (
+	// ErrValidation: 400, the request breaks a rule; Problem.Errors names
+	// the fields.
+	ErrValidation error = &sentinel{"quotad: validation failed", "validation_failed", http.StatusBadRequest}
+	// ErrUnauthorized: 401, a missing or unknown token.
+	ErrUnauthorized error = &sentinel{"quotad: unauthorized", "unauthorized", http.StatusUnauthorized}
+	// ErrForbidden: 403, a check token on an admin route.
+	ErrForbidden error = &sentinel{"quotad: forbidden", "forbidden", http.StatusForbidden}
+	// ErrNotFound: any 404.
+	ErrNotFound error = &sentinel{"quotad: not found", "not_found", http.StatusNotFound}
+	// ErrCustomerNotFound: 404 customer_not_found.
+	ErrCustomerNotFound error = &sentinel{"quotad: customer not found", "customer_not_found", 0}
+	// ErrPlanNotFound: 404 plan_not_found.
+	ErrPlanNotFound error = &sentinel{"quotad: plan not found", "plan_not_found", 0}
+	// ErrMetricNotFound: 404 metric_not_found.
+	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
+	// ErrOverrideNotFound: 404 override_not_found.
+	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
+	// ErrMethodNotAllowed: 405.
+	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
+	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check
+	// repeating a request_id with another metric or cost.
+	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
+	// ErrPreconditionFailed: 412, an If-Match that does not match.
+	ErrPreconditionFailed error = &sentinel{"quotad: precondition failed", "precondition_failed", http.StatusPreconditionFailed}
+	// ErrPayloadTooLarge: 413.
+	ErrPayloadTooLarge error = &sentinel{"quotad: payload too large", "payload_too_large", http.StatusRequestEntityTooLarge}
+	// ErrUnsupportedMediaType: 415.
+	ErrUnsupportedMediaType error = &sentinel{"quotad: unsupported media type", "unsupported_media_type", http.StatusUnsupportedMediaType}
+	// ErrTooManyRequests: 429 from anything but a check (a check's 429 is a
+	// result), e.g. a proxy in front of quotad.
+	ErrTooManyRequests error = &sentinel{"quotad: too many requests", "", http.StatusTooManyRequests}
+	// ErrUnavailable: 503, quotad could not reach its database (nothing was
+	// changed), or is not ready.
+	ErrUnavailable error = &sentinel{"quotad: unavailable", "unavailable", http.StatusServiceUnavailable}
+)
+
+// maxDetail bounds the Detail taken from a body that is not a problem.
+const maxDetail = 200
+
+// problemFrom makes a *Problem of an error answer.
+func problemFrom(resp *http.Response, body []byte) *Problem {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/problem+json" || mt == "application/json" {
+		var p Problem
+		if json.Unmarshal(body, &p) == nil && (p.Code != "" || p.Type != "") {
+			if p.Status == 0 {
+				p.Status = resp.StatusCode
+			}
+			if p.Title == "" {
+				p.Title = http.StatusText(resp.StatusCode)
+			}
+			return &p
+		}
+	}
+	detail := strings.TrimSpace(string(body))
+	if len(detail) > maxDetail {
+		cut := maxDetail
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut] + "…"
+	}
+	return &Problem{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode), Detail: detail}
+}

@@ -1,0 +1,3 @@
+module github.com/quotad/quotad/client
+
+go 1.26

@@ -1,0 +1,165 @@
+package quotad
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// DefaultMiddlewareTimeout bounds the middleware's check when
+// MiddlewareOptions.Timeout is 0.
+const DefaultMiddlewareTimeout = 250 * time.Millisecond
+
+// MiddlewareOptions configure Client.Middleware.
+type MiddlewareOptions struct {
+	// Customer returns the request's customer id, e.g.
+	// FromHeader("X-Customer"). Required. A request for which it returns
+	// "" is answered 401 (problem code unauthorized) unless
+	// AllowAnonymous is set, when it goes on to the handler unchecked.
+	Customer func(*http.Request) string
+	// Metric returns the metric the request uses, e.g. Static("api_calls").
+	// Required.
+	Metric func(*http.Request) string
+	// Cost returns the units the request uses; 1 when nil.
+	Cost func(*http.Request) int64
+	// AllowAnonymous lets requests without a customer through unchecked.
+	AllowAnonymous bool
+	// Timeout bounds the check; DefaultMiddlewareTimeout when 0. The check
+	// is never retried.
+	Timeout time.Duration
+	// FailClosed answers 503 (problem code unavailable) when quotad cannot
+	// be reached in time or fails (a 5xx); by default such requests go on
+	// to the handler (fail open).
+	FailClosed bool
+	// OnError, if set, is told of every check that did not come to a
+	// decision (to log it), before the request is let through or refused.
+	OnError func(*http.Request, error)
+}
+
+// FromHeader returns a function that reads the named request header, for
+// MiddlewareOptions.Customer or Metric.
+func FromHeader(name string) func(*http.Request) string {
+	return func(r *http.Request) string { return r.Header.Get(name) }
+}
+
+// FromPathValue returns a function that reads the named wildcard of the
+// request's http.ServeMux pattern, for MiddlewareOptions.Customer or
+// Metric.
+func FromPathValue(name string) func(*http.Request) string {
+	return func(r *http.Request) string { return r.PathValue(name) }
+}
+
+// Static returns a function that always returns s, for
+// MiddlewareOptions.Metric (or Customer).
+func Static(s string) func(*http.Request) string {
+	return func(*http.Request) string { return s }
+}
+
+// StaticCost returns a function that always returns n, for
+// MiddlewareOptions.Cost.
+func StaticCost(n int64) func(*http.Request) int64 {
+	return func(*http.Request) int64 { return n }
+}
+
+// Middleware returns HTTP middleware that checks quotad before the
+// handler, and charges the request if it is allowed:
+//
+//   - allowed: the handler runs, its answer carrying quotad's RateLimit and
+//     RateLimit-Policy headers;
+//   - denied: answered 429 with a problem document (code rate_limited),
+//     Retry-After (unless the check can never pass) and the RateLimit
+//     headers; the handler does not run;
+//   - quotad refuses the check itself (a 4xx: an unknown customer, an
+//     invalid id or cost, a bad token): answered 403 (problem code
+//     forbidden), whatever FailClosed says, since letting such requests
+//     through would let anyone past the limits;
+//   - quotad unreachable, too slow or failing (5xx): the handler runs (fail
+//     open), or with FailClosed the request is answered 503.
+//
+// It panics if opts lacks Customer or Metric.
+func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
+	if opts.Customer == nil || opts.Metric == nil {
+		panic("quotad: Middleware needs MiddlewareOptions.Customer and Metric")
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultMiddlewareTimeout
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			customer := opts.Customer(r)
+			if customer == "" {
+				if opts.AllowAnonymous {
+					next.ServeHTTP(w, r)
+					return
+				}
+				writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
+				return
+			}
+			req := CheckRequest{Customer: customer, Metric: opts.Metric(r), Cost: 1}
+			if opts.Cost != nil {
+				req.Cost = opts.Cost(r)
+			}
+			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			res, err := c.check(ctx, req, false)
+			cancel()
+			if err != nil {
+				if opts.OnError != nil {
+					opts.OnError(r, err)
+				}
+				var p *Problem
+				switch {
+				case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
+					detail := "the request cannot be checked"
+					if errors.Is(p, ErrCustomerNotFound) {
+						detail = "the request's customer is not known"
+					}
+					writeProblem(w, http.StatusForbidden, "forbidden", detail)
+				case r.Context().Err() != nil:
+					// The client went away; nobody reads an answer.
+				case opts.FailClosed:
+					writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the quota service cannot be reached")
+				default:
+					next.ServeHTTP(w, r)
+				}
+				return
+			}
+			h := w.Header()
+			if res.RateLimitPolicy != "" {
+				h.Set("RateLimit-Policy", res.RateLimitPolicy)
+			}
+			if res.RateLimit != "" {
+				h.Set("RateLimit", res.RateLimit)
+			}
+			if res.Allowed {
+				next.ServeHTTP(w, r)
+				return
+			}
+			detail := "the quota of " + res.Metric + " is used up"
+			if res.RetryAfter != nil {
+				h.Set("Retry-After", strconv.FormatInt(*res.RetryAfter, 10))
+				detail += "; retry after " + strconv.FormatInt(*res.RetryAfter, 10) + " s"
+			}
+			writeProblem(w, http.StatusTooManyRequests, "rate_limited", detail)
+		})
+	}
+}
+
+// writeProblem answers with a problem document.
+func writeProblem(w http.ResponseWriter, status int, code, detail string) {
+	body, _ := json.Marshal(Problem{
+		Type:   "urn:quotad:problem:" + code,
+		Title:  http.StatusText(status),
+		Status: status,
+		Detail: detail,
+		Code:   code,
+	})
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

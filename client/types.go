@@ -1,0 +1,317 @@
+package quotad
+
+import (
+	"strconv"
+	"time"
+)
+
+// Windows, as quotad names them. second and minute are short windows;
+// hour, day, week and month calendar windows in UTC.
+const (
+	Second = "second"
+	Minute = "minute"
+	Hour   = "hour"
+	Day    = "day"
+	Week   = "week"
+	Month  = "month"
+)
+
+// Modes of a limit.
+const (
+	// Hard allows a check while used + cost <= limit.
+	Hard = "hard"
+	// Soft allows OveragePercent beyond the limit, counted as overage.
+	Soft = "soft"
+	// Elastic allows beyond the limit while the metric has spare capacity,
+	// up to Ceiling.
+	Elastic = "elastic"
+)
+
+// Algorithms of a short window.
+const (
+	SlidingWindow = "sliding_window"
+	FixedWindow   = "fixed_window"
+	SlidingLog    = "sliding_log"
+	TokenBucket   = "token_bucket"
+)
+
+// Meta is what every stored resource carries.
+type Meta struct {
+	// Version grows by one on every write.
+	Version int64 `json:"version"`
+	// ETag is the strong entity tag of Version, as IfMatch takes it.
+	ETag      string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// etagOf is the entity tag quotad makes of a version.
+func etagOf(version int64) string { return strconv.Quote(strconv.FormatInt(version, 10)) }
+
+// Capacity is a metric's global budget per window, keyed by window (Second
+// ... Month).
+type Capacity map[string]int64
+
+// MetricSpec is the body of PutMetric.
+type MetricSpec struct {
+	Description string   `json:"description,omitempty"`
+	Capacity    Capacity `json:"capacity,omitempty"`
+}
+
+// Metric is a declared metric.
+type Metric struct {
+	Key string `json:"key"`
+	MetricSpec
+	Meta
+}
+
+// Limit is how many units of a metric may be used per window, and what
+// happens beyond; a plan lists them. The zero values of the optional
+// fields are what quotad answers where they do not apply, so a Limit read
+// from quotad can be sent back as it is.
+type Limit struct {
+	Metric string `json:"metric"`
+	Window string `json:"window"`
+	Limit  int64  `json:"limit"`
+	// Mode is Hard (the default when empty), Soft or Elastic.
+	Mode string `json:"mode,omitempty"`
+	// OveragePercent: how far beyond Limit a soft limit admits.
+	OveragePercent     int    `json:"overage_percent,omitempty"`
+	OveragePriceMicros *int64 `json:"overage_price_micros,omitempty"`
+	// Ceiling bounds an elastic limit.
+	Ceiling *int64 `json:"ceiling,omitempty"`
+	// Algorithm counts a short window; SlidingWindow when empty.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Burst is a token bucket's size; Limit when nil.
+	Burst *int64 `json:"burst,omitempty"`
+}
+
+// Price is what a plan costs per interval.
+type Price struct {
+	AmountCents int64 `json:"amount_cents"`
+	// Currency is an ISO 4217 code; USD when empty.
+	Currency string `json:"currency,omitempty"`
+	// Interval is day, week, month (the default when empty) or year.
+	Interval string `json:"interval,omitempty"`
+}
+
+// PlanSpec is the body of PutPlan.
+type PlanSpec struct {
+	// Name defaults to the plan's key.
+	Name        string  `json:"name,omitempty"`
+	Description string  `json:"description,omitempty"`
+	Price       *Price  `json:"price,omitempty"`
+	Limits      []Limit `json:"limits,omitempty"`
+}
+
+// Plan is a billing tier.
+type Plan struct {
+	Key string `json:"key"`
+	PlanSpec
+	Meta
+}
+
+// CustomerSpec is the body of PutCustomer.
+type CustomerSpec struct {
+	Plan string `json:"plan"`
+	Name string `json:"name,omitempty"`
+	// BillingAnchorDay (1..28) starts month windows on that day; nil for
+	// calendar months.
+	BillingAnchorDay *int           `json:"billing_anchor_day,omitempty"`
+	Metadata         map[string]any `json:"metadata,omitempty"`
+}
+
+// Customer is a customer of the SaaS and its plan.
+type Customer struct {
+	ID string `json:"id"`
+	CustomerSpec
+	Meta
+}
+
+// OverrideSpec is the body of PutOverride: a complete limit for one
+// customer on one metric and window (an empty Mode is Hard, whatever the
+// plan says).
+type OverrideSpec struct {
+	Limit              int64  `json:"limit"`
+	Mode               string `json:"mode,omitempty"`
+	OveragePercent     int    `json:"overage_percent,omitempty"`
+	OveragePriceMicros *int64 `json:"overage_price_micros,omitempty"`
+	Ceiling            *int64 `json:"ceiling,omitempty"`
+	Algorithm          string `json:"algorithm,omitempty"`
+	Burst              *int64 `json:"burst,omitempty"`
+	// ExpiresAt, if set, must lie in the future.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// Override is a limit set for one customer on one metric and window.
+type Override struct {
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	Window   string `json:"window"`
+	OverrideSpec
+	// Expired: ExpiresAt has passed; the override no longer counts.
+	Expired bool `json:"expired"`
+	Meta
+}
+
+// EffectiveLimit is a limit that applies to a customer now.
+type EffectiveLimit struct {
+	Limit
+	// Source is plan or override.
+	Source string `json:"source"`
+	// ExpiresAt is an override's expiry.
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// EffectiveLimits are a customer's plan limits with its unexpired
+// overrides laid over them.
+type EffectiveLimits struct {
+	Customer string           `json:"customer"`
+	Plan     string           `json:"plan"`
+	Limits   []EffectiveLimit `json:"limits"`
+}
+
+// CheckRequest asks whether a customer may use Cost units of a metric, and
+// charges them if so.
+type CheckRequest struct {
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	// Cost is 1 when 0.
+	Cost int64 `json:"cost,omitempty"`
+	// DryRun answers as if checked but charges nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// RequestID makes the check idempotent for 24 hours, and lets the
+	// client retry it.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// CheckResult is quotad's decision. A denied check is a result with
+// Allowed false, not an error.
+type CheckResult struct {
+	Allowed  bool   `json:"allowed"`
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	Cost     int64  `json:"cost"`
+	// Overage: some units land above a soft limit.
+	Overage bool `json:"overage"`
+	// Elastic: some window admitted the check on spare capacity.
+	Elastic bool `json:"elastic"`
+	// RetryAfter is 0 when allowed; when denied, the seconds after which
+	// the same check could pass, or nil if it never can.
+	RetryAfter *int64 `json:"retry_after"`
+	// Degraded: quotad answered without a shared store it could not reach.
+	Degraded bool         `json:"degraded"`
+	Limits   []CheckLimit `json:"limits"`
+
+	// RateLimit and RateLimitPolicy are quotad's headers of the same
+	// names, for the most constraining window; empty when no limit
+	// applies.
+	RateLimit       string `json:"-"`
+	RateLimitPolicy string `json:"-"`
+}
+
+// CheckLimit is one window a check covered.
+type CheckLimit struct {
+	Window    string    `json:"window"`
+	Limit     int64     `json:"limit"`
+	Used      int64     `json:"used"`
+	Remaining int64     `json:"remaining"`
+	ResetAt   time.Time `json:"reset_at"`
+	Mode      string    `json:"mode"`
+	// State is ok, overage, elastic or exceeded (this window denied).
+	State string `json:"state"`
+}
+
+// RefundRequest gives units back to a customer's current windows.
+type RefundRequest struct {
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	// Cost is 1 when 0.
+	Cost int64 `json:"cost,omitempty"`
+	// RequestID makes the refund happen once, and lets the client retry it.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// RefundResult is the usage of the metric's windows after a refund.
+type RefundResult struct {
+	// Refunded is how many units went back (0 for a replay), when quotad
+	// says.
+	Refunded int64        `json:"refunded"`
+	Usage    []UsageEntry `json:"usage"`
+}
+
+// UsageEntry is the current usage of one effective limit.
+type UsageEntry struct {
+	Metric    string    `json:"metric"`
+	Window    string    `json:"window"`
+	Limit     int64     `json:"limit"`
+	Algorithm string    `json:"algorithm,omitempty"`
+	Burst     *int64    `json:"burst,omitempty"`
+	Used      int64     `json:"used"`
+	Remaining int64     `json:"remaining"`
+	Overage   int64     `json:"overage"`
+	ResetAt   time.Time `json:"reset_at"`
+	// Refunded is, in a refund's answer, how many units went back to this
+	// window, when quotad says.
+	Refunded int64 `json:"refunded,omitempty"`
+}
+
+// Usage is a customer's current usage of every effective limit.
+type Usage struct {
+	Customer string       `json:"customer"`
+	Plan     string       `json:"plan"`
+	Usage    []UsageEntry `json:"usage"`
+}
+
+// UsageDay is one metric's totals on one day (UTC).
+type UsageDay struct {
+	// Date is YYYY-MM-DD.
+	Date    string `json:"date"`
+	Metric  string `json:"metric"`
+	Used    int64  `json:"used"`
+	Overage int64  `json:"overage"`
+	// Denied counts denied checks, not units.
+	Denied int64 `json:"denied"`
+}
+
+// HistoryFilter selects daily usage totals.
+type HistoryFilter struct {
+	// Metric: all metrics when empty.
+	Metric string
+	// From and To are inclusive days (their UTC dates); quotad answers the
+	// last 30 days when both are zero.
+	From, To time.Time
+}
+
+// AuditEvent is one committed admin write.
+type AuditEvent struct {
+	ID    int64     `json:"id"`
+	At    time.Time `json:"at"`
+	Actor string    `json:"actor"`
+	// Action is create, update, delete or reset.
+	Action string `json:"action"`
+	// Resource is the path below /v1, e.g. plans/pro.
+	Resource string `json:"resource"`
+	// Before and After are the resource as GET returned it, nil when it
+	// did not (or no longer) exist.
+	Before map[string]any `json:"before"`
+	After  map[string]any `json:"after"`
+}
+
+// CustomerFilter selects customers.
+type CustomerFilter struct {
+	// Plan: only customers on this plan.
+	Plan string
+	// PageSize is how many customers each request fetches (1..1000);
+	// quotad's default when 0.
+	PageSize int
+}
+
+// AuditFilter selects audit events.
+type AuditFilter struct {
+	// Customer: only events about this customer, its overrides and usage.
+	Customer string
+	// PageSize is how many events each request fetches (1..1000).
+	PageSize int
+}

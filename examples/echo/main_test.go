@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	quotad "github.com/quotad/quotad/client"
+	"github.com/quotad/quotad/internal/quotadtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(quotadtest.Main(m)) }
+
+// The echo server lets acme's first two calls of a minute through and
+// answers the third 429, against a real quotad.
+func TestEchoServer(t *testing.T) {
+	s := quotadtest.MustStart(t, nil)
+	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
+	ctx := t.Context()
+	if _, _, err := admin.PutMetric(ctx, "api_calls", quotad.MetricSpec{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "api_calls", Window: quotad.Minute, Limit: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+		t.Fatal(err)
+	}
+	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken))))
+	defer app.Close()
+
+	tests := []struct {
+		name, customer string
+		wantStatus     int
+		wantBody       string // a prefix; for a problem, its code
+		wantRemaining  string
+	}{
+		{"first", "acme", 200, "hello acme", "r=1"},
+		{"second", "acme", 200, "hello acme", "r=0"},
+		{"third denied", "acme", 429, "rate_limited", "r=0"},
+		{"unknown customer", "globex", 403, "forbidden", ""},
+		{"no customer", "", 401, "unauthorized", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, app.URL+"/hello", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.customer != "" {
+				req.Header.Set("X-Customer", tt.customer)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status = %d, want %d; body %s", resp.StatusCode, tt.wantStatus, body)
+			}
+			if tt.wantStatus == 200 {
+				if !strings.HasPrefix(string(body), tt.wantBody) {
+					t.Errorf("body = %q, want %q", body, tt.wantBody)
+				}
+			} else {
+				var p quotad.Problem
+				if err := json.Unmarshal(body, &p); err != nil || p.Code != tt.wantBody {
+					t.Errorf("body = %s, want a problem with code %s", body, tt.wantBody)
+				}
+			}
+			rl := resp.Header.Get("RateLimit")
+			if tt.wantRemaining == "" && rl != "" || !strings.Contains(rl, tt.wantRemaining) {
+				t.Errorf("RateLimit = %q, want %q in it", rl, tt.wantRemaining)
+			}
+			if got, want := resp.Header.Get("Retry-After") != "", tt.wantStatus == 429; got != want {
+				t.Errorf("Retry-After = %q, want one: %v", resp.Header.Get("Retry-After"), want)
+			}
+		})
+	}
+}

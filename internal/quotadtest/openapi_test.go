@@ -1,0 +1,235 @@
+package quotadtest_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	quotad "github.com/quotad/quotad/client"
+)
+
+// excludedRoutes are the operations of openapi.yaml the Go client has no
+// method for, each with the reason. The test fails if one of them leaves
+// the spec, so that the list cannot rot.
+var excludedRoutes = map[string]string{
+	// Prometheus scrapes it; a backend never calls it.
+	"GET /metrics": "Prometheus text for a scraper",
+}
+
+// clientCalls calls every method of the client once. The names are the
+// methods', so that a method added to the client without a call here fails
+// TestEveryClientMethodIsWalked.
+var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
+	"Metrics": func(ctx context.Context, c *quotad.Client) error { return drain(c.Metrics(ctx)) },
+	"Metric":  func(ctx context.Context, c *quotad.Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+	"PutMetric": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutMetric(ctx, "api_calls", quotad.MetricSpec{})
+		return err
+	},
+	"DeleteMetric": func(ctx context.Context, c *quotad.Client) error { return c.DeleteMetric(ctx, "api_calls") },
+	"Plans":        func(ctx context.Context, c *quotad.Client) error { return drain(c.Plans(ctx)) },
+	"Plan":         func(ctx context.Context, c *quotad.Client) error { _, err := c.Plan(ctx, "pro"); return err },
+	"PutPlan": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutPlan(ctx, "pro", quotad.PlanSpec{})
+		return err
+	},
+	"DeletePlan": func(ctx context.Context, c *quotad.Client) error { return c.DeletePlan(ctx, "pro") },
+	"Customers": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}))
+	},
+	"Customer": func(ctx context.Context, c *quotad.Client) error { _, err := c.Customer(ctx, "acme"); return err },
+	"PutCustomer": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})
+		return err
+	},
+	"DeleteCustomer": func(ctx context.Context, c *quotad.Client) error { return c.DeleteCustomer(ctx, "acme") },
+	"Limits":         func(ctx context.Context, c *quotad.Client) error { _, err := c.Limits(ctx, "acme"); return err },
+	"Overrides":      func(ctx context.Context, c *quotad.Client) error { return drain(c.Overrides(ctx, "acme")) },
+	"Override": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Override(ctx, "acme", "api_calls", quotad.Day)
+		return err
+	},
+	"PutOverride": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutOverride(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 1})
+		return err
+	},
+	"DeleteOverride": func(ctx context.Context, c *quotad.Client) error {
+		return c.DeleteOverride(ctx, "acme", "api_calls", quotad.Day)
+	},
+	"Check": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"})
+		return err
+	},
+	"Refund": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "api_calls"})
+		return err
+	},
+	"Usage":      func(ctx context.Context, c *quotad.Client) error { _, err := c.Usage(ctx, "acme"); return err },
+	"ResetUsage": func(ctx context.Context, c *quotad.Client) error { return c.ResetUsage(ctx, "acme", "api_calls") },
+	"UsageHistory": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls"})
+		return err
+	},
+	"AuditEvents": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.AuditEvents(ctx, quotad.AuditFilter{Customer: "acme"}))
+	},
+	"Healthz": func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
+	"Readyz":  func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
+	"Middleware": func(ctx context.Context, c *quotad.Client) error {
+		h := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("api_calls")})(http.NotFoundHandler())
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+		return nil
+	},
+}
+
+func drain[T any](seq func(func(T, error) bool)) error {
+	for _, err := range seq {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// specRoutes lists the operations of openapi.yaml as "METHOD /path/{param}".
+func specRoutes(t *testing.T) []string {
+	t.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile("../../openapi.yaml")
+	if err != nil {
+		t.Fatalf("load openapi.yaml: %v", err)
+	}
+	var routes []string
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			routes = append(routes, method+" "+path)
+		}
+	}
+	slices.Sort(routes)
+	return routes
+}
+
+// matchRoute finds the route a request took: the one with its method whose
+// path matches segment by segment, preferring literal segments to
+// parameters (as GET /v1/customers/{customer}/usage/history is preferred
+// to a path parameter there).
+func matchRoute(routes []string, method, path string) (string, bool) {
+	segs := strings.Split(path, "/")
+	best, bestLiterals := "", -1
+	for _, r := range routes {
+		m, tmpl, _ := strings.Cut(r, " ")
+		if m != method {
+			continue
+		}
+		tsegs := strings.Split(tmpl, "/")
+		if len(tsegs) != len(segs) {
+			continue
+		}
+		literals := 0
+		ok := true
+		for i, ts := range tsegs {
+			switch {
+			case strings.HasPrefix(ts, "{") && strings.HasSuffix(ts, "}"):
+			case ts == segs[i]:
+				literals++
+			default:
+				ok = false
+			}
+		}
+		if ok && literals > bestLiterals {
+			best, bestLiterals = r, literals
+		}
+	}
+	return best, bestLiterals >= 0
+}
+
+// TestClientCoversOpenAPI drives every client call against a server that
+// records the routes they take, and requires that together they take every
+// operation of openapi.yaml (but the excluded ones) and nothing else.
+func TestClientCoversOpenAPI(t *testing.T) {
+	routes := specRoutes(t)
+	var mu sync.Mutex
+	hit := map[string][]string{} // route -> client methods
+	var current string
+	var unknown []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route, ok := matchRoute(routes, r.Method, r.URL.EscapedPath())
+		mu.Lock()
+		if ok {
+			hit[route] = append(hit[route], current)
+		} else {
+			unknown = append(unknown, current+": "+r.Method+" "+r.URL.Path)
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/v1/check":
+			w.Write([]byte(`{"allowed":true,"customer":"acme","metric":"api_calls","cost":1,"retry_after":0,"limits":[]}`))
+		case r.Method == http.MethodPut:
+			w.Header().Set("ETag", `"1"`)
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"version":1}`))
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.Write([]byte(`{}`))
+		}
+	}))
+	defer srv.Close()
+	c := quotad.New(srv.URL, quotad.WithToken("t"))
+	names := make([]string, 0, len(clientCalls))
+	for name := range clientCalls {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		mu.Lock()
+		current = name
+		mu.Unlock()
+		if err := clientCalls[name](t.Context(), c); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	for _, u := range unknown {
+		t.Errorf("a client call takes a route openapi.yaml lacks: %s", u)
+	}
+	for _, r := range routes {
+		_, excluded := excludedRoutes[r]
+		switch {
+		case excluded && len(hit[r]) > 0:
+			t.Errorf("%s is excluded (%s) but the client calls it (%v): drop it from excludedRoutes", r, excludedRoutes[r], hit[r])
+		case !excluded && len(hit[r]) == 0:
+			t.Errorf("openapi.yaml has %s but no client method calls it: give the client one, or add it to excludedRoutes with the reason", r)
+		}
+	}
+	for r := range excludedRoutes {
+		if !slices.Contains(routes, r) {
+			t.Errorf("excludedRoutes has %s, which openapi.yaml no longer has: drop it", r)
+		}
+	}
+}
+
+// Every exported method of the client is in clientCalls, so the walk
+// above cannot miss one.
+func TestEveryClientMethodIsWalked(t *testing.T) {
+	typ := reflect.TypeFor[*quotad.Client]()
+	var methods []string
+	for m := range typ.Methods() {
+		methods = append(methods, m.Name)
+		if _, ok := clientCalls[m.Name]; !ok {
+			t.Errorf("(*Client).%s is not in clientCalls", m.Name)
+		}
+	}
+	for name := range clientCalls {
+		if !slices.Contains(methods, name) {
+			t.Errorf("clientCalls has %s, which *Client has no longer", name)
+		}
+	}
+}
