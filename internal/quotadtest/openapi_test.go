@@ -21,6 +21,18 @@ import (
 var excludedRoutes = map[string]string{
 	// Prometheus scrapes it; a backend never calls it.
 	"GET /metrics": "Prometheus text for a scraper",
+	// Gateways ask these about their own clients' requests (nginx
+	// auth_request, Traefik ForwardAuth, Envoy ext_authz); a Go backend
+	// checks with Check or the middleware instead.
+	"GET /v1/forward-auth":            "a gateway's authorization request",
+	"GET /v1/forward-auth/{path}":     "Envoy's ext_authz request",
+	"HEAD /v1/forward-auth/{path}":    "Envoy's ext_authz request",
+	"POST /v1/forward-auth/{path}":    "Envoy's ext_authz request",
+	"PUT /v1/forward-auth/{path}":     "Envoy's ext_authz request",
+	"PATCH /v1/forward-auth/{path}":   "Envoy's ext_authz request",
+	"DELETE /v1/forward-auth/{path}":  "Envoy's ext_authz request",
+	"OPTIONS /v1/forward-auth/{path}": "Envoy's ext_authz request",
+	"TRACE /v1/forward-auth/{path}":   "Envoy's ext_authz request",
 }
 
 // clientCalls calls every method of the client once. The names are the
