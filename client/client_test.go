@@ -330,9 +330,9 @@ func TestMiddleware(t *testing.T) {
 	}{
 		{name: "allowed", quotad: answer{200, allowedBody}, customer: "acme", wantStatus: 200,
 			wantHeader: map[string]string{"RateLimit": `"api_calls/second";r=7;t=1`, "RateLimit-Policy": `"api_calls/second";q=10;w=1`, "Retry-After": ""}},
-		{name: "denied", quotad: answer{429, deniedBody}, customer: "acme", wantStatus: 429, wantCode: "rate_limited",
+		{name: "denied", quotad: answer{429, deniedBody}, customer: "acme", wantStatus: 429, wantCode: "quota_exceeded",
 			wantHeader: map[string]string{"Retry-After": "5", "RateLimit": `"api_calls/second";r=7;t=1`, "RateLimit-Policy": `"api_calls/second";q=10;w=1`}},
-		{name: "denied for good", quotad: answer{429, neverBody}, customer: "acme", wantStatus: 429, wantCode: "rate_limited",
+		{name: "denied for good", quotad: answer{429, neverBody}, customer: "acme", wantStatus: 429, wantCode: "quota_exceeded",
 			wantHeader: map[string]string{"Retry-After": ""}},
 		{name: "unknown customer", quotad: answer{404, `{"type":"urn:quotad:problem:customer_not_found","title":"Not Found","status":404,"code":"customer_not_found"}`},
 			customer: "acme", wantStatus: 403, wantCode: "forbidden", wantErrors: 1},

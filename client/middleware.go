@@ -69,7 +69,7 @@ func StaticCost(n int64) func(*http.Request) int64 {
 //
 //   - allowed: the handler runs, its answer carrying quotad's RateLimit and
 //     RateLimit-Policy headers;
-//   - denied: answered 429 with a problem document (code rate_limited),
+//   - denied: answered 429 with a problem document (code quota_exceeded),
 //     Retry-After (unless the check can never pass) and the RateLimit
 //     headers; the handler does not run;
 //   - quotad refuses the check itself (a 4xx: an unknown customer, an
@@ -143,7 +143,7 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 				h.Set("Retry-After", strconv.FormatInt(*res.RetryAfter, 10))
 				detail += "; retry after " + strconv.FormatInt(*res.RetryAfter, 10) + " s"
 			}
-			writeProblem(w, http.StatusTooManyRequests, "rate_limited", detail)
+			writeProblem(w, http.StatusTooManyRequests, "quota_exceeded", detail)
 		})
 	}
 }

@@ -41,7 +41,7 @@ func TestEchoServer(t *testing.T) {
 	}{
 		{"first", "acme", 200, "hello acme", "r=1"},
 		{"second", "acme", 200, "hello acme", "r=0"},
-		{"third denied", "acme", 429, "rate_limited", "r=0"},
+		{"third denied", "acme", 429, "quota_exceeded", "r=0"},
 		{"unknown customer", "globex", 403, "forbidden", ""},
 		{"no customer", "", 401, "unauthorized", ""},
 	}
