@@ -184,7 +184,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("store_failure", c.StoreFailure),
 		slog.String("log_level", c.LogLevel),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
-		slog.Int("db_max_conns", c.DBMaxConns),
+		slog.Int("db_max_conns", c.poolSize()),
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
 		slog.String("debug_listen", c.DebugListen),
@@ -192,6 +192,16 @@ func (c *config) logValue() slog.Value {
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),
 	)
+}
+
+// poolSize is the size of quotad's PostgreSQL pool: -db-max-conns, else
+// the URL's pool_max_conns, else store.DefaultMaxConns.
+func (c *config) poolSize() int {
+	n, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns)
+	if err != nil {
+		return c.DBMaxConns // the URL is refused when quotad connects
+	}
+	return n
 }
 
 // redactRedis returns s with the password of Redis URL url masked.

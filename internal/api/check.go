@@ -78,7 +78,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 	m := &checkMetrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotad_checks_total",
-			Help: "Checks by decision: allowed, denied, degraded (allowed without the store) or error.",
+			Help: "Checks by decision: allowed, denied, degraded (allowed without the store), rejected (refused input: a 4xx such as a bad body, an unknown customer or metric, a reused request_id) or error (not decided: a 5xx such as the store unreachable with QUOTAD_STORE_FAILURE=closed).",
 		}, []string{"decision"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "quotad_check_duration_seconds",
@@ -161,6 +161,7 @@ func shortWindowMode(s quota.SharedStats) string {
 func (s *Server) check(c echo.Context) error {
 	req, err := decodeCall(c, false)
 	if err != nil {
+		s.checkMetrics.decisions.get(decisionRejected).Inc()
 		return err
 	}
 	start := time.Now()
@@ -170,7 +171,7 @@ func (s *Server) check(c echo.Context) error {
 	now := time.Now()
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
-		s.checkMetrics.decisions.get("error").Inc()
+		s.checkMetrics.decisions.get(failedDecision(err)).Inc()
 		return err
 	}
 	decision := "allowed"
@@ -188,6 +189,22 @@ func (s *Server) check(c echo.Context) error {
 		status = http.StatusTooManyRequests
 	}
 	return writeCheckAnswer(c, status, &d, now)
+}
+
+// The decisions of quotad_checks_total for checks that got no answer: the
+// client's request was refused (4xx), or quotad could not decide (5xx).
+const (
+	decisionRejected = "rejected"
+	decisionError    = "error"
+)
+
+// failedDecision tells a check refused for its input from one quotad
+// failed to decide, by the status its error is answered with.
+func failedDecision(err error) string {
+	if p, _ := toProblem(err); p.Status < http.StatusInternalServerError {
+		return decisionRejected
+	}
+	return decisionError
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
