@@ -16,7 +16,7 @@ import (
 // tiers' sentinels and *tiers.ValidationError.
 type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
-	Refund(ctx context.Context, r quota.RefundRequest) ([]quota.Usage, error)
+	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
 	Usage(ctx context.Context, customer string) (tiers.Account, []quota.Usage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
@@ -55,6 +55,9 @@ type usageEntry struct {
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
 	ResetAt   time.Time        `json:"reset_at"`
+	// Refunded is in a refund's answer only: the units it took off this
+	// window.
+	Refunded *int64 `json:"refunded,omitempty"`
 }
 
 type historyDay struct {
@@ -234,13 +237,23 @@ func (s *Server) refund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
+	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return err
 	}
-	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
+	usage := toUsageEntries(res.Usage)
+	for i := range usage {
+		usage[i].Refunded = &res.Usage[i].Refunded
+	}
+	return respond(c, http.StatusOK, refundAnswer{Refunded: res.Refunded, Usage: usage})
+}
+
+// refundAnswer is the body of POST /v1/refund's answer.
+type refundAnswer struct {
+	Refunded int64        `json:"refunded"`
+	Usage    []usageEntry `json:"usage"`
 }
 
 func toUsageEntries(us []quota.Usage) []usageEntry {
