@@ -3,6 +3,7 @@ module github.com/quotad/quotad
 go 1.26.8
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/jackc/pgx/v5 v5.12.0
