@@ -135,7 +135,7 @@ var fuzzRoutes = []fuzzRoute{
 				return q, q.Validate()
 			}, sameValue)
 		},
-		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
+		answer: func(any) any { return refundAnswer{Usage: []usageEntry{}} },
 	},
 	{
 		name: "metric", method: http.MethodPut, path: "/v1/metrics/api_calls", status: http.StatusCreated,
