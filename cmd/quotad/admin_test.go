@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The admin API (SPEC sections 2 and 3, check and usage aside) through the
+// The admin API (metrics, plans, customers, overrides, audit; check and usage aside) through the
 // real HTTP stack: every test starts quotad as main does.
 
 // forT returns s reporting its failures to t, so that a failing request in a

@@ -227,8 +227,8 @@ func TestCheckHTTPContract(t *testing.T) {
 	if ans.Limits[0].State != "ok" || ans.Limits[1].State != "exceeded" || ans.Limits[1].Used != 4 {
 		t.Errorf("denied windows = %+v", ans.Limits)
 	}
-	if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"api_calls/day";r=0;t=`) {
-		t.Errorf("RateLimit on 429 = %q", got)
+	if got, want := r.Header.Get("RateLimit"), `"api_calls/day";r=0;t=`+strconv.FormatInt(*ans.RetryAfter, 10); got != want {
+		t.Errorf("RateLimit on 429 = %q, want %q (t equal to Retry-After)", got, want)
 	}
 
 	r, ans = s.check(`{"customer":"acme","metric":"api_calls","cost":11}`)
@@ -368,4 +368,78 @@ func TestStoreFailure(t *testing.T) {
 	eventually(t, func() bool { return open.usageOf("acme")["day"] == 1+1+2 },
 		"the day counter to count the two warm-ups and the check after recovery")
 	open.mustDo(http.StatusNotFound, "GET", "/v1/metrics/new_metric", "")
+}
+
+// A refund says how many units went back, in all and per window, against
+// PostgreSQL's counters: 1000 refunded against 9 used take back 9.
+func TestRefundSaysHowManyUnitsWentBack(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":1000},{"metric":"api_calls","window":"day","limit":100}]`, "acme")
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/exports", `{}`)
+	type refundAnswer struct {
+		Refunded *int64 `json:"refunded"`
+		Usage    []struct {
+			Window   string `json:"window"`
+			Used     int64  `json:"used"`
+			Refunded *int64 `json:"refunded"`
+		} `json:"usage"`
+	}
+	refund := func(body string) refundAnswer {
+		t.Helper()
+		r := s.mustDo(http.StatusOK, "POST", "/v1/refund", body, "Authorization", "Bearer "+checkToken)
+		var a refundAnswer
+		if err := json.Unmarshal(r.Body, &a); err != nil || a.Refunded == nil {
+			t.Fatalf("refund answer: %v\n%s", err, r.Body)
+		}
+		for _, u := range a.Usage {
+			if u.Refunded == nil {
+				t.Fatalf("usage entry without refunded:\n%s", r.Body)
+			}
+		}
+		return a
+	}
+	if r, ans := s.check(`{"customer":"acme","metric":"api_calls","cost":9}`); !ans.Allowed {
+		t.Fatalf("check: %d %s", r.Status, r.Body)
+	}
+	tests := []struct {
+		name     string
+		body     string
+		refunded int64
+		windows  map[string][2]int64 // window: refunded, used after
+	}{
+		{"some of the used units", `{"customer":"acme","metric":"api_calls","cost":2,"request_id":"r1"}`, 2,
+			map[string][2]int64{"minute": {2, 7}, "day": {2, 7}}},
+		{"a replay gives nothing back", `{"customer":"acme","metric":"api_calls","cost":2,"request_id":"r1"}`, 0,
+			map[string][2]int64{"minute": {0, 7}, "day": {0, 7}}},
+		{"1000 against 7 used", `{"customer":"acme","metric":"api_calls","cost":1000}`, 7,
+			map[string][2]int64{"minute": {7, 0}, "day": {7, 0}}},
+		{"nothing used", `{"customer":"acme","metric":"api_calls","cost":5}`, 0,
+			map[string][2]int64{"minute": {0, 0}, "day": {0, 0}}},
+		{"a metric without a limit", `{"customer":"acme","metric":"exports","cost":5}`, 0, map[string][2]int64{}},
+	}
+	for _, tt := range tests {
+		a := refund(tt.body)
+		if *a.Refunded != tt.refunded {
+			t.Errorf("%s: refunded %d, want %d", tt.name, *a.Refunded, tt.refunded)
+		}
+		got := map[string][2]int64{}
+		for _, u := range a.Usage {
+			got[u.Window] = [2]int64{*u.Refunded, u.Used}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.windows) {
+			t.Errorf("%s: windows (refunded, used) = %v, want %v", tt.name, got, tt.windows)
+		}
+	}
+	// 9 used, 1000 refunded: 9 went back.
+	s.check(`{"customer":"acme","metric":"api_calls","cost":9}`)
+	if a := refund(`{"customer":"acme","metric":"api_calls","cost":1000}`); *a.Refunded != 9 {
+		t.Errorf("1000 refunded against 9 used: refunded %d, want 9", *a.Refunded)
+	}
+	// A request id refunds one metric and cost.
+	s.mustDo(http.StatusConflict, "POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","cost":3,"request_id":"r1"}`)
+	// The usage read shows no refunded.
+	if r := s.mustDo(http.StatusOK, "GET", "/v1/customers/acme/usage", ""); strings.Contains(string(r.Body), "refunded") {
+		t.Errorf("usage names refunded: %s", r.Body)
+	}
 }

@@ -1,15 +1,17 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	neturl "net/url"
-	"strconv"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/redisstore"
@@ -20,143 +22,229 @@ import (
 // `make run` works wherever one runs with trust or peer auth.
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/quotad?sslmode=disable"
 
-// config is quotad's configuration: flags, each falling back to a QUOTAD_*
-// environment variable, then to a default.
+// config is quotad's configuration, shared by serve and migrate: each
+// flag falls back to the QUOTAD_* environment variable its envvar tag
+// names, then to its default. The variables are read only through run's
+// getenv (see envResolver), never from the process's environment behind
+// its back, so that tests decide what quotad sees. A new setting is one
+// field here (with its flag's help, envvar and default), plus a line in
+// logValue and, if it needs more than its type checks, in check.
 type config struct {
-	Listen          string
-	DatabaseURL     string
-	AdminTokens     string
-	CheckTokens     string
-	StoreFailure    string
-	LogLevel        string
-	ShutdownTimeout time.Duration
-	DBWait          time.Duration
-	DBMaxConns      int
-	Migrate         bool
-	Leases          bool
-	DebugListen     string
-	RedisURL        string
-	RedisPrefix     string
-	RedisTimeout    time.Duration
+	Listen          string        `help:"Address to listen on; default 127.0.0.1:8080 without tokens, :8080 with." envvar:"QUOTAD_LISTEN" placeholder:"ADDR"`
+	DatabaseURL     string        `help:"PostgreSQL URL." envvar:"QUOTAD_DATABASE_URL" default:"${database_url}" placeholder:"URL"`
+	AdminTokens     string        `help:"Comma-separated admin tokens, each secret or name:secret." envvar:"QUOTAD_ADMIN_TOKENS" placeholder:"TOKENS"`
+	CheckTokens     string        `help:"Comma-separated check tokens, each secret or name:secret." envvar:"QUOTAD_CHECK_TOKENS" placeholder:"TOKENS"`
+	StoreFailure    string        `help:"What checks do when PostgreSQL is unreachable: open or closed." envvar:"QUOTAD_STORE_FAILURE" enum:"open,closed" default:"open" placeholder:"open|closed"`
+	LogLevel        string        `help:"Log level: debug, info, warn or error." envvar:"QUOTAD_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL"`
+	ShutdownTimeout time.Duration `help:"How long to drain requests on SIGINT or SIGTERM." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`
+	DBWait          time.Duration `help:"How long to wait for PostgreSQL at start-up." envvar:"QUOTAD_DB_WAIT" default:"30s" placeholder:"DURATION"`
+	DBMaxConns      int           `help:"PostgreSQL connections in the pool, 0 to 1000; 0 means the URL's pool_max_conns, else ${db_max_conns}." envvar:"QUOTAD_DB_MAX_CONNS" default:"0" placeholder:"N"`
+	Migrate         bool          `help:"Apply schema migrations at start-up." envvar:"QUOTAD_MIGRATE" default:"true" negatable:""`
+	Leases          bool          `help:"Serve long windows from leased blocks of units; false charges PostgreSQL on every check." envvar:"QUOTAD_LEASES" default:"true" negatable:""`
+	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
+	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
+	RedisTimeout    time.Duration `help:"How long a check waits for Redis before counting its short windows in process, degraded." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
+	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
-	ForwardAuthConfig string
+	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
 
 	tokens []api.Token
 }
 
-// parseConfig reads flags from args and the environment through getenv.
-func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (*config, error) {
-	var cfg config
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-	fs.StringVar(&cfg.Listen, "listen", env("QUOTAD_LISTEN", ""),
-		"address to listen on (QUOTAD_LISTEN; default 127.0.0.1:8080 without tokens, :8080 with)")
-	fs.StringVar(&cfg.DatabaseURL, "database-url", env("QUOTAD_DATABASE_URL", defaultDatabaseURL),
-		"PostgreSQL URL (QUOTAD_DATABASE_URL)")
-	fs.StringVar(&cfg.AdminTokens, "admin-tokens", env("QUOTAD_ADMIN_TOKENS", ""),
-		"comma-separated admin tokens, each secret or name:secret (QUOTAD_ADMIN_TOKENS)")
-	fs.StringVar(&cfg.CheckTokens, "check-tokens", env("QUOTAD_CHECK_TOKENS", ""),
-		"comma-separated check tokens, each secret or name:secret (QUOTAD_CHECK_TOKENS)")
-	fs.StringVar(&cfg.StoreFailure, "store-failure", env("QUOTAD_STORE_FAILURE", "open"),
-		"what checks do when PostgreSQL is unreachable: open or closed (QUOTAD_STORE_FAILURE)")
-	fs.StringVar(&cfg.LogLevel, "log-level", env("QUOTAD_LOG_LEVEL", "info"),
-		"debug, info, warn or error (QUOTAD_LOG_LEVEL)")
-	shutdown := fs.String("shutdown-timeout", env("QUOTAD_SHUTDOWN_TIMEOUT", "10s"),
-		"how long to drain requests on SIGINT/SIGTERM (QUOTAD_SHUTDOWN_TIMEOUT)")
-	dbWait := fs.String("db-wait", env("QUOTAD_DB_WAIT", "30s"),
-		"how long to wait for PostgreSQL at start-up (QUOTAD_DB_WAIT)")
-	maxConns := fs.String("db-max-conns", env("QUOTAD_DB_MAX_CONNS", "0"),
-		"PostgreSQL connections in the pool; 0 means the URL's pool_max_conns or 24 (QUOTAD_DB_MAX_CONNS)")
-	migrate := fs.String("migrate", env("QUOTAD_MIGRATE", "true"),
-		"apply schema migrations at start-up (QUOTAD_MIGRATE)")
-	leases := fs.String("leases", env("QUOTAD_LEASES", "true"),
-		"serve long windows from leased blocks of units; false charges PostgreSQL on every check (QUOTAD_LEASES)")
-	fs.StringVar(&cfg.RedisURL, "redis-url", env("QUOTAD_REDIS_URL", ""),
-		"Redis URL (redis://host:port/db or rediss://) to share short windows with every quotad process; empty: each process counts its own (QUOTAD_REDIS_URL)")
-	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", env("QUOTAD_REDIS_PREFIX", redisstore.DefaultPrefix),
-		"prefix of quotad's Redis keys (QUOTAD_REDIS_PREFIX)")
-	redisTimeout := fs.String("redis-timeout", env("QUOTAD_REDIS_TIMEOUT", redisstore.DefaultTimeout.String()),
-		"how long a check waits for Redis before counting its short windows in process, degraded (QUOTAD_REDIS_TIMEOUT)")
-	fs.StringVar(&cfg.DebugListen, "debug-listen", env("QUOTAD_DEBUG_LISTEN", ""),
-		"address to serve net/http/pprof on, without authentication; empty: off (QUOTAD_DEBUG_LISTEN)")
-	fs.StringVar(&cfg.ForwardAuthConfig, "forward-auth-config", env("QUOTAD_FORWARD_AUTH_CONFIG", ""),
-		"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost (QUOTAD_FORWARD_AUTH_CONFIG)")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
+// cli is quotad's command line. The configuration's flags belong to
+// every command, so that quotad --help shows them, and they may come
+// before or after the command (serve and migrate use them).
+type cli struct {
+	Config  config           `embed:""`
+	Version kong.VersionFlag `help:"Print quotad's version and exit."`
 
-	var err error
-	if cfg.ShutdownTimeout, err = time.ParseDuration(*shutdown); err != nil || cfg.ShutdownTimeout < 0 {
-		return nil, fmt.Errorf("shutdown-timeout: want a duration such as 10s, got %q", *shutdown)
-	}
-	if cfg.DBWait, err = time.ParseDuration(*dbWait); err != nil || cfg.DBWait < 0 {
-		return nil, fmt.Errorf("db-wait: want a duration such as 30s, got %q", *dbWait)
-	}
-	if cfg.RedisTimeout, err = time.ParseDuration(*redisTimeout); err != nil || cfg.RedisTimeout <= 0 {
-		return nil, fmt.Errorf("redis-timeout: want a positive duration such as 250ms, got %q", *redisTimeout)
-	}
-	if cfg.RedisURL != "" {
-		if _, err := redisstore.New(cfg.RedisURL, redisstore.Options{}); err != nil {
-			return nil, fmt.Errorf("redis-url: %v", redactRedis(err.Error(), cfg.RedisURL))
-		}
-	}
-	if cfg.DBMaxConns, err = strconv.Atoi(*maxConns); err != nil || cfg.DBMaxConns < 0 || cfg.DBMaxConns > 1000 {
-		return nil, fmt.Errorf("db-max-conns: want an integer from 0 to 1000, got %q", *maxConns)
-	}
-	if cfg.Migrate, err = parseBool("migrate", *migrate); err != nil {
-		return nil, err
-	}
-	if cfg.Leases, err = parseBool("leases", *leases); err != nil {
-		return nil, err
-	}
-	if cfg.StoreFailure != "open" && cfg.StoreFailure != "closed" {
-		return nil, fmt.Errorf("store-failure: want open or closed, got %q", cfg.StoreFailure)
-	}
-	if _, err := parseLevel(cfg.LogLevel); err != nil {
-		return nil, err
-	}
-	admin, err := api.ParseTokens(cfg.AdminTokens, api.RoleAdmin)
-	if err != nil {
-		return nil, err
-	}
-	check, err := api.ParseTokens(cfg.CheckTokens, api.RoleCheck)
-	if err != nil {
-		return nil, err
-	}
-	cfg.tokens = append(admin, check...)
-	if cfg.Listen == "" {
-		cfg.Listen = ":8080"
-		if len(cfg.tokens) == 0 {
-			cfg.Listen = "127.0.0.1:8080"
-		}
-	}
-	return &cfg, nil
+	Serve      struct{}    `cmd:"" default:"withargs" help:"Serve the API (the default command)."`
+	Migrate    migrateCmd  `cmd:"" help:"Manage the database schema, then print its version."`
+	Simulate   simulateCmd `cmd:"" passthrough:"" help:"Replay checks through the short-window algorithms (see quotad simulate -h)."`
+	VersionCmd struct{}    `cmd:"" name:"version" help:"Print quotad's version."`
 }
 
-func parseBool(name, s string) (bool, error) {
-	switch strings.ToLower(s) {
-	case "true", "1", "yes":
-		return true, nil
-	case "false", "0", "no":
-		return false, nil
+type migrateCmd struct {
+	Up      struct{} `cmd:"" help:"Apply every pending migration."`
+	Down    struct{} `cmd:"" help:"Revert the newest applied migration."`
+	Version struct{} `cmd:"" help:"Print the schema's version."`
+}
+
+type simulateCmd struct {
+	Args []string `arg:"" optional:"" help:"quotad simulate's own flags."`
+}
+
+// exited is how kong's --help and --version end parsing: they have
+// printed what was asked, and run returns.
+type exited struct{ code int }
+
+// parseArgs parses quotad's command line (args without the program's
+// name), with the environment read through getenv; help and the version
+// go to stdout. It returns the command chosen and the parsed line. After
+// --help or --version it returns the command "" and no error.
+func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd string, c *cli, err error) {
+	c = &cli{}
+	parser, err := kong.New(c,
+		kong.Name("quotad"),
+		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
+			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
+		kong.Writers(stdout, stdout),
+		kong.Exit(func(code int) { panic(exited{code}) }),
+		kong.Vars{
+			"version":       "quotad " + version,
+			"database_url":  defaultDatabaseURL,
+			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
+			"redis_prefix":  redisstore.DefaultPrefix,
+			"redis_timeout": redisstore.DefaultTimeout.String(),
+		},
+		kong.ValueFormatter(helpWithEnv),
+		kong.Resolvers(envResolver(getenv)),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	)
+	if err != nil {
+		return "", nil, err
 	}
-	return false, fmt.Errorf("%s: want true or false, got %q", name, s)
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exited)
+			if !ok {
+				panic(r)
+			}
+			cmd, c = "", nil
+			if e.code != 0 {
+				err = fmt.Errorf("exit status %d", e.code)
+			}
+		}
+	}()
+	ctx, err := parser.Parse(singleDashFlags(parser.Model, args))
+	if err != nil {
+		return "", nil, err
+	}
+	return ctx.Command(), c, nil
+}
+
+// envResolver supplies each flag not given on the command line from the
+// environment variable its envvar tag names, read through getenv; an empty
+// variable counts as unset. A bad value is an error naming the flag and
+// the variable.
+func envResolver(getenv func(string) string) kong.Resolver {
+	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
+		name := flag.Tag.Get("envvar")
+		if name == "" {
+			return nil, nil
+		}
+		v := getenv(name)
+		if v == "" {
+			return nil, nil
+		}
+		if flag.Enum != "" && !slices.Contains(flag.EnumSlice(), v) {
+			return nil, fmt.Errorf("$%s=%q: want one of %s", name, v, strings.Join(flag.EnumSlice(), ", "))
+		}
+		// Parse it once here, into a scratch value, so that an error names
+		// the variable it came from.
+		scratch := reflect.New(flag.Target.Type()).Elem()
+		if err := flag.Parse(kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: v}), scratch); err != nil {
+			// kong's message starts with the flag, which Resolve adds too.
+			msg := strings.TrimPrefix(err.Error(), "--"+flag.Name+": ")
+			return nil, fmt.Errorf("$%s=%q: %s", name, v, msg)
+		}
+		return v, nil
+	})
+}
+
+// helpWithEnv is kong's help text of a flag with its environment variable
+// and its default.
+func helpWithEnv(v *kong.Value) string {
+	var notes []string
+	if name := v.Tag.Get("envvar"); name != "" {
+		notes = append(notes, "$"+name)
+	}
+	if v.HasDefault && v.Default != "" && !(v.Default == "0" && v.Target.Kind() == reflect.Int) {
+		notes = append(notes, "default "+v.Default)
+	}
+	if len(notes) == 0 {
+		return v.Help
+	}
+	return v.Help + " (" + strings.Join(notes, "; ") + ")"
+}
+
+// singleDashFlags rewrites the single-dash spelling of long flags
+// (-listen, -migrate=false, -help), which quotad took before its flags
+// were GNU-style, to --listen, --migrate=false, --help. quotad has no
+// short flag but -h, so no cluster of short flags is lost. A flag's value,
+// what follows "--" and simulate's own flags (it parses both spellings)
+// are left as they are.
+func singleDashFlags(model *kong.Application, args []string) []string {
+	long := map[string]*kong.Flag{}
+	for _, f := range model.Flags {
+		long[f.Name] = f
+		if f.Tag.Negatable != "" {
+			long["no-"+f.Name] = f
+		}
+	}
+	out := make([]string, 0, len(args))
+	takesValue := false // the previous argument is a flag whose value is next
+	for i, a := range args {
+		switch {
+		case takesValue:
+			takesValue = false
+		case a == "--" || a == "simulate":
+			return append(out, args[i:]...)
+		case strings.HasPrefix(a, "-") && len(a) > 2 && a[1] != '-':
+			a = "-" + a
+			fallthrough
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if f, ok := long[name]; ok {
+				takesValue = !hasValue && !f.IsBool() && !f.IsCounter()
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// check validates what the flags' types do not, and derives the tokens
+// and the listen address.
+func (c *config) check() error {
+	switch {
+	case c.ShutdownTimeout < 0:
+		return fmt.Errorf("--shutdown-timeout ($QUOTAD_SHUTDOWN_TIMEOUT): want a duration of 0 or more, got %s", c.ShutdownTimeout)
+	case c.DBWait < 0:
+		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
+	case c.RedisTimeout <= 0:
+		return fmt.Errorf("--redis-timeout ($QUOTAD_REDIS_TIMEOUT): want a positive duration such as 250ms, got %s", c.RedisTimeout)
+	case c.DBMaxConns < 0 || c.DBMaxConns > 1000:
+		return fmt.Errorf("--db-max-conns ($QUOTAD_DB_MAX_CONNS): want an integer from 0 to 1000, got %d", c.DBMaxConns)
+	}
+	if c.RedisURL != "" {
+		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
+			return fmt.Errorf("--redis-url ($QUOTAD_REDIS_URL): %v", redactRedis(err.Error(), c.RedisURL))
+		}
+	}
+	admin, err := api.ParseTokens(c.AdminTokens, api.RoleAdmin)
+	if err != nil {
+		return fmt.Errorf("--admin-tokens ($QUOTAD_ADMIN_TOKENS): %w", err)
+	}
+	check, err := api.ParseTokens(c.CheckTokens, api.RoleCheck)
+	if err != nil {
+		return fmt.Errorf("--check-tokens ($QUOTAD_CHECK_TOKENS): %w", err)
+	}
+	c.tokens = append(admin, check...)
+	if c.Listen == "" {
+		c.Listen = ":8080"
+		if len(c.tokens) == 0 {
+			c.Listen = "127.0.0.1:8080"
+		}
+	}
+	return nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("log-level: want debug, info, warn or error, got %q", s)
+		return 0, fmt.Errorf("--log-level: want debug, info, warn or error, got %q", s)
 	}
 	return l, nil
 }
@@ -189,7 +277,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("store_failure", c.StoreFailure),
 		slog.String("log_level", c.LogLevel),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
-		slog.Int("db_max_conns", c.DBMaxConns),
+		slog.Int("db_max_conns", c.poolSize()),
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
 		slog.String("debug_listen", c.DebugListen),
@@ -198,6 +286,16 @@ func (c *config) logValue() slog.Value {
 		slog.String("redis_timeout", c.RedisTimeout.String()),
 		slog.String("forward_auth_config", c.ForwardAuthConfig),
 	)
+}
+
+// poolSize is the size of quotad's PostgreSQL pool: --db-max-conns, else
+// the URL's pool_max_conns, else store.DefaultMaxConns.
+func (c *config) poolSize() int {
+	n, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns)
+	if err != nil {
+		return c.DBMaxConns // the URL is refused when quotad connects
+	}
+	return n
 }
 
 // redactRedis returns s with the password of Redis URL url masked.

@@ -69,7 +69,7 @@ func TestDebugListenIsOffByDefault(t *testing.T) {
 		{"flag over environment", []string{"-debug-listen", "127.0.0.1:7070"},
 			map[string]string{"QUOTAD_DEBUG_LISTEN": "127.0.0.1:6060"}, "127.0.0.1:7070"},
 	} {
-		cfg, err := parseConfig("quotad", tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		cfg, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}

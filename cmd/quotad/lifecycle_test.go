@@ -165,7 +165,7 @@ func TestListenDefaults(t *testing.T) {
 		{"set explicitly", map[string]string{"QUOTAD_LISTEN": "127.0.0.1:9000", "QUOTAD_ADMIN_TOKENS": "ops:s"}, "127.0.0.1:9000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig("quotad", nil, func(k string) string { return tc.env[k] }, io.Discard)
+			cfg, err := parseConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,12 +3,13 @@
 //
 // Usage:
 //
-//	quotad [flags]                 serve (the default)
+//	quotad [serve] [flags]           serve (the default command)
 //	quotad migrate up|down|version [flags]
-//	quotad simulate [flags]        replay checks through the short-window algorithms
-//	quotad version
+//	quotad simulate [flags]          replay checks through the short-window algorithms
+//	quotad version                   print the version (also quotad --version)
 //
-// Every flag falls back to a QUOTAD_* environment variable; see -help.
+// Every flag of serve and migrate falls back to a QUOTAD_* environment
+// variable; see quotad --help.
 package main
 
 import (
@@ -48,34 +49,40 @@ func main() {
 }
 
 // run is quotad: it returns when ctx is canceled (after a graceful
-// shutdown) or on a fatal error. Logs go to stdout as JSON.
+// shutdown) or on a fatal error. Logs go to stdout as JSON, and so do
+// --help and the version. The environment is read through getenv only.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	name, rest := "quotad", args
 	if len(args) > 0 {
-		rest = args[1:]
+		args = args[1:]
 	}
-	if len(rest) > 0 {
-		switch rest[0] {
-		case "migrate":
-			return runMigrate(ctx, rest[1:], getenv, stdout)
-		case "simulate":
-			return runSimulate(ctx, rest[1:], stdout)
-		case "version":
-			_, err := fmt.Fprintln(stdout, "quotad", version)
-			return err
-		case "serve":
-			rest = rest[1:]
-		}
-	}
-	cfg, err := parseConfig(name, rest, getenv, stdout)
+	cmd, c, err := parseArgs(args, getenv, stdout)
 	if err != nil {
 		return err
 	}
-	return serve(ctx, cfg, stdout)
+	switch {
+	case cmd == "": // --help or --version
+		return nil
+	case cmd == "serve":
+		if err := c.Config.check(); err != nil {
+			return err
+		}
+		return serve(ctx, &c.Config, stdout)
+	case strings.HasPrefix(cmd, "migrate "):
+		if err := c.Config.check(); err != nil {
+			return err
+		}
+		return runMigrate(ctx, strings.TrimPrefix(cmd, "migrate "), &c.Config, stdout)
+	case strings.HasPrefix(cmd, "simulate"):
+		return runSimulate(ctx, c.Simulate.Args, stdout)
+	case cmd == "version":
+		_, err := fmt.Fprintln(stdout, "quotad", version)
+		return err
+	}
+	return fmt.Errorf("unknown command %q", cmd)
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
-	l, _ := parseLevel(level) // validated by parseConfig
+	l, _ := parseLevel(level) // one of --log-level's enum
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
@@ -340,15 +347,8 @@ func checkSchema(ctx context.Context, db *store.DB) error {
 	return nil
 }
 
-func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("migrate: want up, down or version")
-	}
-	cmd := args[0]
-	cfg, err := parseConfig("quotad migrate "+cmd, args[1:], getenv, stdout)
-	if err != nil {
-		return err
-	}
+// runMigrate is quotad migrate up, down or version.
+func runMigrate(ctx context.Context, cmd string, cfg *config, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {

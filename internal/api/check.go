@@ -16,7 +16,7 @@ import (
 // tiers' sentinels and *tiers.ValidationError.
 type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
-	Refund(ctx context.Context, r quota.RefundRequest) ([]quota.Usage, error)
+	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
 	Usage(ctx context.Context, customer string) (tiers.Account, []quota.Usage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
@@ -55,6 +55,9 @@ type usageEntry struct {
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
 	ResetAt   time.Time        `json:"reset_at"`
+	// Refunded is in a refund's answer only: the units it took off this
+	// window.
+	Refunded *int64 `json:"refunded,omitempty"`
 }
 
 type historyDay struct {
@@ -78,7 +81,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 	m := &checkMetrics{
 		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "quotad_checks_total",
-			Help: "Checks by decision: allowed, denied, degraded (allowed without the store) or error.",
+			Help: "Checks by decision: allowed, denied, degraded (allowed without the store), rejected (refused input: a 4xx such as a bad body, an unknown customer or metric, a reused request_id) or error (not decided: a 5xx such as the store unreachable with QUOTAD_STORE_FAILURE=closed).",
 		}, []string{"decision"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "quotad_check_duration_seconds",
@@ -161,6 +164,7 @@ func shortWindowMode(s quota.SharedStats) string {
 func (s *Server) check(c echo.Context) error {
 	req, err := decodeCall(c, false)
 	if err != nil {
+		s.checkMetrics.decisions.get(decisionRejected).Inc()
 		return err
 	}
 	d, now, err := s.decide(c.Request().Context(), quota.Request{
@@ -184,7 +188,7 @@ func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision,
 	now = time.Now()
 	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
 	if err != nil {
-		s.checkMetrics.decisions.get("error").Inc()
+		s.checkMetrics.decisions.get(failedDecision(err)).Inc()
 		return d, now, err
 	}
 	decision := "allowed"
@@ -197,6 +201,22 @@ func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision,
 	s.checkMetrics.decisions.get(decision).Inc()
 	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
 	return d, now, nil
+}
+
+// The decisions of quotad_checks_total for checks that got no answer: the
+// client's request was refused (4xx), or quotad could not decide (5xx).
+const (
+	decisionRejected = "rejected"
+	decisionError    = "error"
+)
+
+// failedDecision tells a check refused for its input from one quotad
+// failed to decide, by the status its error is answered with.
+func failedDecision(err error) string {
+	if p, _ := toProblem(err); p.Status < http.StatusInternalServerError {
+		return decisionRejected
+	}
+	return decisionError
 }
 
 // mostConstraining picks the window the RateLimit headers describe: a
@@ -226,13 +246,23 @@ func (s *Server) refund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	usage, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
+	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return err
 	}
-	return respond(c, http.StatusOK, map[string]any{"usage": toUsageEntries(usage)})
+	usage := toUsageEntries(res.Usage)
+	for i := range usage {
+		usage[i].Refunded = &res.Usage[i].Refunded
+	}
+	return respond(c, http.StatusOK, refundAnswer{Refunded: res.Refunded, Usage: usage})
+}
+
+// refundAnswer is the body of POST /v1/refund's answer.
+type refundAnswer struct {
+	Refunded int64        `json:"refunded"`
+	Usage    []usageEntry `json:"usage"`
 }
 
 func toUsageEntries(us []quota.Usage) []usageEntry {

@@ -135,7 +135,7 @@ var fuzzRoutes = []fuzzRoute{
 				return q, q.Validate()
 			}, sameValue)
 		},
-		answer: func(any) any { return map[string]any{"usage": []usageEntry{}} },
+		answer: func(any) any { return refundAnswer{Usage: []usageEntry{}} },
 	},
 	{
 		name: "metric", method: http.MethodPut, path: "/v1/metrics/api_calls", status: http.StatusCreated,
@@ -715,12 +715,12 @@ func (c fuzzChecker) Check(_ context.Context, r quota.Request) (quota.Decision, 
 	return quota.Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Never: true}, nil
 }
 
-func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) ([]quota.Usage, error) {
+func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) (quota.RefundResult, error) {
 	if err := r.Validate(); err != nil {
-		return nil, err
+		return quota.RefundResult{}, err
 	}
 	c.fs.passed = r
-	return nil, nil
+	return quota.RefundResult{}, nil
 }
 
 func (fuzzChecker) Usage(context.Context, string) (tiers.Account, []quota.Usage, error) {

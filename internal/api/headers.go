@@ -26,8 +26,8 @@ const (
 // setCheckHeaders sets the headers of a check's answer, as Header.Set
 // would, with one allocation for the values and one for their slices:
 // Content-Type; RateLimit-Policy and RateLimit (IETF httpapi ratelimit
-// headers) for the most constraining window, if any, with its reset counted
-// from now; and Retry-After for a denial that can pass later.
+// headers) for the most constraining window, if any (see rateLimitState);
+// and Retry-After for a denial that can pass later.
 func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	var buf [256]byte
 	b := buf[:0]
@@ -42,14 +42,7 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 		b = strconv.AppendInt(b, int64(w.Length/time.Second), 10)
 		policyEnd = len(b)
 		b = append(b, b[:idEnd]...)
-		reset := int64(0)
-		if until := w.ResetAt.Sub(now); until > 0 {
-			reset = int64((until + time.Second - 1) / time.Second)
-		}
-		remaining := w.Remaining
-		if !d.Allowed && w.State == quota.StateExceeded {
-			remaining = 0
-		}
+		remaining, reset := rateLimitState(d, w, now)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, remaining, 10)
 		b = append(b, ";t="...)
@@ -73,6 +66,29 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 		values[3] = s[limitEnd:]
 		h[headerRetryAfter] = values[3:4:4]
 	}
+}
+
+// rateLimitState returns the RateLimit header's r and t for window w of
+// decision d: the units left, and the seconds until quota is restored
+// enough. For the window that denied a check that can pass later, nothing
+// is left and t is the answer's Retry-After, when the same check could
+// pass: one wait, not two. Otherwise t is the seconds until the window
+// resets (its reset_at, counted from now, rounded up): when a denial can
+// never pass, and on an allowed answer, whose next check's cost is not
+// known, the time by which the window's count is back to zero.
+func rateLimitState(d *quota.Decision, w quota.WindowResult, now time.Time) (remaining, reset int64) {
+	if !d.Allowed && w.State == quota.StateExceeded {
+		if !d.Never {
+			return 0, d.RetryAfter
+		}
+		remaining = 0
+	} else {
+		remaining = w.Remaining
+	}
+	if until := w.ResetAt.Sub(now); until > 0 {
+		reset = int64((until + time.Second - 1) / time.Second)
+	}
+	return remaining, reset
 }
 
 // appendRateLimitID appends the quoted "metric/window" that names a

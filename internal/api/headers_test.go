@@ -29,6 +29,9 @@ func headersWithSet(d quota.Decision, now time.Time) http.Header {
 		remaining := w.Remaining
 		if !d.Allowed && w.State == quota.StateExceeded {
 			remaining = 0
+			if !d.Never {
+				reset = d.RetryAfter
+			}
 		}
 		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
 	}
@@ -95,6 +98,50 @@ func TestSetCheckHeaders(t *testing.T) {
 						t.Errorf("adding a value to %s changed %s from %q to %q", name, k, v, got[k])
 					}
 				}
+			}
+		})
+	}
+}
+
+// RateLimit's t is one wait with Retry-After: on a denial that can pass
+// later, the window that denied says when the same check could pass, not
+// when the window resets.
+func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 5, 0, time.UTC)
+	minute := quota.WindowResult{Window: tiers.Minute, Mode: tiers.Hard, Limit: 3, Used: 3, Remaining: 0,
+		ResetAt: now.Add(55 * time.Second), State: quota.StateExceeded, Length: time.Minute}
+	used := minute
+	used.State = quota.StateOK // allowed, the last unit taken
+	day := quota.WindowResult{Window: tiers.Day, Mode: tiers.Hard, Limit: 100, Used: 10, Remaining: 90,
+		ResetAt: now.Add(10 * time.Hour), State: quota.StateOK, Length: 24 * time.Hour}
+	tests := []struct {
+		name       string
+		d          quota.Decision
+		rateLimit  string
+		retryAfter string
+	}{
+		{"denied: t is Retry-After",
+			quota.Decision{Metric: "emails", RetryAfter: 15, Limits: []quota.WindowResult{minute, day}},
+			`"emails/minute";r=0;t=15`, "15"},
+		{"denied, never passes: t is the reset",
+			quota.Decision{Metric: "emails", Never: true, Limits: []quota.WindowResult{minute}},
+			`"emails/minute";r=0;t=55`, ""},
+		{"allowed, nothing left: t is the reset",
+			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{used, day}},
+			`"emails/minute";r=0;t=55`, ""},
+		{"allowed, units left: t is the reset",
+			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{day}},
+			`"emails/day";r=90;t=36000`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			setCheckHeaders(h, &tt.d, now)
+			if got := h.Get(headerRateLimit); got != tt.rateLimit {
+				t.Errorf("RateLimit = %q, want %q", got, tt.rateLimit)
+			}
+			if got := h.Get(headerRetryAfter); got != tt.retryAfter {
+				t.Errorf("Retry-After = %q, want %q", got, tt.retryAfter)
 			}
 		})
 	}

@@ -140,7 +140,7 @@ func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
 		s.log.LogAttrs(req.Context(), level, "request",
 			slog.String("method", req.Method), slog.String("route", route),
 			slog.String("path", req.URL.Path), slog.Int("status", status),
-			slog.Duration("duration", elapsed), slog.String("actor", name))
+			slog.Float64("duration_ms", float64(elapsed)/float64(time.Millisecond)), slog.String("actor", name))
 	}
 }
 

@@ -715,15 +715,19 @@ func TestHistoryAndRefund(t *testing.T) {
 		check(4, false, "")  // denied (12+4 > 15)
 		check(4, false, "")  // denied
 
-		usage, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"})
+		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(usage) != 1 || usage[0].Used != 9 || usage[0].Overage != 0 {
-			t.Errorf("usage after refund = %+v, want used 9", usage)
+		if usage := res.Usage; len(usage) != 1 || usage[0].Used != 9 || usage[0].Overage != 0 || usage[0].Refunded != 3 || res.Refunded != 3 {
+			t.Errorf("refund = %+v, want 3 refunded, used 9", res)
 		}
-		if _, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"}); err != nil {
+		res, err = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if res.Refunded != 0 || res.Usage[0].Refunded != 0 || res.Usage[0].Used != 9 {
+			t.Errorf("replayed refund = %+v, want nothing refunded again, used 9", res)
 		}
 		days, err := f.engine.History(ctx, "acme", "", t0.AddDate(0, 0, -1), t0)
 		if err != nil {
@@ -734,9 +738,9 @@ func TestHistoryAndRefund(t *testing.T) {
 			t.Errorf("history = %+v, want [%+v]", days, want)
 		}
 		// A refund never goes below zero.
-		usage, _ = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 1000})
-		if usage[0].Used != 0 {
-			t.Errorf("used after a large refund = %d, want 0", usage[0].Used)
+		res, _ = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 1000})
+		if res.Usage[0].Used != 0 || res.Refunded != 9 || res.Usage[0].Refunded != 9 {
+			t.Errorf("a refund of 1000 against 9 used = %+v, want 9 refunded, used 0", res)
 		}
 	})
 }
@@ -828,6 +832,62 @@ func TestRefundWithoutCounterGivesGlobalNothing(t *testing.T) {
 					t.Errorf("el cost 4 denied: 6 + 4 fits the capacity of 10")
 				}
 			})
+		}
+	})
+}
+
+// A refund says how many units it took back: from each window, min(cost,
+// its count); in all, the most any window gave back.
+func TestRefundSaysWhatWentBack(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, leases bool) {
+		t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+		f := newFixture(t, t0, false, leases)
+		f.catalog.PutMetric("api_calls", nil)
+		f.catalog.PutMetric("exports", nil)
+		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 100), hard(tiers.Day, 1000)})
+		ctx := context.Background()
+		for _, tt := range []struct {
+			name         string
+			advance      time.Duration
+			check        int64 // units checked before the refund
+			refund       int64
+			want         int64 // refunded
+			minute, day  int64 // refunded from each window
+			usedM, usedD int64 // used after
+		}{
+			{"less than used", 0, 5, 2, 2, 2, 2, 3, 3},
+			{"windows hold different counts", 2 * time.Minute, 4, 6, 6, 4, 6, 0, 1},
+			{"1000 against 1 used", 0, 0, 1000, 1, 0, 1, 0, 0},
+			{"nothing used", 0, 0, 5, 0, 0, 0, 0, 0},
+		} {
+			f.clock.Advance(tt.advance)
+			if tt.check > 0 {
+				if d, err := f.engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: tt.check}); err != nil || !d.Allowed {
+					t.Fatalf("%s: check %d: %+v, %v", tt.name, tt.check, d, err)
+				}
+			}
+			res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: tt.refund})
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			if len(res.Usage) != 2 {
+				t.Fatalf("%s: usage %+v, want minute and day", tt.name, res.Usage)
+			}
+			m, d := res.Usage[0], res.Usage[1]
+			got := []int64{res.Refunded, m.Refunded, d.Refunded, m.Used, d.Used}
+			want := []int64{tt.want, tt.minute, tt.day, tt.usedM, tt.usedD}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: refunded, from minute, from day, used minute, used day = %v, want %v", tt.name, got, want)
+			}
+		}
+		// A metric without a limit has no window to give back to.
+		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "exports", Cost: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Refunded != 0 || len(res.Usage) != 0 {
+			t.Errorf("refund of a metric without limits = %+v, want 0 refunded, no usage", res)
 		}
 	})
 }

@@ -110,15 +110,16 @@ func (e *Engine) EvictIdle() int { return e.sliding.evict(e.clock.Now().UnixMill
 // Refund gives r.Cost units back to the customer's current windows of
 // r.Metric (never below zero, overage units first) and takes them off
 // today's history. A refund id seen within 24 hours refunds nothing again.
-// It returns the metric's usage after the refund.
-func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
+// It returns how many units went back, and the metric's usage after the
+// refund.
+func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, error) {
 	if err := r.Validate(); err != nil {
-		return nil, err
+		return RefundResult{}, err
 	}
 	now := e.clock.Now().UTC()
 	acct, m, err := e.lookup(ctx, r.Customer, r.Metric)
 	if err != nil {
-		return nil, err
+		return RefundResult{}, err
 	}
 	s := e.newScope(acct, m, r.Cost, now)
 	defer e.freeScope(s)
@@ -137,7 +138,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
-			return nil, err
+			return RefundResult{}, err
 		}
 	}
 	if s.hasLong() || r.RequestID != "" {
@@ -166,12 +167,13 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
-			return nil, err
+			return RefundResult{}, err
 		}
 	}
+	var res RefundResult
 	if !replayed {
 		if err := e.short.GiveBack(ctx, &s.short, s.shortOut); err != nil {
-			return nil, err
+			return RefundResult{}, err
 		}
 		// Overage units go first: the most any soft window is above its limit.
 		var overage int64
@@ -184,7 +186,30 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) ([]Usage, error) {
 		e.history.add(HistoryDelta{Customer: r.Customer, Metric: r.Metric, Date: day(now),
 			Used: -r.Cost, Overage: -overage})
 	}
-	return e.usage(ctx, acct, now, r.Metric)
+	if res.Usage, err = e.usage(ctx, acct, now, r.Metric); err != nil {
+		return RefundResult{}, err
+	}
+	if !replayed {
+		for i := range res.Usage {
+			u := &res.Usage[i]
+			u.Refunded = refundedFrom(s.short.Spans, s.shortOut, u.Window, r.Cost) +
+				refundedFrom(s.long.Spans, s.longOut, u.Window, r.Cost)
+			res.Refunded = max(res.Refunded, u.Refunded)
+		}
+	}
+	return res, nil
+}
+
+// refundedFrom returns how many of cost units a refund took off the span
+// of window w, if spans has one: min(cost, its count before), as
+// Counter.GiveBack takes them, never below zero.
+func refundedFrom(spans []Span, before []Outcome, w tiers.Window, cost int64) int64 {
+	for i := range spans {
+		if spans[i].Key.Window == w {
+			return min(cost, max(0, before[i].Used))
+		}
+	}
+	return 0
 }
 
 // shortCapacity reports whether metric m declares a capacity for a short

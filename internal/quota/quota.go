@@ -116,6 +116,23 @@ type Usage struct {
 	Remaining int64
 	Overage   int64
 	ResetAt   time.Time
+	// Refunded, in a refund's answer, is how many units the refund took
+	// off this window's count (see RefundResult); 0 elsewhere.
+	Refunded int64
+}
+
+// RefundResult is what a refund did.
+type RefundResult struct {
+	// Refunded is how many units the refund took back: the most it took
+	// off any one window's count. A refund takes min(cost, used) off each
+	// window, used being the window's count just before (as Usage reports
+	// it), so 1000 units refunded against 9 used take back 9. It is 0 when
+	// the metric has no effective limit (no window counts it) and when the
+	// request id was refunded before (nothing is taken back twice).
+	Refunded int64
+	// Usage is the metric's usage after the refund, each window with
+	// what the refund took off it.
+	Usage []Usage
 }
 
 // Day is one day of a customer's usage history of one metric.

@@ -60,9 +60,20 @@ func (db *DB) drawHolder() error {
 // enough of them in flight lets PostgreSQL commit them in groups.
 const DefaultMaxConns = 24
 
-// Open connects to the database at url and returns a DB over a new pool.
-// maxConns <= 0 keeps the URL's pool_max_conns, or DefaultMaxConns.
-func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
+// MaxConns returns the size of the pool Open makes for url and maxConns:
+// maxConns if above 0, else the URL's pool_max_conns, else
+// DefaultMaxConns.
+func MaxConns(url string, maxConns int) (int, error) {
+	cfg, err := poolConfig(url, maxConns)
+	if err != nil {
+		return 0, err
+	}
+	return int(cfg.MaxConns), nil
+}
+
+// poolConfig parses url into a pool configuration of the size MaxConns
+// documents.
+func poolConfig(url string, maxConns int) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", errors.New(RedactURL(err.Error())))
@@ -72,6 +83,16 @@ func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
 		cfg.MaxConns = int32(maxConns)
 	case !strings.Contains(url, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns
+	}
+	return cfg, nil
+}
+
+// Open connects to the database at url and returns a DB over a new pool.
+// maxConns <= 0 keeps the URL's pool_max_conns, or DefaultMaxConns.
+func Open(ctx context.Context, url string, maxConns int) (*DB, error) {
+	cfg, err := poolConfig(url, maxConns)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "quotad"

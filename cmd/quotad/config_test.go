@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/store"
+)
+
+// parseConfig parses the flags of quotad serve as run does (args without
+// the program's name or the command), with the environment read through
+// getenv, and checks them.
+func parseConfig(args []string, getenv func(string) string, stdout io.Writer) (*config, error) {
+	cmd, c, err := parseArgs(append([]string{"serve"}, args...), getenv, stdout)
+	if err != nil || cmd == "" {
+		return nil, err
+	}
+	return &c.Config, c.Config.check()
+}
+
+// fakeEnv is a getenv over a map.
+func fakeEnv(env map[string]string) func(string) string {
+	return func(k string) string { return env[k] }
+}
+
+// Each setting comes from its flag, else its variable, else its default;
+// the old single-dash spelling of flags still works.
+func TestConfigSources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		got  func(*config) any
+		want any
+	}{
+		{"default duration", nil, nil, func(c *config) any { return c.DBWait }, 30 * time.Second},
+		{"duration from the environment", nil, map[string]string{"QUOTAD_DB_WAIT": "2s"}, func(c *config) any { return c.DBWait }, 2 * time.Second},
+		{"flag over environment", []string{"--db-wait", "5s"}, map[string]string{"QUOTAD_DB_WAIT": "2s"}, func(c *config) any { return c.DBWait }, 5 * time.Second},
+		{"flag with =", []string{"--db-wait=7s"}, nil, func(c *config) any { return c.DBWait }, 7 * time.Second},
+		{"single-dash flag", []string{"-db-wait", "9s"}, nil, func(c *config) any { return c.DBWait }, 9 * time.Second},
+		{"an empty variable is unset", nil, map[string]string{"QUOTAD_DB_WAIT": ""}, func(c *config) any { return c.DBWait }, 30 * time.Second},
+		{"default int", nil, nil, func(c *config) any { return c.DBMaxConns }, 0},
+		{"int from the environment", nil, map[string]string{"QUOTAD_DB_MAX_CONNS": "6"}, func(c *config) any { return c.DBMaxConns }, 6},
+		{"default bool", nil, nil, func(c *config) any { return c.Migrate }, true},
+		{"bool from the environment", nil, map[string]string{"QUOTAD_MIGRATE": "false"}, func(c *config) any { return c.Migrate }, false},
+		{"bool from the environment, no", nil, map[string]string{"QUOTAD_LEASES": "no"}, func(c *config) any { return c.Leases }, false},
+		{"--no-flag", []string{"--no-migrate"}, nil, func(c *config) any { return c.Migrate }, false},
+		{"single-dash bool with a value", []string{"-migrate=false"}, nil, func(c *config) any { return c.Migrate }, false},
+		{"bool flag over environment", []string{"--leases"}, map[string]string{"QUOTAD_LEASES": "false"}, func(c *config) any { return c.Leases }, true},
+		{"default enum", nil, nil, func(c *config) any { return c.StoreFailure }, "open"},
+		{"enum from the environment", nil, map[string]string{"QUOTAD_STORE_FAILURE": "closed"}, func(c *config) any { return c.StoreFailure }, "closed"},
+		{"enum flag over environment", []string{"--store-failure", "open"}, map[string]string{"QUOTAD_STORE_FAILURE": "closed"}, func(c *config) any { return c.StoreFailure }, "open"},
+		{"string default", nil, nil, func(c *config) any { return c.DatabaseURL }, defaultDatabaseURL},
+		{"string from the environment", nil, map[string]string{"QUOTAD_REDIS_PREFIX": "q:"}, func(c *config) any { return c.RedisPrefix }, "q:"},
+		{"a value that looks like a flag", []string{"-redis-prefix=-listen"}, nil, func(c *config) any { return c.RedisPrefix }, "-listen"},
+		{"single-dash flags with values", []string{"-admin-tokens", "x", "-listen", "127.0.0.1:9"}, nil, func(c *config) any { return c.AdminTokens + " " + c.Listen }, "x 127.0.0.1:9"},
+		{"flags after the command", []string{"--log-level", "warn"}, nil, func(c *config) any { return c.LogLevel }, "warn"},
+		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:a,b", "QUOTAD_CHECK_TOKENS": "c"},
+			func(c *config) any { return fmt.Sprintf("%d %s %s", len(c.tokens), c.tokens[0].Name, c.tokens[1].Name) }, "3 ops admin#2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := tt.got(cfg); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A bad value is an error that names the flag, and the variable when it
+// came from one.
+func TestConfigRejectsBadValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"int variable", nil, map[string]string{"QUOTAD_DB_MAX_CONNS": "x"}, []string{"--db-max-conns", "$QUOTAD_DB_MAX_CONNS", `"x"`}},
+		{"int flag", []string{"--db-max-conns", "x"}, nil, []string{"--db-max-conns", `"x"`}},
+		{"int out of range", []string{"-db-max-conns", "5000"}, nil, []string{"--db-max-conns", "5000"}},
+		{"enum flag", []string{"-store-failure=maybe"}, nil, []string{"--store-failure", `"maybe"`}},
+		{"enum variable", nil, map[string]string{"QUOTAD_STORE_FAILURE": "maybe"}, []string{"--store-failure", "$QUOTAD_STORE_FAILURE", `"maybe"`}},
+		{"log level", []string{"--log-level", "loud"}, nil, []string{"--log-level", `"loud"`}},
+		{"duration variable", nil, map[string]string{"QUOTAD_SHUTDOWN_TIMEOUT": "soon"}, []string{"--shutdown-timeout", "$QUOTAD_SHUTDOWN_TIMEOUT", `"soon"`}},
+		{"negative duration", []string{"--db-wait=-1s"}, nil, []string{"--db-wait", "-1s"}},
+		{"a value is not a flag", []string{"-db-wait", "-1s"}, nil, []string{"--db-wait", `"-1s"`}},
+		{"zero redis timeout", nil, map[string]string{"QUOTAD_REDIS_TIMEOUT": "0s"}, []string{"--redis-timeout", "$QUOTAD_REDIS_TIMEOUT"}},
+		{"bool variable", nil, map[string]string{"QUOTAD_MIGRATE": "maybe"}, []string{"--migrate", "$QUOTAD_MIGRATE", `"maybe"`}},
+		{"token", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": ":secret"}, []string{"--admin-tokens", "$QUOTAD_ADMIN_TOKENS"}},
+		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
+		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
+			if err == nil {
+				t.Fatalf("parsed, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Only run's getenv counts: a QUOTAD_* variable of the test process
+// itself does not reach the configuration. (Not parallel: t.Setenv.)
+func TestConfigIgnoresProcessEnvironment(t *testing.T) {
+	t.Setenv("QUOTAD_LOG_LEVEL", "loud")
+	t.Setenv("QUOTAD_DB_WAIT", "soon")
+	t.Setenv("QUOTAD_STORE_FAILURE", "closed")
+	t.Setenv("QUOTAD_LISTEN", "127.0.0.1:1")
+	cfg, err := parseConfig(nil, fakeEnv(nil), io.Discard)
+	if err != nil {
+		t.Fatalf("the process's environment leaked into the configuration: %v", err)
+	}
+	if cfg.LogLevel != "info" || cfg.DBWait != 30*time.Second || cfg.StoreFailure != "open" || cfg.Listen != "127.0.0.1:8080" {
+		t.Errorf("config %+v, want the defaults", cfg)
+	}
+}
+
+// runOut runs quotad with args and no environment, and returns what it
+// printed.
+func runOut(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), append([]string{"quotad"}, args...), fakeEnv(nil), &out)
+	return out.String(), err
+}
+
+// --help lists the commands and the flags with their types, variables
+// and defaults, and serves nothing.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "simulate", "version"}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"serve", "--help"}} {
+		out, err := runOut(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if args[0] == "serve" {
+			commands = nil // serve's help is about serve
+		}
+		for _, want := range append(commands,
+			"--listen=ADDR", "--db-wait=DURATION", "--db-max-conns=N", "--store-failure=open|closed",
+			"--[no-]migrate", "--[no-]leases", "--log-level=LEVEL",
+			"$QUOTAD_DB_WAIT", "default 30s", "$QUOTAD_DATABASE_URL", "--version",
+		) {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: help lacks %q:\n%s", args, want, out)
+			}
+		}
+		if strings.Contains(out, " string") {
+			t.Errorf("%v: help shows an untyped flag:\n%s", args, out)
+		}
+	}
+}
+
+// quotad version and quotad --version print the version set at build time.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		out, err := runOut(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if want := "quotad " + version + "\n"; out != want {
+			t.Errorf("%v printed %q, want %q", args, out, want)
+		}
+	}
+}
+
+// The start-up log shows the pool size in use, not the flag's 0.
+func TestLoggedPoolSize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want int64
+	}{
+		{"default", nil, store.DefaultMaxConns},
+		{"the URL's pool_max_conns", map[string]string{"QUOTAD_DATABASE_URL": "postgres://u@h/db?pool_max_conns=9"}, 9},
+		{"QUOTAD_DB_MAX_CONNS", map[string]string{"QUOTAD_DB_MAX_CONNS": "5"}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig(nil, fakeEnv(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int64 = -1
+			for _, a := range cfg.logValue().Group() {
+				if a.Key == "db_max_conns" {
+					got = a.Value.Int64()
+				}
+			}
+			if got != tt.want {
+				t.Errorf("db_max_conns = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
