@@ -320,14 +320,14 @@ func TestClientCheckAndUsage(t *testing.T) {
 		t.Errorf("Usage = %v, want %v", used, want)
 	}
 
-	// A refund gives units back, once per request_id.
-	for range 2 {
+	// A refund gives units back, once per request_id, and says how many.
+	for i, want := range []int64{1, 0} {
 		r, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "exports", Cost: 1, RequestID: "undo-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.Usage) != 1 || r.Usage[0].Used != 1 {
-			t.Errorf("Refund = %+v, want exports/day used 1", r)
+		if len(r.Usage) != 1 || r.Usage[0].Used != 1 || r.Refunded != want || r.Usage[0].Refunded != want {
+			t.Errorf("Refund #%d = %+v, want exports/day used 1, refunded %d", i+1, r, want)
 		}
 	}
 
