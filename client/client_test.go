@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -467,5 +468,53 @@ func TestRefundDecodes(t *testing.T) {
 		ResetAt: time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), Refunded: 2}}}
 	if got, want := mustJSON(t, res), mustJSON(t, want); got != want {
 		t.Errorf("Refund = %s, want %s", got, want)
+	}
+}
+
+// A customer's metadata keeps its numbers' digits from GET to PUT: they
+// are json.Number, not float64.
+func TestMetadataKeepsDigits(t *testing.T) {
+	tests := []struct {
+		name, metadata string
+		want           quotad.Metadata
+		wantPut        string
+	}{
+		{
+			name:     "numbers",
+			metadata: `{"big":12345678901234567890,"nested":{"n":[1.0e2,-0]},"ratio":1.50,"s":"x"}`,
+			want: quotad.Metadata{"big": json.Number("12345678901234567890"),
+				"nested": map[string]any{"n": []any{json.Number("1.0e2"), json.Number("-0")}}, "ratio": json.Number("1.50"), "s": "x"},
+			wantPut: `{"plan":"pro","metadata":{"big":12345678901234567890,"nested":{"n":[1.0e2,-0]},"ratio":1.50,"s":"x"}}`,
+		},
+		{name: "null", metadata: `null`, want: nil, wantPut: `{"plan":"pro"}`},
+		{name: "empty", metadata: `{}`, want: quotad.Metadata{}, wantPut: `{"plan":"pro"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var put string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPut {
+					body, _ := io.ReadAll(r.Body)
+					put = string(body)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.Write([]byte(`{"id":"acme","plan":"pro","metadata":` + tt.metadata + `,"version":1}`))
+			}))
+			defer srv.Close()
+			c := quotad.New(srv.URL, noRetry)
+			cu, err := c.Customer(context.Background(), "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fmt.Sprintf("%#v", cu.Metadata), fmt.Sprintf("%#v", tt.want); got != want {
+				t.Errorf("Metadata = %s, want %s", got, want)
+			}
+			if _, _, err := c.PutCustomer(context.Background(), "acme", cu.CustomerSpec); err != nil {
+				t.Fatal(err)
+			}
+			if put != tt.wantPut {
+				t.Errorf("PUT body = %s, want %s", put, tt.wantPut)
+			}
+		})
 	}
 }

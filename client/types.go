@@ -1,6 +1,8 @@
 package quotad
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"time"
 )
@@ -117,8 +119,25 @@ type CustomerSpec struct {
 	Name string `json:"name,omitempty"`
 	// BillingAnchorDay (1..28) starts month windows on that day; nil for
 	// calendar months.
-	BillingAnchorDay *int           `json:"billing_anchor_day,omitempty"`
-	Metadata         map[string]any `json:"metadata,omitempty"`
+	BillingAnchorDay *int     `json:"billing_anchor_day,omitempty"`
+	Metadata         Metadata `json:"metadata,omitempty"`
+}
+
+// Metadata is a customer's free-form JSON object. Read from quotad, its
+// numbers are json.Number, not float64, so that they keep their digits
+// (1.50 stays 1.50, an integer beyond 2^53 stays exact) when sent back.
+type Metadata map[string]any
+
+// UnmarshalJSON decodes a JSON object, numbers as json.Number.
+func (m *Metadata) UnmarshalJSON(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return err
+	}
+	*m = obj
+	return nil
 }
 
 // Customer is a customer of the SaaS and its plan.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	quotad "github.com/quotad/quotad/client"
 	"github.com/quotad/quotad/internal/catalogfile"
 )
 
@@ -14,7 +15,7 @@ type exportCmd struct {
 }
 
 func (x *exportCmd) Run(e *env) error {
-	f, _, err := e.admin.snapshot(e.ctx, x.Customers)
+	f, _, err := snapshot(e.ctx, e.client, x.Customers)
 	if err != nil {
 		return fmt.Errorf("read the catalog: %w", err)
 	}
@@ -48,7 +49,7 @@ func (x *applyCmd) Run(e *env) error {
 	if err != nil {
 		return badFile(e, err)
 	}
-	f, etags, err := e.admin.snapshot(e.ctx, doc.File.Customers != nil)
+	f, etags, err := snapshot(e.ctx, e.client, doc.File.Customers != nil)
 	if err != nil {
 		return fmt.Errorf("read the catalog: %w", err)
 	}
@@ -76,11 +77,11 @@ func (x *applyCmd) Run(e *env) error {
 		testHookBeforeApply()
 	}
 	for i, c := range changes {
-		err := e.admin.apply(e.ctx, c)
+		err := apply(e.ctx, e.client, c)
 		if err == nil {
 			continue
 		}
-		if errors.Is(err, errPreconditionFailed) {
+		if errors.Is(err, quotad.ErrPreconditionFailed) {
 			fmt.Fprintf(e.stderr, "! %s: changed by someone else since it was read; re-run to see the new plan\n", c.Ref)
 		} else {
 			fmt.Fprintf(e.stderr, "! %s: %v\n", c.Ref, err)

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net/http"
-	"net/url"
 	"text/tabwriter"
 	"time"
+
+	quotad "github.com/quotad/quotad/client"
 )
 
 type checkCmd struct {
@@ -15,30 +15,13 @@ type checkCmd struct {
 	DryRun   bool   `help:"Answer as if checked, but charge nothing."`
 }
 
-// window is one window of a check or usage answer.
-type window struct {
-	Metric    string    `json:"metric"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	Overage   int64     `json:"overage"`
-	ResetAt   time.Time `json:"reset_at"`
-	Mode      string    `json:"mode"`
-	State     string    `json:"state"`
-}
-
 func (x *checkCmd) Run(e *env) error {
-	body := map[string]any{"customer": x.Customer, "metric": x.Metric, "cost": x.Cost, "dry_run": x.DryRun}
-	var a struct {
-		Allowed    bool     `json:"allowed"`
-		Overage    bool     `json:"overage"`
-		Elastic    bool     `json:"elastic"`
-		Degraded   bool     `json:"degraded"`
-		RetryAfter *int64   `json:"retry_after"`
-		Limits     []window `json:"limits"`
+	if x.Cost < 1 {
+		// The client leaves a cost of 0 out, which quotad reads as 1.
+		return fmt.Errorf("--cost must be at least 1, got %d", x.Cost)
 	}
-	if err := e.admin.do(e.ctx, http.MethodPost, "/v1/check", "", body, &a); err != nil {
+	a, err := e.client.Check(e.ctx, quotad.CheckRequest{Customer: x.Customer, Metric: x.Metric, Cost: x.Cost, DryRun: x.DryRun})
+	if err != nil {
 		return err
 	}
 	decision := "allowed"
@@ -82,12 +65,8 @@ type usageCmd struct {
 }
 
 func (x *usageCmd) Run(e *env) error {
-	var a struct {
-		Customer string   `json:"customer"`
-		Plan     string   `json:"plan"`
-		Usage    []window `json:"usage"`
-	}
-	if err := e.admin.do(e.ctx, http.MethodGet, "/v1/customers/"+url.PathEscape(x.Customer)+"/usage", "", nil, &a); err != nil {
+	a, err := e.client.Usage(e.ctx, x.Customer)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "%s on plan %s\n", a.Customer, a.Plan)

@@ -2,6 +2,11 @@
 // code (export it to YAML, apply a YAML file through the admin API), and a
 // customer's checks and usage.
 //
+// It is built on quotad's Go client (github.com/quotad/quotad/client): every
+// call to quotad is one of the client's, with its typed answers, errors
+// and retries; internal/catalogfile holds the file, the comparison and the
+// printed plan.
+//
 // Usage:
 //
 //	quotactl catalog export [--customers] [-o FILE]
@@ -18,12 +23,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/alecthomas/kong"
+
+	quotad "github.com/quotad/quotad/client"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -55,10 +63,18 @@ type cli struct {
 // env is what every command runs with.
 type env struct {
 	ctx    context.Context
-	admin  *admin
+	client *quotad.Client
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
+}
+
+// newClient returns the client of the quotad at url.
+func newClient(url, token string) *quotad.Client {
+	return quotad.New(url,
+		quotad.WithToken(token),
+		quotad.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
+		quotad.WithUserAgent("quotactl/"+version+" quotad-go/"+quotad.Version))
 }
 
 // exitCode is an exit status a command asks for without an error to print
@@ -108,7 +124,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if c.Token == "" {
 		c.Token = getenv("QUOTAD_TOKEN")
 	}
-	e := &env{ctx: ctx, admin: newAdmin(c.URL, c.Token), stdout: stdout, stderr: stderr, now: time.Now}
+	e := &env{ctx: ctx, client: newClient(c.URL, c.Token), stdout: stdout, stderr: stderr, now: time.Now}
 	err = kctx.Run(e)
 	var ec exitCode
 	switch {

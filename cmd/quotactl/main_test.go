@@ -3,13 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	quotad "github.com/quotad/quotad/client"
 	"github.com/quotad/quotad/internal/quotadtest"
 )
 
@@ -45,21 +46,32 @@ func mustWrite(t *testing.T, text string) string {
 	return path
 }
 
-// mustAdmin sends an admin request to srv and decodes its answer.
-func mustAdmin(t *testing.T, srv *quotadtest.Server, method, path string, body, out any) {
+// admin is a client of srv with its admin token.
+func admin(srv *quotadtest.Server) *quotad.Client {
+	return quotad.New(srv.URL, quotad.WithToken(srv.AdminToken))
+}
+
+// put drops what a Put answers but its error.
+func put[T any](_ T, _ bool, err error) error { return err }
+
+// mustOK fails the test on an error of a call that sets it up or looks.
+func mustOK(t *testing.T, err error) {
 	t.Helper()
-	if err := newAdmin(srv.URL, srv.AdminToken).do(context.Background(), method, path, "", body, out); err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
 func auditCount(t *testing.T, srv *quotadtest.Server) int {
 	t.Helper()
-	var a struct {
-		Events []struct{ Action, Resource string } `json:"events"`
+	n := 0
+	for _, err := range admin(srv).AuditEvents(context.Background(), quotad.AuditFilter{PageSize: 1000}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
 	}
-	mustAdmin(t, srv, http.MethodGet, "/v1/audit?limit=1000", nil, &a)
-	return len(a.Events)
+	return n
 }
 
 func checkGolden(t *testing.T, name, got string) {
@@ -87,15 +99,8 @@ func TestExampleCatalog(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	checkGolden(t, "example-apply.golden", mustApply(t, srv, 0, "-f", example))
 
-	var limits struct {
-		Limits []struct {
-			Window string `json:"window"`
-			Limit  int64  `json:"limit"`
-			Mode   string `json:"mode"`
-			Source string `json:"source"`
-		} `json:"limits"`
-	}
-	mustAdmin(t, srv, http.MethodGet, "/v1/customers/acme/limits", nil, &limits)
+	limits, err := admin(srv).Limits(context.Background(), "acme")
+	mustOK(t, err)
 	got := make(map[string]string)
 	for _, l := range limits.Limits {
 		got[l.Window] = l.Mode + " " + l.Source
@@ -120,12 +125,13 @@ func TestRoundTrip(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
 	// What the example leaves to defaults, and metadata, survive the trip.
-	mustAdmin(t, srv, http.MethodPut, "/v1/customers/beta", map[string]any{
-		"plan": "pro", "metadata": map[string]any{"region": "eu", "seats": 12, "ratio": 1.50, "tags": []any{"a", true, nil}},
-	}, nil)
-	mustAdmin(t, srv, http.MethodPut, "/v1/customers/beta/overrides/api_calls/second", map[string]any{
-		"limit": 20, "algorithm": "token_bucket", "burst": 40,
-	}, nil)
+	ctx, c := context.Background(), admin(srv)
+	mustOK(t, put(c.PutCustomer(ctx, "beta", quotad.CustomerSpec{
+		Plan: "pro", Metadata: quotad.Metadata{"region": "eu", "seats": 12, "ratio": 1.50, "tags": []any{"a", true, nil}},
+	})))
+	mustOK(t, put(c.PutOverride(ctx, "beta", "api_calls", "second", quotad.OverrideSpec{
+		Limit: 20, Algorithm: quotad.TokenBucket, Burst: new(int64(40)),
+	})))
 
 	exported := filepath.Join(t.TempDir(), "export.yaml")
 	if code, _, errOut := mustRun(t, srv, "catalog", "export", "--customers", "-o", exported); code != 0 {
@@ -151,13 +157,8 @@ func TestRoundTrip(t *testing.T) {
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
-	var plan struct {
-		Limits []struct {
-			Window string `json:"window"`
-			Limit  int64  `json:"limit"`
-		} `json:"limits"`
-	}
-	mustAdmin(t, srv, http.MethodGet, "/v1/plans/pro", nil, &plan)
+	plan, err := c.Plan(ctx, "pro")
+	mustOK(t, err)
 	for _, l := range plan.Limits {
 		if l.Window == "second" && l.Limit != 100 {
 			t.Errorf("plan pro's second limit: got %d, want 100", l.Limit)
@@ -177,7 +178,7 @@ func TestConcurrentEdit(t *testing.T) {
 	file := mustWrite(t, strings.Replace(string(edited), "name: Pro\n", "name: Pro Plus\n", 1))
 
 	testHookBeforeApply = func() {
-		mustAdmin(t, srv, http.MethodPut, "/v1/plans/pro", map[string]any{"name": "Someone else's"}, nil)
+		mustOK(t, put(admin(srv).PutPlan(context.Background(), "pro", quotad.PlanSpec{Name: "Someone else's"})))
 	}
 	t.Cleanup(func() { testHookBeforeApply = nil })
 	code, out, errOut := mustRun(t, srv, "catalog", "apply", "-f", file)
@@ -191,10 +192,8 @@ func TestConcurrentEdit(t *testing.T) {
 	if errOut != wantErr {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, wantErr)
 	}
-	var plan struct {
-		Name string `json:"name"`
-	}
-	mustAdmin(t, srv, http.MethodGet, "/v1/plans/pro", nil, &plan)
+	plan, err := admin(srv).Plan(context.Background(), "pro")
+	mustOK(t, err)
 	if plan.Name != "Someone else's" {
 		t.Errorf("plan pro's name: got %q, want the other edit's", plan.Name)
 	}
@@ -205,11 +204,12 @@ func TestConcurrentEdit(t *testing.T) {
 func TestPrune(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
-	mustAdmin(t, srv, http.MethodPut, "/v1/metrics/exports", map[string]any{}, nil)
-	mustAdmin(t, srv, http.MethodPut, "/v1/plans/free", map[string]any{}, nil)
-	mustAdmin(t, srv, http.MethodPut, "/v1/customers/old", map[string]any{"plan": "pro"}, nil)
-	mustAdmin(t, srv, http.MethodPut, "/v1/customers/old/overrides/api_calls/hour", map[string]any{"limit": 5}, nil)
-	mustAdmin(t, srv, http.MethodPut, "/v1/customers/acme/overrides/api_calls/hour", map[string]any{"limit": 5}, nil)
+	ctx, c := context.Background(), admin(srv)
+	mustOK(t, put(c.PutMetric(ctx, "exports", quotad.MetricSpec{})))
+	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
+	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(c.PutOverride(ctx, "old", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+	mustOK(t, put(c.PutOverride(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
 
 	data, err := os.ReadFile(example)
 	if err != nil {
@@ -244,10 +244,18 @@ func TestPrune(t *testing.T) {
 			}
 		})
 	}
-	for _, path := range []string{"/v1/metrics/exports", "/v1/plans/free", "/v1/customers/old", "/v1/customers/acme/overrides/api_calls/hour"} {
-		err := newAdmin(srv.URL, srv.AdminToken).do(context.Background(), http.MethodGet, path, "", nil, nil)
-		if p, ok := err.(*problem); !ok || p.Status != http.StatusNotFound {
-			t.Errorf("GET %s after prune: got %v, want 404", path, err)
+	gets := []struct {
+		name string
+		get  func() error
+	}{
+		{"metric exports", func() error { _, err := c.Metric(ctx, "exports"); return err }},
+		{"plan free", func() error { _, err := c.Plan(ctx, "free"); return err }},
+		{"customer old", func() error { _, err := c.Customer(ctx, "old"); return err }},
+		{"override acme api_calls/hour", func() error { _, err := c.Override(ctx, "acme", "api_calls", "hour"); return err }},
+	}
+	for _, g := range gets {
+		if err := g.get(); !errors.Is(err, quotad.ErrNotFound) {
+			t.Errorf("GET %s after prune: got %v, want 404", g.name, err)
 		}
 	}
 }
@@ -332,5 +340,27 @@ func TestFlags(t *testing.T) {
 	code = run(context.Background(), []string{"quotactl", "usage", "acme"}, getenv, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "127.0.0.1:2") {
 		t.Errorf("QUOTAD_URL: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestMetadataDigits applies metadata whose numbers float64 would change:
+// they reach quotad, come back and are exported with their digits, so a
+// second apply finds nothing to do.
+func TestMetadataDigits(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	file := mustWrite(t, "metrics:\n  api_calls: {}\nplans:\n  pro: {}\ncustomers:\n  acme:\n    plan: pro\n"+
+		"    metadata: {ratio: 1.50, big: 12345678901234567890, nested: {seats: [10, 2.50]}}\n")
+	mustApply(t, srv, 0, "-f", file)
+	if out := mustApply(t, srv, 0, "-f", file); out != "No changes: the server matches the file.\n" {
+		t.Errorf("second apply printed\n%s", out)
+	}
+	code, out, errOut := mustRun(t, srv, "catalog", "export", "--customers")
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"big: 12345678901234567890\n", "ratio: 1.50\n", "- 2.50\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("export\n%s\nwant it to contain %q", out, want)
+		}
 	}
 }

@@ -31,7 +31,9 @@
 package catalogfile
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -42,80 +44,82 @@ import (
 // admin API's field of the same name; a field left out takes the API's
 // default, as a PUT does.
 type File struct {
-	Metrics   map[string]*Metric   `yaml:"metrics,omitempty" json:"metrics,omitempty"`
-	Plans     map[string]*Plan     `yaml:"plans,omitempty" json:"plans,omitempty"`
-	Customers map[string]*Customer `yaml:"customers,omitempty" json:"customers,omitempty"`
+	Metrics   map[string]*Metric   `yaml:"metrics,omitempty"`
+	Plans     map[string]*Plan     `yaml:"plans,omitempty"`
+	Customers map[string]*Customer `yaml:"customers,omitempty"`
 }
 
-// The JSON tags make each entry the body of its PUT, as the admin API reads
-// it; a customer's metadata is read and written with MetadataJSON and
-// SetMetadataJSON, its overrides are bodies of their own.
+// Each entry holds the fields of its PUT body; the caller converts it to
+// and from the bodies it sends and reads. A customer's metadata is read
+// and written with MetadataObject and SetMetadataObject, its overrides are
+// bodies of their own.
 
 // Metric is a metric's entry: the body of PUT /v1/metrics/{metric}.
 type Metric struct {
-	Description *string           `yaml:"description,omitempty" json:"description,omitempty"`
-	Capacity    map[string]*int64 `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	Description *string           `yaml:"description,omitempty"`
+	Capacity    map[string]*int64 `yaml:"capacity,omitempty"`
 }
 
 // Plan is a plan's entry: the body of PUT /v1/plans/{plan}.
 type Plan struct {
-	Name        *string `yaml:"name,omitempty" json:"name,omitempty"`
-	Description *string `yaml:"description,omitempty" json:"description,omitempty"`
-	Price       *Price  `yaml:"price,omitempty" json:"price,omitempty"`
-	Limits      []Limit `yaml:"limits,omitempty" json:"limits,omitempty"`
+	Name        *string `yaml:"name,omitempty"`
+	Description *string `yaml:"description,omitempty"`
+	Price       *Price  `yaml:"price,omitempty"`
+	Limits      []Limit `yaml:"limits,omitempty"`
 }
 
 // Price is a plan's price.
 type Price struct {
-	AmountCents *int64  `yaml:"amount_cents,omitempty" json:"amount_cents,omitempty"`
-	Currency    *string `yaml:"currency,omitempty" json:"currency,omitempty"`
-	Interval    *string `yaml:"interval,omitempty" json:"interval,omitempty"`
+	AmountCents *int64  `yaml:"amount_cents,omitempty"`
+	Currency    *string `yaml:"currency,omitempty"`
+	Interval    *string `yaml:"interval,omitempty"`
 }
 
 // Limit is one limit of a plan.
 type Limit struct {
-	Metric             string  `yaml:"metric" json:"metric"`
-	Window             string  `yaml:"window" json:"window"`
-	Limit              *int64  `yaml:"limit" json:"limit"`
-	Mode               *string `yaml:"mode,omitempty" json:"mode,omitempty"`
-	OveragePercent     *int64  `yaml:"overage_percent,omitempty" json:"overage_percent,omitempty"`
-	OveragePriceMicros *int64  `yaml:"overage_price_micros,omitempty" json:"overage_price_micros,omitempty"`
-	Ceiling            *int64  `yaml:"ceiling,omitempty" json:"ceiling,omitempty"`
-	Algorithm          *string `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
-	Burst              *int64  `yaml:"burst,omitempty" json:"burst,omitempty"`
+	Metric             string  `yaml:"metric"`
+	Window             string  `yaml:"window"`
+	Limit              *int64  `yaml:"limit"`
+	Mode               *string `yaml:"mode,omitempty"`
+	OveragePercent     *int64  `yaml:"overage_percent,omitempty"`
+	OveragePriceMicros *int64  `yaml:"overage_price_micros,omitempty"`
+	Ceiling            *int64  `yaml:"ceiling,omitempty"`
+	Algorithm          *string `yaml:"algorithm,omitempty"`
+	Burst              *int64  `yaml:"burst,omitempty"`
 }
 
 // Customer is a customer's entry: the body of PUT /v1/customers/{customer},
 // and the customer's overrides. Its overrides are all it has: one the
 // server holds and the entry does not list is deleted by --prune.
 type Customer struct {
-	Plan             *string `yaml:"plan" json:"plan"`
-	Name             *string `yaml:"name,omitempty" json:"name,omitempty"`
-	BillingAnchorDay *int64  `yaml:"billing_anchor_day,omitempty" json:"billing_anchor_day,omitempty"`
+	Plan             *string `yaml:"plan"`
+	Name             *string `yaml:"name,omitempty"`
+	BillingAnchorDay *int64  `yaml:"billing_anchor_day,omitempty"`
 	// Metadata is a mapping, stored by quotad as a JSON object.
-	Metadata  *yaml.Node `yaml:"metadata,omitempty" json:"-"`
-	Overrides []Override `yaml:"overrides,omitempty" json:"-"`
+	Metadata  *yaml.Node `yaml:"metadata,omitempty"`
+	Overrides []Override `yaml:"overrides,omitempty"`
 }
 
 // Override is one override of a customer: metric and window name it, the
 // rest is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
 type Override struct {
-	Metric             string     `yaml:"metric" json:"-"`
-	Window             string     `yaml:"window" json:"-"`
-	Limit              *int64     `yaml:"limit" json:"limit"`
-	Mode               *string    `yaml:"mode,omitempty" json:"mode,omitempty"`
-	OveragePercent     *int64     `yaml:"overage_percent,omitempty" json:"overage_percent,omitempty"`
-	OveragePriceMicros *int64     `yaml:"overage_price_micros,omitempty" json:"overage_price_micros,omitempty"`
-	Ceiling            *int64     `yaml:"ceiling,omitempty" json:"ceiling,omitempty"`
-	Algorithm          *string    `yaml:"algorithm,omitempty" json:"algorithm,omitempty"`
-	Burst              *int64     `yaml:"burst,omitempty" json:"burst,omitempty"`
-	ExpiresAt          *time.Time `yaml:"expires_at,omitempty" json:"expires_at,omitempty"`
-	Reason             *string    `yaml:"reason,omitempty" json:"reason,omitempty"`
+	Metric             string     `yaml:"metric"`
+	Window             string     `yaml:"window"`
+	Limit              *int64     `yaml:"limit"`
+	Mode               *string    `yaml:"mode,omitempty"`
+	OveragePercent     *int64     `yaml:"overage_percent,omitempty"`
+	OveragePriceMicros *int64     `yaml:"overage_price_micros,omitempty"`
+	Ceiling            *int64     `yaml:"ceiling,omitempty"`
+	Algorithm          *string    `yaml:"algorithm,omitempty"`
+	Burst              *int64     `yaml:"burst,omitempty"`
+	ExpiresAt          *time.Time `yaml:"expires_at,omitempty"`
+	Reason             *string    `yaml:"reason,omitempty"`
 }
 
-// MetadataJSON returns the customer's metadata as a JSON object, nil when
-// it has none.
-func (c *Customer) MetadataJSON() (json.RawMessage, error) {
+// MetadataObject returns the customer's metadata as the JSON object it
+// stands for, nil when it has none. Its numbers are json.Number, so that
+// they keep their digits when encoded.
+func (c *Customer) MetadataObject() (map[string]any, error) {
 	if c.Metadata == nil {
 		return nil, nil
 	}
@@ -123,12 +127,27 @@ func (c *Customer) MetadataJSON() (json.RawMessage, error) {
 	if ferr != nil {
 		return nil, Error{Line: ferr.line, Field: ferr.field, Message: ferr.msg}
 	}
-	return raw, nil
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return obj, nil
 }
 
-// SetMetadataJSON sets the customer's metadata from a JSON object; null or
-// {} leaves it unset.
-func (c *Customer) SetMetadataJSON(raw json.RawMessage) error {
+// SetMetadataObject sets the customer's metadata from a JSON object (as
+// encoding/json decodes one; numbers as json.Number keep their digits).
+// nil or empty leaves it unset.
+func (c *Customer) SetMetadataObject(obj map[string]any) error {
+	if obj == nil {
+		c.Metadata = nil
+		return nil
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
 	n, err := jsonToNode(raw)
 	if err != nil {
 		return err

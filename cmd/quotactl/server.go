@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	quotad "github.com/quotad/quotad/client"
+	"github.com/quotad/quotad/internal/catalogfile"
+)
+
+// snapshot reads the server's catalog in the file's form, with the ETag of
+// every resource; customers and their overrides only when asked.
+func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfile.File, map[catalogfile.Ref]string, error) {
+	f := &catalogfile.File{Metrics: map[string]*catalogfile.Metric{}, Plans: map[string]*catalogfile.Plan{}}
+	etags := map[catalogfile.Ref]string{}
+	for m, err := range c.Metrics(ctx) {
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Metrics[m.Key] = fromMetric(m)
+		etags[catalogfile.MetricRef(m.Key)] = m.ETag
+	}
+	for p, err := range c.Plans(ctx) {
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Plans[p.Key] = fromPlan(p)
+		etags[catalogfile.PlanRef(p.Key)] = p.ETag
+	}
+	if !customers {
+		return f, etags, nil
+	}
+	f.Customers = map[string]*catalogfile.Customer{}
+	for cu, err := range c.Customers(ctx, quotad.CustomerFilter{PageSize: 1000}) {
+		if err != nil {
+			return nil, nil, err
+		}
+		fc, err := fromCustomer(cu)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.Customers[cu.ID] = fc
+		etags[catalogfile.CustomerRef(cu.ID)] = cu.ETag
+	}
+	for _, id := range slices.Sorted(maps.Keys(f.Customers)) {
+		fc := f.Customers[id]
+		for o, err := range c.Overrides(ctx, id) {
+			if err != nil {
+				return nil, nil, err
+			}
+			fc.Overrides = append(fc.Overrides, fromOverride(o))
+			etags[catalogfile.OverrideRef(id, o.Metric, o.Window)] = o.ETag
+		}
+	}
+	return f, etags, nil
+}
+
+// apply makes one change, with If-Match when it has one: a resource
+// changed since it was read fails with quotad.ErrPreconditionFailed.
+func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change) error {
+	var opts []quotad.WriteOption
+	if ch.IfMatch != "" {
+		opts = append(opts, quotad.IfMatch(ch.IfMatch))
+	}
+	del := ch.Op == catalogfile.Delete
+	var err error
+	switch ch.Ref.Kind {
+	case catalogfile.KindMetric:
+		if del {
+			return c.DeleteMetric(ctx, ch.Key, opts...)
+		}
+		_, _, err = c.PutMetric(ctx, ch.Key, toMetric(ch.Metric), opts...)
+	case catalogfile.KindPlan:
+		if del {
+			return c.DeletePlan(ctx, ch.Key, opts...)
+		}
+		_, _, err = c.PutPlan(ctx, ch.Key, toPlan(ch.Plan), opts...)
+	case catalogfile.KindCustomer:
+		if del {
+			return c.DeleteCustomer(ctx, ch.Key, opts...)
+		}
+		spec, cerr := toCustomer(ch.Customer)
+		if cerr != nil {
+			return cerr
+		}
+		_, _, err = c.PutCustomer(ctx, ch.Key, spec, opts...)
+	case catalogfile.KindOverride:
+		o := ch.Override
+		if del {
+			return c.DeleteOverride(ctx, ch.Key, o.Metric, o.Window, opts...)
+		}
+		_, _, err = c.PutOverride(ctx, ch.Key, o.Metric, o.Window, toOverride(o), opts...)
+	default:
+		err = fmt.Errorf("%s: unknown kind of change", ch.Ref)
+	}
+	return err
+}
