@@ -51,6 +51,8 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	}
 	call, err := s.forwardRules.Resolve(fr)
 	if err != nil {
+		// Refused before any check, as a malformed POST /v1/check is.
+		s.checkMetrics.decisions.get(decisionRejected).Inc()
 		return s.forwardAuthError(err)
 	}
 	if call.Pass {

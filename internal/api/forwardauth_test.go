@@ -169,12 +169,13 @@ routes:
 	}
 }
 
-// Forward-auth checks count in the check metrics, by decision.
+// Forward-auth checks count in the check metrics, by decision; one
+// refused for its headers counts as rejected.
 func TestForwardAuthMetrics(t *testing.T) {
 	t.Parallel()
 	var last quota.Request
 	srv := New(Config{Checker: scriptedChecker{last: &last}})
-	for _, cost := range []string{"1", "2", "9"} {
+	for _, cost := range []string{"1", "2", "9", "0"} { // 0: refused, no check
 		req := httptest.NewRequest(http.MethodGet, "/v1/forward-auth", nil)
 		req.Header.Set("X-Quotad-Customer", "acme")
 		req.Header.Set("X-Quotad-Metric", "api_calls")
@@ -186,6 +187,7 @@ func TestForwardAuthMetrics(t *testing.T) {
 	for _, want := range []string{
 		`quotad_checks_total{decision="allowed"} 2`,
 		`quotad_checks_total{decision="denied"} 1`,
+		`quotad_checks_total{decision="rejected"} 1`,
 		`quotad_check_duration_seconds_count 3`,
 		`quotad_http_requests_total{method="GET",route="/v1/forward-auth",status="429"} 1`,
 	} {
