@@ -349,7 +349,7 @@ func TestFlags(t *testing.T) {
 func TestMetadataDigits(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	file := mustWrite(t, "metrics:\n  api_calls: {}\nplans:\n  pro: {}\ncustomers:\n  acme:\n    plan: pro\n"+
-		"    metadata: {ratio: 1.50, big: 12345678901234567890, nested: {seats: [10, 2.50]}}\n")
+		"    metadata: {ratio: 1.50, big: 12345678901234567890, tiny: 1e-7, nested: {seats: [10, 2.50]}}\n")
 	mustApply(t, srv, 0, "-f", file)
 	if out := mustApply(t, srv, 0, "-f", file); out != "No changes: the server matches the file.\n" {
 		t.Errorf("second apply printed\n%s", out)
@@ -358,7 +358,7 @@ func TestMetadataDigits(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"big: 12345678901234567890\n", "ratio: 1.50\n", "- 2.50\n"} {
+	for _, want := range []string{"big: 12345678901234567890\n", "ratio: 1.50\n", "- 2.50\n", "tiny: 0.0000001\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("export\n%s\nwant it to contain %q", out, want)
 		}

@@ -91,7 +91,7 @@ func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 			return b, nil
 		case "!!int", "!!float":
 			if jsonNumber.MatchString(n.Value) {
-				return json.Number(n.Value), nil
+				return json.Number(plainDecimal(n.Value)), nil
 			}
 			var f float64
 			if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
@@ -103,6 +103,57 @@ func toJSONValue(n *yaml.Node, field string, budget *int) (any, *fieldError) {
 		}
 	}
 	return nil, &fieldError{n.Line, field, "cannot be " + describe(n)}
+}
+
+// maxExponent bounds the exponents plainDecimal writes out in full.
+const maxExponent = 1000
+
+// plainDecimal writes a JSON number's exponent out, as PostgreSQL keeps
+// numbers in JSON (1e-7 is stored and answered as 0.0000001, 1.50e1 as
+// 15.0): the digits after the point are the mantissa's less the exponent,
+// never fewer than none. Without it a number written with an exponent
+// would differ from the server's at every apply. Numbers without an
+// exponent, or with one beyond maxExponent, are returned as they are.
+func plainDecimal(num string) string {
+	mant, exp, ok := strings.Cut(strings.ToLower(num), "e")
+	if !ok {
+		return num
+	}
+	e, err := strconv.Atoi(exp)
+	if err != nil || e > maxExponent || e < -maxExponent {
+		return num
+	}
+	sign := ""
+	if strings.HasPrefix(mant, "-") {
+		sign, mant = "-", mant[1:]
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	digits := whole + frac
+	point := len(whole) + e // the point's place in digits
+	scale := max(0, len(frac)-e)
+	switch {
+	case point <= 0:
+		digits = strings.Repeat("0", 1-point) + digits
+		point = 1
+	case point > len(digits):
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	intPart := strings.TrimLeft(digits[:point], "0")
+	if intPart == "" {
+		intPart = "0"
+	}
+	fracPart := digits[point:]
+	for len(fracPart) < scale {
+		fracPart += "0"
+	}
+	fracPart = fracPart[:scale] // the digits beyond the scale are zeros
+	if strings.Trim(intPart+fracPart, "0") == "" {
+		sign = "" // PostgreSQL has no negative zero
+	}
+	if fracPart == "" {
+		return sign + intPart
+	}
+	return sign + intPart + "." + fracPart
 }
 
 // jsonToNode returns the YAML mapping for a JSON object, keys sorted; nil

@@ -60,3 +60,29 @@ func TestMetadataObject(t *testing.T) {
 		})
 	}
 }
+
+// plainDecimal writes numbers as PostgreSQL answers them from a jsonb
+// column; the wants are PostgreSQL 15's answers to
+// ('{"a":'||x||'}')::jsonb->>'a'.
+func TestPlainDecimal(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"1e-7", "0.0000001"},
+		{"1.50e1", "15.0"},
+		{"1.5E3", "1500"},
+		{"-2e0", "-2"},
+		{"0e5", "0"},
+		{"-0.0e-2", "0.000"},
+		{"12.345e-2", "0.12345"},
+		{"1e2", "100"},
+		{"1.0e-1", "0.10"},
+		{"5e+1", "50"},
+		{"-1.25e1", "-12.5"},
+		{"1.50", "1.50"},
+		{"12345678901234567890", "12345678901234567890"},
+		{"1e1001", "1e1001"},
+	} {
+		if got := plainDecimal(tc.in); got != tc.want {
+			t.Errorf("plainDecimal(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
