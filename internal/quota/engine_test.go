@@ -881,8 +881,32 @@ func TestRefundSaysWhatWentBack(t *testing.T) {
 				t.Errorf("%s: refunded, from minute, from day, used minute, used day = %v, want %v", tt.name, got, want)
 			}
 		}
+		// Today's history loses what went back, not what was asked for: a
+		// customer limited by the minute alone used 500 units, then 9 in a
+		// later minute; a refund of 1000 gives the 9 back, and the day's
+		// history keeps the 500.
+		f.catalog.PutCustomer("globex", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 1000)})
+		for _, cost := range []int64{500, 9} {
+			if d, err := f.engine.Check(ctx, quota.Request{Customer: "globex", Metric: "api_calls", Cost: cost}); err != nil || !d.Allowed {
+				t.Fatalf("check %d: %+v, %v", cost, d, err)
+			}
+			f.clock.Advance(2 * time.Minute)
+		}
+		f.clock.Advance(-time.Minute) // back in the minute of the 9
+		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "globex", Metric: "api_calls", Cost: 1000})
+		if err != nil || res.Refunded != 9 {
+			t.Fatalf("refund of 1000 = %+v, %v; want 9 refunded", res, err)
+		}
+		if err := f.engine.FlushHistory(ctx); err != nil {
+			t.Fatal(err)
+		}
+		today := t0.Truncate(24 * time.Hour)
+		if days, err := f.history.FindHistory(ctx, "globex", "api_calls", today, today); err != nil || len(days) != 1 || days[0].Used != 500 {
+			t.Errorf("history after the refund = %+v, %v; want used 500", days, err)
+		}
+
 		// A metric without a limit has no window to give back to.
-		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "exports", Cost: 5})
+		res, err = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "exports", Cost: 5})
 		if err != nil {
 			t.Fatal(err)
 		}

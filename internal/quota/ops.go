@@ -175,16 +175,25 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		if err := e.short.GiveBack(ctx, &s.short, s.shortOut); err != nil {
 			return RefundResult{}, err
 		}
-		// Overage units go first: the most any soft window is above its limit.
-		var overage int64
+		// Today's history loses what the windows gave back (the most any
+		// window did), so that a refund larger than what was used does not
+		// take other units off the bill; a metric without a window gives
+		// back the cost, as far as today's history has units. Overage units
+		// go first: the most any soft window is above its limit.
+		back, overage := r.Cost, int64(0)
+		if len(s.short.Spans)+len(s.long.Spans) > 0 {
+			back = 0
+		}
 		for i := range s.short.Spans {
+			back = max(back, min(r.Cost, max(0, s.shortOut[i].Used)))
 			overage = max(overage, s.short.Spans[i].Rule.Overage(s.shortOut[i].Used, r.Cost))
 		}
 		for i := range s.long.Spans {
+			back = max(back, min(r.Cost, max(0, s.longOut[i].Used)))
 			overage = max(overage, s.long.Spans[i].Rule.Overage(s.longOut[i].Used, r.Cost))
 		}
 		e.history.add(HistoryDelta{Customer: r.Customer, Metric: r.Metric, Date: day(now),
-			Used: -r.Cost, Overage: -overage})
+			Used: -back, Overage: -min(overage, back)})
 	}
 	if res.Usage, err = e.usage(ctx, acct, now, r.Metric); err != nil {
 		return RefundResult{}, err
