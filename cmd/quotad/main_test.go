@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/quotadtest"
 )
 
 // Tokens every test server accepts.
@@ -26,46 +27,8 @@ type testServer struct {
 	t      testing.TB
 	URL    string
 	schema *dbtest.Schema
-	logs   *logTail
+	logs   *quotadtest.LogTail
 	stop   func() error
-}
-
-// logTail collects quotad's JSON log and reports the listening address.
-// Each write lands in the buffer before it returns, so a line quotad wrote
-// before run returned is there to read.
-type logTail struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	scanned int // bytes of buf already looked at for the address
-	addrC   chan string
-	once    sync.Once
-}
-
-func newLogTail() *logTail { return &logTail{addrC: make(chan string, 1)} }
-
-// Write takes one or more lines of JSON (slog writes whole lines).
-func (l *logTail) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf.Write(p)
-	for {
-		rest := l.buf.Bytes()[l.scanned:]
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		l.scanned += i + 1
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal(rest[:i], &rec) == nil && rec.Msg == "listening" {
-			l.once.Do(func() { l.addrC <- rec.Addr })
-		}
-	}
-}
-
-func (l *logTail) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // MustStartServer runs quotad on schema (a fresh one when nil) with env on
@@ -92,13 +55,13 @@ func MustStartServer(t testing.TB, schema *dbtest.Schema, env map[string]string)
 	getenv := func(k string) string { return vars[k] }
 
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := newLogTail()
+	logs := quotadtest.NewLogTail()
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"quotad"}, getenv, logs) }()
 
 	s := &testServer{t: t, schema: schema, logs: logs}
 	select {
-	case addr := <-logs.addrC:
+	case addr := <-logs.Addr:
 		s.URL = "http://" + addr
 	case err := <-done:
 		cancel()

@@ -57,7 +57,7 @@ type Server struct {
 	// DatabaseURL is the PostgreSQL URL the server uses.
 	DatabaseURL string
 
-	logs *logTail
+	logs *LogTail
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	err  error         // the process's exit, once done is closed
@@ -91,7 +91,7 @@ func MustStart(t testing.TB, env map[string]string) *Server {
 		vars["QUOTAD_DATABASE_URL"] = dbtest.New(t).URL
 	}
 
-	logs := newLogTail()
+	logs := NewLogTail()
 	cmd := exec.Command(bin)
 	cmd.Env = environ(vars)
 	cmd.Stdout = logs
@@ -121,7 +121,7 @@ func MustStart(t testing.TB, env map[string]string) *Server {
 	})
 
 	select {
-	case addr := <-logs.addrC:
+	case addr := <-logs.Addr:
 		s.Addr = addr
 		s.URL = "http://" + addr
 	case <-s.done:
@@ -219,9 +219,15 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// logTail collects quotad's output and reports the address of its
-// "listening" log line.
-type logTail struct {
+// LogTail collects quotad's JSON log, whether quotad runs as a process
+// (its output) or in a test's own process (the writer its logger gets),
+// and reports the address of its "listening" line on Addr. Each write
+// lands in the buffer before it returns, so a line quotad wrote before it
+// stopped is there to read.
+type LogTail struct {
+	// Addr receives the listening address, once.
+	Addr <-chan string
+
 	mu      sync.Mutex
 	buf     bytes.Buffer
 	scanned int // bytes of buf already looked at for the address
@@ -229,10 +235,14 @@ type logTail struct {
 	once    sync.Once
 }
 
-func newLogTail() *logTail { return &logTail{addrC: make(chan string, 1)} }
+// NewLogTail returns an empty LogTail.
+func NewLogTail() *LogTail {
+	c := make(chan string, 1)
+	return &LogTail{Addr: c, addrC: c}
+}
 
 // Write takes quotad's output, whole lines or not.
-func (l *logTail) Write(p []byte) (int, error) {
+func (l *LogTail) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf.Write(p)
@@ -250,7 +260,8 @@ func (l *logTail) Write(p []byte) (int, error) {
 	}
 }
 
-func (l *logTail) String() string {
+// String returns everything written so far.
+func (l *LogTail) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
