@@ -32,6 +32,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	quotad "github.com/quotad/quotad/client"
+	"github.com/quotad/quotad/internal/cmdline"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -48,8 +49,8 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // cli is quotactl's command line.
 type cli struct {
-	URL     string           `help:"quotad's base URL (env QUOTAD_URL; default ${default_url})." placeholder:"URL"`
-	Token   string           `help:"Bearer token: an admin token, or a check token for check and usage (env QUOTAD_TOKEN)." placeholder:"TOKEN"`
+	URL     string           `help:"quotad's base URL." envvar:"QUOTAD_URL" default:"${default_url}" placeholder:"URL"`
+	Token   string           `help:"Bearer token: an admin token, or a check token for check and usage." envvar:"QUOTAD_TOKEN" placeholder:"TOKEN"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	Catalog struct {
@@ -83,46 +84,26 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-// kongExit carries kong's exit (after --help or --version) out of Parse.
-type kongExit struct{ code int }
-
 // run is quotactl: it returns the process's exit status.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (code int) {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var c cli
-	parser, err := kong.New(&c,
+	parser, err := cmdline.New(&c, getenv, stdout, stderr,
 		kong.Name("quotactl"),
 		kong.Description("quotad's command line: the catalog as code, checks and usage."),
-		kong.Writers(stdout, stderr),
 		kong.Vars{"version": "quotactl " + version, "default_url": defaultURL},
-		kong.Exit(func(code int) { panic(kongExit{code}) }),
 		kong.UsageOnError(),
 	)
 	if err != nil {
 		fmt.Fprintln(stderr, "quotactl:", err)
 		return 1
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(kongExit)
-			if !ok {
-				panic(r)
-			}
-			code = e.code
-		}
-	}()
-	kctx, err := parser.Parse(args[1:])
+	kctx, status, err := cmdline.Parse(parser, args[1:])
 	if err != nil {
 		fmt.Fprintln(stderr, "quotactl:", err)
 		return 1
 	}
-	if c.URL == "" {
-		c.URL = getenv("QUOTAD_URL")
-	}
-	if c.URL == "" {
-		c.URL = defaultURL
-	}
-	if c.Token == "" {
-		c.Token = getenv("QUOTAD_TOKEN")
+	if kctx == nil { // --help or --version
+		return status
 	}
 	e := &env{ctx: ctx, client: newClient(c.URL, c.Token), stdout: stdout, stderr: stderr, now: time.Now}
 	err = kctx.Run(e)

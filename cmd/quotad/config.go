@@ -6,14 +6,13 @@ import (
 	"log/slog"
 	"net"
 	neturl "net/url"
-	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/cmdline"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 )
@@ -25,7 +24,7 @@ const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/quotad?sslmode=di
 // config is quotad's configuration, shared by serve and migrate: each
 // flag falls back to the QUOTAD_* environment variable its envvar tag
 // names, then to its default. The variables are read only through run's
-// getenv (see envResolver), never from the process's environment behind
+// getenv (see cmdline.EnvResolver), never from the process's environment behind
 // its back, so that tests decide what quotad sees. A new setting is one
 // field here (with its flag's help, envvar and default), plus a line in
 // logValue and, if it needs more than its type checks, in check.
@@ -75,22 +74,16 @@ type simulateCmd struct {
 	Args []string `arg:"" optional:"" help:"quotad simulate's own flags."`
 }
 
-// exited is how kong's --help and --version end parsing: they have
-// printed what was asked, and run returns.
-type exited struct{ code int }
-
 // parseArgs parses quotad's command line (args without the program's
 // name), with the environment read through getenv; help and the version
 // go to stdout. It returns the command chosen and the parsed line. After
 // --help or --version it returns the command "" and no error.
 func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd string, c *cli, err error) {
 	c = &cli{}
-	parser, err := kong.New(c,
+	parser, err := cmdline.New(c, getenv, stdout, stdout,
 		kong.Name("quotad"),
 		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
 			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
-		kong.Writers(stdout, stdout),
-		kong.Exit(func(code int) { panic(exited{code}) }),
 		kong.Vars{
 			"version":       "quotad " + version,
 			"database_url":  defaultDatabaseURL,
@@ -98,75 +91,21 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 			"redis_prefix":  redisstore.DefaultPrefix,
 			"redis_timeout": redisstore.DefaultTimeout.String(),
 		},
-		kong.ValueFormatter(helpWithEnv),
-		kong.Resolvers(envResolver(getenv)),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
 	if err != nil {
 		return "", nil, err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(exited)
-			if !ok {
-				panic(r)
-			}
-			cmd, c = "", nil
-			if e.code != 0 {
-				err = fmt.Errorf("exit status %d", e.code)
-			}
-		}
-	}()
-	ctx, err := parser.Parse(singleDashFlags(parser.Model, args))
-	if err != nil {
+	ctx, status, err := cmdline.Parse(parser, singleDashFlags(parser.Model, args))
+	switch {
+	case err != nil:
 		return "", nil, err
+	case ctx == nil && status != 0:
+		return "", nil, fmt.Errorf("exit status %d", status)
+	case ctx == nil:
+		return "", nil, nil
 	}
 	return ctx.Command(), c, nil
-}
-
-// envResolver supplies each flag not given on the command line from the
-// environment variable its envvar tag names, read through getenv; an empty
-// variable counts as unset. A bad value is an error naming the flag and
-// the variable.
-func envResolver(getenv func(string) string) kong.Resolver {
-	return kong.ResolverFunc(func(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
-		name := flag.Tag.Get("envvar")
-		if name == "" {
-			return nil, nil
-		}
-		v := getenv(name)
-		if v == "" {
-			return nil, nil
-		}
-		if flag.Enum != "" && !slices.Contains(flag.EnumSlice(), v) {
-			return nil, fmt.Errorf("$%s=%q: want one of %s", name, v, strings.Join(flag.EnumSlice(), ", "))
-		}
-		// Parse it once here, into a scratch value, so that an error names
-		// the variable it came from.
-		scratch := reflect.New(flag.Target.Type()).Elem()
-		if err := flag.Parse(kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: v}), scratch); err != nil {
-			// kong's message starts with the flag, which Resolve adds too.
-			msg := strings.TrimPrefix(err.Error(), "--"+flag.Name+": ")
-			return nil, fmt.Errorf("$%s=%q: %s", name, v, msg)
-		}
-		return v, nil
-	})
-}
-
-// helpWithEnv is kong's help text of a flag with its environment variable
-// and its default.
-func helpWithEnv(v *kong.Value) string {
-	var notes []string
-	if name := v.Tag.Get("envvar"); name != "" {
-		notes = append(notes, "$"+name)
-	}
-	if v.HasDefault && v.Default != "" && !(v.Default == "0" && v.Target.Kind() == reflect.Int) {
-		notes = append(notes, "default "+v.Default)
-	}
-	if len(notes) == 0 {
-		return v.Help
-	}
-	return v.Help + " (" + strings.Join(notes, "; ") + ")"
 }
 
 // singleDashFlags rewrites the single-dash spelling of long flags
