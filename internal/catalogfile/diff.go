@@ -120,10 +120,8 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 			put(MetricRef(key), key, ok, metricFields(fromMetric(old)), metricFields(m), Change{Metric: m})
 		}
 		if prune {
-			for _, key := range sortedKeys(have.Metrics) {
-				if _, ok := want.Metrics[key]; !ok {
-					del(MetricRef(key), key, Change{})
-				}
+			for _, key := range missing(have.Metrics, want.Metrics) {
+				del(MetricRef(key), key, Change{})
 			}
 		}
 	}
@@ -134,10 +132,8 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 			put(PlanRef(key), key, ok, planFields(fromPlan(old)), planFields(p), Change{Plan: p})
 		}
 		if prune {
-			for _, key := range sortedKeys(have.Plans) {
-				if _, ok := want.Plans[key]; !ok {
-					del(PlanRef(key), key, Change{})
-				}
+			for _, key := range missing(have.Plans, want.Plans) {
+				del(PlanRef(key), key, Change{})
 			}
 		}
 	}
@@ -162,10 +158,8 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 			}
 		}
 		if prune {
-			for _, id := range sortedKeys(have.Customers) {
-				if _, ok := want.Customers[id]; !ok {
-					del(CustomerRef(id), id, Change{})
-				}
+			for _, id := range missing(have.Customers, want.Customers) {
+				del(CustomerRef(id), id, Change{})
 			}
 		}
 	}
@@ -175,6 +169,18 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 	}
 	for k := KindOverride; k >= KindMetric; k-- {
 		out = append(out, deletes[k]...)
+	}
+	return out
+}
+
+// missing returns, sorted, the keys of have that want lacks: what a
+// section of a file prunes.
+func missing[V, W any](have map[string]V, want map[string]W) []string {
+	var out []string
+	for _, key := range sortedKeys(have) {
+		if _, ok := want[key]; !ok {
+			out = append(out, key)
+		}
 	}
 	return out
 }
