@@ -175,22 +175,24 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		if err := e.short.GiveBack(ctx, &s.short, s.shortOut); err != nil {
 			return RefundResult{}, err
 		}
-		// Today's history loses what the windows gave back (the most any
-		// window did), so that a refund larger than what was used does not
-		// take other units off the bill; a metric without a window gives
-		// back the cost, as far as today's history has units. Overage units
-		// go first: the most any soft window is above its limit.
-		back, overage := r.Cost, int64(0)
-		if len(s.short.Spans)+len(s.long.Spans) > 0 {
-			back = 0
-		}
+		// The refund took back the most any window gave back: min(cost,
+		// its count before). Overage units go first: the most any soft
+		// window is above its limit.
+		var overage int64
 		for i := range s.short.Spans {
-			back = max(back, min(r.Cost, max(0, s.shortOut[i].Used)))
+			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.shortOut[i].Used)))
 			overage = max(overage, s.short.Spans[i].Rule.Overage(s.shortOut[i].Used, r.Cost))
 		}
 		for i := range s.long.Spans {
-			back = max(back, min(r.Cost, max(0, s.longOut[i].Used)))
+			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.longOut[i].Used)))
 			overage = max(overage, s.long.Spans[i].Rule.Overage(s.longOut[i].Used, r.Cost))
+		}
+		// Today's history loses as many, so that a refund larger than what
+		// was used takes no other units off the bill; a metric without a
+		// window gives back the cost, as far as today's history has units.
+		back := res.Refunded
+		if len(s.short.Spans)+len(s.long.Spans) == 0 {
+			back = r.Cost
 		}
 		e.history.add(HistoryDelta{Customer: r.Customer, Metric: r.Metric, Date: day(now),
 			Used: -back, Overage: -min(overage, back)})
@@ -203,7 +205,6 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 			u := &res.Usage[i]
 			u.Refunded = refundedFrom(s.short.Spans, s.shortOut, u.Window, r.Cost) +
 				refundedFrom(s.long.Spans, s.longOut, u.Window, r.Cost)
-			res.Refunded = max(res.Refunded, u.Refunded)
 		}
 	}
 	return res, nil
