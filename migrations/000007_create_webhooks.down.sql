@@ -1,0 +1,3 @@
+DROP TABLE webhook_deliveries;
+DROP TABLE usage_events;
+DROP TABLE webhooks;
