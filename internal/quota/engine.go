@@ -36,6 +36,9 @@ type Options struct {
 	// OnSharedChange hears when the shared store stops answering (shared
 	// false, with the error) and when it answers again.
 	OnSharedChange func(shared bool, err error)
+	// Watcher, if set, sees every long window of every charged check (see
+	// Watcher).
+	Watcher Watcher
 }
 
 // Engine answers checks. It is safe for concurrent use.
@@ -55,6 +58,7 @@ type Engine struct {
 	long      Counter
 	leases    *LeasePool // nil without leases
 	history   *historyBuffer
+	watcher   Watcher
 	storeErrs atomic.Uint64
 	scopes    sync.Pool
 }
@@ -74,6 +78,7 @@ func New(o Options) *Engine {
 		sliding:    sliding,
 		long:       o.Ledger,
 		history:    newHistoryBuffer(o.History),
+		watcher:    o.Watcher,
 		scopes:     sync.Pool{New: func() any { return new(scope) }},
 	}
 	if o.Leases {
@@ -239,6 +244,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.StoreTrips = s.short.Trips + s.long.Trips
 	e.record(r, d, overage, now)
+	if e.watcher != nil {
+		e.watch(r, s, &d)
+	}
 	return d, nil
 }
 
