@@ -33,6 +33,8 @@ const (
 	WatchRefreshEvery = 30 * time.Second
 	// maxPending bounds the events held while PostgreSQL does not answer.
 	maxPending = 10000
+	// pruneEvery is how often marks of ended windows are dropped.
+	pruneEvery = time.Minute
 )
 
 // Detector notices usage events as checks are decided. It implements
@@ -216,9 +218,10 @@ func (d *Detector) notice(w *Watch, m *mark, o *quota.Observation, top int32, fl
 	d.mu.Unlock()
 }
 
-// Run writes noticed events every DetectFlushEvery and reads the webhooks
-// at start, when Changed is called and every WatchRefreshEvery, until ctx
-// ends; then it writes what is left once more. Errors go to report; events
+// Run writes noticed events every DetectFlushEvery, reads the webhooks at
+// start, when Changed is called and every WatchRefreshEvery, and drops the
+// marks of ended windows every minute, until ctx ends; then it writes what
+// is left once more. Errors go to report; events
 // that could not be written are tried again.
 func (d *Detector) Run(ctx context.Context, now func() time.Time, report func(error)) {
 	if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
@@ -226,8 +229,10 @@ func (d *Detector) Run(ctx context.Context, now func() time.Time, report func(er
 	}
 	flush := time.NewTicker(DetectFlushEvery)
 	refresh := time.NewTicker(WatchRefreshEvery)
+	prune := time.NewTicker(pruneEvery)
 	defer flush.Stop()
 	defer refresh.Stop()
+	defer prune.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -241,6 +246,7 @@ func (d *Detector) Run(ctx context.Context, now func() time.Time, report func(er
 			if err := d.Flush(ctx); err != nil && ctx.Err() == nil {
 				report(err)
 			}
+		case <-prune.C:
 			d.Prune(now())
 		case <-refresh.C:
 			if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
