@@ -26,9 +26,9 @@ func TestRoundHalfUp(t *testing.T) {
 		num, den, want int64
 	}{
 		{0, 7, 0},
-		{5, 10, 1},   // .5 exactly goes up
-		{15, 10, 2},  // 1.5 too
-		{25, 10, 3},  // 2.5 too: half up, not half even
+		{5, 10, 1},  // .5 exactly goes up
+		{15, 10, 2}, // 1.5 too
+		{25, 10, 3}, // 2.5 too: half up, not half even
 		{4999, 10000, 0},
 		{5000, 10000, 1},
 		{14999, 10000, 1},
@@ -128,13 +128,13 @@ func TestBuild(t *testing.T) {
 			[]Terms{with(pro(day(2026, 1, 1), day(2026, 12, 1)), func(t *Terms) { t.AnchorDay = 15 }),
 				with(basic(day(2026, 12, 1), time.Time{}), func(t *Terms) { t.AnchorDay = 15 })}, nil,
 			[]Line{
-				base("pro", 1382400, 49000000, 2613, "Pro, 49.00 USD per month, for 1382400 s of the period's 2592000 s"), // 16/30 × 4900 = 2613.33
+				base("pro", 1382400, 49000000, 2613, "Pro, 49.00 USD per month, for 1382400 s of the period's 2592000 s"),    // 16/30 × 4900 = 2613.33
 				base("basic", 1209600, 10000000, 467, "Basic, 10.00 USD per month, for 1209600 s of the period's 2592000 s"), // 466.67
 			}, 3080},
 		{"leap February 2028: 29 days", Period{day(2028, 2, 1), day(2028, 3, 1)},
 			[]Terms{pro(day(2026, 1, 1), day(2028, 2, 15)), basic(day(2028, 2, 15), time.Time{})}, nil,
 			[]Line{
-				base("pro", 1209600, 49000000, 2366, "Pro, 49.00 USD per month, for 1209600 s of the period's 2505600 s"), // 14/29 × 4900 = 2365.5
+				base("pro", 1209600, 49000000, 2366, "Pro, 49.00 USD per month, for 1209600 s of the period's 2505600 s"),    // 14/29 × 4900 = 2365.5
 				base("basic", 1296000, 10000000, 517, "Basic, 10.00 USD per month, for 1296000 s of the period's 2505600 s"), // 15/29 × 1000 = 517.24
 			}, 2883},
 		{"a plan with no price still has its line", nov, []Terms{with(basic(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.PriceCents = 0; t.PlanName = "Free"; t.Plan = "free" })}, nil,
@@ -154,8 +154,8 @@ func TestBuild(t *testing.T) {
 			[]Terms{pro(day(2026, 1, 1), day(2026, 11, 16).Add(time.Hour)), basic(day(2026, 11, 16).Add(time.Hour), time.Time{})},
 			[]Overage{{day(2026, 11, 2), "api_calls", 1500}, {day(2026, 11, 15), "api_calls", 1}, {day(2026, 11, 16), "api_calls", 7}, {day(2026, 11, 16), "exports", 3}},
 			[]Line{
-				base("pro", 1299600, 49000000, 2457, "Pro, 49.00 USD per month, for 1299600 s of the period's 2592000 s"), // 2457.29
-				base("basic", 1292400, 10000000, 499, "Basic, 10.00 USD per month, for 1292400 s of the period's 2592000 s"), // 498.61
+				base("pro", 1299600, 49000000, 2457, "Pro, 49.00 USD per month, for 1299600 s of the period's 2592000 s"),           // 2457.29
+				base("basic", 1292400, 10000000, 499, "Basic, 10.00 USD per month, for 1292400 s of the period's 2592000 s"),        // 498.61
 				over("pro", "api_calls", 1501, 1000, 150, "1501 overage units of api_calls on Pro at 1000 micros (0.001 USD) each"), // 150.1
 				over("basic", "api_calls", 7, 0, 0, "7 overage units of api_calls on Basic, which has no overage price for it: not billed"),
 				over("basic", "exports", 3, 0, 0, "3 overage units of exports on Basic, which has no overage price for it: not billed"),

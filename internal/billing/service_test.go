@@ -74,8 +74,8 @@ func TestService(t *testing.T) {
 			{"a", "2026-13", nil, "period"},
 			{"a", "november", nil, "period"},
 			{"-bad", "2026-11", nil, "customer"},
-			{"a", "2026-12", nil, "period"},  // the future
-			{"b", "2026-11", nil, "period"},  // starts on the 25th, after now
+			{"a", "2026-12", nil, "period"}, // the future
+			{"b", "2026-11", nil, "period"}, // starts on the 25th, after now
 			{"ghost", "2026-11", tiers.ErrCustomerNotFound, ""},
 		}
 		for _, tt := range tests {
