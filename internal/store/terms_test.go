@@ -149,3 +149,40 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 }
 
 func second[T any](_ T, _ bool, err error) error { return err }
+
+// The migration that brings terms gives every existing customer open terms
+// from its creation (to the second), with its plan as it is: the longest
+// priced window's overage price per metric.
+func TestTermsMigrationBackfills(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := MustOpenSchema(t)
+	if err := db.MigrateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`INSERT INTO metrics (key, created_at, updated_at) VALUES ('api_calls', now(), now()), ('exports', now(), now())`,
+		`INSERT INTO plans (key, name, price_amount_cents, price_currency, price_interval, created_at, updated_at)
+		 VALUES ('pro', 'Pro', 4900, 'EUR', 'year', now(), now())`,
+		`INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode, overage_percent, overage_price_micros)
+		 VALUES ('pro', 'api_calls', 'day', 0, 10, 'soft', 10, 7), ('pro', 'api_calls', 'month', 1, 100, 'soft', 10, 5),
+		        ('pro', 'api_calls', 'hour', 2, 1, 'soft', 10, 9), ('pro', 'exports', 'day', 3, 1, 'hard', 0, NULL)`,
+		`INSERT INTO customers (id, plan_key, billing_anchor_day, created_at, updated_at)
+		 VALUES ('acme', 'pro', 15, '2026-11-22T10:00:01.75Z', now())`,
+	} {
+		if _, err := s.Pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := db.MigrateTo(6); err != nil {
+		t.Fatal(err)
+	}
+	want := []termsSpan{{From: "2026-11-22T10:00:01Z", Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 5}, Anchor: 15}}
+	if got := MustTerms(t, db, "acme"); !reflect.DeepEqual(got, want) {
+		t.Errorf("terms after the migration\n%+v\nwant\n%+v", got, want)
+	}
+	list, err := db.FindTerms(ctx, "acme")
+	if err != nil || list[0].Currency != "EUR" || list[0].Interval != "year" || list[0].PlanName != "Pro" {
+		t.Errorf("terms = %+v, %v; want Pro in EUR per year", list, err)
+	}
+}
