@@ -130,6 +130,9 @@ type call struct {
 	ok []int
 	// out receives the decoded JSON answer, if not nil.
 	out any
+	// csv, if not nil, asks for text/csv and receives the answer's body
+	// as it arrives, whatever its size.
+	csv io.Writer
 }
 
 // response is what a call answered.
@@ -218,6 +221,9 @@ func (cl *Client) once(ctx context.Context, c call, body []byte) (*response, tim
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json, application/problem+json")
+	if c.csv != nil {
+		req.Header.Set("Accept", "text/csv, application/problem+json")
+	}
 	if cl.userAgent != "" {
 		req.Header.Set("User-Agent", cl.userAgent)
 	}
@@ -232,6 +238,13 @@ func (cl *Client) once(ctx context.Context, c call, body []byte) (*response, tim
 		return nil, 0, fmt.Errorf("quotad: %s %s: %w", c.method, c.path, err)
 	}
 	defer resp.Body.Close()
+	if c.csv != nil && isOK(resp.StatusCode, c.ok) {
+		// Part of it may be written: never retried.
+		if _, err := io.Copy(c.csv, resp.Body); err != nil {
+			return nil, -1, fmt.Errorf("quotad: %s %s: read answer: %w", c.method, c.path, err)
+		}
+		return &response{status: resp.StatusCode, header: resp.Header}, -1, nil
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return nil, 0, fmt.Errorf("quotad: %s %s: read answer: %w", c.method, c.path, err)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
@@ -187,7 +188,10 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 			})
 		}
 	}
-	catalog = tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
+	// One clock stamps catalog writes and decides which billing periods
+	// have begun.
+	now := func() time.Time { return time.Now().UTC() }
+	catalog = tiers.NewService(db, now, onChange)
 	listener := db.Listener(func(n store.Notification) { applyNotification(bg, &background, n, cache, engine) }, cache.Purge,
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
@@ -217,6 +221,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Logger:  log,
 
 		ForwardAuth: forwardRules,
+		Billing:     billing.NewService(db, now),
 	})
 
 	stopDebug, err := startDebug(cfg.DebugListen, log)

@@ -467,6 +467,7 @@ func TestOpenAPITraffic(t *testing.T) {
 
 	future := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
 	today := time.Now().UTC().Format(time.DateOnly)
+	lastMonth := time.Now().UTC().AddDate(0, 0, -time.Now().UTC().Day()).Format("2006-01")
 	big := `{"description":"` + strings.Repeat("x", 70<<10) + `"}`
 	noToken := []string{"Authorization", ""}
 	asCheck := []string{"Authorization", "Bearer " + checkToken}
@@ -775,6 +776,14 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "history of unknown customer", apiCall: apiCall{"GET", "/v1/customers/ghost/usage/history", "", nil}, want: 200, check: field("days", []any{})},
 		{name: "history bad from", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?from=2026-13-01", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "history bad to", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?to=yesterday", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "statement", apiCall: apiCall{"GET", "/v1/customers/bob/statement?period=" + lastMonth, "", nil}, want: 200},
+		{name: "statement as CSV", apiCall: apiCall{"GET", "/v1/customers/bob/statement?period=" + lastMonth, "", []string{"Accept", "text/csv"}}, want: 200},
+		{name: "statement of unknown customer", apiCall: apiCall{"GET", "/v1/customers/ghost/statement?period=" + lastMonth, "", nil}, want: 404, code: "customer_not_found"},
+		{name: "statement bad period", apiCall: apiCall{"GET", "/v1/customers/bob/statement?period=2026-13-01", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "statement of a future period", apiCall: apiCall{"GET", "/v1/customers/bob/statement?period=2999-01", "", nil}, want: 400, code: "validation_failed"},
+		{name: "statements", apiCall: apiCall{"GET", "/v1/statements?period=" + lastMonth + "&limit=1", "", nil}, want: 200},
+		{name: "statements as CSV", apiCall: apiCall{"GET", "/v1/statements?period=" + lastMonth, "", []string{"Accept", "text/csv"}}, want: 200},
+		{name: "statements without period", apiCall: apiCall{"GET", "/v1/statements", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "history to before from", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?from=2026-02-01&to=2026-01-01", "", nil}, want: 400, code: "validation_failed"},
 		{name: "history bad metric", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history?metric=API", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "history with check token", apiCall: apiCall{"GET", "/v1/customers/bob/usage/history", "", asCheck}, want: 403, code: "forbidden"},

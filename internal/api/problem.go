@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -99,7 +100,10 @@ func toProblem(err error) (Problem, bool) {
 	var ae *apiError
 	var ve *tiers.ValidationError
 	var he *echo.HTTPError
+	var ce *billing.ConflictError
 	switch {
+	case errors.As(err, &ce):
+		return newProblem(http.StatusConflict, codeConflict, ce.Detail, nil), true
 	case errors.As(err, &ae):
 		return newProblem(ae.status, ae.code, ae.detail, ae.fields), true
 	case errors.As(err, &ve):

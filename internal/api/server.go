@@ -64,6 +64,8 @@ type Config struct {
 	// ForwardAuth are the rules of GET /v1/forward-auth; nil means
 	// forwardauth.Default().
 	ForwardAuth *forwardauth.Rules
+	// Billing makes statements; nil answers their routes 404.
+	Billing Billing
 }
 
 // Server is quotad's HTTP handler.
@@ -78,6 +80,7 @@ type Server struct {
 
 	checkMetrics *checkMetrics
 	forwardRules *forwardauth.Rules
+	billing      Billing
 }
 
 // New returns a Server with every route registered.
@@ -104,6 +107,7 @@ func New(cfg Config) *Server {
 		metrics: newHTTPMetrics(cfg.Registry),
 
 		forwardRules: cfg.ForwardAuth,
+		billing:      cfg.Billing,
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {
@@ -150,6 +154,9 @@ func New(cfg Config) *Server {
 	v1.Match(forwardAuthMethods, "/forward-auth/*", s.forwardAuth)
 
 	v1.GET("/audit", s.listAudit)
+
+	v1.GET("/customers/:customer/statement", s.getStatement)
+	v1.GET("/statements", s.listStatements)
 	return s
 }
 

@@ -2,6 +2,7 @@ package quotadtest_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -92,8 +93,17 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"AuditEvents": func(ctx context.Context, c *quotad.Client) error {
 		return drain(c.AuditEvents(ctx, quotad.AuditFilter{Customer: "acme"}))
 	},
-	"Healthz": func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
-	"Readyz":  func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
+	"Statement": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Statement(ctx, "acme", "2026-11")
+		return err
+	},
+	"StatementCSV": func(ctx context.Context, c *quotad.Client) error {
+		return c.StatementCSV(ctx, "acme", "2026-11", io.Discard)
+	},
+	"Statements":    func(ctx context.Context, c *quotad.Client) error { return drain(c.Statements(ctx, "2026-11")) },
+	"StatementsCSV": func(ctx context.Context, c *quotad.Client) error { return c.StatementsCSV(ctx, "2026-11", io.Discard) },
+	"Healthz":       func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
+	"Readyz":        func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
 		h := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("api_calls")})(http.NotFoundHandler())
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))

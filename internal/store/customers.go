@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -162,6 +163,13 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 		if saved, err = findCustomer(ctx, tx, c.ID, false); err != nil {
 			return err
 		}
+		plan, err := findPlan(ctx, tx, c.Plan, false)
+		if err != nil {
+			return err
+		}
+		if err := recordTerms(ctx, tx, w.At, billing.TermsOf(saved, plan)); err != nil {
+			return err
+		}
 		created = !exists
 		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "customers/" + c.ID,
 			customer: c.ID, after: saved}
@@ -196,6 +204,9 @@ func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) erro
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM customers WHERE id = $1`, id); err != nil {
+			return err
+		}
+		if err := closeTerms(ctx, tx, w.At, id); err != nil {
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "customers/" + id,

@@ -216,6 +216,11 @@ func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.P
 		if saved, err = findPlan(ctx, tx, p.Key, false); err != nil {
 			return err
 		}
+		if exists {
+			if err := splitPlanTerms(ctx, tx, w.At, saved); err != nil {
+				return err
+			}
+		}
 		created = !exists
 		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "plans/" + p.Key, after: saved}
 		if exists {
