@@ -28,11 +28,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -188,11 +191,19 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		}
 	}
 	catalog = tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
-	listener := db.Listener(func(n store.Notification) { applyNotification(bg, &background, n, cache, engine) }, cache.Purge,
+	registry := prometheus.NewRegistry()
+	worker := newWebhookWorker(cfg, db, log, registry)
+	listener := db.Listener(func(n store.Notification) {
+		if n.Kind == store.NotifyDelivery {
+			worker.Wake()
+		}
+		applyNotification(bg, &background, n, cache, engine)
+	}, func() { cache.Purge(); worker.Wake() },
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
-	background.Add(2)
+	background.Add(3)
+	go func() { defer background.Done(); worker.Run(bg) }()
 	go func() { defer background.Done(); listener.Run(bg) }()
 	go func() {
 		defer background.Done()
@@ -216,7 +227,9 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Tokens:  cfg.tokens,
 		Logger:  log,
 
+		Registry:    registry,
 		ForwardAuth: forwardRules,
+		Webhooks:    webhooks.NewService(db, func() time.Time { return time.Now().UTC() }),
 	})
 
 	stopDebug, err := startDebug(cfg.DebugListen, log)

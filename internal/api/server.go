@@ -64,6 +64,8 @@ type Config struct {
 	// ForwardAuth are the rules of GET /v1/forward-auth; nil means
 	// forwardauth.Default().
 	ForwardAuth *forwardauth.Rules
+	// Webhooks serves /v1/webhooks; nil answers 404 there.
+	Webhooks Webhooks
 }
 
 // Server is quotad's HTTP handler.
@@ -78,6 +80,7 @@ type Server struct {
 
 	checkMetrics *checkMetrics
 	forwardRules *forwardauth.Rules
+	webhooks     Webhooks
 }
 
 // New returns a Server with every route registered.
@@ -104,6 +107,7 @@ func New(cfg Config) *Server {
 		metrics: newHTTPMetrics(cfg.Registry),
 
 		forwardRules: cfg.ForwardAuth,
+		webhooks:     cfg.Webhooks,
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {
@@ -150,6 +154,7 @@ func New(cfg Config) *Server {
 	v1.Match(forwardAuthMethods, "/forward-auth/*", s.forwardAuth)
 
 	v1.GET("/audit", s.listAudit)
+	s.registerWebhooks(v1)
 	return s
 }
 
