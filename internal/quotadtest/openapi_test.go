@@ -92,6 +92,15 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"AuditEvents": func(ctx context.Context, c *quotad.Client) error {
 		return drain(c.AuditEvents(ctx, quotad.AuditFilter{Customer: "acme"}))
 	},
+	"Webhook": func(ctx context.Context, c *quotad.Client) error { _, err := c.Webhook(ctx, "billing"); return err },
+	"PutWebhook": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutWebhook(ctx, "billing", quotad.WebhookSpec{URL: "https://example.com/hooks"})
+		return err
+	},
+	"DeleteWebhook": func(ctx context.Context, c *quotad.Client) error { return c.DeleteWebhook(ctx, "billing") },
+	"WebhookDeliveries": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.WebhookDeliveries(ctx, "billing", 0))
+	},
 	"Healthz": func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
 	"Readyz":  func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
