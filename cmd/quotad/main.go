@@ -142,6 +142,14 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		return err
 	}
 
+	// Webhook deliveries use connections of their own (closed after the
+	// worker stops, below).
+	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
+	if err != nil {
+		return err
+	}
+	defer outbox.Close()
+
 	// Background work lives until the HTTP server has drained, so that the
 	// last checks reach the history before the final flush.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
@@ -192,7 +200,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	}
 	catalog = tiers.NewService(db, func() time.Time { return time.Now().UTC() }, onChange)
 	registry := prometheus.NewRegistry()
-	worker := newWebhookWorker(cfg, db, log, registry)
+	worker := newWebhookWorker(cfg, outbox, log, registry)
 	listener := db.Listener(func(n store.Notification) {
 		if n.Kind == store.NotifyDelivery {
 			worker.Wake()

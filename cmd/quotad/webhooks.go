@@ -10,10 +10,13 @@ import (
 	"github.com/quotad/quotad/internal/webhooks"
 )
 
-// newWebhookWorker returns the worker that delivers webhooks from db's
+// webhookWorkers is how many deliveries a process makes at once.
+const webhookWorkers = 4
+
+// newWebhookWorker returns the worker that delivers webhooks from the
 // outbox: every quotad process runs one, and they share the work. It
 // counts attempts in quotad_webhook_deliveries_total by outcome.
-func newWebhookWorker(cfg *config, db *store.DB, log *slog.Logger, reg *prometheus.Registry) *webhooks.Worker {
+func newWebhookWorker(cfg *config, outbox *store.Outbox, log *slog.Logger, reg *prometheus.Registry) *webhooks.Worker {
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "quotad_webhook_deliveries_total",
 		Help: "Webhook delivery attempts by outcome: delivered, retry (failed, to be tried again) or failed (given up).",
@@ -27,7 +30,8 @@ func newWebhookWorker(cfg *config, db *store.DB, log *slog.Logger, reg *promethe
 	backoff := webhooks.DefaultBackoff
 	backoff.Base = cfg.WebhookRetryBase
 	return &webhooks.Worker{
-		Outbox:  db,
+		Outbox:  outbox,
+		Workers: webhookWorkers,
 		Client:  webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate),
 		Backoff: backoff,
 		Poll:    min(time.Second, cfg.WebhookRetryBase),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -15,7 +16,35 @@ import (
 var (
 	_ webhooks.Store  = (*DB)(nil)
 	_ webhooks.Outbox = (*DB)(nil)
+	_ webhooks.Outbox = (*Outbox)(nil)
 )
+
+// Outbox delivers from the outbox over a pool of its own: a delivery keeps
+// its connection while the receiver answers (up to the client's timeout),
+// and those connections must never be the ones checks wait for.
+type Outbox struct{ pool *pgxpool.Pool }
+
+// OpenOutbox returns an Outbox over a new pool of at most conns
+// connections (one per delivery worker) to db's database and schema. It
+// connects lazily. Close it after the workers stop.
+func (db *DB) OpenOutbox(ctx context.Context, conns int) (*Outbox, error) {
+	cfg := db.pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = int32(max(conns, 1)), 0
+	cfg.ConnConfig.RuntimeParams["application_name"] = "quotad webhooks"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create webhook outbox pool: %w", err)
+	}
+	return &Outbox{pool: pool}, nil
+}
+
+// Close closes the outbox's pool.
+func (o *Outbox) Close() { o.pool.Close() }
+
+// Deliver is DB.Deliver over the outbox's own pool.
+func (o *Outbox) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
+	return deliver(ctx, o.pool, now, send)
+}
 
 type webhookRow struct {
 	ID         string
@@ -361,8 +390,12 @@ type messageRow struct {
 // delivery is due again at once, unchanged. The transaction is not
 // retried (that would send again).
 func (db *DB) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
+	return deliver(ctx, db.pool, now, send)
+}
+
+func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
 	var found bool
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		const claim = `
 			SELECT d.id, d.webhook_id, w.url, w.secret, d.attempts, d.created_at,
 			       e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.window_end,

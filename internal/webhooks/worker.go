@@ -116,37 +116,49 @@ func (w *Worker) Wake() {
 }
 
 // Run delivers until ctx ends. A delivery in flight then finishes (within
-// the client's timeout) and is recorded; Run returns after.
+// the client's timeout) and is recorded; Run returns after. One goroutine
+// polls; the others wait to be woken, by Wake or by a peer that found
+// work, so that an idle process makes one query per Poll.
 func (w *Worker) Run(ctx context.Context) {
 	w.init()
 	var wg sync.WaitGroup
-	for range w.Workers {
-		wg.Go(func() { w.loop(ctx) })
+	for i := range w.Workers {
+		wg.Go(func() { w.loop(ctx, i == 0) })
 	}
 	wg.Wait()
 }
 
-func (w *Worker) loop(ctx context.Context) {
-	timer := time.NewTimer(0)
+func (w *Worker) loop(ctx context.Context, polls bool) {
+	timer := time.NewTimer(w.Poll)
 	defer timer.Stop()
+	var tick <-chan time.Time
+	if polls {
+		tick = timer.C
+	}
+	work := polls // the poller looks at once
 	for ctx.Err() == nil {
-		found, err := w.DeliverOne(ctx)
-		wait := w.Poll
-		switch {
-		case err != nil && ctx.Err() == nil:
-			w.Log.Warn("webhook outbox unreachable; will retry", "error", err)
-		case found:
-			// More may be due: let a sleeping peer look too, and look again.
-			w.Wake()
-			continue
+		if work {
+			found, err := w.DeliverOne(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				w.Log.Warn("webhook outbox unreachable; will retry", "error", err)
+			case found:
+				// More may be due: let a sleeping peer look too, and
+				// look again.
+				w.Wake()
+				continue
+			}
 		}
-		timer.Reset(wait)
+		if polls {
+			timer.Reset(w.Poll)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-timer.C:
+		case <-tick:
 		}
+		work = true
 	}
 }
 
