@@ -47,6 +47,12 @@ type config struct {
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
+	// Webhook deliveries (see internal/webhooks).
+	WebhookAllowPrivate bool          `help:"Deliver webhooks to private, loopback and link-local addresses too." envvar:"QUOTAD_WEBHOOK_ALLOW_PRIVATE" default:"false" negatable:""`
+	WebhookTimeout      time.Duration `help:"How long a webhook receiver has to answer a delivery." envvar:"QUOTAD_WEBHOOK_TIMEOUT" default:"10s" placeholder:"DURATION"`
+	// WebhookRetryBase is for tests only: the first retry's delay ceiling
+	// (5s in production), so that a test sees retries in milliseconds.
+	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
 
 	tokens []api.Token
 }
@@ -154,6 +160,10 @@ func (c *config) check() error {
 		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
 	case c.RedisTimeout <= 0:
 		return fmt.Errorf("--redis-timeout ($QUOTAD_REDIS_TIMEOUT): want a positive duration such as 250ms, got %s", c.RedisTimeout)
+	case c.WebhookTimeout <= 0:
+		return fmt.Errorf("--webhook-timeout ($QUOTAD_WEBHOOK_TIMEOUT): want a positive duration such as 10s, got %s", c.WebhookTimeout)
+	case c.WebhookRetryBase <= 0:
+		return fmt.Errorf("--webhook-retry-base ($QUOTAD_WEBHOOK_RETRY_BASE): want a positive duration, got %s", c.WebhookRetryBase)
 	case c.DBMaxConns < 0 || c.DBMaxConns > 1000:
 		return fmt.Errorf("--db-max-conns ($QUOTAD_DB_MAX_CONNS): want an integer from 0 to 1000, got %d", c.DBMaxConns)
 	}
@@ -224,6 +234,8 @@ func (c *config) logValue() slog.Value {
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),
 		slog.String("forward_auth_config", c.ForwardAuthConfig),
+		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
+		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 	)
 }
 

@@ -52,9 +52,10 @@ type process struct {
 	done chan struct{}
 }
 
-// MustStartProcess runs the built binary on schema and waits until it
-// listens; it is killed when the test ends, if it still runs.
-func MustStartProcess(t testing.TB, schema *dbtest.Schema) *process {
+// MustStartProcess runs the built binary on schema, with env ("NAME=value"
+// pairs) on top of the test defaults, and waits until it listens; it is
+// killed when the test ends, if it still runs.
+func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *process {
 	t.Helper()
 	cmd := exec.Command(MustBuildBinary(t))
 	cmd.Env = append(os.Environ(),
@@ -65,6 +66,7 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema) *process {
 		"QUOTAD_LOG_LEVEL=info", // "listening" is logged at info
 		"QUOTAD_DB_WAIT=0s",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -28,12 +28,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -140,6 +143,14 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		return err
 	}
 
+	// Webhook deliveries use connections of their own (closed after the
+	// worker stops, below).
+	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
+	if err != nil {
+		return err
+	}
+	defer outbox.Close()
+
 	// Background work lives until the HTTP server has drained, so that the
 	// last checks reach the history before the final flush.
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
@@ -192,11 +203,19 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	// have begun.
 	now := func() time.Time { return time.Now().UTC() }
 	catalog = tiers.NewService(db, now, onChange)
-	listener := db.Listener(func(n store.Notification) { applyNotification(bg, &background, n, cache, engine) }, cache.Purge,
+	registry := prometheus.NewRegistry()
+	worker := newWebhookWorker(cfg, outbox, log, registry)
+	listener := db.Listener(func(n store.Notification) {
+		if n.Kind == store.NotifyDelivery {
+			worker.Wake()
+		}
+		applyNotification(bg, &background, n, cache, engine)
+	}, func() { cache.Purge(); worker.Wake() },
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
-	background.Add(2)
+	background.Add(3)
+	go func() { defer background.Done(); worker.Run(bg) }()
 	go func() { defer background.Done(); listener.Run(bg) }()
 	go func() {
 		defer background.Done()
@@ -220,8 +239,10 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Tokens:  cfg.tokens,
 		Logger:  log,
 
+		Registry:    registry,
 		ForwardAuth: forwardRules,
 		Billing:     billing.NewService(db, now),
+		Webhooks:    webhooks.NewService(db, now),
 	})
 
 	stopDebug, err := startDebug(cfg.DebugListen, log)

@@ -14,6 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // bodyTypes are the Go types the request bodies decode into, by operation.
@@ -24,6 +25,7 @@ var bodyTypes = map[string]reflect.Type{
 	"PUT /v1/plans/{plan}":         reflect.TypeFor[tiers.PlanSpec](),
 	"PUT /v1/customers/{customer}": reflect.TypeFor[tiers.CustomerSpec](),
 	"PUT /v1/customers/{customer}/overrides/{metric}/{window}": reflect.TypeFor[tiers.OverrideSpec](),
+	"PUT /v1/webhooks/{webhook}":                               reflect.TypeFor[webhooks.Spec](),
 }
 
 // The decoder admits null exactly where openapi.yaml says a request field is

@@ -9,6 +9,7 @@ import (
 
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // Problem is an RFC 9457 problem document with quotad's stable code and,
@@ -75,6 +76,7 @@ var errorTable = []struct {
 	{tiers.ErrPlanNotFound, http.StatusNotFound, codePlanNotFound},
 	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
+	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
@@ -119,6 +121,9 @@ func toProblem(err error) (Problem, bool) {
 			}
 			if errors.Is(err, tiers.ErrPlanInUse) {
 				detail = "customers are still on this plan"
+			}
+			if errors.Is(err, webhooks.ErrWebhookNotFound) {
+				detail = "no webhook has this id"
 			}
 			if row.code == codeConflict && detail == "" {
 				detail = err.Error()

@@ -66,6 +66,8 @@ type Config struct {
 	ForwardAuth *forwardauth.Rules
 	// Billing makes statements; nil answers their routes 404.
 	Billing Billing
+	// Webhooks serves /v1/webhooks; nil answers 404 there.
+	Webhooks Webhooks
 }
 
 // Server is quotad's HTTP handler.
@@ -81,6 +83,7 @@ type Server struct {
 	checkMetrics *checkMetrics
 	forwardRules *forwardauth.Rules
 	billing      Billing
+	webhooks     Webhooks
 }
 
 // New returns a Server with every route registered.
@@ -108,6 +111,7 @@ func New(cfg Config) *Server {
 
 		forwardRules: cfg.ForwardAuth,
 		billing:      cfg.Billing,
+		webhooks:     cfg.Webhooks,
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {
@@ -157,6 +161,7 @@ func New(cfg Config) *Server {
 
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
+	s.registerWebhooks(v1)
 	return s
 }
 

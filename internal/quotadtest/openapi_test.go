@@ -102,8 +102,17 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	},
 	"Statements":    func(ctx context.Context, c *quotad.Client) error { return drain(c.Statements(ctx, "2026-11")) },
 	"StatementsCSV": func(ctx context.Context, c *quotad.Client) error { return c.StatementsCSV(ctx, "2026-11", io.Discard) },
-	"Healthz":       func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
-	"Readyz":        func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
+	"Webhook":       func(ctx context.Context, c *quotad.Client) error { _, err := c.Webhook(ctx, "billing"); return err },
+	"PutWebhook": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutWebhook(ctx, "billing", quotad.WebhookSpec{URL: "https://example.com/hooks"})
+		return err
+	},
+	"DeleteWebhook": func(ctx context.Context, c *quotad.Client) error { return c.DeleteWebhook(ctx, "billing") },
+	"WebhookDeliveries": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.WebhookDeliveries(ctx, "billing", 0))
+	},
+	"Healthz": func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
+	"Readyz":  func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
 		h := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("api_calls")})(http.NotFoundHandler())
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))

@@ -20,6 +20,8 @@ const (
 	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset
 	NotifyForget   = "forget"   // key: customer, deleted
 	NotifyRecall   = "recall"   // key: a counter (CounterKeyString) whose leased units a process needs
+	NotifyWebhook  = "webhook"  // key: webhook id, created, replaced or deleted
+	NotifyDelivery = "delivery" // key: empty; webhook deliveries were queued
 )
 
 func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {

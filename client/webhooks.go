@@ -1,0 +1,105 @@
+package quotad
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"time"
+)
+
+// Webhook event types.
+const (
+	EventThreshold      = "usage.threshold"
+	EventOverageStarted = "usage.overage_started"
+	EventLimitReached   = "usage.limit_reached"
+)
+
+// WebhookSpec is the body of PutWebhook.
+type WebhookSpec struct {
+	URL string `json:"url"`
+	// Events: every event type when empty.
+	Events []string `json:"events,omitempty"`
+	// Thresholds are percents of a limit (1..1000) for usage.threshold;
+	// [80, 100] when empty.
+	Thresholds []int `json:"thresholds,omitempty"`
+	// Secret signs deliveries ("whsec_" and the base64 of 24 to 64
+	// bytes). Empty: quotad generates one on creation (returned in that
+	// answer only) and keeps the current one on a replace.
+	Secret string `json:"secret,omitempty"`
+}
+
+// Webhook is a receiver of usage events.
+type Webhook struct {
+	ID         string   `json:"id"`
+	URL        string   `json:"url"`
+	Events     []string `json:"events"`
+	Thresholds []int    `json:"thresholds"`
+	// Secret is set only in the answer to the PutWebhook that created it.
+	Secret string `json:"secret,omitempty"`
+	// SecretHint is the secret's prefix, e.g. "whsec_AbCd…".
+	SecretHint string `json:"secret_hint"`
+	Meta
+}
+
+// WebhookDelivery is one event's delivery to one webhook.
+type WebhookDelivery struct {
+	// ID is the webhook-id header the receiver sees.
+	ID    string `json:"id"`
+	Event struct {
+		Type        string    `json:"type"`
+		Customer    string    `json:"customer"`
+		Metric      string    `json:"metric"`
+		Window      string    `json:"window"`
+		WindowStart time.Time `json:"window_start"`
+		Threshold   int       `json:"threshold,omitempty"`
+	} `json:"event"`
+	// Status is pending, delivered or failed.
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
+	LastStatus    int        `json:"last_status,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+	DeliveredAt   *time.Time `json:"delivered_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+}
+
+// Webhook gets a webhook (without its secret); ErrNotFound if none has
+// the id.
+func (c *Client) Webhook(ctx context.Context, id string) (*Webhook, error) {
+	var w Webhook
+	if err := c.get(ctx, pathf("/v1/webhooks/%s", id), &w, &w.Meta); err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// PutWebhook creates or replaces a webhook, and says whether it created
+// it; only a creation's answer carries the secret.
+func (c *Client) PutWebhook(ctx context.Context, id string, spec WebhookSpec, opts ...WriteOption) (*Webhook, bool, error) {
+	var w Webhook
+	created, err := c.put(ctx, pathf("/v1/webhooks/%s", id), spec, &w, &w.Meta, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return &w, created, nil
+}
+
+// DeleteWebhook deletes a webhook and its deliveries.
+func (c *Client) DeleteWebhook(ctx context.Context, id string, opts ...WriteOption) error {
+	return c.del(ctx, pathf("/v1/webhooks/%s", id), opts)
+}
+
+// WebhookDeliveries lists a webhook's deliveries, newest first; pageSize
+// is how many each request fetches (1..1000, quotad's default when 0).
+func (c *Client) WebhookDeliveries(ctx context.Context, id string, pageSize int) iter.Seq2[WebhookDelivery, error] {
+	return paginate(ctx, func(ctx context.Context, cursor string) (page[WebhookDelivery], error) {
+		var out struct {
+			Deliveries []WebhookDelivery `json:"deliveries"`
+			NextCursor string            `json:"next_cursor"`
+		}
+		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/webhooks/%s/deliveries", id),
+			query: listQuery(cursor, pageSize), retry: true, out: &out})
+		return page[WebhookDelivery]{out.Deliveries, out.NextCursor}, err
+	})
+}

@@ -1,0 +1,61 @@
+package webhooks
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// payload is the body of every delivery, in the Standard Webhooks shape:
+// the event's type, when it happened, and its data. It is a wire form: its
+// fields change only compatibly.
+type payload struct {
+	Type      EventType   `json:"type"`
+	Timestamp time.Time   `json:"timestamp"`
+	Data      payloadData `json:"data"`
+}
+
+type payloadData struct {
+	Customer    string       `json:"customer"`
+	Metric      string       `json:"metric"`
+	Window      tiers.Window `json:"window"`
+	WindowStart time.Time    `json:"window_start"`
+	WindowEnd   time.Time    `json:"window_end"`
+	Threshold   *int         `json:"threshold,omitempty"` // usage.threshold only
+	Limit       int64        `json:"limit"`
+	Used        int64        `json:"used"`
+}
+
+// Payload returns the bytes delivered for e.
+func Payload(e Event) ([]byte, error) {
+	p := payload{
+		Type: e.Type, Timestamp: e.At.UTC(),
+		Data: payloadData{
+			Customer: e.Customer, Metric: e.Metric, Window: e.Window,
+			WindowStart: e.Start.UTC(), WindowEnd: e.End.UTC(), Limit: e.Limit, Used: e.Used,
+		},
+	}
+	if e.Type == Threshold {
+		t := e.Threshold
+		p.Data.Threshold = &t
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode webhook payload: %w", err)
+	}
+	return b, nil
+}
+
+// Signature returns the webhook-signature header of a message, computed
+// by the Standard Webhooks reference library.
+func Signature(secret, msgID string, at time.Time, body []byte) (string, error) {
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		return "", fmt.Errorf("webhook secret: %w", err)
+	}
+	return wh.Sign(msgID, at, body)
+}
