@@ -159,12 +159,14 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	defer stopBackground()
 
 	cache := tiers.NewCache(db, 0)
+	detector := webhooks.NewDetector(db)
 	opts := quota.Options{
 		Catalog:    cache,
 		Ledger:     db,
 		History:    db,
 		FailClosed: cfg.StoreFailure == "closed",
 		Leases:     cfg.Leases,
+		Watcher:    detector,
 	}
 	if cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, cfg, log)
@@ -205,17 +207,25 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	catalog = tiers.NewService(db, now, onChange)
 	registry := prometheus.NewRegistry()
 	worker := newWebhookWorker(cfg, outbox, log, registry)
+	registerDetectorMetrics(registry, detector)
 	listener := db.Listener(func(n store.Notification) {
-		if n.Kind == store.NotifyDelivery {
+		switch n.Kind {
+		case store.NotifyDelivery:
 			worker.Wake()
+		case store.NotifyWebhook:
+			detector.Changed()
 		}
 		applyNotification(bg, &background, n, cache, engine)
-	}, func() { cache.Purge(); worker.Wake() },
+	}, func() { cache.Purge(); worker.Wake(); detector.Changed() },
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
-	background.Add(3)
+	background.Add(4)
 	go func() { defer background.Done(); worker.Run(bg) }()
+	go func() {
+		defer background.Done()
+		detector.Run(bg, now, func(err error) { log.Warn("recording usage events failed; will retry", "error", err) })
+	}()
 	go func() { defer background.Done(); listener.Run(bg) }()
 	go func() {
 		defer background.Done()

@@ -39,3 +39,21 @@ func newWebhookWorker(cfg *config, outbox *store.Outbox, log *slog.Logger, reg *
 		Observe: func(r webhooks.Result) { outcomes[r.Outcome.Status].Inc() },
 	}
 }
+
+// registerDetectorMetrics exports what the usage event detector counts.
+func registerDetectorMetrics(reg *prometheus.Registry, d *webhooks.Detector) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quotad_usage_events_detected_total",
+			Help: "Usage events this process noticed and handed to PostgreSQL (each is recorded once across processes).",
+		}, func() float64 { return float64(d.Stats().Written) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "quotad_usage_events_dropped_total",
+			Help: "Usage events dropped while PostgreSQL did not answer; the window's next check notices them again.",
+		}, func() float64 { return float64(d.Stats().Dropped) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "quotad_usage_event_windows",
+			Help: "Long windows whose events this process remembers noticing, until they end.",
+		}, func() float64 { return float64(d.Stats().Windows) }),
+	)
+}
