@@ -51,18 +51,7 @@ func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.C
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	rows, err := q.Query(ctx, sql, id)
-	if err != nil {
-		return tiers.Customer{}, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[customerRow])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tiers.Customer{}, tiers.ErrCustomerNotFound
-	}
-	if err != nil {
-		return tiers.Customer{}, err
-	}
-	return toCustomer(r), nil
+	return findOne(ctx, q, sql, tiers.ErrCustomerNotFound, toCustomer, id)
 }
 
 // FindCustomer returns the customer id.

@@ -45,18 +45,7 @@ func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Me
 	if lock {
 		sql += ` FOR UPDATE OF m`
 	}
-	rows, err := q.Query(ctx, sql, key)
-	if err != nil {
-		return tiers.Metric{}, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[metricRow])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tiers.Metric{}, tiers.ErrMetricNotFound
-	}
-	if err != nil {
-		return tiers.Metric{}, err
-	}
-	return toMetric(r), nil
+	return findOne(ctx, q, sql, tiers.ErrMetricNotFound, toMetric, key)
 }
 
 // FindMetric returns the metric key.

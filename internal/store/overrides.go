@@ -86,18 +86,7 @@ func findOverride(ctx context.Context, q querier, customer string, k tiers.Limit
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	rows, err := q.Query(ctx, sql, customer, k.Metric, k.Window.String())
-	if err != nil {
-		return tiers.Override{}, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[overrideRow])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tiers.Override{}, tiers.ErrOverrideNotFound
-	}
-	if err != nil {
-		return tiers.Override{}, err
-	}
-	return toOverride(r), nil
+	return findOne(ctx, q, sql, tiers.ErrOverrideNotFound, toOverride, customer, k.Metric, k.Window.String())
 }
 
 // OverrideCursor is the page position after an override: its metric and

@@ -87,18 +87,7 @@ func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan
 	if lock {
 		sql += ` FOR UPDATE OF p`
 	}
-	rows, err := q.Query(ctx, sql, key)
-	if err != nil {
-		return tiers.Plan{}, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[planRow])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return tiers.Plan{}, tiers.ErrPlanNotFound
-	}
-	if err != nil {
-		return tiers.Plan{}, err
-	}
-	return toPlan(r), nil
+	return findOne(ctx, q, sql, tiers.ErrPlanNotFound, toPlan, key)
 }
 
 // FindPlan returns the plan key with its limits.

@@ -148,6 +148,24 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// findOne reads the one row sql selects with args into a row struct R
+// and converts it with to; no row is notFound.
+func findOne[R, T any](ctx context.Context, q querier, sql string, notFound error, to func(R) T, args ...any) (T, error) {
+	var zero T
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return zero, err
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[R])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return zero, notFound
+	}
+	if err != nil {
+		return zero, err
+	}
+	return to(r), nil
+}
+
 // conn is a querier that also pipelines batches: the pool, or a
 // transaction.
 type conn interface {

@@ -77,18 +77,7 @@ func findWebhook(ctx context.Context, q querier, id string, lock bool) (webhooks
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	rows, err := q.Query(ctx, sql, id)
-	if err != nil {
-		return webhooks.Webhook{}, err
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[webhookRow])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return webhooks.Webhook{}, webhooks.ErrWebhookNotFound
-	}
-	if err != nil {
-		return webhooks.Webhook{}, err
-	}
-	return toWebhook(r), nil
+	return findOne(ctx, q, sql, webhooks.ErrWebhookNotFound, toWebhook, id)
 }
 
 // FindWebhook returns the webhook id, secret included.
