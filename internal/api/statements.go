@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -53,13 +52,6 @@ func wantsCSV(c echo.Context) bool {
 	return false
 }
 
-// newCSVWriter writes RFC 4180 CSV: lines end in CRLF.
-func newCSVWriter(w io.Writer) *csv.Writer {
-	cw := csv.NewWriter(w)
-	cw.UseCRLF = true
-	return cw
-}
-
 // writeCSVRows writes one row per line of st.
 func writeCSVRows(w *csv.Writer, st billing.Statement) error {
 	for _, l := range st.Lines {
@@ -77,10 +69,25 @@ func writeCSVRows(w *csv.Writer, st billing.Statement) error {
 	return nil
 }
 
-func respondCSV(c echo.Context, body []byte) error {
+// respondCSV answers RFC 4180 CSV (lines end in CRLF): the header row,
+// then the rows rows writes. The file is made whole before anything is
+// sent, so that an error anywhere answers a problem rather than a file
+// cut short.
+func respondCSV(c echo.Context, rows func(w *csv.Writer) error) error {
+	var b bytes.Buffer
+	w := csv.NewWriter(&b)
+	w.UseCRLF = true
+	_ = w.Write(csvHeader)
+	if err := rows(w); err != nil {
+		return err
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return err
+	}
 	c.Response().Header().Set(echo.HeaderContentType, contentTypeCSV)
 	c.Response().WriteHeader(http.StatusOK)
-	_, err := c.Response().Write(body)
+	_, err := c.Response().Write(b.Bytes())
 	return err
 }
 
@@ -99,17 +106,7 @@ func (s *Server) getStatement(c echo.Context) error {
 	if !wantsCSV(c) {
 		return respond(c, http.StatusOK, st)
 	}
-	var b bytes.Buffer
-	w := newCSVWriter(&b)
-	_ = w.Write(csvHeader)
-	if err := writeCSVRows(w, st); err != nil {
-		return err
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
-	}
-	return respondCSV(c, b.Bytes())
+	return respondCSV(c, func(w *csv.Writer) error { return writeCSVRows(w, st) })
 }
 
 // csvPageSize is how many statements the CSV of every customer reads at
@@ -123,33 +120,26 @@ func (s *Server) listStatements(c echo.Context) error {
 	ctx := c.Request().Context()
 	month := c.QueryParam("period")
 	if wantsCSV(c) {
-		// Every customer in one file, with no pages. It is made whole
-		// before anything is sent, so that a conflict anywhere answers
-		// 409 rather than a file cut short.
-		var b bytes.Buffer
-		w := newCSVWriter(&b)
-		_ = w.Write(csvHeader)
-		page := tiers.Page{Limit: csvPageSize}
-		for {
-			list, more, err := s.billing.Statements(ctx, month, page)
-			if err != nil {
-				return err
-			}
-			for _, st := range list {
-				if err := writeCSVRows(w, st); err != nil {
+		// Every customer in one file, with no pages: a conflict anywhere
+		// answers 409.
+		return respondCSV(c, func(w *csv.Writer) error {
+			page := tiers.Page{Limit: csvPageSize}
+			for {
+				list, more, err := s.billing.Statements(ctx, month, page)
+				if err != nil {
 					return err
 				}
+				for _, st := range list {
+					if err := writeCSVRows(w, st); err != nil {
+						return err
+					}
+				}
+				if !more || len(list) == 0 {
+					return nil
+				}
+				page.After = list[len(list)-1].Customer
 			}
-			if !more || len(list) == 0 {
-				break
-			}
-			page.After = list[len(list)-1].Customer
-		}
-		w.Flush()
-		if err := w.Error(); err != nil {
-			return err
-		}
-		return respondCSV(c, b.Bytes())
+		})
 	}
 	p, err := page(c, tiers.ValidCustomerID)
 	if err != nil {
