@@ -209,18 +209,11 @@ func overflow(what string) error {
 	return &ConflictError{Detail: what + " does not fit a 64-bit integer; this statement cannot be made"}
 }
 
-// segment is a span of time billed alike: consecutive terms that bill the
-// same, merged.
-type segment struct {
-	Terms
-	first int // index of its first row in the terms
-}
-
-// segments merges consecutive terms that bill alike and drops terms of no
-// length (changes made within one second).
-func segments(terms []Terms) []segment {
-	var out []segment
-	for i, t := range terms {
+// segments merges consecutive terms that bill alike into one span of
+// time and drops terms of no length (changes made within one second).
+func segments(terms []Terms) []Terms {
+	var out []Terms
+	for _, t := range terms {
 		if !t.open() && !t.To.After(t.From) {
 			continue
 		}
@@ -228,14 +221,14 @@ func segments(terms []Terms) []segment {
 			out[n-1].To = t.To
 			continue
 		}
-		out = append(out, segment{Terms: t, first: i})
+		out = append(out, t)
 	}
 	return out
 }
 
-// overlap is the whole seconds segment s lies within p. Open terms run to
+// overlap is the whole seconds terms s lie within p. Open terms run to
 // the period's end, as if nothing changed.
-func (s segment) overlap(p Period) int64 {
+func (s Terms) overlap(p Period) int64 {
 	from, to := s.From, p.End
 	if from.Before(p.Start) {
 		from = p.Start
@@ -293,7 +286,7 @@ func Build(customer string, p Period, terms []Terms, usage []Overage) (Statement
 	segs := segments(terms)
 	if len(segs) == 0 && len(terms) > 0 {
 		// Only terms of no length: overage, if any, is priced by the last.
-		segs = []segment{{Terms: terms[len(terms)-1], first: len(terms) - 1}}
+		segs = terms[len(terms)-1:]
 	}
 	currencies := map[string]bool{}
 
