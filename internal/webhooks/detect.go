@@ -133,7 +133,7 @@ func (d *Detector) Stats() DetectorStats {
 // Observe implements quota.Watcher.
 func (d *Detector) Observe(o quota.Observation) {
 	w := d.watch.Load()
-	if w.Empty() || o.Key.Window.Short() {
+	if w.Empty() {
 		return
 	}
 	top := int32(0)

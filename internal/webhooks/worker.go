@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/quotad/quotad/internal/quota"
 )
 
 // Message is a claimed delivery: one event for one webhook, ready to POST.
@@ -50,13 +52,6 @@ type Outbox interface {
 	Deliver(ctx context.Context, now time.Time, send func(context.Context, Message) Outcome) (bool, error)
 }
 
-// Clock tells the time; quota.SystemClock is one.
-type Clock interface{ Now() time.Time }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now().UTC() }
-
 // Result is what Observe hears of each attempt.
 type Result struct {
 	Message  Message
@@ -70,7 +65,7 @@ type Result struct {
 type Worker struct {
 	Outbox  Outbox
 	Client  *http.Client // NewClient's, with its timeout and address check
-	Clock   Clock        // schedules retries; the system clock if nil
+	Clock   quota.Clock  // schedules retries; the system clock if nil
 	Backoff Backoff      // DefaultBackoff if zero
 	Workers int          // 4 if 0 or less
 	Poll    time.Duration
@@ -85,7 +80,7 @@ type Worker struct {
 func (w *Worker) init() {
 	w.once.Do(func() {
 		if w.Clock == nil {
-			w.Clock = systemClock{}
+			w.Clock = quota.SystemClock{}
 		}
 		if w.Backoff.Base == 0 {
 			w.Backoff = DefaultBackoff
