@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/cmdline"
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 )
@@ -34,6 +35,8 @@ type config struct {
 	AdminTokens     string        `help:"Comma-separated admin tokens, each secret or name:secret." envvar:"QUOTAD_ADMIN_TOKENS" placeholder:"TOKENS"`
 	CheckTokens     string        `help:"Comma-separated check tokens, each secret or name:secret." envvar:"QUOTAD_CHECK_TOKENS" placeholder:"TOKENS"`
 	StoreFailure    string        `help:"What checks do when PostgreSQL is unreachable: open or closed." envvar:"QUOTAD_STORE_FAILURE" enum:"open,closed" default:"open" placeholder:"open|closed"`
+	StoreTimeout    time.Duration `help:"How long a check waits for PostgreSQL and Redis, all its calls together, before it is answered as --store-failure says." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
+	RequestTimeout  time.Duration `help:"How long any other request (admin reads and writes, refunds, usage) waits for PostgreSQL before it is answered 503." envvar:"QUOTAD_REQUEST_TIMEOUT" default:"5s" placeholder:"DURATION"`
 	LogLevel        string        `help:"Log level: debug, info, warn or error." envvar:"QUOTAD_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL"`
 	ShutdownTimeout time.Duration `help:"How long to drain requests on SIGINT or SIGTERM." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`
 	DBWait          time.Duration `help:"How long to wait for PostgreSQL at start-up." envvar:"QUOTAD_DB_WAIT" default:"30s" placeholder:"DURATION"`
@@ -96,6 +99,7 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
 			"redis_prefix":  redisstore.DefaultPrefix,
 			"redis_timeout": redisstore.DefaultTimeout.String(),
+			"store_timeout": quota.DefaultStoreTimeout.String(),
 		},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
@@ -158,6 +162,10 @@ func (c *config) check() error {
 		return fmt.Errorf("--shutdown-timeout ($QUOTAD_SHUTDOWN_TIMEOUT): want a duration of 0 or more, got %s", c.ShutdownTimeout)
 	case c.DBWait < 0:
 		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
+	case c.StoreTimeout <= 0:
+		return fmt.Errorf("--store-timeout ($QUOTAD_STORE_TIMEOUT): want a positive duration such as 250ms, got %s", c.StoreTimeout)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("--request-timeout ($QUOTAD_REQUEST_TIMEOUT): want a positive duration such as 5s, got %s", c.RequestTimeout)
 	case c.RedisTimeout <= 0:
 		return fmt.Errorf("--redis-timeout ($QUOTAD_REDIS_TIMEOUT): want a positive duration such as 250ms, got %s", c.RedisTimeout)
 	case c.WebhookTimeout <= 0:
@@ -224,6 +232,8 @@ func (c *config) logValue() slog.Value {
 		slog.String("database_url", store.RedactURL(c.DatabaseURL)),
 		slog.Any("tokens", names),
 		slog.String("store_failure", c.StoreFailure),
+		slog.String("store_timeout", c.StoreTimeout.String()),
+		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("log_level", c.LogLevel),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Int("db_max_conns", c.poolSize()),

@@ -161,12 +161,13 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	cache := tiers.NewCache(db, 0)
 	detector := webhooks.NewDetector(db)
 	opts := quota.Options{
-		Catalog:    cache,
-		Ledger:     db,
-		History:    db,
-		FailClosed: cfg.StoreFailure == "closed",
-		Leases:     cfg.Leases,
-		Watcher:    detector,
+		Catalog:      cache,
+		Ledger:       db,
+		History:      db,
+		FailClosed:   cfg.StoreFailure == "closed",
+		Leases:       cfg.Leases,
+		Watcher:      detector,
+		StoreTimeout: cfg.StoreTimeout,
 	}
 	if cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, cfg, log)
@@ -216,7 +217,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 			detector.Changed()
 		}
 		applyNotification(bg, &background, n, cache, engine)
-	}, func() { cache.Purge(); worker.Wake(); detector.Changed() },
+	}, func() { cache.Purge(); engine.ClearMarks(); worker.Wake(); detector.Changed() },
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
@@ -245,9 +246,11 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	srv := api.New(api.Config{
 		Catalog: catalog,
 		Checker: engine,
-		Ready:   func(ctx context.Context) error { return checkSchema(ctx, db) },
-		Tokens:  cfg.tokens,
-		Logger:  log,
+		Ready:   func(ctx context.Context) error { return ready(ctx, cfg, db, engine) },
+
+		RequestTimeout: cfg.RequestTimeout,
+		Tokens:         cfg.tokens,
+		Logger:         log,
 
 		Registry:    registry,
 		ForwardAuth: forwardRules,
@@ -341,16 +344,24 @@ func forgetShared(ctx context.Context, catalog *tiers.Service, engine *quota.Eng
 // is above zero when it grows, as sync.WaitGroup requires), and which
 // shutdown waits for.
 func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+	if n.Kind == store.NotifyFreed {
+		// Units came back to a counter that this process, like any other,
+		// may deny from memory: its own give-backs included.
+		if k, ok := store.ParseCounterKey(n.Key); ok {
+			engine.Freed(k)
+		}
+		return
+	}
 	if n.Local {
 		return
 	}
 	switch n.Kind {
 	case store.NotifyRecall:
-		// Another process needs units this one may hold: give them back,
-		// without holding up the notifications that follow. A failure
-		// leaves the lease to the periodic settlement.
+		// Another process recalled units this one may hold: give them
+		// back, without holding up the notifications that follow. A
+		// failure leaves the lease to the periodic flush.
 		if k, ok := store.ParseCounterKey(n.Key); ok {
-			background.Go(func() { _ = engine.Recall(ctx, k) })
+			background.Go(func() { _ = engine.Release(ctx, k) })
 		}
 	case store.NotifyMetric:
 		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})
@@ -365,6 +376,19 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 			engine.Forget(customer, metric)
 		}
 	}
+}
+
+// ready returns an error unless PostgreSQL answers within the time a check
+// waits for it and the schema is current, and checks are not being
+// answered degraded (or refused) for want of it: readiness and the
+// answers agree.
+func ready(ctx context.Context, cfg *config, db *store.DB, engine *quota.Engine) error {
+	if engine.StoreDown() {
+		return &api.NotReadyError{Reason: "checks cannot reach the database"}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StoreTimeout)
+	defer cancel()
+	return checkSchema(ctx, db)
 }
 
 // checkSchema returns an error unless PostgreSQL answers and its schema is

@@ -1,11 +1,13 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,6 +105,14 @@ func (s *Server) run(c echo.Context, next echo.HandlerFunc) (token *Token, err e
 	}
 	if !wholeSegments(c) {
 		return token, echo.ErrNotFound
+	}
+	if route := c.Path(); route != "/v1/check" && !strings.HasPrefix(route, forwardAuthPath) {
+		// Checks bound their own waits (the engine's store timeout);
+		// every other request waits for PostgreSQL at most this long,
+		// then answers 503.
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.requestTimeout)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
 	}
 	rc := requestContexts.Get().(*requestContext)
 	rc.Context, rc.token = c, token

@@ -68,7 +68,13 @@ type Config struct {
 	Billing Billing
 	// Webhooks serves /v1/webhooks; nil answers 404 there.
 	Webhooks Webhooks
+	// RequestTimeout bounds how long a request other than a check waits
+	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 5 * time.Second
 
 // Server is quotad's HTTP handler.
 type Server struct {
@@ -80,10 +86,11 @@ type Server struct {
 	log     *slog.Logger
 	metrics *httpMetrics
 
-	checkMetrics *checkMetrics
-	forwardRules *forwardauth.Rules
-	billing      Billing
-	webhooks     Webhooks
+	checkMetrics   *checkMetrics
+	forwardRules   *forwardauth.Rules
+	billing        Billing
+	webhooks       Webhooks
+	requestTimeout time.Duration
 }
 
 // New returns a Server with every route registered.
@@ -109,9 +116,13 @@ func New(cfg Config) *Server {
 		log:     cfg.Logger,
 		metrics: newHTTPMetrics(cfg.Registry),
 
-		forwardRules: cfg.ForwardAuth,
-		billing:      cfg.Billing,
-		webhooks:     cfg.Webhooks,
+		forwardRules:   cfg.ForwardAuth,
+		billing:        cfg.Billing,
+		webhooks:       cfg.Webhooks,
+		requestTimeout: cfg.RequestTimeout,
+	}
+	if s.requestTimeout <= 0 {
+		s.requestTimeout = DefaultRequestTimeout
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {

@@ -39,14 +39,24 @@ type Options struct {
 	// Watcher, if set, sees every long window of every charged check (see
 	// Watcher).
 	Watcher Watcher
+	// StoreTimeout bounds how long a check, a refund or a usage read
+	// waits for the stores, all its calls and waits together (a check
+	// whose client goes away is not cut short before); then it fails as
+	// when they cannot be reached. 0 means DefaultStoreTimeout.
+	StoreTimeout time.Duration
 }
+
+// DefaultStoreTimeout is how long a check waits for the stores by
+// default: well within what a client of a rate limiter waits for it.
+const DefaultStoreTimeout = 250 * time.Millisecond
 
 // Engine answers checks. It is safe for concurrent use.
 type Engine struct {
-	catalog    Catalog
-	ledger     Ledger
-	clock      Clock
-	failClosed bool
+	catalog      Catalog
+	ledger       Ledger
+	clock        Clock
+	failClosed   bool
+	storeTimeout time.Duration
 	// short counts short windows; sliding is the in-process counter, for
 	// the work only it has (eviction, forgetting, its size): the same one,
 	// or, with a shared store, what failover falls back on.
@@ -60,7 +70,10 @@ type Engine struct {
 	history   *historyBuffer
 	watcher   Watcher
 	storeErrs atomic.Uint64
-	scopes    sync.Pool
+	// lastDown is when a check last could not reach the store (Unix ns,
+	// the wall clock: it is about real outages): see StoreDown.
+	lastDown atomic.Int64
+	scopes   sync.Pool
 }
 
 // New returns an Engine. Call Run to keep its background work going.
@@ -68,18 +81,22 @@ func New(o Options) *Engine {
 	if o.Clock == nil {
 		o.Clock = SystemClock{}
 	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
 	sliding := newSlidingCounters()
 	e := &Engine{
-		catalog:    o.Catalog,
-		ledger:     o.Ledger,
-		clock:      o.Clock,
-		failClosed: o.FailClosed,
-		short:      sliding,
-		sliding:    sliding,
-		long:       o.Ledger,
-		history:    newHistoryBuffer(o.History),
-		watcher:    o.Watcher,
-		scopes:     sync.Pool{New: func() any { return new(scope) }},
+		catalog:      o.Catalog,
+		ledger:       o.Ledger,
+		clock:        o.Clock,
+		failClosed:   o.FailClosed,
+		storeTimeout: o.StoreTimeout,
+		short:        sliding,
+		sliding:      sliding,
+		long:         o.Ledger,
+		history:      newHistoryBuffer(o.History),
+		watcher:      o.Watcher,
+		scopes:       sync.Pool{New: func() any { return new(scope) }},
 	}
 	if o.Leases {
 		e.leases = NewLeasePool(o.Ledger, o.Clock)
@@ -217,6 +234,8 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
 	}
+	ctx, cancel := e.budget(ctx)
+	defer cancel()
 	now := e.clock.Now().UTC()
 	acct, m, err := e.lookup(ctx, r.Customer, r.Metric)
 	if errors.Is(err, tiers.ErrUnavailable) {
@@ -248,6 +267,13 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		e.watch(r, s, &d)
 	}
 	return d, nil
+}
+
+// budget returns the context of one check's store calls: ctx's values,
+// without its cancellation (a client that hangs up does not cut short a
+// grant the store may be committing), bounded by the store timeout.
+func (e *Engine) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
 }
 
 // take charges a check: the short windows first, in memory, then the long
@@ -478,10 +504,22 @@ func replay(r Request, rec *Recorded) (Decision, error) {
 	return d, nil
 }
 
+// storeDownFor is how long after a check could not reach the store
+// StoreDown still says so.
+const storeDownFor = time.Second
+
+// StoreDown reports whether a check could not reach the store within the
+// last second: its answer was degraded, or refused when failing closed.
+func (e *Engine) StoreDown() bool {
+	last := e.lastDown.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < storeDownFor
+}
+
 // storeDown counts a store that cannot be reached and returns err when
 // checks fail closed, nil when they go on degraded.
 func (e *Engine) storeDown(err error) error {
 	e.storeErrs.Add(1)
+	e.lastDown.Store(time.Now().UnixNano())
 	if e.failClosed {
 		return err
 	}

@@ -94,7 +94,7 @@ func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 5)
 	h.onLease = func(_ context.Context, r *quota.LeaseRequest) {
 		if r.Key == day.Key {
-			if err := pool.Recall(context.Background(), hour.Key); err != nil {
+			if err := pool.Release(context.Background(), hour.Key); err != nil {
 				t.Error(err)
 			}
 		}
@@ -217,8 +217,8 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 		}
 		return tiers.ErrUnavailable // the answer is lost after the commit
 	}
-	if err := pool.Recall(context.Background(), day.Key); !errors.Is(err, tiers.ErrUnavailable) {
-		t.Fatalf("recall: %v, want the settlement's failure", err)
+	if err := pool.Release(context.Background(), day.Key); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Fatalf("release: %v, want the settlement's failure", err)
 	}
 	if n := pool.Held(day.Key); n != 0 {
 		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
@@ -232,22 +232,137 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	mustAdmitted(t, pool, store, day.Key, 1000)
 }
 
-// A grant is asked for on a context of its own: a check whose client went
-// away does not cut it short, so the pool always knows what it holds.
-func TestLeaseStoreCallsOutliveTheCheck(t *testing.T) {
+// A grant whose answer is lost after the store applied it: the check
+// fails, and the pool learns what was granted before its next call on the
+// lease, one round trip; the units serve the next checks, and none stays
+// counted that no check was admitted from.
+func TestLeaseLostGrantIsRecovered(t *testing.T) {
+	t.Parallel()
+	h, pool := newHookedPool(quotatest.NewLedger())
+	day := leaseSpan(tiers.Day, 1000) // blocks of 10
+	h.Faults = func(op quotatest.LeaseOp) quotatest.Fault {
+		h.Faults = nil
+		return quotatest.LoseAnswer
+	}
+	if _, err := pool.Take(context.Background(), leaseCharge(1, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Fatalf("take whose grant's answer was lost: %v, want unavailable", err)
+	}
+	if s := pool.Stats(); s.InDoubt != 1 {
+		t.Fatalf("stats after the lost answer: %+v, want the lease in doubt", s)
+	}
+	if n := h.Count(day.Key); n != 11 {
+		t.Fatalf("the store counts %d, want the 11 units it granted", n)
+	}
+	c := leaseCharge(11, day)
+	if !mustTake(t, pool, c) {
+		t.Fatal("denied")
+	}
+	if c.Trips != 1 {
+		t.Errorf("the next check made %d store calls, want 1: the resolution, no new grant", c.Trips)
+	}
+	mustAdmitted(t, pool, h, day.Key, 11)
+}
+
+// A grant that reaches the store only after the pool gave up on it (a copy
+// on a connection that went silent): the pool's resolution fenced it off,
+// so it grants nothing when it arrives, and the units the pool asked for
+// again are the only ones counted.
+func TestLeaseLateGrantIsFencedOff(t *testing.T) {
+	t.Parallel()
+	store := quotatest.NewStore()
+	h, pool := newHookedPool(store.Process())
+	day := leaseSpan(tiers.Day, 1000)
+	h.Faults = func(op quotatest.LeaseOp) quotatest.Fault {
+		h.Faults = nil
+		return quotatest.Delay
+	}
+	if _, err := pool.Take(context.Background(), leaseCharge(1, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Fatalf("take whose grant was held up: %v, want unavailable", err)
+	}
+	if !mustTake(t, pool, leaseCharge(1, day)) { // resolves (not applied: fenced), then grants 11
+		t.Fatal("denied")
+	}
+	if n := store.DeliverLate(); n != 1 {
+		t.Fatalf("%d late calls delivered, want the held-up grant", n)
+	}
+	if n := store.Count(day.Key); n != 11 {
+		t.Errorf("the store counts %d after the late copy arrived, want the 11 of the second grant", n)
+	}
+	mustAdmitted(t, pool, h, day.Key, 1)
+}
+
+// A check waits for another check's refill of the same lease only as long
+// as its context allows, then fails as an outage would; a check the lease
+// holds enough for is admitted meanwhile.
+func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 	t.Parallel()
 	h, pool := newHookedPool(quotatest.NewLedger())
 	day := leaseSpan(tiers.Day, 1000)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	var leaseErr error
-	h.onLease = func(ctx context.Context, _ *quota.LeaseRequest) { leaseErr = ctx.Err() }
-	ok, err := pool.Take(ctx, leaseCharge(1, day), make([]quota.Outcome, 1))
-	if err != nil || !ok {
-		t.Fatalf("take: %v %v", ok, err)
+	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10
+		t.Fatal("denied")
 	}
-	if leaseErr != nil {
-		t.Errorf("the grant was asked for on a context that ended: %v", leaseErr)
+	asked, release := make(chan struct{}), make(chan struct{})
+	h.onLease = func(context.Context, *quota.LeaseRequest) {
+		close(asked)
+		<-release
 	}
-	mustAdmitted(t, pool, h, day.Key, 1)
+	refilled := make(chan bool)
+	go func() { refilled <- mustTake(t, pool, leaseCharge(20, day)) }() // takes the 10, asks for 10 more
+	<-asked
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, err := pool.Take(ctx, leaseCharge(5, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Errorf("a check behind a stuck refill: %v, want unavailable once its context ended", err)
+	}
+	close(release)
+	if !<-refilled {
+		t.Fatal("the refilling check was denied")
+	}
+	if !mustTake(t, pool, leaseCharge(5, day)) {
+		t.Error("denied with units held")
+	}
+	mustAdmitted(t, pool, h, day.Key, 26)
+}
+
+// A hard counter the store refused with no other process holding units of
+// it: the next checks that need more than the lease holds are denied
+// without a store call, until the store says units came back (here: a
+// refund by another process, once this one reported that it holds none
+// unused); then the pool asks again.
+func TestLeaseDeniesFromMemory(t *testing.T) {
+	t.Parallel()
+	store := quotatest.NewStore()
+	l := store.Process()
+	pool := quota.NewLeasePool(l, quotatest.NewClock(leaseAt))
+	l.OnFreed(pool.Freed)
+	other := store.Process()
+	day := leaseSpan(tiers.Day, 5)
+	if !mustTake(t, pool, leaseCharge(5, day)) {
+		t.Fatal("denied within the limit")
+	}
+	first := leaseCharge(1, day)
+	if mustTake(t, pool, first) || first.Trips != 1 {
+		t.Fatalf("the first check beyond the limit: %d store calls, want denied after 1", first.Trips)
+	}
+	for range 3 {
+		c := leaseCharge(1, day)
+		if mustTake(t, pool, c) || c.Trips != 0 {
+			t.Fatalf("a check at a full counter: %d store calls, want denied from memory", c.Trips)
+		}
+	}
+	if s := pool.Stats(); s.DeniedFromMemory != 3 {
+		t.Errorf("DeniedFromMemory = %d, want 3", s.DeniedFromMemory)
+	}
+	if err := pool.Flush(context.Background(), leaseAt); err != nil { // reports 0 unused
+		t.Fatal(err)
+	}
+	refund := leaseCharge(2, day)
+	if err := other.GiveBack(context.Background(), refund, make([]quota.Outcome, 1)); err != nil {
+		t.Fatal(err)
+	}
+	again := leaseCharge(2, day)
+	if !mustTake(t, pool, again) || again.Trips != 1 {
+		t.Errorf("after a refund of 2: %d store calls, want admitted after asking", again.Trips)
+	}
+	mustAdmitted(t, pool, store, day.Key, 5)
 }

@@ -6,16 +6,28 @@ import (
 )
 
 // Ledger keeps what every quotad process shares, in a store: long-window
-// counters, the metrics' global usage in long windows, request ids, resets.
-// It is a Counter over long windows that decides each charge with atomic
-// conditional updates in one transaction, so hard limits stay exact across
-// processes, and a Leaser, for the lease pool that builds on it. Implementations are safe for
-// concurrent use. Errors: tiers.ErrUnavailable when the store cannot be
-// reached (nothing was changed), tiers.ErrCustomerNotFound when the
+// counters, the metrics' global usage in long windows, leases, request
+// ids, resets. It is the sum of four roles, each a small interface, so that
+// a part of quotad (or a test's fake) asks only for the role it needs:
+// Counts (charging and reading counters), Leaser (leases), Requests
+// (request ids) and Maintenance (resets and purges). Implementations are
+// safe for concurrent use. Errors: tiers.ErrUnavailable when the store
+// cannot be reached (for calls that change nothing but one row or one
+// transaction, nothing was changed), tiers.ErrCustomerNotFound when the
 // customer went away.
 type Ledger interface {
-	Counter
+	Counts
 	Leaser
+	Requests
+	Maintenance
+}
+
+// Counts is the counting role of a Ledger: a Counter over long windows
+// that decides each charge with atomic conditional updates in one
+// transaction, so hard limits stay exact across processes, and the reads
+// and global usage writes that go with it.
+type Counts interface {
+	Counter
 	// Read returns the counts of counters, as admitted units: units that
 	// other live processes hold unused in leases are not counted (this
 	// process's own leases are the caller's to account for), and the
@@ -24,6 +36,11 @@ type Ledger interface {
 	// AddGlobal adds units (negative ones give back, never below zero) to
 	// the metrics' global usage.
 	AddGlobal(ctx context.Context, deltas []GlobalDelta) error
+}
+
+// Requests is the request-id role of a Ledger: checks and refunds that
+// carry an id are answered once.
+type Requests interface {
 	// Claim records c's request id with its answer (c.Answer), in one
 	// step, or returns what was recorded under it within the last 24 hours
 	// and records nothing.
@@ -35,6 +52,10 @@ type Ledger interface {
 	// shares it, and it commits when fn returns nil. Otherwise it rolls
 	// back and returns fn's error as it is.
 	Atomically(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+}
+
+// Maintenance is the housekeeping role of a Ledger.
+type Maintenance interface {
 	// Reset zeroes the customer's counters of metric, ending every lease
 	// on them, records an audit event for actor, and tells every quotad
 	// process to forget its own counts of them.

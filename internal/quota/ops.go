@@ -14,6 +14,10 @@ const (
 	historyFlushEvery = time.Second
 	evictEvery        = 10 * time.Second
 	purgeEvery        = 10 * time.Minute
+	// backgroundTimeout bounds each piece of background work, so that a
+	// store that went silent holds none of it up for long: the next tick
+	// tries again.
+	backgroundTimeout = 5 * time.Second
 )
 
 // Run does the engine's background work until ctx ends: it flushes usage
@@ -37,6 +41,11 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			report(err)
 		}
 	}
+	bounded := func(f func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, backgroundTimeout)
+		defer cancel()
+		return f(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -47,17 +56,17 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			cancel()
 			return
 		case <-flush.C:
-			if err := e.FlushHistory(ctx); err != nil {
+			if err := bounded(e.FlushHistory); err != nil {
 				periodic(fmt.Errorf("flush history: %w", err))
 			}
 		case <-leases.C:
-			if err := e.FlushLeases(ctx); err != nil {
+			if err := bounded(e.FlushLeases); err != nil {
 				periodic(fmt.Errorf("flush leases: %w", err))
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
 		case <-purge.C:
-			if err := e.ledger.Purge(ctx, e.clock.Now()); err != nil {
+			if err := bounded(func(ctx context.Context) error { return e.ledger.Purge(ctx, e.clock.Now()) }); err != nil {
 				e.storeErrs.Add(1)
 				periodic(fmt.Errorf("purge counters: %w", err))
 			}
@@ -361,13 +370,31 @@ func (e *Engine) Forget(customer, metric string) {
 	}
 }
 
-// Recall gives back this process's unused units of a counter that another
-// process needs. The process holding the units is told through the store.
-func (e *Engine) Recall(ctx context.Context, k CounterKey) error {
+// Release gives back this process's unused units of a counter that
+// another process recalled (it was told through the store).
+func (e *Engine) Release(ctx context.Context, k CounterKey) error {
 	if e.leases == nil {
 		return nil
 	}
-	return e.leases.Recall(ctx, k)
+	ctx, cancel := context.WithTimeout(ctx, backgroundTimeout)
+	defer cancel()
+	return e.leases.Release(ctx, k)
+}
+
+// Freed tells the engine that units came back to counter k: a lease that
+// knew it full asks the store again (see LeasePool.Freed).
+func (e *Engine) Freed(k CounterKey) {
+	if e.leases != nil {
+		e.leases.Freed(k)
+	}
+}
+
+// ClearMarks forgets every counter known full: notifications that units
+// came back may have been missed (see LeasePool.ClearMarks).
+func (e *Engine) ClearMarks() {
+	if e.leases != nil {
+		e.leases.ClearMarks()
+	}
 }
 
 // MaxHistoryDays bounds one history query.

@@ -13,25 +13,26 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Leases are granted, settled and recalled by the functions of migrations
-// 000003 and 000004, each one round trip that takes the counter's row
-// lock first. A
-// process is a holder, named by a random key; it holds the advisory lock of
-// that key on its listening session (see Listener), so that the others
-// know it runs and hears their recalls.
+// Leases are granted, settled, reported, resolved and recalled by the
+// functions of migrations 000003, 000004 and 000008, each one round trip
+// that takes the counters' row locks first. A process is a holder, named
+// by a random key; it holds the advisory lock of that key on its listening
+// session (see Listener), so that the others know it runs and hears their
+// recalls. Every call that changes a lease carries the pool's number for
+// it (see quota.Leaser), which the functions compare with the lease row's.
 
 // Lease implements quota.Leaser.
 func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	const q = `SELECT o_granted, o_used, o_others, o_lost
-		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
 	var channel, payload *string
 	if r.Recall {
-		ch, pl := db.channel, NotifyRecall+":"+db.instance+":"+CounterKeyString(r.Key)
+		ch, pl := db.channel, db.payload(NotifyRecall, CounterKeyString(r.Key))
 		channel, payload = &ch, &pl
 	}
 	k := r.Key
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(),
-		r.Threshold, r.Need, r.Extra, r.InFlight, r.Held, globalStart(r.Global), channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
+	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(), r.Seq,
+		r.Bound, r.Need, r.Extra, r.InFlight, r.Held, globalStart(r.Global), channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
 	switch {
 	case isCode(err, "23503"): // the customer (or metric) is gone
 		return tiers.ErrCustomerNotFound
@@ -41,12 +42,13 @@ func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
 	return nil
 }
 
-// Settle implements quota.Leaser: one call settles them all, each as
-// quotad_settle; their counters are locked first, then global usage.
+// Settle implements quota.Leaser: one call settles them all; their
+// counters are locked first, then global usage.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
-		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused, a.globals)
+		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs, a.unused, a.globals,
+			db.channel, db.freedPayloads(s))
 		return err
 	})
 }
@@ -54,8 +56,9 @@ func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 // Report implements quota.Leaser, in one statement.
 func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
-		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.unused)
+		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs, a.unused,
+			db.channel, db.freedPayloads(s))
 		if err != nil {
 			return err
 		}
@@ -68,6 +71,52 @@ func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 		}
 		return nil
 	})
+}
+
+// Resolve implements quota.Leaser, in one statement per leaseBatch calls.
+func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
+	const q = `SELECT o_i, o_applied, o_held, o_unused, o_granted FROM quotad_resolve($1, $2, $3, $4, $5, $6)`
+	for len(d) > 0 {
+		batch := d[:min(len(d), leaseBatch)]
+		d = d[len(batch):]
+		a := leaseArrays{}
+		for _, x := range batch {
+			a.add(x.Key, x.Seq, 0, quota.GlobalKey{})
+		}
+		err := retry(func() error {
+			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs)
+			if err != nil {
+				return err
+			}
+			var i int32
+			var r quota.Resolution
+			_, err = pgx.ForEachRow(rows, []any{&i, &r.Applied, &r.Held, &r.Unused, &r.Granted}, func() error {
+				x := &batch[i-1]
+				x.Applied, x.Held, x.Unused, x.Granted = r.Applied, r.Held, r.Unused, r.Granted
+				return nil
+			})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("resolve lease calls: %w", mapErr(err))
+		}
+	}
+	return nil
+}
+
+// freedPayloads returns, for each of s, the notification that units came
+// back to its counter.
+func (db *DB) freedPayloads(s []quota.Settlement) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = db.freedPayload(x.Key)
+	}
+	return out
+}
+
+// freedPayload is the notification that units came back to counter k.
+func (db *DB) freedPayload(k quota.CounterKey) string {
+	return db.payload(NotifyFreed, CounterKeyString(k))
 }
 
 // leaseBatches runs fn on s, leaseBatch settlements at a time, each batch
@@ -94,23 +143,29 @@ func (db *DB) leaseBatches(ctx context.Context, op string, s []quota.Settlement,
 // counters a settlement locks stay locked until it commits.
 const leaseBatch = 1000
 
-// leaseArrays are settlements as columns, for the functions that take
+// leaseArrays are lease calls as columns, for the functions that take
 // many at once.
 type leaseArrays struct {
 	customers, metrics, windows []string
 	starts                      []time.Time
-	unused                      []int64
+	seqs, unused                []int64
 	globals                     []*time.Time
 }
 
+func (a *leaseArrays) add(k quota.CounterKey, seq, unused int64, g quota.GlobalKey) {
+	a.customers = append(a.customers, k.Customer)
+	a.metrics = append(a.metrics, k.Metric)
+	a.windows = append(a.windows, k.Window.String())
+	a.starts = append(a.starts, k.Start)
+	a.seqs = append(a.seqs, seq)
+	a.unused = append(a.unused, unused)
+	a.globals = append(a.globals, globalStart(g))
+}
+
 func toLeaseArrays(s []quota.Settlement) leaseArrays {
-	a := leaseArrays{
-		customers: make([]string, len(s)), metrics: make([]string, len(s)), windows: make([]string, len(s)),
-		starts: make([]time.Time, len(s)), unused: make([]int64, len(s)), globals: make([]*time.Time, len(s)),
-	}
-	for i, x := range s {
-		a.customers[i], a.metrics[i], a.windows[i] = x.Key.Customer, x.Key.Metric, x.Key.Window.String()
-		a.starts[i], a.unused[i], a.globals[i] = x.Key.Start, x.Unused, globalStart(x.Global)
+	var a leaseArrays
+	for _, x := range s {
+		a.add(x.Key, x.Seq, x.Unused, x.Global)
 	}
 	return a
 }
@@ -129,7 +184,7 @@ func (db *DB) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
 	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7)`
 	var n int
 	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(),
-		db.channel, NotifyRecall+":"+db.instance+":"+CounterKeyString(k)).Scan(&n)
+		db.channel, db.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("recall %s: %w", CounterKeyString(k), mapErr(err))
 	}

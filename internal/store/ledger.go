@@ -309,7 +309,9 @@ func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome
 		return nil
 	}
 	c.Trips++
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return giveBack(ctx, tx, c, out) })
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return giveBack(ctx, tx, db.channel, db.freedPayload, c, out)
+	})
 	if err != nil {
 		return chargeErr("give back", c, err)
 	}
@@ -319,31 +321,43 @@ func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome
 // giveBack takes up to c.Cost off every span's counter on q, never below
 // zero, and off c's global windows what the span of the same window gave
 // back (c.Cost where there is none). A counter gives back only admitted
-// units: what live processes hold unused in leases stays, so that they
-// never admit beyond the threshold.
-func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome) error {
+// units: what leases hold unused stays, so that their holders never admit
+// beyond the bound. That includes the leases of processes that seem dead:
+// one may only have lost its listening session for a moment, and the
+// settlement of one that did die may still arrive.
+func giveBack(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge, out []quota.Outcome) error {
+	// A counter that a process knew full (watched) is told that units
+	// came back to it.
 	const refundQ = `
 		WITH old AS MATERIALIZED (
-		    SELECT used FROM usage_counters
+		    SELECT used, watched FROM usage_counters
 		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
 		    FOR UPDATE
 		), leased AS MATERIALIZED (
-		    SELECT coalesce(sum(l.unused), 0) AS unused FROM quotad_live_leases l
+		    SELECT coalesce(sum(l.unused), 0) AS unused FROM counter_leases l
 		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.quota_window = $3 AND l.window_start = $4
 		      AND l.unused > 0
+		), back AS (
+		    SELECT LEAST(GREATEST(old.used - leased.unused, 0), $5) AS units FROM old, leased
 		)
-		UPDATE usage_counters c SET used = c.used - LEAST(GREATEST(old.used - leased.unused, 0), $5)
-		FROM old, leased
+		UPDATE usage_counters c SET used = c.used - back.units, watched = old.watched AND back.units = 0
+		FROM old, leased, back
 		WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4
-		RETURNING GREATEST(old.used - leased.unused, 0)`
+		RETURNING GREATEST(old.used - leased.unused, 0), old.watched AND back.units > 0`
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		var before int64
-		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost).Scan(&before)
+		var freed bool
+		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost).Scan(&before, &freed)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		out[i] = quota.Outcome{Used: before, Passed: true}
+		if freed {
+			if _, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload(sp.Key)); err != nil {
+				return err
+			}
+		}
 	}
 	var d globalDeltas
 	for _, g := range c.Globals {
@@ -358,7 +372,7 @@ func giveBack(ctx context.Context, q conn, c *quota.Charge, out []quota.Outcome)
 
 // Atomically implements quota.Ledger.
 func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db.holderID()}) })
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db}) })
 	if isCode(err, "23503") { // the customer went away meanwhile
 		return tiers.ErrCustomerNotFound
 	}
@@ -367,8 +381,8 @@ func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx qu
 
 // txLedger is the ledger within one transaction.
 type txLedger struct {
-	tx     pgx.Tx
-	holder int64
+	tx pgx.Tx
+	db *DB
 }
 
 // Claim implements quota.Tx.
@@ -410,12 +424,12 @@ func (l txLedger) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Out
 		return nil
 	}
 	c.Trips++
-	return giveBack(ctx, l.tx, c, out)
+	return giveBack(ctx, l.tx, l.db.channel, l.db.freedPayload, c, out)
 }
 
 // Peek implements quota.Counter within the transaction.
 func (l txLedger) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, l.tx, l.holder, c, out)
+	return peek(ctx, l.tx, l.db.holderID(), c, out)
 }
 
 // sendBatch runs b on q, if it holds anything, and reads every result.
@@ -438,9 +452,24 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
+		// The counters go to zero rather than away, and their leases end
+		// but keep their rows: a lease call still in flight from before
+		// the reset then finds its number taken, not an empty table.
 		const q = `
-			DELETE FROM usage_counters WHERE customer_id = $1 AND metric = $2
-			RETURNING quota_window, window_start, used`
+			WITH old AS MATERIALIZED (
+			    SELECT quota_window, window_start, used FROM usage_counters
+			    WHERE customer_id = $1 AND metric = $2 AND used > 0
+			    ORDER BY quotad_window_rank(quota_window), window_start
+			    FOR UPDATE
+			)
+			UPDATE usage_counters c SET used = 0, watched = false
+			FROM old
+			WHERE c.customer_id = $1 AND c.metric = $2
+			  AND c.quota_window = old.quota_window AND c.window_start = old.window_start
+			RETURNING c.quota_window, c.window_start, old.used`
+		const leasesQ = `
+			UPDATE counter_leases SET held = false, unused = 0, granted = 0
+			WHERE customer_id = $1 AND metric = $2 AND held`
 		rows, err := tx.Query(ctx, q, customer, metric)
 		if err != nil {
 			return err
@@ -456,6 +485,9 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		}
 		if list == nil {
 			list = []zeroed{}
+		}
+		if _, err := tx.Exec(ctx, leasesQ, customer, metric); err != nil {
+			return err
 		}
 		e := auditEntry{actor: actor, action: tiers.ActionReset, customer: customer,
 			resource: "customers/" + customer + "/usage/" + metric,

@@ -20,12 +20,16 @@ const (
 	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset
 	NotifyForget   = "forget"   // key: customer, deleted
 	NotifyRecall   = "recall"   // key: a counter (CounterKeyString) whose leased units a process needs
+	NotifyFreed    = "freed"    // key: a counter (CounterKeyString) that units came back to, which a process knew full
 	NotifyWebhook  = "webhook"  // key: webhook id, created, replaced or deleted
 	NotifyDelivery = "delivery" // key: empty; webhook deliveries were queued
 )
 
+// payload is the notification of kind about key, from this process.
+func (db *DB) payload(kind, key string) string { return kind + ":" + db.instance + ":" + key }
+
 func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, db.channel, kind+":"+db.instance+":"+key); err != nil {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, db.channel, db.payload(kind, key)); err != nil {
 		return fmt.Errorf("notify %s %s: %w", kind, key, err)
 	}
 	return nil
@@ -33,7 +37,7 @@ func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
 
 // Notification is a change another quotad process (or this one) committed.
 type Notification struct {
-	Kind string // metric, plan, customer, reset, forget or recall
+	Kind string // metric, plan, customer, reset, forget, recall, freed, webhook or delivery
 	Key  string // the metric or plan key, customer id, customer/metric, or a counter
 	// Local: this process sent it (and has already applied the change).
 	Local bool
@@ -59,19 +63,15 @@ func (db *DB) Listener(handle func(Notification), resync func(), report func(err
 	return &Listener{db: db, Handle: handle, Resync: resync, Report: report}
 }
 
-// errHeldBefore: a session of this process that has not ended yet, the
-// one before a reconnection, still holds the process's advisory lock.
-var errHeldBefore = errors.New("an earlier session of this process still holds its holder lock")
-
 // hold takes the process's advisory lock on conn. While this session holds
 // it, the other processes know this one runs: they wait for it to give back
 // leased units they recall, count its leases as held, and read what it
 // reports. When it dies, PostgreSQL releases the lock. If another process
 // of the schema holds the key this one drew (before this one ever held
 // it, so before any lease), this one draws another. If an earlier session
-// of this process still holds it, hold fails: listening without it, this
-// process would pass for dead once that session ends, so the listener
-// connects again later, until it takes the lock.
+// of this process still holds it (a connection that went silent: the
+// server may not notice for hours), that session is ended first: this
+// process runs, and listens on this one now.
 func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
 	for attempt := 0; ; attempt++ {
 		var ok bool
@@ -84,7 +84,7 @@ func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
 			l.db.held.Store(true)
 			return nil
 		case l.db.held.Load():
-			return errHeldBefore
+			return l.takeOver(ctx, conn)
 		case attempt == 8:
 			return errors.New("no free holder key for this process")
 		}
@@ -93,6 +93,40 @@ func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
 		}
 	}
 }
+
+// takeOver ends the earlier sessions of this process that hold its
+// advisory lock, and takes the lock on conn, waiting at most
+// takeOverWait for them to go.
+func (l *Listener) takeOver(ctx context.Context, conn *pgx.Conn) error {
+	const q = `
+		SELECT pg_terminate_backend(k.pid) FROM pg_locks k
+		WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
+		  AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+		  AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid
+		  AND k.objid = ($1::bigint & 4294967295)::oid
+		  AND k.pid <> pg_backend_pid()`
+	if _, err := conn.Exec(ctx, q, l.db.holderID()); err != nil {
+		return fmt.Errorf("end this process's earlier session: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, takeOverWait)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(quotad_lock_class(), $1::integer)`, l.db.holderID()); err != nil {
+		return fmt.Errorf("take the holder lock from this process's earlier session: %w", err)
+	}
+	return nil
+}
+
+// Listener timing.
+const (
+	// pingAfter: a listening connection quiet this long is asked whether
+	// it still answers, within pingTimeout; one that went silent is
+	// replaced, and caches and marks start over (Resync).
+	pingAfter   = 5 * time.Second
+	pingTimeout = 2 * time.Second
+	// takeOverWait bounds how long a new listening session waits for an
+	// earlier one of the process to end (see takeOver).
+	takeOverWait = 5 * time.Second
+)
 
 // Run listens until ctx ends, reconnecting with backoff after failures.
 func (l *Listener) Run(ctx context.Context) {
@@ -132,7 +166,18 @@ func (l *Listener) listen(ctx context.Context) error {
 		}
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
+		wait, cancel := context.WithTimeout(ctx, pingAfter)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		if err != nil && ctx.Err() == nil && wait.Err() != nil && !conn.IsClosed() {
+			// Quiet for pingAfter: is the connection still there?
+			ping, cancel := context.WithTimeout(ctx, pingTimeout)
+			err = conn.Ping(ping)
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return err
 		}

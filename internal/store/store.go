@@ -45,6 +45,10 @@ type DB struct {
 // holderID is this process's holder key.
 func (db *DB) holderID() int64 { return db.holder.Load() }
 
+// Holder returns the key that names this process in the leases it holds
+// (see Listener): for logs, and for tests that watch it.
+func (db *DB) Holder() int64 { return db.holderID() }
+
 // drawHolder draws a new holder key.
 func (db *DB) drawHolder() error {
 	var id [4]byte
@@ -59,6 +63,10 @@ func (db *DB) drawHolder() error {
 // Checks with long windows hold a connection for one short transaction;
 // enough of them in flight lets PostgreSQL commit them in groups.
 const DefaultMaxConns = 24
+
+// DefaultConnectTimeout bounds a new connection when the URL sets no
+// connect_timeout.
+const DefaultConnectTimeout = 5 * time.Second
 
 // MaxConns returns the size of the pool Open makes for url and maxConns:
 // maxConns if above 0, else the URL's pool_max_conns, else
@@ -83,6 +91,11 @@ func poolConfig(url string, maxConns int) (*pgxpool.Config, error) {
 		cfg.MaxConns = int32(maxConns)
 	case !strings.Contains(url, "pool_max_conns"):
 		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// A server that went silent would otherwise hold each new
+		// connection for as long as the kernel retries.
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	return cfg, nil
 }

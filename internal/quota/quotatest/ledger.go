@@ -16,12 +16,16 @@ type Store struct {
 	txMu     sync.Mutex // one transaction at a time
 	mu       sync.Mutex
 	counters map[quota.CounterKey]int64
+	watched  map[quota.CounterKey]bool // see LeaseRequest: told once units come back
 	global   map[quota.GlobalKey]int64
 	requests map[requestKey]requestRecord
-	leases   map[leaseKey]int64 // units a holder reported unused
+	leases   map[leaseKey]leaseRow
 	alive    map[int64]bool
 	recall   map[int64]func(quota.CounterKey)
+	freed    map[int64]func(quota.CounterKey)
 	holders  int64
+	late     []func() // calls held back by a Delay fault, to arrive later
+	notes    []func() // notifications to send once mu is unlocked
 }
 
 type requestKey struct {
@@ -40,15 +44,28 @@ type leaseKey struct {
 	holder int64
 }
 
+// leaseRow is a holder's lease of a counter as the store keeps it (see
+// migration 000008): held, the units reported unused, the number of the
+// last call applied (or fenced off) and what that call granted.
+type leaseRow struct {
+	held    bool
+	unused  int64
+	seq     int64
+	granted int64
+	fenced  bool
+}
+
 // NewStore returns an empty store.
 func NewStore() *Store {
 	return &Store{
 		counters: map[quota.CounterKey]int64{},
+		watched:  map[quota.CounterKey]bool{},
 		global:   map[quota.GlobalKey]int64{},
 		requests: map[requestKey]requestRecord{},
-		leases:   map[leaseKey]int64{},
+		leases:   map[leaseKey]leaseRow{},
 		alive:    map[int64]bool{},
 		recall:   map[int64]func(quota.CounterKey){},
+		freed:    map[int64]func(quota.CounterKey){},
 	}
 }
 
@@ -68,6 +85,7 @@ func (s *Store) Kill(l *Ledger) {
 	defer s.mu.Unlock()
 	delete(s.alive, l.holder)
 	delete(s.recall, l.holder)
+	delete(s.freed, l.holder)
 }
 
 // Count returns a counter's value: units admitted or held in leases.
@@ -78,12 +96,14 @@ func (s *Store) Count(k quota.CounterKey) int64 {
 }
 
 // Ledger is one process's in-memory quota.Ledger over a Store. Err, when
-// set, fails every call as an unreachable store would. Transactions
+// set, fails every call as an unreachable store would; Faults, when set,
+// decides the fate of each lease call (see Fault). Transactions
 // (Atomically) run one at a time and roll back by undoing what they did.
 type Ledger struct {
 	s      *Store
 	holder int64
 	Err    error
+	Faults func(op LeaseOp) Fault
 	// Charges counts calls to Take, in and out of transactions.
 	Charges int
 }
@@ -127,13 +147,25 @@ func (l *Ledger) lock() error {
 // leased returns the units live holders other than but (0: none) report
 // holding unused in leases of k, and how many such leases there are.
 func (s *Store) leased(k quota.CounterKey, but int64) (units int64, leases int) {
-	for lk, n := range s.leases {
-		if lk.key == k && lk.holder != but && s.alive[lk.holder] {
-			units += n
+	for lk, row := range s.leases {
+		if lk.key == k && lk.holder != but && s.alive[lk.holder] && row.unused > 0 {
+			units += row.unused
 			leases++
 		}
 	}
 	return units, leases
+}
+
+// reserved returns the units every holder, live or not, reports holding
+// unused in leases of k.
+func (s *Store) reserved(k quota.CounterKey) int64 {
+	var n int64
+	for lk, row := range s.leases {
+		if lk.key == k {
+			n += row.unused
+		}
+	}
+	return n
 }
 
 // undoLog collects how to undo a transaction's changes; nil outside one.
@@ -171,17 +203,20 @@ func (l *Ledger) take(c *quota.Charge, out []quota.Outcome, undo *undoLog) bool 
 }
 
 // giveBack implements GiveBack with s.mu held: only admitted units go
-// back, not those live processes hold in leases.
+// back, not those held in leases, by live processes or not (see the
+// PostgreSQL store's giveBack).
 func (l *Ledger) giveBack(c *quota.Charge, out []quota.Outcome, undo *undoLog) {
 	s := l.s
 	for i := range c.Spans {
 		k := c.Spans[i].Key
 		before := s.counters[k]
-		leased, _ := s.leased(k, 0)
-		admitted := max(0, before-leased)
+		admitted := max(0, before-s.reserved(k))
 		out[i] = quota.Outcome{Used: admitted, Passed: true}
 		s.counters[k] = before - min(admitted, c.Cost)
 		undo.add(func() { s.counters[k] = before })
+		if min(admitted, c.Cost) > 0 {
+			s.free(k)
+		}
 	}
 	for _, g := range c.Globals {
 		n := c.Cost
@@ -209,7 +244,7 @@ func (l *Ledger) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outcom
 	if err := l.lock(); err != nil {
 		return err
 	}
-	defer l.s.mu.Unlock()
+	defer l.s.unlock()
 	c.Trips++
 	l.giveBack(c, out, nil)
 	return nil
@@ -258,129 +293,6 @@ func (l *Ledger) AddGlobal(_ context.Context, deltas []quota.GlobalDelta) error 
 		l.s.global[d.Key] = max(0, l.s.global[d.Key]+d.Units)
 	}
 	return nil
-}
-
-// Lease implements quota.Leaser.
-func (l *Ledger) Lease(_ context.Context, r *quota.LeaseRequest) error {
-	if err := l.lock(); err != nil {
-		return err
-	}
-	s := l.s
-	r.Granted, r.Others, r.Lost = 0, 0, false
-	used, exists := s.counters[r.Key]
-	mine := leaseKey{r.Key, l.holder}
-	_, held := s.leases[mine]
-	switch {
-	case !exists && r.Need > r.Threshold: // the cost alone does not fit
-		r.Used, r.Lost = 0, r.Held
-		s.mu.Unlock()
-		return nil
-	case r.Held && !held:
-		r.Used, r.Lost = used, true
-		s.mu.Unlock()
-		return nil
-	}
-	if used+r.Need <= r.Threshold {
-		r.Granted = min(r.Need+r.Extra, r.Threshold-used)
-		used += r.Granted
-		s.counters[r.Key] = used
-		s.leases[mine] = r.Granted - r.Need + r.InFlight
-		if r.Global.Metric != "" {
-			s.global[r.Global] += r.Granted
-		}
-	}
-	r.Used = used
-	r.Others, _ = s.leased(r.Key, l.holder)
-	var tell []func(quota.CounterKey)
-	if r.Granted == 0 && r.Others > 0 && r.Recall && r.Need <= r.Threshold-used+r.Others {
-		tell = s.listeners(l.holder)
-	}
-	s.mu.Unlock()
-	for _, f := range tell {
-		f(r.Key)
-	}
-	return nil
-}
-
-// listeners returns the recall handlers of live processes other than
-// holder; s.mu is held.
-func (s *Store) listeners(holder int64) []func(quota.CounterKey) {
-	var out []func(quota.CounterKey)
-	for h, f := range s.recall {
-		if h != holder && s.alive[h] {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// Settle implements quota.Leaser.
-func (l *Ledger) Settle(_ context.Context, set []quota.Settlement) error {
-	if err := l.lock(); err != nil {
-		return err
-	}
-	defer l.s.mu.Unlock()
-	for _, x := range set {
-		k := leaseKey{x.Key, l.holder}
-		if _, ok := l.s.leases[k]; !ok {
-			continue
-		}
-		delete(l.s.leases, k)
-		back := min(x.Unused, l.s.counters[x.Key])
-		l.s.counters[x.Key] -= back
-		if x.Global.Metric != "" {
-			l.s.global[x.Global] -= min(back, l.s.global[x.Global])
-		}
-	}
-	return nil
-}
-
-// Report implements quota.Leaser.
-func (l *Ledger) Report(_ context.Context, set []quota.Settlement) error {
-	if err := l.lock(); err != nil {
-		return err
-	}
-	defer l.s.mu.Unlock()
-	for i, x := range set {
-		k := leaseKey{x.Key, l.holder}
-		if _, ok := l.s.leases[k]; !ok {
-			set[i].Lost = true
-			continue
-		}
-		l.s.leases[k] = x.Unused
-	}
-	return nil
-}
-
-// Alone implements quota.Leaser.
-func (l *Ledger) Alone(context.Context) (bool, error) {
-	if err := l.lock(); err != nil {
-		return false, err
-	}
-	defer l.s.mu.Unlock()
-	for h := range l.s.alive {
-		if h != l.holder {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// Recall implements quota.Leaser.
-func (l *Ledger) Recall(_ context.Context, k quota.CounterKey) (int, error) {
-	if err := l.lock(); err != nil {
-		return 0, err
-	}
-	_, n := l.s.leased(k, l.holder)
-	var tell []func(quota.CounterKey)
-	if n > 0 {
-		tell = l.s.listeners(l.holder)
-	}
-	l.s.mu.Unlock()
-	for _, f := range tell {
-		f(k)
-	}
-	return n, nil
 }
 
 func (s *Store) fresh(k requestKey, now time.Time) (quota.Recorded, bool) {
@@ -438,7 +350,7 @@ func (t *ledgerTx) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outc
 	if err := t.l.lock(); err != nil {
 		return err
 	}
-	defer t.l.s.mu.Unlock()
+	defer t.l.s.unlock()
 	c.Trips++
 	t.l.giveBack(c, out, &t.undo)
 	return nil
@@ -493,7 +405,8 @@ func (t *ledgerTx) Keep(_ context.Context, c quota.Claim, answer []byte) error {
 	return nil
 }
 
-// Reset implements quota.Ledger: the counters go, with their leases.
+// Reset implements quota.Ledger: the counters go to zero, and their
+// leases end.
 func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Time) error {
 	if err := l.lock(); err != nil {
 		return err
@@ -501,12 +414,19 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 	defer l.s.mu.Unlock()
 	for k := range l.s.counters {
 		if k.Customer == customer && k.Metric == metric {
-			delete(l.s.counters, k)
+			l.s.counters[k] = 0
 		}
 	}
-	for k := range l.s.leases {
+	// Leases end, but keep their rows, with the numbers of their last
+	// calls: a call from before the reset arriving late changes nothing.
+	for k, row := range l.s.leases {
 		if k.key.Customer == customer && k.key.Metric == metric {
-			delete(l.s.leases, k)
+			l.s.leases[k] = leaseRow{seq: row.seq, fenced: row.fenced}
+		}
+	}
+	for k := range l.s.watched {
+		if k.Customer == customer && k.Metric == metric {
+			delete(l.s.watched, k)
 		}
 	}
 	return nil

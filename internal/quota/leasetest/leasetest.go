@@ -1,0 +1,375 @@
+// Package leasetest is the contract of quota.Leaser, the store side of
+// leases, written once as a test suite, so that the PostgreSQL store and
+// the in-memory test double are held to the same protocol: grants within
+// the bound, settlements and reports, calls numbered so that a late copy
+// changes nothing, resolutions of calls whose answer was lost, recalls of
+// live holders only, resets, and the notice that units came back to a
+// counter a process was refused.
+package leasetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Harness is what the suite needs of an implementation.
+type Harness struct {
+	// New returns a fresh store in which customers "acme" and "globex"
+	// and metric "api_calls" exist, the metric with a capacity in the day
+	// window (so that leases count in its global usage).
+	New func(t *testing.T) Store
+}
+
+// Store is one store shared by processes.
+type Store interface {
+	// Process starts a process on the store: alive, hearing recalls and
+	// notices that units came back, until it is killed.
+	Process(t *testing.T) *Process
+	// Count returns counter k as stored: admitted units and units held
+	// in leases.
+	Count(t *testing.T, k quota.CounterKey) int64
+	// Reset zeroes customer's api_calls counters and ends their leases.
+	Reset(t *testing.T, customer string)
+}
+
+// Process is one quotad process's view of the store.
+type Process struct {
+	quota.LeaseStore
+	// Recalls and Freed receive the counters other processes recalled
+	// units of, and those units came back to after this process was
+	// refused (see quota.Leaser.Lease).
+	Recalls <-chan quota.CounterKey
+	Freed   <-chan quota.CounterKey
+	// Kill ends the process as a SIGKILL would, and returns once the
+	// other processes see it dead.
+	Kill func()
+}
+
+// At is the moment the suite's calls are about: its counters are day
+// windows of that day.
+var At = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// Run runs the suite against h.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s Store)
+	}{
+		{"grants take the need and a block, within the bound", grantsWithinBound},
+		{"a settlement gives back once and ends the lease", settleOnce},
+		{"a late copy of a call changes nothing", lateCopies},
+		{"a resolution tells what a call did and fences off one that never arrived", resolution},
+		{"reports set what reads leave out; refunds give back admitted units only", reportsAndRefunds},
+		{"a reset ends leases and keeps their calls fenced", resetEndsLeases},
+		{"recalls reach live holders only; dead holders' units stay counted", recallLiveOnly},
+		{"a process refused with nothing to recall hears when units come back", freedNotices},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.run(t, h.New(t))
+		})
+	}
+}
+
+// key is customer's api_calls counter of At's day.
+func key(customer string) quota.CounterKey {
+	start, _ := quota.Bounds(tiers.Day, At, tiers.Anchor{})
+	return quota.CounterKey{Customer: customer, Metric: "api_calls", Window: tiers.Day, Start: start}
+}
+
+// global is api_calls's global usage in At's day.
+func global() quota.GlobalKey {
+	start, _ := quota.Bounds(tiers.Day, At, tiers.Anchor{})
+	return quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: start}
+}
+
+// lease makes r on p and returns it with its results.
+func lease(t *testing.T, p *Process, r quota.LeaseRequest) quota.LeaseRequest {
+	t.Helper()
+	if err := p.Lease(context.Background(), &r); err != nil {
+		t.Fatalf("lease %+v: %v", r, err)
+	}
+	return r
+}
+
+func settle(t *testing.T, p *Process, s ...quota.Settlement) {
+	t.Helper()
+	if err := p.Settle(context.Background(), s); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+}
+
+func report(t *testing.T, p *Process, s ...quota.Settlement) []quota.Settlement {
+	t.Helper()
+	if err := p.Report(context.Background(), s); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	return s
+}
+
+func resolve(t *testing.T, p *Process, k quota.CounterKey, seq int64) quota.Resolution {
+	t.Helper()
+	d := []quota.Resolution{{Key: k, Seq: seq}}
+	if err := p.Resolve(context.Background(), d); err != nil {
+		t.Fatalf("resolve: %v", err)
+	}
+	return d[0]
+}
+
+// read returns k's admitted units as p reads them.
+func read(t *testing.T, p *Process, k quota.CounterKey) int64 {
+	t.Helper()
+	used, _, err := p.Read(context.Background(), []quota.CounterKey{k}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used[0]
+}
+
+// globalUsage returns api_calls's global usage in At's day.
+func globalUsage(t *testing.T, p *Process) int64 {
+	t.Helper()
+	_, g, err := p.Read(context.Background(), nil, []quota.GlobalKey{global()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g[0]
+}
+
+// mustHear waits for k on ch.
+func mustHear(t *testing.T, ch <-chan quota.CounterKey, k quota.CounterKey, what string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case got := <-ch:
+			if got == k {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no %s of %v", what, k)
+		}
+	}
+}
+
+func grantsWithinBound(t *testing.T, s Store) {
+	a := s.Process(t)
+	k := key("acme")
+	ask := quota.LeaseRequest{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()}
+	if r := lease(t, a, ask); r.Granted != 8 || r.Used != 8 || r.Others != 0 || r.Lost {
+		t.Fatalf("first grant: %+v, want 8 granted", r)
+	}
+	ask.Held = true
+	for i, want := range []struct{ granted, used int64 }{{8, 16}, {4, 20}, {0, 20}} {
+		ask.Seq = int64(2 + i)
+		if r := lease(t, a, ask); r.Granted != want.granted || r.Used != want.used {
+			t.Errorf("grant %d: %+v, want %d granted, counter %d", ask.Seq, r, want.granted, want.used)
+		}
+	}
+	if g := globalUsage(t, a); g != 20 {
+		t.Errorf("global usage = %d, want the 20 units granted", g)
+	}
+	// A need above the bound is never granted, and creates nothing.
+	other := key("globex")
+	if r := lease(t, a, quota.LeaseRequest{Key: other, Seq: 5, Bound: 2, Need: 3, Extra: 1}); r.Granted != 0 || r.Used != 0 || r.Lost {
+		t.Errorf("need above the bound: %+v", r)
+	}
+	if n := s.Count(t, other); n != 0 {
+		t.Errorf("the counter of a need above its bound counts %d", n)
+	}
+}
+
+func settleOnce(t *testing.T, s Store) {
+	a := s.Process(t)
+	k := key("acme")
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()})
+	settle(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 6, Global: global()})
+	settle(t, a, quota.Settlement{Key: k, Seq: 3, Unused: 6, Global: global()})
+	if n, g := s.Count(t, k), globalUsage(t, a); n != 2 || g != 2 {
+		t.Errorf("after settling 6 of 8 twice: counter %d, global usage %d; want 2 and 2", n, g)
+	}
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 4, Bound: 20, Need: 1, Held: true}); !r.Lost || r.Granted != 0 {
+		t.Errorf("a grant on a settled lease: %+v, want lost", r)
+	}
+	// A new lease of the same counter begins.
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 20, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 4 {
+		t.Errorf("a new lease: %+v, want 2 granted, counter 4", r)
+	}
+}
+
+func lateCopies(t *testing.T, s Store) {
+	a, b := s.Process(t), s.Process(t)
+	k := key("acme")
+	first := quota.LeaseRequest{Key: k, Seq: 10, Bound: 100, Need: 1, Extra: 9, InFlight: 1}
+	lease(t, a, first)
+	// The same grant again, and an older one: nothing.
+	for _, seq := range []int64{10, 9} {
+		r := first
+		r.Seq = seq
+		if r = lease(t, a, r); r.Granted != 0 {
+			t.Errorf("a late copy of grant %d granted %d", seq, r.Granted)
+		}
+	}
+	report(t, a, quota.Settlement{Key: k, Seq: 11, Unused: 4})
+	// An older report, and an older settlement: nothing.
+	if set := report(t, a, quota.Settlement{Key: k, Seq: 10, Unused: 9}); set[0].Lost {
+		t.Error("a late report finds the lease lost")
+	}
+	settle(t, a, quota.Settlement{Key: k, Seq: 9, Unused: 4})
+	if n, used := s.Count(t, k), read(t, b, k); n != 10 || used != 6 {
+		t.Errorf("after late copies: counter %d, read by another process %d; want 10 and 6 (a reports 4 unused)", n, used)
+	}
+}
+
+func resolution(t *testing.T, s Store) {
+	a := s.Process(t)
+	k := key("acme")
+	// A grant that was applied, its answer lost: asked twice, the same.
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 10, Bound: 100, Need: 2, Extra: 8, InFlight: 3})
+	for range 2 {
+		if d := resolve(t, a, k, 10); !d.Applied || !d.Held || d.Granted != 10 || d.Unused != 11 {
+			t.Errorf("resolution of an applied grant: %+v, want applied, held, 10 granted, 11 unused", d)
+		}
+	}
+	// A grant that never arrived: not applied, and fenced off, asked
+	// twice the same; when it arrives, it grants nothing.
+	for range 2 {
+		if d := resolve(t, a, k, 11); d.Applied || !d.Held || d.Unused != 11 {
+			t.Errorf("resolution of a grant that never arrived: %+v, want not applied, the lease held with 11 unused", d)
+		}
+	}
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 11, Bound: 100, Need: 1, Extra: 9, InFlight: 1, Held: true}); r.Granted != 0 {
+		t.Errorf("a fenced-off grant arrived and granted %d", r.Granted)
+	}
+	// The first grant of a counter that has no row yet, fenced off.
+	other := key("globex")
+	if d := resolve(t, a, other, 20); d.Applied || d.Held {
+		t.Errorf("resolution of a first grant that never arrived: %+v", d)
+	}
+	if r := lease(t, a, quota.LeaseRequest{Key: other, Seq: 20, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
+		t.Errorf("a fenced-off first grant arrived and granted %d", r.Granted)
+	}
+	// A settlement that was applied.
+	settle(t, a, quota.Settlement{Key: k, Seq: 12, Unused: 8})
+	if d := resolve(t, a, k, 12); !d.Applied || d.Held {
+		t.Errorf("resolution of an applied settlement: %+v, want applied, the lease ended", d)
+	}
+	if n, m := s.Count(t, k), s.Count(t, other); n != 2 || m != 0 {
+		t.Errorf("counters %d and %d, want 2 (10 granted, 8 given back) and 0", n, m)
+	}
+}
+
+func reportsAndRefunds(t *testing.T, s Store) {
+	ctx := context.Background()
+	a, b := s.Process(t), s.Process(t)
+	k := key("acme")
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	if used := read(t, b, k); used != 0 {
+		t.Errorf("b reads %d while a reports all 10 unused, want 0", used)
+	}
+	if set := report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost {
+		t.Fatal("report: lost")
+	}
+	if used := read(t, b, k); used != 6 {
+		t.Errorf("b reads %d after a reported 4 unused of 10, want 6", used)
+	}
+	refund := &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: 100, At: At, Spans: []quota.Span{{Key: k}}}
+	out := make([]quota.Outcome, 1)
+	if err := b.GiveBack(ctx, refund, out); err != nil || out[0].Used != 6 {
+		t.Fatalf("give back: %+v, %v; want 6 admitted before", out, err)
+	}
+	if n := s.Count(t, k); n != 4 {
+		t.Errorf("counter = %d after the refund, want a's 4 still reserved", n)
+	}
+}
+
+func resetEndsLeases(t *testing.T, s Store) {
+	a := s.Process(t)
+	k := key("acme")
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	s.Reset(t, "acme")
+	if n := s.Count(t, k); n != 0 {
+		t.Errorf("counter = %d after the reset", n)
+	}
+	if set := report(t, a, quota.Settlement{Key: k, Seq: 6, Unused: 4}); !set[0].Lost {
+		t.Error("a report after the reset does not find the lease lost")
+	}
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 7, Bound: 100, Need: 1, Held: true}); !r.Lost {
+		t.Errorf("a grant on a reset lease: %+v, want lost", r)
+	}
+	if d := resolve(t, a, k, 8); d.Applied || d.Held {
+		t.Errorf("resolution after the reset: %+v, want not applied, no lease", d)
+	}
+	// A copy of the grant from before the reset arrives: nothing.
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
+		t.Errorf("a late copy from before the reset granted %d", r.Granted)
+	}
+	// A new lease begins.
+	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 9, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
+		t.Errorf("a new lease after the reset: %+v, want 2 granted", r)
+	}
+}
+
+func recallLiveOnly(t *testing.T, s Store) {
+	alive, dead, asker := s.Process(t), s.Process(t), s.Process(t)
+	k := key("acme")
+	lease(t, alive, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 3, InFlight: 1}) // 4 unused
+	lease(t, dead, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 5, InFlight: 1})  // 6 unused
+	dead.Kill()
+	r := lease(t, asker, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 2, Extra: 1, Recall: true})
+	if r.Granted != 0 || r.Used != 10 || r.Others != 4 || !r.RecallHelps() {
+		t.Fatalf("grant on a full counter: %+v, want nothing granted and the live holder's 4 units to recall", r)
+	}
+	mustHear(t, alive.Recalls, k, "recall")
+	if n, err := asker.Recall(context.Background(), k); err != nil || n != 1 {
+		t.Errorf("recall: %d leases (%v), want the live one", n, err)
+	}
+	// Reads count the dead process's units as used.
+	if used := read(t, asker, k); used != 6 {
+		t.Errorf("read = %d, want 6: the live holder's 4 unused are not admitted, the dead one's 6 stay counted", used)
+	}
+}
+
+func freedNotices(t *testing.T, s Store) {
+	ctx := context.Background()
+	a, b := s.Process(t), s.Process(t)
+	k := key("acme")
+	// a takes the whole bound and reports it used; b is refused with
+	// nothing to recall.
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
+	report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 0})
+	refused := func(seq int64) {
+		t.Helper()
+		if r := lease(t, b, quota.LeaseRequest{Key: k, Seq: seq, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
+			t.Fatalf("b's grant: %+v, want refused with nothing to recall", r)
+		}
+	}
+	refused(1)
+	// A refund gives units back: b hears of it.
+	refund := &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: 1, At: At, Spans: []quota.Span{{Key: k}}}
+	if err := a.GiveBack(ctx, refund, make([]quota.Outcome, 1)); err != nil {
+		t.Fatal(err)
+	}
+	mustHear(t, b.Freed, k, "notice after a refund")
+	// a takes that unit back and reports it unused; b is refused, with a
+	// unit to recall this time; a reports it used, b is refused with
+	// nothing to recall; a reports it unused again: b hears.
+	lease(t, a, quota.LeaseRequest{Key: k, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	report(t, a, quota.Settlement{Key: k, Seq: 4, Unused: 0})
+	refused(2)
+	report(t, a, quota.Settlement{Key: k, Seq: 5, Unused: 1})
+	mustHear(t, b.Freed, k, "notice after a report of more unused units")
+	// a reports it used; b is refused; a settles a unit: b hears.
+	report(t, a, quota.Settlement{Key: k, Seq: 6, Unused: 0})
+	refused(3)
+	settle(t, a, quota.Settlement{Key: k, Seq: 7, Unused: 1})
+	mustHear(t, b.Freed, k, "notice after a settlement")
+	if n := s.Count(t, k); n != 4 {
+		t.Errorf("counter = %d, want 4", n)
+	}
+}
