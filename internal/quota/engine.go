@@ -422,9 +422,11 @@ func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim
 			return d, overage, nil
 		}
 	}
-	// The answer is not kept: neither are the units taken for it. A
-	// failure to give them back leaves them counted, never the other way.
-	if s.hasLong() {
+	// The answer is not kept: neither are the units taken for it. But a
+	// claim whose answer was lost may have been kept (a repeat of the
+	// check would then replay it): its units stay counted, as a failure
+	// to give them back leaves them, never the other way.
+	if s.hasLong() && (replayed != nil || err != nil && !errors.Is(err, tiers.ErrUnavailable)) {
 		_ = e.leases.Undo(ctx, &s.long)
 	}
 	if replayed != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -912,6 +913,73 @@ func TestRefundSaysWhatWentBack(t *testing.T) {
 		}
 		if res.Refunded != 0 || len(res.Usage) != 0 {
 			t.Errorf("refund of a metric without limits = %+v, want 0 refunded, no usage", res)
+		}
+	})
+}
+
+// silentLedger is a store that went silent: every call that reaches it
+// hangs until its context ends.
+type silentLedger struct {
+	*quotatest.Ledger
+	silent atomic.Bool
+}
+
+func (s *silentLedger) hang(ctx context.Context) error {
+	if !s.silent.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
+}
+
+func (s *silentLedger) Lease(ctx context.Context, r *quota.LeaseRequest) error {
+	if err := s.hang(ctx); err != nil {
+		return err
+	}
+	return s.Ledger.Lease(ctx, r)
+}
+
+func (s *silentLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+	if err := s.hang(ctx); err != nil {
+		return false, err
+	}
+	return s.Ledger.Take(ctx, c, out)
+}
+
+// A check waits for a silent store only as long as the store timeout, then
+// is answered as the failure policy says, with leases and without; and a
+// check whose client went away meanwhile is not cut short before.
+func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, leases bool) {
+		for _, closed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("closed=%v", closed), func(t *testing.T) {
+				ledger := &silentLedger{Ledger: quotatest.NewLedger()}
+				catalog := quotatest.NewCatalog()
+				catalog.PutMetric("api_calls", nil)
+				catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
+				engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
+					Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), FailClosed: closed,
+					Leases: leases, StoreTimeout: 20 * time.Millisecond})
+				ledger.silent.Store(true)
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel() // the client went away: the store timeout still decides
+				d, err := engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1})
+				switch {
+				case closed && !errors.Is(err, tiers.ErrUnavailable):
+					t.Errorf("fail closed: %+v, %v; want ErrUnavailable", d, err)
+				case !closed && (err != nil || !d.Allowed || !d.Degraded):
+					t.Errorf("fail open: %+v, %v; want allowed, degraded", d, err)
+				}
+				if !engine.StoreDown() {
+					t.Error("StoreDown() = false after a check could not reach the store")
+				}
+				ledger.silent.Store(false)
+				d, err = engine.Check(context.Background(), quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1})
+				if err != nil || !d.Allowed || d.Degraded || len(d.Limits) != 1 || d.Limits[0].Used != 1 {
+					t.Errorf("once the store answers: %+v, %v; want allowed, not degraded, used 1", d, err)
+				}
+			})
 		}
 	})
 }
