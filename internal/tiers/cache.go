@@ -3,6 +3,7 @@ package tiers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,6 +166,11 @@ func (c *Cache) load(ctx context.Context, key string, fn func(ctx context.Contex
 	case r := <-ch:
 		return r.Val, r.Err
 	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// The caller's time for the store ran out: to it, the store
+			// could not be reached.
+			return nil, fmt.Errorf("%w: waiting for %s: %w", ErrUnavailable, key, ctx.Err())
+		}
 		return nil, ctx.Err()
 	}
 }

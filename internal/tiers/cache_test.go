@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeSource is an in-memory CacheSource that counts its loads. When gate is
@@ -385,7 +386,8 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 }
 
 // TestCacheCallerContext checks that a caller whose context ends stops
-// waiting for a load in flight, without disturbing the load itself.
+// waiting for a load in flight, without disturbing the load itself; one
+// whose deadline passed is told the store is unavailable.
 func TestCacheCallerContext(t *testing.T) {
 	src := newFakeSource()
 	src.setMetric(Metric{Key: "m", Description: "ok"})
@@ -404,6 +406,14 @@ func TestCacheCallerContext(t *testing.T) {
 	cancel()
 	if _, err := c.Metric(ctx, "m"); !errors.Is(err, context.Canceled) {
 		t.Errorf("Metric with a canceled context = %v, want context.Canceled", err)
+	}
+
+	// A caller whose time for the store runs out sees the store as
+	// unreachable, as a check then must.
+	dctx, dcancel := context.WithDeadline(context.Background(), time.Now())
+	defer dcancel()
+	if _, err := c.Metric(dctx, "m"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Metric past its deadline = %v, want ErrUnavailable", err)
 	}
 
 	release()
