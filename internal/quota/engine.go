@@ -234,8 +234,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
 	}
-	ctx, cancel := e.budget(ctx)
-	defer cancel()
+	b := e.budget(ctx)
+	defer b.stop()
+	ctx = b
 	now := e.clock.Now().UTC()
 	acct, m, err := e.lookup(ctx, r.Customer, r.Metric)
 	if errors.Is(err, tiers.ErrUnavailable) {
@@ -270,11 +271,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 }
 
 // budget returns the context of one check's store calls: ctx's values,
-// without its cancellation (a client that hangs up does not cut short a
-// grant the store may be committing), bounded by the store timeout.
-func (e *Engine) budget(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), e.storeTimeout)
-}
+// without its cancellation, bounded by the store timeout (see budget).
+// Stop it once the check is answered.
+func (e *Engine) budget(ctx context.Context) *budget { return newBudget(ctx, e.storeTimeout) }
 
 // take charges a check: the short windows first, in memory, then the long
 // ones; a long window that denies gives the short units back.

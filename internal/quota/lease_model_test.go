@@ -50,9 +50,9 @@ func TestLeasePoolModel(t *testing.T) {
 		ctx := context.Background()
 		clock := quotatest.NewClock(time.Date(2026, 11, 22, 22, 45, 0, 0, time.UTC)) // hour and day roll over
 		store := quotatest.NewStore()
-		threshold := map[tiers.Window]int64{
-			tiers.Hour: rapid.Int64Range(0, 120).Draw(rt, "hour threshold"),
-			tiers.Day:  rapid.Int64Range(0, 400).Draw(rt, "day threshold"),
+		bound := map[tiers.Window]int64{
+			tiers.Hour: rapid.Int64Range(0, 120).Draw(rt, "hour bound"),
+			tiers.Day:  rapid.Int64Range(0, 400).Draw(rt, "day bound"),
 		}
 		var procs []*modelProc
 		// faulty: the step's store calls may fail, lose their answer or
@@ -104,7 +104,7 @@ func TestLeasePoolModel(t *testing.T) {
 				start, end := quota.Bounds(w, now, tiers.Anchor{})
 				c.Spans = append(c.Spans, quota.Span{
 					Key: quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: w, Start: start}, End: end,
-					Rule: quota.Rule{Mode: tiers.Hard, Limit: threshold[w], Size: threshold[w], Threshold: threshold[w], Ceiling: tiers.MaxLimit}})
+					Rule: quota.Rule{Mode: tiers.Hard, Limit: bound[w], Size: bound[w], Threshold: bound[w], Ceiling: tiers.MaxLimit}})
 			}
 			return c
 		}
@@ -136,7 +136,7 @@ func TestLeasePoolModel(t *testing.T) {
 				c := charge(rapid.Int64Range(1, 12).Draw(rt, fmt.Sprintf("cost %d", i)))
 				free := make([]int64, len(c.Spans))
 				for j, sp := range c.Spans {
-					free[j] = threshold[sp.Key.Window] - store.Count(sp.Key) + held(sp.Key)
+					free[j] = bound[sp.Key.Window] - store.Count(sp.Key) + held(sp.Key)
 				}
 				answering := !p.unheard
 				for _, q := range alive {
@@ -238,8 +238,8 @@ func TestLeasePoolModel(t *testing.T) {
 				clear(admitted)
 			}
 			for k, n := range admitted {
-				if n > threshold[k.Window] {
-					rt.Fatalf("step %d: %d units admitted in the %s from %s, threshold %d", i, n, k.Window, k.Start, threshold[k.Window])
+				if n > bound[k.Window] {
+					rt.Fatalf("step %d: %d units admitted in the %s from %s, bound %d", i, n, k.Window, k.Start, bound[k.Window])
 				}
 				if r, h := store.Count(k), held(k); r < n+h {
 					rt.Fatalf("step %d: %s from %s reserves %d units, but %d are admitted and %d held unused", i, k.Window, k.Start, r, n, h)

@@ -1,0 +1,138 @@
+package quota
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// budget is the context of one check's calls to the stores: the values of
+// the check's context without its cancellation (a client that hangs up
+// does not cut short a grant the store may be committing), bounded by a
+// deadline. context.WithTimeout would do, but it arms a timer for every
+// check; a budget arms one only when a call first waits on it, so that a
+// check answered from memory, most of them, pays for none.
+type budget struct {
+	parent   context.Context
+	deadline time.Time
+
+	mu     sync.Mutex
+	values context.Context // parent without its cancellation, made on the first Value
+	done  chan struct{} // made on the first Done or AfterFunc
+	timer *time.Timer
+	err   error          // set once the deadline passed
+	after map[int]func() // AfterFunc's functions not yet run or stopped
+	next  int
+}
+
+// newBudget returns the budget of a check of ctx that may wait d for the
+// stores. Call stop once the check is answered.
+func newBudget(ctx context.Context, d time.Duration) *budget {
+	return &budget{parent: ctx, deadline: time.Now().Add(d)}
+}
+
+// Deadline implements context.Context.
+func (b *budget) Deadline() (time.Time, bool) { return b.deadline, true }
+
+// Value implements context.Context: the check's values (not its
+// cancellation, which the context package also finds through Value).
+func (b *budget) Value(key any) any {
+	b.mu.Lock()
+	if b.values == nil {
+		b.values = context.WithoutCancel(b.parent)
+	}
+	v := b.values
+	b.mu.Unlock()
+	return v.Value(key)
+}
+
+// Done implements context.Context.
+func (b *budget) Done() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.armLocked()
+	return b.done
+}
+
+// Err implements context.Context.
+func (b *budget) Err() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil && b.done == nil && !time.Now().Before(b.deadline) {
+		// Nothing waits yet, but the time is up all the same.
+		b.armLocked()
+	}
+	return b.err
+}
+
+// AfterFunc arranges for f to run in a goroutine of its own once the
+// deadline passes, and returns a function that stops that; the context
+// package uses it to end contexts derived from the budget without a
+// goroutine of its own each.
+func (b *budget) AfterFunc(f func()) (stop func() bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.armLocked()
+	if b.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	id := b.next
+	b.next++
+	if b.after == nil {
+		b.after = map[int]func(){}
+	}
+	b.after[id] = f
+	return func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		_, waiting := b.after[id]
+		delete(b.after, id)
+		return waiting
+	}
+}
+
+// armLocked makes the done channel and starts the timer that closes it, or
+// closes it now if the deadline passed; b.mu is held.
+func (b *budget) armLocked() {
+	if b.done != nil {
+		return
+	}
+	b.done = make(chan struct{})
+	if d := time.Until(b.deadline); d > 0 {
+		b.timer = time.AfterFunc(d, b.expire)
+		return
+	}
+	b.expireLocked()
+}
+
+func (b *budget) expire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.expireLocked()
+}
+
+// expireLocked ends the budget; b.mu is held.
+func (b *budget) expireLocked() {
+	if b.err != nil {
+		return
+	}
+	b.err = context.DeadlineExceeded
+	close(b.done)
+	for id, f := range b.after {
+		delete(b.after, id)
+		go f()
+	}
+}
+
+// stop releases the budget's timer, if one was started: the check is
+// answered. Contexts derived from it end as it would have.
+func (b *budget) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+}
+
+var _ context.Context = (*budget)(nil)
