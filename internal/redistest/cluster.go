@@ -38,7 +38,8 @@ type Cluster struct {
 
 // StartCluster starts a cluster of masters nodes, forms it (every node
 // its slots, every node met), waits until every node finds it whole
-// (WaitHealthy), and stops its nodes when t ends.
+// (WaitHealthy), and stops its nodes when t ends. It needs redis-server
+// 7.0 or later (cluster-port, CLUSTER ADDSLOTSRANGE).
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
 	mustHaveRedisServer(t)
