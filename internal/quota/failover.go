@@ -73,10 +73,6 @@ func newFailover(shared *SharedCounters, local Counter, onChange func(shared boo
 	return &Failover{shared: shared, local: local, now: time.Now, onChange: onChange}
 }
 
-// Shared reports whether every short window is counted in the shared
-// store (true), or some, of shards that failed, in this process.
-func (f *Failover) Shared() bool { return f.ShardsDown() == 0 }
-
 // ShardsDown returns how many shards of the store failed their last call
 // and are counted in process (idle ones forgotten).
 func (f *Failover) ShardsDown() int64 {

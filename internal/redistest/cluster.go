@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -105,21 +106,22 @@ func (c *Cluster) Nodes() int { return len(c.nodes) }
 func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
 
 // Slot returns key's hash slot, as a running node computes it (CLUSTER
-// KEYSLOT).
+// KEYSLOT): the first that answers.
 func (c *Cluster) Slot(key string) int {
 	c.t.Helper()
-	for _, s := range c.nodes {
+	var errs []error
+	for i, s := range c.nodes {
 		if !s.Running() {
 			continue
 		}
 		cl := s.Client()
 		slot, err := cl.Do(context.Background(), cl.B().ClusterKeyslot().Key(key).Build()).AsInt64()
-		if err != nil {
-			c.t.Fatalf("CLUSTER KEYSLOT %s: %v", key, err)
+		if err == nil {
+			return int(slot)
 		}
-		return int(slot)
+		errs = append(errs, fmt.Errorf("node %d: %w", i, err))
 	}
-	c.t.Fatal("no node of the cluster is running")
+	c.t.Fatalf("CLUSTER KEYSLOT %s: no node of the cluster answers: %v", key, errors.Join(errs...))
 	return -1
 }
 
@@ -147,7 +149,10 @@ func (c *Cluster) WaitHealthy() {
 		"cluster_known_nodes": strconv.Itoa(len(c.nodes)),
 	}
 	c.waitAll("every node to find the cluster whole", func(i int, s *Server) (bool, string) {
-		info := c.info(s)
+		info, err := c.info(s)
+		if err != nil {
+			return false, fmt.Sprintf("node %d: CLUSTER INFO: %v", i, err)
+		}
 		for k, v := range want {
 			if info[k] != v {
 				return false, fmt.Sprintf("node %d: %s:%s", i, k, info[k])
@@ -170,7 +175,7 @@ func (c *Cluster) WaitFailed(i int) {
 		cl := s.Client()
 		nodes, err := cl.Do(context.Background(), cl.B().ClusterNodes().Build()).ToString()
 		if err != nil {
-			c.t.Fatalf("node %d: CLUSTER NODES: %v", j, err)
+			return false, fmt.Sprintf("node %d: CLUSTER NODES: %v", j, err)
 		}
 		for line := range strings.Lines(nodes) {
 			f := strings.Fields(line)
@@ -188,8 +193,8 @@ func (c *Cluster) WaitFailed(i int) {
 }
 
 // waitAll polls ok for every running node until it holds for all of them
-// at once, for at most clusterTimeout. ok also says what it found, for
-// the failure message.
+// at once, for at most clusterTimeout. ok also says what it found (or
+// could not ask), for the failure message.
 func (c *Cluster) waitAll(what string, ok func(i int, s *Server) (bool, string)) {
 	c.t.Helper()
 	deadline := time.Now().Add(clusterTimeout)
@@ -214,13 +219,15 @@ func (c *Cluster) waitAll(what string, ok func(i int, s *Server) (bool, string))
 	}
 }
 
-// info returns a node's CLUSTER INFO fields.
-func (c *Cluster) info(s *Server) map[string]string {
+// info returns a node's CLUSTER INFO fields. An error is no reason to
+// stop waiting: a node started again breaks the connection its client
+// had, which the next call makes afresh.
+func (c *Cluster) info(s *Server) (map[string]string, error) {
 	c.t.Helper()
 	cl := s.Client()
 	text, err := cl.Do(context.Background(), cl.B().ClusterInfo().Build()).ToString()
 	if err != nil {
-		c.t.Fatalf("CLUSTER INFO on port %d: %v", s.port, err)
+		return nil, err
 	}
 	info := map[string]string{}
 	// RESP3 answers a verbatim string, which begins with its format.
@@ -229,5 +236,5 @@ func (c *Cluster) info(s *Server) map[string]string {
 			info[k] = v
 		}
 	}
-	return info
+	return info, nil
 }
