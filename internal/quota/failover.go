@@ -113,22 +113,17 @@ func (f *Failover) use(c *Charge) route {
 }
 
 // done records how a call for c to the shared store went: whether it
-// counted (err nil: its shard answers), or could not be made
-// (tiers.ErrUnavailable: its shard is down).
+// counted (err nil), or could not be made (tiers.ErrUnavailable: its
+// shard is down). Only a trial's success brings a shard back: another
+// call that succeeds was sent before the shard failed, and says nothing
+// of it since.
 func (f *Failover) done(c *Charge, r route, err error) {
 	if r.trial != nil {
 		defer r.trial.trying.Store(false)
 	}
 	switch {
 	case err == nil:
-		if f.ndown.Load() == 0 {
-			return
-		}
-		id := r.shard
-		if id < 0 {
-			id = f.shared.store.Shard(c)
-		}
-		if v, ok := f.down.Load(id); ok && f.down.CompareAndDelete(id, v) && f.ndown.Add(-1) == 0 {
+		if r.trial != nil && f.down.CompareAndDelete(r.shard, r.trial) && f.ndown.Add(-1) == 0 {
 			f.report(nil)
 		}
 	case errors.Is(err, tiers.ErrUnavailable):

@@ -24,7 +24,7 @@ type fakeShards struct {
 	down  map[int]bool
 	calls map[int]int
 	// A call of a shard in hold says so on entered, then waits until its
-	// channel is closed.
+	// channel is closed, to answer as the shard was when it arrived.
 	hold    map[int]chan struct{}
 	entered chan int
 }
@@ -38,19 +38,17 @@ func newFakeShards(shardOf map[string]int) *fakeShards {
 
 func (s *fakeShards) Shard(c *quota.Charge) int { return s.shardOf[c.Customer] }
 
+// Run answers as the shard is when the call arrives, and after any hold.
 func (s *fakeShards) Run(_ context.Context, op *quota.SharedOp) error {
 	id := s.Shard(op.Charge)
 	s.mu.Lock()
 	s.calls[id]++
-	hold := s.hold[id]
+	hold, down := s.hold[id], s.down[id]
 	s.mu.Unlock()
 	if hold != nil {
 		s.entered <- id
 		<-hold
 	}
-	s.mu.Lock()
-	down := s.down[id]
-	s.mu.Unlock()
 	if down {
 		return fmt.Errorf("%w: shard %d is down", tiers.ErrUnavailable, id)
 	}
@@ -119,9 +117,11 @@ func (f *failoverFixture) checks(t *testing.T, n int, customers ...string) map[s
 	t.Helper()
 	var mu sync.Mutex
 	degraded := map[string]int{}
-	var wg sync.WaitGroup
 	for _, c := range customers {
 		degraded[c] = 0
+	}
+	var wg sync.WaitGroup
+	for _, c := range customers {
 		for range n {
 			wg.Go(func() {
 				d := f.check(t, c)
@@ -359,5 +359,42 @@ func TestFailoverTriesOneAtATime(t *testing.T) {
 	}
 	if s := f.engine.Stats().Shared; s.ShardsDown != 1 || s.Failures != 2 {
 		t.Errorf("stats %+v, want 1 shard down, 2 failures", s)
+	}
+}
+
+// A call sent before its shard failed, which succeeds after, does not
+// bring the shard back: only a check trying it again does.
+func TestFailoverLateSuccessKeepsShardDown(t *testing.T) {
+	t.Parallel()
+	f := newFailoverFixture(t, map[string]int{"a": 0, "b": 0})
+	hold := make(chan struct{})
+	f.store.mu.Lock()
+	f.store.hold[0] = hold
+	f.store.mu.Unlock()
+	late := make(chan quota.Decision)
+	go func() { late <- f.check(t, "a") }()
+	<-f.store.entered // in the store while it is up, held
+	f.store.mu.Lock()
+	delete(f.store.hold, 0)
+	f.store.mu.Unlock()
+	f.store.setDown(0, true)
+	if d := f.check(t, "b"); !d.Degraded {
+		t.Fatalf("the failed check: %+v, want degraded", d)
+	}
+	close(hold)
+	if d := <-late; d.Degraded {
+		t.Errorf("the late call: %+v, want counted in the store", d)
+	}
+	if s := f.engine.Stats().Shared; s.ShardsDown != 1 || s.Failures != 1 {
+		t.Errorf("stats %+v, want the shard still down, 1 failure", s)
+	}
+	if got, want := f.reported(), []string{down0}; !slices.Equal(got, want) {
+		t.Errorf("changes of mode reported %q, want %q", got, want)
+	}
+	if d := f.check(t, "a"); !d.Degraded {
+		t.Errorf("a check after the late call: %+v, want degraded", d)
+	}
+	if got := f.store.callsOf(); !mapsEqual(got, map[int]int{0: 2}) {
+		t.Errorf("calls %v, want 2 (the late one and the failed one)", got)
 	}
 }
