@@ -178,7 +178,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		// Heard once per change of mode, not per hash slot of a cluster.
 		opts.OnSharedChange = func(up bool, err error) {
 			if up {
-				log.Info("short windows are shared in Redis again: no part of it is known to be out of reach")
+				log.Info("short windows are shared in Redis again")
 			} else {
 				log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
 					"error", redactRedis(err.Error(), cfg.RedisURL))

@@ -33,10 +33,10 @@ type Options struct {
 	// processes whose clocks differ agree on boundaries. Otherwise Clock
 	// does (tests that set the time).
 	SharedClock bool
-	// OnSharedChange hears when a shard of the shared store stops
-	// answering while every other answered (shared false, with the error),
-	// and when no shard is left down (shared true): once per change of the
-	// process's mode, not once per shard (see Failover).
+	// OnSharedChange hears when a first shard of the shared store stops
+	// answering (shared false, with the error) and when none is left down
+	// (shared true): once per change of the process's mode, not once per
+	// shard (see Failover).
 	OnSharedChange func(shared bool, err error)
 	// Watcher, if set, sees every long window of every charged check (see
 	// Watcher).
