@@ -43,7 +43,7 @@ type config struct {
 	DBMaxConns      int           `help:"PostgreSQL connections in the pool, 0 to 1000; 0 means the URL's pool_max_conns, else ${db_max_conns}." envvar:"QUOTAD_DB_MAX_CONNS" default:"0" placeholder:"N"`
 	Migrate         bool          `help:"Apply schema migrations at start-up." envvar:"QUOTAD_MIGRATE" default:"true" negatable:""`
 	Leases          bool          `help:"Serve long windows from leased blocks of units; false charges PostgreSQL on every check." envvar:"QUOTAD_LEASES" default:"true" negatable:""`
-	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
+	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://; a Redis Cluster: redis://host:port, more nodes with ?addr=host:port) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
 	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
 	RedisTimeout    time.Duration `help:"How long a check waits for Redis before counting its short windows in process, degraded." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
 	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`

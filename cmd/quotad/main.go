@@ -176,11 +176,13 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		}
 		defer shared.Close()
 		opts.Shared, opts.SharedClock = shared, true
+		// Heard once per change of mode, not per hash slot of a cluster.
 		opts.OnSharedChange = func(up bool, err error) {
 			if up {
-				log.Info("Redis answers again: short windows are shared")
+				log.Info("short windows are shared in Redis again")
 			} else {
-				log.Warn("Redis cannot be reached: short windows are counted in this process, answers degraded", "error", err)
+				log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
+					"error", redactRedis(err.Error(), cfg.RedisURL))
 			}
 		}
 	}

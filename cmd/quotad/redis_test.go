@@ -181,6 +181,9 @@ func TestRedisOutage(t *testing.T) {
 		if m := mode(s); m != "fallback" {
 			t.Errorf("process %d in mode %q while Redis is down, want fallback", i, m)
 		}
+		if n := s.metric("quotad_redis_shards_down"); n != "1" {
+			t.Errorf("process %d: %s shards of Redis down while it is, want 1 (a single Redis)", i, n)
+		}
 		s.mustDo(http.StatusOK, "GET", "/readyz", "")
 	}
 
@@ -190,6 +193,12 @@ func TestRedisOutage(t *testing.T) {
 	for i, s := range servers {
 		if _, a := s.check(`{"customer":"acme","metric":"api_calls"}`); a.Degraded {
 			t.Errorf("process %d still degraded after Redis came back", i)
+		}
+		if n := s.metric("quotad_redis_shards_down"); n != "0" {
+			t.Errorf("process %d: %s shards of Redis down after it came back, want 0", i, n)
+		}
+		if d, b := s.logLines(logRedisDown), s.logLines(logRedisBack); d != 1 || b != 1 {
+			t.Errorf("process %d logged %d × %q and %d × %q, want one each", i, d, logRedisDown, b, logRedisBack)
 		}
 	}
 	stop.Store(true)

@@ -130,13 +130,15 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 		}, func() float64 { return float64(stats().ShortKeys) }),
 		counter("quotad_redis_errors_total", "Calls to Redis, for short windows, that failed or timed out.",
 			func(s quota.Stats) uint64 { return s.Shared.Failures }),
+		gauge("quotad_redis_shards_down", "Parts of Redis whose short windows this process counts in process, answers degraded, because their last call failed: hash slots of a Redis Cluster, or 1 for a single Redis; 0 in mode shared.",
+			func(s quota.Stats) int64 { return s.Shared.ShardsDown }),
 		counter("quotad_redis_mismatches_total", "Redis answers whose decision quotad's own arithmetic did not reproduce (0 unless a defect).",
 			func(s quota.Stats) uint64 { return s.Shared.Mismatches }),
 	)
 	for _, mode := range []string{modeShared, modeFallback, modeLocal} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "quotad_short_window_mode",
-			Help:        "Where this process counts short windows: 1 for the mode it is in. shared: in Redis; fallback: Redis is configured but unreachable, counted in process (answers degraded); local: no Redis configured.",
+			Help:        "Where this process counts short windows: 1 for the mode it is in. shared: in Redis; fallback: Redis is configured but unreachable, for all keys or (in a cluster) those of some hash slots, whose checks are counted in process (answers degraded; see quotad_redis_shards_down); local: no Redis configured.",
 			ConstLabels: prometheus.Labels{"mode": mode},
 		}, func() float64 {
 			if shortWindowMode(stats().Shared) == mode {

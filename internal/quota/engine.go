@@ -33,8 +33,10 @@ type Options struct {
 	// processes whose clocks differ agree on boundaries. Otherwise Clock
 	// does (tests that set the time).
 	SharedClock bool
-	// OnSharedChange hears when the shared store stops answering (shared
-	// false, with the error) and when it answers again.
+	// OnSharedChange hears when a first shard of the shared store stops
+	// answering (shared false, with the error) and when none is left down
+	// (shared true): once per change of the process's mode, not once per
+	// shard (see Failover).
 	OnSharedChange func(shared bool, err error)
 	// Watcher, if set, sees every long window of every charged check (see
 	// Watcher).
@@ -104,7 +106,7 @@ func New(o Options) *Engine {
 	}
 	if o.Shared != nil {
 		e.shared = o.Shared
-		e.failover = &Failover{shared: NewShared(o.Shared, o.SharedClock), local: sliding, onChange: o.OnSharedChange}
+		e.failover = newFailover(NewShared(o.Shared, o.SharedClock), sliding, o.OnSharedChange)
 		e.short = e.failover
 	}
 	return e
@@ -120,8 +122,12 @@ type Stats struct {
 
 // SharedStats describe the shared store of short windows.
 type SharedStats struct {
-	Configured bool   // the engine has one
-	Up         bool   // short windows are counted there now, not in process
+	Configured bool // the engine has one
+	// Up: every short window is counted there now; ShardsDown counts the
+	// shards (see SharedStore.Shard) that failed and are counted in
+	// process instead, all of them when the store is one server.
+	Up         bool
+	ShardsDown int64
 	Failures   uint64 // calls to it that failed
 	// Mismatches counts answers the store and the in-process arithmetic
 	// decided differently: 0 unless something is wrong.
@@ -135,7 +141,8 @@ func (e *Engine) Stats() Stats {
 		s.Leases = e.leases.Stats()
 	}
 	if f := e.failover; f != nil {
-		s.Shared = SharedStats{Configured: true, Up: f.Shared(), Failures: f.failures.Load(),
+		down := f.ShardsDown()
+		s.Shared = SharedStats{Configured: true, Up: down == 0, ShardsDown: down, Failures: f.failures.Load(),
 			Mismatches: f.shared.Mismatches()}
 	}
 	return s

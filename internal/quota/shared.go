@@ -2,9 +2,7 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
-	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -23,6 +21,13 @@ type SharedStore interface {
 	Run(ctx context.Context, op *SharedOp) error
 	// Clear deletes the customer's short-window state of each metric named.
 	Clear(ctx context.Context, customer string, metrics []string) error
+	// Shard names the part of the store that holds c's state, a number
+	// from 0: calls of one shard reach the same server, so they fail
+	// together when it is out of reach, while calls of other shards may go
+	// on (see Failover). A store of one server has one shard, 0; a Redis
+	// Cluster's shards are its hash slots. Shard does no I/O, and its
+	// answer for a charge may change when the store learns its topology.
+	Shard(c *Charge) int
 }
 
 // SharedKind is what a SharedOp does.
@@ -275,115 +280,4 @@ func (s *SharedCounters) wait(op *SharedOp, i int, m *meter, gb bucket) int64 {
 		toCapacity = shortWait(gb, m.now, m.length, c.Cost, sp.Rule.Capacity)
 	}
 	return sp.Rule.Retry(toThreshold, toCeiling, toCapacity)
-}
-
-// Failover is the short-window counter of an engine with a shared store:
-// the shared counters while the store answers; when it does not, the
-// process's own counters, charges marked degraded, until a later check
-// finds the store back. At most one check at a time tries the store again,
-// retryEvery after it last failed, so an outage costs checks no time.
-type Failover struct {
-	shared *SharedCounters
-	local  Counter
-	// down: the store failed and has not answered since; retryAt is when a
-	// check may try it again (Unix ns, the wall clock: failover is about
-	// real outages, whatever clock decides windows); trying: one does.
-	down    atomic.Bool
-	retryAt atomic.Int64
-	trying  atomic.Bool
-	// failures counts calls that failed; onChange hears of every change
-	// of mode (shared: the store answers).
-	failures atomic.Uint64
-	onChange func(shared bool, err error)
-}
-
-// retryEvery is how long after a failure the store is tried again.
-const retryEvery = time.Second
-
-var _ Counter = (*Failover)(nil)
-
-// Shared reports whether short windows are counted in the shared store
-// (true) or, the store being unreachable, in this process.
-func (f *Failover) Shared() bool { return !f.down.Load() }
-
-// use reports whether a call should go to the shared store, and whether
-// it is the one trying the store again after a failure.
-func (f *Failover) use() (shared, trial bool) {
-	if !f.down.Load() {
-		return true, false
-	}
-	if time.Now().UnixNano() < f.retryAt.Load() || !f.trying.CompareAndSwap(false, true) {
-		return false, false
-	}
-	return true, true
-}
-
-// done records how a call to the shared store went: whether it counted
-// (err nil), or could not be made (tiers.ErrUnavailable).
-func (f *Failover) done(trial bool, err error) {
-	if trial {
-		defer f.trying.Store(false)
-	}
-	switch {
-	case err == nil:
-		if f.down.CompareAndSwap(true, false) && f.onChange != nil {
-			f.onChange(true, nil)
-		}
-	case errors.Is(err, tiers.ErrUnavailable):
-		f.failures.Add(1)
-		f.retryAt.Store(time.Now().Add(retryEvery).UnixNano())
-		if !f.down.Swap(true) && f.onChange != nil {
-			f.onChange(false, err)
-		}
-	}
-}
-
-// Take implements Counter.
-func (f *Failover) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
-	if shared, trial := f.use(); shared {
-		ok, err := f.shared.Take(ctx, c, out)
-		f.done(trial, err)
-		if !errors.Is(err, tiers.ErrUnavailable) {
-			return ok, err
-		}
-	}
-	c.degraded = true
-	return f.local.Take(ctx, c, out)
-}
-
-// Peek implements Counter.
-func (f *Failover) Peek(ctx context.Context, c *Charge, out []Outcome) error {
-	if shared, trial := f.use(); shared {
-		err := f.shared.Peek(ctx, c, out)
-		f.done(trial, err)
-		if !errors.Is(err, tiers.ErrUnavailable) {
-			return err
-		}
-	}
-	c.degraded = true
-	return f.local.Peek(ctx, c, out)
-}
-
-// GiveBack implements Counter. An undone take gives back to the counters
-// that took: in this process when it was degraded, in the store
-// otherwise (where, if the store is gone, its units stay counted: never
-// the other way). A refund goes where checks go now.
-func (f *Failover) GiveBack(ctx context.Context, c *Charge, out []Outcome) error {
-	if c.undoNow != 0 {
-		if c.degraded {
-			return f.local.GiveBack(ctx, c, out)
-		}
-		err := f.shared.GiveBack(ctx, c, out)
-		f.done(false, err)
-		return err
-	}
-	if shared, trial := f.use(); shared {
-		err := f.shared.GiveBack(ctx, c, out)
-		f.done(trial, err)
-		if !errors.Is(err, tiers.ErrUnavailable) {
-			return err
-		}
-	}
-	c.degraded = true
-	return f.local.GiveBack(ctx, c, out)
 }

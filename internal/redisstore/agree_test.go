@@ -10,6 +10,8 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/redisstore"
+	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -25,6 +27,24 @@ func TestAgreesWithInProcess(t *testing.T) {
 	for seed := range uint64(200) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			agree(t, newStore(t), seed, 150) // a prefix each: the metric's global keys are the seed's
+		})
+	}
+}
+
+// The same through a Redis Cluster of three masters, for fewer seeds:
+// each seed's customer's keys live on the node of its hash slot, those of
+// the metric's global windows on another's, maybe.
+func TestAgreesWithInProcessInCluster(t *testing.T) {
+	t.Parallel()
+	cluster := redistest.StartCluster(t, 3)
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			s, err := redisstore.New(cluster.URL(), redisstore.Options{Prefix: fmt.Sprintf("s%d:", seed), Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			agree(t, s, seed, 150)
 		})
 	}
 }

@@ -21,6 +21,12 @@
 // Every key expires once it counts nothing (a window's state after three
 // windows; a token bucket once its debt is paid off), but for a token
 // bucket of limit 0, which never refills: it lasts until a reset.
+//
+// Cluster. rueidis asks the server it connects to for the cluster's slots
+// (CLUSTER SLOTS), and serves a Redis Cluster from any one node's URL; a
+// server without cluster support is used alone. In a cluster the store's
+// shards (quota.SharedStore.Shard) are the hash slots, so that a node out
+// of reach degrades only the charges of its own slots.
 package redisstore
 
 import (
@@ -74,6 +80,8 @@ type Store struct {
 	mu     sync.Mutex
 	failed time.Time
 	err    error
+	// cluster: the client serves a Redis Cluster (known once connected).
+	cluster atomic.Bool
 }
 
 // redialEvery is how long after a failed connection attempt calls fail
@@ -83,8 +91,11 @@ const redialEvery = time.Second
 var _ quota.SharedStore = (*Store)(nil)
 
 // New returns a Store for the Redis at url (redis://[user:password@]host:port/db,
-// or rediss:// for TLS). It connects when first used: an unreachable Redis
-// is not an error here, only a bad URL is.
+// or rediss:// for TLS). For a Redis Cluster, url names one node or more
+// (redis://host:port?addr=host2:port2&addr=...), and no database but 0: a
+// cluster has no other, and refuses to connect with one. It connects when
+// first used: an unreachable Redis is not an error here, only a bad URL
+// is.
 func New(url string, o Options) (*Store, error) {
 	option, err := rueidis.ParseURL(url)
 	if err != nil {
@@ -125,6 +136,7 @@ func (s *Store) conn() (rueidis.Client, error) {
 		s.failed, s.err = time.Now(), err
 		return nil, err
 	}
+	s.cluster.Store(c.Mode() == rueidis.ClientModeCluster)
 	s.ready.Store(&c)
 	return c, nil
 }
@@ -185,6 +197,23 @@ func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
 		copy(op.Globals[j][:], v[3*j:])
 	}
 	return nil
+}
+
+// Shard implements quota.SharedStore: in a Redis Cluster, the hash slot
+// of c's keys (they share one, see call); 0 for a single Redis, or until
+// connected.
+func (s *Store) Shard(c *quota.Charge) int {
+	if !s.cluster.Load() {
+		return 0
+	}
+	var k string
+	switch {
+	case len(c.Spans) > 0:
+		k = s.key(c.Customer, c.Metric, c.Spans[0].Key.Window, c.MetricCapacity)
+	case len(c.Globals) > 0:
+		k = s.globalKey(c.Globals[0].Metric, c.Globals[0].Window)
+	}
+	return int(slot(k))
 }
 
 // call returns the script's keys and arguments for op (see

@@ -6,7 +6,7 @@
 // prefix (Prefix), whose keys are deleted when it ends, so tests and
 // packages run in parallel on one Redis. When no Redis can be had, tests
 // fail: they are never skipped. A test that needs a Redis to stop starts
-// its own server (StartServer).
+// its own server (StartServer), or its own Redis Cluster (StartCluster).
 package redistest
 
 import (
@@ -133,6 +133,18 @@ func connect(url string) (rueidis.Client, error) {
 	return rueidis.NewClient(o)
 }
 
+// connectNode connects to the one server at url, even a node of a
+// cluster: commands go to it, never to another node.
+func connectNode(url string) (rueidis.Client, error) {
+	o, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	o.DisableCache = true
+	o.ForceSingleClient = true
+	return rueidis.NewClient(o)
+}
+
 // Client returns a client of the test Redis, closed when t ends.
 func Client(t testing.TB) rueidis.Client {
 	t.Helper()
@@ -149,8 +161,10 @@ func Client(t testing.TB) rueidis.Client {
 type Server struct {
 	t      testing.TB
 	port   int
+	args   []string      // redis-server's arguments beyond the port's and persistence's
 	cmd    *exec.Cmd     // nil while stopped
 	exited chan struct{} // closed once cmd has exited
+	client rueidis.Client
 }
 
 // startTimeout bounds how long Start waits for redis-server to answer.
@@ -160,23 +174,61 @@ const startTimeout = 10 * time.Second
 // without persistence, and stops it when t ends.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Fatalf("redis-server is not installed: %v", err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &Server{t: t, port: port}
+	mustHaveRedisServer(t)
+	s := &Server{t: t, port: freePorts(t, 1)[0]}
 	s.Start()
 	t.Cleanup(s.Stop)
 	return s
 }
 
+func mustHaveRedisServer(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("redis-server is not installed: %v", err)
+	}
+}
+
+// freePorts returns n distinct loopback ports that were free a moment
+// ago.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close() // held until all are chosen, so that they differ
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+	}
+	return ports
+}
+
 // URL returns the server's URL.
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Client returns a client of this server alone (of this node, in a
+// cluster: no command is sent elsewhere, nor redirected), closed when the
+// test ends. It reconnects by itself once a stopped server is started
+// again.
+func (s *Server) Client() rueidis.Client {
+	s.t.Helper()
+	if s.client == nil {
+		c, err := connectNode(s.URL())
+		if err != nil {
+			s.t.Fatalf("connect to redis-server on port %d: %v", s.port, err)
+		}
+		s.client = c
+		s.t.Cleanup(c.Close)
+	}
+	return s.client
+}
+
+// Running reports whether the server has been started and not stopped.
+func (s *Server) Running() bool { return s.cmd != nil }
 
 // Start starts the server on its port, if it is not running, and returns
 // once it answers. It fails the test if redis-server exits first (its
@@ -188,8 +240,9 @@ func (s *Server) Start() {
 		return
 	}
 	var out bytes.Buffer // read only once the process has exited
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no")
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no"}, s.args...)
+	cmd := exec.Command("redis-server", args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
@@ -229,7 +282,7 @@ func (s *Server) Stop() {
 // answers reports whether the server on s's port answers and is the
 // process pid (not some other Redis that took the port).
 func (s *Server) answers(pid int) bool {
-	c, err := connect(s.URL())
+	c, err := connectNode(s.URL())
 	if err != nil {
 		return false
 	}
