@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,13 +17,14 @@ type budget struct {
 	parent   context.Context
 	deadline time.Time
 
+	armed  atomic.Bool // a timer was started: stop has one to stop
 	mu     sync.Mutex
 	values context.Context // parent without its cancellation, made on the first Value
-	done  chan struct{} // made on the first Done or AfterFunc
-	timer *time.Timer
-	err   error          // set once the deadline passed
-	after map[int]func() // AfterFunc's functions not yet run or stopped
-	next  int
+	done   chan struct{}   // made on the first Done or AfterFunc
+	timer  *time.Timer
+	err    error          // set once the deadline passed
+	after  map[int]func() // AfterFunc's functions not yet run or stopped
+	next   int
 }
 
 // newBudget returns the budget of a check of ctx that may wait d for the
@@ -101,6 +103,7 @@ func (b *budget) armLocked() {
 	b.done = make(chan struct{})
 	if d := time.Until(b.deadline); d > 0 {
 		b.timer = time.AfterFunc(d, b.expire)
+		b.armed.Store(true)
 		return
 	}
 	b.expireLocked()
@@ -128,6 +131,9 @@ func (b *budget) expireLocked() {
 // stop releases the budget's timer, if one was started: the check is
 // answered. Contexts derived from it end as it would have.
 func (b *budget) stop() {
+	if !b.armed.Load() {
+		return // the common case: no call waited
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.timer != nil {
