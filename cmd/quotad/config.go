@@ -35,7 +35,7 @@ type config struct {
 	AdminTokens     string        `help:"Comma-separated admin tokens, each secret or name:secret." envvar:"QUOTAD_ADMIN_TOKENS" placeholder:"TOKENS"`
 	CheckTokens     string        `help:"Comma-separated check tokens, each secret or name:secret." envvar:"QUOTAD_CHECK_TOKENS" placeholder:"TOKENS"`
 	StoreFailure    string        `help:"What checks do when PostgreSQL is unreachable: open or closed." envvar:"QUOTAD_STORE_FAILURE" enum:"open,closed" default:"open" placeholder:"open|closed"`
-	StoreTimeout    time.Duration `help:"How long a check waits for PostgreSQL and Redis, all its calls together, before it is answered as --store-failure says." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
+	StoreTimeout    time.Duration `help:"How long a check waits for PostgreSQL, all its calls together, before it is answered as --store-failure says (Redis has --redis-timeout)." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
 	RequestTimeout  time.Duration `help:"How long any other request (admin reads and writes, refunds, usage) waits for PostgreSQL before it is answered 503." envvar:"QUOTAD_REQUEST_TIMEOUT" default:"5s" placeholder:"DURATION"`
 	LogLevel        string        `help:"Log level: debug, info, warn or error." envvar:"QUOTAD_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL"`
 	ShutdownTimeout time.Duration `help:"How long to drain requests on SIGINT or SIGTERM." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`

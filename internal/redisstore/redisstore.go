@@ -178,7 +178,11 @@ func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
 	if err != nil {
 		return unavailable(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	// Redis's own timeout, not what is left of the check's: a call is
+	// judged by how Redis answers (a failure takes its shard out of use,
+	// see quota.Failover), never by how long the check waited elsewhere
+	// before it, nor by its client hanging up.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
 	v, err := s.script.Exec(ctx, client, keys, args).AsIntSlice()
 	if err != nil {
