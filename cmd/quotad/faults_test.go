@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	neturl "net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,28 +121,19 @@ func MustStartProxied(t testing.TB, n int, env map[string]string) (*dbtest.Schem
 	return schema, proxy, servers
 }
 
-// metric returns the value of the Prometheus series name (a counter or
-// gauge without labels, or a histogram's _sum or _count) that s exports.
-func (s *testServer) metric(name string) float64 {
+// metricValue returns the value of one series of s's /metrics as a
+// number (see metric).
+func (s *testServer) metricValue(series string) float64 {
 	s.t.Helper()
-	r := s.mustDo(http.StatusOK, "GET", "/metrics", "")
-	sc := bufio.NewScanner(bytes.NewReader(r.Body))
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				s.t.Fatalf("metric %s: %v", name, err)
-			}
-			return f
-		}
+	v, err := strconv.ParseFloat(s.metric(series), 64)
+	if err != nil {
+		s.t.Fatalf("metric %s: %v", series, err)
 	}
-	s.t.Fatalf("no metric %s in\n%s", name, r.Body)
-	return 0
+	return v
 }
 
-// tally counts the answers of a run of checks.
-type tally struct {
+// runTally counts the answers of a run of checks.
+type runTally struct {
 	mu       sync.Mutex
 	statuses map[int]int
 	admitted int // 200 and not degraded: counted in the store
@@ -152,7 +141,7 @@ type tally struct {
 	slowest  time.Duration
 }
 
-func (tl *tally) String() string {
+func (tl *runTally) String() string {
 	return fmt.Sprintf("statuses %v, %d admitted from the store, %d degraded, slowest answer %s",
 		tl.statuses, tl.admitted, tl.degraded, tl.slowest.Round(time.Millisecond))
 }
@@ -161,9 +150,9 @@ func (tl *tally) String() string {
 // taking the servers in turn. Before each check, each worker calls
 // between(i) with the check's number (nil: nothing), so that a test can
 // change the network as the run goes.
-func runChecks(t *testing.T, servers []*testServer, workers, count int, customer string, between func(i int)) *tally {
+func runChecks(t *testing.T, servers []*testServer, workers, count int, customer string, between func(i int)) *runTally {
 	t.Helper()
-	tl := &tally{statuses: map[int]int{}}
+	tl := &runTally{statuses: map[int]int{}}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	body := `{"customer":"` + customer + `","metric":"api_calls","cost":1}`
@@ -346,13 +335,13 @@ func TestFaultSlowDatabaseDeniesFromMemory(t *testing.T) {
 	for _, s := range servers {
 		eventually(t, func() bool {
 			s.check(`{"customer":"acme","metric":"api_calls"}`)
-			return s.metric("quotad_lease_denied_from_memory_total") > 0
+			return s.metricValue("quotad_lease_denied_from_memory_total") > 0
 		}, "the process to deny from memory")
 	}
 	type counts struct{ fromMemory, trips float64 }
 	read := func() (c []counts) {
 		for _, s := range servers {
-			c = append(c, counts{s.metric("quotad_lease_denied_from_memory_total"), s.metric("quotad_check_store_round_trips_sum")})
+			c = append(c, counts{s.metricValue("quotad_lease_denied_from_memory_total"), s.metricValue("quotad_check_store_round_trips_sum")})
 		}
 		return c
 	}
