@@ -51,21 +51,31 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	// A node listens on its port for clients and on a bus port for the
 	// other nodes; both are chosen, as port+10000 may be taken or out of
 	// range.
-	ports := freePorts(t, 2*masters)
 	c := &Cluster{t: t}
+	buses := make([]int, masters)
 	for i := range masters {
-		port, bus := ports[2*i], ports[2*i+1]
-		s := &Server{t: t, port: port, args: []string{
-			"--dir", dir,
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", strconv.FormatInt(NodeTimeout.Milliseconds(), 10),
-			"--cluster-require-full-coverage", "no",
-		}}
-		s.Start()
-		t.Cleanup(s.Stop)
-		c.nodes = append(c.nodes, s)
+		for attempt := 0; ; attempt++ {
+			if attempt == portAttempts {
+				t.Fatalf("cluster node %d: %d pairs of free ports in a row were taken before it could listen", i, portAttempts)
+			}
+			ports := freePorts(t, 2)
+			port, bus := ports[0], ports[1]
+			s := &Server{t: t, port: port, args: []string{
+				"--dir", dir,
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", filepath.Join(dir, fmt.Sprintf("nodes-%d.conf", port)),
+				"--cluster-port", strconv.Itoa(bus),
+				"--cluster-node-timeout", strconv.FormatInt(NodeTimeout.Milliseconds(), 10),
+				"--cluster-require-full-coverage", "no",
+			}}
+			if s.startOnce() {
+				continue
+			}
+			t.Cleanup(s.Stop)
+			c.nodes = append(c.nodes, s)
+			buses[i] = bus
+			break
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
@@ -79,7 +89,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	}
 	first := c.nodes[0].Client()
 	for i, s := range c.nodes[1:] {
-		bus := ports[2*(i+1)+1]
+		bus := buses[i+1]
 		if err := first.Do(ctx, first.B().ClusterMeet().Ip("127.0.0.1").Port(int64(s.port)).
 			ClusterBusPort(int64(bus)).Build()).Error(); err != nil {
 			t.Fatalf("CLUSTER MEET node %d: %v", i+1, err)

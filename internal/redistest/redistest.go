@@ -175,10 +175,15 @@ const startTimeout = 10 * time.Second
 func StartServer(t testing.TB) *Server {
 	t.Helper()
 	mustHaveRedisServer(t)
-	s := &Server{t: t, port: freePorts(t, 1)[0]}
-	s.Start()
-	t.Cleanup(s.Stop)
-	return s
+	for range portAttempts {
+		s := &Server{t: t, port: freePorts(t, 1)[0]}
+		if !s.startOnce() {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redis-server: %d free ports in a row were taken before it could listen", portAttempts)
+	return nil
 }
 
 func mustHaveRedisServer(t testing.TB) {
@@ -236,8 +241,19 @@ func (s *Server) Running() bool { return s.cmd != nil }
 // answering on the port does not count.
 func (s *Server) Start() {
 	s.t.Helper()
+	if s.startOnce() {
+		s.t.Fatalf("redis-server on port %d exited before answering: that port, or its cluster bus port, is taken", s.port)
+	}
+}
+
+// startOnce starts the server, unless it runs, and waits until it answers.
+// It reports whether the server could not listen because a port it was
+// given was taken meanwhile (a port is free only until someone takes it:
+// the caller may draw others); any other failure fails the test.
+func (s *Server) startOnce() (portTaken bool) {
+	s.t.Helper()
 	if s.cmd != nil {
-		return
+		return false
 	}
 	var out bytes.Buffer // read only once the process has exited
 	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
@@ -262,11 +278,19 @@ func (s *Server) Start() {
 		select {
 		case <-exited:
 			s.cmd = nil
+			if bytes.Contains(out.Bytes(), []byte("Address already in use")) {
+				return true
+			}
 			s.t.Fatalf("redis-server on port %d exited (%v) before answering:\n%s", s.port, cmd.ProcessState, out.Bytes())
 		case <-time.After(10 * time.Millisecond): // polling a process that starts
 		}
 	}
+	return false
 }
+
+// portAttempts bounds how many times a server is started on fresh ports
+// after finding one taken.
+const portAttempts = 5
 
 // Stop kills the server and waits for it to exit. Its port stays the
 // server's: Start starts it again there.
