@@ -189,8 +189,11 @@ func BenchmarkShortKeysMemory(b *testing.B) {
 // else: for measuring the lease pool's own cost.
 type nopLedger struct{ Ledger }
 
-func (nopLedger) Lease(_ context.Context, r *LeaseRequest) error {
-	r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
+func (nopLedger) Lease(_ context.Context, rs []LeaseRequest) error {
+	for i := range rs {
+		r := &rs[i]
+		r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
+	}
 	return nil
 }
 

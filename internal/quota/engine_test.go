@@ -932,7 +932,7 @@ func (s *silentLedger) hang(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
 }
 
-func (s *silentLedger) Lease(ctx context.Context, r *quota.LeaseRequest) error {
+func (s *silentLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 	if err := s.hang(ctx); err != nil {
 		return err
 	}

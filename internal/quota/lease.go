@@ -74,6 +74,10 @@ const (
 	// give back the units it needs: with backoff, about half a second, or
 	// less if the check's context ends first.
 	recallAttempts = 20
+	// grantBatch bounds the grants of one round trip, grantsInFlight the
+	// round trips of grants at once (see batcher).
+	grantBatch     = 256
+	grantsInFlight = 4
 )
 
 // Leaser is the store side of leases; the PostgreSQL ledger implements it.
@@ -82,13 +86,15 @@ const (
 // holder's earlier calls on it; the store applies it only if it is above
 // the last one applied there.
 type Leaser interface {
-	// Lease asks for r.Need units of r.Key, and up to r.Extra more to hold,
-	// if r.Need fits within r.Bound, and fills in r's results. When nothing
-	// is granted and other live processes hold units unused, the store asks
-	// them to give them back if r.Recall is set; when none does, it
-	// remembers that this process may deny checks from memory, and tells
-	// it (a freed notification) once units come back.
-	Lease(ctx context.Context, r *LeaseRequest) error
+	// Lease makes every grant of r (at most one per counter), in as few
+	// round trips as it can: each asks for Need units of Key, and up to
+	// Extra more to hold, if Need fits within Bound, and its results are
+	// filled in. When nothing is granted and other live processes hold
+	// units unused, the store asks them to give them back if Recall is set;
+	// when none does, it remembers that this process may deny checks from
+	// memory, and tells it (a freed notification) once units come back. An
+	// error fails every grant of r, each perhaps applied.
+	Lease(ctx context.Context, r []LeaseRequest) error
 	// Settle ends this process's leases s: their unused units are given
 	// back. A lease the store no longer holds (a reset ended it) gives
 	// nothing back.
@@ -138,13 +144,14 @@ type LeaseRequest struct {
 	Used    int64 // the counter after the grant: admitted and leased units
 	Others  int64 // units other live processes report holding unused
 	Lost    bool  // Held, but the store has no such lease: nothing granted
+	Gone    bool  // the customer (or the metric) was deleted: nothing granted
 }
 
 // RecallHelps reports whether a grant that gave nothing would pass once
 // other live processes give back the units they hold unused: worth
 // waiting for, after the store recalled them.
 func (r *LeaseRequest) RecallHelps() bool {
-	return r.Granted == 0 && !r.Lost && r.Others > 0 && r.Need <= r.Bound-r.Used+r.Others
+	return r.Granted == 0 && !r.Lost && !r.Gone && r.Others > 0 && r.Need <= r.Bound-r.Used+r.Others
 }
 
 // Settlement is one of this process's leases as it stands, in a Settle or

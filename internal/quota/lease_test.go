@@ -36,9 +36,11 @@ type hookedLedger struct {
 	onSettle func(ctx context.Context, s []quota.Settlement) error // replaces Settle when set
 }
 
-func (h *hookedLedger) Lease(ctx context.Context, r *quota.LeaseRequest) error {
+func (h *hookedLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 	if h.onLease != nil {
-		h.onLease(ctx, r)
+		for i := range r {
+			h.onLease(ctx, &r[i])
+		}
 	}
 	return h.Ledger.Lease(ctx, r)
 }

@@ -31,6 +31,8 @@ type LeasePool struct {
 	// refusal marks a counter full only if none came while it was asked.
 	freed   atomic.Uint64
 	globals globalBuffer
+	// grants gathers the grants checks ask for while others are in flight.
+	grants batcher[LeaseRequest]
 
 	refills, recalls, released, fromMemory atomic.Uint64
 
@@ -100,6 +102,7 @@ func NewLeasePool(store LeaseStore, clock Clock) *LeasePool {
 	p := &LeasePool{store: store, clock: clock, seed: maphash.MakeSeed(),
 		globals: globalBuffer{m: map[GlobalKey]int64{}}, Wait: backoff, IdleAfter: IdleAfter}
 	p.seq.Store(time.Now().UnixNano())
+	p.grants = batcher[LeaseRequest]{send: store.Lease, max: grantBatch, inFlight: grantsInFlight, timeout: backgroundTimeout}
 	for i := range p.shards {
 		p.shards[i].m = map[uint64][]*lease{}
 	}

@@ -150,7 +150,8 @@ const (
 	stepRefill                  // ask the store for units (l is busy with it)
 	stepVerify                  // report the lease, to learn whether the store still holds it (l is busy with it)
 	stepDenied                  // the store granted nothing
-	stepFailed                  // the call failed: its outcome is in doubt
+	stepFailed                  // the call failed (its outcome in doubt if it was sent)
+	stepGone                    // the customer or the metric was deleted
 )
 
 // step is the outcome of lease.next or lease.landGrant.
@@ -206,10 +207,11 @@ func (l *lease) next(sp *Span, cost, tick int64) step {
 }
 
 // landGrant applies the answer to a refill (r, or err) that a check of
-// cost units asked for, having taken had units from l, at tick. quiet: no
-// freed notification was heard while the call was in flight, so a refusal
-// may mark the counter full.
-func (l *lease) landGrant(r *LeaseRequest, had, cost, tick int64, err error, quiet bool) step {
+// cost units asked for, having taken had units from l, at tick. sent: the
+// call reached the store, or may have (a failed call that was never sent
+// leaves no doubt). quiet: no freed notification was heard while the call
+// was in flight, so a refusal may mark the counter full.
+func (l *lease) landGrant(r *LeaseRequest, had, cost, tick int64, err error, sent, quiet bool) step {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(l.busy)
@@ -217,8 +219,13 @@ func (l *lease) landGrant(r *LeaseRequest, had, cost, tick int64, err error, qui
 	switch {
 	case err != nil:
 		l.unused += had
-		l.doubt = doubt{kind: grantCall, seq: r.Seq}
+		if sent {
+			l.doubt = doubt{kind: grantCall, seq: r.Seq}
+		}
 		return step{kind: stepFailed}
+	case r.Gone:
+		l.unused += had
+		return step{kind: stepGone}
 	case l.gone:
 		// A reset ended the lease while the store was asked (see Forget),
 		// and its units with it: a grant made after the reset is the

@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // Take implements Counter: every span takes its cost from this process's
@@ -150,12 +152,14 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 		r := st.req
 		r.Seq = p.nextSeq()
 		freed := p.freed.Load()
-		err := p.store.Lease(ctx, &r)
+		r, sent, err := p.grants.do(ctx, r)
 		c.Trips++
-		st = l.landGrant(&r, st.had, c.Cost, p.tick.Load(), err, p.freed.Load() == freed)
+		st = l.landGrant(&r, st.had, c.Cost, p.tick.Load(), err, sent, p.freed.Load() == freed)
 		switch st.kind {
 		case stepFailed:
 			return nil, Outcome{}, err
+		case stepGone:
+			return nil, Outcome{}, tiers.ErrCustomerNotFound
 		case stepAgain:
 			if r.Granted > 0 && !r.Lost {
 				// The lease went meanwhile (a reset): what the store

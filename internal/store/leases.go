@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,23 +22,60 @@ import (
 // recalls. Every call that changes a lease carries the pool's number for
 // it (see quota.Leaser), which the functions compare with the lease row's.
 
-// Lease implements quota.Leaser.
-func (db *DB) Lease(ctx context.Context, r *quota.LeaseRequest) error {
-	const q = `SELECT o_granted, o_used, o_others, o_lost
-		FROM quotad_lease($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
-	var channel, payload *string
-	if r.Recall {
-		ch, pl := db.channel, db.payload(NotifyRecall, CounterKeyString(r.Key))
-		channel, payload = &ch, &pl
-	}
-	k := r.Key
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(), r.Seq,
-		r.Bound, r.Need, r.Extra, r.InFlight, r.Held, globalStart(r.Global), channel, payload).Scan(&r.Granted, &r.Used, &r.Others, &r.Lost)
-	switch {
-	case isCode(err, "23503"): // the customer (or metric) is gone
-		return tiers.ErrCustomerNotFound
-	case err != nil:
-		return fmt.Errorf("lease %s: %w", CounterKeyString(k), mapErr(err))
+// Lease implements quota.Leaser: leaseBatch grants per statement, each
+// statement a transaction of its own.
+func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
+	const q = `SELECT o_i, o_granted, o_used, o_others, o_lost, o_gone
+		FROM quotad_lease_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+	for len(r) > 0 {
+		batch := r[:min(len(r), leaseBatch)]
+		r = r[len(batch):]
+		var a leaseArrays
+		n := len(batch)
+		bounds, needs, extras, inflights := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		helds, payloads := make([]bool, n), make([]string, n)
+		recall := false
+		for i, x := range batch {
+			a.add(x.Key, x.Seq, 0, x.Global)
+			bounds[i], needs[i], extras[i], inflights[i], helds[i] = x.Bound, x.Need, x.Extra, x.InFlight, x.Held
+			payloads[i] = db.payload(NotifyRecall, CounterKeyString(x.Key))
+			recall = recall || x.Recall
+		}
+		var channel *string
+		if recall { // one asks for recalls, every one of the batch does (see the pool)
+			channel = &db.channel
+		}
+		err := retry(func() error {
+			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs,
+				bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
+			if err != nil {
+				return err
+			}
+			var i int32
+			var g quota.LeaseRequest
+			_, err = pgx.ForEachRow(rows, []any{&i, &g.Granted, &g.Used, &g.Others, &g.Lost, &g.Gone}, func() error {
+				x := &batch[i-1]
+				x.Granted, x.Used, x.Others, x.Lost, x.Gone = g.Granted, g.Used, g.Others, g.Lost, g.Gone
+				return nil
+			})
+			return err
+		})
+		switch {
+		case isCode(err, "23503") && len(batch) > 1:
+			// A customer (or metric) went while the batch ran: each
+			// grant again alone, so that only its own check learns it.
+			for i := range batch {
+				if err := db.Lease(ctx, batch[i:i+1]); err != nil && !errors.Is(err, tiers.ErrCustomerNotFound) {
+					return err
+				} else if err != nil {
+					batch[i].Gone = true
+				}
+			}
+		case isCode(err, "23503"):
+			return tiers.ErrCustomerNotFound
+		case err != nil:
+			return fmt.Errorf("lease %d counters: %w", len(batch), mapErr(err))
+		}
 	}
 	return nil
 }

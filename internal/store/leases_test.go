@@ -137,7 +137,7 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 				for j := range counters {
 					k := daySpan(customers[(i+j+r)%counters], 0).Key
 					lr := quota.LeaseRequest{Key: k, Seq: int64(1 + 2*r), Bound: 1 << 40, Need: 1, Extra: 2, InFlight: 1, Global: global}
-					if err := p.Lease(ctx, &lr); err != nil {
+					if err := p.Lease(ctx, []quota.LeaseRequest{lr}); err != nil {
 						t.Errorf("process %d, round %d: %v", i, r, err)
 						return
 					}
@@ -220,5 +220,30 @@ func TestSettleAndReportCommitWithoutWaitingForTheDisk(t *testing.T) {
 		if after := show(conn); within != "off" || after != before {
 			t.Errorf("%s: synchronous_commit %s in its transaction, %s after it; want off, then %s", call, within, after, before)
 		}
+	}
+}
+
+// A batch of grants in which one customer was deleted grants the others,
+// and says which one is gone.
+func TestLeaseBatchWithADeletedCustomer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustSeed(t, db, nil, "acme", "globex")
+	if err := db.DeleteCustomer(ctx, write("ops"), "globex"); err != nil {
+		t.Fatal(err)
+	}
+	batch := []quota.LeaseRequest{
+		{Key: daySpan("acme", 0).Key, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
+		{Key: daySpan("globex", 0).Key, Seq: 2, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
+	}
+	if err := db.Lease(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if r := batch[0]; r.Granted != 10 || r.Gone {
+		t.Errorf("acme: %+v, want 10 granted", r)
+	}
+	if r := batch[1]; r.Granted != 0 || !r.Gone {
+		t.Errorf("globex, deleted: %+v, want gone", r)
 	}
 }

@@ -28,8 +28,11 @@ func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, err
 // nopLedger grants every lease in full and does nothing else.
 type nopLedger struct{ quota.Ledger }
 
-func (nopLedger) Lease(_ context.Context, r *quota.LeaseRequest) error {
-	r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
+func (nopLedger) Lease(_ context.Context, rs []quota.LeaseRequest) error {
+	for i := range rs {
+		r := &rs[i]
+		r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
+	}
 	return nil
 }
 

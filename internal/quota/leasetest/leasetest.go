@@ -60,6 +60,7 @@ func Run(t *testing.T, h Harness) {
 		run  func(t *testing.T, s Store)
 	}{
 		{"grants take the need and a block, within the bound", grantsWithinBound},
+		{"a batch makes each grant as it would be made alone", batchOfGrants},
 		{"a settlement gives back once and ends the lease", settleOnce},
 		{"a late copy of a call changes nothing", lateCopies},
 		{"a resolution tells what a call did and fences off one that never arrived", resolution},
@@ -91,10 +92,11 @@ func global() quota.GlobalKey {
 // lease makes r on p and returns it with its results.
 func lease(t *testing.T, p *Process, r quota.LeaseRequest) quota.LeaseRequest {
 	t.Helper()
-	if err := p.Lease(context.Background(), &r); err != nil {
+	rs := []quota.LeaseRequest{r}
+	if err := p.Lease(context.Background(), rs); err != nil {
 		t.Fatalf("lease %+v: %v", r, err)
 	}
-	return r
+	return rs[0]
 }
 
 func settle(t *testing.T, p *Process, s ...quota.Settlement) {
@@ -181,6 +183,35 @@ func grantsWithinBound(t *testing.T, s Store) {
 	}
 	if n := s.Count(t, other); n != 0 {
 		t.Errorf("the counter of a need above its bound counts %d", n)
+	}
+}
+
+func batchOfGrants(t *testing.T, s Store) {
+	a := s.Process(t)
+	acme, globex := key("acme"), key("globex")
+	lease(t, a, quota.LeaseRequest{Key: acme, Seq: 1, Bound: 10, Need: 5, InFlight: 5})
+	batch := []quota.LeaseRequest{
+		{Key: acme, Seq: 2, Bound: 10, Need: 3, Extra: 4, InFlight: 3, Held: true}, // 5 left: takes them
+		{Key: globex, Seq: 3, Bound: 2, Need: 3, Extra: 1},                         // the need above the bound
+	}
+	if err := a.Lease(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if r := batch[0]; r.Granted != 5 || r.Used != 10 || r.Lost || r.Gone {
+		t.Errorf("acme in the batch: %+v, want 5 granted, counter 10", r)
+	}
+	if r := batch[1]; r.Granted != 0 || r.Used != 0 || r.Lost || r.Gone {
+		t.Errorf("globex in the batch: %+v, want nothing granted", r)
+	}
+	if n, m := s.Count(t, acme), s.Count(t, globex); n != 10 || m != 0 {
+		t.Errorf("counters %d and %d, want 10 and 0", n, m)
+	}
+	// The batch again, as a late copy: nothing.
+	if err := a.Lease(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if batch[0].Granted != 0 || s.Count(t, acme) != 10 {
+		t.Errorf("a late copy of the batch: %+v, counter %d; want nothing granted, 10", batch[0], s.Count(t, acme))
 	}
 }
 

@@ -127,13 +127,16 @@ func call[T any](l *Ledger, op LeaseOp, arg T, clone func(T) T, apply func(T)) e
 	return nil
 }
 
-func cloneRequest(r *quota.LeaseRequest) *quota.LeaseRequest { c := *r; return &c }
-
 func cloneSlice[T any](s []T) []T { return append([]T(nil), s...) }
 
-// Lease implements quota.Leaser.
-func (l *Ledger) Lease(_ context.Context, r *quota.LeaseRequest) error {
-	return call(l, OpLease, r, cloneRequest, l.lease)
+// Lease implements quota.Leaser: the grants of r are one call, which meets
+// one fault.
+func (l *Ledger) Lease(_ context.Context, r []quota.LeaseRequest) error {
+	return call(l, OpLease, r, cloneSlice, func(r []quota.LeaseRequest) {
+		for i := range r {
+			l.lease(&r[i])
+		}
+	})
 }
 
 // lease applies a Lease call; s.mu is held.
