@@ -48,6 +48,13 @@ type Options struct {
 	StoreTimeout time.Duration
 }
 
+// claimBatch bounds the request-id claims of one round trip, claimsInFlight
+// the round trips of claims at once (see batcher).
+const (
+	claimBatch     = 256
+	claimsInFlight = 4
+)
+
 // DefaultStoreTimeout is how long a check waits for the stores by
 // default: well within what a client of a rate limiter waits for it.
 const DefaultStoreTimeout = 250 * time.Millisecond
@@ -67,8 +74,11 @@ type Engine struct {
 	failover *Failover // nil without a shared store
 	shared   SharedStore
 	// long counts long windows: the lease pool, or the ledger itself.
-	long      Counter
-	leases    *LeasePool // nil without leases
+	long   Counter
+	leases *LeasePool // nil without leases
+	// claims gathers the request-id claims of checks with leases (see
+	// checkOnceLeased).
+	claims    batcher[Claim]
 	history   *historyBuffer
 	watcher   Watcher
 	storeErrs atomic.Uint64
@@ -103,6 +113,9 @@ func New(o Options) *Engine {
 	if o.Leases {
 		e.leases = NewLeasePool(o.Ledger, o.Clock)
 		e.long = e.leases
+	}
+	if o.Ledger != nil {
+		e.claims = batcher[Claim]{send: o.Ledger.Claim, max: claimBatch, inFlight: claimsInFlight, timeout: backgroundTimeout}
 	}
 	if o.Shared != nil {
 		e.shared = o.Shared
@@ -333,6 +346,9 @@ func (e *Engine) undoShort(ctx context.Context, s *scope) {
 // under the id, in the transaction that claims the id, and a repeat of it
 // within 24 hours gets that answer and charges nothing again.
 func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
+	if e.leases != nil {
+		return e.checkOnceLeased(ctx, r, s)
+	}
 	rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, s.short.At)
 	s.long.Trips++
 	switch {
@@ -354,9 +370,6 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		return e.decidePeeking(ctx, r, s)
 	}
 	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
-	if e.leases != nil {
-		return e.checkOnceLeased(ctx, r, s, claim)
-	}
 	var (
 		d        Decision
 		overage  int64
@@ -401,14 +414,21 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 	return d, overage, nil
 }
 
-// checkOnceLeased is checkOnce with leases, once the short windows took
-// the cost: the long windows take it from leases first, then an allowed
-// answer is kept with the claim of its id, in one statement (a
-// transaction waiting for a lease would also hold a connection the lease
-// may need). If the answer is not kept, the units go back.
-func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim Claim) (Decision, int64, error) {
-	ok := true
-	var err error
+// checkOnceLeased is checkOnce with leases. The check takes its units
+// first, from the short windows and the leases, without asking the store
+// whether its id was used before (most ids are new). An allowed answer is
+// then kept with the claim of its id, in one statement with the claims
+// other checks made meanwhile; a claim that finds the id used gives the
+// units back and replays the answer kept under it. A check its windows
+// deny looks for a kept answer first (see replayOrDeny).
+func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
+	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
+	if err != nil {
+		return Decision{}, 0, err
+	}
+	if !ok {
+		return e.replayOrDeny(ctx, r, s, func() (Decision, int64, error) { return e.decidePeeking(ctx, r, s) })
+	}
 	if s.hasLong() {
 		if ok, err = e.leases.Take(ctx, &s.long, s.longOut); err != nil {
 			return e.longFailed(ctx, r, s, err)
@@ -417,30 +437,55 @@ func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope, claim
 	d, overage := e.decide(r, s, ok, false)
 	if !ok { // denied: not kept
 		e.undoShort(ctx, s)
-		return d, overage, nil
+		return e.replayOrDeny(ctx, r, s, func() (Decision, int64, error) { return d, overage, nil })
 	}
-	var replayed *Recorded
-	claim.Answer, err = encodeAnswer(d)
-	if err == nil {
-		replayed, err = e.ledger.Claim(ctx, claim)
+	claim := Claim{Customer: r.Customer, Kind: KindCheck, ID: r.RequestID, Metric: r.Metric, Cost: r.Cost, At: s.short.At}
+	sent := false
+	if claim.Answer, err = encodeAnswer(d); err == nil {
+		claim, sent, err = e.claims.do(ctx, claim)
 		s.long.Trips++
-		if err == nil && replayed == nil {
+		if err == nil && claim.Found == nil {
 			return d, overage, nil
 		}
 	}
 	// The answer is not kept: neither are the units taken for it. But a
-	// claim whose answer was lost may have been kept (a repeat of the
-	// check would then replay it): its units stay counted, as a failure
-	// to give them back leaves them, never the other way.
-	if s.hasLong() && (replayed != nil || err != nil && !errors.Is(err, tiers.ErrUnavailable)) {
+	// claim sent whose answer was lost may have been kept (a repeat of the
+	// check would then replay it): its units stay counted, as a failure to
+	// give them back leaves them, never the other way.
+	if s.hasLong() && (err == nil || !sent) {
 		_ = e.leases.Undo(ctx, &s.long)
 	}
-	if replayed != nil {
+	if err == nil { // the id was used: its answer, not this one
 		e.undoShort(ctx, s)
-		d, err := replay(r, replayed)
+		d, err := replay(r, claim.Found)
 		return d, 0, err
 	}
 	return e.longFailed(ctx, r, s, err)
+}
+
+// replayOrDeny answers a check with a request id that its windows denied:
+// with the answer kept under the id, if an earlier check used it (a
+// repeat of an allowed check is not denied), else with deny's. If the id
+// cannot be looked up, the store out of reach, the denial stands, degraded
+// (or the check fails, failing closed).
+func (e *Engine) replayOrDeny(ctx context.Context, r Request, s *scope, deny func() (Decision, int64, error)) (Decision, int64, error) {
+	rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, s.short.At)
+	s.long.Trips++
+	switch {
+	case errors.Is(err, tiers.ErrUnavailable):
+		if err := e.storeDown(err); err != nil {
+			return Decision{}, 0, err
+		}
+		d, overage, err := deny()
+		d.Degraded = true
+		return d, overage, err
+	case err != nil:
+		return Decision{}, 0, err
+	case rec != nil:
+		d, err := replay(r, rec)
+		return d, 0, err
+	}
+	return deny()
 }
 
 // peek answers a dry run: every window as a check would find it, nothing

@@ -41,10 +41,12 @@ type Counts interface {
 // Requests is the request-id role of a Ledger: checks and refunds that
 // carry an id are answered once.
 type Requests interface {
-	// Claim records c's request id with its answer (c.Answer), in one
-	// step, or returns what was recorded under it within the last 24 hours
-	// and records nothing.
-	Claim(ctx context.Context, c Claim) (*Recorded, error)
+	// Claim records each claim's request id with its answer (Answer), in
+	// as few round trips as it can, or, where the id was recorded within
+	// the last 24 hours, records nothing and fills in Found. Two claims of
+	// one id: the first claims it, the second finds it. An error fails
+	// every claim of c, each perhaps recorded.
+	Claim(ctx context.Context, c []Claim) error
 	// Recorded returns the answer kept under a check's request id within
 	// the last 24 hours, or nil.
 	Recorded(ctx context.Context, customer, requestID string, now time.Time) (*Recorded, error)
@@ -97,6 +99,10 @@ type Claim struct {
 	At       time.Time
 	// Answer, when known before the claim, is kept with it.
 	Answer []byte
+
+	// Found is what was recorded under the id before (Requests.Claim
+	// fills it in): nil when this claim recorded it.
+	Found *Recorded
 }
 
 // Recorded is what a request id was first used for: the metric, the cost

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -515,5 +516,43 @@ func TestListenerHearsOtherProcesses(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no notification %+v", w)
 		}
+	}
+}
+
+// Many request ids claimed in one statement: each as alone, an id twice in
+// the batch claimed once (the second finds the first), an id used within
+// 24 hours found with its answer, one used earlier claimed anew.
+func TestClaimBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustSeed(t, db, nil, "acme", "globex")
+	at := day0.Add(10 * time.Hour)
+	claim := func(customer, id string, cost int64, at time.Time) quota.Claim {
+		return quota.Claim{Customer: customer, Kind: quota.KindCheck, ID: id, Metric: "api_calls", Cost: cost, At: at,
+			Answer: []byte(fmt.Sprintf(`{"cost":%d}`, cost))}
+	}
+	batch := []quota.Claim{claim("acme", "r1", 1, at), claim("globex", "r1", 2, at), claim("acme", "r1", 3, at)}
+	if err := db.Claim(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if batch[0].Found != nil || batch[1].Found != nil {
+		t.Errorf("new ids found used: %+v, %+v", batch[0].Found, batch[1].Found)
+	}
+	if f := batch[2].Found; f == nil || f.Cost != 1 || string(f.Answer) != `{"cost":1}` {
+		t.Errorf("the id's second claim in the batch found %+v, want the first's record", f)
+	}
+	again := []quota.Claim{claim("acme", "r1", 5, at.Add(23*time.Hour)), claim("globex", "r1", 6, at.Add(25*time.Hour))}
+	if err := db.Claim(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if f := again[0].Found; f == nil || f.Cost != 1 || strings.ReplaceAll(string(f.Answer), " ", "") != `{"cost":1}` {
+		t.Errorf("an id used 23 hours before found %+v, want its record", f)
+	}
+	if again[1].Found != nil {
+		t.Errorf("an id used 25 hours before found %+v, want it claimed anew", again[1].Found)
+	}
+	if rec, err := db.Recorded(ctx, "globex", "r1", at.Add(25*time.Hour)); err != nil || rec == nil || rec.Cost != 6 {
+		t.Errorf("globex's r1 after it was claimed anew: %+v, %v; want cost 6", rec, err)
 	}
 }

@@ -360,15 +360,18 @@ func (t *ledgerTx) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcom
 	return t.l.Peek(ctx, c, out)
 }
 
-// Claim implements quota.Ledger.
-func (l *Ledger) Claim(ctx context.Context, c quota.Claim) (*quota.Recorded, error) {
-	var rec *quota.Recorded
-	err := l.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
-		var err error
-		rec, err = tx.Claim(ctx, c)
-		return err
+// Claim implements quota.Ledger: the claims of c one after the other, in
+// one transaction.
+func (l *Ledger) Claim(ctx context.Context, c []quota.Claim) error {
+	return l.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+		for i := range c {
+			var err error
+			if c[i].Found, err = tx.Claim(ctx, c[i]); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return rec, err
 }
 
 func (t *ledgerTx) Claim(_ context.Context, c quota.Claim) (*quota.Recorded, error) {
