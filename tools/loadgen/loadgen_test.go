@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -63,6 +64,65 @@ func TestKeyRange(t *testing.T) {
 	for k, n := range counts {
 		if share := float64(n) / (draws / keys); share < 0.9 || share > 1.1 {
 			t.Errorf("key %d drawn %d times, %.2f of its share", k, n, share)
+		}
+	}
+}
+
+// TestZipfKeys draws keys as the workers of -zipf 1.1 do, seeded, and
+// compares their spread with Zipf's law, P(k) = (k+1)^-1.1 / H over
+// [0, keys): a chi-squared test over buckets from key 0 alone to the
+// last 700 keys.
+func TestZipfKeys(t *testing.T) {
+	const keys, draws, s = 1000, 200000, 1.1
+	p, _, err := parseFlags([]string{"-url", "http://127.0.0.1:1/", "-keys", fmt.Sprint(keys), "-zipf", fmt.Sprint(s),
+		"-seed", "1", "-body", `{{key}}`}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, keys)
+	for i := range 4 {
+		w := p.newWorker(i, p.targets[0])
+		for range draws / 4 {
+			k, ok := w.nextKey(nil)
+			if !ok || k < 0 || k >= keys {
+				t.Fatalf("nextKey = %d, %t; want a key in [0, %d)", k, ok, keys)
+			}
+			counts[k]++
+		}
+	}
+	weight := make([]float64, keys)
+	var h float64
+	for k := range weight {
+		weight[k] = math.Pow(float64(k+1), -s)
+		h += weight[k]
+	}
+	bounds := []int{0, 1, 2, 3, 4, 5, 10, 30, 100, 300, keys}
+	var chi2 float64
+	for i := range len(bounds) - 1 {
+		var got int
+		var p float64
+		for k := bounds[i]; k < bounds[i+1]; k++ {
+			got += counts[k]
+			p += weight[k] / h
+		}
+		want := p * draws
+		chi2 += (float64(got) - want) * (float64(got) - want) / want
+		t.Logf("keys [%d, %d): %d drawn, %.0f expected", bounds[i], bounds[i+1], got, want)
+	}
+	// 9 degrees of freedom: chi-squared exceeds 27.88 with probability 0.001.
+	if chi2 > 27.88 {
+		t.Errorf("chi-squared %.1f over %d buckets: the draws do not follow Zipf(%v)", chi2, len(bounds)-1, s)
+	}
+	if counts[0] <= counts[1] || counts[1] <= counts[9] || counts[9] <= counts[999] {
+		t.Errorf("counts of keys 0, 1, 9, 999: %d, %d, %d, %d; want them decreasing", counts[0], counts[1], counts[9], counts[999])
+	}
+	// Seeded: the same seed draws the same keys.
+	a, b := p.newWorker(0, p.targets[0]), p.newWorker(0, p.targets[0])
+	for range 100 {
+		ka, _ := a.nextKey(nil)
+		kb, _ := b.nextKey(nil)
+		if ka != kb {
+			t.Fatalf("two workers of one seed and id drew %d and %d", ka, kb)
 		}
 	}
 }
@@ -160,6 +220,12 @@ func TestFlagErrors(t *testing.T) {
 		{"-url", "http://127.0.0.1:1/", "-H", "no colon"},
 		{"-url", "http://127.0.0.1:1/", "-body", "{{nope}}"},
 		{"-url", "http://127.0.0.1:1/", "-keys", "0"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "1"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "0.5"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "-2"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "NaN"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "+Inf"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "1.1", "-sweep"},
 		{"-url", "http://127.0.0.1:1/", "-method", "GET /x"},
 		{"-url", "http://127.0.0.1:1/", "extra"},
 	} {

@@ -9,7 +9,9 @@
 //	  -body '{"customer":"c{{key}}","metric":"api_calls","cost":1,"request_id":"r1-{{seq}}"}'
 //
 // The body is a template. {{key}} is a random integer in [0, -keys), drawn
-// once per request (every {{key}} of a request gets the same one);
+// once per request (every {{key}} of a request gets the same one):
+// uniform, or with -zipf s Zipf-distributed, key k drawn with a
+// probability proportional to (k+1)^-s, so key 0 is the most frequent;
 // {{seq}} is unique per request in the run: the worker's number and its
 // request counter, such as 12-3456. Repeat -url to spread the workers
 // round-robin over several servers.
@@ -32,6 +34,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/textproto"
 	"os"
@@ -80,6 +83,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 	body := fs.String("body", "", "request body `template`: {{key}} and {{seq}} are replaced per request")
 	keys := fs.Int("keys", 10000, "{{key}} is drawn from [0, keys)")
 	seed := fs.Uint64("seed", 1, "seed of the key draws (worker i uses seed and i)")
+	zipf := fs.Float64("zipf", 0, "draw {{key}} Zipf-distributed with this exponent `s` (> 1): key k with a probability "+
+		"proportional to (k+1)^-s, key 0 the most frequent; 0 draws uniformly")
 	method := fs.String("method", "", "HTTP method (default POST with -body, GET without)")
 	sweep := fs.Bool("sweep", false, "send each key once, then stop (warms caches; no warm-up)")
 	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
@@ -101,6 +106,10 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		return nil, false, errors.New("-d and -timeout must be positive, -warmup not negative")
 	case *keys < 1:
 		return nil, false, errors.New("-keys must be at least 1")
+	case *zipf != 0 && !(*zipf > 1 && !math.IsInf(*zipf, 1)):
+		return nil, false, fmt.Errorf("-zipf %v: want an exponent above 1, or 0 for uniform draws", *zipf)
+	case *zipf != 0 && *sweep:
+		return nil, false, errors.New("-zipf and -sweep: a sweep draws nothing")
 	case strings.ContainsAny(*method, " \t\r\n"):
 		return nil, false, fmt.Errorf("-method %q: not a method", *method)
 	case *client != "net/http" && *client != "raw":
@@ -114,6 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		method:  *method,
 		keys:    *keys,
 		seed:    *seed,
+		zipf:    *zipf,
 		sweep:   *sweep,
 		raw:     *client == "raw",
 	}
