@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,6 +227,7 @@ func TestFlagErrors(t *testing.T) {
 		{"-url", "http://127.0.0.1:1/", "-zipf", "NaN"},
 		{"-url", "http://127.0.0.1:1/", "-zipf", "+Inf"},
 		{"-url", "http://127.0.0.1:1/", "-zipf", "1.1", "-sweep"},
+		{"-url", "http://127.0.0.1:1/", "-seen", "f", "-body", "no key"},
 		{"-url", "http://127.0.0.1:1/", "-method", "GET /x"},
 		{"-url", "http://127.0.0.1:1/", "extra"},
 	} {
@@ -444,5 +446,87 @@ func hostHeader(t *testing.T, client string) {
 	defer mu.Unlock()
 	if s.Total == 0 || len(hosts) != 1 || hosts["quota.example"] != int(s.Total) {
 		t.Errorf("hosts seen %v for %d requests, want quota.example for all", hosts, s.Total)
+	}
+}
+
+// TestDistinctKeys runs twice against a server that records the keys it
+// is sent, keeping the set in a -seen file: each summary counts the
+// distinct keys of its run, and the second the union of both.
+func TestDistinctKeys(t *testing.T) {
+	var mu sync.Mutex
+	var got map[int]bool // this run's keys
+	all := map[int]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ K int }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got[body.K], all[body.K] = true, true
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	file := t.TempDir() + "/seen"
+	for i, args := range [][]string{
+		{"-seed", "1"},
+		{"-seed", "2", "-zipf", "1.1"},
+	} {
+		got = map[int]bool{}
+		s := runJSON(t, append(args, "-url", srv.URL, "-c", "3", "-warmup", "50ms", "-d", "200ms", "-keys", "100000",
+			"-seen", file, "-body", `{"k":{{key}}}`)...)
+		mu.Lock()
+		if s.AllErrors != 0 || s.DistinctKeys != int64(len(got)) || s.SeenKeys != int64(len(all)) {
+			t.Errorf("run %d: distinct_keys %d, seen_keys %d (%d errors); the server saw %d keys, %d in both runs",
+				i+1, s.DistinctKeys, s.SeenKeys, s.AllErrors, len(got), len(all))
+		}
+		mu.Unlock()
+		if i == 1 && s.SeenKeys <= s.DistinctKeys {
+			t.Errorf("the second run's union (%d) adds nothing to its own keys (%d)", s.SeenKeys, s.DistinctKeys)
+		}
+	}
+	if _, err := readSeen(file, 99999); err == nil {
+		t.Error("a -seen file read with another -keys: no error")
+	}
+	s := runJSON(t, "-url", srv.URL, "-c", "1", "-warmup", "0s", "-d", "50ms", "-body", `{"k":1}`)
+	if s.DistinctKeys != 0 {
+		t.Errorf("a body without {{key}}: distinct_keys %d, want 0", s.DistinctKeys)
+	}
+}
+
+func TestKeySetFile(t *testing.T) {
+	file := t.TempDir() + "/seen"
+	s := newKeySet(130)
+	for _, k := range []int{0, 63, 64, 129, 64} {
+		s.add(k)
+	}
+	if s.count() != 4 {
+		t.Errorf("count = %d, want 4", s.count())
+	}
+	if err := s.write(file); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readSeen(file, 130)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newKeySet(130)
+	o.add(1)
+	o.add(129)
+	r.union(o)
+	if r.count() != 5 {
+		t.Errorf("union count = %d, want 5", r.count())
+	}
+	if e, err := readSeen(t.TempDir()+"/none", 130); err != nil || e.count() != 0 {
+		t.Errorf("missing file: %v, %v; want an empty set", e, err)
+	}
+	for _, content := range []string{"", "something else\n", "loadgen seen keys v1 130\n", "loadgen seen keys v1 130\n" + strings.Repeat("x", 25)} {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readSeen(file, 130); err == nil {
+			t.Errorf("readSeen of %q: no error", content)
+		}
 	}
 }

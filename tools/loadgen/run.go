@@ -88,6 +88,7 @@ type plan struct {
 	zipf    float64 // > 1: Zipf-distributed keys with this exponent; 0: uniform
 	sweep   bool    // each key once, then stop
 	raw     bool    // write requests by hand rather than with net/http
+	seen    *keySet // the keys of answered requests (nil: the body has no {{key}})
 }
 
 // run drives the workers until the window closes (or, with sweep, every
@@ -109,7 +110,11 @@ func (p *plan) run(ctx context.Context) *summary {
 	if now := time.Now(); now.Before(to) { // cut short: ctx, or a sweep ended
 		window = max(0, now.Sub(from))
 	}
-	return summarize(tallies, window, len(p.targets))
+	s := summarize(tallies, window, len(p.targets))
+	if p.seen != nil {
+		s.DistinctKeys = p.seen.count()
+	}
+	return s
 }
 
 // worker sends requests back to back on one keep-alive connection.
@@ -196,6 +201,9 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 			continue
 		}
 		w.tally.total++
+		if w.plan.seen != nil {
+			w.plan.seen.add(key)
+		}
 		if inWindow {
 			w.tally.status[status]++
 			w.tally.latencies = append(w.tally.latencies, t1.Sub(t0))
