@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
 # Measures POST /v1/check against a bare echo/v4 server (tools/baseline)
 # with the project's load generator (tools/loadgen) and prints, per
-# scenario and round, quotad's req/s over the baseline's. `make bench` runs
-# it; docs/benchmarks.md describes the scenarios.
+# scenario and round, quotad's req/s over the baseline's, and the round
+# trips to PostgreSQL or Redis per check quotad made in the run (from its
+# /metrics). `make bench` runs it; docs/benchmarks.md describes the
+# scenarios.
+#
+# Most scenarios prime quotad (one check per customer) before they are
+# measured. cold, longtail and sparse do not: each starts by restarting
+# quotad (a fresh process, its caches empty). cold measures the first
+# BENCH_DURATION after the restart, without warm-up; longtail runs twice
+# per round and reports its second run; sparse runs three times per round
+# and also reports quotad's memory per customer seen (VmRSS growth over
+# the distinct customers its three runs sent).
 #
 # Needs Go, curl, psql, createdb and dropdb, and a PostgreSQL on
 # $PGHOST:$PGPORT that user $PGUSER reaches without a password, as for
@@ -17,7 +27,16 @@
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
 #   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc"
-#   BENCH_KEYS=10000      customers in each customer set
+#                         the default; the others are cold, longtail and
+#                         sparse (BENCH_SCENARIOS="cold longtail sparse")
+#   BENCH_KEYS=10000      customers in each customer set of the scenarios
+#                         but longtail and sparse
+#   BENCH_LONGTAIL_KEYS=100000
+#                         customers of longtail, drawn Zipf-distributed
+#                         (exponent 1.1, key 0 the most frequent)
+#   BENCH_SPARSE_KEYS=1000000
+#                         customers of sparse, drawn uniformly (inserted
+#                         only when sparse runs)
 #   BENCH_ALGORITHM=      the algorithm of the plans' short windows
 #                         (sliding_window when empty; a sliding_log's limits
 #                         are 10000, which the hot scenario passes: leave
@@ -44,11 +63,13 @@
 #                         debug (pprof) listeners take the next ports
 #   PGHOST=127.0.0.1 PGPORT=5432 PGUSER=postgres
 #
-# Output: a line per run, then a markdown table of the mean ratio per
-# scenario. Logs, every load generator output and the raw results are in
-# bin/. Exits non-zero if any run saw a non-2xx answer or a transport
-# error, or, with Redis, an answer counted in process (degraded) or a
-# failed call to Redis: such a run does not measure what it claims to.
+# Output: a line per run, then a markdown table of the mean ratio and the
+# round trips per check per scenario, and sparse's memory per customer.
+# Logs, every load generator output and the raw results are in bin/.
+# Exits non-zero if any run saw a non-2xx answer or a transport error, or,
+# with Redis, an answer counted in process (degraded) or a failed call to
+# Redis: such a run does not measure what it claims to. sparse needs
+# Linux's /proc (it reads quotad's VmRSS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -58,6 +79,8 @@ WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
 SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc}
 KEYS=${BENCH_KEYS:-10000}
+LONGTAIL_KEYS=${BENCH_LONGTAIL_KEYS:-100000}
+SPARSE_KEYS=${BENCH_SPARSE_KEYS:-1000000}
 ALGORITHM=${BENCH_ALGORITHM:-}
 CLIENT=${BENCH_CLIENT:-net/http}
 PROFILE_DIR=${BENCH_PROFILE:-}
@@ -83,6 +106,8 @@ ADMIN_TOKEN=adm-secret
 CHECK_TOKEN=chk-secret
 LOADGEN_LOG=bin/bench-loadgen.log
 RESULTS=bin/bench-results.tsv
+MEMORY=bin/bench-memory.tsv  # sparse's memory per customer, per round
+SEEN=bin/bench-seen          # the customers sparse's runs sent (loadgen -seen)
 
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 
@@ -156,20 +181,21 @@ start_quotad() {
   SERVERS="$SERVERS $STARTED"
   wait_ready "$STARTED" "$3" -f "http://$1/readyz"
   if [ -n "$redis" ]; then
-    redis_counts "http://$1/v1/check"
+    read_metrics "http://$1/v1/check"
     [ "$SHARED" = 1 ] || { tail -n 20 "$3" >&2; die "quotad at $1 does not share its short windows in Redis at $REDIS_SHOWN (log: $3)"; }
   fi
 }
 
-# redis_counts URL...: reads, from the /metrics of the quotad processes
+# read_metrics URL...: reads, from the /metrics of the quotad processes
 # whose check URLs are given, the sums of their checks answered degraded
 # (short windows counted in process: Redis failed or timed out), failed
-# calls to Redis and Redis answers quotad's arithmetic disagreed with, and
-# how many are sharing short windows in Redis now, into DEGRADED
-# REDIS_FAILURES MISMATCHES SHARED.
-redis_counts() {
-  local u out sums d f m s
-  DEGRADED=0 REDIS_FAILURES=0 MISMATCHES=0 SHARED=0
+# calls to Redis and Redis answers quotad's arithmetic disagreed with, how
+# many are sharing short windows in Redis now, and the sum and count of
+# their histogram of store round trips per check, into DEGRADED
+# REDIS_FAILURES MISMATCHES SHARED TRIPS_SUM TRIPS_COUNT.
+read_metrics() {
+  local u out sums d f m s ts tc found
+  DEGRADED=0 REDIS_FAILURES=0 MISMATCHES=0 SHARED=0 TRIPS_SUM=0 TRIPS_COUNT=0
   for u in "$@"; do
     u=${u%/v1/check}
     out=$(curl -sf "$u/metrics") || die "GET $u/metrics failed"
@@ -178,10 +204,24 @@ redis_counts() {
       $1 == "quotad_redis_errors_total" { f += $2 }
       $1 == "quotad_redis_mismatches_total" { m += $2 }
       $1 == "quotad_short_window_mode{mode=\"shared\"}" { s += $2 }
-      END { printf "%d %d %d %d\n", d, f, m, s }')
-    read -r d f m s <<< "$sums"
+      $1 == "quotad_check_store_round_trips_sum" { ts += $2; found++ }
+      $1 == "quotad_check_store_round_trips_count" { tc += $2; found++ }
+      END { printf "%d %d %d %d %.0f %.0f %d\n", d, f, m, s, ts, tc, found }')
+    read -r d f m s ts tc found <<< "$sums"
+    [ "$found" = 2 ] || die "$u/metrics has no quotad_check_store_round_trips histogram"
     DEGRADED=$((DEGRADED + d)) REDIS_FAILURES=$((REDIS_FAILURES + f)) MISMATCHES=$((MISMATCHES + m)) SHARED=$((SHARED + s))
+    TRIPS_SUM=$((TRIPS_SUM + ts)) TRIPS_COUNT=$((TRIPS_COUNT + tc))
   done
+}
+
+# rss_kib PID: sets RSS_KIB to the resident memory of quotad process PID
+# (VmRSS in /proc/PID/status).
+rss_kib() {
+  local comm=""
+  comm=$(cat "/proc/$1/comm" 2>/dev/null) || true
+  [ "$comm" = quotad ] || die "pid $1 is not a quotad process in /proc (${comm:-no such process}): sparse reads quotad's VmRSS there"
+  RSS_KIB=$(awk '$1 == "VmRSS:" && $3 == "kB" { print $2 }' "/proc/$1/status")
+  [ -n "$RSS_KIB" ] || die "no VmRSS in /proc/$1/status"
 }
 
 # stop_quotad PID: a graceful stop (SIGTERM: it gives its leased units back).
@@ -196,17 +236,23 @@ stop_quotad() {
 # ---- load generator runs
 
 BODY=""  # the scenario's body template
-SEED=1   # the round: the baseline and quotad runs of a round draw the same keys
+SEED=1   # the round and run: the baseline and quotad runs of a pair draw the same keys
+MORE=()  # load generator flags of one run only (sparse's -seen)
 
-# measure LABEL PROFILE_NAME URL...: one load generator run with BODY,
-# while, when PROFILE_NAME is set and profiling is on, quotad is profiled
-# (both processes when there are two URLs). Sets the fields parse sets.
+# measure LABEL PROFILE_NAME WARM URL...: one load generator run with BODY
+# over SET_KEYS keys drawn as DRAW says, with the flags in MORE, after a
+# warm-up of WARM, while, when PROFILE_NAME is set and profiling is on,
+# quotad is profiled (both processes when there are two URLs). Sets the
+# fields parse sets.
 measure() {
-  local label=$1 profile=$2 out=bin/bench-run.out rc=0 u
-  shift 2
-  local urls=()
+  local label=$1 profile=$2 warm=$3 out=bin/bench-run.out rc=0 u
+  shift 3
+  local urls=() draw=()
   for u in "$@"; do urls+=(-url "$u"); done
-  bin/loadgen -json -client "$CLIENT" -c "$CONC" -d "$DURATION" -warmup "$WARMUP" -keys "$KEYS" -seed "$SEED" \
+  # shellcheck disable=SC2206 # DRAW is a list of flags
+  if [ -n "$DRAW" ]; then draw=($DRAW); fi
+  bin/loadgen -json -client "$CLIENT" -c "$CONC" -d "$DURATION" -warmup "$warm" -keys "$SET_KEYS" -seed "$SEED" \
+    ${draw[@]+"${draw[@]}"} ${MORE[@]+"${MORE[@]}"} \
     -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
     -body "$BODY" "${urls[@]}" > "$out" 2>&1 &
   local lg=$!
@@ -214,7 +260,7 @@ measure() {
   local profiles=""
   if [ -n "$PROFILE_DIR" ] && [ -n "$profile" ]; then
     # Profile the measured window only: start when the warm-up ends.
-    sleep "$WARMUP_S"
+    sleep "$(seconds "$warm")"
     curl -sf -o "$PROFILE_DIR/$profile.pprof" "http://$DEBUG1/debug/pprof/profile?seconds=$DURATION_S" &
     JOBS="$JOBS $!"; profiles="$!:$PROFILE_DIR/$profile.pprof"
     if [ $# -gt 1 ]; then
@@ -233,13 +279,14 @@ measure() {
 }
 
 # parse FILE: reads the load generator's JSON summary line in FILE into
-# REQUESTS RPS P50 P99 NON2XX ERRORS CONNECTIONS STATUS FIRST.
+# REQUESTS RPS P50 P99 NON2XX ERRORS CONNECTIONS SEEN_KEYS STATUS FIRST.
 parse() {
   local json
   json=$(grep '^{' "$1" | tail -n 1)
   field() { printf '%s\n' "$json" | sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p"; }
   REQUESTS=$(field requests); RPS=$(field rps); P50=$(field p50_ms); P99=$(field p99_ms)
   NON2XX=$(field non_2xx); ERRORS=$(field errors); CONNECTIONS=$(field connections)
+  SEEN_KEYS=$(field seen_keys)
   STATUS=$(printf '%s\n' "$json" | sed -n 's/.*"status":{\([^}]*\)}.*/\1/p')
   FIRST=$(printf '%s\n' "$json" | sed -n 's/.*"first_error":"\([^"]*\)".*/\1/p')
   if [ -z "$RPS" ] || [ -z "$NON2XX" ] || [ -z "$ERRORS" ]; then
@@ -262,23 +309,42 @@ check() {
   fi
 }
 
-# scenario NAME ROUND: sets BODY, URLS, SET and REDIS for it.
+# scenario NAME ROUND: sets, for it, BODY, URLS, SET, SET_KEYS, DRAW,
+# REDIS, FRESH, PRIME, WARM, RUNS and FIRST_REPORTED.
 scenario() {
-  local long='{"customer":"l{{key}}","metric":"api_calls","cost":1}'
-  local short='{"customer":"s{{key}}","metric":"api_calls","cost":1}'
   URLS="http://$QUOTAD1/v1/check"
-  SET=l  # the customer set the scenario checks: l (plan long), s (plan short)
+  # The customer set the scenario checks: l (plan long) or s (plan short),
+  # KEYS customers each; z (plan long, LONGTAIL_KEYS customers) for
+  # longtail, u (plan long, SPARSE_KEYS customers) for sparse.
+  SET=l SET_KEYS=$KEYS
+  DRAW=""   # load generator flags of the key draws: -zipf 1.1 for longtail
   REDIS=""  # 1: its quotad processes keep short windows in Redis
+  FRESH=""  # 1: quotad is restarted right before its first run (caches empty)
+  PRIME=1   # 1: quotad is primed (a check per customer) before its first run
+  WARM=$WARMUP  # the warm-up of its quotad runs (its baseline runs keep WARMUP)
+  RUNS=1 FIRST_REPORTED=1  # quotad runs per round (each after a baseline run), and the first reported
   case $1 in
-    mixed) BODY=$long ;;
-    short) BODY=$short; SET=s ;;
+    mixed) ;;
+    short) SET=s ;;
     hot) BODY='{"customer":"l0","metric":"api_calls","cost":1}' ;;
     mixed-request-id) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1,\"request_id\":\"r$2-{{seq}}\"}" ;;
-    mixed-2proc) BODY=$long; URLS="$URLS http://$QUOTAD2/v1/check" ;;
-    short-redis) BODY=$short; SET=s; REDIS=1 ;;
-    mixed-redis) BODY=$long; REDIS=1 ;;
-    mixed-redis-2proc) BODY=$long; REDIS=1; URLS="$URLS http://$QUOTAD2/v1/check" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis or mixed-redis-2proc)" ;;
+    mixed-2proc) URLS="$URLS http://$QUOTAD2/v1/check" ;;
+    short-redis) SET=s; REDIS=1 ;;
+    mixed-redis) REDIS=1 ;;
+    mixed-redis-2proc) REDIS=1; URLS="$URLS http://$QUOTAD2/v1/check" ;;
+    # What a user meets after a deploy: a fresh process, at once under
+    # mixed's load, the first DURATION measured.
+    cold) FRESH=1 PRIME="" WARM=0s ;;
+    # Many customers, few of them frequent: the second run is reported,
+    # when the frequent ones are loaded and the tail keeps arriving.
+    longtail) SET=z SET_KEYS=$LONGTAIL_KEYS DRAW="-zipf 1.1" FRESH=1 PRIME="" RUNS=2 FIRST_REPORTED=2 ;;
+    # Customers mostly seen once: three runs, and memory per customer.
+    sparse) SET=u SET_KEYS=$SPARSE_KEYS FRESH=1 PRIME="" RUNS=3 ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, cold, longtail or sparse)" ;;
+  esac
+  case $1 in
+    hot | mixed-request-id) ;;
+    *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
   esac
 }
 
@@ -314,10 +380,17 @@ prime() {
 # ---- set-up
 
 WITH_REDIS=""  # the scenarios with Redis asked for
+SETS=""        # the customer sets of their own (z, u) they check
 for s in $SCENARIOS; do  # reject unknown names early
   scenario "$s" 1
   if [ -n "$REDIS" ]; then WITH_REDIS="$WITH_REDIS $s"; fi
+  case $SET in z | u) SETS="$SETS $SET:$SET_KEYS" ;; esac
 done
+[[ $LONGTAIL_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_LONGTAIL_KEYS=$LONGTAIL_KEYS: want a number of customers"
+[[ $SPARSE_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SPARSE_KEYS=$SPARSE_KEYS: want a number of customers"
+case " $SCENARIOS " in
+  *" sparse "*) [ -r /proc/self/status ] || die "sparse reads quotad's memory (VmRSS) in /proc/PID/status: no /proc here; leave sparse out of BENCH_SCENARIOS" ;;
+esac
 for tool in curl psql createdb dropdb; do
   command -v "$tool" >/dev/null || die "$tool not found (see the comment at the top of $0)"
 done
@@ -337,7 +410,7 @@ if [ -n "$WITH_REDIS" ]; then
   if [ "$n" != 0 ]; then echo "deleted $n Redis key(s) under $REDIS_PREFIX left by an earlier run"; fi
 fi
 if [ -n "$PROFILE_DIR" ]; then
-  WARMUP_S=$(seconds "$WARMUP"); DURATION_S=$(seconds "$DURATION")
+  seconds "$WARMUP" > /dev/null; DURATION_S=$(seconds "$DURATION")
   mkdir -p "$PROFILE_DIR"
 fi
 case " $SCENARIOS " in *" mixed-2proc "* | *" mixed-redis-2proc "*) TWO_PROC=1 ;; *) TWO_PROC="" ;; esac
@@ -379,6 +452,23 @@ psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
   INSERT INTO customers (id, plan_key, created_at, updated_at)
   SELECT p || i, CASE p WHEN 's' THEN 'short' ELSE 'long' END, now(), now()
   FROM generate_series(0, $KEYS - 1) AS i, unnest(ARRAY['s', 'l']) AS p"
+# The sets of longtail and sparse, only when they run (a million rows take
+# seconds), in the order of the primary key's index. VACUUM ANALYZE, so
+# that the runs neither set the new rows' hint bits as they first read them
+# nor meet autovacuum working on them.
+INSERTED=""
+# shellcheck disable=SC2086 # SETS is a list
+for cs in $(printf '%s\n' $SETS | sort -u); do  # SET:COUNT
+  t0=${EPOCHREALTIME:-$(date +%s)}
+  psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
+    INSERT INTO customers (id, plan_key, created_at, updated_at)
+    SELECT id, 'long', now(), now()
+    FROM (SELECT '${cs%%:*}' || i AS id FROM generate_series(0, ${cs#*:} - 1) AS i) AS c
+    ORDER BY id COLLATE \"C\"" \
+    -c "VACUUM ANALYZE customers"
+  INSERTED="$INSERTED; $(awk -v t0="$t0" -v t1="${EPOCHREALTIME:-$(date +%s)}" -v n="${cs#*:}" -v p="${cs%%:*}" \
+    'BEGIN { printf "%s0..%s%d (plan long) inserted in %.1f s", p, p, n - 1, t1 - t0 }')"
+done
 
 if [ -n "$TWO_PROC" ]; then : > bin/bench-quotad2.log; fi
 
@@ -398,80 +488,140 @@ if [ -n "$WITH_REDIS" ]; then
   printf 'Redis %s (%s), keys under %s\n' "$REDIS_SHOWN" \
     "$(redis-cli --no-auth-warning -u "$REDIS_URL" info server | sed -n 's/^redis_version:\([^[:space:]]*\).*/Redis \1/p')" "$REDIS_PREFIX"
 fi
-printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\n' > "$RESULTS"
-line() { # ROUND SCENARIO WHAT [RATIO]
-  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s\n' "$1" "$2" "$3" \
-    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")"
+if [ -n "$INSERTED" ]; then echo "customers ${INSERTED#; }"; fi
+printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\n' > "$RESULTS"
+printf 'round\trss_before_kib\trss_after_kib\tcustomers_seen\tbytes_per_customer\trss_after_run1_kib\tcustomers_seen_run1\tbytes_per_customer_after_run1\n' > "$MEMORY"
+line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE]]
+  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s\n' "$1" "$2" "$3" \
+    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" \
+    "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")" "${6:+  ($6)}"
 }
+MEMORY_LINES=""  # sparse's, for the summary
+AFTER_FRESH=""   # 1: the last scenario restarted quotad (cold, longtail, sparse)
 for r in $(seq 1 "$ROUNDS"); do
-  SEED=$r
   for s in $SCENARIOS; do
     scenario "$s" "$r"
-    measure "baseline for $s, round $r" "" "http://$BASELINE/v1/check"
-    check "baseline for $s, round $r"
-    base=$RPS
-    line "$r" "$s" baseline
-    # With Redis, the first process is restarted with it (gracefully: it
-    # gives its leases back), and without it again for a scenario without:
-    # a third process would make those with Redis measure processes no
-    # longer alone on the database.
-    if [ "$REDIS" != "$Q1_REDIS" ]; then
-      stop_quotad "$Q1"
-      start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log "$REDIS"
-      Q1=$STARTED Q1_REDIS=$REDIS
-    fi
-    # The second process runs for the 2proc scenarios only: a process alone
-    # on the database does work that several share differently (it reports
-    # what its leases hold only when another one may read it).
-    second=""
-    case $s in *-2proc) start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log "$REDIS"; second=$STARTED ;; esac
-    # shellcheck disable=SC2086 # URLS is a list
-    prime "$SET" $URLS
-    # shellcheck disable=SC2086 # URLS is a list
-    if [ -n "$REDIS" ]; then redis_counts $URLS; d0=$DEGRADED f0=$REDIS_FAILURES m0=$MISMATCHES; fi
-    # shellcheck disable=SC2086 # URLS is a list
-    measure "$s, round $r" "$s-round$r" $URLS
-    # shellcheck disable=SC2086 # URLS is a list
-    if [ -n "$REDIS" ]; then redis_counts $URLS; fi
-    if [ -n "$second" ]; then stop_quotad "$second"; fi
-    check "$s, round $r"
-    if [ -n "$REDIS" ]; then
-      # Answers that were not decided in Redis are 200s all the same.
-      degraded=$((DEGRADED - d0)) failures=$((REDIS_FAILURES - f0)) mismatches=$((MISMATCHES - m0))
-      if [ "$degraded" != 0 ] || [ "$failures" != 0 ] || [ "$mismatches" != 0 ] || [ "$SHARED" != "$(wc -w <<< "$URLS")" ]; then
-        PROBLEMS=$((PROBLEMS + 1))
-        printf '!!! %s, round %s: %s answers degraded (short windows counted in process), %s failed calls to Redis, %s mismatches; %s of %s processes sharing in Redis at the end\n' \
-          "$s" "$r" "$degraded" "$failures" "$mismatches" "$SHARED" "$(wc -w <<< "$URLS")" >&2
-        printf '!!! every check should be decided in Redis: this run does not measure what it claims to\n' >&2
+    for run in $(seq 1 "$RUNS"); do
+      # The first run of a round draws the round's keys, later ones keys
+      # of their own.
+      SEED=$((r + 1000 * (run - 1)))
+      name=$s of="" profile=$s-round$r
+      if [ "$RUNS" -gt 1 ]; then name="$s $run/$RUNS" of=", run $run of $RUNS" profile=$profile-run$run; fi
+      MORE=()
+      measure "baseline for $s, round $r$of" "" "$WARMUP" "http://$BASELINE/v1/check"
+      check "baseline for $s, round $r$of"
+      base=$RPS
+      line "$r" "$name" baseline
+      if [ "$run" = 1 ]; then
+        # With Redis, the first process is restarted with it (gracefully:
+        # it gives its leases back), and without it again for a scenario
+        # without: a third process would make those with Redis measure
+        # processes no longer alone on the database. cold, longtail and
+        # sparse restart it whatever: a fresh process, its caches empty.
+        # So does the scenario after them, which would otherwise measure a
+        # process still holding (and giving back, after 30 s idle) the
+        # leases of tens of thousands of customers it does not check.
+        if [ "$REDIS" != "$Q1_REDIS" ] || [ -n "$FRESH" ] || [ -n "$AFTER_FRESH" ]; then
+          stop_quotad "$Q1"
+          start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log "$REDIS"
+          Q1=$STARTED Q1_REDIS=$REDIS AFTER_FRESH=""
+        fi
+        # The second process runs for the 2proc scenarios only: a process
+        # alone on the database does work that several share differently
+        # (it reports what its leases hold only when another one may read
+        # it).
+        second=""
+        case $s in *-2proc) start_quotad "$QUOTAD2" "$DEBUG2" bin/bench-quotad2.log "$REDIS"; second=$STARTED ;; esac
+        # shellcheck disable=SC2086 # URLS is a list
+        if [ -n "$PRIME" ]; then prime "$SET" $URLS; fi
+        if [ "$s" = sparse ]; then rm -f "$SEEN"; rss_kib "$Q1"; rss0=$RSS_KIB; fi
       fi
+      if [ "$s" = sparse ]; then MORE=(-seen "$SEEN"); fi
+      # shellcheck disable=SC2086 # URLS is a list
+      read_metrics $URLS
+      d0=$DEGRADED f0=$REDIS_FAILURES m0=$MISMATCHES t0=$TRIPS_SUM c0=$TRIPS_COUNT
+      # shellcheck disable=SC2086 # URLS is a list
+      measure "$s, round $r$of" "$profile" "$WARM" $URLS
+      seen=$SEEN_KEYS
+      if [ "$s" = sparse ] && [ "$run" = 1 ]; then rss_kib "$Q1"; rss1=$RSS_KIB seen1=$seen; fi
+      # shellcheck disable=SC2086 # URLS is a list
+      read_metrics $URLS
+      if [ -n "$second" ] && [ "$run" = "$RUNS" ]; then stop_quotad "$second"; fi
+      check "$s, round $r$of"
+      if [ -n "$REDIS" ]; then
+        # Answers that were not decided in Redis are 200s all the same.
+        degraded=$((DEGRADED - d0)) failures=$((REDIS_FAILURES - f0)) mismatches=$((MISMATCHES - m0))
+        if [ "$degraded" != 0 ] || [ "$failures" != 0 ] || [ "$mismatches" != 0 ] || [ "$SHARED" != "$(wc -w <<< "$URLS")" ]; then
+          PROBLEMS=$((PROBLEMS + 1))
+          printf '!!! %s, round %s%s: %s answers degraded (short windows counted in process), %s failed calls to Redis, %s mismatches; %s of %s processes sharing in Redis at the end\n' \
+            "$s" "$r" "$of" "$degraded" "$failures" "$mismatches" "$SHARED" "$(wc -w <<< "$URLS")" >&2
+          printf '!!! every check should be decided in Redis: this run does not measure what it claims to\n' >&2
+        fi
+      fi
+      # Round trips per check over the whole run: warm-up and the checks
+      # still in flight when the measured window closed included.
+      trips_sum=$((TRIPS_SUM - t0)) trips_count=$((TRIPS_COUNT - c0))
+      [ "$trips_count" -gt 0 ] || die "$s, round $r$of: quotad's /metrics counted no check during the run"
+      trips=$(awk -v s="$trips_sum" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
+      ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
+      row=$s note=""
+      if [ "$run" -lt "$FIRST_REPORTED" ]; then
+        row="$s (run $run of $RUNS, not reported)" note="not reported: $s reports run $FIRST_REPORTED of each round"
+      fi
+      line "$r" "$name" quotad "$ratio" "$trips" "$note"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
+        "$trips" "$trips_sum" "$trips_count" "$run" >> "$RESULTS"
+    done
+    AFTER_FRESH=$FRESH
+    if [ "$s" = sparse ]; then
+      # Memory per customer: quotad's resident memory grown over the runs,
+      # over the distinct customers they sent it (warm-ups included). The
+      # growth from the end of the first run, over the customers the later
+      # runs added, leaves out what a fresh process grows by at its first
+      # load whatever the customers (buffers, goroutines, the heap's first
+      # steps).
+      rss_kib "$Q1"
+      if [ -z "$seen" ] || [ "$seen" -le "$seen1" ] || [ "$seen1" -le 0 ]; then
+        die "sparse, round $r: the load generator counted ${seen1:-no} customers sent in the first run, ${seen:-none} in all (seen_keys)"
+      fi
+      mem=$(awk -v a="$rss0" -v a1="$rss1" -v b="$RSS_KIB" -v n1="$seen1" -v n="$seen" -v r="$r" -v runs="$RUNS" 'BEGIN {
+        printf "round %s  sparse: quotad VmRSS %.1f MiB before its first run, %.1f MiB after its last: %+.1f MiB for %d distinct customers sent in %d runs: %.0f bytes per customer",
+          r, a / 1024, b / 1024, (b - a) / 1024, n, runs, (b - a) * 1024 / n
+        printf " (after the first run: %+.1f MiB for %d more customers, %.0f bytes per customer)",
+          (b - a1) / 1024, n - n1, (b - a1) * 1024 / (n - n1) }')
+      echo "$mem"
+      MEMORY_LINES="$MEMORY_LINES$mem"$'\n'
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$rss0" "$RSS_KIB" "$seen" \
+        "$(awk -v a="$rss0" -v b="$RSS_KIB" -v n="$seen" 'BEGIN { printf "%.0f", (b - a) * 1024 / n }')" \
+        "$rss1" "$seen1" "$(awk -v a="$rss1" -v b="$RSS_KIB" -v n="$((seen - seen1))" 'BEGIN { printf "%.0f", (b - a) * 1024 / n }')" >> "$MEMORY"
     fi
-    ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
-    line "$r" "$s" quotad "$ratio"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" >> "$RESULTS"
   done
 done
 
 # ---- summary
 echo
-echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = quotad req/s / baseline req/s of the same round"
+echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = quotad req/s / baseline req/s of the baseline run just before;"
+echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs)"
 echo
 awk -F '\t' '
   NR == 1 { next }
   !($1 in n) { order[++k] = $1 }
-  { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5 }
+  { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5
+    ts[$1] += $10; tc[$1] += $11 }
   END {
-    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per round | mean ratio | non-2xx |"
-    print "| --- | --- | --- | --- | --- | --- |"
+    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | non-2xx |"
+    print "| --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= k; i++) {
       s = order[i]
-      printf "| %s | %.0f | %.0f | %s | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], bad[s]
+      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], bad[s]
     }
   }' "$RESULTS"
 echo
-echo "logs: bin/bench-quotad.log${TWO_PROC:+, bin/bench-quotad2.log}, bin/bench-baseline.log; load generator output: $LOADGEN_LOG; results: $RESULTS"
+if [ -n "$MEMORY_LINES" ]; then printf '%s\n' "$MEMORY_LINES"; fi
+echo "logs: bin/bench-quotad.log${TWO_PROC:+, bin/bench-quotad2.log}, bin/bench-baseline.log; load generator output: $LOADGEN_LOG; results: $RESULTS${MEMORY_LINES:+, $MEMORY}"
 if [ -n "$PROFILE_DIR" ]; then
   read -r first _ <<< "$SCENARIOS"
-  echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof"
+  echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof, -run<n> for longtail and sparse), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof"
 fi
 if [ "$PROBLEMS" -gt 0 ]; then
   printf '!!! %s run(s) saw non-2xx answers, transport errors or (with Redis) answers not decided in Redis (see above and %s): their figures are wrong\n' "$PROBLEMS" "$LOADGEN_LOG" >&2

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +65,65 @@ func TestKeyRange(t *testing.T) {
 	for k, n := range counts {
 		if share := float64(n) / (draws / keys); share < 0.9 || share > 1.1 {
 			t.Errorf("key %d drawn %d times, %.2f of its share", k, n, share)
+		}
+	}
+}
+
+// TestZipfKeys draws keys as the workers of -zipf 1.1 do, seeded, and
+// compares their spread with Zipf's law, P(k) = (k+1)^-1.1 / H over
+// [0, keys): a chi-squared test over buckets from key 0 alone to the
+// last 700 keys.
+func TestZipfKeys(t *testing.T) {
+	const keys, draws, s = 1000, 200000, 1.1
+	p, _, err := parseFlags([]string{"-url", "http://127.0.0.1:1/", "-keys", fmt.Sprint(keys), "-zipf", fmt.Sprint(s),
+		"-seed", "1", "-body", `{{key}}`}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int, keys)
+	for i := range 4 {
+		w := p.newWorker(i, p.targets[0])
+		for range draws / 4 {
+			k, ok := w.nextKey(nil)
+			if !ok || k < 0 || k >= keys {
+				t.Fatalf("nextKey = %d, %t; want a key in [0, %d)", k, ok, keys)
+			}
+			counts[k]++
+		}
+	}
+	weight := make([]float64, keys)
+	var h float64
+	for k := range weight {
+		weight[k] = math.Pow(float64(k+1), -s)
+		h += weight[k]
+	}
+	bounds := []int{0, 1, 2, 3, 4, 5, 10, 30, 100, 300, keys}
+	var chi2 float64
+	for i := range len(bounds) - 1 {
+		var got int
+		var p float64
+		for k := bounds[i]; k < bounds[i+1]; k++ {
+			got += counts[k]
+			p += weight[k] / h
+		}
+		want := p * draws
+		chi2 += (float64(got) - want) * (float64(got) - want) / want
+		t.Logf("keys [%d, %d): %d drawn, %.0f expected", bounds[i], bounds[i+1], got, want)
+	}
+	// 9 degrees of freedom: chi-squared exceeds 27.88 with probability 0.001.
+	if chi2 > 27.88 {
+		t.Errorf("chi-squared %.1f over %d buckets: the draws do not follow Zipf(%v)", chi2, len(bounds)-1, s)
+	}
+	if counts[0] <= counts[1] || counts[1] <= counts[9] || counts[9] <= counts[999] {
+		t.Errorf("counts of keys 0, 1, 9, 999: %d, %d, %d, %d; want them decreasing", counts[0], counts[1], counts[9], counts[999])
+	}
+	// Seeded: the same seed draws the same keys.
+	a, b := p.newWorker(0, p.targets[0]), p.newWorker(0, p.targets[0])
+	for range 100 {
+		ka, _ := a.nextKey(nil)
+		kb, _ := b.nextKey(nil)
+		if ka != kb {
+			t.Fatalf("two workers of one seed and id drew %d and %d", ka, kb)
 		}
 	}
 }
@@ -160,6 +221,13 @@ func TestFlagErrors(t *testing.T) {
 		{"-url", "http://127.0.0.1:1/", "-H", "no colon"},
 		{"-url", "http://127.0.0.1:1/", "-body", "{{nope}}"},
 		{"-url", "http://127.0.0.1:1/", "-keys", "0"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "1"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "0.5"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "-2"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "NaN"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "+Inf"},
+		{"-url", "http://127.0.0.1:1/", "-zipf", "1.1", "-sweep"},
+		{"-url", "http://127.0.0.1:1/", "-seen", "f", "-body", "no key"},
 		{"-url", "http://127.0.0.1:1/", "-method", "GET /x"},
 		{"-url", "http://127.0.0.1:1/", "extra"},
 	} {
@@ -378,5 +446,87 @@ func hostHeader(t *testing.T, client string) {
 	defer mu.Unlock()
 	if s.Total == 0 || len(hosts) != 1 || hosts["quota.example"] != int(s.Total) {
 		t.Errorf("hosts seen %v for %d requests, want quota.example for all", hosts, s.Total)
+	}
+}
+
+// TestDistinctKeys runs twice against a server that records the keys it
+// is sent, keeping the set in a -seen file: each summary counts the
+// distinct keys of its run, and the second the union of both.
+func TestDistinctKeys(t *testing.T) {
+	var mu sync.Mutex
+	var got map[int]bool // this run's keys
+	all := map[int]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ K int }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got[body.K], all[body.K] = true, true
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	file := t.TempDir() + "/seen"
+	for i, args := range [][]string{
+		{"-seed", "1"},
+		{"-seed", "2", "-zipf", "1.1"},
+	} {
+		got = map[int]bool{}
+		s := runJSON(t, append(args, "-url", srv.URL, "-c", "3", "-warmup", "50ms", "-d", "200ms", "-keys", "100000",
+			"-seen", file, "-body", `{"k":{{key}}}`)...)
+		mu.Lock()
+		if s.AllErrors != 0 || s.DistinctKeys != int64(len(got)) || s.SeenKeys != int64(len(all)) {
+			t.Errorf("run %d: distinct_keys %d, seen_keys %d (%d errors); the server saw %d keys, %d in both runs",
+				i+1, s.DistinctKeys, s.SeenKeys, s.AllErrors, len(got), len(all))
+		}
+		mu.Unlock()
+		if i == 1 && s.SeenKeys <= s.DistinctKeys {
+			t.Errorf("the second run's union (%d) adds nothing to its own keys (%d)", s.SeenKeys, s.DistinctKeys)
+		}
+	}
+	if _, err := readSeen(file, 99999); err == nil {
+		t.Error("a -seen file read with another -keys: no error")
+	}
+	s := runJSON(t, "-url", srv.URL, "-c", "1", "-warmup", "0s", "-d", "50ms", "-body", `{"k":1}`)
+	if s.DistinctKeys != 0 {
+		t.Errorf("a body without {{key}}: distinct_keys %d, want 0", s.DistinctKeys)
+	}
+}
+
+func TestKeySetFile(t *testing.T) {
+	file := t.TempDir() + "/seen"
+	s := newKeySet(130)
+	for _, k := range []int{0, 63, 64, 129, 64} {
+		s.add(k)
+	}
+	if s.count() != 4 {
+		t.Errorf("count = %d, want 4", s.count())
+	}
+	if err := s.write(file); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readSeen(file, 130)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newKeySet(130)
+	o.add(1)
+	o.add(129)
+	r.union(o)
+	if r.count() != 5 {
+		t.Errorf("union count = %d, want 5", r.count())
+	}
+	if e, err := readSeen(t.TempDir()+"/none", 130); err != nil || e.count() != 0 {
+		t.Errorf("missing file: %v, %v; want an empty set", e, err)
+	}
+	for _, content := range []string{"", "something else\n", "loadgen seen keys v1 130\n", "loadgen seen keys v1 130\n" + strings.Repeat("x", 25)} {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readSeen(file, 130); err == nil {
+			t.Errorf("readSeen of %q: no error", content)
+		}
 	}
 }

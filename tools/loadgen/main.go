@@ -9,10 +9,18 @@
 //	  -body '{"customer":"c{{key}}","metric":"api_calls","cost":1,"request_id":"r1-{{seq}}"}'
 //
 // The body is a template. {{key}} is a random integer in [0, -keys), drawn
-// once per request (every {{key}} of a request gets the same one);
+// once per request (every {{key}} of a request gets the same one):
+// uniform, or with -zipf s Zipf-distributed, key k drawn with a
+// probability proportional to (k+1)^-s, so key 0 is the most frequent;
 // {{seq}} is unique per request in the run: the worker's number and its
 // request counter, such as 12-3456. Repeat -url to spread the workers
 // round-robin over several servers.
+//
+// The keys of answered requests (warm-up and the last requests included)
+// are counted: the summary says how many distinct ones were sent. With
+// -seen FILE, the set is also kept in FILE across runs (read before the
+// run, written after it), and the summary counts its union too: the
+// distinct keys several runs sent a server.
 //
 // With -sweep, {{key}} takes each value of [0, -keys) once, spread over
 // the workers, and the run stops when all were sent (or after -d): a way
@@ -32,6 +40,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/textproto"
 	"os"
@@ -51,12 +60,25 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	p, asJSON, err := parseFlags(args, stderr)
+	p, opts, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
 	}
+	var seen *keySet // the keys of earlier runs, with -seen
+	if opts.seenFile != "" {
+		if seen, err = readSeen(opts.seenFile, p.keys); err != nil {
+			return err
+		}
+	}
 	s := p.run(ctx)
-	if err := s.print(stdout, asJSON); err != nil {
+	if seen != nil {
+		seen.union(p.seen)
+		s.SeenKeys = seen.count()
+		if err := seen.write(opts.seenFile); err != nil {
+			return err
+		}
+	}
+	if err := s.print(stdout, opts.json); err != nil {
 		return err
 	}
 	if s.Requests == 0 {
@@ -65,7 +87,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
+// options are the flags that are not part of the plan.
+type options struct {
+	json     bool   // print the JSON summary line
+	seenFile string // -seen
+}
+
+func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var urls, headers []string
@@ -80,31 +108,39 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 	body := fs.String("body", "", "request body `template`: {{key}} and {{seq}} are replaced per request")
 	keys := fs.Int("keys", 10000, "{{key}} is drawn from [0, keys)")
 	seed := fs.Uint64("seed", 1, "seed of the key draws (worker i uses seed and i)")
+	zipf := fs.Float64("zipf", 0, "draw {{key}} Zipf-distributed with this exponent `s` (> 1): key k with a probability "+
+		"proportional to (k+1)^-s, key 0 the most frequent; 0 draws uniformly")
 	method := fs.String("method", "", "HTTP method (default POST with -body, GET without)")
 	sweep := fs.Bool("sweep", false, "send each key once, then stop (warms caches; no warm-up)")
 	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
+	seenFile := fs.String("seen", "", "keep the set of keys sent (and answered) in `FILE` across runs with the same -keys: "+
+		"read before the run if it exists, written after; the summary counts the keys of all of them")
 	client := fs.String("client", "net/http", "how requests are sent: net/http (an http.Client per worker, each request "+
 		"built as a backend would) or raw (requests written by hand on the connection: the generator costs less, "+
 		"so the server's own cost weighs more in a ratio)")
 	if err := fs.Parse(args); err != nil {
-		return nil, false, err
+		return nil, options{}, err
 	}
 	if fs.NArg() > 0 {
-		return nil, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, options{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	switch {
 	case len(urls) == 0:
-		return nil, false, errors.New("no -url")
+		return nil, options{}, errors.New("no -url")
 	case *conc < len(urls):
-		return nil, false, fmt.Errorf("-c %d: want at least one worker per URL (%d)", *conc, len(urls))
+		return nil, options{}, fmt.Errorf("-c %d: want at least one worker per URL (%d)", *conc, len(urls))
 	case *window <= 0 || *warmup < 0 || *timeout <= 0:
-		return nil, false, errors.New("-d and -timeout must be positive, -warmup not negative")
+		return nil, options{}, errors.New("-d and -timeout must be positive, -warmup not negative")
 	case *keys < 1:
-		return nil, false, errors.New("-keys must be at least 1")
+		return nil, options{}, errors.New("-keys must be at least 1")
+	case *zipf != 0 && !(*zipf > 1 && !math.IsInf(*zipf, 1)):
+		return nil, options{}, fmt.Errorf("-zipf %v: want an exponent above 1, or 0 for uniform draws", *zipf)
+	case *zipf != 0 && *sweep:
+		return nil, options{}, errors.New("-zipf and -sweep: a sweep draws nothing")
 	case strings.ContainsAny(*method, " \t\r\n"):
-		return nil, false, fmt.Errorf("-method %q: not a method", *method)
+		return nil, options{}, fmt.Errorf("-method %q: not a method", *method)
 	case *client != "net/http" && *client != "raw":
-		return nil, false, fmt.Errorf("-client %q: want net/http or raw", *client)
+		return nil, options{}, fmt.Errorf("-client %q: want net/http or raw", *client)
 	}
 	p := &plan{
 		workers: *conc,
@@ -114,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		method:  *method,
 		keys:    *keys,
 		seed:    *seed,
+		zipf:    *zipf,
 		sweep:   *sweep,
 		raw:     *client == "raw",
 	}
@@ -123,9 +160,14 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 	if *body != "" {
 		t, err := parseTemplate(*body)
 		if err != nil {
-			return nil, false, err
+			return nil, options{}, err
 		}
 		p.body = t
+	}
+	if p.body != nil && p.body.hasKey {
+		p.seen = newKeySet(p.keys)
+	} else if *seenFile != "" {
+		return nil, options{}, errors.New("-seen: the body has no {{key}}")
 	}
 	if p.method == "" {
 		p.method = "GET"
@@ -138,18 +180,18 @@ func parseFlags(args []string, stderr io.Writer) (*plan, bool, error) {
 		name, value, ok := strings.Cut(h, ":")
 		name = strings.TrimSpace(name)
 		if !ok || name == "" || strings.ContainsAny(h, "\r\n") {
-			return nil, false, fmt.Errorf("-H %q: want 'Name: value'", h)
+			return nil, options{}, fmt.Errorf("-H %q: want 'Name: value'", h)
 		}
 		switch textproto.CanonicalMIMEHeaderKey(name) {
 		case "Content-Length", "Transfer-Encoding":
-			return nil, false, fmt.Errorf("-H %q: loadgen sets %s itself", h, name)
+			return nil, options{}, fmt.Errorf("-H %q: loadgen sets %s itself", h, name)
 		}
 		header.Add(name, strings.TrimSpace(value))
 	}
 	targets, err := newTargets(urls, p.method, header)
 	if err != nil {
-		return nil, false, err
+		return nil, options{}, err
 	}
 	p.targets = targets
-	return p, *asJSON, nil
+	return p, options{json: *asJSON, seenFile: *seenFile}, nil
 }

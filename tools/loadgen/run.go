@@ -85,8 +85,10 @@ type plan struct {
 	body    *bodyTemplate // nil: no body
 	keys    int
 	seed    uint64
-	sweep   bool // each key once, then stop
-	raw     bool // write requests by hand rather than with net/http
+	zipf    float64 // > 1: Zipf-distributed keys with this exponent; 0: uniform
+	sweep   bool    // each key once, then stop
+	raw     bool    // write requests by hand rather than with net/http
+	seen    *keySet // the keys of answered requests (nil: the body has no {{key}})
 }
 
 // run drives the workers until the window closes (or, with sweep, every
@@ -108,7 +110,11 @@ func (p *plan) run(ctx context.Context) *summary {
 	if now := time.Now(); now.Before(to) { // cut short: ctx, or a sweep ended
 		window = max(0, now.Sub(from))
 	}
-	return summarize(tallies, window, len(p.targets))
+	s := summarize(tallies, window, len(p.targets))
+	if p.seen != nil {
+		s.DistinctKeys = p.seen.count()
+	}
+	return s
 }
 
 // worker sends requests back to back on one keep-alive connection.
@@ -117,6 +123,7 @@ type worker struct {
 	plan    *plan
 	target  *target
 	rng     *rand.Rand
+	zipf    *rand.Zipf // nil: uniform keys
 	tally   *tally
 	readReq *http.Request // tells http.ReadResponse the method
 
@@ -137,6 +144,11 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		rng:     rand.New(rand.NewPCG(p.seed, uint64(id))),
 		tally:   newTally(t.url),
 		readReq: &http.Request{Method: p.method},
+	}
+	if p.zipf > 0 {
+		// P(k) ∝ (1+k)^-s for k in [0, keys-1]: v = 1 makes key 0 the
+		// most frequent, with weight 1.
+		w.zipf = rand.NewZipf(w.rng, p.zipf, 1, uint64(p.keys-1))
 	}
 	if !p.raw {
 		dialer := &net.Dialer{Timeout: p.timeout}
@@ -189,6 +201,9 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 			continue
 		}
 		w.tally.total++
+		if w.plan.seen != nil {
+			w.plan.seen.add(key)
+		}
 		if inWindow {
 			w.tally.status[status]++
 			w.tally.latencies = append(w.tally.latencies, t1.Sub(t0))
@@ -196,14 +211,17 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 	}
 }
 
-// nextKey is the next request's {{key}}: uniform in [0, keys), or with
-// sweep the next key not yet sent (false when all were).
+// nextKey is the next request's {{key}}: uniform in [0, keys) or, with
+// zipf, Zipf-distributed over it; with sweep the next key not yet sent
+// (false when all were).
 func (w *worker) nextKey(next *atomic.Int64) (int, bool) {
 	p := w.plan
 	switch {
 	case p.sweep:
 		k := next.Add(1) - 1
 		return int(k), k < int64(p.keys)
+	case p.body != nil && p.body.hasKey && w.zipf != nil:
+		return int(w.zipf.Uint64()), true
 	case p.body != nil && p.body.hasKey:
 		return w.rng.IntN(p.keys), true
 	}

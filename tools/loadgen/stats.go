@@ -53,6 +53,12 @@ type summary struct {
 	// Connections counts the connections opened in every phase: one per
 	// worker unless errors or servers closing connections made more.
 	Connections int64 `json:"connections"`
+	// DistinctKeys counts the distinct {{key}} values of the answered
+	// requests, every phase included (0 when the body has no {{key}}).
+	DistinctKeys int64 `json:"distinct_keys"`
+	// SeenKeys, with -seen, counts those of this run and the earlier
+	// runs the file kept.
+	SeenKeys int64 `json:"seen_keys,omitempty"`
 }
 
 // summarize merges the workers' tallies over a window of length window.
@@ -148,6 +154,14 @@ func (s *summary) print(w io.Writer, asJSON bool) error {
 		s.P50, s.P90, s.P99, s.Max, s.Mean)
 	row("connections", "%d opened; %d answers and %d errors counting warm-up and the last requests",
 		s.Connections, s.Total, s.AllErrors)
+	if s.DistinctKeys > 0 {
+		if s.SeenKeys > 0 {
+			row("keys", "%d distinct answered, counting warm-up and the last requests; %d with the earlier runs of -seen",
+				s.DistinctKeys, s.SeenKeys)
+		} else {
+			row("keys", "%d distinct answered, counting warm-up and the last requests", s.DistinctKeys)
+		}
+	}
 	if len(s.ByURL) > 1 {
 		urls := make([]string, 0, len(s.ByURL))
 		for u := range s.ByURL {
