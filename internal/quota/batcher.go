@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,20 @@ type batcher[T any] struct {
 	mu      sync.Mutex
 	queue   []*batchCall[T]
 	sending int // batches in flight, or about to be
+
+	// batches and calls count what was sent, for monitoring.
+	batches, calls atomic.Uint64
+}
+
+// BatchStats count a batcher's round trips and the calls they carried.
+type BatchStats struct {
+	Batches uint64
+	Calls   uint64
+}
+
+// stats returns what b sent.
+func (b *batcher[T]) stats() BatchStats {
+	return BatchStats{Batches: b.batches.Load(), Calls: b.calls.Load()}
 }
 
 // batchCall is one call waiting in a batcher.
@@ -106,6 +121,8 @@ func (b *batcher[T]) run() {
 		}
 		// The batch serves every caller in it, so no one caller's context
 		// governs it: it lasts as long as the last of them waits.
+		b.batches.Add(1)
+		b.calls.Add(uint64(n))
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err := b.send(ctx, calls)
 		cancel()

@@ -131,6 +131,9 @@ type Stats struct {
 	ShortKeys   int64  // short-window counters held in memory
 	Leases      LeaseStats
 	Shared      SharedStats
+	// Claims counts the statements request-id claims went in (with
+	// leases), and the claims.
+	Claims BatchStats
 }
 
 // SharedStats describe the shared store of short windows.
@@ -149,7 +152,7 @@ type SharedStats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys()}
+	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.stats()}
 	if e.leases != nil {
 		s.Leases = e.leases.Stats()
 	}

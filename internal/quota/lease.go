@@ -189,4 +189,6 @@ type LeaseStats struct {
 	Leases           int64 // leases held
 	Units            int64 // units held unused in them
 	InDoubt          int64 // leases with a call whose answer was lost
+	// Grants counts the statements grants went in, and the grants.
+	Grants BatchStats
 }

@@ -136,7 +136,7 @@ func (p *LeasePool) each(f func(*lease)) {
 // Stats returns the pool's counters. It visits every lease.
 func (p *LeasePool) Stats() LeaseStats {
 	s := LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Released: p.released.Load(),
-		DeniedFromMemory: p.fromMemory.Load()}
+		DeniedFromMemory: p.fromMemory.Load(), Grants: p.grants.stats()}
 	p.each(func(l *lease) {
 		s.Leases++
 		s.Units += l.spendable()
