@@ -214,6 +214,16 @@ read_metrics() {
   done
 }
 
+# pg_xacts: sets PG_XACTS to the transactions PostgreSQL counted in the
+# bench database so far (pg_stat_database: commits and rollbacks), every
+# statement quotad sent there in one: customer loads, grants, claims,
+# give-backs, history. Backends report them within a second.
+pg_xacts() {
+  PG_XACTS=$(psql -qAt -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 \
+    -c "SELECT pg_stat_force_next_flush(); SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()" | tail -n 1)
+  [ -n "$PG_XACTS" ] || die "pg_stat_database has no row for $DB"
+}
+
 # rss_kib PID: sets RSS_KIB to the resident memory of quotad process PID
 # (VmRSS in /proc/PID/status).
 rss_kib() {
@@ -489,11 +499,11 @@ if [ -n "$WITH_REDIS" ]; then
     "$(redis-cli --no-auth-warning -u "$REDIS_URL" info server | sed -n 's/^redis_version:\([^[:space:]]*\).*/Redis \1/p')" "$REDIS_PREFIX"
 fi
 if [ -n "$INSERTED" ]; then echo "customers ${INSERTED#; }"; fi
-printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\n' > "$RESULTS"
+printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\tpg_xacts\n' > "$RESULTS"
 printf 'round\trss_before_kib\trss_after_kib\tcustomers_seen\tbytes_per_customer\trss_after_run1_kib\tcustomers_seen_run1\tbytes_per_customer_after_run1\n' > "$MEMORY"
-line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE]]
-  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s\n' "$1" "$2" "$3" \
-    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" \
+line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE [XACTS]]]
+  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s%s\n' "$1" "$2" "$3" \
+    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" "${7:+  pg xacts/check $7}" \
     "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")" "${6:+  ($6)}"
 }
 MEMORY_LINES=""  # sparse's, for the summary
@@ -540,12 +550,14 @@ for r in $(seq 1 "$ROUNDS"); do
       # shellcheck disable=SC2086 # URLS is a list
       read_metrics $URLS
       d0=$DEGRADED f0=$REDIS_FAILURES m0=$MISMATCHES t0=$TRIPS_SUM c0=$TRIPS_COUNT
+      pg_xacts; x0=$PG_XACTS
       # shellcheck disable=SC2086 # URLS is a list
       measure "$s, round $r$of" "$profile" "$WARM" $URLS
       seen=$SEEN_KEYS
       if [ "$s" = sparse ] && [ "$run" = 1 ]; then rss_kib "$Q1"; rss1=$RSS_KIB seen1=$seen; fi
       # shellcheck disable=SC2086 # URLS is a list
       read_metrics $URLS
+      pg_xacts; xacts=$((PG_XACTS - x0))
       if [ -n "$second" ] && [ "$run" = "$RUNS" ]; then stop_quotad "$second"; fi
       check "$s, round $r$of"
       if [ -n "$REDIS" ]; then
@@ -563,14 +575,15 @@ for r in $(seq 1 "$ROUNDS"); do
       trips_sum=$((TRIPS_SUM - t0)) trips_count=$((TRIPS_COUNT - c0))
       [ "$trips_count" -gt 0 ] || die "$s, round $r$of: quotad's /metrics counted no check during the run"
       trips=$(awk -v s="$trips_sum" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
+      xpc=$(awk -v s="$xacts" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
       ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
       row=$s note=""
       if [ "$run" -lt "$FIRST_REPORTED" ]; then
         row="$s (run $run of $RUNS, not reported)" note="not reported: $s reports run $FIRST_REPORTED of each round"
       fi
-      line "$r" "$name" quotad "$ratio" "$trips" "$note"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
-        "$trips" "$trips_sum" "$trips_count" "$run" >> "$RESULTS"
+      line "$r" "$name" quotad "$ratio" "$trips" "$note" "$xpc"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
+        "$trips" "$trips_sum" "$trips_count" "$run" "$xacts" >> "$RESULTS"
     done
     AFTER_FRESH=$FRESH
     if [ "$s" = sparse ]; then
@@ -601,19 +614,20 @@ done
 # ---- summary
 echo
 echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = quotad req/s / baseline req/s of the baseline run just before;"
-echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs)"
+echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs);"
+echo "PostgreSQL transactions per check = every transaction PostgreSQL counted in the bench database over the checks (pg_stat_database)"
 echo
 awk -F '\t' '
   NR == 1 { next }
   !($1 in n) { order[++k] = $1 }
   { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5
-    ts[$1] += $10; tc[$1] += $11 }
+    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13 }
   END {
-    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | non-2xx |"
-    print "| --- | --- | --- | --- | --- | --- | --- |"
+    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | non-2xx |"
+    print "| --- | --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= k; i++) {
       s = order[i]
-      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], bad[s]
+      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], bad[s]
     }
   }' "$RESULTS"
 echo
