@@ -101,3 +101,32 @@ func sortDeltas(d []quota.HistoryDelta) {
 }
 
 var _ quota.HistoryStore = (*DB)(nil)
+
+// FindActiveCustomers returns up to limit customers with usage history on
+// or after day since, most recently active first, then the most used (units
+// admitted and denied over those days); customers deleted since are left
+// out. quotad warms its cache with them at start-up.
+func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	// usage_history has no index on day: this reads the whole table once,
+	// which start-up bounds with its warm timeout.
+	const q = `
+		SELECT h.customer_id
+		FROM usage_history h
+		WHERE h.day >= $1
+		  AND EXISTS (SELECT 1 FROM customers c WHERE c.id = h.customer_id)
+		GROUP BY h.customer_id
+		ORDER BY max(h.day) DESC, sum(h.used) + sum(h.denied) DESC, h.customer_id
+		LIMIT $2`
+	rows, err := db.pool.Query(ctx, q, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find active customers since %s: %w", since.Format(time.DateOnly), mapErr(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("scan active customers: %w", mapErr(err))
+	}
+	return ids, nil
+}
