@@ -104,21 +104,26 @@ var _ quota.HistoryStore = (*DB)(nil)
 
 // FindActiveCustomers returns up to limit customers with usage history on
 // or after day since, most recently active first, then the most used (units
-// admitted and denied over those days); customers deleted since are left
-// out. quotad warms its cache with them at start-up.
+// admitted and denied over those days); the history of customers deleted
+// since is left out. quotad warms its cache with them at start-up.
 func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
-	// usage_history has no index on day: this reads the whole table once,
-	// which start-up bounds with its warm timeout.
+	// usage_history has no index on day, and grows every day: rather than
+	// scan it, look up each customer's recent days through the primary key
+	// (customer_id, day, metric), which costs one index probe per customer
+	// however long the history.
 	const q = `
-		SELECT h.customer_id
-		FROM usage_history h
-		WHERE h.day >= $1
-		  AND EXISTS (SELECT 1 FROM customers c WHERE c.id = h.customer_id)
-		GROUP BY h.customer_id
-		ORDER BY max(h.day) DESC, sum(h.used) + sum(h.denied) DESC, h.customer_id
+		SELECT c.id
+		FROM customers c
+		CROSS JOIN LATERAL (
+			SELECT max(h.day) AS latest, sum(h.used) + sum(h.denied) AS used
+			FROM usage_history h
+			WHERE h.customer_id = c.id AND h.day >= $1
+		) a
+		WHERE a.latest IS NOT NULL
+		ORDER BY a.latest DESC, a.used DESC, c.id
 		LIMIT $2`
 	rows, err := db.pool.Query(ctx, q, since, limit)
 	if err != nil {
