@@ -211,6 +211,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	registry := prometheus.NewRegistry()
 	worker := newWebhookWorker(cfg, outbox, log, registry)
 	registerDetectorMetrics(registry, detector)
+	registerCacheMetrics(registry, cache)
 	listener := db.Listener(func(n store.Notification) {
 		switch n.Kind {
 		case store.NotifyDelivery:
@@ -236,11 +237,16 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	}()
 
 	// Serve only once changes from other processes are heard, so that
-	// nothing is cached that a missed notification could leave stale.
+	// nothing is cached that a missed notification could leave stale;
+	// then warm the cache (listening again purges it).
 	select {
 	case <-listening:
+		warmCache(ctx, cfg, db, cache, now(), log)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	case <-time.After(10 * time.Second):
-		log.Warn("not yet listening for changes from other processes; serving anyway")
+		log.Warn("not yet listening for changes from other processes; serving anyway, the cache cold")
 	case <-ctx.Done():
 		return ctx.Err()
 	}
