@@ -224,17 +224,9 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
-	background.Add(4)
+	background.Add(2)
 	go func() { defer background.Done(); worker.Run(bg) }()
-	go func() {
-		defer background.Done()
-		detector.Run(bg, now, func(err error) { log.Warn("recording usage events failed; will retry", "error", err) })
-	}()
 	go func() { defer background.Done(); listener.Run(bg) }()
-	go func() {
-		defer background.Done()
-		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
-	}()
 
 	// Serve only once changes from other processes are heard, so that
 	// nothing is cached that a missed notification could leave stale;
@@ -250,6 +242,18 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// The work done for checks starts with them, after warming, which
+	// then has the pool to itself: start-up opens no more connections
+	// than it did before it warmed.
+	background.Add(2)
+	go func() {
+		defer background.Done()
+		detector.Run(bg, now, func(err error) { log.Warn("recording usage events failed; will retry", "error", err) })
+	}()
+	go func() {
+		defer background.Done()
+		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
+	}()
 
 	srv := api.New(api.Config{
 		Catalog: catalog,
