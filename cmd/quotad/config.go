@@ -16,6 +16,7 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // defaultDatabaseURL points at a PostgreSQL on this machine, so that
@@ -47,6 +48,8 @@ type config struct {
 	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
 	RedisTimeout    time.Duration `help:"How long a check waits for Redis before counting its short windows in process, degraded." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
 	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`
+	WarmCustomers   int           `help:"How many customers active today or yesterday (by usage history), the most recent first, to load into the cache at start-up before serving; 0: none." envvar:"QUOTAD_WARM_CUSTOMERS" default:"100000" placeholder:"N"`
+	WarmTimeout     time.Duration `help:"How long start-up may spend loading them; then quotad serves anyway." envvar:"QUOTAD_WARM_TIMEOUT" default:"10s" placeholder:"DURATION"`
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
@@ -174,6 +177,10 @@ func (c *config) check() error {
 		return fmt.Errorf("--webhook-retry-base ($QUOTAD_WEBHOOK_RETRY_BASE): want a positive duration, got %s", c.WebhookRetryBase)
 	case c.DBMaxConns < 0 || c.DBMaxConns > 1000:
 		return fmt.Errorf("--db-max-conns ($QUOTAD_DB_MAX_CONNS): want an integer from 0 to 1000, got %d", c.DBMaxConns)
+	case c.WarmCustomers < 0 || c.WarmCustomers > tiers.DefaultCacheCustomers:
+		return fmt.Errorf("--warm-customers ($QUOTAD_WARM_CUSTOMERS): want an integer from 0 to %d (the cache's bound), got %d", tiers.DefaultCacheCustomers, c.WarmCustomers)
+	case c.WarmTimeout <= 0:
+		return fmt.Errorf("--warm-timeout ($QUOTAD_WARM_TIMEOUT): want a positive duration such as 10s, got %s", c.WarmTimeout)
 	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
@@ -240,6 +247,8 @@ func (c *config) logValue() slog.Value {
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
 		slog.String("debug_listen", c.DebugListen),
+		slog.Int("warm_customers", c.WarmCustomers),
+		slog.String("warm_timeout", c.WarmTimeout.String()),
 		slog.String("redis_url", redactRedis(c.RedisURL, c.RedisURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),

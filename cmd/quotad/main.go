@@ -211,6 +211,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	registry := prometheus.NewRegistry()
 	worker := newWebhookWorker(cfg, outbox, log, registry)
 	registerDetectorMetrics(registry, detector)
+	registerCacheMetrics(registry, cache)
 	listener := db.Listener(func(n store.Notification) {
 		switch n.Kind {
 		case store.NotifyDelivery:
@@ -223,27 +224,36 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	listening := make(chan struct{}, 1)
 	listener.Connected = listening
-	background.Add(4)
+	background.Add(2)
 	go func() { defer background.Done(); worker.Run(bg) }()
+	go func() { defer background.Done(); listener.Run(bg) }()
+
+	// Serve only once changes from other processes are heard, so that
+	// nothing is cached that a missed notification could leave stale;
+	// then warm the cache (listening again purges it).
+	select {
+	case <-listening:
+		warmCache(ctx, cfg, db, cache, now(), log)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	case <-time.After(10 * time.Second):
+		log.Warn("not yet listening for changes from other processes; serving anyway, the cache cold")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The work done for checks starts with them, after warming, which
+	// then has the pool to itself: start-up opens no more connections
+	// than it did before it warmed.
+	background.Add(2)
 	go func() {
 		defer background.Done()
 		detector.Run(bg, now, func(err error) { log.Warn("recording usage events failed; will retry", "error", err) })
 	}()
-	go func() { defer background.Done(); listener.Run(bg) }()
 	go func() {
 		defer background.Done()
 		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
 	}()
-
-	// Serve only once changes from other processes are heard, so that
-	// nothing is cached that a missed notification could leave stale.
-	select {
-	case <-listening:
-	case <-time.After(10 * time.Second):
-		log.Warn("not yet listening for changes from other processes; serving anyway")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 
 	srv := api.New(api.Config{
 		Catalog: catalog,

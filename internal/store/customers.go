@@ -231,3 +231,59 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 	}
 	return a, nil
 }
+
+// accountRow is a customer with its plan (on the first of the plan's
+// customers only) and its overrides, as FindAccounts selects them.
+type accountRow struct {
+	customerRow
+	Plan      *planRow
+	Overrides []overrideRow
+}
+
+// FindAccounts implements tiers.CacheSource: the accounts of those of ids
+// that exist, in one statement, so one snapshot and one round trip
+// however many ids (the cache sends at most tiers.DefaultAccountBatch).
+func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.Account, error) {
+	if len(ids) == 0 {
+		return map[string]tiers.Account{}, nil
+	}
+	const q = `SELECT ` + customerColumns + `,
+		       -- Each plan once, with the first of its customers: a batch
+		       -- has many customers and few plans.
+		       CASE WHEN row_number() OVER (PARTITION BY c.plan_key ORDER BY c.id) = 1 THEN
+		           (SELECT to_jsonb(pr) FROM (SELECT ` + planColumns + `
+		                                      FROM plans p WHERE p.key = c.plan_key) pr)
+		       END AS plan,
+		       -- All of them, expired ones too, in findOverrides' order.
+		       (SELECT coalesce(jsonb_agg(to_jsonb(orow) ORDER BY orow.metric, window_rank(orow.quota_window)), '[]')
+		        FROM (SELECT ` + overrideColumns + `
+		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides
+		FROM customers c
+		WHERE c.id = ANY($1)`
+	rows, err := db.pool.Query(ctx, q, ids)
+	if err != nil {
+		return nil, fmt.Errorf("find accounts[%d ids]: %w", len(ids), mapErr(err))
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[accountRow])
+	if err != nil {
+		return nil, fmt.Errorf("find accounts[%d ids]: %w", len(ids), mapErr(err))
+	}
+	plans := make(map[string]tiers.Plan)
+	for _, r := range list {
+		if r.Plan != nil {
+			plans[r.Plan.Key] = toPlan(*r.Plan)
+		}
+	}
+	out := make(map[string]tiers.Account, len(list))
+	for _, r := range list {
+		a := tiers.Account{Customer: toCustomer(r.customerRow), Plan: plans[r.PlanKey],
+			Overrides: make([]tiers.Override, len(r.Overrides))}
+		for i, o := range r.Overrides {
+			a.Overrides[i] = toOverride(o)
+		}
+		out[r.ID] = a
+	}
+	return out, nil
+}
+
+var _ tiers.CacheSource = (*DB)(nil)

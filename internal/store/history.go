@@ -101,3 +101,37 @@ func sortDeltas(d []quota.HistoryDelta) {
 }
 
 var _ quota.HistoryStore = (*DB)(nil)
+
+// FindActiveCustomers returns up to limit customers with usage history on
+// or after day since, most recently active first, then the most used (units
+// admitted and denied over those days); the history of customers deleted
+// since is left out. quotad warms its cache with them at start-up.
+func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	// usage_history has no index on day, and grows every day: rather than
+	// scan it, look up each customer's recent days through the primary key
+	// (customer_id, day, metric), which costs one index probe per customer
+	// however long the history.
+	const q = `
+		SELECT c.id
+		FROM customers c
+		CROSS JOIN LATERAL (
+			SELECT max(h.day) AS latest, sum(h.used) + sum(h.denied) AS used
+			FROM usage_history h
+			WHERE h.customer_id = c.id AND h.day >= $1
+		) a
+		WHERE a.latest IS NOT NULL
+		ORDER BY a.latest DESC, a.used DESC, c.id
+		LIMIT $2`
+	rows, err := db.pool.Query(ctx, q, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find active customers since %s: %w", since.Format(time.DateOnly), mapErr(err))
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("scan active customers: %w", mapErr(err))
+	}
+	return ids, nil
+}

@@ -12,22 +12,24 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
+// overrideRow is an override as overrideColumns selects it, or as
+// to_jsonb makes a JSON object of those columns (see FindAccounts).
 type overrideRow struct {
-	CustomerID         string
-	Metric             string
-	QuotaWindow        string
-	LimitValue         int64
-	Mode               string
-	OveragePercent     int32
-	OveragePriceMicros *int64
-	Ceiling            *int64
-	Algorithm          *string
-	Burst              *int64
-	ExpiresAt          *time.Time
-	Reason             string
-	Version            int64
-	CreatedAt          time.Time
-	UpdatedAt          time.Time
+	CustomerID         string     `json:"customer_id"`
+	Metric             string     `json:"metric"`
+	QuotaWindow        string     `json:"quota_window"`
+	LimitValue         int64      `json:"limit_value"`
+	Mode               string     `json:"mode"`
+	OveragePercent     int32      `json:"overage_percent"`
+	OveragePriceMicros *int64     `json:"overage_price_micros"`
+	Ceiling            *int64     `json:"ceiling"`
+	Algorithm          *string    `json:"algorithm"`
+	Burst              *int64     `json:"burst"`
+	ExpiresAt          *time.Time `json:"expires_at"`
+	Reason             string     `json:"reason"`
+	Version            int64      `json:"version"`
+	CreatedAt          time.Time  `json:"created_at"`
+	UpdatedAt          time.Time  `json:"updated_at"`
 }
 
 func toOverride(r overrideRow) tiers.Override {

@@ -12,18 +12,20 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
+// planRow is a plan as planColumns selects it, or as to_jsonb makes a
+// JSON object of those columns (see FindAccounts).
 type planRow struct {
-	Key              string
-	Name             string
-	Description      string
-	PriceAmountCents int64
-	PriceCurrency    string
-	PriceInterval    string
+	Key              string `json:"key"`
+	Name             string `json:"name"`
+	Description      string `json:"description"`
+	PriceAmountCents int64  `json:"price_amount_cents"`
+	PriceCurrency    string `json:"price_currency"`
+	PriceInterval    string `json:"price_interval"`
 	// Limits decodes from the JSON built by planColumns.
-	Limits    []limitRow
-	Version   int64
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Limits    []limitRow `json:"limits"`
+	Version   int64      `json:"version"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
 }
 
 // limitRow is a plan limit as planColumns builds it: the columns as they

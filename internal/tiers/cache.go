@@ -11,19 +11,34 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// CacheSource is what a Cache loads from; Store implements it.
+// CacheSource is what a Cache loads from; the PostgreSQL store implements
+// it. FindMetric returns ErrMetricNotFound and FindPlan ErrPlanNotFound
+// for what does not exist; every method returns ErrUnavailable when the
+// source cannot be reached. Implementations are safe for concurrent use.
 type CacheSource interface {
 	FindMetric(ctx context.Context, key string) (Metric, error)
 	FindPlan(ctx context.Context, key string) (Plan, error)
-	FindAccount(ctx context.Context, id string) (Account, error)
+	// FindAccounts returns the accounts of those of the customers ids that
+	// exist, each with its plan and all its overrides (expired ones
+	// included), all read in one snapshot. A customer that does not exist
+	// is absent from the map.
+	FindAccounts(ctx context.Context, ids []string) (map[string]Account, error)
 }
 
 // DefaultCacheCustomers bounds how many customers a Cache holds.
 const DefaultCacheCustomers = 1_000_000
 
+// DefaultAccountBatch bounds how many customers a Cache asks its source
+// for at once.
+const DefaultAccountBatch = 1000
+
 // loadTimeout bounds one load from the source; loads are shared by every
 // caller waiting for the same key, so no single caller's context governs.
 const loadTimeout = 2 * time.Second
+
+// maxStale bounds what a batch in flight remembers of the invalidations it
+// must not keep; beyond it, the batch keeps nothing.
+const maxStale = 10_000
 
 // Cache holds metrics, plans and customers (with their overrides) in
 // memory for the check path. Entries load on first use, absent ones
@@ -31,26 +46,116 @@ const loadTimeout = 2 * time.Second
 // committed change, in this process and, through PostgreSQL
 // LISTEN/NOTIFY, in the others.
 //
-// A load that started before an invalidation is used for its own caller
+// Customers load in batches: the first caller that misses starts a load
+// with its customer; callers that miss while it is in flight wait for the
+// next load, which brings all of their customers at once (at most
+// DefaultAccountBatch) as soon as the one in flight returns. One load of
+// customers is in flight at a time, and a customer is in at most one.
+//
+// A load that started before an invalidation is used for its own callers
 // but not kept, so a cache never holds data older than the last change it
-// was told of. Values returned share memory with the cache: read them, do
-// not modify them. Cache is safe for concurrent use.
+// was told of: a metric's load after any invalidation, a batch of
+// customers only where the invalidations touched it (a customer, a plan
+// of its customers, or all of it after Purge), so that one change does
+// not throw away a thousand customers' load. A caller that misses a
+// customer after such a change waits for the next load, not the stale
+// one. Values returned share memory with the cache: read them, do not
+// modify them. Cache is safe for concurrent use.
 type Cache struct {
 	src          CacheSource
 	maxCustomers int
-	gen          atomic.Uint64
+	batchSize    int
+	gen          atomic.Uint64 // counts invalidations, for metric loads (see keep)
 	loads        singleflight.Group
+
+	metricLoads, customerLoads, customerBatches atomic.Uint64
 
 	mu        sync.RWMutex
 	metrics   map[string]*Metric // nil: known not to exist
 	plans     map[string]*Plan
 	customers map[string]*customerEntry
+	// Customers being loaded or waiting to be, by the batch that brings
+	// them; batches not sent yet, oldest first; the batch in flight; and
+	// whether a goroutine is sending batches.
+	waiting map[string]*accountBatch
+	queue   []*accountBatch
+	sending *accountBatch
+	loader  bool
 }
 
 type customerEntry struct {
 	customer  Customer
 	overrides []Override
 	missing   bool
+}
+
+// accountBatch is one load of customers from the source.
+type accountBatch struct {
+	ids  []string
+	done chan struct{} // closed once accounts and err are set
+
+	accounts map[string]Account
+	err      error
+
+	// What was invalidated while the batch was in flight: customers,
+	// plans, or everything. Those answers go to the batch's callers but
+	// are not kept. Cache.mu guards them.
+	stale      map[string]struct{}
+	stalePlans map[string]struct{}
+	purged     bool
+}
+
+// invalidate records a change heard while b is in flight. Cache.mu must be
+// held.
+func (b *accountBatch) invalidate(ch Change) {
+	if b.purged {
+		return
+	}
+	add := func(set map[string]struct{}) map[string]struct{} {
+		if set == nil {
+			set = make(map[string]struct{})
+		}
+		set[ch.Key] = struct{}{}
+		return set
+	}
+	switch ch.Kind {
+	case CustomerChanged:
+		b.stale = add(b.stale)
+	case PlanChanged:
+		b.stalePlans = add(b.stalePlans)
+	}
+	b.purged = len(b.stale)+len(b.stalePlans) > maxStale
+}
+
+// changed reports whether customer id, or any plan, changed since the
+// batch was sent: a caller that asks for id now wants a newer answer.
+// Cache.mu must be held.
+func (b *accountBatch) changed(id string) bool {
+	_, ok := b.stale[id]
+	return ok || b.purged || len(b.stalePlans) > 0
+}
+
+// keeps reports whether the batch's answer for customer id, on plan (""
+// when absent), may be kept. Cache.mu must be held.
+func (b *accountBatch) keeps(id, plan string) bool {
+	if b.purged {
+		return false
+	}
+	if _, ok := b.stale[id]; ok {
+		return false
+	}
+	if _, ok := b.stalePlans[plan]; ok && plan != "" {
+		return false
+	}
+	return true
+}
+
+// CacheStats counts a Cache's loads from its source and what it holds.
+type CacheStats struct {
+	MetricLoads     uint64 // metrics asked of the source
+	CustomerLoads   uint64 // customers asked of the source, one per customer of every batch
+	CustomerBatches uint64 // loads of customers (source calls)
+	Customers       int    // customers held, absent ones included
 }
 
 // NewCache returns an empty cache over src holding at most maxCustomers
@@ -60,10 +165,11 @@ func NewCache(src CacheSource, maxCustomers int) *Cache {
 		maxCustomers = DefaultCacheCustomers
 	}
 	return &Cache{
-		src: src, maxCustomers: maxCustomers,
+		src: src, maxCustomers: maxCustomers, batchSize: DefaultAccountBatch,
 		metrics:   make(map[string]*Metric),
 		plans:     make(map[string]*Plan),
 		customers: make(map[string]*customerEntry),
+		waiting:   make(map[string]*accountBatch),
 	}
 }
 
@@ -79,6 +185,9 @@ func (c *Cache) Invalidate(ch Change) {
 	case CustomerChanged:
 		delete(c.customers, ch.Key)
 	}
+	if c.sending != nil {
+		c.sending.invalidate(ch)
+	}
 	c.mu.Unlock()
 }
 
@@ -89,6 +198,9 @@ func (c *Cache) Purge() {
 	clear(c.metrics)
 	clear(c.plans)
 	clear(c.customers)
+	if c.sending != nil {
+		c.sending.purged = true
+	}
 	c.mu.Unlock()
 }
 
@@ -104,6 +216,7 @@ func (c *Cache) Metric(ctx context.Context, key string) (Metric, error) {
 		return *m, nil
 	}
 	v, err := c.load(ctx, "m:"+key, func(ctx context.Context, gen uint64) (any, error) {
+		c.metricLoads.Add(1)
 		m, err := c.src.FindMetric(ctx, key)
 		switch {
 		case errors.Is(err, ErrMetricNotFound):
@@ -123,35 +236,181 @@ func (c *Cache) Metric(ctx context.Context, key string) (Metric, error) {
 // ErrCustomerNotFound.
 func (c *Cache) Account(ctx context.Context, id string) (Account, error) {
 	c.mu.RLock()
-	ce, ok := c.customers[id]
-	var p *Plan
-	if ok && !ce.missing {
-		p = c.plans[ce.customer.Plan]
-	}
+	a, found, err := c.heldLocked(id)
 	c.mu.RUnlock()
-	switch {
-	case ok && ce.missing:
-		return Account{}, ErrCustomerNotFound
-	case ok && p != nil:
-		return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides}, nil
-	}
-	v, err := c.load(ctx, "c:"+id, func(ctx context.Context, gen uint64) (any, error) {
-		a, err := c.src.FindAccount(ctx, id)
-		switch {
-		case errors.Is(err, ErrCustomerNotFound):
-			c.keep(gen, func() { c.putCustomer(id, &customerEntry{missing: true}) })
-		case err == nil:
-			c.keep(gen, func() {
-				c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides})
-				c.plans[a.Plan.Key] = &a.Plan
-			})
-		}
+	if found {
 		return a, err
-	})
-	if err != nil {
-		return Account{}, err
 	}
-	return v.(Account), nil
+	c.mu.Lock()
+	if a, found, err := c.heldLocked(id); found {
+		c.mu.Unlock()
+		return a, err
+	}
+	b := c.waiting[id]
+	if b == nil || b.changed(id) {
+		// Not on its way, or on its way in a load that began before a
+		// change: the next batch brings it. That batch goes after the
+		// one in flight, so a customer is in one load at a time.
+		b = c.enqueueLocked(id)
+	}
+	c.mu.Unlock()
+	select {
+	case <-b.done:
+	case <-ctx.Done():
+		return Account{}, waitErr(ctx, "c:"+id)
+	}
+	if b.err != nil {
+		return Account{}, b.err
+	}
+	a, ok := b.accounts[id]
+	if !ok {
+		return Account{}, ErrCustomerNotFound
+	}
+	return a, nil
+}
+
+// heldLocked returns the account id as the cache holds it, and whether it
+// does (a customer known to be absent is held, with ErrCustomerNotFound).
+// c.mu must be held.
+func (c *Cache) heldLocked(id string) (Account, bool, error) {
+	ce, ok := c.customers[id]
+	switch {
+	case !ok:
+		return Account{}, false, nil
+	case ce.missing:
+		return Account{}, true, ErrCustomerNotFound
+	}
+	p := c.plans[ce.customer.Plan]
+	if p == nil {
+		return Account{}, false, nil
+	}
+	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides}, true, nil
+}
+
+// enqueueLocked adds customer id to the batch that goes next, opening one
+// when there is none or it is full, and starts the loader if it is idle.
+// c.mu must be held.
+func (c *Cache) enqueueLocked(id string) *accountBatch {
+	var b *accountBatch
+	if n := len(c.queue); n > 0 && len(c.queue[n-1].ids) < c.batchSize {
+		b = c.queue[n-1]
+	} else {
+		b = &accountBatch{done: make(chan struct{})}
+		c.queue = append(c.queue, b)
+	}
+	b.ids = append(b.ids, id)
+	c.waiting[id] = b
+	if !c.loader {
+		c.loader = true
+		go c.loadBatches()
+	}
+	return b
+}
+
+// loadBatches sends the queued batches one after the other until none is
+// left: the batch that returns hands over to the next, so callers wait
+// for the database, never for a timer.
+func (c *Cache) loadBatches() {
+	for {
+		c.mu.Lock()
+		if len(c.queue) == 0 {
+			c.loader = false
+			c.mu.Unlock()
+			return
+		}
+		b := c.queue[0]
+		c.queue[0] = nil
+		c.queue = c.queue[1:]
+		c.sending = b
+		c.mu.Unlock()
+
+		c.customerBatches.Add(1)
+		c.customerLoads.Add(uint64(len(b.ids)))
+		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		accounts, err := c.src.FindAccounts(ctx, b.ids)
+		cancel()
+
+		c.mu.Lock()
+		c.sending = nil
+		if err == nil {
+			for _, id := range b.ids {
+				a, ok := accounts[id]
+				switch {
+				case !ok && b.keeps(id, ""):
+					c.putCustomer(id, &customerEntry{missing: true})
+				case ok && b.keeps(id, a.Plan.Key):
+					c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides})
+					if _, held := c.plans[a.Plan.Key]; !held {
+						p := a.Plan
+						c.plans[a.Plan.Key] = &p
+					}
+				}
+			}
+		}
+		for _, id := range b.ids {
+			if c.waiting[id] == b {
+				delete(c.waiting, id)
+			}
+		}
+		b.accounts, b.err = accounts, err
+		c.mu.Unlock()
+		close(b.done)
+	}
+}
+
+// Warm loads the accounts of customers ids, in batches and in their order,
+// so that their first checks find them in memory. It stops when all are
+// loaded, when the cache is full (it makes no room for them), on the
+// source's first error or when ctx ends; the batch in flight then is
+// kept, as any other. It returns how many of ids the cache loaded and
+// found to exist.
+func (c *Cache) Warm(ctx context.Context, ids []string) (int, error) {
+	loaded := 0
+	for len(ids) > 0 {
+		c.mu.Lock()
+		room := c.maxCustomers - len(c.customers) - len(c.waiting)
+		var mine []string
+		batches := map[*accountBatch]struct{}{}
+		for len(ids) > 0 && len(mine) < min(room, c.batchSize) {
+			id := ids[0]
+			ids = ids[1:]
+			if _, held := c.customers[id]; held || c.waiting[id] != nil {
+				continue
+			}
+			mine = append(mine, id)
+			batches[c.enqueueLocked(id)] = struct{}{}
+		}
+		c.mu.Unlock()
+		if len(mine) == 0 {
+			break // full
+		}
+		for b := range batches {
+			select {
+			case <-b.done:
+			case <-ctx.Done():
+				return loaded, waitErr(ctx, "customers")
+			}
+			if b.err != nil {
+				return loaded, b.err
+			}
+		}
+		for _, id := range mine {
+			if brought(batches, id) {
+				loaded++
+			}
+		}
+	}
+	return loaded, nil
+}
+
+// brought reports whether one of batches found customer id.
+func brought(batches map[*accountBatch]struct{}, id string) bool {
+	for b := range batches {
+		if _, ok := b.accounts[id]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // load runs fn once for all concurrent callers of the same key.
@@ -166,13 +425,19 @@ func (c *Cache) load(ctx context.Context, key string, fn func(ctx context.Contex
 	case r := <-ch:
 		return r.Val, r.Err
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			// The caller's time for the store ran out: to it, the store
-			// could not be reached.
-			return nil, fmt.Errorf("%w: waiting for %s: %w", ErrUnavailable, key, ctx.Err())
-		}
-		return nil, ctx.Err()
+		return nil, waitErr(ctx, key)
 	}
+}
+
+// waitErr is the error of a caller that stopped waiting for a load of
+// what because ctx ended.
+func waitErr(ctx context.Context, what string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The caller's time for the store ran out: to it, the store
+		// could not be reached.
+		return fmt.Errorf("%w: waiting for %s: %w", ErrUnavailable, what, ctx.Err())
+	}
+	return ctx.Err()
 }
 
 // keep stores a loaded value unless an invalidation happened since the
@@ -206,4 +471,14 @@ func (c *Cache) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.customers)
+}
+
+// Stats returns what the cache has loaded so far and holds now.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{
+		MetricLoads:     c.metricLoads.Load(),
+		CustomerLoads:   c.customerLoads.Load(),
+		CustomerBatches: c.customerBatches.Load(),
+		Customers:       c.Len(),
+	}
 }

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// fakeSource is an in-memory CacheSource that counts its loads. When gate is
-// set, each load reports on entered once it has read its answer and then
-// waits for gate to close.
+// fakeSource is an in-memory CacheSource that counts its loads and records
+// its batches of customers. When gate is set, each load reports on entered
+// (metrics "m:key", customers "c:id,id,...") once it has read its answer
+// and then waits for gate to close.
 type fakeSource struct {
 	mu       sync.Mutex
 	metrics  map[string]Metric
@@ -19,6 +22,7 @@ type fakeSource struct {
 	accounts map[string]Customer // customer id -> customer; the plan comes from plans
 	fail     error
 	calls    map[string]int
+	batches  [][]string // the ids of every load of customers, in order
 
 	gate    chan struct{}
 	entered chan string
@@ -76,21 +80,34 @@ func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
 	return p, nil
 }
 
-func (s *fakeSource) FindAccount(_ context.Context, id string) (Account, error) {
+func (s *fakeSource) FindAccounts(_ context.Context, ids []string) (map[string]Account, error) {
 	s.mu.Lock()
-	s.calls["c:"+id]++
-	c, ok := s.accounts[id]
-	p := s.plans[c.Plan]
+	s.batches = append(s.batches, slices.Clone(ids))
+	out := make(map[string]Account)
+	for _, id := range ids {
+		s.calls["c:"+id]++
+		if c, ok := s.accounts[id]; ok {
+			out[id] = Account{Customer: c, Plan: s.plans[c.Plan]}
+		}
+	}
 	fail := s.fail
 	s.mu.Unlock()
-	s.wait("c:" + id)
-	switch {
-	case fail != nil:
-		return Account{}, fail
-	case !ok:
-		return Account{}, fmt.Errorf("find account %q: %w", id, ErrCustomerNotFound)
+	s.wait("c:" + strings.Join(ids, ","))
+	if fail != nil {
+		return nil, fail
 	}
-	return Account{Customer: c, Plan: p}, nil
+	return out, nil
+}
+
+// sizes returns the sizes of the batches of customers loaded so far.
+func (s *fakeSource) sizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n []int
+	for _, b := range s.batches {
+		n = append(n, len(b))
+	}
+	return n
 }
 
 func (s *fakeSource) setMetric(m Metric) {
@@ -389,42 +406,405 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 // waiting for a load in flight, without disturbing the load itself; one
 // whose deadline passed is told the store is unavailable.
 func TestCacheCallerContext(t *testing.T) {
+	kinds := []struct {
+		name string
+		get  func(ctx context.Context, c *Cache) (string, error)
+		key  string
+	}{
+		{"metric", func(ctx context.Context, c *Cache) (string, error) {
+			m, err := c.Metric(ctx, "m")
+			return m.Description, err
+		}, "m:m"},
+		{"account", func(ctx context.Context, c *Cache) (string, error) {
+			a, err := c.Account(ctx, "acme")
+			return a.Customer.Name, err
+		}, "c:acme"},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			src := newFakeSource()
+			src.setMetric(Metric{Key: "m", Description: "ok"})
+			src.setPlan(Plan{Key: "p"})
+			src.setCustomer(Customer{ID: "acme", Plan: "p", Name: "ok"})
+			c := NewCache(src, 0)
+			release := src.block()
+			defer release()
+
+			done := make(chan error, 1)
+			go func() {
+				_, err := k.get(context.Background(), c)
+				done <- err
+			}()
+			<-src.entered
+
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := k.get(ctx, c); !errors.Is(err, context.Canceled) {
+				t.Errorf("with a canceled context = %v, want context.Canceled", err)
+			}
+
+			// A caller whose time for the store runs out sees the store as
+			// unreachable, as a check then must.
+			dctx, dcancel := context.WithDeadline(context.Background(), time.Now())
+			defer dcancel()
+			if _, err := k.get(dctx, c); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("past its deadline = %v, want ErrUnavailable", err)
+			}
+
+			release()
+			if err := <-done; err != nil {
+				t.Errorf("the first caller's load failed: %v", err)
+			}
+			if v, err := k.get(context.Background(), c); err != nil || v != "ok" {
+				t.Errorf("after the load = %q, %v; want %q", v, err, "ok")
+			}
+			if got := src.count(k.key); got != 1 {
+				t.Errorf("%d loads, want 1: the callers that gave up did not cut the load short", got)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds, and fails the test if it does not
+// within a bound generous enough for a busy machine.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+// queued returns how many customers wait for a batch not sent yet.
+func queued(c *Cache) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for _, b := range c.queue {
+		n += len(b.ids)
+	}
+	return n
+}
+
+// names returns prefix1 … prefixN.
+func names(prefix string, from, to int) []string {
+	var ids []string
+	for i := from; i <= to; i++ {
+		ids = append(ids, fmt.Sprintf("%s%d", prefix, i))
+	}
+	return ids
+}
+
+// TestCacheBatchesMisses misses customer c0 with its load blocked, then
+// misses others from many goroutines at once: they wait for the load in
+// flight and go together in the next, as many as a batch holds.
+func TestCacheBatchesMisses(t *testing.T) {
+	tests := []struct {
+		name      string
+		batchSize int      // 0: DefaultAccountBatch
+		then      []string // asked at once while c0's load is blocked
+		batches   []int    // the size of every load of customers
+	}{
+		{name: "200 customers: the first alone, every other in the second load",
+			then: names("c", 1, 199), batches: []int{1, 199}},
+		{name: "batches are bounded", batchSize: 50,
+			then: names("c", 1, 199), batches: []int{1, 50, 50, 50, 49}},
+		{name: "a customer asked by many callers is loaded once",
+			then: slices.Repeat([]string{"c1"}, 100), batches: []int{1, 1}},
+		{name: "callers of the customer in flight wait for its load",
+			then: slices.Repeat([]string{"c0"}, 50), batches: []int{1}},
+		{name: "absent customers go with the others and are remembered",
+			then: append(names("c", 1, 20), names("ghost", 1, 20)...), batches: []int{1, 40}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			src := newFakeSource()
+			src.setPlan(Plan{Key: "p", Limits: []Limit{hard("api_calls", Day, 100)}})
+			for _, id := range names("c", 0, 199) {
+				src.setCustomer(Customer{ID: id, Plan: "p"})
+			}
+			c := NewCache(src, 0)
+			if tt.batchSize > 0 {
+				c.batchSize = tt.batchSize
+			}
+			release := src.block()
+			defer release()
+
+			asked := append([]string{"c0"}, tt.then...)
+			errs := make([]error, len(asked))
+			got := make([]Account, len(asked))
+			var wg sync.WaitGroup
+			wg.Go(func() { got[0], errs[0] = c.Account(ctx, "c0") })
+			<-src.entered
+			for i, id := range tt.then {
+				wg.Go(func() { got[i+1], errs[i+1] = c.Account(ctx, id) })
+			}
+			distinct := map[string]bool{}
+			for _, id := range tt.then {
+				distinct[id] = id != "c0"
+			}
+			want := 0
+			for _, queues := range distinct {
+				if queues {
+					want++
+				}
+			}
+			waitFor(t, fmt.Sprintf("%d customers to wait for the next load", want), func() bool { return queued(c) == want })
+			release()
+			wg.Wait()
+
+			for i, id := range asked {
+				switch {
+				case strings.HasPrefix(id, "ghost") && !errors.Is(errs[i], ErrCustomerNotFound):
+					t.Errorf("Account(%q) error = %v, want ErrCustomerNotFound", id, errs[i])
+				case !strings.HasPrefix(id, "ghost") && (errs[i] != nil || got[i].Customer.ID != id || got[i].Plan.Key != "p"):
+					t.Errorf("Account(%q) = customer %q on plan %q, %v", id, got[i].Customer.ID, got[i].Plan.Key, errs[i])
+				}
+			}
+			if got := src.sizes(); !slices.Equal(got, tt.batches) {
+				t.Errorf("loads of %v customers, want %v", got, tt.batches)
+			}
+			// Everything loaded is kept, absent customers included.
+			for _, id := range asked {
+				_, _ = c.Account(ctx, id)
+			}
+			if got := src.sizes(); !slices.Equal(got, tt.batches) {
+				t.Errorf("after asking again, loads of %v customers, want still %v", got, tt.batches)
+			}
+		})
+	}
+}
+
+// TestCacheBatchHeardAChange changes the catalog while a batch of
+// customers a (on plan p), b (on plan q) and ghost (absent) is in flight:
+// the batch's callers get its answers, and only what the change did not
+// touch is kept.
+func TestCacheBatchHeardAChange(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Cache)
+		kept   []string
+	}{
+		{"nothing", func(*Cache) {}, []string{"a", "b", "ghost"}},
+		{"another customer", func(c *Cache) { c.Invalidate(Change{Kind: CustomerChanged, Key: "z"}) }, []string{"a", "b", "ghost"}},
+		{"a metric of the same name", func(c *Cache) { c.Invalidate(Change{Kind: MetricChanged, Key: "a"}) }, []string{"a", "b", "ghost"}},
+		{"another plan", func(c *Cache) { c.Invalidate(Change{Kind: PlanChanged, Key: "r"}) }, []string{"a", "b", "ghost"}},
+		{"one of its customers", func(c *Cache) { c.Invalidate(Change{Kind: CustomerChanged, Key: "a"}) }, []string{"b", "ghost"}},
+		{"the absent customer, now created", func(c *Cache) { c.Invalidate(Change{Kind: CustomerChanged, Key: "ghost"}) }, []string{"a", "b"}},
+		{"one of their plans", func(c *Cache) { c.Invalidate(Change{Kind: PlanChanged, Key: "p"}) }, []string{"b", "ghost"}},
+		{"everything (purge)", func(c *Cache) { c.Purge() }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			src := newFakeSource()
+			src.setPlan(Plan{Key: "p"})
+			src.setPlan(Plan{Key: "q"})
+			src.setCustomer(Customer{ID: "a", Plan: "p"})
+			src.setCustomer(Customer{ID: "b", Plan: "q"})
+			c := NewCache(src, 0)
+			release := src.block()
+			defer release()
+
+			type result struct {
+				n   int
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				n, err := c.Warm(ctx, []string{"a", "b", "ghost"})
+				done <- result{n, err}
+			}()
+			if got, want := <-src.entered, "c:a,b,ghost"; got != want {
+				t.Fatalf("load %q, want %q", got, want)
+			}
+			tt.change(c)
+			release()
+			if r := <-done; r.err != nil || r.n != 2 {
+				t.Fatalf("Warm = %d, %v; want 2 found", r.n, r.err)
+			}
+			var kept []string
+			for _, id := range []string{"a", "b", "ghost"} {
+				before := src.count("c:" + id)
+				_, _ = c.Account(ctx, id)
+				if src.count("c:"+id) == before {
+					kept = append(kept, id)
+				}
+			}
+			if !slices.Equal(kept, tt.kept) {
+				t.Errorf("kept %q, want %q", kept, tt.kept)
+			}
+		})
+	}
+}
+
+// TestCacheAsksAgainAfterAChange: a caller that misses a customer whose
+// load began before a change to it waits for the next load, not the stale
+// one; one that misses after an unrelated change joins the load in flight.
+func TestCacheAsksAgainAfterAChange(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*fakeSource, *Cache)
+		want    string // the second caller's customer name and plan's limit
+		batches []int
+	}{
+		{"the customer changed", func(s *fakeSource, c *Cache) {
+			s.setCustomer(Customer{ID: "acme", Plan: "p", Name: "new"})
+			c.Invalidate(Change{Kind: CustomerChanged, Key: "acme"})
+		}, "new 100", []int{1, 1}},
+		{"its plan changed", func(s *fakeSource, c *Cache) {
+			s.setPlan(Plan{Key: "p", Limits: []Limit{hard("api_calls", Day, 200)}})
+			c.Invalidate(Change{Kind: PlanChanged, Key: "p"})
+		}, "old 200", []int{1, 1}},
+		{"everything was purged", func(s *fakeSource, c *Cache) {
+			s.setCustomer(Customer{ID: "acme", Plan: "p", Name: "new"})
+			c.Purge()
+		}, "new 100", []int{1, 1}},
+		{"another customer changed", func(s *fakeSource, c *Cache) {
+			c.Invalidate(Change{Kind: CustomerChanged, Key: "globex"})
+		}, "old 100", []int{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			src := newFakeSource()
+			src.setPlan(Plan{Key: "p", Limits: []Limit{hard("api_calls", Day, 100)}})
+			src.setCustomer(Customer{ID: "acme", Plan: "p", Name: "old"})
+			c := NewCache(src, 0)
+			release := src.block()
+			defer release()
+
+			show := func(a Account, err error) string {
+				if err != nil {
+					return err.Error()
+				}
+				return fmt.Sprintf("%s %d", a.Customer.Name, a.Plan.Limits[0].Limit)
+			}
+			first, second := make(chan string, 1), make(chan string, 1)
+			go func() { first <- show(c.Account(ctx, "acme")) }()
+			<-src.entered
+			tt.change(src, c)
+			go func() { second <- show(c.Account(ctx, "acme")) }()
+			if len(tt.batches) > 1 {
+				waitFor(t, "the second caller to wait for the next load", func() bool { return queued(c) == 1 })
+			}
+			release()
+			if got := <-first; got != "old 100" {
+				t.Errorf("the first caller got %q, want its load's answer %q", got, "old 100")
+			}
+			if got := <-second; got != tt.want {
+				t.Errorf("the second caller got %q, want %q", got, tt.want)
+			}
+			if got := show(c.Account(ctx, "acme")); got != tt.want {
+				t.Errorf("the cache then holds %q, want %q", got, tt.want)
+			}
+			if got := src.sizes(); !slices.Equal(got, tt.batches) {
+				t.Errorf("loads of %v customers, want %v", got, tt.batches)
+			}
+		})
+	}
+}
+
+// TestCacheWarm loads customers in batches before anyone asks for them.
+func TestCacheWarm(t *testing.T) {
+	tests := []struct {
+		name     string
+		max      int      // the cache's bound; 0: the default
+		held     []string // asked for before warming
+		ids      []string
+		fail     error
+		found    int
+		wantErr  error
+		batches  []int
+		holds    int
+		warmHits []string // asked for after warming, answered from memory
+	}{
+		{name: "in batches, in order, absent ones remembered",
+			ids: append(names("c", 1, 9), "ghost1", "ghost2"), found: 9,
+			batches: []int{4, 4, 3}, holds: 11, warmHits: append(names("c", 1, 9), "ghost1", "ghost2")},
+		{name: "customers held are not loaded again", held: []string{"c1", "c2"},
+			ids: names("c", 1, 6), found: 4, batches: []int{1, 1, 4}, holds: 6, warmHits: names("c", 1, 6)},
+		{name: "no further than the cache's bound, making no room", max: 5, held: []string{"c9"},
+			ids: names("c", 1, 8), found: 4, batches: []int{1, 4}, holds: 5, warmHits: names("c", 1, 4)},
+		{name: "nothing to warm", ids: nil, found: 0, batches: nil, holds: 0},
+		{name: "the source fails", ids: names("c", 1, 6), fail: ErrUnavailable, wantErr: ErrUnavailable,
+			found: 0, batches: []int{4}, holds: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			src := newFakeSource()
+			src.setPlan(Plan{Key: "p"})
+			for _, id := range names("c", 1, 9) {
+				src.setCustomer(Customer{ID: id, Plan: "p"})
+			}
+			c := NewCache(src, tt.max)
+			c.batchSize = 4
+			for _, id := range tt.held {
+				if _, err := c.Account(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			src.setFail(tt.fail)
+			n, err := c.Warm(ctx, tt.ids)
+			if !errors.Is(err, tt.wantErr) || n != tt.found {
+				t.Errorf("Warm = %d, %v; want %d, %v", n, err, tt.found, tt.wantErr)
+			}
+			if got := src.sizes(); !slices.Equal(got, tt.batches) {
+				t.Errorf("loads of %v customers, want %v", got, tt.batches)
+			}
+			if got := c.Len(); got != tt.holds {
+				t.Errorf("the cache holds %d customers, want %d", got, tt.holds)
+			}
+			src.setFail(nil)
+			loads := len(src.sizes())
+			for _, id := range tt.warmHits {
+				_, _ = c.Account(ctx, id)
+			}
+			if got := len(src.sizes()); got != loads {
+				t.Errorf("asking for %q after warming made %d loads, want none", tt.warmHits, got-loads)
+			}
+			if st := c.Stats(); st.CustomerBatches != uint64(len(src.sizes())) || st.Customers != c.Len() {
+				t.Errorf("Stats = %+v, want %d batches and %d customers", st, len(src.sizes()), c.Len())
+			}
+		})
+	}
+}
+
+// TestCacheWarmDeadline: warming stops waiting when its context ends; the
+// batch in flight is still kept.
+func TestCacheWarmDeadline(t *testing.T) {
 	src := newFakeSource()
-	src.setMetric(Metric{Key: "m", Description: "ok"})
+	src.setPlan(Plan{Key: "p"})
+	src.setCustomer(Customer{ID: "acme", Plan: "p"})
 	c := NewCache(src, 0)
 	release := src.block()
 	defer release()
 
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Metric(context.Background(), "m")
+		_, err := c.Warm(ctx, []string{"acme", "ghost"})
 		done <- err
 	}()
 	<-src.entered
-
-	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := c.Metric(ctx, "m"); !errors.Is(err, context.Canceled) {
-		t.Errorf("Metric with a canceled context = %v, want context.Canceled", err)
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Warm with its context canceled = %v, want context.Canceled", err)
 	}
-
-	// A caller whose time for the store runs out sees the store as
-	// unreachable, as a check then must.
-	dctx, dcancel := context.WithDeadline(context.Background(), time.Now())
-	defer dcancel()
-	if _, err := c.Metric(dctx, "m"); !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Metric past its deadline = %v, want ErrUnavailable", err)
-	}
-
 	release()
-	if err := <-done; err != nil {
-		t.Errorf("the first caller's load failed: %v", err)
+	waitFor(t, "the batch in flight to be kept", func() bool { return c.Len() == 2 })
+	if _, err := c.Account(context.Background(), "acme"); err != nil {
+		t.Fatal(err)
 	}
-	if m, err := c.Metric(context.Background(), "m"); err != nil || m.Description != "ok" {
-		t.Errorf("Metric = %+v, %v", m, err)
-	}
-	if got := src.count("m:m"); got != 1 {
-		t.Errorf("%d loads, want 1", got)
+	if got := src.sizes(); !slices.Equal(got, []int{2}) {
+		t.Errorf("loads of %v customers, want [2]", got)
 	}
 }
 
