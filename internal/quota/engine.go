@@ -52,7 +52,7 @@ type Options struct {
 // the round trips of claims at once (see batcher).
 const (
 	claimBatch     = 256
-	claimsInFlight = 4
+	claimsInFlight = 2
 )
 
 // DefaultStoreTimeout is how long a check waits for the stores by

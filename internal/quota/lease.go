@@ -77,7 +77,7 @@ const (
 	// grantBatch bounds the grants of one round trip, grantsInFlight the
 	// round trips of grants at once (see batcher).
 	grantBatch     = 256
-	grantsInFlight = 4
+	grantsInFlight = 2
 )
 
 // Leaser is the store side of leases; the PostgreSQL ledger implements it.
