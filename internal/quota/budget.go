@@ -13,10 +13,16 @@ import (
 // deadline. context.WithTimeout would do, but it arms a timer for every
 // check; a budget arms one only when a call first waits on it, so that a
 // check answered from memory, most of them, pays for none.
+//
+// A budget no one looked at (nothing called its methods: a check answered
+// from memory) may serve the next check of its scope (see scope.budgetFor);
+// one that was looked at may be held on to by what looked (a connection
+// being made for it, say), and is never used again.
 type budget struct {
 	parent   context.Context
 	deadline time.Time
 
+	seen   atomic.Bool // a method was called: it must not serve another check
 	armed  atomic.Bool // a timer was started: stop has one to stop
 	mu     sync.Mutex
 	values context.Context // parent without its cancellation, made on the first Value
@@ -34,11 +40,15 @@ func newBudget(ctx context.Context, d time.Duration) *budget {
 }
 
 // Deadline implements context.Context.
-func (b *budget) Deadline() (time.Time, bool) { return b.deadline, true }
+func (b *budget) Deadline() (time.Time, bool) {
+	b.seen.Store(true)
+	return b.deadline, true
+}
 
 // Value implements context.Context: the check's values (not its
 // cancellation, which the context package also finds through Value).
 func (b *budget) Value(key any) any {
+	b.seen.Store(true)
 	b.mu.Lock()
 	if b.values == nil {
 		b.values = context.WithoutCancel(b.parent)
@@ -50,6 +60,7 @@ func (b *budget) Value(key any) any {
 
 // Done implements context.Context.
 func (b *budget) Done() <-chan struct{} {
+	b.seen.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.armLocked()
@@ -58,6 +69,7 @@ func (b *budget) Done() <-chan struct{} {
 
 // Err implements context.Context.
 func (b *budget) Err() error {
+	b.seen.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.err == nil && b.done == nil && !time.Now().Before(b.deadline) {
@@ -72,6 +84,7 @@ func (b *budget) Err() error {
 // package uses it to end contexts derived from the budget without a
 // goroutine of its own each.
 func (b *budget) AfterFunc(f func()) (stop func() bool) {
+	b.seen.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.armLocked()

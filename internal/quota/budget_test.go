@@ -66,3 +66,51 @@ func TestBudgetUnarmed(t *testing.T) {
 	}
 	b2.stop()
 }
+
+// A scope hands its budget to its next check only if nothing looked at it;
+// one that was looked at (a store call may still hold it) is never reused,
+// and a reused budget carries the new check's values and deadline.
+func TestBudgetReuse(t *testing.T) {
+	t.Parallel()
+	e := &Engine{}
+	first := context.WithValue(context.Background(), budgetKey{}, "first")
+	second := context.WithValue(context.Background(), budgetKey{}, "second")
+	cases := []struct {
+		name  string
+		look  func(b *budget)
+		reuse bool
+	}{
+		{"untouched", func(*budget) {}, true},
+		{"Deadline", func(b *budget) { b.Deadline() }, false},
+		{"Done", func(b *budget) { b.Done() }, false},
+		{"Err", func(b *budget) { _ = b.Err() }, false},
+		{"Value", func(b *budget) { b.Value(budgetKey{}) }, false},
+		{"derived", func(b *budget) { _, stop := context.WithCancel(b); stop() }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &scope{}
+			b := s.budgetFor(first, time.Hour)
+			c.look(b)
+			b.stop()
+			e.freeScope(s)
+			next := s.budgetFor(second, time.Minute)
+			defer next.stop()
+			if (next == b) != c.reuse {
+				t.Fatalf("reused = %v, want %v", next == b, c.reuse)
+			}
+			if v := next.Value(budgetKey{}); v != "second" {
+				t.Errorf("the next check's budget has value %v, want its own", v)
+			}
+			if d, _ := next.Deadline(); time.Until(d) > time.Minute {
+				t.Errorf("the next check's deadline is %v away, past its own minute", time.Until(d))
+			}
+			if c.reuse {
+				return
+			}
+			if v := b.Value(budgetKey{}); v != "first" {
+				t.Errorf("a budget looked at changed under its holder: value %v", v)
+			}
+		})
+	}
+}

@@ -240,7 +240,12 @@ func (e *Engine) newScope(acct tiers.Account, m tiers.Metric, cost int64, now ti
 }
 
 func (e *Engine) freeScope(s *scope) {
+	b := s.budget
 	*s = scope{}
+	if b != nil && !b.seen.Load() {
+		b.parent = nil // the request's context, no longer needed
+		s.budget = b
+	}
 	e.scopes.Put(s)
 }
 
@@ -257,7 +262,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
 	}
-	b := e.budget(ctx)
+	s := e.scopes.Get().(*scope)
+	defer e.freeScope(s)
+	b := s.budgetFor(ctx, e.storeTimeout)
 	defer b.stop()
 	ctx = b
 	now := e.clock.Now().UTC()
@@ -268,8 +275,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	s := e.newScope(acct, m, r.Cost, now)
-	defer e.freeScope(s)
+	s.resolve(acct, m, r.Cost, now)
 	var (
 		d       Decision
 		overage int64
@@ -292,11 +298,6 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	return d, nil
 }
-
-// budget returns the context of one check's store calls: ctx's values,
-// without its cancellation, bounded by the store timeout (see budget).
-// Stop it once the check is answered.
-func (e *Engine) budget(ctx context.Context) *budget { return newBudget(ctx, e.storeTimeout) }
 
 // take charges a check: the short windows first, in memory, then the long
 // ones; a long window that denies gives the short units back.

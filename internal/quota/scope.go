@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -28,6 +29,20 @@ type scope struct {
 	longGlobals  [maxLong]GlobalKey
 	shortOuts    [maxShort]Outcome
 	longOuts     [maxLong]Outcome
+	// budget is the context of the check's store calls; it outlives the
+	// scope's reuse when no one looked at it (see budget).
+	budget *budget
+}
+
+// budgetFor returns the budget of a check of ctx that may wait d for the
+// stores: the scope's last one if no one looked at it, else a new one.
+func (s *scope) budgetFor(ctx context.Context, d time.Duration) *budget {
+	if b := s.budget; b != nil && !b.seen.Load() {
+		b.parent, b.deadline = ctx, time.Now().Add(d)
+		return b
+	}
+	s.budget = newBudget(ctx, d)
+	return s.budget
 }
 
 // resolve fills s with the customer's effective limits on metric m at now,
