@@ -24,8 +24,9 @@ help: ## list the targets
 	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc\""
 	@echo "(a subset runs only those; the *-redis ones need redis-cli and a Redis at"
 	@echo "BENCH_REDIS_URL=redis://127.0.0.1:6379/0, their keys under BENCH_REDIS_PREFIX=bench:,"
-	@echo "deleted when the run starts and ends; cold, longtail and sparse are not in the"
-	@echo "default: each restarts quotad and checks unprimed customers, see docs/benchmarks.md),"
+	@echo "deleted when the run starts and ends; cold, longtail, sparse and upsert are not in"
+	@echo "the default: the first three restart quotad and check unprimed customers, upsert"
+	@echo "sends sparse's load to a one-commit-per-check server, see docs/benchmarks.md),"
 	@echo "BENCH_KEYS=10000 (customers per set), BENCH_LONGTAIL_KEYS=100000 (longtail's, Zipf 1.1),"
 	@echo "BENCH_SPARSE_KEYS=1000000 (sparse's, bulk-inserted; it reports quotad's bytes per customer),"
 	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
@@ -68,7 +69,8 @@ fuzz: ## fuzz request decoding, the check answer, window arithmetic and catalog 
 # Load runs need the local PostgreSQL (as for make run), and redis-cli and
 # a Redis for the *-redis scenarios; they take about 7 minutes with the
 # defaults. cold, longtail and sparse (not in the default list) add about
-# 4 to 5 minutes at the default durations and rounds; sparse reads quotad's
+# 4 to 5 minutes at the default durations and rounds, upsert about 2
+# more; sparse reads quotad's
 # memory in /proc (Linux). The variables are listed by make help and at the
 # top of scripts/bench.sh.
 bench: ## measure POST /v1/check against a bare echo baseline under load, print ratios

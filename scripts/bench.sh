@@ -12,7 +12,9 @@
 # BENCH_DURATION after the restart, without warm-up; longtail runs twice
 # per round and reports its second run; sparse runs three times per round
 # and also reports quotad's memory per customer seen (VmRSS growth over
-# the distinct customers its three runs sent).
+# the distinct customers its three runs sent). upsert runs sparse's load
+# against tools/upsertserver instead of quotad: the naive design, one
+# atomic upsert and one commit per check, measured alongside.
 #
 # Needs Go, curl, psql, createdb and dropdb, and a PostgreSQL on
 # $PGHOST:$PGPORT that user $PGUSER reaches without a password, as for
@@ -27,8 +29,9 @@
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
 #   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc"
-#                         the default; the others are cold, longtail and
-#                         sparse (BENCH_SCENARIOS="cold longtail sparse")
+#                         the default; the others are cold, longtail,
+#                         sparse and upsert (BENCH_SCENARIOS="cold longtail
+#                         sparse upsert")
 #   BENCH_KEYS=10000      customers in each customer set of the scenarios
 #                         but longtail and sparse
 #   BENCH_LONGTAIL_KEYS=100000
@@ -59,12 +62,15 @@
 #                         the same Redis needs its own, as it needs its own
 #                         BENCH_DATABASE and BENCH_PORT)
 #   BENCH_DATABASE=quotad_bench
-#   BENCH_PORT=18181      quotad; the baseline, a second quotad and the
-#                         debug (pprof) listeners take the next ports
+#   BENCH_PORT=18181      quotad; the baseline, a second quotad, the debug
+#                         (pprof) listeners and tools/upsertserver take the
+#                         next ports
 #   PGHOST=127.0.0.1 PGPORT=5432 PGUSER=postgres
 #
-# Output: a line per run, then a markdown table of the mean ratio and the
-# round trips per check per scenario, and sparse's memory per customer.
+# Output: a line per run, then a markdown table per scenario of the mean
+# ratio, the round trips and PostgreSQL transactions per check and, where
+# /proc tells, the CPU time per check of the server and of PostgreSQL's
+# backends; and sparse's memory per customer.
 # Logs, every load generator output and the raw results are in bin/.
 # Exits non-zero if any run saw a non-2xx answer or a transport error, or,
 # with Redis, an answer counted in process (degraded) or a failed call to
@@ -102,6 +108,7 @@ BASELINE=127.0.0.1:$((PORT + 1))
 QUOTAD2=127.0.0.1:$((PORT + 2))
 DEBUG1=127.0.0.1:$((PORT + 3))
 DEBUG2=127.0.0.1:$((PORT + 4))
+UPSERT=127.0.0.1:$((PORT + 5))  # tools/upsertserver, for the upsert scenario
 ADMIN_TOKEN=adm-secret
 CHECK_TOKEN=chk-secret
 LOADGEN_LOG=bin/bench-loadgen.log
@@ -214,6 +221,17 @@ read_metrics() {
   done
 }
 
+# counts URL...: read_metrics URL..., or for the upsert scenario the
+# checks tools/upsertserver has counted (every admitted check adds its
+# cost, 1, to a counter of its table), each one round trip.
+counts() {
+  if [ -z "$NAIVE" ]; then read_metrics "$@"; return; fi
+  DEGRADED=0 REDIS_FAILURES=0 MISMATCHES=0 SHARED=0
+  TRIPS_COUNT=$(psql -qAt -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 \
+    -c "SELECT coalesce(sum(used), 0) FROM naive_counters")
+  TRIPS_SUM=$TRIPS_COUNT
+}
+
 # pg_xacts: sets PG_XACTS to the transactions PostgreSQL counted in the
 # bench database so far (pg_stat_database: commits and rollbacks), every
 # statement quotad sent there in one: customer loads, grants, claims,
@@ -223,6 +241,53 @@ pg_xacts() {
     -c "SELECT pg_stat_force_next_flush(); SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()" | tail -n 1)
   [ -n "$PG_XACTS" ] || die "pg_stat_database has no row for $DB"
 }
+
+# cpu_ticks PID: sets CPU_TICKS to the CPU time process PID has used so
+# far (user and system, in clock ticks; /proc/PID/stat), 0 if it is gone.
+cpu_ticks() {
+  local stat f
+  CPU_TICKS=0
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  read -r -a f <<< "${stat##*) }"  # from field 3 (the state) on
+  CPU_TICKS=$((f[11] + f[12]))     # fields 14 and 15: utime, stime
+}
+
+# pg_backends: sets PG_PIDS to the PostgreSQL backends connected to the
+# bench database now (pg_stat_activity), those that run on this machine:
+# none when PostgreSQL runs elsewhere.
+pg_backends() {
+  local pid
+  PG_PIDS=""
+  for pid in $(psql -qAt -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 \
+    -c "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); do
+    if grep -qa -- " $DB " "/proc/$pid/cmdline" 2>/dev/null; then PG_PIDS="$PG_PIDS $pid"; fi
+  done
+}
+
+# cpu_start PID...: remembers the CPU time the quotad processes PID... and
+# the bench database's PostgreSQL backends have used so far.
+declare -A CPU0
+cpu_start() {
+  local pid
+  CPU0=()
+  pg_backends
+  for pid in "$@" $PG_PIDS; do cpu_ticks "$pid"; CPU0[$pid]=$CPU_TICKS; done
+}
+
+# cpu_since PID...: sets QUOTAD_US and PG_US to the CPU time (in
+# microseconds) the quotad processes PID... and the bench database's
+# backends used since cpu_start; a backend that closed meanwhile is
+# missed, one opened meanwhile counted whole. Both "-" without /proc.
+cpu_since() {
+  local pid q=0 g=0
+  QUOTAD_US=- PG_US=-
+  [ -r /proc/self/stat ] || return 0
+  for pid in "$@"; do cpu_ticks "$pid"; q=$((q + CPU_TICKS - ${CPU0[$pid]:-0})); done
+  pg_backends
+  for pid in $PG_PIDS; do cpu_ticks "$pid"; g=$((g + CPU_TICKS - ${CPU0[$pid]:-0})); done
+  QUOTAD_US=$((q * 1000000 / CLK_TCK)) PG_US=$((g * 1000000 / CLK_TCK))
+}
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 # rss_kib PID: sets RSS_KIB to the resident memory of quotad process PID
 # (VmRSS in /proc/PID/status).
@@ -333,6 +398,7 @@ scenario() {
   PRIME=1   # 1: quotad is primed (a check per customer) before its first run
   WARM=$WARMUP  # the warm-up of its quotad runs (its baseline runs keep WARMUP)
   RUNS=1 FIRST_REPORTED=1  # quotad runs per round (each after a baseline run), and the first reported
+  NAIVE=""  # 1: not quotad but tools/upsertserver, one commit per check
   case $1 in
     mixed) ;;
     short) SET=s ;;
@@ -350,7 +416,10 @@ scenario() {
     longtail) SET=z SET_KEYS=$LONGTAIL_KEYS DRAW="-zipf 1.1" FRESH=1 PRIME="" RUNS=2 FIRST_REPORTED=2 ;;
     # Customers mostly seen once: three runs, and memory per customer.
     sparse) SET=u SET_KEYS=$SPARSE_KEYS FRESH=1 PRIME="" RUNS=3 ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, cold, longtail or sparse)" ;;
+    # sparse's load on the naive design leases are meant to beat: one
+    # atomic upsert, one commit, per check.
+    upsert) SET=u SET_KEYS=$SPARSE_KEYS PRIME="" RUNS=3 NAIVE=1 URLS="http://$UPSERT/v1/check" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, cold, longtail, sparse or upsert)" ;;
   esac
   case $1 in
     hot | mixed-request-id) ;;
@@ -429,6 +498,8 @@ echo "building bin/quotad, bin/baseline, bin/loadgen"
 "$GO" build -o bin/quotad ./cmd/quotad
 "$GO" build -o bin/baseline ./tools/baseline
 "$GO" build -o bin/loadgen ./tools/loadgen
+case " $SCENARIOS " in *" upsert "*) UPSERT_USED=1 ;; *) UPSERT_USED="" ;; esac
+if [ -n "$UPSERT_USED" ]; then "$GO" build -o bin/upsertserver ./tools/upsertserver; fi
 : > "$LOADGEN_LOG"
 
 PGOPTIONS='-c client_min_messages=warning' dropdb -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" --if-exists "$DB"
@@ -443,6 +514,14 @@ port_free "$BASELINE" || die "$BASELINE is in use: stop what listens there or se
 bin/baseline -listen "$BASELINE" > bin/bench-baseline.log 2>&1 &
 SERVERS="$SERVERS $!"
 wait_ready "$!" bin/bench-baseline.log -f -X POST "http://$BASELINE/v1/check"
+if [ -n "$UPSERT_USED" ]; then
+  port_free "$UPSERT" || die "$UPSERT is in use: stop what listens there or set BENCH_PORT"
+  bin/upsertserver -listen "$UPSERT" -database "$QUOTAD_DATABASE_URL" > bin/bench-upsert.log 2>&1 &
+  UPSERT_PID=$!
+  SERVERS="$SERVERS $UPSERT_PID"
+  wait_ready "$UPSERT_PID" bin/bench-upsert.log -f -X POST -H 'Content-Type: application/json' \
+    -d '{"customer":"ready","metric":"probe","cost":1}' "http://$UPSERT/v1/check"
+fi
 
 admin() {
   curl -sS -f -o /dev/null -X PUT "http://$QUOTAD1$1" -H "Authorization: Bearer $ADMIN_TOKEN" \
@@ -499,11 +578,11 @@ if [ -n "$WITH_REDIS" ]; then
     "$(redis-cli --no-auth-warning -u "$REDIS_URL" info server | sed -n 's/^redis_version:\([^[:space:]]*\).*/Redis \1/p')" "$REDIS_PREFIX"
 fi
 if [ -n "$INSERTED" ]; then echo "customers ${INSERTED#; }"; fi
-printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\tpg_xacts\n' > "$RESULTS"
+printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\tpg_xacts\tquotad_cpu_us\tpg_cpu_us\n' > "$RESULTS"
 printf 'round\trss_before_kib\trss_after_kib\tcustomers_seen\tbytes_per_customer\trss_after_run1_kib\tcustomers_seen_run1\tbytes_per_customer_after_run1\n' > "$MEMORY"
-line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE [XACTS]]]
-  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s%s\n' "$1" "$2" "$3" \
-    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" "${7:+  pg xacts/check $7}" \
+line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE [XACTS [CPU]]]]
+  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s%s%s\n' "$1" "$2" "$3" \
+    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" "${7:+  pg xacts/check $7}" "${8:+  CPU/check $8}" \
     "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")" "${6:+  ($6)}"
 }
 MEMORY_LINES=""  # sparse's, for the summary
@@ -547,16 +626,22 @@ for r in $(seq 1 "$ROUNDS"); do
         if [ "$s" = sparse ]; then rm -f "$SEEN"; rss_kib "$Q1"; rss0=$RSS_KIB; fi
       fi
       if [ "$s" = sparse ]; then MORE=(-seen "$SEEN"); fi
+      who=quotad pids="$Q1 $second"
+      if [ -n "$NAIVE" ]; then who=upsert pids=$UPSERT_PID; fi
       # shellcheck disable=SC2086 # URLS is a list
-      read_metrics $URLS
+      counts $URLS
       d0=$DEGRADED f0=$REDIS_FAILURES m0=$MISMATCHES t0=$TRIPS_SUM c0=$TRIPS_COUNT
       pg_xacts; x0=$PG_XACTS
+      # shellcheck disable=SC2086 # pids is a list
+      cpu_start $pids
       # shellcheck disable=SC2086 # URLS is a list
       measure "$s, round $r$of" "$profile" "$WARM" $URLS
+      # shellcheck disable=SC2086 # pids is a list
+      cpu_since $pids
       seen=$SEEN_KEYS
       if [ "$s" = sparse ] && [ "$run" = 1 ]; then rss_kib "$Q1"; rss1=$RSS_KIB seen1=$seen; fi
       # shellcheck disable=SC2086 # URLS is a list
-      read_metrics $URLS
+      counts $URLS
       pg_xacts; xacts=$((PG_XACTS - x0))
       if [ -n "$second" ] && [ "$run" = "$RUNS" ]; then stop_quotad "$second"; fi
       check "$s, round $r$of"
@@ -573,17 +658,21 @@ for r in $(seq 1 "$ROUNDS"); do
       # Round trips per check over the whole run: warm-up and the checks
       # still in flight when the measured window closed included.
       trips_sum=$((TRIPS_SUM - t0)) trips_count=$((TRIPS_COUNT - c0))
-      [ "$trips_count" -gt 0 ] || die "$s, round $r$of: quotad's /metrics counted no check during the run"
+      [ "$trips_count" -gt 0 ] || die "$s, round $r$of: $who counted no check during the run"
       trips=$(awk -v s="$trips_sum" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
       xpc=$(awk -v s="$xacts" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
+      cpu=""
+      if [ "$QUOTAD_US" != - ]; then
+        cpu=$(awk -v w="$who" -v q="$QUOTAD_US" -v g="$PG_US" -v n="$trips_count" 'BEGIN { printf "%s %.0f µs, PostgreSQL %.0f µs", w, q / n, g / n }')
+      fi
       ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
       row=$s note=""
       if [ "$run" -lt "$FIRST_REPORTED" ]; then
         row="$s (run $run of $RUNS, not reported)" note="not reported: $s reports run $FIRST_REPORTED of each round"
       fi
-      line "$r" "$name" quotad "$ratio" "$trips" "$note" "$xpc"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
-        "$trips" "$trips_sum" "$trips_count" "$run" "$xacts" >> "$RESULTS"
+      line "$r" "$name" "$who" "$ratio" "$trips" "$note" "$xpc" "$cpu"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
+        "$trips" "$trips_sum" "$trips_count" "$run" "$xacts" "$QUOTAD_US" "$PG_US" >> "$RESULTS"
     done
     AFTER_FRESH=$FRESH
     if [ "$s" = sparse ]; then
@@ -613,21 +702,23 @@ done
 
 # ---- summary
 echo
-echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = quotad req/s / baseline req/s of the baseline run just before;"
+echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = the server's req/s (quotad's; tools/upsertserver's for upsert) / baseline req/s of the baseline run just before;"
 echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs);"
-echo "PostgreSQL transactions per check = every transaction PostgreSQL counted in the bench database over the checks (pg_stat_database)"
+echo "PostgreSQL transactions per check = every transaction PostgreSQL counted in the bench database over the checks (pg_stat_database);"
+echo "CPU per check = CPU time of the server's processes, and of PostgreSQL's backends of the bench database, over the checks (/proc, whole runs)"
 echo
 awk -F '\t' '
   NR == 1 { next }
   !($1 in n) { order[++k] = $1 }
   { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5
-    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13 }
+    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13; qc[$1] += $14; pc[$1] += $15; nocpu[$1] += ($14 == "-") }
   END {
-    print "| scenario | quotad req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | non-2xx |"
-    print "| --- | --- | --- | --- | --- | --- | --- | --- |"
+    print "| scenario | server req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | server CPU per check | PostgreSQL CPU per check | non-2xx |"
+    print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= k; i++) {
       s = order[i]
-      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], bad[s]
+      cpu = nocpu[s] ? "- | -" : sprintf("%.0f µs | %.0f µs", qc[s] / tc[s], pc[s] / tc[s])
+      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %s | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], cpu, bad[s]
     }
   }' "$RESULTS"
 echo
