@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,38 @@ func TestLeaseProtocol(t *testing.T) {
 		MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 1 << 40}, "acme", "globex")
 		return pgStore{db: db, s: s}
 	}})
+}
+
+// quotad_lease_all tells the counters it creates by their xmin (they hold
+// their grant from the insert), so it refuses to run in a transaction that
+// wrote before it: a counter inserted there would pass for its own.
+func TestLeaseAllRunsInATransactionOfItsOwn(t *testing.T) {
+	t.Parallel()
+	db, s := MustOpenSchema(t)
+	MustSeed(t, db, nil, "acme", "globex")
+	ctx := context.Background()
+	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	const grant = `SELECT o_granted FROM quotad_lease_all(ARRAY[$1::text], ARRAY['api_calls'], ARRAY['day'],
+		ARRAY[$2::timestamptz], 1, ARRAY[1::bigint], ARRAY[10::bigint], ARRAY[1::bigint], ARRAY[0::bigint],
+		ARRAY[1::bigint], ARRAY[false], ARRAY[NULL::timestamptz], NULL, ARRAY[''])`
+	tx, err := s.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Reads before it are fine.
+	var granted int64
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM usage_counters`).Scan(&granted); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, grant, "acme", start).Scan(&granted); err != nil || granted != 1 {
+		t.Fatalf("a grant after reads only: %d, %v; want 1 granted", granted, err)
+	}
+	// The grant wrote: the next one in the transaction is refused.
+	err = tx.QueryRow(ctx, grant, "globex", start).Scan(&granted)
+	if err == nil || !strings.Contains(err.Error(), "transaction of its own") {
+		t.Fatalf("a grant after a write in its transaction: %d, %v; want it refused", granted, err)
+	}
 }
 
 // pgStore is leasetest's Store over one schema; each process has a DB of

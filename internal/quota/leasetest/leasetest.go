@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"grants take the need and a block, within the bound", grantsWithinBound},
 		{"a batch makes each grant as it would be made alone", batchOfGrants},
+		{"a counter a batch creates is granted as if it had been there, empty", freshCounters},
 		{"a settlement gives back once and ends the lease", settleOnce},
 		{"a late copy of a call changes nothing", lateCopies},
 		{"a resolution tells what a call did and fences off one that never arrived", resolution},
@@ -212,6 +213,64 @@ func batchOfGrants(t *testing.T, s Store) {
 	}
 	if batch[0].Granted != 0 || s.Count(t, acme) != 10 {
 		t.Errorf("a late copy of the batch: %+v, counter %d; want nothing granted, 10", batch[0], s.Count(t, acme))
+	}
+}
+
+func freshCounters(t *testing.T, s Store) {
+	a := s.Process(t)
+	nextDay := func(customer string) quota.CounterKey {
+		k := key(customer)
+		k.Start = k.Start.AddDate(0, 0, 1)
+		return k
+	}
+	old, fresh, clamped, lost := key("acme"), key("globex"), nextDay("acme"), nextDay("globex")
+	lease(t, a, quota.LeaseRequest{Key: old, Seq: 1, Bound: 10, Need: 2, InFlight: 2})
+	batch := []quota.LeaseRequest{
+		{Key: old, Seq: 2, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Held: true},
+		{Key: fresh, Seq: 3, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Global: global()},
+		{Key: clamped, Seq: 4, Bound: 5, Need: 2, Extra: 9, InFlight: 2}, // the block cut at the bound
+		{Key: lost, Seq: 5, Bound: 10, Need: 1, Held: true},              // a lease of a counter that was not there
+	}
+	want := []struct {
+		granted, used int64
+		lost          bool
+	}{{4, 6, false}, {4, 4, false}, {5, 5, false}, {0, 0, true}}
+	// late: the batch is a late copy, whose answers tell only what it
+	// granted (nothing).
+	check := func(what string, late bool) {
+		t.Helper()
+		for i, r := range batch {
+			w := want[i]
+			if late {
+				w.granted, r.Used = 0, w.used
+			}
+			if r.Granted != w.granted || r.Used != w.used || r.Lost != w.lost || r.Others != 0 || r.Gone {
+				t.Errorf("%s, call %d: %+v; want %d granted, counter %d, lost %v", what, i, r, w.granted, w.used, w.lost)
+			}
+			if n := s.Count(t, r.Key); n != w.used {
+				t.Errorf("%s, call %d: the counter counts %d, want %d", what, i, n, w.used)
+			}
+		}
+		if g := globalUsage(t, a); g != 4 {
+			t.Errorf("%s: global usage %d, want the 4 units granted on it", what, g)
+		}
+	}
+	if err := a.Lease(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	check("the batch", false)
+	// A late copy: nothing more (and the lost call still lost).
+	if err := a.Lease(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	check("a late copy of the batch", true)
+	// The counters created are leased as any other.
+	if r := lease(t, a, quota.LeaseRequest{Key: fresh, Seq: 6, Bound: 10, Need: 2, Extra: 2, InFlight: 2, Held: true,
+		Global: global()}); r.Granted != 4 || r.Used != 8 {
+		t.Errorf("a grant on a counter the batch created: %+v, want 4 granted, counter 8", r)
+	}
+	if r := lease(t, a, quota.LeaseRequest{Key: lost, Seq: 7, Bound: 10, Need: 1, InFlight: 1}); r.Granted != 1 || r.Used != 1 || r.Lost {
+		t.Errorf("a new lease where one was lost: %+v, want 1 granted, counter 1", r)
 	}
 }
 
