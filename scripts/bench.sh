@@ -70,7 +70,10 @@
 # Output: a line per run, then a markdown table per scenario of the mean
 # ratio, the round trips and PostgreSQL transactions per check and, where
 # /proc tells, the CPU time per check of the server and of PostgreSQL's
-# backends; and sparse's memory per customer.
+# backends; with Redis, Redis's own CPU time per check and the part of it
+# spent in commands (INFO cpu and INFO commandstats: everything that Redis
+# did meanwhile, so nothing else should use it); and sparse's memory per
+# customer.
 # Logs, every load generator output and the raw results are in bin/.
 # Exits non-zero if any run saw a non-2xx answer or a transport error, or,
 # with Redis, an answer counted in process (degraded) or a failed call to
@@ -288,6 +291,20 @@ cpu_since() {
   QUOTAD_US=$((q * 1000000 / CLK_TCK)) PG_US=$((g * 1000000 / CLK_TCK))
 }
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# redis_cpu: sets REDIS_CPU_US to the CPU time the Redis of the scenarios
+# has used since it started (INFO cpu: its main thread and the others, user
+# and system), and REDIS_CMD_US to the time its commands took (INFO
+# commandstats, summed over every command), both in microseconds.
+redis_cpu() {
+  local cpu cmd
+  cpu=$(redis-cli --no-auth-warning -u "$REDIS_URL" info cpu | tr -d '\r' |
+    awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { t += $2 } END { printf "%.0f", t * 1000000 }')
+  cmd=$(redis-cli --no-auth-warning -u "$REDIS_URL" info commandstats | tr -d '\r' |
+    awk -F'usec=' '/^cmdstat_/ { split($2, v, ","); t += v[1] } END { printf "%.0f", t }')
+  [ -n "$cpu" ] && [ -n "$cmd" ] || die "INFO cpu or INFO commandstats of the Redis at $REDIS_SHOWN gave nothing"
+  REDIS_CPU_US=$cpu REDIS_CMD_US=$cmd
+}
 
 # rss_kib PID: sets RSS_KIB to the resident memory of quotad process PID
 # (VmRSS in /proc/PID/status).
@@ -578,11 +595,11 @@ if [ -n "$WITH_REDIS" ]; then
     "$(redis-cli --no-auth-warning -u "$REDIS_URL" info server | sed -n 's/^redis_version:\([^[:space:]]*\).*/Redis \1/p')" "$REDIS_PREFIX"
 fi
 if [ -n "$INSERTED" ]; then echo "customers ${INSERTED#; }"; fi
-printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\tpg_xacts\tquotad_cpu_us\tpg_cpu_us\n' > "$RESULTS"
+printf 'scenario\tround\tquotad_rps\tbaseline_rps\tratio\tp50_ms\tp99_ms\tnon_2xx\ttrips_per_check\ttrips_sum\ttrips_count\trun\tpg_xacts\tquotad_cpu_us\tpg_cpu_us\tredis_cpu_us\tredis_cmd_us\n' > "$RESULTS"
 printf 'round\trss_before_kib\trss_after_kib\tcustomers_seen\tbytes_per_customer\trss_after_run1_kib\tcustomers_seen_run1\tbytes_per_customer_after_run1\n' > "$MEMORY"
-line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE [XACTS [CPU]]]]
-  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s%s%s\n' "$1" "$2" "$3" \
-    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" "${7:+  pg xacts/check $7}" "${8:+  CPU/check $8}" \
+line() { # ROUND NAME WHAT [RATIO TRIPS [NOTE [XACTS [CPU [REDIS]]]]]
+  printf 'round %s  %-17s %-8s %8.0f req/s  p50 %7.3f ms  p99 %8.3f ms  non-2xx %s%s%s%s%s%s%s%s\n' "$1" "$2" "$3" \
+    "$RPS" "$P50" "$P99" "$NON2XX" "${4:+  ratio $4}" "${5:+  trips/check $5}" "${7:+  pg xacts/check $7}" "${8:+  CPU/check $8}" "${9:+, Redis $9}" \
     "$([ "$ERRORS" = 0 ] || echo "  ERRORS $ERRORS")" "${6:+  ($6)}"
 }
 MEMORY_LINES=""  # sparse's, for the summary
@@ -634,10 +651,13 @@ for r in $(seq 1 "$ROUNDS"); do
       pg_xacts; x0=$PG_XACTS
       # shellcheck disable=SC2086 # pids is a list
       cpu_start $pids
+      if [ -n "$REDIS" ]; then redis_cpu; rc0=$REDIS_CPU_US rm0=$REDIS_CMD_US; fi
       # shellcheck disable=SC2086 # URLS is a list
       measure "$s, round $r$of" "$profile" "$WARM" $URLS
       # shellcheck disable=SC2086 # pids is a list
       cpu_since $pids
+      redis_us=- redis_cmd_us=-
+      if [ -n "$REDIS" ]; then redis_cpu; redis_us=$((REDIS_CPU_US - rc0)) redis_cmd_us=$((REDIS_CMD_US - rm0)); fi
       seen=$SEEN_KEYS
       if [ "$s" = sparse ] && [ "$run" = 1 ]; then rss_kib "$Q1"; rss1=$RSS_KIB seen1=$seen; fi
       # shellcheck disable=SC2086 # URLS is a list
@@ -665,14 +685,18 @@ for r in $(seq 1 "$ROUNDS"); do
       if [ "$QUOTAD_US" != - ]; then
         cpu=$(awk -v w="$who" -v q="$QUOTAD_US" -v g="$PG_US" -v n="$trips_count" 'BEGIN { printf "%s %.0f µs, PostgreSQL %.0f µs", w, q / n, g / n }')
       fi
+      rcpu=""
+      if [ -n "$REDIS" ]; then
+        rcpu=$(awk -v c="$redis_us" -v m="$redis_cmd_us" -v n="$trips_count" 'BEGIN { printf "%.1f µs (%.1f µs in commands)", c / n, m / n }')
+      fi
       ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
       row=$s note=""
       if [ "$run" -lt "$FIRST_REPORTED" ]; then
         row="$s (run $run of $RUNS, not reported)" note="not reported: $s reports run $FIRST_REPORTED of each round"
       fi
-      line "$r" "$name" "$who" "$ratio" "$trips" "$note" "$xpc" "$cpu"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
-        "$trips" "$trips_sum" "$trips_count" "$run" "$xacts" "$QUOTAD_US" "$PG_US" >> "$RESULTS"
+      line "$r" "$name" "$who" "$ratio" "$trips" "$note" "$xpc" "$cpu" "$rcpu"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$row" "$r" "$RPS" "$base" "$ratio" "$P50" "$P99" "$NON2XX" \
+        "$trips" "$trips_sum" "$trips_count" "$run" "$xacts" "$QUOTAD_US" "$PG_US" "$redis_us" "$redis_cmd_us" >> "$RESULTS"
     done
     AFTER_FRESH=$FRESH
     if [ "$s" = sparse ]; then
@@ -705,20 +729,23 @@ echo
 echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = the server's req/s (quotad's; tools/upsertserver's for upsert) / baseline req/s of the baseline run just before;"
 echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs);"
 echo "PostgreSQL transactions per check = every transaction PostgreSQL counted in the bench database over the checks (pg_stat_database);"
-echo "CPU per check = CPU time of the server's processes, and of PostgreSQL's backends of the bench database, over the checks (/proc, whole runs)"
+echo "CPU per check = CPU time of the server's processes, and of PostgreSQL's backends of the bench database, over the checks (/proc, whole runs);"
+echo "Redis CPU per check = Redis's CPU time (INFO cpu) and its commands' time (INFO commandstats) over the checks, with Redis (whole runs)"
 echo
 awk -F '\t' '
   NR == 1 { next }
   !($1 in n) { order[++k] = $1 }
   { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5
-    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13; qc[$1] += $14; pc[$1] += $15; nocpu[$1] += ($14 == "-") }
+    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13; qc[$1] += $14; pc[$1] += $15; nocpu[$1] += ($14 == "-")
+    rc[$1] += $16; rm[$1] += $17; noredis[$1] += ($16 == "-") }
   END {
-    print "| scenario | server req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | server CPU per check | PostgreSQL CPU per check | non-2xx |"
-    print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    print "| scenario | server req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | server CPU per check | PostgreSQL CPU per check | Redis CPU per check (in commands) | non-2xx |"
+    print "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
     for (i = 1; i <= k; i++) {
       s = order[i]
       cpu = nocpu[s] ? "- | -" : sprintf("%.0f µs | %.0f µs", qc[s] / tc[s], pc[s] / tc[s])
-      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %s | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], cpu, bad[s]
+      redis = noredis[s] ? "-" : sprintf("%.1f µs (%.1f µs)", rc[s] / tc[s], rm[s] / tc[s])
+      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %s | %s | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], cpu, redis, bad[s]
     }
   }' "$RESULTS"
 echo
