@@ -1,26 +1,28 @@
 // Package redisstore keeps quotad's short windows (second, minute) in
 // Redis, where every quotad process shares them: a quota.SharedStore.
 //
-// Each check is one call of one Lua script (shortwindows.lua), loaded once
-// and then called by its SHA-1, that decides every short window of the
-// check and the metric's global windows at once, atomically, with the
-// in-process counter's algorithms and exact integer arithmetic.
+// Redis decides nothing: quota.SharedCounters decides each check with the
+// in-process counter's code, and a call of one short Lua script
+// (apply.lua, loaded once and then called by its SHA-1) writes the states
+// the decision left only if every key of the check still holds the state
+// the decision saw, and answers with what they held.
 //
 // Keys. The windows of one customer's metric share a hash tag, so that one
 // script call stays within one hash slot and a Redis Cluster can serve it:
 //
-//	<prefix>{<metric>/<customer>}:<window>       state (a hash)
-//	<prefix>{<metric>/<customer>}:<window>:log   a sliding log's entries (a list)
+//	<prefix>{<metric>/<customer>}:<window>:s     state (a string, see quota's sharedstate.go)
 //
 // A metric that declares a short-window capacity counts its global usage
 // with every check, so its keys share the metric's tag instead:
 //
-//	<prefix>{<metric>}/<customer>:<window>[:log]
-//	<prefix>{<metric>}:global:<window>
+//	<prefix>{<metric>}/<customer>:<window>:s
+//	<prefix>{<metric>}:global:<window>:s
 //
-// Every key expires once it counts nothing (a window's state after three
-// windows; a token bucket once its debt is paid off), but for a token
-// bucket of limit 0, which never refills: it lasts until a reset.
+// (":s": the keys of quotad before 0.x held hashes and lists, decided in
+// the script; the two never read each other's keys.) Every key expires
+// once it counts nothing, and a window later (see quota's expiresMs), but
+// for a token bucket of limit 0, which never refills: it lasts until a
+// reset.
 //
 // Cluster. rueidis asks the server it connects to for the cluster's slots
 // (CLUSTER SLOTS), and serves a Redis Cluster from any one node's URL; a
@@ -45,8 +47,8 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-//go:embed shortwindows.lua
-var shortWindows string
+//go:embed apply.lua
+var applyScript string
 
 // Options configure a Store.
 type Options struct {
@@ -115,7 +117,7 @@ func New(url string, o Options) (*Store, error) {
 	option.DisableCache = true
 	option.DisableRetry = true
 	return &Store{option: option, prefix: o.Prefix, timeout: o.Timeout,
-		script: rueidis.NewLuaScript(shortWindows)}, nil
+		script: rueidis.NewLuaScript(applyScript)}, nil
 }
 
 // conn returns the client, connecting first if need be.
@@ -172,7 +174,6 @@ func unavailable(err error) error {
 
 // Run implements quota.SharedStore: one call of the script.
 func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
-	c := op.Charge
 	keys, args := s.call(op)
 	client, err := s.conn()
 	if err != nil {
@@ -184,21 +185,26 @@ func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
 	// before it, nor by its client hanging up.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
 	defer cancel()
-	v, err := s.script.Exec(ctx, client, keys, args).AsIntSlice()
+	v, err := s.script.Exec(ctx, client, keys, args).ToArray()
 	if err != nil {
 		return unavailable(err)
 	}
-	if want := 2 + 4*len(c.Spans) + 3*len(c.Globals); len(v) != want {
-		return unavailable(fmt.Errorf("the script answered %d numbers, not %d", len(v), want))
+	if len(v) != 3+len(keys) {
+		return unavailable(fmt.Errorf("the script answered %d values, not %d", len(v), 3+len(keys)))
 	}
-	op.AnsweredMs, op.Allowed = v[0], v[1] == 1
-	v = v[2:]
-	for i := range c.Spans {
-		copy(op.Spans[i][:], v[4*i:])
+	var n [3]int64
+	for i := range n {
+		if n[i], err = v[i].AsInt64(); err != nil {
+			return unavailable(fmt.Errorf("the script's answer: %w", err))
+		}
 	}
-	v = v[4*len(c.Spans):]
-	for j := range c.Globals {
-		copy(op.Globals[j][:], v[3*j:])
+	op.AnsweredMs, op.Written = n[0]*1000+n[1]/1000, n[2] == 1
+	for _, m := range v[3:] {
+		state, err := m.ToString()
+		if err != nil {
+			return unavailable(fmt.Errorf("the script's answer: %w", err))
+		}
+		op.Found = append(op.Found, state)
 	}
 	return nil
 }
@@ -220,55 +226,36 @@ func (s *Store) Shard(c *quota.Charge) int {
 	return int(slot(k))
 }
 
-// call returns the script's keys and arguments for op (see
-// shortwindows.lua).
+// call returns the script's keys and arguments for op (see apply.lua).
 func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	c := op.Charge
-	keys = make([]string, 0, 2*len(c.Spans)+len(c.Globals))
-	args = make([]string, 0, 6+10*len(c.Spans)+2*len(c.Globals))
-	i64 := func(n int64) { args = append(args, strconv.FormatInt(n, 10)) }
-	i64(int64(op.Kind))
-	i64(op.NowMs)
-	i64(c.Cost)
-	i64(op.AtMs)
-	i64(int64(len(c.Spans)))
-	i64(int64(len(c.Globals)))
+	keys = make([]string, 0, len(c.Spans)+len(c.Globals))
 	for i := range c.Spans {
-		sp := &c.Spans[i]
-		k := s.key(c.Customer, c.Metric, sp.Key.Window, c.MetricCapacity)
-		keys = append(keys, k, k+":log")
-		r := &sp.Rule
-		i64(sp.Key.Window.Length().Milliseconds())
-		i64(int64(r.Algorithm))
-		i64(r.Threshold)
-		i64(flag(r.Spare))
-		i64(r.Capacity)
-		i64(r.Ceiling)
-		i64(r.Limit)
-		i64(int64(c.GlobalOf(i) + 1))
-		i64(op.Took[i].Hi)
-		i64(op.Took[i].Lo)
+		keys = append(keys, s.key(c.Customer, c.Metric, c.Spans[i].Key.Window, c.MetricCapacity))
 	}
 	for _, g := range c.Globals {
 		keys = append(keys, s.globalKey(g.Metric, g.Window))
-		i64(g.Window.Length().Milliseconds())
-		i64(int64(c.SpanOf(g) + 1))
+	}
+	args = make([]string, 1, 1+3*len(keys))
+	args[0] = "0"
+	if op.Write {
+		args[0] = "1"
+	}
+	for i := range keys {
+		set, ttl := "", "0"
+		if op.Write {
+			set, ttl = op.Set[i], strconv.FormatInt(op.TTLMs[i], 10)
+		}
+		args = append(args, op.Expect[i], set, ttl)
 	}
 	return keys, args
-}
-
-func flag(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // key returns the state key of a customer's metric in window w: tagged by
 // the metric alone when the metric's global windows count with it.
 func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(metric) + len(customer) + 12)
+	b.Grow(len(s.prefix) + len(metric) + len(customer) + 14)
 	b.WriteString(s.prefix)
 	b.WriteByte('{')
 	b.WriteString(metric)
@@ -282,11 +269,12 @@ func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) stri
 	}
 	b.WriteByte(':')
 	b.WriteString(w.String())
+	b.WriteString(":s")
 	return b.String()
 }
 
 func (s *Store) globalKey(metric string, w tiers.Window) string {
-	return s.prefix + "{" + metric + "}:global:" + w.String()
+	return s.prefix + "{" + metric + "}:global:" + w.String() + ":s"
 }
 
 // Clear implements quota.SharedStore: it deletes the customer's keys of
@@ -304,8 +292,7 @@ func (s *Store) Clear(ctx context.Context, customer string, metrics []string) er
 			var keys []string // one hash slot
 			for _, w := range tiers.Windows {
 				if w.Short() {
-					k := s.key(customer, m, w, byMetric)
-					keys = append(keys, k, k+":log")
+					keys = append(keys, s.key(customer, m, w, byMetric))
 				}
 			}
 			cmds = append(cmds, client.B().Unlink().Key(keys...).Build())

@@ -1,0 +1,189 @@
+package quota
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// A shared store keeps each short-window key as the in-process counter's
+// entry written as text, so that it holds exactly what this process's
+// counter would, and every process decides with the same code (see
+// SharedCounters):
+//
+//	<algorithm> <start> <prev> <cur>[ <ms>:<units>...]
+//
+// start, prev and cur are the entry's bucket (see algorithms.go for what
+// each algorithm keeps there). A sliding log's prev is 0 while its one
+// entry is kept in the bucket, 1 when its entries follow, oldest first
+// (in process it numbers the log in its shard's table). The empty string
+// is a key that does not exist.
+
+// errBadState: a shared store holds a key that is not a state this code
+// wrote.
+var errBadState = errors.New("a shared key holds no short-window state")
+
+// slotOf returns the index in sh.slots of the entry of a key, or -1. sh
+// must be locked.
+func (sh *shard) slotOf(h uint32, customer, metric string, w tiers.Window) int {
+	if len(sh.slots) == 0 {
+		return -1
+	}
+	mask := len(sh.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch n := sh.slots[i]; n {
+		case emptySlot:
+			return -1
+		case tombSlot:
+		default:
+			e := sh.entry(n - 1)
+			if e.hash == h && e.window == w && e.customer == customer && e.metric == metric {
+				return i
+			}
+		}
+	}
+}
+
+// encodeKey returns the state of l's key in window w, "" when the counter
+// holds none. The shard must be locked.
+func encodeKey(l *lookup, w tiers.Window) string {
+	e := l.sh.find(windowHash(l.pair, w), l.customer, l.metric, w)
+	if e == nil {
+		return ""
+	}
+	b := make([]byte, 0, 40)
+	b = strconv.AppendInt(b, int64(e.algo), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.start, 10)
+	var log []logEntry
+	prev := e.prev
+	if e.algo == tiers.SlidingLog && e.prev > 0 {
+		log, prev = l.sh.logs.logs[e.prev-1], 1
+	}
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, prev, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.cur, 10)
+	for _, x := range log {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, x.ms, 10)
+		b = append(b, ':')
+		b = strconv.AppendInt(b, x.n, 10)
+	}
+	return string(b)
+}
+
+// loadKey makes l's key in window w hold state v (none for ""). The shard
+// must be locked.
+func (s *slidingCounters) loadKey(l *lookup, w tiers.Window, v string) error {
+	h := windowHash(l.pair, w)
+	i := l.sh.slotOf(h, l.customer, l.metric, w)
+	if v == "" {
+		if i >= 0 {
+			l.sh.remove(i)
+			s.keys.Add(-1)
+		}
+		return nil
+	}
+	e, log, err := decodeState(v)
+	if err != nil {
+		return err
+	}
+	var at *entry
+	if i >= 0 {
+		at = l.sh.entry(l.sh.slots[i] - 1)
+		if at.algo == tiers.SlidingLog && at.prev > 0 {
+			l.sh.logs.drop(uint32(at.prev - 1))
+		}
+	} else {
+		at = l.sh.add(h, l.customer, l.metric, w)
+		s.keys.Add(1)
+	}
+	at.algo, at.bucket = e.algo, e.bucket
+	if e.algo == tiers.SlidingLog && e.prev > 0 {
+		t := l.sh.logTable()
+		n := t.newLog()
+		t.logs[n] = log
+		at.prev = int64(n) + 1
+	}
+	return nil
+}
+
+// decodeState reads a state encodeKey wrote: the entry's algorithm and
+// bucket, and a sliding log's entries.
+func decodeState(v string) (entry, []logEntry, error) {
+	var e entry
+	f := strings.Fields(v)
+	if len(f) < 4 {
+		return e, nil, errBadState
+	}
+	var n [4]int64
+	for i := range n {
+		x, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return e, nil, errBadState
+		}
+		n[i] = x
+	}
+	if n[0] < int64(tiers.SlidingWindow) || n[0] > int64(tiers.TokenBucket) {
+		return e, nil, errBadState
+	}
+	e.algo = tiers.Algorithm(n[0])
+	e.bucket = bucket{start: n[1], prev: n[2], cur: n[3]}
+	if e.algo != tiers.SlidingLog || e.prev == 0 {
+		if len(f) > 4 {
+			return e, nil, errBadState
+		}
+		return e, nil, nil
+	}
+	log := make([]logEntry, 0, len(f)-4)
+	for _, x := range f[4:] {
+		ms, units, ok := strings.Cut(x, ":")
+		a, err1 := strconv.ParseInt(ms, 10, 64)
+		b, err2 := strconv.ParseInt(units, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return e, nil, errBadState
+		}
+		log = append(log, logEntry{ms: a, n: b})
+	}
+	return e, log, nil
+}
+
+// expiresMs returns how long after nowMs a shared key in state v may be
+// dropped, because it counts nothing from then on (at least 1), or 0 for
+// never: a token bucket of limit 0, which never refills, or one paid off
+// only after maxExpiresMs. One window is
+// added, so that the clocks of processes that disagree a little do not
+// see a key go early.
+func expiresMs(v string, w tiers.Window, nowMs int64) int64 {
+	e, _, err := decodeState(v)
+	if err != nil {
+		return 1
+	}
+	length := w.Length().Milliseconds()
+	var at int64
+	switch e.algo {
+	case tiers.SlidingWindow:
+		at = e.start + 2*length
+	case tiers.FixedWindow, tiers.SlidingLog: // start: the bucket's, or the newest entry's
+		at = e.start + length
+	case tiers.TokenBucket:
+		if e.prev == 0 { // limit 0: the tokens taken stay taken
+			if e.cur > 0 {
+				return 0
+			}
+			at = nowMs
+		} else {
+			at = e.start // paid off
+		}
+	}
+	if at-nowMs > maxExpiresMs {
+		return 0 // a debt paid off in years: kept until it is
+	}
+	return max(1, at-nowMs) + length
+}
+
+// maxExpiresMs bounds the expiry of a shared key: about 30 years.
+const maxExpiresMs = 1 << 40
