@@ -180,6 +180,9 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		now := s.now(c)
 		var k, g lookup
 		s.mirror.lock(c, &k, &g)
+		if s.storeClock && !fresh {
+			s.dropExpired(c, &k, &g, now)
+		}
 		s.states(c, &k, &g, op.Expect)
 		decide(&k, &g, now)
 		s.states(c, &k, &g, op.Set)
@@ -241,6 +244,17 @@ func (s *SharedCounters) states(c *Charge, k, g *lookup, dst []string) {
 	}
 	for j := range c.Globals {
 		dst[len(c.Spans)+j] = encodeKey(g, c.Globals[j].Window)
+	}
+}
+
+// dropExpired drops from the mirror c's keys that the store has expired
+// by now. The shards must be locked.
+func (s *SharedCounters) dropExpired(c *Charge, k, g *lookup, now int64) {
+	for i := range c.Spans {
+		s.mirror.dropExpired(k, c.Spans[i].Key.Window, now)
+	}
+	for j := range c.Globals {
+		s.mirror.dropExpired(g, c.Globals[j].Window, now)
 	}
 }
 

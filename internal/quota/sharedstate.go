@@ -151,6 +151,21 @@ func decodeState(v string) (entry, []logEntry, error) {
 	return e, log, nil
 }
 
+// idleFrom returns when a key in state v counts nothing any more, Unix ms,
+// or false for never: a token bucket of limit 0 whose tokens were taken.
+func idleFrom(e *entry, length, nowMs int64) (int64, bool) {
+	switch e.algo {
+	case tiers.SlidingWindow:
+		return e.start + 2*length, true
+	case tiers.FixedWindow, tiers.SlidingLog: // start: the bucket's, or the newest entry's
+		return e.start + length, true
+	}
+	if e.prev == 0 { // a token bucket of limit 0: the tokens taken stay taken
+		return nowMs, e.cur == 0
+	}
+	return e.start, true // paid off
+}
+
 // expiresMs returns how long after nowMs a shared key in state v may be
 // dropped, because it counts nothing from then on (at least 1), or 0 for
 // never: a token bucket of limit 0, which never refills, or one paid off
@@ -163,21 +178,9 @@ func expiresMs(v string, w tiers.Window, nowMs int64) int64 {
 		return 1
 	}
 	length := w.Length().Milliseconds()
-	var at int64
-	switch e.algo {
-	case tiers.SlidingWindow:
-		at = e.start + 2*length
-	case tiers.FixedWindow, tiers.SlidingLog: // start: the bucket's, or the newest entry's
-		at = e.start + length
-	case tiers.TokenBucket:
-		if e.prev == 0 { // limit 0: the tokens taken stay taken
-			if e.cur > 0 {
-				return 0
-			}
-			at = nowMs
-		} else {
-			at = e.start // paid off
-		}
+	at, ok := idleFrom(&e, length, nowMs)
+	if !ok {
+		return 0
 	}
 	if at-nowMs > maxExpiresMs {
 		return 0 // a debt paid off in years: kept until it is
@@ -187,3 +190,20 @@ func expiresMs(v string, w tiers.Window, nowMs int64) int64 {
 
 // maxExpiresMs bounds the expiry of a shared key: about 30 years.
 const maxExpiresMs = 1 << 40
+
+// dropExpired drops l's key in window w from the mirror if the store has
+// expired it by nowMs (see expiresMs), so that a decision expects no key
+// where the store holds none. The shard must be locked.
+func (s *slidingCounters) dropExpired(l *lookup, w tiers.Window, nowMs int64) {
+	h := windowHash(l.pair, w)
+	i := l.sh.slotOf(h, l.customer, l.metric, w)
+	if i < 0 {
+		return
+	}
+	e := l.sh.entry(l.sh.slots[i] - 1)
+	length := w.Length().Milliseconds()
+	if at, ok := idleFrom(e, length, nowMs); ok && at <= nowMs-length {
+		l.sh.remove(i)
+		s.keys.Add(-1)
+	}
+}
