@@ -33,10 +33,11 @@ type SharedStore interface {
 	Shard(c *Charge) int
 }
 
-// SharedOp is one call to a SharedStore, on the keys of one charge: its
-// spans' windows, then its global windows (Charge.Globals), in that
-// order. Each key holds a state as the in-process counter keeps it,
-// written as text ("" for a key that does not exist; see sharedstate.go).
+// SharedOp is one call to a SharedStore, on the keys of one charge (see
+// Charge.SharedKeys): the customer's metric, if the charge has spans, then
+// the metric's global windows, if it has Globals. Each key holds the
+// short windows' states as the in-process counter keeps them, written as
+// text ("" for a key that does not exist; see sharedstate.go).
 type SharedOp struct {
 	Charge *Charge
 	// Write: if every key holds its Expect, set each to its Set (delete
@@ -52,6 +53,13 @@ type SharedOp struct {
 	AnsweredMs int64
 	Written    bool
 	Found      []string
+}
+
+// SharedKeys reports which keys a shared store holds c's state in: the
+// customer's metric's (when c has spans) and the metric's global one (when
+// it has Globals), in that order in a SharedOp.
+func (c *Charge) SharedKeys() (customer, global bool) {
+	return len(c.Spans) > 0, len(c.Globals) > 0
 }
 
 // GlobalOf returns the index in c.Globals of the global window span i
@@ -164,7 +172,8 @@ func (s *SharedCounters) GiveBack(ctx context.Context, c *Charge, out []Outcome)
 // key converted to the algorithm its limit has now: conversions keep the
 // count as of when they happen) is written like a take.
 func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *lookup, now int64)) error {
-	n := len(c.Spans) + len(c.Globals)
+	customer, global := c.SharedKeys()
+	n := btoi(customer) + btoi(global)
 	if n == 0 {
 		var k, g lookup
 		decide(&k, &g, s.now(c))
@@ -181,7 +190,12 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		var k, g lookup
 		s.mirror.lock(c, &k, &g)
 		if s.storeClock && !fresh {
-			s.dropExpired(c, &k, &g, now)
+			if customer {
+				s.mirror.dropExpired(&k, now)
+			}
+			if global {
+				s.mirror.dropExpired(&g, now)
+			}
 		}
 		s.states(c, &k, &g, op.Expect)
 		decide(&k, &g, now)
@@ -189,7 +203,7 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		op.Write = !slices.Equal(op.Set, op.Expect)
 		if op.Write {
 			for i := range op.Set {
-				op.TTLMs[i] = expiresMs(op.Set[i], s.window(c, i), now)
+				op.TTLMs[i] = expiresMs(op.Set[i], now)
 				if !s.storeClock && op.TTLMs[i] != 0 {
 					// Decided by another clock than the store's, which
 					// expires keys: give them time by the store's too.
@@ -228,33 +242,14 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 	}
 }
 
-// window returns the window of c's i-th key (see SharedOp).
-func (s *SharedCounters) window(c *Charge, i int) tiers.Window {
-	if i < len(c.Spans) {
-		return c.Spans[i].Key.Window
-	}
-	return c.Globals[i-len(c.Spans)].Window
-}
-
-// states writes the mirror's state of each of c's keys into dst. The
-// shards must be locked.
+// states writes the mirror's state of c's keys into dst. The shards must
+// be locked.
 func (s *SharedCounters) states(c *Charge, k, g *lookup, dst []string) {
-	for i := range c.Spans {
-		dst[i] = encodeKey(k, c.Spans[i].Key.Window)
+	if len(c.Spans) > 0 {
+		dst[0] = encodeState(k)
 	}
-	for j := range c.Globals {
-		dst[len(c.Spans)+j] = encodeKey(g, c.Globals[j].Window)
-	}
-}
-
-// dropExpired drops from the mirror c's keys that the store has expired
-// by now. The shards must be locked.
-func (s *SharedCounters) dropExpired(c *Charge, k, g *lookup, now int64) {
-	for i := range c.Spans {
-		s.mirror.dropExpired(k, c.Spans[i].Key.Window, now)
-	}
-	for j := range c.Globals {
-		s.mirror.dropExpired(g, c.Globals[j].Window, now)
+	if len(c.Globals) > 0 {
+		dst[len(dst)-1] = encodeState(g)
 	}
 }
 
@@ -263,20 +258,13 @@ func (s *SharedCounters) load(c *Charge, states []string) error {
 	var k, g lookup
 	s.mirror.lock(c, &k, &g)
 	defer s.mirror.unlock(&k, &g)
-	return s.loadLocked(c, &k, &g, states)
-}
-
-// loadLocked is load with the shards locked.
-func (s *SharedCounters) loadLocked(c *Charge, k, g *lookup, states []string) error {
-	for i := range c.Spans {
-		if err := s.mirror.loadKey(k, c.Spans[i].Key.Window, states[i]); err != nil {
+	if len(c.Spans) > 0 {
+		if err := s.mirror.loadState(&k, states[0]); err != nil {
 			return err
 		}
 	}
-	for j := range c.Globals {
-		if err := s.mirror.loadKey(g, c.Globals[j].Window, states[len(c.Spans)+j]); err != nil {
-			return err
-		}
+	if len(c.Globals) > 0 {
+		return s.mirror.loadState(&g, states[len(states)-1])
 	}
 	return nil
 }
@@ -284,9 +272,16 @@ func (s *SharedCounters) loadLocked(c *Charge, k, g *lookup, states []string) er
 // forget drops the mirror's state of c's keys: after a call whose outcome
 // is not known, the next decision reads them from the store.
 func (s *SharedCounters) forget(c *Charge) {
-	states := make([]string, len(c.Spans)+len(c.Globals))
-	_ = s.load(c, states) // "" never fails
+	customer, global := c.SharedKeys()
+	_ = s.load(c, make([]string, btoi(customer)+btoi(global))) // "" never fails
 }
 
 // Evict drops the mirror's keys that count nothing any more.
 func (s *SharedCounters) Evict(nowMs int64) int { return s.mirror.evict(nowMs) }
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -8,10 +8,15 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// A shared store keeps each short-window key as the in-process counter's
-// entry written as text, so that it holds exactly what this process's
-// counter would, and every process decides with the same code (see
-// SharedCounters):
+// A shared store keeps the in-process counter's entries written as text,
+// so that it holds exactly what this process's counter would, and every
+// process decides with the same code (see SharedCounters). One key holds
+// a customer's metric in both short windows, another the metric's global
+// usage in both:
+//
+//	<second's entry>|<minute's entry>
+//
+// and an entry, empty where the counter holds none, is
 //
 //	<algorithm> <start> <prev> <cur>[ <ms>:<units>...]
 //
@@ -20,6 +25,38 @@ import (
 // entry is kept in the bucket, 1 when its entries follow, oldest first
 // (in process it numbers the log in its shard's table). The empty string
 // is a key that does not exist.
+
+// sharedWindows are the windows a shared key holds, in order.
+var sharedWindows = [2]tiers.Window{tiers.Second, tiers.Minute}
+
+// encodeState returns the state of l's keys in the short windows, "" when
+// the counter holds none. The shard must be locked.
+func encodeState(l *lookup) string {
+	a, b := encodeKey(l, sharedWindows[0]), encodeKey(l, sharedWindows[1])
+	if a == "" && b == "" {
+		return ""
+	}
+	return a + "|" + b
+}
+
+// loadState makes l's keys in the short windows hold state v (see
+// encodeState). The shard must be locked.
+func (s *slidingCounters) loadState(l *lookup, v string) error {
+	var parts [2]string
+	if v != "" {
+		a, b, ok := strings.Cut(v, "|")
+		if !ok || strings.Contains(b, "|") {
+			return errBadState
+		}
+		parts = [2]string{a, b}
+	}
+	for i, w := range sharedWindows {
+		if err := s.loadKey(l, w, parts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // errBadState: a shared store holds a key that is not a state this code
 // wrote.
@@ -166,44 +203,56 @@ func idleFrom(e *entry, length, nowMs int64) (int64, bool) {
 	return e.start, true // paid off
 }
 
-// expiresMs returns how long after nowMs a shared key in state v may be
-// dropped, because it counts nothing from then on (at least 1), or 0 for
-// never: a token bucket of limit 0, which never refills, or one paid off
-// only after maxExpiresMs. One window is
-// added, so that the clocks of processes that disagree a little do not
-// see a key go early.
-func expiresMs(v string, w tiers.Window, nowMs int64) int64 {
-	e, _, err := decodeState(v)
-	if err != nil {
-		return 1
+// expiresMs returns how long after nowMs a shared key in state v (see
+// encodeState) may be dropped, because it counts nothing from then on (at
+// least 1), or 0 for never: a token bucket of limit 0, which never
+// refills, or one paid off only after maxExpiresMs. One window is added,
+// so that the clocks of processes that disagree a little do not see a key
+// go early.
+func expiresMs(v string, nowMs int64) int64 {
+	a, b, _ := strings.Cut(v, "|")
+	var ttl int64 = 1
+	for i, part := range [2]string{a, b} {
+		if part == "" {
+			continue
+		}
+		e, _, err := decodeState(part)
+		if err != nil {
+			continue
+		}
+		length := sharedWindows[i].Length().Milliseconds()
+		at, ok := idleFrom(&e, length, nowMs)
+		if !ok || at-nowMs > maxExpiresMs {
+			return 0 // kept until it counts nothing: a debt paid off in years, or never
+		}
+		ttl = max(ttl, max(1, at-nowMs)+length)
 	}
-	length := w.Length().Milliseconds()
-	at, ok := idleFrom(&e, length, nowMs)
-	if !ok {
-		return 0
-	}
-	if at-nowMs > maxExpiresMs {
-		return 0 // a debt paid off in years: kept until it is
-	}
-	return max(1, at-nowMs) + length
+	return ttl
 }
 
 // maxExpiresMs bounds the expiry of a shared key: about 30 years.
 const maxExpiresMs = 1 << 40
 
-// dropExpired drops l's key in window w from the mirror if the store has
-// expired it by nowMs (see expiresMs), so that a decision expects no key
-// where the store holds none. The shard must be locked.
-func (s *slidingCounters) dropExpired(l *lookup, w tiers.Window, nowMs int64) {
-	h := windowHash(l.pair, w)
-	i := l.sh.slotOf(h, l.customer, l.metric, w)
-	if i < 0 {
-		return
+// dropExpired drops l's short-window keys from the mirror if the store
+// has expired their key by nowMs (see expiresMs): both count nothing since
+// a window at least. So a decision expects no key where the store holds
+// none. The shard must be locked.
+func (s *slidingCounters) dropExpired(l *lookup, nowMs int64) {
+	var slots [2]int
+	for i, w := range sharedWindows {
+		slots[i] = l.sh.slotOf(windowHash(l.pair, w), l.customer, l.metric, w)
+		if slots[i] < 0 {
+			continue
+		}
+		length := w.Length().Milliseconds()
+		if at, ok := idleFrom(l.sh.entry(l.sh.slots[slots[i]]-1), length, nowMs); !ok || at > nowMs-length {
+			return // still counts, or not long enough ago
+		}
 	}
-	e := l.sh.entry(l.sh.slots[i] - 1)
-	length := w.Length().Milliseconds()
-	if at, ok := idleFrom(e, length, nowMs); ok && at <= nowMs-length {
-		l.sh.remove(i)
-		s.keys.Add(-1)
+	for _, i := range slots {
+		if i >= 0 {
+			l.sh.remove(i)
+			s.keys.Add(-1)
+		}
 	}
 }

@@ -91,7 +91,7 @@ func TestClusterShards(t *testing.T) {
 				if err != nil || !d.Allowed || d.Degraded {
 					t.Fatalf("check of %s: %+v, %v; want allowed, not degraded", customer, d, err)
 				}
-				key := s.key(customer, "api_calls", tiers.Minute, false)
+				key := s.key(customer, "api_calls", false)
 				n := cluster.NodeOf(key)
 				onNode[n]++
 				node := cluster.Node(n).Client()

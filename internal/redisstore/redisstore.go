@@ -7,22 +7,23 @@
 // the decision left only if every key of the check still holds the state
 // the decision saw, and answers with what they held.
 //
-// Keys. The windows of one customer's metric share a hash tag, so that one
-// script call stays within one hash slot and a Redis Cluster can serve it:
+// Keys. One string holds a customer's metric in both short windows (see
+// quota's sharedstate.go for what it says), under a hash tag of its own,
+// so that a Redis Cluster spreads customers over its nodes:
 //
-//	<prefix>{<metric>/<customer>}:<window>:s     state (a string, see quota's sharedstate.go)
+//	<prefix>{<metric>/<customer>}:s
 //
 // A metric that declares a short-window capacity counts its global usage
-// with every check, so its keys share the metric's tag instead:
+// with every check, in a key of its own; its customers' keys share the
+// metric's tag, so that one script call stays within one hash slot:
 //
-//	<prefix>{<metric>}/<customer>:<window>:s
-//	<prefix>{<metric>}:global:<window>:s
+//	<prefix>{<metric>}/<customer>:s
+//	<prefix>{<metric>}:global:s
 //
-// (":s": the keys of quotad before 0.x held hashes and lists, decided in
-// the script; the two never read each other's keys.) Every key expires
-// once it counts nothing, and a window later (see quota's expiresMs), but
-// for a token bucket of limit 0, which never refills: it lasts until a
-// reset.
+// (Earlier versions of quotad kept hashes per window under the same names
+// without ":s"; the two never read each other's keys.) A key expires once
+// it counts nothing, and a window later (see quota's expiresMs), but for
+// a token bucket of limit 0, which never refills: it lasts until a reset.
 //
 // Cluster. rueidis asks the server it connects to for the cluster's slots
 // (CLUSTER SLOTS), and serves a Redis Cluster from any one node's URL; a
@@ -217,11 +218,11 @@ func (s *Store) Shard(c *quota.Charge) int {
 		return 0
 	}
 	var k string
-	switch {
-	case len(c.Spans) > 0:
-		k = s.key(c.Customer, c.Metric, c.Spans[0].Key.Window, c.MetricCapacity)
-	case len(c.Globals) > 0:
-		k = s.globalKey(c.Globals[0].Metric, c.Globals[0].Window)
+	switch customer, global := c.SharedKeys(); {
+	case customer:
+		k = s.key(c.Customer, c.Metric, c.MetricCapacity)
+	case global:
+		k = s.globalKey(c.Metric)
 	}
 	return int(slot(k))
 }
@@ -229,12 +230,13 @@ func (s *Store) Shard(c *quota.Charge) int {
 // call returns the script's keys and arguments for op (see apply.lua).
 func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	c := op.Charge
-	keys = make([]string, 0, len(c.Spans)+len(c.Globals))
-	for i := range c.Spans {
-		keys = append(keys, s.key(c.Customer, c.Metric, c.Spans[i].Key.Window, c.MetricCapacity))
+	keys = make([]string, 0, 2)
+	customer, global := c.SharedKeys()
+	if customer {
+		keys = append(keys, s.key(c.Customer, c.Metric, c.MetricCapacity))
 	}
-	for _, g := range c.Globals {
-		keys = append(keys, s.globalKey(g.Metric, g.Window))
+	if global {
+		keys = append(keys, s.globalKey(c.Metric))
 	}
 	args = make([]string, 1, 1+3*len(keys))
 	args[0] = "0"
@@ -251,11 +253,11 @@ func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	return keys, args
 }
 
-// key returns the state key of a customer's metric in window w: tagged by
-// the metric alone when the metric's global windows count with it.
-func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) string {
+// key returns the key of a customer's metric: tagged by the metric alone
+// when the metric's global windows count with it.
+func (s *Store) key(customer, metric string, byMetric bool) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(metric) + len(customer) + 14)
+	b.Grow(len(s.prefix) + len(metric) + len(customer) + 6)
 	b.WriteString(s.prefix)
 	b.WriteByte('{')
 	b.WriteString(metric)
@@ -267,18 +269,16 @@ func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) stri
 		b.WriteString(customer)
 		b.WriteByte('}')
 	}
-	b.WriteByte(':')
-	b.WriteString(w.String())
 	b.WriteString(":s")
 	return b.String()
 }
 
-func (s *Store) globalKey(metric string, w tiers.Window) string {
-	return s.prefix + "{" + metric + "}:global:" + w.String() + ":s"
+func (s *Store) globalKey(metric string) string {
+	return s.prefix + "{" + metric + "}:global:s"
 }
 
-// Clear implements quota.SharedStore: it deletes the customer's keys of
-// every short window of each metric, under either tag.
+// Clear implements quota.SharedStore: it deletes the customer's key of
+// each metric, under either tag.
 func (s *Store) Clear(ctx context.Context, customer string, metrics []string) error {
 	client, err := s.conn()
 	if err != nil {
@@ -288,14 +288,8 @@ func (s *Store) Clear(ctx context.Context, customer string, metrics []string) er
 	defer cancel()
 	cmds := make(rueidis.Commands, 0, 2*len(metrics))
 	for _, m := range metrics {
-		for _, byMetric := range []bool{false, true} {
-			var keys []string // one hash slot
-			for _, w := range tiers.Windows {
-				if w.Short() {
-					keys = append(keys, s.key(customer, m, w, byMetric))
-				}
-			}
-			cmds = append(cmds, client.B().Unlink().Key(keys...).Build())
+		for _, byMetric := range []bool{false, true} { // a key a command: they are in two slots
+			cmds = append(cmds, client.B().Unlink().Key(s.key(customer, m, byMetric)).Build())
 		}
 	}
 	for _, r := range client.DoMulti(ctx, cmds...) {
