@@ -83,6 +83,11 @@ func cases() []testCase {
 		{name: "global windows count every customer's admitted units", run: globalsCount, exactGlobals: true},
 		{name: "global windows count the admitted units and what is held", run: globalsHeld, heldGlobals: true},
 		{name: "a refund gives the global windows back their share", run: refundGlobals, exactGlobals: true},
+		{name: "a denied window reports its exact wait", run: exactWaits},
+		{name: "outcomes report the count and the resets", run: usedAndResets},
+		{name: "counts fall as the algorithm says", run: countsFall, short: true},
+		{name: "an undone take gives back its own units", run: undoTake, short: true},
+		{name: "a refund gives back from now first", run: refundsOverTime, short: true},
 	}
 }
 
