@@ -35,10 +35,11 @@ type Harness struct {
 	// ShortWindows says the counter keeps short windows, counting by every
 	// tiers.Algorithm, and decides each charge at its At, so that counts
 	// fall as At moves on. The suite then runs every case once per
-	// algorithm, and also the cases that move the clock: exact waits,
-	// counts that fall, resets, undone takes, refunds across buckets.
+	// algorithm, moving At within and across windows: exact waits, counts
+	// that fall, resets, undone takes, refunds across buckets.
 	// Long-window counters (the ledger, the lease pool) leave it false:
-	// their cases all happen at At, and those cases are skipped.
+	// their charges all happen at At, their waits and resets are their
+	// windows' ends, and the cases that need short windows are skipped.
 	ShortWindows bool
 	// HoldsInGlobals says the counter counts in a metric's global windows,
 	// besides the units it admitted, units it holds for checks to come:
