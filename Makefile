@@ -32,15 +32,16 @@ help: ## list the targets
 	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
 	@echo "BENCH_ALGORITHM=token_bucket (the short windows' algorithm; sliding_window by default)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
-	@echo "make simulate takes SIMULATE_ARGS, the flags of quotad simulate (see quotad simulate -h)."
+	@echo "make simulate takes SIMULATE_ARGS, the flags of quotasim (see go run ./cmd/quotasim -h)."
 
 run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)
 	@createdb -h $(PGHOST) -U $(PGUSER) quotad 2>/dev/null || true
 	./$(BIN)
 
-build: ## build quotad and quotactl into bin/
+build: ## build quotad, quotactl and quotasim into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quotad
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotactl ./cmd/quotactl
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotasim ./cmd/quotasim
 
 test: ## run every test with the race detector (the client module's too)
 	$(GO) test -race -count=1 ./...
@@ -79,12 +80,12 @@ bench: ## measure POST /v1/check against a bare echo baseline under load, print 
 bench-micro: ## run the micro-benchmarks of the quota engine and the API
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/quota/... ./internal/api/...
 
-# quotad simulate's flags for make simulate; docs/accuracy.md lists the
+# quotasim's flags for make simulate; docs/accuracy.md lists the
 # workloads it was run with.
 SIMULATE_ARGS ?= -workload onoff -load 1 -limit 100 -customers 10 -duration 10m -seed 1
 
 simulate: ## replay a workload through the short-window algorithms and report how far each strays from the exact window (SIMULATE_ARGS)
-	$(GO) run ./cmd/quotad simulate $(SIMULATE_ARGS)
+	$(GO) run ./cmd/quotasim $(SIMULATE_ARGS)
 
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -70,10 +70,13 @@ type cli struct {
 	Config  config           `embed:""`
 	Version kong.VersionFlag `help:"Print quotad's version and exit."`
 
-	Serve      struct{}    `cmd:"" default:"withargs" help:"Serve the API (the default command)."`
-	Migrate    migrateCmd  `cmd:"" help:"Manage the database schema, then print its version."`
-	Simulate   simulateCmd `cmd:"" passthrough:"" help:"Replay checks through the short-window algorithms (see quotad simulate -h)."`
-	VersionCmd struct{}    `cmd:"" name:"version" help:"Print quotad's version."`
+	Serve      struct{}   `cmd:"" default:"withargs" help:"Serve the API (the default command)."`
+	Migrate    migrateCmd `cmd:"" help:"Manage the database schema, then print its version."`
+	VersionCmd struct{}   `cmd:"" name:"version" help:"Print quotad's version."`
+
+	// Simulate is what is left of quotad simulate, now the command
+	// quotasim: it only says so (see run).
+	Simulate movedCmd `cmd:"" hidden:"" passthrough:""`
 }
 
 type migrateCmd struct {
@@ -82,8 +85,11 @@ type migrateCmd struct {
 	Version struct{} `cmd:"" help:"Print the schema's version."`
 }
 
-type simulateCmd struct {
-	Args []string `arg:"" optional:"" help:"quotad simulate's own flags."`
+// movedCmd is a command that left quotad for a command of its own. It
+// takes whatever follows it, so that what run says of the move is not
+// lost to an error about a flag quotad does not know.
+type movedCmd struct {
+	Args []string `arg:"" optional:""`
 }
 
 // parseArgs parses quotad's command line (args without the program's
@@ -124,9 +130,8 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 // singleDashFlags rewrites the single-dash spelling of long flags
 // (-listen, -migrate=false, -help), which quotad took before its flags
 // were GNU-style, to --listen, --migrate=false, --help. quotad has no
-// short flag but -h, so no cluster of short flags is lost. A flag's value,
-// what follows "--" and simulate's own flags (it parses both spellings)
-// are left as they are.
+// short flag but -h, so no cluster of short flags is lost. A flag's value
+// and what follows "--" are left as they are.
 func singleDashFlags(model *kong.Application, args []string) []string {
 	long := map[string]*kong.Flag{}
 	for _, f := range model.Flags {
@@ -141,7 +146,7 @@ func singleDashFlags(model *kong.Application, args []string) []string {
 		switch {
 		case takesValue:
 			takesValue = false
-		case a == "--" || a == "simulate":
+		case a == "--":
 			return append(out, args[i:]...)
 		case strings.HasPrefix(a, "-") && len(a) > 2 && a[1] != '-':
 			a = "-" + a

@@ -153,7 +153,7 @@ func runOut(t *testing.T, args ...string) (string, error) {
 // and defaults, and serves nothing.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "simulate", "version"}
+	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "version"}
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"serve", "--help"}} {
 		out, err := runOut(t, args...)
 		if err != nil {
@@ -188,6 +188,33 @@ func TestVersion(t *testing.T) {
 		if want := "quotad " + version + "\n"; out != want {
 			t.Errorf("%v printed %q, want %q", args, out, want)
 		}
+	}
+}
+
+// quotad simulate, which became the command quotasim, says so in one line
+// whatever follows it, and help no longer lists it.
+func TestSimulateMoved(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"simulate"},
+		{"simulate", "-h"},
+		{"simulate", "-workload", "onoff", "-limit", "20"},
+		{"--log-level", "warn", "simulate", "--chart", "c.svg"},
+	} {
+		out, err := runOut(t, args...)
+		if err == nil || !strings.Contains(err.Error(), "quotasim") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line naming quotasim", args, err)
+		}
+		if out != "" {
+			t.Errorf("%v printed %q, want nothing", args, out)
+		}
+	}
+	out, err := runOut(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "simulate") {
+		t.Errorf("help lists simulate:\n%s", out)
 	}
 }
 

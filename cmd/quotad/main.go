@@ -5,11 +5,11 @@
 //
 //	quotad [serve] [flags]           serve (the default command)
 //	quotad migrate up|down|version [flags]
-//	quotad simulate [flags]          replay checks through the short-window algorithms
 //	quotad version                   print the version (also quotad --version)
 //
 // Every flag of serve and migrate falls back to a QUOTAD_* environment
-// variable; see quotad --help.
+// variable; see quotad --help. What was quotad simulate is the command
+// quotasim.
 package main
 
 import (
@@ -77,13 +77,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		return runMigrate(ctx, strings.TrimPrefix(cmd, "migrate "), &c.Config, stdout)
 	case strings.HasPrefix(cmd, "simulate"):
-		return runSimulate(ctx, c.Simulate.Args, stdout)
+		return errSimulateMoved
 	case cmd == "version":
 		_, err := fmt.Fprintln(stdout, "quotad", version)
 		return err
 	}
 	return fmt.Errorf("unknown command %q", cmd)
 }
+
+// errSimulateMoved answers quotad simulate, which became a command of its
+// own so that the server does not link the chart's plotting library.
+var errSimulateMoved = errors.New("simulate is no longer a command of quotad: it is the command quotasim, with the same flags (go run ./cmd/quotasim -h)")
 
 func newLogger(w io.Writer, level string) *slog.Logger {
 	l, _ := parseLevel(level) // one of --log-level's enum

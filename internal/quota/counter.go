@@ -80,6 +80,15 @@ type Charge struct {
 	tookDebt [maxShort]u128
 }
 
+// Undoing marks c, which a Take just admitted, as that take being undone
+// at now (never before c.At): a GiveBack of c then gives back the take's
+// own units, where and when it counted them, as no refund does (see
+// undoNow). The engine undoes so the short windows' take of a check that
+// a long window denied; tests of counters do it through here.
+func (c *Charge) Undoing(now time.Time) {
+	c.undoNow = max(now.UnixMilli(), c.At.UnixMilli())
+}
+
 // Outcome is what a Counter found for one span of a Charge.
 type Outcome struct {
 	// Used is the span's count before the charge: units admitted, as this

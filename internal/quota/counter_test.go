@@ -1,17 +1,24 @@
 package quota_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/countertest"
 	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/redisstore"
+	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // The counter contract, run against the in-process implementations: the
-// short windows with each algorithm, the in-memory ledger engine tests
-// use, and the lease pool over it.
+// short windows (every algorithm), the in-memory ledger engine tests use,
+// and the lease pool over it; and against the failover an engine with a
+// shared store counts short windows with, over Redis while it answers,
+// and in process while the store is down.
 func TestCounterContract(t *testing.T) {
 	t.Parallel()
 	short, at := countertest.Short()
@@ -19,14 +26,25 @@ func TestCounterContract(t *testing.T) {
 	harnesses := map[string]countertest.Harness{
 		"in-memory ledger": {Windows: long, At: at,
 			New: func(*testing.T, ...string) quota.Counter { return quotatest.NewLedger() }},
-		"lease pool": {Windows: long, At: at,
+		"lease pool": {Windows: long, At: at, HoldsInGlobals: true,
 			New: func(*testing.T, ...string) quota.Counter {
 				return quota.NewLeasePool(quotatest.NewLedger(), quotatest.NewClock(at))
 			}},
-	}
-	for _, alg := range tiers.Algorithms {
-		harnesses["short windows, "+alg.String()] = countertest.Harness{Windows: short, At: at, Algorithm: alg,
-			New: func(*testing.T, ...string) quota.Counter { return quota.NewSliding() }}
+		"short windows": {Windows: short, At: at, ShortWindows: true,
+			New: func(*testing.T, ...string) quota.Counter { return quota.NewSliding() }},
+		"failover, Redis up": {Windows: short, At: at, ShortWindows: true,
+			New: func(t *testing.T, _ ...string) quota.Counter {
+				// A call has seconds to answer: a busy machine is no outage.
+				s, err := redisstore.New(redistest.ServerURL(t),
+					redisstore.Options{Prefix: redistest.Prefix(t), Timeout: 5 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(s.Close)
+				return mustFailover(t, s, 0)
+			}},
+		"failover, store down": {Windows: short, At: at, ShortWindows: true,
+			New: func(t *testing.T, _ ...string) quota.Counter { return mustFailover(t, downStore{}, 1) }},
 	}
 	for name, h := range harnesses {
 		t.Run(name, func(t *testing.T) {
@@ -35,3 +53,26 @@ func TestCounterContract(t *testing.T) {
 		})
 	}
 }
+
+// mustFailover returns a failover over store, with the process's own
+// counters to fall back on, and checks when t ends that down of the
+// store's shards are down: 0, the case ran in the store; 1 (a store of one
+// shard), in process.
+func mustFailover(t *testing.T, store quota.SharedStore, down int64) *quota.Failover {
+	f := quota.NewFailover(quota.NewShared(store, false), quota.NewSliding())
+	t.Cleanup(func() {
+		if got := f.ShardsDown(); got != down {
+			t.Errorf("%d shards of the store down, want %d", got, down)
+		}
+	})
+	return f
+}
+
+// downStore is a SharedStore that cannot be reached.
+type downStore struct{}
+
+var errDown = fmt.Errorf("%w: the store is down", tiers.ErrUnavailable)
+
+func (downStore) Run(context.Context, *quota.SharedOp) error    { return errDown }
+func (downStore) Clear(context.Context, string, []string) error { return errDown }
+func (downStore) Shard(*quota.Charge) int                       { return 0 }

@@ -337,7 +337,7 @@ func (e *Engine) longFailed(ctx context.Context, r Request, s *scope, err error)
 // the buckets it counted them in.
 func (e *Engine) undoShort(ctx context.Context, s *scope) {
 	var out [maxShort]Outcome
-	s.short.undoNow = max(e.clock.Now().UnixMilli(), s.short.At.UnixMilli())
+	s.short.Undoing(e.clock.Now())
 	_ = e.short.GiveBack(ctx, &s.short, out[:len(s.short.Spans)])
 	s.short.undoNow = 0
 }

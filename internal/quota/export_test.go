@@ -11,3 +11,10 @@ const (
 	RetryEvery  = retryEvery
 	ForgetAfter = forgetAfter
 )
+
+// NewFailover returns the short-window counter of an engine with a shared
+// store (see Engine): shared while the store answers, local when it does
+// not. It reports no change of mode.
+func NewFailover(shared *SharedCounters, local Counter) *Failover {
+	return newFailover(shared, local, nil)
+}

@@ -16,7 +16,7 @@ func TestCounterContract(t *testing.T) {
 	for name, leases := range map[string]bool{"ledger": false, "lease pool": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			countertest.Run(t, countertest.Harness{Windows: long, At: at,
+			countertest.Run(t, countertest.Harness{Windows: long, At: at, HoldsInGlobals: leases,
 				New: func(t *testing.T, customers ...string) quota.Counter {
 					db := MustOpen(t)
 					MustSeed(t, db, nil, customers...)

@@ -12,10 +12,11 @@ import (
 	"testing"
 )
 
-func runSimulateArgs(t *testing.T, args ...string) (string, error) {
+// runArgs runs quotasim with args and returns what it printed.
+func runArgs(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	err := run(context.Background(), append([]string{"quotad", "simulate"}, args...), func(string) string { return "" }, &out)
+	err := run(context.Background(), append([]string{"quotasim"}, args...), &out)
 	return out.String(), err
 }
 
@@ -31,32 +32,31 @@ func tableRow(t *testing.T, table, alg string) string {
 	return ""
 }
 
-func TestSimulateHelp(t *testing.T) {
+func TestHelp(t *testing.T) {
 	t.Parallel()
-	out, err := runSimulateArgs(t, "-h")
+	out, err := runArgs(t, "-h")
 	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("simulate -h: %v", err)
+		t.Fatalf("quotasim -h: %v", err)
 	}
-	for _, s := range []string{"Usage: quotad simulate [flags]", "-workload", "-trace", "-detail", "-chart", "heavy"} {
+	for _, s := range []string{"Usage: quotasim [flags]", "-workload", "-trace", "-detail", "-chart", "heavy"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("usage lacks %q:\n%s", s, out)
 		}
 	}
 }
 
-// TestSimulateEndToEnd generates a workload, writes the table, the
-// detail, the chart and the trace, then replays the trace written and
-// finds the same decisions. It does not run in parallel: the table's
+// TestEndToEnd generates a workload, writes the table, the detail, the
+// chart and the trace, then replays the trace written and finds the same
+// decisions. It does not run in parallel: the table's
 // bytes per key are the growth of the whole process's live heap, which
-// quotad servers of parallel tests, freeing memory meanwhile, can make
-// negative.
-func TestSimulateEndToEnd(t *testing.T) {
+// parallel tests, freeing memory meanwhile, can make negative.
+func TestEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	detail, chart, trace := filepath.Join(dir, "detail.csv"), filepath.Join(dir, "chart.svg"), filepath.Join(dir, "trace.csv")
-	table, err := runSimulateArgs(t, "-workload", "onoff", "-limit", "20", "-duration", "20s", "-seed", "3",
+	table, err := runArgs(t, "-workload", "onoff", "-limit", "20", "-duration", "20s", "-seed", "3",
 		"-customers", "3", "-memory-keys", "2000", "-detail", detail, "-chart", chart, "-write-trace", trace)
 	if err != nil {
-		t.Fatalf("simulate: %v\n%s", err, table)
+		t.Fatalf("quotasim: %v\n%s", err, table)
 	}
 	t.Logf("\n%s", table)
 	algs := []string{"exact", "sliding_window", "fixed_window", "sliding_log", "token_bucket"}
@@ -111,9 +111,9 @@ func TestSimulateEndToEnd(t *testing.T) {
 	}
 
 	// The trace written, replayed, is decided the same way.
-	again, err := runSimulateArgs(t, "-trace", trace, "-limit", "20", "-algorithms", "sliding_window", "-memory-keys", "0")
+	again, err := runArgs(t, "-trace", trace, "-limit", "20", "-algorithms", "sliding_window", "-memory-keys", "0")
 	if err != nil {
-		t.Fatalf("simulate -trace: %v\n%s", err, again)
+		t.Fatalf("quotasim -trace: %v\n%s", err, again)
 	}
 	strip := func(row string) string { return strings.Join(strings.Fields(row)[:14], " ") } // all but bytes/key
 	for _, alg := range []string{"exact", "sliding_window"} {
@@ -126,7 +126,7 @@ func TestSimulateEndToEnd(t *testing.T) {
 	}
 }
 
-func TestSimulateRejects(t *testing.T) {
+func TestRejects(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.csv")
@@ -153,9 +153,9 @@ func TestSimulateRejects(t *testing.T) {
 		{[]string{"-duration", "0s"}, "duration"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
-		out, err := runSimulateArgs(t, tc.args...)
+		out, err := runArgs(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("simulate %v: %v, want an error with %q\n%s", tc.args, err, tc.want, out)
+			t.Errorf("quotasim %v: %v, want an error with %q\n%s", tc.args, err, tc.want, out)
 		}
 	}
 }

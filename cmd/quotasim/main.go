@@ -1,3 +1,16 @@
+// Command quotasim measures how far quotad's short-window algorithms stray
+// from an exact moving window: it replays checks, from a CSV trace or a
+// generated workload, through each algorithm as quotad's in-process
+// counter decides it, and reports per algorithm the checks decided
+// differently, the most units admitted in any moving window, and the
+// memory a key takes (see internal/simulate).
+//
+// Usage:
+//
+//	quotasim [flags]
+//
+// It was quotad simulate. It is a command of its own so that the server
+// does not carry the plotting library, and its fonts, that the chart needs.
 package main
 
 import (
@@ -8,14 +21,26 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/quotad/quotad/internal/simulate"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-const simulateUsage = `Usage: quotad simulate [flags]
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdout)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "quotasim:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `Usage: quotasim [flags]
 
 Replays checks through each short-window algorithm, decided by quotad's own
 in-process counter, and through the exact moving window, and reports per
@@ -44,13 +69,17 @@ Flags:
 // workloadFlags are the flags that shape a generated workload.
 var workloadFlags = []string{"workload", "load", "duration", "customers", "cost", "seed"}
 
-// runSimulate is quotad simulate: it writes the report's table to stdout
-// and the files its flags ask for.
-func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("quotad simulate", flag.ContinueOnError)
+// run is quotasim, args with the program's name: it writes the report's
+// table to stdout, and so does -h, and writes the files its flags ask for.
+// It reads no environment.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 {
+		args = args[1:]
+	}
+	fs := flag.NewFlagSet("quotasim", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), simulateUsage)
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
 	tracePath := fs.String("trace", "", "replay this CSV trace (- for standard input) instead of generating a workload")
@@ -72,23 +101,23 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("simulate: unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 
 	cfg := simulate.Config{Limit: *limit, Burst: *burst, MemoryKeys: max(0, *memoryKeys)}
 	var ok bool
 	if cfg.Window, ok = tiers.ParseWindow(*windowName); !ok || !cfg.Window.Short() {
-		return fmt.Errorf("simulate: -window %q: want second or minute", *windowName)
+		return fmt.Errorf("-window %q: want second or minute", *windowName)
 	}
 	for _, name := range strings.Split(*algorithms, ",") {
 		a, ok := tiers.ParseAlgorithm(strings.TrimSpace(name))
 		if !ok {
-			return fmt.Errorf("simulate: unknown algorithm %q; want some of %s", name, algorithmNames(tiers.Algorithms))
+			return fmt.Errorf("unknown algorithm %q; want some of %s", name, algorithmNames(tiers.Algorithms))
 		}
 		cfg.Algorithms = append(cfg.Algorithms, a)
 	}
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("simulate: %w", err)
+		return err
 	}
 
 	var tr *simulate.Trace
@@ -103,11 +132,11 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		})
 		if len(set) > 0 {
-			return fmt.Errorf("simulate: %s shape a generated workload, not a -trace", strings.Join(set, ", "))
+			return fmt.Errorf("%s shape a generated workload, not a -trace", strings.Join(set, ", "))
 		}
 		var err error
 		if tr, err = readTrace(*tracePath); err != nil {
-			return fmt.Errorf("simulate: %s: %w", *tracePath, err)
+			return fmt.Errorf("%s: %w", *tracePath, err)
 		}
 		source = "trace " + *tracePath
 	} else {
@@ -122,14 +151,14 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		var err error
 		if tr, err = simulate.Generate(w); err != nil {
-			return fmt.Errorf("simulate: %w", err)
+			return err
 		}
 		source = fmt.Sprintf("workload %s, seed %d: %s, load %g, %s, cost %d",
 			w.Kind, w.Seed, simulate.Count(w.Customers, "customer"), w.Load, *dur, w.Cost)
 	}
 	if *writeTrace != "" {
 		if err := writeFile(*writeTrace, tr.WriteCSV); err != nil {
-			return fmt.Errorf("simulate: %w", err)
+			return err
 		}
 	}
 
@@ -137,7 +166,7 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 	if *detailPath != "" {
 		var err error
 		if detail, err = os.Create(*detailPath); err != nil {
-			return fmt.Errorf("simulate: %w", err)
+			return err
 		}
 		defer detail.Close()
 		cfg.Detail = detail
@@ -147,19 +176,19 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	rep, err := simulate.Run(ctx, tr, cfg)
 	if err != nil {
-		return fmt.Errorf("simulate: %w", err)
+		return err
 	}
 	if detail != nil {
 		if err := detail.Close(); err != nil {
-			return fmt.Errorf("simulate: %w", err)
+			return err
 		}
 	}
 	if *chartPath != "" {
 		if rep.Chart == nil {
-			return errors.New("simulate: the trace has no checks to chart")
+			return errors.New("the trace has no checks to chart")
 		}
 		if err := writeFile(*chartPath, rep.Chart.WriteSVG); err != nil {
-			return fmt.Errorf("simulate: %w", err)
+			return err
 		}
 	}
 	if _, err := fmt.Fprintf(stdout, "%s\n", source); err != nil {

@@ -1,0 +1,26 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/countertest"
+)
+
+// The counter contract, run against the shared counter over Redis, every
+// algorithm: windows follow each charge's At (not Redis's clock), and
+// each counter keeps its keys under a prefix of its own.
+func TestCounterContract(t *testing.T) {
+	t.Parallel()
+	windows, at := countertest.Short()
+	countertest.Run(t, countertest.Harness{Windows: windows, At: at, ShortWindows: true,
+		New: func(t *testing.T, _ ...string) quota.Counter {
+			c := quota.NewShared(newStore(t), false)
+			t.Cleanup(func() {
+				if n := c.Mismatches(); n != 0 {
+					t.Errorf("%d answers the script and the in-process arithmetic decided differently", n)
+				}
+			})
+			return c
+		}})
+}
