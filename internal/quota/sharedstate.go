@@ -32,11 +32,15 @@ var sharedWindows = [2]tiers.Window{tiers.Second, tiers.Minute}
 // encodeState returns the state of l's keys in the short windows, "" when
 // the counter holds none. The shard must be locked.
 func encodeState(l *lookup) string {
-	a, b := encodeKey(l, sharedWindows[0]), encodeKey(l, sharedWindows[1])
-	if a == "" && b == "" {
+	var buf [96]byte
+	b := appendKey(buf[:0], l, sharedWindows[0])
+	n := len(b)
+	b = append(b, '|')
+	b = appendKey(b, l, sharedWindows[1])
+	if n == 0 && len(b) == 1 {
 		return ""
 	}
-	return a + "|" + b
+	return string(b)
 }
 
 // loadState makes l's keys in the short windows hold state v (see
@@ -49,6 +53,11 @@ func (s *slidingCounters) loadState(l *lookup, v string) error {
 			return errBadState
 		}
 		parts = [2]string{a, b}
+		for _, p := range parts {
+			if _, _, err := decodeState(p); p != "" && err != nil {
+				return err // before loading either: all or nothing
+			}
+		}
 	}
 	for i, w := range sharedWindows {
 		if err := s.loadKey(l, w, parts[i]); err != nil {
@@ -83,14 +92,13 @@ func (sh *shard) slotOf(h uint32, customer, metric string, w tiers.Window) int {
 	}
 }
 
-// encodeKey returns the state of l's key in window w, "" when the counter
-// holds none. The shard must be locked.
-func encodeKey(l *lookup, w tiers.Window) string {
+// appendKey appends the state of l's key in window w to b, nothing when
+// the counter holds none. The shard must be locked.
+func appendKey(b []byte, l *lookup, w tiers.Window) []byte {
 	e := l.sh.find(windowHash(l.pair, w), l.customer, l.metric, w)
 	if e == nil {
-		return ""
+		return b
 	}
-	b := make([]byte, 0, 40)
 	b = strconv.AppendInt(b, int64(e.algo), 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, e.start, 10)
@@ -109,7 +117,7 @@ func encodeKey(l *lookup, w tiers.Window) string {
 		b = append(b, ':')
 		b = strconv.AppendInt(b, x.n, 10)
 	}
-	return string(b)
+	return b
 }
 
 // loadKey makes l's key in window w hold state v (none for ""). The shard
@@ -148,17 +156,16 @@ func (s *slidingCounters) loadKey(l *lookup, w tiers.Window, v string) error {
 	return nil
 }
 
-// decodeState reads a state encodeKey wrote: the entry's algorithm and
+// decodeState reads an entry appendKey wrote: the entry's algorithm and
 // bucket, and a sliding log's entries.
 func decodeState(v string) (entry, []logEntry, error) {
 	var e entry
-	f := strings.Fields(v)
-	if len(f) < 4 {
-		return e, nil, errBadState
-	}
 	var n [4]int64
+	rest := v
 	for i := range n {
-		x, err := strconv.ParseInt(f[i], 10, 64)
+		var f string
+		f, rest, _ = strings.Cut(rest, " ")
+		x, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
 			return e, nil, errBadState
 		}
@@ -170,13 +177,16 @@ func decodeState(v string) (entry, []logEntry, error) {
 	e.algo = tiers.Algorithm(n[0])
 	e.bucket = bucket{start: n[1], prev: n[2], cur: n[3]}
 	if e.algo != tiers.SlidingLog || e.prev == 0 {
-		if len(f) > 4 {
+		if rest != "" {
 			return e, nil, errBadState
 		}
 		return e, nil, nil
 	}
-	log := make([]logEntry, 0, len(f)-4)
-	for _, x := range f[4:] {
+	if rest == "" {
+		return e, nil, nil // a log whose entries were all given back
+	}
+	log := make([]logEntry, 0, strings.Count(rest, " ")+1)
+	for _, x := range strings.Split(rest, " ") {
 		ms, units, ok := strings.Cut(x, ":")
 		a, err1 := strconv.ParseInt(ms, 10, 64)
 		b, err2 := strconv.ParseInt(units, 10, 64)
