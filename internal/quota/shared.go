@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -91,7 +90,33 @@ type SharedCounters struct {
 	mirror     *slidingCounters
 	// turns: one decision at a time per customer's metric in this process,
 	// so that checks of one customer do not undo each other's mirror.
-	turns [numTurns]sync.Mutex
+	turns [numTurns]turn
+}
+
+// turn is the right to decide for the customers' metrics it stands for,
+// held by whoever put a value in held. failures counts the calls to the
+// store made in it that failed: a check that waited while one did fails
+// at once, as that call did, rather than wait for the store again (see
+// Failover: a failed shard is tried again by one check a second). So a
+// check waits for an unreachable store at most the time of one call.
+type turn struct {
+	held     chan struct{}
+	failures atomic.Uint64
+}
+
+// take waits for the turn, or for ctx to end.
+func (t *turn) take(ctx context.Context) error {
+	select {
+	case t.held <- struct{}{}:
+		return nil
+	default: // taken: wait (a budget arms its timer only now)
+	}
+	select {
+	case t.held <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for another check of the customer's: %v", tiers.ErrUnavailable, ctx.Err())
+	}
 }
 
 const numTurns = 1024
@@ -111,7 +136,11 @@ var _ Counter = (*SharedCounters)(nil)
 // storeClock, windows follow the store's clock; otherwise each charge's
 // At.
 func NewShared(store SharedStore, storeClock bool) *SharedCounters {
-	return &SharedCounters{store: store, storeClock: storeClock, mirror: newSlidingCounters()}
+	s := &SharedCounters{store: store, storeClock: storeClock, mirror: newSlidingCounters()}
+	for i := range s.turns {
+		s.turns[i].held = make(chan struct{}, 1)
+	}
+	return s
 }
 
 // now returns the time to decide c at, Unix ms.
@@ -178,8 +207,14 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		return nil
 	}
 	turn := &s.turns[s.mirror.pairHash(c.Customer, c.Metric)%numTurns]
-	turn.Lock()
-	defer turn.Unlock()
+	failures := turn.failures.Load()
+	if err := turn.take(ctx); err != nil {
+		return err
+	}
+	defer func() { <-turn.held }()
+	if turn.failures.Load() != failures {
+		return fmt.Errorf("%w: the shared store failed a call of %s's %s while this check waited its turn", tiers.ErrUnavailable, c.Customer, c.Metric)
+	}
 	keys := make([]string, 3*n) // Expect, Set, Found
 	op := SharedOp{Charge: c, Expect: keys[:n:n], Set: keys[n : 2*n : 2*n], TTLMs: make([]int64, n)}
 	var fresh bool // the mirror holds what the store answered last
@@ -219,6 +254,7 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		err := s.store.Run(ctx, &op)
 		if err != nil {
 			s.forget(c) // the store may or may not have written
+			turn.failures.Add(1)
 			return err
 		}
 		if s.storeClock {
