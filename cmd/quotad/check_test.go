@@ -140,10 +140,12 @@ func MustCutter(t testing.TB, db *dbtest.Schema, admin string) func(allow bool) 
 	return cut
 }
 
-// eventually polls cond until it holds, for at most ten seconds.
+// eventually polls cond until it holds, for at most 30 seconds: a bound
+// on the wait, far above what an idle machine needs, so that a busy one
+// does not reach it; never a measure.
 func eventually(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
