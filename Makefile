@@ -43,9 +43,15 @@ build: ## build quotad, quotactl and quotasim into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotactl ./cmd/quotactl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/quotasim ./cmd/quotasim
 
-test: ## run every test with the race detector (the client module's too)
-	$(GO) test -race -count=1 ./...
-	cd client && $(GO) test -race -count=1 ./...
+# Both modules' tests run even when the main module's fail, so that one
+# run shows every failure; the target fails at the end if either did.
+test: ## run every test with the race detector (the client module's too, whatever the first module's result)
+	@failed=; \
+	echo '$(GO) test -race -count=1 ./...'; \
+	$(GO) test -race -count=1 ./... || failed="$$failed main"; \
+	echo 'cd client && $(GO) test -race -count=1 ./...'; \
+	(cd client && $(GO) test -race -count=1 ./...) || failed="$$failed client"; \
+	if [ -n "$$failed" ]; then echo "make test: the tests of these modules failed:$$failed"; exit 1; fi
 
 cover: ## run the tests and report coverage (of the main module, then of the client module)
 	$(GO) test -count=1 -coverprofile=cover.out ./... && $(GO) tool cover -func=cover.out | tail -1

@@ -389,6 +389,12 @@ func TestMiddleware(t *testing.T) {
 			}
 			var onError int
 			opts := tt.opts
+			if opts.Timeout == 0 {
+				// A busy machine can hold an answer past the default
+				// (250ms): the middleware would then fail open or closed.
+				// Only the cases of a quotad too slow want that.
+				opts.Timeout = 30 * time.Second
+			}
 			opts.Customer = quotad.FromHeader("X-Customer")
 			opts.Metric = quotad.Static("api_calls")
 			opts.Cost = quotad.StaticCost(3)

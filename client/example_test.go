@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	quotad "github.com/quotad/quotad/client"
 )
@@ -52,6 +53,10 @@ func ExampleClient_Middleware() {
 	mux.Handle("/hello", c.Middleware(quotad.MiddlewareOptions{
 		Customer: quotad.FromHeader("X-Customer"),
 		Metric:   quotad.Static("api_calls"),
+		// How long a request waits for quotad before it goes on unchecked
+		// (DefaultMiddlewareTimeout when 0). Generous here: this quotad
+		// runs beside other tests, on a machine that may be busy.
+		Timeout: 5 * time.Second,
 	})(hello))
 	app := httptest.NewServer(mux)
 	defer app.Close()

@@ -66,6 +66,7 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 		"QUOTAD_LOG_LEVEL=info", // "listening" is logged at info
 		"QUOTAD_DB_WAIT=0s",
 		"QUOTAD_STORE_TIMEOUT="+testStoreTimeout,
+		"QUOTAD_REDIS_TIMEOUT="+testStoreTimeout,
 	)
 	cmd.Env = append(cmd.Env, env...)
 	stdout, err := cmd.StdoutPipe()

@@ -47,10 +47,15 @@ func TestUsageEventsFromChecks(t *testing.T) {
 	check(a, 40, false, http.StatusOK) // 40%
 	check(b, 100, true, http.StatusOK) // a dry run: not usage
 	check(a, 85, false, http.StatusOK) // 125%: passes 50, 80, 100 and 120, and starts overage
-	check(b, 5, false, http.StatusOK)  // 130%, from the other process: nothing new
-	check(b, 50, false, 429)           // 180% > 150%: the first denial
-	check(a, 50, false, 429)           // denied again, in the other process
-	check(a, 1, false, http.StatusOK)  // 131%
+	// b notices the same five events at its next check (it has not seen
+	// them), and the first process to write an event is the one recorded:
+	// wait until a's are delivered, or b's, each process writing what it
+	// noticed every flush interval, may come first.
+	rc.waitFor("the five events of the check that passed them to be delivered", func() bool { return len(rc.delivered) >= 5 })
+	check(b, 5, false, http.StatusOK) // 130%, from the other process: nothing new
+	check(b, 50, false, 429)          // 180% > 150%: the first denial
+	check(a, 50, false, 429)          // denied again, in the other process
+	check(a, 1, false, http.StatusOK) // 131%
 
 	want := []string{
 		"usage.limit_reached day 0 used=130",

@@ -44,9 +44,12 @@ func TestCountersAcrossCatalogChanges(t *testing.T) {
 	schema := dbtest.New(t)
 	a := MustStartServer(t, schema, nil)
 	b := MustStartServer(t, schema, nil)
-	MustSeed(t, a, "", `[{"metric":"api_calls","window":"minute","limit":100},{"metric":"api_calls","window":"day","limit":10}]`, "acme")
+	// The minute's sliding log counts the same whenever it is read within
+	// the minute after the checks; a sliding window's count would shrink
+	// if a slow run crossed into the next minute.
+	MustSeed(t, a, "", `[{"metric":"api_calls","window":"minute","limit":100,"algorithm":"sliding_log"},{"metric":"api_calls","window":"day","limit":10}]`, "acme")
 	a.mustDo(http.StatusCreated, "PUT", "/v1/plans/bigger", `{"name":"Bigger","limits":[
-		{"metric":"api_calls","window":"minute","limit":100},
+		{"metric":"api_calls","window":"minute","limit":100,"algorithm":"sliding_log"},
 		{"metric":"api_calls","window":"hour","limit":50},
 		{"metric":"api_calls","window":"day","limit":20}]}`)
 

@@ -16,7 +16,7 @@ import (
 )
 
 // testStoreTimeout is how long test servers' checks wait for the stores,
-// unless a test says otherwise.
+// PostgreSQL and Redis, unless a test says otherwise.
 const testStoreTimeout = "30s"
 
 // Tokens every test server accepts.
@@ -52,9 +52,11 @@ func MustStartServer(t testing.TB, schema *dbtest.Schema, env map[string]string)
 		// Tests start many servers at once on one PostgreSQL: small
 		// pools keep them within its connection limit.
 		"QUOTAD_DB_MAX_CONNS": "6",
-		// On a busy machine a check may wait long for PostgreSQL without
-		// it being down: only tests of outages make checks give up soon.
+		// On a busy machine a check may wait long for PostgreSQL or
+		// Redis without either being down: only tests of outages make
+		// checks give up soon.
 		"QUOTAD_STORE_TIMEOUT": testStoreTimeout,
+		"QUOTAD_REDIS_TIMEOUT": testStoreTimeout,
 	}
 	for k, v := range env {
 		vars[k] = v

@@ -37,7 +37,10 @@ func MustStatementStack(t *testing.T, start time.Time) *statementStack {
 	}
 	clock := quotatest.NewClock(start)
 	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock})
+	// A check waits for PostgreSQL as long as the test servers' do
+	// (testStoreTimeout): a busy machine can hold one past the default
+	// (250ms), and it would then be admitted without being counted.
+	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
 	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
 	srv := api.New(api.Config{Catalog: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now)})
 	return &statementStack{t: t, clock: clock, engine: engine, srv: srv}

@@ -42,7 +42,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if addr == "" {
 		addr = "127.0.0.1:8081"
 	}
-	srv := &http.Server{Addr: addr, Handler: newServer(quotad.New(base, quotad.WithToken(getenv("QUOTAD_TOKEN"))))}
+	srv := &http.Server{Addr: addr, Handler: newServer(quotad.New(base, quotad.WithToken(getenv("QUOTAD_TOKEN"))), 0)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Fprintf(stdout, "listening on %s, checking quotad at %s\n", addr, base)
@@ -60,13 +60,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 }
 
 // newServer is the application: echo with the quotad middleware in front
-// of its routes.
-func newServer(c *quotad.Client) *echo.Echo {
+// of its routes, each check bounded by timeout (0: the middleware's
+// default).
+func newServer(c *quotad.Client, timeout time.Duration) *echo.Echo {
 	e := echo.New()
 	e.HideBanner = true
 	e.Use(echo.WrapMiddleware(c.Middleware(quotad.MiddlewareOptions{
 		Customer: quotad.FromHeader("X-Customer"),
 		Metric:   quotad.Static("api_calls"),
+		Timeout:  timeout,
 	})))
 	e.GET("/hello", func(c echo.Context) error {
 		return c.String(http.StatusOK, "hello "+c.Request().Header.Get("X-Customer")+"\n")

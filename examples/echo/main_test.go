@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	quotad "github.com/quotad/quotad/client"
 	"github.com/quotad/quotad/internal/quotadtest"
@@ -30,7 +31,10 @@ func TestEchoServer(t *testing.T) {
 	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
-	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken))))
+	// A busy machine can hold quotad's answer past the middleware's
+	// default timeout (250ms), which would let the request through
+	// unchecked: the test waits longer.
+	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken)), 30*time.Second))
 	defer app.Close()
 
 	tests := []struct {

@@ -23,6 +23,13 @@ type fixture struct {
 	engine  *quota.Engine
 }
 
+// testStoreTimeout is how long the engines of tests wait for their stores,
+// unless a test says otherwise. The stores are in memory, but with leases
+// a check waits for a batch's goroutine, which a busy machine can hold up
+// past the default (250ms): the check would then be answered as if the
+// store were down.
+const testStoreTimeout = 30 * time.Second
+
 // newFixture returns an engine at now over in-memory doubles: long
 // windows charged to the ledger directly, or leased from it.
 func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
@@ -34,7 +41,7 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 		history: quotatest.NewHistory(),
 	}
 	f.engine = quota.New(quota.Options{Catalog: f.catalog, Ledger: f.ledger, History: f.history,
-		Clock: f.clock, FailClosed: failClosed, Leases: leases})
+		Clock: f.clock, FailClosed: failClosed, Leases: leases, StoreTimeout: testStoreTimeout})
 	return f
 }
 
@@ -958,9 +965,12 @@ func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
 				catalog := quotatest.NewCatalog()
 				catalog.PutMetric("api_calls", nil)
 				catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
+				// Each check of the silent store waits out the store
+				// timeout; the check once it answers must not reach it,
+				// which a busy machine could make it do in milliseconds.
 				engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
 					Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), FailClosed: closed,
-					Leases: leases, StoreTimeout: 20 * time.Millisecond})
+					Leases: leases, StoreTimeout: time.Second})
 				ledger.silent.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // the client went away: the store timeout still decides

@@ -68,9 +68,9 @@ type Server struct {
 // replaces the defaults: QUOTAD_DATABASE_URL (a fresh schema of
 // dbtest.New(t) unless env names one, so that two servers can share a
 // database), QUOTAD_LISTEN=127.0.0.1:0, QUOTAD_ADMIN_TOKENS,
-// QUOTAD_CHECK_TOKENS, QUOTAD_LOG_LEVEL=debug, QUOTAD_DB_WAIT=0s and a
-// small connection pool. No other QUOTAD_* variable of the test's
-// environment reaches quotad.
+// QUOTAD_CHECK_TOKENS, QUOTAD_LOG_LEVEL=debug, QUOTAD_DB_WAIT=0s, a
+// small connection pool, and store and Redis timeouts of 30s. No other
+// QUOTAD_* variable of the test's environment reaches quotad.
 func MustStart(t testing.TB, env map[string]string) *Server {
 	t.Helper()
 	bin := mustBinary(t)
@@ -83,6 +83,11 @@ func MustStart(t testing.TB, env map[string]string) *Server {
 		// Tests start many servers at once on one PostgreSQL: small pools
 		// keep them within its connection limit.
 		"QUOTAD_DB_MAX_CONNS": "6",
+		// On a busy machine a check may wait long for PostgreSQL or Redis
+		// without either being down: past the defaults (250ms) it would be
+		// answered degraded, and admitted without being counted.
+		"QUOTAD_STORE_TIMEOUT": "30s",
+		"QUOTAD_REDIS_TIMEOUT": "30s",
 	}
 	for k, v := range env {
 		vars[k] = v

@@ -120,7 +120,7 @@ func TestClusterShards(t *testing.T) {
 	}
 
 	t.Run("database 1", func(t *testing.T) {
-		s, err := New(cluster.URL()+"/1", Options{})
+		s, err := New(cluster.URL()+"/1", Options{Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestClusterShards(t *testing.T) {
 	})
 
 	t.Run("single Redis", func(t *testing.T) {
-		s, err := New(redistest.ServerURL(t), Options{})
+		s, err := New(redistest.ServerURL(t), Options{Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -87,8 +87,11 @@ func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ..
 	if err := f.detector.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// With leases a check waits for a batch's goroutine, which a busy
+	// machine can hold up past the default store timeout (250ms): the check
+	// would then be answered as if the store were down.
 	f.engine = quota.New(quota.Options{Catalog: f.catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: f.clock, Leases: leases, Watcher: f.detector})
+		Clock: f.clock, Leases: leases, Watcher: f.detector, StoreTimeout: 30 * time.Second})
 	return f
 }
 

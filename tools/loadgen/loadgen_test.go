@@ -345,8 +345,11 @@ func runAgainstServers(t *testing.T, client string) {
 			t.Errorf("server %s got no request", srv.URL)
 		}
 	}
-	if s.Connections != workers {
-		t.Errorf("%d connections opened, want %d", s.Connections, workers)
+	// The summary counts the same dials from the client's side: raw's are
+	// exactly one per worker, net/http's now and then one more (see
+	// above), which a busy machine makes likelier.
+	if got := s.Connections; got < workers || client == "raw" && got != workers || got > 2*workers {
+		t.Errorf("%d connections opened, want %d (one keep-alive connection per worker)", got, workers)
 	}
 	if s.Errors != 0 || s.AllErrors != 0 {
 		t.Errorf("errors = %d, all_errors = %d (first: %s), want none", s.Errors, s.AllErrors, s.FirstError)
