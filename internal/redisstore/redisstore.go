@@ -5,7 +5,8 @@
 // in-process counter's code, and a call of one short Lua script
 // (apply.lua, loaded once and then called by its SHA-1) writes the states
 // the decision left only if every key of the check still holds the state
-// the decision saw, and answers with what they held.
+// the decision saw, and answers with what they held. The checks that come
+// while calls are on their way share the next call (batch.go).
 //
 // Keys. One string holds a customer's metric in both short windows (see
 // quota's sharedstate.go for what it says), under a hash tag of its own,
@@ -85,6 +86,11 @@ type Store struct {
 	err    error
 	// cluster: the client serves a Redis Cluster (known once connected).
 	cluster atomic.Bool
+
+	// lanes: the calls of each shard (see batch.go): one for a single
+	// Redis, one per hash slot of a cluster, made on first use.
+	single lane
+	slots  [16384]atomic.Pointer[lane]
 }
 
 // redialEvery is how long after a failed connection attempt calls fail
@@ -173,43 +179,6 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: redis: %v", tiers.ErrUnavailable, err)
 }
 
-// Run implements quota.SharedStore: one call of the script.
-func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
-	keys, args := s.call(op)
-	client, err := s.conn()
-	if err != nil {
-		return unavailable(err)
-	}
-	// Redis's own timeout, not what is left of the check's: a call is
-	// judged by how Redis answers (a failure takes its shard out of use,
-	// see quota.Failover), never by how long the check waited elsewhere
-	// before it, nor by its client hanging up.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-	defer cancel()
-	v, err := s.script.Exec(ctx, client, keys, args).ToArray()
-	if err != nil {
-		return unavailable(err)
-	}
-	if len(v) != 3+len(keys) {
-		return unavailable(fmt.Errorf("the script answered %d values, not %d", len(v), 3+len(keys)))
-	}
-	var n [3]int64
-	for i := range n {
-		if n[i], err = v[i].AsInt64(); err != nil {
-			return unavailable(fmt.Errorf("the script's answer: %w", err))
-		}
-	}
-	op.AnsweredMs, op.Written = n[0]*1000+n[1]/1000, n[2] == 1
-	for _, m := range v[3:] {
-		state, err := m.ToString()
-		if err != nil {
-			return unavailable(fmt.Errorf("the script's answer: %w", err))
-		}
-		op.Found = append(op.Found, state)
-	}
-	return nil
-}
-
 // Shard implements quota.SharedStore: in a Redis Cluster, the hash slot
 // of c's keys (they share one, see call); 0 for a single Redis, or until
 // connected.
@@ -227,7 +196,9 @@ func (s *Store) Shard(c *quota.Charge) int {
 	return int(slot(k))
 }
 
-// call returns the script's keys and arguments for op (see apply.lua).
+// call returns op's keys and its arguments to the script (see apply.lua):
+// its number of keys, whether to write, and per key what to expect, what
+// to write and its expiry.
 func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	c := op.Charge
 	keys = make([]string, 0, 2)
@@ -238,10 +209,10 @@ func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	if global {
 		keys = append(keys, s.globalKey(c.Metric))
 	}
-	args = make([]string, 1, 1+3*len(keys))
-	args[0] = "0"
+	args = make([]string, 2, 2+3*len(keys))
+	args[0], args[1] = strconv.Itoa(len(keys)), "0"
 	if op.Write {
-		args[0] = "1"
+		args[1] = "1"
 	}
 	for i := range keys {
 		set, ttl := "", "0"
