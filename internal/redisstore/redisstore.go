@@ -123,6 +123,14 @@ func New(url string, o Options) (*Store, error) {
 	// goes on in process instead, within the check's time.
 	option.DisableCache = true
 	option.DisableRetry = true
+	// One connection to each Redis server: a process's calls share it
+	// (rueidis pipelines them, and checks that come together share calls),
+	// and a connection Redis closed, restarting, is found by the one check
+	// that tries it again (see quota.Failover) rather than by one more
+	// failed check per idle connection, each taking Redis out of use for a
+	// second. rueidis's default for a single server is four, each call on
+	// one of them at random; a cluster's is one per node already.
+	option.PipelineMultiplex = -1
 	return &Store{option: option, prefix: o.Prefix, timeout: o.Timeout,
 		script: rueidis.NewLuaScript(applyScript)}, nil
 }
