@@ -64,12 +64,13 @@ FUZZ_EXECS ?= 200000
 # Each input of FuzzAgreesWithInProcess is 80 operations through Redis.
 REDIS_FUZZ_EXECS ?= 3000
 
-fuzz: ## fuzz request decoding, the check answer, window arithmetic and catalog files (FUZZ_EXECS inputs each)
+fuzz: ## fuzz request decoding, the check answer, window arithmetic, shared state and catalog files (FUZZ_EXECS inputs each)
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzFastDecodeCall$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendCheckAnswer$$' -fuzztime $(FUZZ_EXECS)x ./internal/api/
 	$(GO) test -run '^$$' -fuzz '^FuzzSlidingWindow$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAlgorithms$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
+	$(GO) test -run '^$$' -fuzz '^FuzzSharedState$$' -fuzztime $(FUZZ_EXECS)x ./internal/quota/
 	$(GO) test -run '^$$' -fuzz '^FuzzAgreesWithInProcess$$' -fuzztime $(REDIS_FUZZ_EXECS)x ./internal/redisstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZ_EXECS)x ./internal/catalogfile/
 

@@ -267,3 +267,41 @@ func TestRedisClusterNodeDown(t *testing.T) {
 	logged("back", 1, 1)
 	run("back", shared)
 }
+
+// Two processes given the same node of a Redis Cluster of three masters
+// share the short windows of 50 customers whose keys spread over every
+// node: a burst of twice the limit per customer, taking the processes in
+// turn, admits exactly the limit of each, every check decided in Redis.
+func TestRedisClusterSharedLimits(t *testing.T) {
+	t.Parallel()
+	const (
+		customers = 50
+		limit     = 10 // a minute's sliding log: exact whatever the timing
+		n         = 2 * limit
+	)
+	cluster := redistest.StartCluster(t, 3)
+	schema := dbtest.New(t)
+	servers := make([]*testServer, 2)
+	for i := range servers {
+		servers[i] = MustStartServer(t, schema, map[string]string{"QUOTAD_REDIS_URL": cluster.URL(), "QUOTAD_REDIS_TIMEOUT": "10s"})
+	}
+	ids := make([]string, customers)
+	onNode := make([]int, cluster.Nodes())
+	for i := range ids {
+		ids[i] = fmt.Sprintf("spread%d", i)
+		onNode[cluster.NodeOf("{api_calls/"+ids[i]+"}")]++
+	}
+	for node, k := range onNode {
+		if k == 0 {
+			t.Fatalf("no customer's keys on node %d (%v): the test would not spread over the cluster", node, onNode)
+		}
+	}
+	MustSeed(t, servers[0], "", fmt.Sprintf(`[{"metric":"api_calls","window":"minute","limit":%d,"algorithm":"sliding_log"}]`, limit), ids...)
+	got := burst(t, servers, n, ids...)
+	want := tally{allowed: limit, denied: n - limit}
+	for _, c := range ids {
+		if got[c] != want {
+			t.Errorf("%s (keys on node %d): %+v, want %+v", c, cluster.NodeOf("{api_calls/"+c+"}"), got[c], want)
+		}
+	}
+}

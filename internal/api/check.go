@@ -140,8 +140,6 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			func(s quota.Stats) uint64 { return s.Shared.Failures }),
 		gauge("quotad_redis_shards_down", "Parts of Redis whose short windows this process counts in process, answers degraded, because their last call failed: hash slots of a Redis Cluster, or 1 for a single Redis; 0 in mode shared.",
 			func(s quota.Stats) int64 { return s.Shared.ShardsDown }),
-		counter("quotad_redis_mismatches_total", "Redis answers whose decision quotad's own arithmetic did not reproduce (0 unless a defect).",
-			func(s quota.Stats) uint64 { return s.Shared.Mismatches }),
 	)
 	for _, mode := range []string{modeShared, modeFallback, modeLocal} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -248,16 +248,15 @@ func (m *meter) giveBack(at, n int64) (fromCur, fromPrev int64) {
 
 // giveBackOther gives back span i's units of charge c in a sliding log or
 // a token bucket, never below zero, and returns how many it took off the
-// count. A refund (c.At now) takes from the log's entry of now first, then
+// count. at is the refund's time, or for an undo (undo set) the take's.
+// A refund (at now) takes from the log's entry of now first, then
 // from its newest, or pays a bucket's debt down. An undo of a take (see
 // Charge.undoNow) gives back only the take's own units that still count:
 // those in the log's entry of the take's millisecond, if it is still in
 // the window; what of the take a bucket still owes, its later refill
 // deducted. So it never gives back another check's units.
-func (m *meter) giveBackOther(c *Charge, i int) int64 {
+func (m *meter) giveBackOther(c *Charge, i int, at int64, undo bool) int64 {
 	n := c.Cost
-	at := c.At.UnixMilli()
-	undo := c.undoNow != 0
 	switch m.alg {
 	case tiers.SlidingLog:
 		if m.b.prev == 0 { // one entry, in the bucket

@@ -145,9 +145,6 @@ type SharedStats struct {
 	Up         bool
 	ShardsDown int64
 	Failures   uint64 // calls to it that failed
-	// Mismatches counts answers the store and the in-process arithmetic
-	// decided differently: 0 unless something is wrong.
-	Mismatches uint64
 }
 
 // Stats returns the engine's counters.
@@ -158,8 +155,7 @@ func (e *Engine) Stats() Stats {
 	}
 	if f := e.failover; f != nil {
 		down := f.ShardsDown()
-		s.Shared = SharedStats{Configured: true, Up: down == 0, ShardsDown: down, Failures: f.failures.Load(),
-			Mismatches: f.shared.Mismatches()}
+		s.Shared = SharedStats{Configured: true, Up: down == 0, ShardsDown: down, Failures: f.failures.Load()}
 	}
 	return s
 }

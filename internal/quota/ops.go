@@ -65,6 +65,9 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
+			if f := e.failover; f != nil {
+				f.shared.Evict(e.clock.Now().UnixMilli())
+			}
 		case <-purge.C:
 			if err := bounded(func(ctx context.Context) error { return e.ledger.Purge(ctx, e.clock.Now()) }); err != nil {
 				e.storeErrs.Add(1)

@@ -2,22 +2,24 @@ package quota
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // SharedStore keeps short-window state where every quotad process sees it
 // (Redis: internal/redisstore), so that a burst spread over processes
-// admits what one process would. A call applies one SharedOp to every
-// short window of a charge, and to the metric's global windows, at once:
-// it decides and counts (or gives back) as the in-process counter does,
-// algorithm for algorithm, and answers with the state it found, from which
-// SharedCounters reports each window with the in-process arithmetic.
+// admits what one process would. It decides nothing: SharedCounters
+// decides with the in-process counter's code, and the store writes what a
+// decision left only if every key of the charge still holds what the
+// decision saw, all keys at once or none.
 type SharedStore interface {
 	// Run applies op and fills in its answer. Errors wrap
 	// tiers.ErrUnavailable: the store cannot be reached, or did not answer
-	// in time, and nothing is known to have been counted.
+	// in time, and nothing is known to have been written.
 	Run(ctx context.Context, op *SharedOp) error
 	// Clear deletes the customer's short-window state of each metric named.
 	Clear(ctx context.Context, customer string, metrics []string) error
@@ -30,58 +32,33 @@ type SharedStore interface {
 	Shard(c *Charge) int
 }
 
-// SharedKind is what a SharedOp does.
-type SharedKind uint8
-
-// The operations of a shared store, as Counter's.
-const (
-	SharedPeek   SharedKind = iota // report, count nothing
-	SharedTake                     // count the cost in every window if every window admits it
-	SharedRefund                   // give the cost back, as Counter.GiveBack does for a refund
-	SharedUndo                     // give back a take's own units (see Charge.undoNow)
-)
-
-// SharedOp is one call to a SharedStore: what to do to which windows, and
-// what the store found.
+// SharedOp is one call to a SharedStore, on the keys of one charge (see
+// Charge.SharedKeys): the customer's metric, if the charge has spans, then
+// the metric's global windows, if it has Globals. Each key holds the
+// short windows' states as the in-process counter keeps them, written as
+// text ("" for a key that does not exist; see sharedstate.go).
 type SharedOp struct {
-	Kind   SharedKind
 	Charge *Charge
-	// NowMs is the time of the call, Unix ms, or -1: the store's own
-	// clock, so that every process agrees on window boundaries. AtMs is,
-	// for an undo, when the take counted its units (the store's time it
-	// answered the take with); otherwise -1 (now).
-	NowMs, AtMs int64
-	// Took is, for an undo, each token bucket span's debt right after the
-	// take, in 1/T tokens.
-	Took [maxShort]Debt
+	// Write: if every key holds its Expect, set each to its Set (delete
+	// those set to ""), expiring TTLMs later (0: never); otherwise, and
+	// without Write, change nothing.
+	Write  bool
+	Expect []string
+	Set    []string
+	TTLMs  []int64
 
-	// The answer: the time the store used, whether a take (or a peek)
-	// found every window admitting the cost, and each window's state as
-	// found, before the operation changed it. Spans hold, by algorithm:
-	// sliding or fixed window: the current bucket's start, the previous
-	// bucket's count, the current one's; sliding log: its newest
-	// millisecond, its units, and, for a span that did not admit the cost,
-	// the milliseconds until it admits it within the threshold and within
-	// the ceiling (-1: never); token bucket: its debt (Debt.Hi, Debt.Lo).
-	// Globals hold the metric's global windows of Charge.Globals: start,
-	// previous and current count.
+	// The answer: the store's clock when it answered (Unix ms), whether
+	// it wrote, and what each key held before.
 	AnsweredMs int64
-	Allowed    bool
-	Spans      [maxShort][4]int64
-	Globals    [maxShort][3]int64
+	Written    bool
+	Found      []string
 }
 
-// Debt is a token bucket's debt, in 1/T tokens (T: the window's length in
-// milliseconds), as two limbs: Hi*2^24 + Lo. A store whose numbers are
-// exact only below 2^53 (Redis's Lua) carries it so.
-type Debt struct{ Hi, Lo int64 }
-
-func debtOf(d u128) Debt {
-	return Debt{Hi: int64(d.hi<<40 | d.lo>>24), Lo: int64(d.lo & (1<<24 - 1))}
-}
-
-func (d Debt) u128() u128 {
-	return mul128(uint64(d.Hi), 1<<24).add(u128{lo: uint64(d.Lo)})
+// SharedKeys reports which keys a shared store holds c's state in: the
+// customer's metric's (when c has spans) and the metric's global one (when
+// it has Globals), in that order in a SharedOp.
+func (c *Charge) SharedKeys() (customer, global bool) {
+	return len(c.Spans) > 0, len(c.Globals) > 0
 }
 
 // GlobalOf returns the index in c.Globals of the global window span i
@@ -95,18 +72,63 @@ func (c *Charge) GlobalOf(i int) int {
 	return -1
 }
 
-// SharedCounters implements Counter for short windows over a SharedStore:
-// one round trip per check, whatever the number of windows.
+// SharedCounters implements Counter for short windows over a SharedStore.
+// It keeps a mirror of the keys it has seen, an in-process counter of its
+// own, and decides each charge on the mirror with the in-process code;
+// the store then writes the states the decision left if its keys still
+// hold what the mirror did. If not (another process counted meanwhile),
+// the mirror takes what the store holds and the charge is decided again.
+// A check whose keys this process wrote last costs one round trip; a
+// denial is written nowhere, only confirmed (or decided again).
 type SharedCounters struct {
 	store SharedStore
-	// storeClock: the store's clock decides windows; otherwise the
-	// charge's At (the engine's clock, which tests set).
+	// storeClock: the store's clock decides windows (as this process last
+	// learned it, see offset); otherwise the charge's At (the engine's
+	// clock, which tests set).
 	storeClock bool
-	// mismatches counts answers whose decision the in-process arithmetic
-	// did not reproduce from the state the store found: a defect, which
-	// tests look for.
-	mismatches atomic.Uint64
+	offset     atomic.Int64 // the store's clock less this process's, ms
+	mirror     *slidingCounters
+	// turns: one decision at a time per customer's metric in this process,
+	// so that checks of one customer do not undo each other's mirror.
+	turns [numTurns]turn
 }
+
+// turn is the right to decide for the customers' metrics it stands for,
+// held by whoever put a value in held. failures counts the calls to the
+// store made in it that failed: a check that waited while one did fails
+// at once, as that call did, rather than wait for the store again (see
+// Failover: a failed shard is tried again by one check a second). So a
+// check waits for an unreachable store at most the time of one call.
+type turn struct {
+	held     chan struct{}
+	failures atomic.Uint64
+}
+
+// take waits for the turn, or for ctx to end.
+func (t *turn) take(ctx context.Context) error {
+	select {
+	case t.held <- struct{}{}:
+		return nil
+	default: // taken: wait (a budget arms its timer only now)
+	}
+	select {
+	case t.held <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: waiting for another check of the customer's: %v", tiers.ErrUnavailable, ctx.Err())
+	}
+}
+
+const numTurns = 1024
+
+// keepUnderOtherClockMs is the least a key is kept when windows follow
+// the charges' clock, not the store's (tests).
+const keepUnderOtherClockMs = 3_600_000
+
+// maxAttempts bounds the decisions of one charge whose keys other
+// processes keep changing; after that the store counts as unavailable for
+// the charge (Failover counts it in process).
+const maxAttempts = 256
 
 var _ Counter = (*SharedCounters)(nil)
 
@@ -114,170 +136,186 @@ var _ Counter = (*SharedCounters)(nil)
 // storeClock, windows follow the store's clock; otherwise each charge's
 // At.
 func NewShared(store SharedStore, storeClock bool) *SharedCounters {
-	return &SharedCounters{store: store, storeClock: storeClock}
+	s := &SharedCounters{store: store, storeClock: storeClock, mirror: newSlidingCounters()}
+	for i := range s.turns {
+		s.turns[i].held = make(chan struct{}, 1)
+	}
+	return s
 }
 
-// Mismatches returns how many answers the store and the in-process
-// arithmetic decided differently (0 unless something is wrong).
-func (s *SharedCounters) Mismatches() uint64 { return s.mismatches.Load() }
-
-func (s *SharedCounters) now(ms int64) int64 {
-	if s.storeClock {
-		return -1
+// now returns the time to decide c at, Unix ms.
+func (s *SharedCounters) now(c *Charge) int64 {
+	if !s.storeClock {
+		return c.At.UnixMilli()
 	}
-	return ms
+	return time.Now().UnixMilli() + s.offset.Load()
 }
 
 // Take implements Counter.
 func (s *SharedCounters) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
-	op := SharedOp{Kind: SharedTake, Charge: c, NowMs: s.now(c.At.UnixMilli()), AtMs: -1}
-	if err := s.run(ctx, &op); err != nil {
+	var allowed bool
+	var at int64
+	err := s.run(ctx, c, func(k, g *lookup, now int64) {
+		allowed, at = s.mirror.decideLocked(c, out, true, now, k, g), now
+	})
+	if err != nil {
 		return false, err
 	}
-	s.judge(&op, out)
-	if op.Allowed {
-		c.tookMs = op.AnsweredMs
+	if allowed {
+		c.tookMs = at
 	}
-	return op.Allowed, nil
+	return allowed, nil
 }
 
 // Peek implements Counter.
 func (s *SharedCounters) Peek(ctx context.Context, c *Charge, out []Outcome) error {
-	op := SharedOp{Kind: SharedPeek, Charge: c, NowMs: s.now(c.At.UnixMilli()), AtMs: -1}
-	if err := s.run(ctx, &op); err != nil {
-		return err
-	}
-	s.judge(&op, out)
-	return nil
+	return s.run(ctx, c, func(k, g *lookup, now int64) {
+		s.mirror.decideLocked(c, out, false, now, k, g)
+	})
 }
 
 // GiveBack implements Counter. An undone take gives back where and when
-// it counted: at the store's time of the take.
+// it counted: at the time the take was decided at.
 func (s *SharedCounters) GiveBack(ctx context.Context, c *Charge, out []Outcome) error {
-	op := SharedOp{Kind: SharedRefund, Charge: c, NowMs: s.now(c.At.UnixMilli()), AtMs: -1}
-	if c.undoNow != 0 {
-		op.Kind, op.NowMs, op.AtMs = SharedUndo, s.now(c.undoNow), c.At.UnixMilli()
-		if c.tookMs != 0 {
-			op.AtMs = c.tookMs
+	return s.run(ctx, c, func(k, g *lookup, now int64) {
+		at, undoNow := now, int64(0)
+		if c.undoNow != 0 {
+			at, undoNow = c.At.UnixMilli(), c.undoNow
+			if s.storeClock {
+				undoNow = now
+				if c.tookMs != 0 {
+					at = c.tookMs
+				}
+			}
 		}
-		for i := range c.Spans {
-			op.Took[i] = debtOf(c.tookDebt[i])
-		}
+		s.mirror.giveBackLocked(c, out, at, undoNow, k, g)
+	})
+}
+
+// run decides c with decide, on the mirror, and has the store write the
+// states the decision left, or confirm those it saw when it changed
+// nothing, until the store holds what the decision saw. A denial or a
+// peek usually changes nothing; one that does (a bucket rolled on, or a
+// key converted to the algorithm its limit has now: conversions keep the
+// count as of when they happen) is written like a take.
+func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *lookup, now int64)) error {
+	customer, global := c.SharedKeys()
+	n := btoi(customer) + btoi(global)
+	if n == 0 {
+		var k, g lookup
+		decide(&k, &g, s.now(c))
+		return nil
 	}
-	if err := s.run(ctx, &op); err != nil {
+	turn := &s.turns[s.mirror.pairHash(c.Customer, c.Metric)%numTurns]
+	failures := turn.failures.Load()
+	if err := turn.take(ctx); err != nil {
 		return err
 	}
-	at := op.AtMs
-	if at < 0 {
-		at = op.AnsweredMs
+	defer func() { <-turn.held }()
+	if turn.failures.Load() != failures {
+		return fmt.Errorf("%w: the shared store failed a call of %s's %s while this check waited its turn", tiers.ErrUnavailable, c.Customer, c.Metric)
 	}
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		ms := at
-		if sp.Rule.Algorithm == tiers.TokenBucket {
-			ms = op.AnsweredMs // a bucket's debt is read now
+	keys := make([]string, 3*n) // Expect, Set, Found
+	op := SharedOp{Charge: c, Expect: keys[:n:n], Set: keys[n : 2*n : 2*n], TTLMs: make([]int64, n)}
+	var fresh bool // the mirror holds what the store answered last
+	for attempt := 1; ; attempt++ {
+		now := s.now(c)
+		var k, g lookup
+		s.mirror.lock(c, &k, &g)
+		if s.storeClock && !fresh {
+			if customer {
+				s.mirror.dropExpired(&k, now)
+			}
+			if global {
+				s.mirror.dropExpired(&g, now)
+			}
 		}
-		var b bucket
-		m := s.meter(&op, i, &b, ms)
-		out[i] = Outcome{Used: m.count(), Passed: true}
+		s.states(c, &k, &g, op.Expect)
+		decide(&k, &g, now)
+		s.states(c, &k, &g, op.Set)
+		op.Write = !slices.Equal(op.Set, op.Expect)
+		if op.Write {
+			for i := range op.Set {
+				op.TTLMs[i] = expiresMs(op.Set[i], now)
+				if !s.storeClock && op.TTLMs[i] != 0 {
+					// Decided by another clock than the store's, which
+					// expires keys: give them time by the store's too.
+					op.TTLMs[i] = max(op.TTLMs[i], keepUnderOtherClockMs)
+				}
+			}
+		}
+		s.mirror.unlock(&k, &g)
+		if fresh && !op.Write {
+			return nil // decided on what the store just held: nothing to write
+		}
+		op.Found = keys[2*n : 2*n : 3*n]
+		c.Trips++
+		sent := time.Now()
+		err := s.store.Run(ctx, &op)
+		if err != nil {
+			s.forget(c) // the store may or may not have written
+			turn.failures.Add(1)
+			return err
+		}
+		if s.storeClock {
+			// The store read its clock between sending and receiving: say
+			// half way.
+			s.offset.Store(op.AnsweredMs - (sent.UnixMilli()+time.Now().UnixMilli())/2)
+		}
+		if op.Written || !op.Write && slices.Equal(op.Found, op.Expect) {
+			return nil
+		}
+		if err := s.load(c, op.Found); err != nil {
+			return fmt.Errorf("%w: %v", tiers.ErrUnavailable, err)
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("%w: the shared store's keys of %s's %s changed under %d decisions in a row",
+				tiers.ErrUnavailable, c.Customer, c.Metric, attempt)
+		}
+		fresh = true
+	}
+}
+
+// states writes the mirror's state of c's keys into dst. The shards must
+// be locked.
+func (s *SharedCounters) states(c *Charge, k, g *lookup, dst []string) {
+	if len(c.Spans) > 0 {
+		dst[0] = encodeState(k)
+	}
+	if len(c.Globals) > 0 {
+		dst[len(dst)-1] = encodeState(g)
+	}
+}
+
+// load makes the mirror hold states for c's keys.
+func (s *SharedCounters) load(c *Charge, states []string) error {
+	var k, g lookup
+	s.mirror.lock(c, &k, &g)
+	defer s.mirror.unlock(&k, &g)
+	if len(c.Spans) > 0 {
+		if err := s.mirror.loadState(&k, states[0]); err != nil {
+			return err
+		}
+	}
+	if len(c.Globals) > 0 {
+		return s.mirror.loadState(&g, states[len(states)-1])
 	}
 	return nil
 }
 
-func (s *SharedCounters) run(ctx context.Context, op *SharedOp) error {
-	c := op.Charge
-	if len(c.Spans)+len(c.Globals) == 0 {
-		op.AnsweredMs, op.Allowed = c.At.UnixMilli(), true
-		return nil
-	}
-	c.Trips++
-	return s.store.Run(ctx, op)
+// forget drops the mirror's state of c's keys: after a call whose outcome
+// is not known, the next decision reads them from the store.
+func (s *SharedCounters) forget(c *Charge) {
+	customer, global := c.SharedKeys()
+	_ = s.load(c, make([]string, btoi(customer)+btoi(global))) // "" never fails
 }
 
-// meter returns span i's meter over the state op found, in b, at ms.
-func (s *SharedCounters) meter(op *SharedOp, i int, b *bucket, ms int64) meter {
-	sp := &op.Charge.Spans[i]
-	f := &op.Spans[i]
-	m := meterOf(sp, b, nil, ms)
-	switch sp.Rule.Algorithm {
-	case tiers.SlidingWindow, tiers.FixedWindow:
-		*b = bucket{start: f[0], prev: f[1], cur: f[2]}
-	case tiers.SlidingLog:
-		// Its newest entry and its units: what count and the resets
-		// read. The waits come from the store, which holds the entries.
-		*b = bucket{start: f[0], cur: f[1]}
-	case tiers.TokenBucket:
-		m.setDebt(Debt{Hi: f[0], Lo: f[1]}.u128())
-	}
-	return m
-}
+// Evict drops the mirror's keys that count nothing any more.
+func (s *SharedCounters) Evict(nowMs int64) int { return s.mirror.evict(nowMs) }
 
-// judge reports every span of a peek or take from the state the store
-// found, as the in-process counter decides (see slidingCounters.decide).
-func (s *SharedCounters) judge(op *SharedOp, out []Outcome) {
-	c := op.Charge
-	now := op.AnsweredMs
-	allowed := true
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		length := sp.Key.Window.Length().Milliseconds()
-		var b bucket
-		m := s.meter(op, i, &b, now)
-		u := m.count()
-		var gb bucket
-		if j := c.GlobalOf(i); sp.Rule.Spare && j >= 0 {
-			g := &op.Globals[j]
-			gb = bucket{start: g[0], prev: g[1], cur: g[2]}
-		}
-		var gu int64
-		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
-			gu = gb.weighted(now, length)
-		}
-		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
-		o := Outcome{Used: u, Passed: ok, Elastic: elastic}
-		fits := true
-		if m.buckets() {
-			o.ResetMs = b.start + length // the store's bucket, by its clock
-			o.ResetAfterMs = o.ResetMs
-		} else {
-			o.ResetMs = m.resetMs()
-			o.ResetAfterMs, fits = m.resetAfter(c.Cost)
-		}
-		switch {
-		case ok && !fits:
-			// A debt too far to keep exactly (see maxPayoffMs): denied.
-			ok, o.Passed, o.Wait = false, false, -1
-		case !ok:
-			o.Wait = s.wait(op, i, &m, gb)
-		}
-		if m.alg == tiers.TokenBucket {
-			c.tookDebt[i] = m.next
-		}
-		allowed = allowed && ok
-		out[i] = o
+func btoi(b bool) int {
+	if b {
+		return 1
 	}
-	if allowed != op.Allowed {
-		s.mismatches.Add(1)
-	}
-}
-
-// wait returns the milliseconds until span i of op's charge, whose meter
-// is m, admits the cost, given the metric's global usage gb where the span
-// may borrow spare capacity; -1 for never (see slidingCounters.wait).
-func (s *SharedCounters) wait(op *SharedOp, i int, m *meter, gb bucket) int64 {
-	c := op.Charge
-	sp := &c.Spans[i]
-	toThreshold, toCeiling, toCapacity := int64(-1), int64(-1), int64(-1)
-	if m.alg == tiers.SlidingLog { // the store walked the entries
-		toThreshold, toCeiling = op.Spans[i][2], op.Spans[i][3]
-	} else {
-		toThreshold = m.wait(c.Cost, sp.Rule.Threshold)
-		if sp.Rule.Spare {
-			toCeiling = m.wait(c.Cost, sp.Rule.Ceiling)
-		}
-	}
-	if sp.Rule.Spare {
-		toCapacity = shortWait(gb, m.now, m.length, c.Cost, sp.Rule.Capacity)
-	}
-	return sp.Rule.Retry(toThreshold, toCeiling, toCapacity)
+	return 0
 }

@@ -30,10 +30,14 @@ func (s *slidingCounters) Peek(_ context.Context, c *Charge, out []Outcome) erro
 // decide evaluates every span of c at once and, when all admit the cost
 // and charge is set, counts it in each span and each global window.
 func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
-	nowMs := c.At.UnixMilli()
 	var k, g lookup
 	s.lock(c, &k, &g)
 	defer s.unlock(&k, &g)
+	return s.decideLocked(c, out, charge, c.At.UnixMilli(), &k, &g)
+}
+
+// decideLocked is decide at nowMs, with c's shards locked (see lock).
+func (s *slidingCounters) decideLocked(c *Charge, out []Outcome, charge bool, nowMs int64, k, g *lookup) bool {
 	// Sliding and fixed windows are read and counted here without a meter
 	// (a call and a struct per span): the default's is the hot path.
 	var buckets [maxShort]*bucket
@@ -42,7 +46,7 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 	allowed := true
 	for i := range c.Spans {
 		sp := &c.Spans[i]
-		b := s.state(&k, sp, nowMs, charge, &scratch[i])
+		b := s.state(k, sp, nowMs, charge, &scratch[i])
 		buckets[i] = b
 		var u int64
 		switch sp.Rule.Algorithm {
@@ -57,7 +61,7 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 		var gu int64
 		if sp.Rule.Spare && u+c.Cost > sp.Rule.Threshold {
 			var gs bucket
-			gu = s.get(&g, sp.Key.Window, nowMs, false, &gs).weighted(nowMs, sp.Key.Window.Length().Milliseconds())
+			gu = s.get(g, sp.Key.Window, nowMs, false, &gs).weighted(nowMs, sp.Key.Window.Length().Milliseconds())
 		}
 		ok, elastic := sp.Rule.Admits(u, gu, c.Cost)
 		out[i] = Outcome{Used: u, Passed: ok, Elastic: elastic}
@@ -78,7 +82,7 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 			if sp.Rule.Algorithm <= tiers.FixedWindow {
 				meters[i] = meterOf(sp, b, k.sh.logs, nowMs)
 			}
-			out[i].Wait = s.wait(&g, c, sp, &meters[i])
+			out[i].Wait = s.wait(g, c, sp, &meters[i])
 		}
 	}
 	if allowed && charge {
@@ -94,7 +98,7 @@ func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
 			}
 		}
 		for _, gk := range c.Globals {
-			b := s.get(&g, gk.Window, nowMs, true, nil)
+			b := s.get(g, gk.Window, nowMs, true, nil)
 			b.cur = addCap(b.cur, c.Cost)
 		}
 	}
@@ -123,10 +127,17 @@ func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
 // A take being undone passes the take's time, so its units leave where
 // they were counted; a refund passes now.
 func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) error {
-	nowMs := c.At.UnixMilli()
 	var k, g lookup
 	s.lock(c, &k, &g)
 	defer s.unlock(&k, &g)
+	s.giveBackLocked(c, out, c.At.UnixMilli(), c.undoNow, &k, &g)
+	return nil
+}
+
+// giveBackLocked is GiveBack with c's shards locked (see lock): at nowMs
+// (a take being undone: the take's time), and for an undo at undoNow (the
+// time of the undo; 0 for a refund) instead of c.undoNow.
+func (s *slidingCounters) giveBackLocked(c *Charge, out []Outcome, nowMs, undoNow int64, k, g *lookup) {
 	// What each span gave back, from the buckets that start at start and
 	// at start - length.
 	var given [maxShort]struct{ start, cur, prev int64 }
@@ -134,23 +145,23 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		at := nowMs
-		if c.undoNow != 0 && sp.Rule.Algorithm == tiers.TokenBucket {
-			at = c.undoNow // a bucket's debt is read now, not when the take was
+		if undoNow != 0 && sp.Rule.Algorithm == tiers.TokenBucket {
+			at = undoNow // a bucket's debt is read now, not when the take was
 		}
-		m := meterOf(sp, s.state(&k, sp, at, false, &scratch), k.sh.logs, at)
+		m := meterOf(sp, s.state(k, sp, at, false, &scratch), k.sh.logs, at)
 		out[i] = Outcome{Used: m.count(), Passed: true}
 		if m.buckets() {
 			given[i].start = m.b.start
 			given[i].cur, given[i].prev = m.giveBack(nowMs, c.Cost)
 		} else {
 			given[i].start = bucketStart(nowMs, m.length)
-			given[i].cur = m.giveBackOther(c, i)
+			given[i].cur = m.giveBackOther(c, i, nowMs, undoNow != 0)
 		}
 		out[i].ResetMs = m.resetMs()
 	}
 	for _, gk := range c.Globals {
 		length := gk.Window.Length().Milliseconds()
-		b := s.get(&g, gk.Window, nowMs, false, &scratch)
+		b := s.get(g, gk.Window, nowMs, false, &scratch)
 		i := spanOf(c.Spans, gk)
 		if i < 0 {
 			b.giveBack(nowMs-mod(nowMs, length), length, c.Cost)
@@ -161,7 +172,7 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 		// log or a token bucket gives back leave the global counter from
 		// the bucket of c.At first.
 		if m := c.Spans[i].Rule.Algorithm; m > tiers.FixedWindow {
-			if c.undoNow != 0 {
+			if undoNow != 0 {
 				given[i].cur = c.Cost // a take undone: the metric counted all of it
 			}
 			b.giveBack(given[i].start, length, given[i].cur)
@@ -170,7 +181,6 @@ func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) 
 		b.takeFrom(given[i].start, length, given[i].cur)
 		b.takeFrom(given[i].start-length, length, given[i].prev)
 	}
-	return nil
 }
 
 // spanOf returns the index of the span counting in global window g's

@@ -1,26 +1,30 @@
 // Package redisstore keeps quotad's short windows (second, minute) in
 // Redis, where every quotad process shares them: a quota.SharedStore.
 //
-// Each check is one call of one Lua script (shortwindows.lua), loaded once
-// and then called by its SHA-1, that decides every short window of the
-// check and the metric's global windows at once, atomically, with the
-// in-process counter's algorithms and exact integer arithmetic.
+// Redis decides nothing: quota.SharedCounters decides each check with the
+// in-process counter's code, and a call of one short Lua script
+// (apply.lua, loaded once and then called by its SHA-1) writes the states
+// the decision left only if every key of the check still holds the state
+// the decision saw, and answers with what they held. The checks that come
+// while calls are on their way share the next call (batch.go).
 //
-// Keys. The windows of one customer's metric share a hash tag, so that one
-// script call stays within one hash slot and a Redis Cluster can serve it:
+// Keys. One string holds a customer's metric in both short windows (see
+// quota's sharedstate.go for what it says), under a hash tag of its own,
+// so that a Redis Cluster spreads customers over its nodes:
 //
-//	<prefix>{<metric>/<customer>}:<window>       state (a hash)
-//	<prefix>{<metric>/<customer>}:<window>:log   a sliding log's entries (a list)
+//	<prefix>{<metric>/<customer>}:s
 //
 // A metric that declares a short-window capacity counts its global usage
-// with every check, so its keys share the metric's tag instead:
+// with every check, in a key of its own; its customers' keys share the
+// metric's tag, so that one script call stays within one hash slot:
 //
-//	<prefix>{<metric>}/<customer>:<window>[:log]
-//	<prefix>{<metric>}:global:<window>
+//	<prefix>{<metric>}/<customer>:s
+//	<prefix>{<metric>}:global:s
 //
-// Every key expires once it counts nothing (a window's state after three
-// windows; a token bucket once its debt is paid off), but for a token
-// bucket of limit 0, which never refills: it lasts until a reset.
+// (Earlier versions of quotad kept hashes per window under the same names
+// without ":s"; the two never read each other's keys.) A key expires once
+// it counts nothing, and a window later (see quota's expiresMs), but for
+// a token bucket of limit 0, which never refills: it lasts until a reset.
 //
 // Cluster. rueidis asks the server it connects to for the cluster's slots
 // (CLUSTER SLOTS), and serves a Redis Cluster from any one node's URL; a
@@ -45,8 +49,8 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-//go:embed shortwindows.lua
-var shortWindows string
+//go:embed apply.lua
+var applyScript string
 
 // Options configure a Store.
 type Options struct {
@@ -82,6 +86,11 @@ type Store struct {
 	err    error
 	// cluster: the client serves a Redis Cluster (known once connected).
 	cluster atomic.Bool
+
+	// lanes: the calls of each shard (see batch.go): one for a single
+	// Redis, one per hash slot of a cluster, made on first use.
+	single lane
+	slots  [16384]atomic.Pointer[lane]
 }
 
 // redialEvery is how long after a failed connection attempt calls fail
@@ -114,8 +123,16 @@ func New(url string, o Options) (*Store, error) {
 	// goes on in process instead, within the check's time.
 	option.DisableCache = true
 	option.DisableRetry = true
+	// One connection to each Redis server: a process's calls share it
+	// (rueidis pipelines them, and checks that come together share calls),
+	// and a connection Redis closed, restarting, is found by the one check
+	// that tries it again (see quota.Failover) rather than by one more
+	// failed check per idle connection, each taking Redis out of use for a
+	// second. rueidis's default for a single server is four, each call on
+	// one of them at random; a cluster's is one per node already.
+	option.PipelineMultiplex = -1
 	return &Store{option: option, prefix: o.Prefix, timeout: o.Timeout,
-		script: rueidis.NewLuaScript(shortWindows)}, nil
+		script: rueidis.NewLuaScript(applyScript)}, nil
 }
 
 // conn returns the client, connecting first if need be.
@@ -170,39 +187,6 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: redis: %v", tiers.ErrUnavailable, err)
 }
 
-// Run implements quota.SharedStore: one call of the script.
-func (s *Store) Run(ctx context.Context, op *quota.SharedOp) error {
-	c := op.Charge
-	keys, args := s.call(op)
-	client, err := s.conn()
-	if err != nil {
-		return unavailable(err)
-	}
-	// Redis's own timeout, not what is left of the check's: a call is
-	// judged by how Redis answers (a failure takes its shard out of use,
-	// see quota.Failover), never by how long the check waited elsewhere
-	// before it, nor by its client hanging up.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.timeout)
-	defer cancel()
-	v, err := s.script.Exec(ctx, client, keys, args).AsIntSlice()
-	if err != nil {
-		return unavailable(err)
-	}
-	if want := 2 + 4*len(c.Spans) + 3*len(c.Globals); len(v) != want {
-		return unavailable(fmt.Errorf("the script answered %d numbers, not %d", len(v), want))
-	}
-	op.AnsweredMs, op.Allowed = v[0], v[1] == 1
-	v = v[2:]
-	for i := range c.Spans {
-		copy(op.Spans[i][:], v[4*i:])
-	}
-	v = v[4*len(c.Spans):]
-	for j := range c.Globals {
-		copy(op.Globals[j][:], v[3*j:])
-	}
-	return nil
-}
-
 // Shard implements quota.SharedStore: in a Redis Cluster, the hash slot
 // of c's keys (they share one, see call); 0 for a single Redis, or until
 // connected.
@@ -211,64 +195,48 @@ func (s *Store) Shard(c *quota.Charge) int {
 		return 0
 	}
 	var k string
-	switch {
-	case len(c.Spans) > 0:
-		k = s.key(c.Customer, c.Metric, c.Spans[0].Key.Window, c.MetricCapacity)
-	case len(c.Globals) > 0:
-		k = s.globalKey(c.Globals[0].Metric, c.Globals[0].Window)
+	switch customer, global := c.SharedKeys(); {
+	case customer:
+		k = s.key(c.Customer, c.Metric, c.MetricCapacity)
+	case global:
+		k = s.globalKey(c.Metric)
 	}
 	return int(slot(k))
 }
 
-// call returns the script's keys and arguments for op (see
-// shortwindows.lua).
+// call returns op's keys and its arguments to the script (see apply.lua):
+// its number of keys, whether to write, and per key what to expect, what
+// to write and its expiry.
 func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	c := op.Charge
-	keys = make([]string, 0, 2*len(c.Spans)+len(c.Globals))
-	args = make([]string, 0, 6+10*len(c.Spans)+2*len(c.Globals))
-	i64 := func(n int64) { args = append(args, strconv.FormatInt(n, 10)) }
-	i64(int64(op.Kind))
-	i64(op.NowMs)
-	i64(c.Cost)
-	i64(op.AtMs)
-	i64(int64(len(c.Spans)))
-	i64(int64(len(c.Globals)))
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		k := s.key(c.Customer, c.Metric, sp.Key.Window, c.MetricCapacity)
-		keys = append(keys, k, k+":log")
-		r := &sp.Rule
-		i64(sp.Key.Window.Length().Milliseconds())
-		i64(int64(r.Algorithm))
-		i64(r.Threshold)
-		i64(flag(r.Spare))
-		i64(r.Capacity)
-		i64(r.Ceiling)
-		i64(r.Limit)
-		i64(int64(c.GlobalOf(i) + 1))
-		i64(op.Took[i].Hi)
-		i64(op.Took[i].Lo)
+	keys = make([]string, 0, 2)
+	customer, global := c.SharedKeys()
+	if customer {
+		keys = append(keys, s.key(c.Customer, c.Metric, c.MetricCapacity))
 	}
-	for _, g := range c.Globals {
-		keys = append(keys, s.globalKey(g.Metric, g.Window))
-		i64(g.Window.Length().Milliseconds())
-		i64(int64(c.SpanOf(g) + 1))
+	if global {
+		keys = append(keys, s.globalKey(c.Metric))
+	}
+	args = make([]string, 2, 2+3*len(keys))
+	args[0], args[1] = strconv.Itoa(len(keys)), "0"
+	if op.Write {
+		args[1] = "1"
+	}
+	for i := range keys {
+		set, ttl := "", "0"
+		if op.Write {
+			set, ttl = op.Set[i], strconv.FormatInt(op.TTLMs[i], 10)
+		}
+		args = append(args, op.Expect[i], set, ttl)
 	}
 	return keys, args
 }
 
-func flag(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// key returns the state key of a customer's metric in window w: tagged by
-// the metric alone when the metric's global windows count with it.
-func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) string {
+// key returns the key of a customer's metric: tagged by the metric alone
+// when the metric's global windows count with it.
+func (s *Store) key(customer, metric string, byMetric bool) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(metric) + len(customer) + 12)
+	b.Grow(len(s.prefix) + len(metric) + len(customer) + 6)
 	b.WriteString(s.prefix)
 	b.WriteByte('{')
 	b.WriteString(metric)
@@ -280,17 +248,16 @@ func (s *Store) key(customer, metric string, w tiers.Window, byMetric bool) stri
 		b.WriteString(customer)
 		b.WriteByte('}')
 	}
-	b.WriteByte(':')
-	b.WriteString(w.String())
+	b.WriteString(":s")
 	return b.String()
 }
 
-func (s *Store) globalKey(metric string, w tiers.Window) string {
-	return s.prefix + "{" + metric + "}:global:" + w.String()
+func (s *Store) globalKey(metric string) string {
+	return s.prefix + "{" + metric + "}:global:s"
 }
 
-// Clear implements quota.SharedStore: it deletes the customer's keys of
-// every short window of each metric, under either tag.
+// Clear implements quota.SharedStore: it deletes the customer's key of
+// each metric, under either tag.
 func (s *Store) Clear(ctx context.Context, customer string, metrics []string) error {
 	client, err := s.conn()
 	if err != nil {
@@ -300,15 +267,8 @@ func (s *Store) Clear(ctx context.Context, customer string, metrics []string) er
 	defer cancel()
 	cmds := make(rueidis.Commands, 0, 2*len(metrics))
 	for _, m := range metrics {
-		for _, byMetric := range []bool{false, true} {
-			var keys []string // one hash slot
-			for _, w := range tiers.Windows {
-				if w.Short() {
-					k := s.key(customer, m, w, byMetric)
-					keys = append(keys, k, k+":log")
-				}
-			}
-			cmds = append(cmds, client.B().Unlink().Key(keys...).Build())
+		for _, byMetric := range []bool{false, true} { // a key a command: they are in two slots
+			cmds = append(cmds, client.B().Unlink().Key(s.key(customer, m, byMetric)).Build())
 		}
 	}
 	for _, r := range client.DoMulti(ctx, cmds...) {

@@ -1,0 +1,165 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/quotad/quotad/internal/quota"
+)
+
+// Checks that reach Redis while calls of their shard are on their way go
+// together in the next call, one script call for all of them: a group
+// commit. No timer holds a check back: a check that finds fewer than
+// lanesInFlight calls of its shard on their way goes at once, alone if it
+// is alone; one that finds them all on their way waits for one to come
+// back, then goes with every check that waited meanwhile (at most
+// maxBatch in one call). So an idle Redis costs a check one round trip,
+// and a busy one gathers more checks into each call: Redis reads, runs
+// and answers one command for them all.
+const (
+	lanesInFlight = 2
+	maxBatch      = 64
+)
+
+// lane is one shard's calls: those on their way, and the checks waiting
+// for the next.
+type lane struct {
+	mu      sync.Mutex
+	queue   []*pending
+	sending int // calls on their way, or about to be
+}
+
+// pending is one check's part of a call.
+type pending struct {
+	op         *quota.SharedOp
+	keys, args []string
+	err        error
+	done       chan struct{} // closed when answered; nil for the check that sends
+}
+
+// laneOf returns the lane of a shard (see Shard).
+func (s *Store) laneOf(shard int) *lane {
+	if shard <= 0 || shard >= len(s.slots) {
+		return &s.single
+	}
+	p := &s.slots[shard]
+	if l := p.Load(); l != nil {
+		return l
+	}
+	p.CompareAndSwap(nil, &lane{})
+	return p.Load()
+}
+
+// Run implements quota.SharedStore: op goes in the next call of its
+// shard's script, made by this goroutine when the shard's lane has room.
+func (s *Store) Run(_ context.Context, op *quota.SharedOp) error {
+	if _, err := s.conn(); err != nil { // and so Shard knows a cluster's slots
+		return unavailable(err)
+	}
+	p := &pending{op: op}
+	p.keys, p.args = s.call(op)
+	l := s.laneOf(s.Shard(op.Charge))
+	l.mu.Lock()
+	if l.sending < lanesInFlight {
+		l.sending++
+		l.mu.Unlock()
+		s.send([]*pending{p})
+		s.next(l)
+		return p.err
+	}
+	p.done = make(chan struct{})
+	l.queue = append(l.queue, p)
+	l.mu.Unlock()
+	<-p.done // a call answers, or fails, within the store's timeout
+	return p.err
+}
+
+// next sends the checks waiting in l, from a goroutine of its own, or
+// gives l's room back when none waits.
+func (s *Store) next(l *lane) {
+	l.mu.Lock()
+	n := min(len(l.queue), maxBatch)
+	if n == 0 {
+		l.sending--
+		l.mu.Unlock()
+		return
+	}
+	batch := make([]*pending, n)
+	copy(batch, l.queue)
+	l.queue = l.queue[:copy(l.queue, l.queue[n:])]
+	l.mu.Unlock()
+	go func() {
+		s.send(batch)
+		for _, p := range batch {
+			close(p.done)
+		}
+		s.next(l)
+	}()
+}
+
+// send makes one call of the script for batch and fills in each check's
+// answer, or its error.
+func (s *Store) send(batch []*pending) {
+	fail := func(err error) {
+		for _, p := range batch {
+			p.err = unavailable(err)
+		}
+	}
+	client, err := s.conn()
+	if err != nil {
+		fail(err)
+		return
+	}
+	var keys []string
+	args := []string{strconv.Itoa(len(batch))}
+	if len(batch) == 1 {
+		keys, args = batch[0].keys, append(args, batch[0].args...)
+	} else {
+		for _, p := range batch {
+			keys = append(keys, p.keys...)
+			args = append(args, p.args...)
+		}
+	}
+	// Redis's own timeout, not what is left of a check's: a call is judged
+	// by how Redis answers (a failure takes its shard out of use, see
+	// quota.Failover), never by how long a check waited elsewhere before
+	// it, nor by its client hanging up.
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	v, err := s.script.Exec(ctx, client, keys, args).ToArray()
+	if err != nil {
+		fail(err)
+		return
+	}
+	if want := 2 + len(batch) + len(keys); len(v) != want {
+		fail(fmt.Errorf("the script answered %d values, not %d", len(v), want))
+		return
+	}
+	var clock [2]int64
+	for i := range clock {
+		if clock[i], err = v[i].AsInt64(); err != nil {
+			fail(fmt.Errorf("the script's answer: %w", err))
+			return
+		}
+	}
+	v = v[2:]
+	for _, p := range batch {
+		written, err := v[0].AsInt64()
+		if err != nil {
+			p.err = unavailable(fmt.Errorf("the script's answer: %w", err))
+			continue
+		}
+		p.op.AnsweredMs, p.op.Written = clock[0]*1000+clock[1]/1000, written == 1
+		for _, m := range v[1 : 1+len(p.keys)] {
+			state, err := m.ToString()
+			if err != nil {
+				p.err = unavailable(fmt.Errorf("the script's answer: %w", err))
+				break
+			}
+			p.op.Found = append(p.op.Found, state)
+		}
+		v = v[1+len(p.keys):]
+	}
+}
