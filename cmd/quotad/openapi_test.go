@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -894,5 +895,38 @@ func TestOpenAPITraffic(t *testing.T) {
 				next = *page.Next
 			}
 		})
+	}
+}
+
+// Forward-auth with routes: a request that matches a route is checked, one
+// that matches none under `unmatched: allow` passes without a check and
+// without headers; both answers as openapi.yaml documents them.
+func TestOpenAPIForwardAuthRoutes(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	routes := "routes:\n  - match: POST /v1/jobs\n    metric: api_calls\nunmatched: allow\n"
+	if err := os.WriteFile(config, []byte(routes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":5}]`, "acme")
+	v := MustSpecValidator(t)
+	for _, c := range []struct {
+		name         string
+		method, uri  string
+		wantCustomer string
+	}{
+		{"a route", "POST", "/v1/jobs", "acme"},
+		{"no route, allowed unchecked", "GET", "/v1/other", ""},
+	} {
+		call := apiCall{"GET", "/v1/forward-auth", "", []string{"Authorization", "Bearer " + checkToken,
+			"X-Quotad-Customer", "acme", "X-Forwarded-Method", c.method, "X-Forwarded-Uri", c.uri}}
+		r := sendCall(t, s, call)
+		if r.Status != http.StatusOK || r.Header.Get("X-Quotad-Customer") != c.wantCustomer {
+			t.Errorf("%s: %d, X-Quotad-Customer %q; want 200, %q", c.name, r.Status, r.Header.Get("X-Quotad-Customer"), c.wantCustomer)
+		}
+		if err := v.validateResponse(s.URL, call, r); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
 	}
 }
