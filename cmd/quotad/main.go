@@ -271,7 +271,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		Registry:    registry,
 		ForwardAuth: forwardRules,
 		Billing:     billing.NewService(db, now),
-		Webhooks:    webhooks.NewService(db, now),
+		Webhooks:    webhooks.NewService(db, now, cfg.WebhookAllowPrivate),
 	})
 
 	stopDebug, err := startDebug(cfg.DebugListen, log)

@@ -310,18 +310,24 @@ func TestWebhookTwoProcessesShareTheOutbox(t *testing.T) {
 	}
 }
 
-// Without QUOTAD_WEBHOOK_ALLOW_PRIVATE, quotad does not connect to a
-// loopback receiver: the attempt fails, saying why.
+// Without QUOTAD_WEBHOOK_ALLOW_PRIVATE, a webhook cannot name a loopback
+// address (400 on url), and quotad does not connect to a loopback
+// receiver named by a host name: the attempt fails, saying why.
 func TestWebhookRefusesLoopback(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.New(t)
 	s := MustStartProcess(t, schema).server(t)
 	rc := newReceiver(t, func(*http.Request, int) int { return http.StatusOK })
-	mustCreateWebhook(t, s, rc, "billing")
+	r := s.mustDo(http.StatusBadRequest, "PUT", "/v1/webhooks/billing", fmt.Sprintf(`{"url": %q}`, rc.srv.URL+"/hooks"))
+	if body := string(r.Body); !strings.Contains(body, `"field":"url"`) || !strings.Contains(body, "QUOTAD_WEBHOOK_ALLOW_PRIVATE") {
+		t.Errorf("PUT of a loopback address: %s, want a validation error on url naming the setting", body)
+	}
+	byName := strings.Replace(rc.srv.URL, "127.0.0.1", "localhost", 1) + "/hooks"
+	s.mustDo(http.StatusCreated, "PUT", "/v1/webhooks/billing", fmt.Sprintf(`{"url": %q}`, byName))
 	mustRecord(t, schema, thresholdEvent("acme", 80))
 	d := waitForDelivery(t, s, "billing", func(d webhooks.Delivery) bool { return d.Attempts > 0 })
-	if d.Status != webhooks.Pending || d.LastStatus != 0 ||
-		!strings.Contains(d.LastError, "refused to connect to 127.0.0.1") {
+	if d.Status != webhooks.Pending || d.LastStatus != 0 || !strings.Contains(d.LastError, "refused to connect to ") ||
+		!strings.Contains(d.LastError, "127.0.0.1") && !strings.Contains(d.LastError, "::1") {
 		t.Errorf("delivery = %+v, want pending, refused", d)
 	}
 	rc.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -272,11 +273,31 @@ type Store interface {
 type Service struct {
 	store Store
 	now   func() time.Time
+	// allowPrivate: deliveries may go to private addresses (see Refused),
+	// so a URL may name one.
+	allowPrivate bool
 }
 
-// NewService returns a Service over store; now stamps writes.
-func NewService(store Store, now func() time.Time) *Service {
-	return &Service{store: store, now: now}
+// NewService returns a Service over store; now stamps writes. Unless
+// allowPrivate, a webhook's URL may not name a private, loopback or
+// link-local address literally: quotad would refuse every delivery to it.
+func NewService(store Store, now func() time.Time, allowPrivate bool) *Service {
+	return &Service{store: store, now: now, allowPrivate: allowPrivate}
+}
+
+// refusedURL returns why deliveries to raw, a URL CheckURL accepts, would
+// all be refused, or "": its host is an address Refused names. A host name
+// is checked when a delivery connects, whatever it resolves to then.
+func refusedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	addr, err := netip.ParseAddr(u.Hostname())
+	if err != nil || !Refused(addr) {
+		return ""
+	}
+	return fmt.Sprintf("names %s, a private, loopback or link-local address, to which quotad does not deliver (QUOTAD_WEBHOOK_ALLOW_PRIVATE=true on every process allows it)", addr.Unmap())
 }
 
 // Webhook returns the webhook id.
@@ -293,6 +314,9 @@ func (s *Service) PutWebhook(ctx context.Context, w tiers.Write, id string, spec
 	wh, err := spec.Validate(id)
 	if err != nil {
 		return Webhook{}, false, err
+	}
+	if msg := refusedURL(wh.URL); msg != "" && !s.allowPrivate {
+		return Webhook{}, false, &tiers.ValidationError{Fields: []tiers.FieldError{{Field: "url", Message: msg}}}
 	}
 	keep := spec.Secret == nil
 	if keep {
