@@ -64,6 +64,19 @@ type WebhookDelivery struct {
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
+// Webhooks lists the webhooks by id (without their secrets).
+func (c *Client) Webhooks(ctx context.Context) iter.Seq2[Webhook, error] {
+	return paginate(ctx, func(ctx context.Context, cursor string) (page[Webhook], error) {
+		var out struct {
+			Webhooks   []Webhook `json:"webhooks"`
+			NextCursor string    `json:"next_cursor"`
+		}
+		_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks", query: listQuery(cursor, 0), retry: true, out: &out})
+		fillETags(out.Webhooks, func(w *Webhook) *Meta { return &w.Meta })
+		return page[Webhook]{out.Webhooks, out.NextCursor}, err
+	})
+}
+
 // Webhook gets a webhook (without its secret); ErrNotFound if none has
 // the id.
 func (c *Client) Webhook(ctx context.Context, id string) (*Webhook, error) {

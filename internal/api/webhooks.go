@@ -15,6 +15,7 @@ import (
 // *tiers.ValidationError.
 type Webhooks interface {
 	Webhook(ctx context.Context, id string) (webhooks.Webhook, error)
+	Webhooks(ctx context.Context, page tiers.Page) ([]webhooks.Webhook, bool, error)
 	PutWebhook(ctx context.Context, w tiers.Write, id string, spec webhooks.Spec) (webhooks.Webhook, bool, error)
 	DeleteWebhook(ctx context.Context, w tiers.Write, id string) error
 	Deliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]webhooks.Delivery, bool, error)
@@ -30,6 +31,7 @@ type createdWebhook struct {
 }
 
 func (s *Server) registerWebhooks(v1 *echo.Group) {
+	v1.GET("/webhooks", s.listWebhooks)
 	v1.GET("/webhooks/:webhook", s.getWebhook)
 	v1.PUT("/webhooks/:webhook", s.putWebhook)
 	v1.DELETE("/webhooks/:webhook", s.deleteWebhook)
@@ -41,6 +43,26 @@ func (s *Server) webhookService() (Webhooks, error) {
 		return nil, webhooks.ErrWebhookNotFound
 	}
 	return s.webhooks, nil
+}
+
+func (s *Server) listWebhooks(c echo.Context) error {
+	p, err := page(c, tiers.ValidKey)
+	if err != nil {
+		return err
+	}
+	svc, err := s.webhookService()
+	if err != nil {
+		return err
+	}
+	items, more, err := svc.Webhooks(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	last := ""
+	if len(items) > 0 {
+		last = items[len(items)-1].ID
+	}
+	return respond(c, http.StatusOK, list("webhooks", items, nextCursor(more, last)))
 }
 
 func (s *Server) getWebhook(c echo.Context) error {

@@ -103,6 +103,7 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"Statements":    func(ctx context.Context, c *quotad.Client) error { return drain(c.Statements(ctx, "2026-11")) },
 	"StatementsCSV": func(ctx context.Context, c *quotad.Client) error { return c.StatementsCSV(ctx, "2026-11", io.Discard) },
 	"Webhook":       func(ctx context.Context, c *quotad.Client) error { _, err := c.Webhook(ctx, "billing"); return err },
+	"Webhooks":      func(ctx context.Context, c *quotad.Client) error { return drain(c.Webhooks(ctx)) },
 	"PutWebhook": func(ctx context.Context, c *quotad.Client) error {
 		_, _, err := c.PutWebhook(ctx, "billing", quotad.WebhookSpec{URL: "https://example.com/hooks"})
 		return err

@@ -233,3 +233,35 @@ func mustID(t testing.TB, id string) int64 {
 	}
 	return n
 }
+
+// Webhooks list by id, a page at a time, each with its secret for the
+// service (whose answers show only the hint).
+func TestFindWebhooksPages(t *testing.T) {
+	t.Parallel()
+	db := MustOpen(t)
+	ctx := context.Background()
+	for _, id := range []string{"c", "a", "b"} {
+		mustPutWebhook(t, db, id, nil, []int{80})
+	}
+	var got []string
+	page := tiers.Page{Limit: 2}
+	for {
+		list, more, err := db.FindWebhooks(ctx, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range list {
+			if w.Secret == "" || w.SecretHint != webhooks.SecretHint(w.Secret) {
+				t.Errorf("webhook %s: secret %q, hint %q", w.ID, w.Secret, w.SecretHint)
+			}
+			got = append(got, w.ID)
+		}
+		if !more {
+			break
+		}
+		page.After = list[len(list)-1].ID
+	}
+	if strings.Join(got, ",") != "a,b,c" {
+		t.Errorf("pages list %v, want a, b, c", got)
+	}
+}

@@ -17,6 +17,10 @@ func (s *putStore) FindWebhook(context.Context, string) (Webhook, error) {
 	return Webhook{}, ErrWebhookNotFound
 }
 
+func (s *putStore) FindWebhooks(context.Context, tiers.Page) ([]Webhook, bool, error) {
+	return s.put, false, nil
+}
+
 func (s *putStore) PutWebhook(_ context.Context, _ tiers.Write, wh Webhook, _ bool) (Webhook, bool, error) {
 	s.put = append(s.put, wh)
 	return wh, true, nil

@@ -260,6 +260,8 @@ type DeliveryFilter struct {
 // tiers.ErrUnavailable. Implementations are safe for concurrent use.
 type Store interface {
 	FindWebhook(ctx context.Context, id string) (Webhook, error)
+	// FindWebhooks returns one page of webhooks ordered by id.
+	FindWebhooks(ctx context.Context, page tiers.Page) ([]Webhook, bool, error)
 	// PutWebhook creates or replaces wh. keepSecret keeps an existing
 	// webhook's secret instead of wh.Secret (which a creation uses).
 	PutWebhook(ctx context.Context, w tiers.Write, wh Webhook, keepSecret bool) (Webhook, bool, error)
@@ -306,6 +308,11 @@ func (s *Service) Webhook(ctx context.Context, id string) (Webhook, error) {
 		return Webhook{}, err
 	}
 	return s.store.FindWebhook(ctx, id)
+}
+
+// Webhooks lists the webhooks by id, one page at a time.
+func (s *Service) Webhooks(ctx context.Context, page tiers.Page) ([]Webhook, bool, error) {
+	return s.store.FindWebhooks(ctx, page)
 }
 
 // PutWebhook creates or replaces the webhook id. created tells a creation,
