@@ -417,6 +417,16 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 			JOIN webhooks w ON w.id = d.webhook_id
 			JOIN usage_events e ON e.id = d.event_id
 			WHERE d.status = 'pending' AND d.next_attempt_at <= $1
+			  -- One webhook's deliveries of one customer's metric go out in
+			  -- the order their events happened: none while an earlier one
+			  -- is pending (held by another claimer, or waiting to be tried
+			  -- again).
+			  AND NOT EXISTS (
+			    SELECT 1 FROM webhook_deliveries d2
+			    JOIN usage_events e2 ON e2.id = d2.event_id
+			    WHERE d2.webhook_id = d.webhook_id AND d2.status = 'pending'
+			      AND e2.customer_id = e.customer_id AND e2.metric = e.metric
+			      AND (e2.occurred_at, d2.id) < (e.occurred_at, d.id))
 			ORDER BY d.next_attempt_at, d.id
 			LIMIT 1
 			-- Only the delivery is locked: webhook writes need not wait.

@@ -265,3 +265,69 @@ func TestFindWebhooksPages(t *testing.T) {
 		t.Errorf("pages list %v, want a, b, c", got)
 	}
 }
+
+// The deliveries of one webhook, customer and metric go out in the order
+// their events happened: while an earlier one is pending (held by another
+// claimer, or failed and waiting for its next attempt) a later one is not
+// claimed; other customers' deliveries go on meanwhile.
+func TestDeliverInOrderPerCustomerAndMetric(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	mustPutWebhook(t, db, "all", webhooks.EventTypes, []int{80, 100})
+	if _, err := db.RecordEvents(ctx, []webhooks.Event{
+		event(webhooks.Threshold, "a", 80, t0), event(webhooks.Threshold, "a", 100, t0.Add(time.Second)),
+		event(webhooks.Threshold, "b", 80, t0.Add(2*time.Second)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	due := t0.Add(time.Hour)
+	retry := webhooks.Outcome{Status: webhooks.Pending, At: due, Next: due.Add(time.Hour), HTTPStatus: 503, Error: "receiver answered 503"}
+	delivered := webhooks.Outcome{Status: webhooks.Delivered, At: due, HTTPStatus: 204}
+
+	// a's 80 % is held by one claimer: another gets b's, not a's 100 %.
+	holding, release := make(chan webhooks.Message), make(chan struct{})
+	var wg sync.WaitGroup
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer func() { free(); wg.Wait() }() // a failed test still lets the claimer go
+	wg.Go(func() {
+		if _, err := db.Deliver(ctx, due, func(_ context.Context, m webhooks.Message) webhooks.Outcome {
+			holding <- m
+			<-release
+			return retry
+		}); err != nil {
+			t.Error(err)
+		}
+	})
+	first := <-holding
+	claim := func(at time.Time, o webhooks.Outcome) (webhooks.Message, bool) {
+		t.Helper()
+		var got webhooks.Message
+		found, err := db.Deliver(ctx, at, func(_ context.Context, m webhooks.Message) webhooks.Outcome { got = m; return o })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, found
+	}
+	if first.Event.Customer != "a" || first.Event.Threshold != 80 {
+		t.Fatalf("first claim: %+v, want a's 80 %%", first.Event)
+	}
+	if m, found := claim(due, delivered); !found || m.Event.Customer != "b" {
+		t.Fatalf("claim beside a's 80 %%: %+v (%t), want b's", m.Event, found)
+	}
+	if m, found := claim(due, delivered); found {
+		t.Fatalf("claimed %s's %d %% while a's 80 %% was held", m.Event.Customer, m.Event.Threshold)
+	}
+	free() // a's 80 % failed: it waits an hour
+	wg.Wait()
+	if m, found := claim(due, delivered); found {
+		t.Fatalf("claimed %s's %d %% while a's 80 %% waits for its next attempt", m.Event.Customer, m.Event.Threshold)
+	}
+	if m, found := claim(due.Add(time.Hour), delivered); !found || m.ID != first.ID {
+		t.Fatalf("after an hour: %+v (%t), want a's 80 %% again", m.Event, found)
+	}
+	if m, found := claim(due.Add(time.Hour), delivered); !found || m.Event.Customer != "a" || m.Event.Threshold != 100 {
+		t.Fatalf("then: %+v (%t), want a's 100 %%", m.Event, found)
+	}
+}
