@@ -153,7 +153,7 @@ func TestRoundTrip(t *testing.T) {
 	want := "~ plan pro\n" +
 		"    limits[api_calls/second].limit: 50 → 100\n" +
 		"\n0 to create, 1 to update, 0 to delete.\n" +
-		"Applied 1 changes.\n"
+		"Applied 1 change.\n"
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
@@ -188,7 +188,7 @@ func TestConcurrentEdit(t *testing.T) {
 	if want := "~ plan pro\n    name: \"Pro\" → \"Pro Plus\"\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("plan printed\n%s\nwant it to start with\n%s", out, want)
 	}
-	wantErr := "! plan pro: changed by someone else since it was read; re-run to see the new plan\nStopped after 0 of 1 changes.\n"
+	wantErr := "! plan pro: changed by someone else since it was read; re-run to see the new plan\nStopped after 0 of 1 change.\n"
 	if errOut != wantErr {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, wantErr)
 	}
@@ -285,7 +285,7 @@ func TestBadFile(t *testing.T) {
 	// Unknown fields are found while parsing, before declarations are
 	// checked: only the parse error is reported.
 	want := file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
-		file + ": 1 problem(s); nothing was written.\n"
+		file + ": 1 problem; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
 	}
