@@ -282,10 +282,10 @@ func TestBadFile(t *testing.T) {
 	if code != 1 || out != "" {
 		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
 	}
-	// Unknown fields are found while parsing, before declarations are
-	// checked: only the parse error is reported.
-	want := file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
-		file + ": 1 problem; nothing was written.\n"
+	// An unknown field and an undeclared metric are reported in one run.
+	want := file + `:6: plans.pro.limits[0].metric: metric "foo" is not declared` + "\n" +
+		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
+		file + ": 2 problems; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
 	}

@@ -63,6 +63,25 @@ type Document struct {
 	Name  string
 	File  *File
 	lines map[string]int
+	// errs are the problems found while decoding: unknown fields, values
+	// of the wrong type, duplicate keys. Validate reports them with its own.
+	errs Errors
+	// bad holds the fields whose value could not be decoded: they are left
+	// unset, and what validation says of them, or of what is under them,
+	// would only repeat the decoding error.
+	bad map[string]bool
+}
+
+// decodedBadly reports whether field, or a field it is under, could not be
+// decoded.
+func (d *Document) decodedBadly(field string) bool {
+	for field != "" {
+		if d.bad[field] {
+			return true
+		}
+		field = parentField(field)
+	}
+	return false
 }
 
 // Line returns the line field was written on; for a field the file leaves
@@ -92,10 +111,11 @@ func parentField(field string) string {
 // file stand for a huge tree.
 const maxNodes = 1_000_000
 
-// Parse reads a catalog file named name (used in errors). It rejects what
-// is not YAML, more than one document, unknown fields, duplicate keys and
-// values of the wrong type, and returns every such problem as Errors.
-// Whether the values make a valid catalog is Validate's to say.
+// Parse reads a catalog file named name (used in errors). It rejects, as
+// Errors, what is not YAML and more than one document: what cannot be read
+// at all. Unknown fields, duplicate keys and values of the wrong type are
+// kept in the Document, for Validate to report with every other problem of
+// the file, so that a file's problems are all reported at once.
 func Parse(name string, data []byte) (*Document, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -112,7 +132,7 @@ func Parse(name string, data []byte) (*Document, error) {
 		}
 		return nil, Errors{{File: name, Line: extra.Line, Message: "a catalog file holds one YAML document"}}
 	}
-	d := &decoder{name: name, lines: map[string]int{"": 1}, budget: maxNodes}
+	d := &decoder{name: name, lines: map[string]int{"": 1}, bad: map[string]bool{}, budget: maxNodes}
 	f := &File{}
 	top := root.Content[0]
 	d.value("", top, reflect.ValueOf(f).Elem())
@@ -127,11 +147,11 @@ func Parse(name string, data []byte) (*Document, error) {
 			}
 		}
 	}
-	if len(d.errs) > 0 {
-		d.errs.sort()
+	if d.budget < 0 {
+		// What was read of a file cut short says nothing of the rest.
 		return nil, d.errs
 	}
-	return &Document{Name: name, File: f, lines: d.lines}, nil
+	return &Document{Name: name, File: f, lines: d.lines, errs: d.errs, bad: d.bad}, nil
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
@@ -150,11 +170,18 @@ type decoder struct {
 	name   string
 	lines  map[string]int
 	errs   Errors
+	bad    map[string]bool
 	budget int
 }
 
 func (d *decoder) fail(line int, field, msg string) {
 	d.errs = append(d.errs, Error{File: d.name, Line: line, Field: field, Message: msg})
+}
+
+// failValue reports that the value of field could not be decoded.
+func (d *decoder) failValue(n *yaml.Node, field, msg string) {
+	d.fail(n.Line, field, msg)
+	d.bad[field] = true
 }
 
 // spend counts a node against the budget and reports whether it may be read.
@@ -211,7 +238,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 	case timeType:
 		t, err := time.Parse(time.RFC3339, n.Value)
 		if n.Kind != yaml.ScalarNode || err != nil {
-			d.fail(n.Line, field, "must be an RFC 3339 time, e.g. 2027-01-01T00:00:00Z, got "+describe(n))
+			d.failValue(n, field, "must be an RFC 3339 time, e.g. 2027-01-01T00:00:00Z, got "+describe(n))
 			return
 		}
 		v.Set(reflect.ValueOf(t))
@@ -235,7 +262,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.fail(n.Line, field, "must be a list, got "+describe(n))
+			d.failValue(n, field, "must be a list, got "+describe(n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -247,14 +274,14 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 		v.Set(s)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || isNull(n) {
-			d.fail(n.Line, field, "must be a string, got "+describe(n))
+			d.failValue(n, field, "must be a string, got "+describe(n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Int64:
 		var i int64
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
-			d.fail(n.Line, field, "must be an integer, got "+describe(n))
+			d.failValue(n, field, "must be an integer, got "+describe(n))
 			return
 		}
 		v.SetInt(i)
@@ -267,7 +294,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 // that are not scalars and duplicate keys, and calls fn for the others.
 func (d *decoder) keys(field string, n *yaml.Node, fn func(key *yaml.Node, child string, value *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n.Line, field, "must be a mapping, got "+describe(n))
+		d.failValue(n, field, "must be a mapping, got "+describe(n))
 		return
 	}
 	seen := make(map[string]int, len(n.Content)/2)

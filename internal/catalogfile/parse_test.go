@@ -282,6 +282,34 @@ func TestBadFiles(t *testing.T) {
 				`catalog.yaml:9: customers.acme.plan: plan "gold" is not declared`,
 			},
 		},
+		{
+			name: "problems of reading and of meaning, at once",
+			file: lines(
+				"metrics:",
+				"  api_calls:",
+				`    capacity: {day: "many"}`,
+				"plans:",
+				"  pro:",
+				"    colour: blue",
+				"    limits:",
+				"      - {metric: foo, window: day, limit: 5}",
+				"      - {metric: api_calls, window: day, limit: 100, mode: elastic, ceiling: 50}",
+				"      - {metric: api_calls, window: hour, limit: 1.5}",
+				"customers:",
+				"  acme:",
+				"    plan: enterprise",
+				"    name: [Acme]",
+			),
+			want: []string{
+				`catalog.yaml:3: metrics.api_calls.capacity.day: must be an integer, got "many"`,
+				"catalog.yaml:6: plans.pro.colour: unknown field; known fields: name, description, price, limits",
+				`catalog.yaml:8: plans.pro.limits[0].metric: metric "foo" is not declared`,
+				"catalog.yaml:9: plans.pro.limits[1].ceiling: must be at least limit",
+				`catalog.yaml:10: plans.pro.limits[2].limit: must be an integer, got "1.5"`,
+				`catalog.yaml:13: customers.acme.plan: plan "enterprise" is not declared`,
+				"catalog.yaml:14: customers.acme.name: must be a string, got a list",
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
