@@ -63,7 +63,11 @@ func (x *applyCmd) Run(e *env) error {
 		return badFile(e, err)
 	}
 	changes := catalogfile.Diff(want, have, etags, x.Prune)
-	if err := catalogfile.Print(e.stdout, changes); err != nil {
+	var kept []catalogfile.Ref
+	if !x.Prune {
+		kept = catalogfile.Unpruned(want, have)
+	}
+	if err := catalogfile.Print(e.stdout, changes, kept); err != nil {
 		return err
 	}
 	if len(changes) == 0 {

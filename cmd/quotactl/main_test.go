@@ -260,6 +260,33 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// TestUnpruned: without --prune, what the server holds and the file does
+// not name is said to be there, and left alone.
+func TestUnpruned(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	ctx, c := context.Background(), admin(srv)
+	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
+	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(c.PutOverride(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+
+	out := mustApply(t, srv, 0, "-f", example)
+	want := "No changes: what the file names matches the server.\n" +
+		"Not in the file, left as they are (--prune would delete them):\n" +
+		"    plan free\n" +
+		"    customer old\n" +
+		"    override acme api_calls/hour\n"
+	if out != want {
+		t.Errorf("printed\n%s\nwant\n%s", out, want)
+	}
+	if _, err := c.Plan(ctx, "free"); err != nil {
+		t.Errorf("GET plan free after apply without --prune: %v", err)
+	}
+	if _, err := c.Override(ctx, "acme", "api_calls", "hour"); err != nil {
+		t.Errorf("GET override acme api_calls/hour after apply without --prune: %v", err)
+	}
+}
+
 // TestDryRun prints the plan and writes nothing.
 func TestDryRun(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
