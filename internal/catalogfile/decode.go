@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -123,12 +124,12 @@ func Parse(name string, data []byte) (*Document, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, Errors{{File: name, Message: "the file is empty"}}
 		}
-		return nil, Errors{syntaxError(name, err)}
+		return nil, Errors{syntaxError(name, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, Errors{syntaxError(name, err)}
+			return nil, Errors{syntaxError(name, data, err)}
 		}
 		return nil, Errors{{File: name, Line: extra.Line, Message: "a catalog file holds one YAML document"}}
 	}
@@ -156,14 +157,60 @@ func Parse(name string, data []byte) (*Document, error) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// syntaxError turns the YAML library's error into an Error with its line.
-func syntaxError(name string, err error) Error {
+// syntaxError turns the YAML library's error about data into an Error with
+// its line.
+func syntaxError(name string, data []byte, err error) Error {
 	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Error{File: name, Line: line, Message: m[2]}
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return Error{File: name, Message: strings.TrimPrefix(msg, "yaml: ")}
 	}
-	return Error{File: name, Message: strings.TrimPrefix(msg, "yaml: ")}
+	line, _ := strconv.Atoi(m[1])
+	if l := problemLine(data, m[2]); l > 0 {
+		line = l
+	}
+	return Error{File: name, Line: line, Message: m[2]}
+}
+
+// problemLine returns the line of data where the YAML library finds the
+// problem msg, 0 if it cannot tell. The library's own line is often that
+// of the mapping the problem is in (an indentation mistake on line 4 is
+// "line 1: did not find expected key"), and it exposes no other. The
+// first lines of data read without msg up to the line with the mistake,
+// and with it from there on: the line is found by bisection.
+func problemLine(data []byte, msg string) int {
+	var ends []int // ends[i] is the end of line i+1, its newline included
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	fails := func(lines int) bool {
+		m := yamlLine.FindStringSubmatch(fmt.Sprint(decodeAll(data[:ends[lines-1]])))
+		return m != nil && m[2] == msg
+	}
+	i := sort.Search(len(ends), func(i int) bool { return fails(i + 1) })
+	if i == len(ends) {
+		return 0
+	}
+	return i + 1
+}
+
+// decodeAll reads every document of data and returns the first error.
+func decodeAll(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type decoder struct {

@@ -38,6 +38,16 @@ func TestBadFiles(t *testing.T) {
 			want: []string{"catalog.yaml:2: found character that cannot start any token"},
 		},
 		{
+			name: "indentation",
+			file: lines("plans:", "  pro:", "    name: Pro", "   description: Our plan"),
+			want: []string{"catalog.yaml:4: did not find expected key"},
+		},
+		{
+			name: "indentation in a mapping further down",
+			file: lines("metrics:", "  api_calls: {}", "plans:", "   pro: {}", "  team: {}"),
+			want: []string{"catalog.yaml:5: did not find expected key"},
+		},
+		{
 			name: "two documents",
 			file: lines("metrics: {}", "---", "plans: {}"),
 			want: []string{"catalog.yaml:2: a catalog file holds one YAML document"},
