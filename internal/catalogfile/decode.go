@@ -150,6 +150,7 @@ func Parse(name string, data []byte) (*Document, error) {
 	}
 	if d.budget < 0 {
 		// What was read of a file cut short says nothing of the rest.
+		d.errs.sort()
 		return nil, d.errs
 	}
 	return &Document{Name: name, File: f, lines: d.lines, errs: d.errs, bad: d.bad}, nil
