@@ -63,7 +63,11 @@ func (x *applyCmd) Run(e *env) error {
 		return badFile(e, err)
 	}
 	changes := catalogfile.Diff(want, have, etags, x.Prune)
-	if err := catalogfile.Print(e.stdout, changes); err != nil {
+	var kept []catalogfile.Ref
+	if !x.Prune {
+		kept = catalogfile.Unpruned(want, have)
+	}
+	if err := catalogfile.Print(e.stdout, changes, kept); err != nil {
 		return err
 	}
 	if len(changes) == 0 {
@@ -86,10 +90,10 @@ func (x *applyCmd) Run(e *env) error {
 		} else {
 			fmt.Fprintf(e.stderr, "! %s: %v\n", c.Ref, err)
 		}
-		fmt.Fprintf(e.stderr, "Stopped after %d of %d changes.\n", i, len(changes))
+		fmt.Fprintf(e.stderr, "Stopped after %d of %s.\n", i, count(len(changes), "change"))
 		return exitCode(1)
 	}
-	_, err = fmt.Fprintf(e.stdout, "Applied %d changes.\n", len(changes))
+	_, err = fmt.Fprintf(e.stdout, "Applied %s.\n", count(len(changes), "change"))
 	return err
 }
 
@@ -102,7 +106,15 @@ func badFile(e *env, err error) error {
 	fmt.Fprintln(e.stderr, err)
 	var errs catalogfile.Errors
 	if errors.As(err, &errs) {
-		fmt.Fprintf(e.stderr, "%s: %d problem(s); nothing was written.\n", errs[0].File, len(errs))
+		fmt.Fprintf(e.stderr, "%s: %s; nothing was written.\n", errs[0].File, count(len(errs), "problem"))
 	}
 	return exitCode(1)
+}
+
+// count says n things: "1 change", "2 changes".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -153,7 +153,7 @@ func TestRoundTrip(t *testing.T) {
 	want := "~ plan pro\n" +
 		"    limits[api_calls/second].limit: 50 → 100\n" +
 		"\n0 to create, 1 to update, 0 to delete.\n" +
-		"Applied 1 changes.\n"
+		"Applied 1 change.\n"
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
@@ -188,7 +188,7 @@ func TestConcurrentEdit(t *testing.T) {
 	if want := "~ plan pro\n    name: \"Pro\" → \"Pro Plus\"\n"; !strings.HasPrefix(out, want) {
 		t.Errorf("plan printed\n%s\nwant it to start with\n%s", out, want)
 	}
-	wantErr := "! plan pro: changed by someone else since it was read; re-run to see the new plan\nStopped after 0 of 1 changes.\n"
+	wantErr := "! plan pro: changed by someone else since it was read; re-run to see the new plan\nStopped after 0 of 1 change.\n"
 	if errOut != wantErr {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, wantErr)
 	}
@@ -260,6 +260,33 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// TestUnpruned: without --prune, what the server holds and the file does
+// not name is said to be there, and left alone.
+func TestUnpruned(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	ctx, c := context.Background(), admin(srv)
+	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
+	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(c.PutOverride(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+
+	out := mustApply(t, srv, 0, "-f", example)
+	want := "No changes: what the file names matches the server.\n" +
+		"Not in the file, left as they are (--prune would delete them):\n" +
+		"    plan free\n" +
+		"    customer old\n" +
+		"    override acme api_calls/hour\n"
+	if out != want {
+		t.Errorf("printed\n%s\nwant\n%s", out, want)
+	}
+	if _, err := c.Plan(ctx, "free"); err != nil {
+		t.Errorf("GET plan free after apply without --prune: %v", err)
+	}
+	if _, err := c.Override(ctx, "acme", "api_calls", "hour"); err != nil {
+		t.Errorf("GET override acme api_calls/hour after apply without --prune: %v", err)
+	}
+}
+
 // TestDryRun prints the plan and writes nothing.
 func TestDryRun(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
@@ -282,10 +309,10 @@ func TestBadFile(t *testing.T) {
 	if code != 1 || out != "" {
 		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
 	}
-	// Unknown fields are found while parsing, before declarations are
-	// checked: only the parse error is reported.
-	want := file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
-		file + ": 1 problem(s); nothing was written.\n"
+	// An unknown field and an undeclared metric are reported in one run.
+	want := file + `:6: plans.pro.limits[0].metric: metric "foo" is not declared` + "\n" +
+		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
+		file + ": 2 problems; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
 	}

@@ -31,8 +31,8 @@ type Account struct {
 // Validate checks a parsed file and returns the catalog it describes. The
 // metrics limits and overrides name must be declared by the file or, when
 // it has no metrics section, by server; likewise the plans customers are
-// on. Overrides must expire after now. Every problem is returned, as
-// Errors, each with its line and field.
+// on. Overrides must expire after now. Every problem is returned, those
+// Parse found with the others, as Errors, each with its line and field.
 func Validate(doc *Document, server *Catalog, now time.Time) (*Catalog, error) {
 	n := &normalizer{name: doc.Name, line: doc.Line, now: now}
 	c := n.catalog(doc.File)
@@ -57,9 +57,15 @@ func Validate(doc *Document, server *Catalog, now time.Time) (*Catalog, error) {
 			declared(n, fmt.Sprintf("customers.%s.overrides[%d].metric", id, i), "metric", o.Metric, metrics)
 		}
 	}
-	if len(n.errs) > 0 {
-		n.errs.sort()
-		return nil, n.errs
+	errs := slices.Clone(doc.errs)
+	for _, e := range n.errs {
+		if !doc.decodedBadly(e.Field) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		errs.sort()
+		return nil, errs
 	}
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,25 @@ type Document struct {
 	Name  string
 	File  *File
 	lines map[string]int
+	// errs are the problems found while decoding: unknown fields, values
+	// of the wrong type, duplicate keys. Validate reports them with its own.
+	errs Errors
+	// bad holds the fields whose value could not be decoded: they are left
+	// unset, and what validation says of them, or of what is under them,
+	// would only repeat the decoding error.
+	bad map[string]bool
+}
+
+// decodedBadly reports whether field, or a field it is under, could not be
+// decoded.
+func (d *Document) decodedBadly(field string) bool {
+	for field != "" {
+		if d.bad[field] {
+			return true
+		}
+		field = parentField(field)
+	}
+	return false
 }
 
 // Line returns the line field was written on; for a field the file leaves
@@ -92,10 +112,11 @@ func parentField(field string) string {
 // file stand for a huge tree.
 const maxNodes = 1_000_000
 
-// Parse reads a catalog file named name (used in errors). It rejects what
-// is not YAML, more than one document, unknown fields, duplicate keys and
-// values of the wrong type, and returns every such problem as Errors.
-// Whether the values make a valid catalog is Validate's to say.
+// Parse reads a catalog file named name (used in errors). It rejects, as
+// Errors, what is not YAML and more than one document: what cannot be read
+// at all. Unknown fields, duplicate keys and values of the wrong type are
+// kept in the Document, for Validate to report with every other problem of
+// the file, so that a file's problems are all reported at once.
 func Parse(name string, data []byte) (*Document, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -103,16 +124,16 @@ func Parse(name string, data []byte) (*Document, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, Errors{{File: name, Message: "the file is empty"}}
 		}
-		return nil, Errors{syntaxError(name, err)}
+		return nil, Errors{syntaxError(name, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return nil, Errors{syntaxError(name, err)}
+			return nil, Errors{syntaxError(name, data, err)}
 		}
 		return nil, Errors{{File: name, Line: extra.Line, Message: "a catalog file holds one YAML document"}}
 	}
-	d := &decoder{name: name, lines: map[string]int{"": 1}, budget: maxNodes}
+	d := &decoder{name: name, lines: map[string]int{"": 1}, bad: map[string]bool{}, budget: maxNodes}
 	f := &File{}
 	top := root.Content[0]
 	d.value("", top, reflect.ValueOf(f).Elem())
@@ -127,34 +148,88 @@ func Parse(name string, data []byte) (*Document, error) {
 			}
 		}
 	}
-	if len(d.errs) > 0 {
+	if d.budget < 0 {
+		// What was read of a file cut short says nothing of the rest.
 		d.errs.sort()
 		return nil, d.errs
 	}
-	return &Document{Name: name, File: f, lines: d.lines}, nil
+	return &Document{Name: name, File: f, lines: d.lines, errs: d.errs, bad: d.bad}, nil
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// syntaxError turns the YAML library's error into an Error with its line.
-func syntaxError(name string, err error) Error {
+// syntaxError turns the YAML library's error about data into an Error with
+// its line.
+func syntaxError(name string, data []byte, err error) Error {
 	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return Error{File: name, Line: line, Message: m[2]}
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return Error{File: name, Message: strings.TrimPrefix(msg, "yaml: ")}
 	}
-	return Error{File: name, Message: strings.TrimPrefix(msg, "yaml: ")}
+	line, _ := strconv.Atoi(m[1])
+	if l := problemLine(data, m[2]); l > 0 {
+		line = l
+	}
+	return Error{File: name, Line: line, Message: m[2]}
+}
+
+// problemLine returns the line of data where the YAML library finds the
+// problem msg, 0 if it cannot tell. The library's own line is often that
+// of the mapping the problem is in (an indentation mistake on line 4 is
+// "line 1: did not find expected key"), and it exposes no other. The
+// first lines of data read without msg up to the line with the mistake,
+// and with it from there on: the line is found by bisection.
+func problemLine(data []byte, msg string) int {
+	var ends []int // ends[i] is the end of line i+1, its newline included
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	if len(ends) == 0 || ends[len(ends)-1] != len(data) {
+		ends = append(ends, len(data))
+	}
+	fails := func(lines int) bool {
+		m := yamlLine.FindStringSubmatch(fmt.Sprint(decodeAll(data[:ends[lines-1]])))
+		return m != nil && m[2] == msg
+	}
+	i := sort.Search(len(ends), func(i int) bool { return fails(i + 1) })
+	if i == len(ends) {
+		return 0
+	}
+	return i + 1
+}
+
+// decodeAll reads every document of data and returns the first error.
+func decodeAll(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 type decoder struct {
 	name   string
 	lines  map[string]int
 	errs   Errors
+	bad    map[string]bool
 	budget int
 }
 
 func (d *decoder) fail(line int, field, msg string) {
 	d.errs = append(d.errs, Error{File: d.name, Line: line, Field: field, Message: msg})
+}
+
+// failValue reports that the value of field could not be decoded.
+func (d *decoder) failValue(n *yaml.Node, field, msg string) {
+	d.fail(n.Line, field, msg)
+	d.bad[field] = true
 }
 
 // spend counts a node against the budget and reports whether it may be read.
@@ -211,7 +286,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 	case timeType:
 		t, err := time.Parse(time.RFC3339, n.Value)
 		if n.Kind != yaml.ScalarNode || err != nil {
-			d.fail(n.Line, field, "must be an RFC 3339 time, e.g. 2027-01-01T00:00:00Z, got "+describe(n))
+			d.failValue(n, field, "must be an RFC 3339 time, e.g. 2027-01-01T00:00:00Z, got "+describe(n))
 			return
 		}
 		v.Set(reflect.ValueOf(t))
@@ -235,7 +310,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 			return
 		}
 		if n.Kind != yaml.SequenceNode {
-			d.fail(n.Line, field, "must be a list, got "+describe(n))
+			d.failValue(n, field, "must be a list, got "+describe(n))
 			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
@@ -247,14 +322,14 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 		v.Set(s)
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode || isNull(n) {
-			d.fail(n.Line, field, "must be a string, got "+describe(n))
+			d.failValue(n, field, "must be a string, got "+describe(n))
 			return
 		}
 		v.SetString(n.Value)
 	case reflect.Int64:
 		var i int64
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&i) != nil {
-			d.fail(n.Line, field, "must be an integer, got "+describe(n))
+			d.failValue(n, field, "must be an integer, got "+describe(n))
 			return
 		}
 		v.SetInt(i)
@@ -267,7 +342,7 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 // that are not scalars and duplicate keys, and calls fn for the others.
 func (d *decoder) keys(field string, n *yaml.Node, fn func(key *yaml.Node, child string, value *yaml.Node)) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n.Line, field, "must be a mapping, got "+describe(n))
+		d.failValue(n, field, "must be a mapping, got "+describe(n))
 		return
 	}
 	seen := make(map[string]int, len(n.Content)/2)

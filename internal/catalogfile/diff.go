@@ -3,6 +3,7 @@ package catalogfile
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -170,6 +171,21 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 	for k := KindOverride; k >= KindMetric; k-- {
 		out = append(out, deletes[k]...)
 	}
+	return out
+}
+
+// Unpruned returns what Diff with prune would delete and without it
+// leaves alone: what the server holds, in the sections want has, that want
+// does not name. They are in the order they would be created.
+func Unpruned(want, have *Catalog) []Ref {
+	var out []Ref
+	for _, c := range Diff(want, have, nil, true) {
+		if c.Op == Delete {
+			out = append(out, c.Ref)
+		}
+	}
+	// Diff deletes kinds in the reverse of their order.
+	slices.SortStableFunc(out, func(a, b Ref) int { return int(a.Kind) - int(b.Kind) })
 	return out
 }
 

@@ -93,8 +93,12 @@ func TestPrintedPlan(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			changes := Diff(w, h, etags, prune)
+			var kept []Ref
+			if !prune {
+				kept = Unpruned(w, h)
+			}
 			var b bytes.Buffer
-			if err := Print(&b, changes); err != nil {
+			if err := Print(&b, changes, kept); err != nil {
 				t.Fatal(err)
 			}
 			checkGolden(t, name, b.String())
@@ -185,7 +189,7 @@ customers:
 	}
 	if changes := Diff(mustCatalog(t, file, h), h, nil, true); len(changes) != 0 {
 		var b bytes.Buffer
-		Print(&b, changes)
+		Print(&b, changes, nil)
 		t.Errorf("changes:\n%s", b.String())
 	}
 }
@@ -241,7 +245,7 @@ func TestReadmeCatalog(t *testing.T) {
 	shown := mustCatalog(t, string(m[1]), &Catalog{})
 	if changes := Diff(shown, example, nil, true); len(changes) != 0 {
 		var b bytes.Buffer
-		Print(&b, changes)
+		Print(&b, changes, nil)
 		t.Errorf("README's catalog differs from examples/catalog.yaml:\n%s", b.String())
 	}
 }

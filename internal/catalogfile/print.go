@@ -6,20 +6,48 @@ import (
 )
 
 // Print writes changes as a plan a person can review, one line per
-// resource and one more per field an update changes:
+// resource and one more per field an update changes (- for a delete), then
+// kept: what the server holds that the file does not name and that apply,
+// without prune, leaves alone (see Unpruned):
 //
-//   - metric api_calls
-//     ~ plan pro
-//     limits[api_calls/day].limit: 100000 → 200000
+//	~ metric api_calls
+//	    capacity.day: 10000000 → 20000000
+//	+ plan team
 //
-//   - customer old
-//
-//     1 to create, 1 to update, 1 to delete.
+//	1 to create, 1 to update, 0 to delete.
+//	Not in the file, left as they are (--prune would delete them):
+//	    plan free
 //
 // Strings are quoted; (none) is a field that is not set.
-func Print(w io.Writer, changes []Change) error {
+func Print(w io.Writer, changes []Change, kept []Ref) error {
+	if err := printChanges(w, changes, len(kept) > 0); err != nil {
+		return err
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	head := "Not in the file, left as they are (--prune would delete them):"
+	if len(kept) == 1 {
+		head = "Not in the file, left as it is (--prune would delete it):"
+	}
+	if _, err := fmt.Fprintln(w, head); err != nil {
+		return err
+	}
+	for _, r := range kept {
+		if _, err := fmt.Fprintf(w, "    %s\n", r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printChanges(w io.Writer, changes []Change, more bool) error {
 	if len(changes) == 0 {
-		_, err := fmt.Fprintln(w, "No changes: the server matches the file.")
+		msg := "No changes: the server matches the file."
+		if more {
+			msg = "No changes: what the file names matches the server."
+		}
+		_, err := fmt.Fprintln(w, msg)
 		return err
 	}
 	var counts [Delete + 1]int
