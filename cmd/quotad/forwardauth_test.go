@@ -20,7 +20,7 @@ func TestRunRejectsBadForwardAuthConfig(t *testing.T) {
 	tests := []struct {
 		name, path, want string
 	}{
-		{"unknown field", typo, "field costumer not found"},
+		{"unknown field", typo, `line 2: unknown field "costumer" in headers: want one of customer, metric, cost, api_key`},
 		{"missing file", filepath.Join(dir, "missing.yaml"), "no such file"},
 	}
 	for _, tt := range tests {

@@ -106,6 +106,11 @@ func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, e
 			}
 			db.Close()
 		}
+		if errors.Is(err, store.ErrBadURL) || errors.Is(err, store.ErrRejected) {
+			// Waiting mends a server that is down or starting, not a
+			// wrong URL, database name or password.
+			return nil, fmt.Errorf("connect to database: %w; check --database-url ($QUOTAD_DATABASE_URL)", err)
+		}
 		if !errors.Is(err, tiers.ErrUnavailable) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("connect to database: %w", err)
 		}

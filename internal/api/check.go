@@ -183,7 +183,7 @@ func (s *Server) check(c echo.Context) error {
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return err
+		return aboutCustomer(req.Customer, err)
 	}
 	status := http.StatusOK
 	if !d.Allowed {
@@ -262,7 +262,7 @@ func (s *Server) refund(c echo.Context) error {
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return err
+		return aboutCustomer(req.Customer, err)
 	}
 	usage := toUsageEntries(res.Usage)
 	for i := range usage {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -54,6 +55,24 @@ type apiError struct {
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
+
+// customerError is err, met while serving a request about customer id: a
+// customer_not_found problem then names the id.
+type customerError struct {
+	id  string
+	err error
+}
+
+func (e *customerError) Error() string { return "customer " + e.id + ": " + e.err.Error() }
+func (e *customerError) Unwrap() error { return e.err }
+
+// aboutCustomer wraps err, if any, as met for customer id.
+func aboutCustomer(id string, err error) error {
+	if err == nil || id == "" {
+		return err
+	}
+	return &customerError{id: id, err: err}
+}
 
 func problemf(status int, code, detail string) *apiError {
 	return &apiError{status: status, code: code, detail: detail}
@@ -125,6 +144,10 @@ func toProblem(err error) (Problem, bool) {
 			if errors.Is(err, webhooks.ErrWebhookNotFound) {
 				detail = "no webhook has this id"
 			}
+			var ce *customerError
+			if row.code == codeCustomerNotFound && errors.As(err, &ce) {
+				detail = fmt.Sprintf("no customer has the id %q", ce.id)
+			}
 			if row.code == codeConflict && detail == "" {
 				detail = err.Error()
 			}
@@ -175,7 +198,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	p, known := toProblem(err)
+	// The routes under /v1/customers/:customer are all about that one.
+	p, known := toProblem(aboutCustomer(c.Param("customer"), err))
 	req := c.Request()
 	switch {
 	case errors.Is(err, context.Canceled) && req.Context().Err() != nil:

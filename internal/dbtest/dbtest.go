@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ func ServerURL(t testing.TB) string {
 			return
 		}
 		serverURL, serverErr = startContainer()
+		serverErr = containerError(serverErr)
 	})
 	if serverErr != nil {
 		t.Fatalf("test database: %v", serverErr)
@@ -62,6 +64,16 @@ type dbtestError string
 func (e dbtestError) Error() string { return string(e) }
 
 const errNoDatabaseInCI = dbtestError(EnvURL + " is not set and CI is: database tests need a PostgreSQL server")
+
+// containerError says, when no container could be started, which variable
+// would have let the tests use a server of their own: testcontainers' own
+// message ("rootless Docker not found") does not.
+func containerError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is not set, and no PostgreSQL container could be started (%w): set %s to a PostgreSQL URL such as postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable, or make Docker available", EnvURL, err, EnvURL)
+}
 
 func startContainer() (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

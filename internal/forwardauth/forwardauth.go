@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -121,6 +122,14 @@ func Load(path string) (*Rules, error) {
 // Parse parses rules from YAML. Unknown fields, duplicate keys and more than
 // one document are errors, so that a typo stops quotad at start-up.
 func Parse(data []byte) (*Rules, error) {
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc); err == nil {
+		// yaml's own message names the Go type ("field api_kye not found
+		// in type forwardauth.Headers"), not the file's section.
+		if err := unknownFields(&doc, reflect.TypeOf(File{}), ""); err != nil {
+			return nil, err
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
@@ -132,6 +141,65 @@ func Parse(data []byte) (*Rules, error) {
 		return nil, errors.New("want one YAML document")
 	}
 	return fromFile(f)
+}
+
+// unknownFields returns an error for the first key of n, a node read into
+// a value of type t at path (such as "headers" or "routes[1]"; "" for the
+// top level), that t has no field for: it names the key, its line, the
+// section and the keys allowed there.
+func unknownFields(n *yaml.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := unknownFields(c, t, path); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		if t.Kind() != reflect.Slice {
+			return nil // yaml's decoder reports the type mismatch
+		}
+		for i, c := range n.Content {
+			if err := unknownFields(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	case yaml.MappingNode:
+		if t.Kind() != reflect.Struct {
+			return nil // maps take any key
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := range t.NumField() {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			if name != "" && name != "-" {
+				fields[name] = t.Field(i).Type
+				names = append(names, name)
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			ft, ok := fields[k.Value]
+			if !ok {
+				where := "at the top level"
+				if path != "" {
+					where = "in " + path
+				}
+				return fmt.Errorf("line %d: unknown field %q %s: want one of %s", k.Line, k.Value, where, strings.Join(names, ", "))
+			}
+			sub := k.Value
+			if path != "" {
+				sub = path + "." + k.Value
+			}
+			if err := unknownFields(v, ft, sub); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func fromFile(f File) (*Rules, error) {

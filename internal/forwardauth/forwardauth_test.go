@@ -189,8 +189,9 @@ func TestParseRejects(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{"unknown field", "header:\n  customer: X-C\n", "field header not found"},
-		{"unknown header field", "headers:\n  customr: X-C\n", "field customr not found"},
+		{"unknown field", "header:\n  customer: X-C\n", `line 1: unknown field "header" at the top level: want one of headers, api_keys, routes, unmatched`},
+		{"unknown header field", "headers:\n  customer: X-C\n  api_kye: X-Key\n", `line 3: unknown field "api_kye" in headers: want one of customer, metric, cost, api_key, method, uri`},
+		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost`},
 		{"bad header name", "headers:\n  customer: 'X C'\n", "headers.customer"},
 		{"keys without header", "api_keys:\n  k: acme\n", "headers.api_key"},
 		{"header without keys", "headers:\n  api_key: X-Key\n", "no api_keys"},

@@ -53,11 +53,22 @@ func ServerURL(t testing.TB) string {
 			return
 		}
 		serverURL, serverErr = startContainer()
+		serverErr = containerError(serverErr)
 	})
 	if serverErr != nil {
 		t.Fatalf("test Redis: %v", serverErr)
 	}
 	return serverURL
+}
+
+// containerError says, when no container could be started, which variable
+// would have let the tests use a server of their own: testcontainers' own
+// message ("rootless Docker not found") does not.
+func containerError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is not set, and no Redis container could be started (%w): set %s to a Redis URL such as redis://127.0.0.1:6379/0, or make Docker available", EnvURL, err, EnvURL)
 }
 
 func startContainer() (string, error) {

@@ -59,6 +59,15 @@ func (db *DB) drawHolder() error {
 	return nil
 }
 
+// ErrBadURL is returned by Open and MaxConns for a database URL they
+// cannot read; the error says why, without the password.
+var ErrBadURL = errors.New("invalid database URL")
+
+// ErrRejected is returned by Open, wrapped, when PostgreSQL answers but
+// refuses the connection for a reason that waiting will not fix: the
+// database does not exist, or the user or password is wrong.
+var ErrRejected = errors.New("PostgreSQL refused the connection")
+
 // DefaultMaxConns is the pool size when the URL sets no pool_max_conns.
 // Checks with long windows hold a connection for one short transaction;
 // enough of them in flight lets PostgreSQL commit them in groups.
@@ -82,9 +91,18 @@ func MaxConns(url string, maxConns int) (int, error) {
 // poolConfig parses url into a pool configuration of the size MaxConns
 // documents.
 func poolConfig(url string, maxConns int) (*pgxpool.Config, error) {
+	if i := strings.Index(url, "://"); i >= 0 {
+		// pgx reads any other scheme as a key=value string and says so,
+		// which helps nobody who typed mysql://.
+		switch scheme := url[:i]; scheme {
+		case "postgres", "postgresql":
+		default:
+			return nil, fmt.Errorf("%w: the URL must begin postgres:// or postgresql://, not %s://", ErrBadURL, scheme)
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", errors.New(RedactURL(err.Error())))
+		return nil, fmt.Errorf("%w: %s", ErrBadURL, RedactURL(err.Error()))
 	}
 	switch {
 	case maxConns > 0:
@@ -263,10 +281,29 @@ func mapErr(err error) error {
 			return err
 		}
 	}
+	if pgErr := rejected(err); pgErr != nil {
+		return fmt.Errorf("%w: %s (SQLSTATE %s)", ErrRejected, pgErr.Message, pgErr.Code)
+	}
 	if unreachable(err) {
 		return fmt.Errorf("%w: %s", tiers.ErrUnavailable, RedactURL(err.Error()))
 	}
 	return err
+}
+
+// rejected returns the server's error when err means PostgreSQL refused
+// the connection for good, else nil.
+func rejected(err error) *pgconn.PgError {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return nil
+	}
+	switch pgErr.Code {
+	case "3D000", // invalid_catalog_name: no such database
+		"28000", // invalid_authorization_specification: no pg_hba.conf entry, no such role
+		"28P01": // invalid_password
+		return pgErr
+	}
+	return nil
 }
 
 // unreachable reports whether err means PostgreSQL could not be reached or
@@ -305,28 +342,29 @@ func isCode(err error, code string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == code
 }
 
-// RedactURL hides the password in any postgres URL or key=value DSN inside s.
+// RedactURL hides the password in any URL or key=value DSN inside s.
 func RedactURL(s string) string {
 	out := s
-	for _, scheme := range []string{"postgres://", "postgresql://", "pgx5://"} {
-		for start := 0; ; {
-			i := strings.Index(out[start:], scheme)
-			if i < 0 {
-				break
-			}
-			i += start + len(scheme)
-			end := strings.IndexAny(out[i:], "/? \t\n\"'")
-			if end < 0 {
-				end = len(out) - i
-			}
-			userinfo := out[i : i+end]
-			if at := strings.LastIndexByte(userinfo, '@'); at >= 0 {
-				if colon := strings.IndexByte(userinfo[:at], ':'); colon >= 0 {
-					out = out[:i+colon+1] + "xxxxx" + out[i+at:]
-				}
-			}
-			start = i
+	// Every scheme, not only PostgreSQL's: a URL quotad refuses
+	// (mysql://) is still logged and quoted in errors.
+	const sep = "://"
+	for start := 0; ; {
+		i := strings.Index(out[start:], sep)
+		if i < 0 {
+			break
 		}
+		i += start + len(sep)
+		end := strings.IndexAny(out[i:], "/? \t\n\"'`")
+		if end < 0 {
+			end = len(out) - i
+		}
+		userinfo := out[i : i+end]
+		if at := strings.LastIndexByte(userinfo, '@'); at >= 0 {
+			if colon := strings.IndexByte(userinfo[:at], ':'); colon >= 0 {
+				out = out[:i+colon+1] + "xxxxx" + out[i+at:]
+			}
+		}
+		start = i
 	}
 	if i := strings.Index(out, "password="); i >= 0 {
 		end := strings.IndexAny(out[i:], " \t\n&")

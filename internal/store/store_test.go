@@ -31,3 +31,20 @@ func TestMaxConns(t *testing.T) {
 		t.Errorf("MaxConns accepted pool_max_conns=many")
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"postgres", "postgres://u:pw@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgresql", "cannot parse `postgresql://u:pw@h:1/db`: x", "cannot parse `postgresql://u:xxxxx@h:1/db`: x"},
+		{"another scheme", "mysql://root:pw@127.0.0.1/x", "mysql://root:xxxxx@127.0.0.1/x"},
+		{"no password", "postgres://u@h/db", "postgres://u@h/db"},
+		{"key=value", "host=h password=pw user=u", "host=h password=xxxxx user=u"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RedactURL(tt.in); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
