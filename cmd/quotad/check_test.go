@@ -233,8 +233,9 @@ func TestCheckHTTPContract(t *testing.T) {
 	if ans.Limits[0].State != "ok" || ans.Limits[1].State != "exceeded" || ans.Limits[1].Used != 4 {
 		t.Errorf("denied windows = %+v", ans.Limits)
 	}
-	if got, want := r.Header.Get("RateLimit"), `"api_calls/day";r=0;t=`+strconv.FormatInt(*ans.RetryAfter, 10); got != want {
-		t.Errorf("RateLimit on 429 = %q, want %q (t equal to Retry-After)", got, want)
+	if got, want := r.Header.Get("RateLimit"), `"api_calls/day";r=`+strconv.FormatInt(ans.Limits[1].Remaining, 10)+
+		`;t=`+strconv.FormatInt(*ans.RetryAfter, 10); got != want || ans.Limits[1].Remaining != 6 {
+		t.Errorf("RateLimit on 429 = %q, want %q (r the body's remaining, 6; t equal to Retry-After)", got, want)
 	}
 
 	r, ans = s.check(`{"customer":"acme","metric":"api_calls","cost":11}`)

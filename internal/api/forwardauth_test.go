@@ -81,8 +81,8 @@ routes:
 			wantCheck: &quota.Request{Customer: "acme", Metric: "api_calls", Cost: 2}},
 		{name: "denied", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "6"}, want: 429,
-			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After
-				"RateLimit": `"api_calls/minute";r=0;t=12`, "Content-Type": contentTypeProblemJSON},
+			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After; r the 5 left
+				"RateLimit": `"api_calls/minute";r=5;t=12`, "Content-Type": contentTypeProblemJSON},
 			wantCode: codeQuotaExceeded},
 		{name: "never passes", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "101"}, want: 429,

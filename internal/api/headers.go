@@ -70,25 +70,22 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 
 // rateLimitState returns the RateLimit header's r and t for window w of
 // decision d: the units left, and the seconds until quota is restored
-// enough. For the window that denied a check that can pass later, nothing
-// is left and t is the answer's Retry-After, when the same check could
-// pass: one wait, not two. Otherwise t is the seconds until the window
-// resets (its reset_at, counted from now, rounded up): when a denial can
-// never pass, and on an allowed answer, whose next check's cost is not
-// known, the time by which the window's count is back to zero.
+// enough. r is always the window's remaining, as the body says it: a
+// denied check of cost 5 with 1 unit left leaves 1, which a check of cost
+// 1 may still take. For the window that denied a check that can pass
+// later, t is the answer's Retry-After, when the same check could pass:
+// one wait, not two. Otherwise t is the seconds until the window resets
+// (its reset_at, counted from now, rounded up): when a denial can never
+// pass, and on an allowed answer, whose next check's cost is not known,
+// the time by which the window's count is back to zero.
 func rateLimitState(d *quota.Decision, w quota.WindowResult, now time.Time) (remaining, reset int64) {
-	if !d.Allowed && w.State == quota.StateExceeded {
-		if !d.Never {
-			return 0, d.RetryAfter
-		}
-		remaining = 0
-	} else {
-		remaining = w.Remaining
+	if !d.Allowed && w.State == quota.StateExceeded && !d.Never {
+		return w.Remaining, d.RetryAfter
 	}
 	if until := w.ResetAt.Sub(now); until > 0 {
 		reset = int64((until + time.Second - 1) / time.Second)
 	}
-	return remaining, reset
+	return w.Remaining, reset
 }
 
 // appendRateLimitID appends the quoted "metric/window" that names a

@@ -27,11 +27,8 @@ func headersWithSet(d quota.Decision, now time.Time) http.Header {
 			reset = int64((until + time.Second - 1) / time.Second)
 		}
 		remaining := w.Remaining
-		if !d.Allowed && w.State == quota.StateExceeded {
-			remaining = 0
-			if !d.Never {
-				reset = d.RetryAfter
-			}
+		if !d.Allowed && w.State == quota.StateExceeded && !d.Never {
+			reset = d.RetryAfter
 		}
 		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
 	}
@@ -112,6 +109,8 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 		ResetAt: now.Add(55 * time.Second), State: quota.StateExceeded, Length: time.Minute}
 	used := minute
 	used.State = quota.StateOK // allowed, the last unit taken
+	few := minute              // 1 left, a check of cost 5 denied
+	few.Used, few.Remaining = 2, 1
 	day := quota.WindowResult{Window: tiers.Day, Mode: tiers.Hard, Limit: 100, Used: 10, Remaining: 90,
 		ResetAt: now.Add(10 * time.Hour), State: quota.StateOK, Length: 24 * time.Hour}
 	tests := []struct {
@@ -129,6 +128,9 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 		{"allowed, nothing left: t is the reset",
 			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{used, day}},
 			`"emails/minute";r=0;t=55`, ""},
+		{"denied with units left: r is what remains",
+			quota.Decision{Metric: "emails", Cost: 5, RetryAfter: 20, Limits: []quota.WindowResult{few, day}},
+			`"emails/minute";r=1;t=20`, "20"},
 		{"allowed, units left: t is the reset",
 			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{day}},
 			`"emails/day";r=90;t=36000`, ""},
