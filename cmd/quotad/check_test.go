@@ -216,8 +216,9 @@ func TestCheckHTTPContract(t *testing.T) {
 	if r.Status != 200 || !ans.Allowed || ans.RetryAfter == nil || *ans.RetryAfter != 0 {
 		t.Fatalf("allowed check: %d %s", r.Status, r.Body)
 	}
-	if got := r.Header.Get("RateLimit-Policy"); got != `"api_calls/day";q=10;w=86400` {
-		t.Errorf("RateLimit-Policy = %q", got)
+	const policy = `"api_calls/minute";q=1000;w=60, "api_calls/day";q=10;w=86400`
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy = %q, want %q", got, policy)
 	}
 	if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"api_calls/day";r=6;t=`) {
 		t.Errorf("RateLimit = %q", got)
@@ -229,6 +230,9 @@ func TestCheckHTTPContract(t *testing.T) {
 	}
 	if got := r.Header.Get("Retry-After"); got != strconv.FormatInt(*ans.RetryAfter, 10) {
 		t.Errorf("Retry-After = %q, body retry_after = %d", got, *ans.RetryAfter)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy on 429 = %q, want %q (the same policy)", got, policy)
 	}
 	if ans.Limits[0].State != "ok" || ans.Limits[1].State != "exceeded" || ans.Limits[1].Used != 4 {
 		t.Errorf("denied windows = %+v", ans.Limits)

@@ -25,23 +25,25 @@ const (
 
 // setCheckHeaders sets the headers of a check's answer, as Header.Set
 // would, with one allocation for the values and one for their slices:
-// Content-Type; RateLimit-Policy and RateLimit (IETF httpapi ratelimit
-// headers) for the most constraining window, if any (see rateLimitState);
-// and Retry-After for a denial that can pass later.
+// Content-Type; RateLimit-Policy (IETF httpapi ratelimit headers) listing
+// every window of the check, in the order of its limits, so that a
+// customer's policy on a metric reads the same on every answer; RateLimit
+// for the most constraining window, if any (see rateLimitState); and
+// Retry-After for a denial that can pass later.
 func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	var buf [256]byte
 	b := buf[:0]
 	w, limited := mostConstraining(d.Limits)
 	var policyEnd, limitEnd int
 	if limited {
-		b = appendRateLimitID(b, d.Metric, w.Window)
-		idEnd := len(b)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, w.Limit, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, int64(w.Length/time.Second), 10)
+		for i := range d.Limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendRateLimitPolicy(b, d.Metric, &d.Limits[i])
+		}
 		policyEnd = len(b)
-		b = append(b, b[:idEnd]...)
+		b = appendRateLimitID(b, d.Metric, w.Window)
 		remaining, reset := rateLimitState(d, w, now)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, remaining, 10)
@@ -66,6 +68,16 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 		values[3] = s[limitEnd:]
 		h[headerRetryAfter] = values[3:4:4]
 	}
+}
+
+// appendRateLimitPolicy appends window w's item of RateLimit-Policy: its
+// name, q its limit and w its length in seconds.
+func appendRateLimitPolicy(b []byte, metric string, w *quota.WindowResult) []byte {
+	b = appendRateLimitID(b, metric, w.Window)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, w.Limit, 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, int64(w.Length/time.Second), 10)
 }
 
 // rateLimitState returns the RateLimit header's r and t for window w of
