@@ -246,6 +246,20 @@ func TestCheckHTTPContract(t *testing.T) {
 	if r.Status != http.StatusTooManyRequests || ans.RetryAfter != nil || r.Header.Get("Retry-After") != "" {
 		t.Errorf("a check that can never pass: %d %s Retry-After=%q", r.Status, r.Body, r.Header.Get("Retry-After"))
 	}
+	// The cost_exceeds_limit 429: the check answer with a code and a detail
+	// naming the window and its limit, no Retry-After and no RateLimit,
+	// whose t would invite a retry; the policy as on every answer.
+	never := r.JSON(t)
+	if never["code"] != "cost_exceeds_limit" || never["detail"] != "a cost of 11 can never pass the api_calls/day limit of 10; do not retry" ||
+		never["allowed"] != false || len(ans.Limits) != 2 {
+		t.Errorf("a check that can never pass: %s", r.Body)
+	}
+	if got := r.Header.Get("RateLimit"); got != "" {
+		t.Errorf("RateLimit on a check that can never pass = %q, want none", got)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy on a check that can never pass = %q, want %q", got, policy)
+	}
 	r, ans = s.check(`{"customer":"acme","metric":"exports","cost":5}`)
 	if r.Status != 200 || len(ans.Limits) != 0 || r.Header.Get("RateLimit") != "" {
 		t.Errorf("metric without limits: %d %s", r.Status, r.Body)

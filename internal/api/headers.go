@@ -28,12 +28,16 @@ const (
 // Content-Type; RateLimit-Policy (IETF httpapi ratelimit headers) listing
 // every window of the check, in the order of its limits, so that a
 // customer's policy on a metric reads the same on every answer; RateLimit
-// for the most constraining window, if any (see rateLimitState); and
-// Retry-After for a denial that can pass later.
+// for the most constraining window, if any (see rateLimitState), unless
+// the check can never pass; and Retry-After for a denial that can pass
+// later.
 func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	var buf [256]byte
 	b := buf[:0]
 	w, limited := mostConstraining(d.Limits)
+	// A check that can never pass gets no RateLimit: its t would invite
+	// the client to retry what no wait lets through.
+	state := limited && (d.Allowed || !d.Never)
 	var policyEnd, limitEnd int
 	if limited {
 		for i := range d.Limits {
@@ -43,12 +47,14 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 			b = appendRateLimitPolicy(b, d.Metric, &d.Limits[i])
 		}
 		policyEnd = len(b)
-		b = appendRateLimitID(b, d.Metric, w.Window)
-		remaining, reset := rateLimitState(d, w, now)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, reset, 10)
+		if state {
+			b = appendRateLimitID(b, d.Metric, w.Window)
+			remaining, reset := rateLimitState(d, w, now)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, reset, 10)
+		}
 		limitEnd = len(b)
 	}
 	retry := !d.Allowed && !d.Never
@@ -62,7 +68,9 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	if limited {
 		values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd]
 		h[headerRateLimitPolicy] = values[1:2:2]
-		h[headerRateLimit] = values[2:3:3]
+		if state {
+			h[headerRateLimit] = values[2:3:3]
+		}
 	}
 	if retry {
 		values[3] = s[limitEnd:]
@@ -82,7 +90,7 @@ func appendRateLimitPolicy(b []byte, metric string, w *quota.WindowResult) []byt
 
 // rateLimitState returns the RateLimit header's r and t for window w of
 // decision d: the units left, and the seconds until quota is restored
-// enough. r is always the window's remaining, as the body says it: a
+// enough (a check that can never pass has no RateLimit). r is always the window's remaining, as the body says it: a
 // denied check of cost 5 with 1 unit left leaves 1, which a check of cost
 // 1 may still take. For the window that denied a check that can pass
 // later, t is the answer's Retry-After, when the same check could pass:

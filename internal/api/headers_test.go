@@ -35,7 +35,9 @@ func headersWithSet(d quota.Decision, now time.Time) http.Header {
 		if !d.Allowed && w.State == quota.StateExceeded && !d.Never {
 			reset = d.RetryAfter
 		}
-		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+		if d.Allowed || !d.Never {
+			h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+		}
 	}
 	if !d.Allowed && !d.Never {
 		h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
@@ -127,9 +129,9 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 		{"denied: t is Retry-After",
 			quota.Decision{Metric: "emails", RetryAfter: 15, Limits: []quota.WindowResult{minute, day}},
 			`"emails/minute";r=0;t=15`, "15"},
-		{"denied, never passes: t is the reset",
+		{"denied, never passes: no RateLimit, no Retry-After",
 			quota.Decision{Metric: "emails", Never: true, Limits: []quota.WindowResult{minute}},
-			`"emails/minute";r=0;t=55`, ""},
+			"", ""},
 		{"allowed, nothing left: t is the reset",
 			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{used, day}},
 			`"emails/minute";r=0;t=55`, ""},
