@@ -158,6 +158,12 @@ routes:
 				if tt.wantCode != "" && p.Code != tt.wantCode {
 					t.Errorf("code %q, want %q", p.Code, tt.wantCode)
 				}
+				// One wording of a 429 with every gateway: the nginx block of
+				// docs/gateways.md and the Go client's middleware write it too.
+				if want := "the customer's limit on this metric is reached; retry after 12 s"; tt.method != http.MethodHead &&
+					p.Code == codeQuotaExceeded && p.Detail != want {
+					t.Errorf("detail %q, want %q", p.Detail, want)
+				}
 				if tt.wantField != "" && (len(p.Errors) != 1 || p.Errors[0].Field != tt.wantField) {
 					t.Errorf("errors %+v, want one on %s", p.Errors, tt.wantField)
 				}
