@@ -229,8 +229,9 @@ type CheckResult struct {
 	Detail string `json:"detail,omitempty"`
 
 	// RateLimit and RateLimitPolicy are quotad's headers of the same
-	// names, for the most constraining window; empty when no limit
-	// applies.
+	// names: RateLimit for the most constraining window (absent when the
+	// check can never pass), RateLimitPolicy listing every window of the
+	// check; empty when no limit applies.
 	RateLimit       string `json:"-"`
 	RateLimitPolicy string `json:"-"`
 }
