@@ -311,7 +311,8 @@ func TestBadBaseURL(t *testing.T) {
 func TestMiddleware(t *testing.T) {
 	allowedBody := `{"allowed":true,"customer":"acme","metric":"api_calls","cost":3,"retry_after":0,"limits":[]}`
 	deniedBody := `{"allowed":false,"customer":"acme","metric":"api_calls","cost":3,"retry_after":5,"limits":[]}`
-	neverBody := `{"allowed":false,"customer":"acme","metric":"api_calls","cost":3,"retry_after":null,"limits":[]}`
+	neverBody := `{"allowed":false,"customer":"acme","metric":"api_calls","cost":3,"retry_after":null,"limits":[],` +
+		`"code":"cost_exceeds_limit","detail":"a cost of 3 can never pass the api_calls/second limit of 2; do not retry"}`
 	// quotad answers status with body; status 0 waits until the request
 	// is cancelled (a quotad too slow to answer).
 	type answer struct {
@@ -326,14 +327,17 @@ func TestMiddleware(t *testing.T) {
 		customer   string
 		wantStatus int
 		wantCode   string // the problem's code, if the middleware answered
+		wantDetail string // and its detail, if set
 		wantHeader map[string]string
 		wantErrors int // calls of OnError
 	}{
 		{name: "allowed", quotad: answer{200, allowedBody}, customer: "acme", wantStatus: 200,
 			wantHeader: map[string]string{"RateLimit": `"api_calls/second";r=7;t=1`, "RateLimit-Policy": `"api_calls/second";q=10;w=1`, "Retry-After": ""}},
 		{name: "denied", quotad: answer{429, deniedBody}, customer: "acme", wantStatus: 429, wantCode: "quota_exceeded",
+			wantDetail: "the customer's limit on this metric is reached; retry after 5 s",
 			wantHeader: map[string]string{"Retry-After": "5", "RateLimit": `"api_calls/second";r=7;t=1`, "RateLimit-Policy": `"api_calls/second";q=10;w=1`}},
-		{name: "denied for good", quotad: answer{429, neverBody}, customer: "acme", wantStatus: 429, wantCode: "quota_exceeded",
+		{name: "denied for good", quotad: answer{429, neverBody}, customer: "acme", wantStatus: 429, wantCode: "cost_exceeds_limit",
+			wantDetail: "a cost of 3 can never pass the api_calls/second limit of 2; do not retry",
 			wantHeader: map[string]string{"Retry-After": ""}},
 		{name: "unknown customer", quotad: answer{404, `{"type":"urn:quotad:problem:customer_not_found","title":"Not Found","status":404,"code":"customer_not_found"}`},
 			customer: "acme", wantStatus: 403, wantCode: "forbidden", wantErrors: 1},
@@ -426,6 +430,9 @@ func TestMiddleware(t *testing.T) {
 				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Code != tt.wantCode || p.Status != tt.wantStatus ||
 					p.Type != "urn:quotad:problem:"+tt.wantCode {
 					t.Errorf("body = %s (%v), want a problem with code %s and status %d", rec.Body, err, tt.wantCode, tt.wantStatus)
+				}
+				if tt.wantDetail != "" && p.Detail != tt.wantDetail {
+					t.Errorf("detail = %q, want %q", p.Detail, tt.wantDetail)
 				}
 			}
 			for k, want := range tt.wantHeader {

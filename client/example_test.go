@@ -82,7 +82,7 @@ func ExampleClient_Middleware() {
 	// hello
 	// 429 RateLimit: "api_calls/minute";r=0;t=42
 	// Retry-After: 42
-	// {"type":"urn:quotad:problem:quota_exceeded","title":"Too Many Requests","status":429,"detail":"the quota of api_calls is used up; retry after 42 s","code":"quota_exceeded"}
+	// {"type":"urn:quotad:problem:quota_exceeded","title":"Too Many Requests","status":429,"detail":"the customer's limit on this metric is reached; retry after 42 s","code":"quota_exceeded"}
 }
 
 func ExampleClient_Customers() {

@@ -69,7 +69,8 @@ func StaticCost(n int64) func(*http.Request) int64 {
 //
 //   - allowed: the handler runs, its answer carrying quotad's RateLimit and
 //     RateLimit-Policy headers;
-//   - denied: answered 429 with a problem document (code quota_exceeded),
+//   - denied: answered 429 with a problem document (code quota_exceeded,
+//     or cost_exceeds_limit when the check can never pass),
 //     Retry-After (unless the check can never pass) and the RateLimit
 //     headers; the handler does not run;
 //   - quotad refuses the check itself (a 4xx: an unknown customer, an
@@ -138,12 +139,20 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 				next.ServeHTTP(w, r)
 				return
 			}
-			detail := "the quota of " + res.Metric + " is used up"
-			if res.RetryAfter != nil {
-				h.Set("Retry-After", strconv.FormatInt(*res.RetryAfter, 10))
-				detail += "; retry after " + strconv.FormatInt(*res.RetryAfter, 10) + " s"
+			// The wording of quotad's forward-auth 429s, which Caddy, Traefik
+			// and Envoy pass on, and of the nginx block of docs/gateways.md.
+			if res.RetryAfter == nil {
+				detail := res.Detail
+				if detail == "" {
+					detail = "this cost can never pass the customer's limit on this metric; do not retry"
+				}
+				writeProblem(w, http.StatusTooManyRequests, "cost_exceeds_limit", detail)
+				return
 			}
-			writeProblem(w, http.StatusTooManyRequests, "quota_exceeded", detail)
+			retry := strconv.FormatInt(*res.RetryAfter, 10)
+			h.Set("Retry-After", retry)
+			writeProblem(w, http.StatusTooManyRequests, "quota_exceeded",
+				"the customer's limit on this metric is reached; retry after "+retry+" s")
 		})
 	}
 }

@@ -222,10 +222,16 @@ type CheckResult struct {
 	// Degraded: quotad answered without a shared store it could not reach.
 	Degraded bool         `json:"degraded"`
 	Limits   []CheckLimit `json:"limits"`
+	// Code and Detail are set on a 429 that can never pass (RetryAfter
+	// nil): Code is "cost_exceeds_limit", Detail names the window and its
+	// limit.
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
 
 	// RateLimit and RateLimitPolicy are quotad's headers of the same
-	// names, for the most constraining window; empty when no limit
-	// applies.
+	// names: RateLimit for the most constraining window (absent when the
+	// check can never pass), RateLimitPolicy listing every window of the
+	// check; empty when no limit applies.
 	RateLimit       string `json:"-"`
 	RateLimitPolicy string `json:"-"`
 }

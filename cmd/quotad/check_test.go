@@ -216,8 +216,9 @@ func TestCheckHTTPContract(t *testing.T) {
 	if r.Status != 200 || !ans.Allowed || ans.RetryAfter == nil || *ans.RetryAfter != 0 {
 		t.Fatalf("allowed check: %d %s", r.Status, r.Body)
 	}
-	if got := r.Header.Get("RateLimit-Policy"); got != `"api_calls/day";q=10;w=86400` {
-		t.Errorf("RateLimit-Policy = %q", got)
+	const policy = `"api_calls/minute";q=1000;w=60, "api_calls/day";q=10;w=86400`
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy = %q, want %q", got, policy)
 	}
 	if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"api_calls/day";r=6;t=`) {
 		t.Errorf("RateLimit = %q", got)
@@ -230,16 +231,34 @@ func TestCheckHTTPContract(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got != strconv.FormatInt(*ans.RetryAfter, 10) {
 		t.Errorf("Retry-After = %q, body retry_after = %d", got, *ans.RetryAfter)
 	}
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy on 429 = %q, want %q (the same policy)", got, policy)
+	}
 	if ans.Limits[0].State != "ok" || ans.Limits[1].State != "exceeded" || ans.Limits[1].Used != 4 {
 		t.Errorf("denied windows = %+v", ans.Limits)
 	}
-	if got, want := r.Header.Get("RateLimit"), `"api_calls/day";r=0;t=`+strconv.FormatInt(*ans.RetryAfter, 10); got != want {
-		t.Errorf("RateLimit on 429 = %q, want %q (t equal to Retry-After)", got, want)
+	if got, want := r.Header.Get("RateLimit"), `"api_calls/day";r=`+strconv.FormatInt(ans.Limits[1].Remaining, 10)+
+		`;t=`+strconv.FormatInt(*ans.RetryAfter, 10); got != want || ans.Limits[1].Remaining != 6 {
+		t.Errorf("RateLimit on 429 = %q, want %q (r the body's remaining, 6; t equal to Retry-After)", got, want)
 	}
 
 	r, ans = s.check(`{"customer":"acme","metric":"api_calls","cost":11}`)
 	if r.Status != http.StatusTooManyRequests || ans.RetryAfter != nil || r.Header.Get("Retry-After") != "" {
 		t.Errorf("a check that can never pass: %d %s Retry-After=%q", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	// The cost_exceeds_limit 429: the check answer with a code and a detail
+	// naming the window and its limit, no Retry-After and no RateLimit,
+	// whose t would invite a retry; the policy as on every answer.
+	never := r.JSON(t)
+	if never["code"] != "cost_exceeds_limit" || never["detail"] != "a cost of 11 can never pass the api_calls/day limit of 10; do not retry" ||
+		never["allowed"] != false || len(ans.Limits) != 2 {
+		t.Errorf("a check that can never pass: %s", r.Body)
+	}
+	if got := r.Header.Get("RateLimit"); got != "" {
+		t.Errorf("RateLimit on a check that can never pass = %q, want none", got)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("RateLimit-Policy on a check that can never pass = %q, want %q", got, policy)
 	}
 	r, ans = s.check(`{"customer":"acme","metric":"exports","cost":5}`)
 	if r.Status != 200 || len(ans.Limits) != 0 || r.Header.Get("RateLimit") != "" {

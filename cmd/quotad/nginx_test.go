@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -348,6 +349,13 @@ routes:
 			}
 			if problemCode(r) != "quota_exceeded" {
 				t.Errorf("%s: body %s, want a quota_exceeded problem", st.name, r.Body)
+			}
+			// The wording of quotad's forward-auth 429 (which Caddy passes
+			// on) and of the Go client's middleware.
+			var p struct{ Detail string }
+			_ = json.Unmarshal(r.Body, &p)
+			if want := "the customer's limit on this metric is reached; retry after " + r.Header.Get("Retry-After") + " s"; p.Detail != want {
+				t.Errorf("%s: detail %q, want %q", st.name, p.Detail, want)
 			}
 		}
 	}

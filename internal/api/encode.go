@@ -81,7 +81,43 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		b = appendJSONString(b, string(w.State))
 		b = append(b, '}')
 	}
-	return append(b, "]}\n"...), true
+	b = append(b, ']')
+	if !d.Allowed && d.Never {
+		b = append(b, `,"code":"`+codeCostExceedsLimit+`","detail":`...)
+		b = appendJSONString(b, neverDetail(d))
+	}
+	return append(b, "}\n"...), true
+}
+
+// codeCostExceedsLimit is the code of a check that can never pass: its
+// cost is above a window's threshold, or the limit is 0.
+const codeCostExceedsLimit = "cost_exceeds_limit"
+
+// neverDetail is the detail of a check that can never pass, naming the
+// window that refuses it and its limit: the first denying window whose
+// limit is below the cost (above a soft limit's threshold too), else the
+// first denying window (a token bucket's burst below the cost).
+func neverDetail(d *quota.Decision) string {
+	var w *quota.WindowResult
+	for i := range d.Limits {
+		l := &d.Limits[i]
+		if l.State != quota.StateExceeded {
+			continue
+		}
+		if w == nil {
+			w = l
+		}
+		if d.Cost > l.Limit {
+			w = l
+			break
+		}
+	}
+	cost := strconv.FormatInt(d.Cost, 10)
+	if w == nil {
+		return "a cost of " + cost + " can never pass the customer's limits on " + d.Metric + "; do not retry"
+	}
+	return "a cost of " + cost + " can never pass the " + d.Metric + "/" + w.Window.String() +
+		" limit of " + strconv.FormatInt(w.Limit, 10) + "; do not retry"
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339

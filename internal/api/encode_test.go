@@ -21,6 +21,9 @@ type checkResponse struct {
 	RetryAfter *int64        `json:"retry_after"`
 	Degraded   bool          `json:"degraded"`
 	Limits     []windowState `json:"limits"`
+	// Code and Detail are set when the check can never pass.
+	Code   string `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 type windowState struct {
@@ -43,6 +46,9 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	if !d.Never {
 		ra := d.RetryAfter
 		resp.RetryAfter = &ra
+	}
+	if !d.Allowed && d.Never {
+		resp.Code, resp.Detail = codeCostExceedsLimit, neverDetail(&d)
 	}
 	for i, w := range d.Limits {
 		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,

@@ -69,11 +69,11 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	if d.Allowed {
 		return c.NoContent(http.StatusOK)
 	}
-	detail := "the customer's limit on this metric is reached; retry after " + strconv.FormatInt(d.RetryAfter, 10) + " s"
+	code, detail := codeQuotaExceeded, "the customer's limit on this metric is reached; retry after "+strconv.FormatInt(d.RetryAfter, 10)+" s"
 	if d.Never {
-		detail = "this cost can never pass the customer's limit on this metric"
+		code, detail = codeCostExceedsLimit, neverDetail(&d)
 	}
-	writeProblem(c, newProblem(http.StatusTooManyRequests, codeQuotaExceeded, detail, nil))
+	writeProblem(c, newProblem(http.StatusTooManyRequests, code, detail, nil))
 	return nil
 }
 

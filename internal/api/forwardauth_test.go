@@ -81,13 +81,13 @@ routes:
 			wantCheck: &quota.Request{Customer: "acme", Metric: "api_calls", Cost: 2}},
 		{name: "denied", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "6"}, want: 429,
-			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After
-				"RateLimit": `"api_calls/minute";r=0;t=12`, "Content-Type": contentTypeProblemJSON},
+			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After; r the 5 left
+				"RateLimit": `"api_calls/minute";r=5;t=12`, "Content-Type": contentTypeProblemJSON},
 			wantCode: codeQuotaExceeded},
 		{name: "never passes", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "101"}, want: 429,
-			wantHeader: map[string]string{"Retry-After": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`},
-			wantCode:   codeQuotaExceeded},
+			wantHeader: map[string]string{"Retry-After": "", "RateLimit": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`},
+			wantCode:   codeCostExceedsLimit},
 		{name: "no customer", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Metric", "api_calls"}, want: 400, wantCode: codeValidation, wantField: "X-Quotad-Customer"},
 		{name: "bad customer names its header", srv: headerRules, method: "GET", path: "/v1/forward-auth",
@@ -157,6 +157,12 @@ routes:
 				}
 				if tt.wantCode != "" && p.Code != tt.wantCode {
 					t.Errorf("code %q, want %q", p.Code, tt.wantCode)
+				}
+				// One wording of a 429 with every gateway: the nginx block of
+				// docs/gateways.md and the Go client's middleware write it too.
+				if want := "the customer's limit on this metric is reached; retry after 12 s"; tt.method != http.MethodHead &&
+					p.Code == codeQuotaExceeded && p.Detail != want {
+					t.Errorf("detail %q, want %q", p.Detail, want)
 				}
 				if tt.wantField != "" && (len(p.Errors) != 1 || p.Errors[0].Field != tt.wantField) {
 					t.Errorf("errors %+v, want one on %s", p.Errors, tt.wantField)

@@ -25,28 +25,36 @@ const (
 
 // setCheckHeaders sets the headers of a check's answer, as Header.Set
 // would, with one allocation for the values and one for their slices:
-// Content-Type; RateLimit-Policy and RateLimit (IETF httpapi ratelimit
-// headers) for the most constraining window, if any (see rateLimitState);
-// and Retry-After for a denial that can pass later.
+// Content-Type; RateLimit-Policy (IETF httpapi ratelimit headers) listing
+// every window of the check, in the order of its limits, so that a
+// customer's policy on a metric reads the same on every answer; RateLimit
+// for the most constraining window, if any (see rateLimitState), unless
+// the check can never pass; and Retry-After for a denial that can pass
+// later.
 func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	var buf [256]byte
 	b := buf[:0]
 	w, limited := mostConstraining(d.Limits)
+	// A check that can never pass gets no RateLimit: its t would invite
+	// the client to retry what no wait lets through.
+	state := limited && (d.Allowed || !d.Never)
 	var policyEnd, limitEnd int
 	if limited {
-		b = appendRateLimitID(b, d.Metric, w.Window)
-		idEnd := len(b)
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, w.Limit, 10)
-		b = append(b, ";w="...)
-		b = strconv.AppendInt(b, int64(w.Length/time.Second), 10)
+		for i := range d.Limits {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = appendRateLimitPolicy(b, d.Metric, &d.Limits[i])
+		}
 		policyEnd = len(b)
-		b = append(b, b[:idEnd]...)
-		remaining, reset := rateLimitState(d, w, now)
-		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, remaining, 10)
-		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, reset, 10)
+		if state {
+			b = appendRateLimitID(b, d.Metric, w.Window)
+			remaining, reset := rateLimitState(d, w, now)
+			b = append(b, ";r="...)
+			b = strconv.AppendInt(b, remaining, 10)
+			b = append(b, ";t="...)
+			b = strconv.AppendInt(b, reset, 10)
+		}
 		limitEnd = len(b)
 	}
 	retry := !d.Allowed && !d.Never
@@ -60,7 +68,9 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	if limited {
 		values[1], values[2] = s[:policyEnd], s[policyEnd:limitEnd]
 		h[headerRateLimitPolicy] = values[1:2:2]
-		h[headerRateLimit] = values[2:3:3]
+		if state {
+			h[headerRateLimit] = values[2:3:3]
+		}
 	}
 	if retry {
 		values[3] = s[limitEnd:]
@@ -68,27 +78,34 @@ func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
 	}
 }
 
+// appendRateLimitPolicy appends window w's item of RateLimit-Policy: its
+// name, q its limit and w its length in seconds.
+func appendRateLimitPolicy(b []byte, metric string, w *quota.WindowResult) []byte {
+	b = appendRateLimitID(b, metric, w.Window)
+	b = append(b, ";q="...)
+	b = strconv.AppendInt(b, w.Limit, 10)
+	b = append(b, ";w="...)
+	return strconv.AppendInt(b, int64(w.Length/time.Second), 10)
+}
+
 // rateLimitState returns the RateLimit header's r and t for window w of
 // decision d: the units left, and the seconds until quota is restored
-// enough. For the window that denied a check that can pass later, nothing
-// is left and t is the answer's Retry-After, when the same check could
-// pass: one wait, not two. Otherwise t is the seconds until the window
-// resets (its reset_at, counted from now, rounded up): when a denial can
-// never pass, and on an allowed answer, whose next check's cost is not
-// known, the time by which the window's count is back to zero.
+// enough (a check that can never pass has no RateLimit). r is always the window's remaining, as the body says it: a
+// denied check of cost 5 with 1 unit left leaves 1, which a check of cost
+// 1 may still take. For the window that denied a check that can pass
+// later, t is the answer's Retry-After, when the same check could pass:
+// one wait, not two. Otherwise t is the seconds until the window resets
+// (its reset_at, counted from now, rounded up): when a denial can never
+// pass, and on an allowed answer, whose next check's cost is not known,
+// the time by which the window's count is back to zero.
 func rateLimitState(d *quota.Decision, w quota.WindowResult, now time.Time) (remaining, reset int64) {
-	if !d.Allowed && w.State == quota.StateExceeded {
-		if !d.Never {
-			return 0, d.RetryAfter
-		}
-		remaining = 0
-	} else {
-		remaining = w.Remaining
+	if !d.Allowed && w.State == quota.StateExceeded && !d.Never {
+		return w.Remaining, d.RetryAfter
 	}
 	if until := w.ResetAt.Sub(now); until > 0 {
 		reset = int64((until + time.Second - 1) / time.Second)
 	}
-	return remaining, reset
+	return w.Remaining, reset
 }
 
 // appendRateLimitID appends the quoted "metric/window" that names a

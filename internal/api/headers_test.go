@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,20 +21,23 @@ func headersWithSet(d quota.Decision, now time.Time) http.Header {
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	if w, ok := mostConstraining(d.Limits); ok {
 		id := strconv.Quote(d.Metric + "/" + w.Window.String())
-		h.Set(headerRateLimitPolicy, id+";q="+strconv.FormatInt(w.Limit, 10)+
-			";w="+strconv.FormatInt(int64(w.Length/time.Second), 10))
+		var policy []string
+		for _, l := range d.Limits {
+			policy = append(policy, strconv.Quote(d.Metric+"/"+l.Window.String())+";q="+strconv.FormatInt(l.Limit, 10)+
+				";w="+strconv.FormatInt(int64(l.Length/time.Second), 10))
+		}
+		h.Set(headerRateLimitPolicy, strings.Join(policy, ", "))
 		reset := int64(0)
 		if until := w.ResetAt.Sub(now); until > 0 {
 			reset = int64((until + time.Second - 1) / time.Second)
 		}
 		remaining := w.Remaining
-		if !d.Allowed && w.State == quota.StateExceeded {
-			remaining = 0
-			if !d.Never {
-				reset = d.RetryAfter
-			}
+		if !d.Allowed && w.State == quota.StateExceeded && !d.Never {
+			reset = d.RetryAfter
 		}
-		h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+		if d.Allowed || !d.Never {
+			h.Set(headerRateLimit, id+";r="+strconv.FormatInt(remaining, 10)+";t="+strconv.FormatInt(reset, 10))
+		}
 	}
 	if !d.Allowed && !d.Never {
 		h.Set(headerRetryAfter, strconv.FormatInt(d.RetryAfter, 10))
@@ -112,6 +116,8 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 		ResetAt: now.Add(55 * time.Second), State: quota.StateExceeded, Length: time.Minute}
 	used := minute
 	used.State = quota.StateOK // allowed, the last unit taken
+	few := minute              // 1 left, a check of cost 5 denied
+	few.Used, few.Remaining = 2, 1
 	day := quota.WindowResult{Window: tiers.Day, Mode: tiers.Hard, Limit: 100, Used: 10, Remaining: 90,
 		ResetAt: now.Add(10 * time.Hour), State: quota.StateOK, Length: 24 * time.Hour}
 	tests := []struct {
@@ -123,12 +129,15 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 		{"denied: t is Retry-After",
 			quota.Decision{Metric: "emails", RetryAfter: 15, Limits: []quota.WindowResult{minute, day}},
 			`"emails/minute";r=0;t=15`, "15"},
-		{"denied, never passes: t is the reset",
+		{"denied, never passes: no RateLimit, no Retry-After",
 			quota.Decision{Metric: "emails", Never: true, Limits: []quota.WindowResult{minute}},
-			`"emails/minute";r=0;t=55`, ""},
+			"", ""},
 		{"allowed, nothing left: t is the reset",
 			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{used, day}},
 			`"emails/minute";r=0;t=55`, ""},
+		{"denied with units left: r is what remains",
+			quota.Decision{Metric: "emails", Cost: 5, RetryAfter: 20, Limits: []quota.WindowResult{few, day}},
+			`"emails/minute";r=1;t=20`, "20"},
 		{"allowed, units left: t is the reset",
 			quota.Decision{Allowed: true, Metric: "emails", Limits: []quota.WindowResult{day}},
 			`"emails/day";r=90;t=36000`, ""},
@@ -142,6 +151,38 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 			}
 			if got := h.Get(headerRetryAfter); got != tt.retryAfter {
 				t.Errorf("Retry-After = %q, want %q", got, tt.retryAfter)
+			}
+		})
+	}
+}
+
+// RateLimit-Policy lists every window of the check, whichever RateLimit
+// describes: the same policy for a customer and metric on every answer.
+func TestRateLimitPolicyListsEveryWindow(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	sec := quota.WindowResult{Window: tiers.Second, Mode: tiers.Hard, Limit: 10, Used: 1, Remaining: 9,
+		ResetAt: now.Add(time.Second), State: quota.StateOK, Length: time.Second}
+	day := quota.WindowResult{Window: tiers.Day, Mode: tiers.Hard, Limit: 1000, Used: 995, Remaining: 5,
+		ResetAt: now.Add(14 * time.Hour), State: quota.StateOK, Length: 24 * time.Hour}
+	secLow := sec
+	secLow.Used, secLow.Remaining = 8, 2
+	const policy = `"api_calls/second";q=10;w=1, "api_calls/day";q=1000;w=86400`
+	for _, tt := range []struct {
+		name, rateLimit string
+		limits          []quota.WindowResult
+	}{
+		{"the day has fewer left", `"api_calls/day";r=5;t=50400`, []quota.WindowResult{sec, day}},
+		{"the second has fewer left", `"api_calls/second";r=2;t=1`, []quota.WindowResult{secLow, day}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := quota.Decision{Allowed: true, Metric: "api_calls", Cost: 1, Limits: tt.limits}
+			h := http.Header{}
+			setCheckHeaders(h, &d, now)
+			if got := h.Get(headerRateLimitPolicy); got != policy {
+				t.Errorf("RateLimit-Policy = %q, want %q", got, policy)
+			}
+			if got := h.Get(headerRateLimit); got != tt.rateLimit {
+				t.Errorf("RateLimit = %q, want %q", got, tt.rateLimit)
 			}
 		})
 	}
