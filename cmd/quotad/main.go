@@ -19,8 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,15 +26,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/quotad/quotad/internal/api"
-	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
-	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -123,206 +117,6 @@ func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, e
 	}
 }
 
-func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
-	log := newLogger(stdout, cfg.LogLevel)
-	forwardRules, err := loadForwardAuth(cfg)
-	if err != nil {
-		return err
-	}
-	if len(cfg.tokens) == 0 {
-		if addr, changed := loopbackOnly(cfg.Listen); changed {
-			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
-			cfg.Listen = addr
-		}
-		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
-	}
-	log.Info("starting quotad", "version", version, "config", cfg.logValue())
-
-	db, err := openStore(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if cfg.Migrate {
-		if err := db.MigrateUp(ctx); err != nil {
-			return err
-		}
-	}
-	if err := checkSchema(ctx, db); err != nil {
-		return err
-	}
-
-	// Webhook deliveries use connections of their own (closed after the
-	// worker stops, below).
-	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
-	if err != nil {
-		return err
-	}
-	defer outbox.Close()
-
-	// Background work lives until the HTTP server has drained, so that the
-	// last checks reach the history before the final flush.
-	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var background sync.WaitGroup
-	defer background.Wait()
-	defer stopBackground()
-
-	cache := tiers.NewCache(db, 0)
-	detector := webhooks.NewDetector(db)
-	opts := quota.Options{
-		Catalog:      cache,
-		Ledger:       db,
-		History:      db,
-		FailClosed:   cfg.StoreFailure == "closed",
-		Leases:       cfg.Leases,
-		Watcher:      detector,
-		StoreTimeout: cfg.StoreTimeout,
-	}
-	if cfg.RedisURL != "" {
-		shared, err := openRedis(ctx, cfg, log)
-		if err != nil {
-			return err
-		}
-		defer shared.Close()
-		opts.Shared, opts.SharedClock = shared, true
-		// Heard once per change of mode, not per hash slot of a cluster.
-		opts.OnSharedChange = func(up bool, err error) {
-			if up {
-				log.Info("short windows are shared in Redis again")
-			} else {
-				log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
-					"error", redactRedis(err.Error(), cfg.RedisURL))
-			}
-		}
-	}
-	engine := quota.New(opts)
-	var catalog *tiers.Service
-	// Changes committed here reach the cache at once; other processes hear
-	// of them through LISTEN/NOTIFY below.
-	onChange := func(ch tiers.Change) {
-		cache.Invalidate(ch)
-		if ch.Kind == tiers.CustomerChanged && ch.Deleted {
-			engine.Forget(ch.Key, "")
-			if opts.Shared == nil {
-				return
-			}
-			background.Go(func() {
-				if err := forgetShared(bg, catalog, engine, ch.Key); err != nil {
-					log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
-				}
-			})
-		}
-	}
-	// One clock stamps catalog writes and decides which billing periods
-	// have begun.
-	now := func() time.Time { return time.Now().UTC() }
-	catalog = tiers.NewService(db, now, onChange)
-	registry := prometheus.NewRegistry()
-	worker := newWebhookWorker(cfg, outbox, log, registry)
-	registerDetectorMetrics(registry, detector)
-	registerCacheMetrics(registry, cache)
-	listener := db.Listener(func(n store.Notification) {
-		switch n.Kind {
-		case store.NotifyDelivery:
-			worker.Wake()
-		case store.NotifyWebhook:
-			detector.Changed()
-		}
-		applyNotification(bg, &background, n, cache, engine)
-	}, func() { cache.Purge(); engine.ClearMarks(); worker.Wake(); detector.Changed() },
-		func(err error) { log.Warn("change notifications interrupted; reconnecting", "error", err) })
-	listening := make(chan struct{}, 1)
-	listener.Connected = listening
-	background.Add(2)
-	go func() { defer background.Done(); worker.Run(bg) }()
-	go func() { defer background.Done(); listener.Run(bg) }()
-
-	// Serve only once changes from other processes are heard, so that
-	// nothing is cached that a missed notification could leave stale;
-	// then warm the cache (listening again purges it).
-	select {
-	case <-listening:
-		warmCache(ctx, cfg, db, cache, now(), log)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	case <-time.After(10 * time.Second):
-		log.Warn("not yet listening for changes from other processes; serving anyway, the cache cold")
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	// The work done for checks starts with them, after warming, which
-	// then has the pool to itself: start-up opens no more connections
-	// than it did before it warmed.
-	background.Add(2)
-	go func() {
-		defer background.Done()
-		detector.Run(bg, now, func(err error) { log.Warn("recording usage events failed; will retry", "error", err) })
-	}()
-	go func() {
-		defer background.Done()
-		engine.Run(bg, func(err error) { log.Warn("background work failed; will retry", "error", err) })
-	}()
-
-	srv := api.New(api.Config{
-		Catalog: catalog,
-		Checker: engine,
-		Ready:   func(ctx context.Context) error { return ready(ctx, cfg, db, engine) },
-
-		RequestTimeout: cfg.RequestTimeout,
-		Tokens:         cfg.tokens,
-		Logger:         log,
-
-		Registry:    registry,
-		ForwardAuth: forwardRules,
-		Billing:     billing.NewService(db, now),
-		Webhooks:    webhooks.NewService(db, now, cfg.WebhookAllowPrivate),
-	})
-
-	stopDebug, err := startDebug(cfg.DebugListen, log)
-	if err != nil {
-		return err
-	}
-	defer stopDebug()
-
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	httpSrv := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	serverErrors := make(chan error, 1)
-	go func() { serverErrors <- httpSrv.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
-
-	select {
-	case err := <-serverErrors:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	err = httpSrv.Shutdown(shutdownCtx)
-	if err != nil {
-		httpSrv.Close()
-		err = fmt.Errorf("shutdown: %w", err)
-	}
-	stopBackground()
-	background.Wait()
-	log.Info("stopped")
-	return err
-}
-
-// openRedis returns the shared store of short windows, and says whether
-// Redis answers now: if it does not, quotad starts all the same, counting
-// short windows in process until it does.
 func openRedis(ctx context.Context, cfg *config, log *slog.Logger) (*redisstore.Store, error) {
 	shared, err := redisstore.New(cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout})
 	if err != nil {

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/forwardauth"
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
+)
+
+// serve runs quotad until ctx ends, in named steps: open the stores, build
+// the engine, listen for other processes' changes, warm the cache, start
+// the work checks need, and serve the API; then it shuts down, closing
+// what it opened in the reverse order.
+func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
+	log := newLogger(stdout, cfg.LogLevel)
+	forwardRules, err := loadForwardAuth(cfg)
+	if err != nil {
+		return err
+	}
+	if len(cfg.tokens) == 0 {
+		if addr, changed := loopbackOnly(cfg.Listen); changed {
+			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
+			cfg.Listen = addr
+		}
+		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
+	}
+	log.Info("starting quotad", "version", version, "config", cfg.logValue())
+
+	// One clock stamps catalog writes and decides which billing periods
+	// have begun.
+	p := &instance{cfg: cfg, log: log, now: func() time.Time { return time.Now().UTC() }}
+	defer p.close()
+	if err := p.openStores(ctx); err != nil {
+		return err
+	}
+	// Background work lives until the HTTP server has drained, so that the
+	// last checks reach the history before the final flush.
+	var stopBackground context.CancelFunc
+	p.bg, stopBackground = context.WithCancel(context.WithoutCancel(ctx))
+	p.stopBackground = func() { stopBackground(); p.background.Wait() }
+	p.onClose(p.stopBackground)
+	if err := p.buildEngine(ctx); err != nil {
+		return err
+	}
+	p.listen()
+	if err := p.warm(ctx); err != nil {
+		return err
+	}
+	p.startCheckWork()
+	return p.serveHTTP(ctx, p.api(forwardRules))
+}
+
+// instance is the quotad that serve builds, step by step.
+type instance struct {
+	cfg *config
+	log *slog.Logger
+	now func() time.Time
+
+	db       *store.DB
+	outbox   *store.Outbox
+	cache    *tiers.Cache
+	detector *webhooks.Detector
+	engine   *quota.Engine
+	shared   bool // short windows are shared in Redis
+	catalog  *tiers.Service
+	registry *prometheus.Registry
+
+	// bg is the background work's context; stopBackground ends the work
+	// and waits for it.
+	bg             context.Context
+	stopBackground func()
+	background     sync.WaitGroup
+	listening      chan struct{} // told once other processes' changes are heard
+
+	closers []func() // run by close, last first
+}
+
+// onClose has close run f.
+func (p *instance) onClose(f func()) { p.closers = append(p.closers, f) }
+
+// close closes what the steps opened, last first.
+func (p *instance) close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+}
+
+// openStores connects to PostgreSQL, migrates it if asked to, checks its
+// schema, and opens the webhook outbox's connections.
+func (p *instance) openStores(ctx context.Context) error {
+	db, err := openStore(ctx, p.cfg, p.log)
+	if err != nil {
+		return err
+	}
+	p.db = db
+	p.onClose(db.Close)
+	if p.cfg.Migrate {
+		if err := db.MigrateUp(ctx); err != nil {
+			return err
+		}
+	}
+	if err := checkSchema(ctx, db); err != nil {
+		return err
+	}
+	// Webhook deliveries use connections of their own, closed after the
+	// worker stops.
+	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
+	if err != nil {
+		return err
+	}
+	p.outbox = outbox
+	p.onClose(outbox.Close)
+	return nil
+}
+
+// buildEngine builds the catalog's cache, the quota engine (with Redis, if
+// configured), the usage event detector and the catalog service.
+func (p *instance) buildEngine(ctx context.Context) error {
+	p.cache = tiers.NewCache(p.db, 0)
+	p.detector = webhooks.NewDetector(p.db)
+	opts := quota.Options{
+		Catalog:      p.cache,
+		Ledger:       p.db,
+		History:      p.db,
+		FailClosed:   p.cfg.StoreFailure == "closed",
+		Leases:       p.cfg.Leases,
+		Watcher:      p.detector,
+		StoreTimeout: p.cfg.StoreTimeout,
+	}
+	if p.cfg.RedisURL != "" {
+		shared, err := openRedis(ctx, p.cfg, p.log)
+		if err != nil {
+			return err
+		}
+		p.onClose(shared.Close)
+		p.shared = true
+		opts.Shared, opts.SharedClock = shared, true
+		// Heard once per change of mode, not per hash slot of a cluster.
+		opts.OnSharedChange = func(up bool, err error) {
+			if up {
+				p.log.Info("short windows are shared in Redis again")
+			} else {
+				p.log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
+					"error", redactRedis(err.Error(), p.cfg.RedisURL))
+			}
+		}
+	}
+	p.engine = quota.New(opts)
+	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
+	return nil
+}
+
+// catalogChanged is told of every change committed by this process: it
+// reaches the cache at once (other processes hear of it through the
+// listener, see listen). A deleted customer's counters go with it.
+func (p *instance) catalogChanged(ch tiers.Change) {
+	p.cache.Invalidate(ch)
+	if ch.Kind != tiers.CustomerChanged || !ch.Deleted {
+		return
+	}
+	p.engine.Forget(ch.Key, "")
+	if !p.shared {
+		return
+	}
+	p.background.Go(func() {
+		if err := forgetShared(p.bg, p.catalog, p.engine, ch.Key); err != nil {
+			p.log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
+		}
+	})
+}
+
+// listen starts the webhook worker and the listener of other processes'
+// changes, and registers the metrics of what it built.
+func (p *instance) listen() {
+	p.registry = prometheus.NewRegistry()
+	worker := newWebhookWorker(p.cfg, p.outbox, p.log, p.registry)
+	registerDetectorMetrics(p.registry, p.detector)
+	registerCacheMetrics(p.registry, p.cache)
+	listener := p.db.Listener(func(n store.Notification) {
+		switch n.Kind {
+		case store.NotifyDelivery:
+			worker.Wake()
+		case store.NotifyWebhook:
+			p.detector.Changed()
+		}
+		applyNotification(p.bg, &p.background, n, p.cache, p.engine)
+	}, func() { p.cache.Purge(); p.engine.ClearMarks(); worker.Wake(); p.detector.Changed() },
+		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
+	p.listening = make(chan struct{}, 1)
+	listener.Connected = p.listening
+	p.background.Add(2)
+	go func() { defer p.background.Done(); worker.Run(p.bg) }()
+	go func() { defer p.background.Done(); listener.Run(p.bg) }()
+}
+
+// warm waits until changes from other processes are heard, so that
+// nothing is cached that a missed notification could leave stale, then
+// warms the cache (listening again purges it). After 10 s it serves
+// anyway, the cache cold.
+func (p *instance) warm(ctx context.Context) error {
+	select {
+	case <-p.listening:
+		warmCache(ctx, p.cfg, p.db, p.cache, p.now(), p.log)
+		return ctx.Err()
+	case <-time.After(10 * time.Second):
+		p.log.Warn("not yet listening for changes from other processes; serving anyway, the cache cold")
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startCheckWork starts the work done for checks: usage event detection
+// and the engine's flushes. It starts after warming, which then has the
+// pool to itself: start-up opens no more connections than it did before
+// it warmed.
+func (p *instance) startCheckWork() {
+	p.background.Add(2)
+	go func() {
+		defer p.background.Done()
+		p.detector.Run(p.bg, p.now, func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
+	}()
+	go func() {
+		defer p.background.Done()
+		p.engine.Run(p.bg, func(err error) { p.log.Warn("background work failed; will retry", "error", err) })
+	}()
+}
+
+// api returns the API's handler.
+func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
+	return api.New(api.Config{
+		Catalog: p.catalog,
+		Checker: p.engine,
+		Ready:   func(ctx context.Context) error { return ready(ctx, p.cfg, p.db, p.engine) },
+
+		RequestTimeout: p.cfg.RequestTimeout,
+		Tokens:         p.cfg.tokens,
+		Logger:         p.log,
+
+		Registry:    p.registry,
+		ForwardAuth: forwardRules,
+		Billing:     billing.NewService(p.db, p.now),
+		Webhooks:    webhooks.NewService(p.db, p.now, p.cfg.WebhookAllowPrivate),
+	})
+}
+
+// serveHTTP serves handler (and the debug listener, if configured) until
+// ctx ends, then drains the server within the shutdown timeout and stops
+// the background work.
+func (p *instance) serveHTTP(ctx context.Context, handler http.Handler) error {
+	stopDebug, err := startDebug(p.cfg.DebugListen, p.log)
+	if err != nil {
+		return err
+	}
+	defer stopDebug()
+
+	ln, err := net.Listen("tcp", p.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	serverErrors := make(chan error, 1)
+	go func() { serverErrors <- httpSrv.Serve(ln) }()
+	p.log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-serverErrors:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	p.log.Info("shutting down", "timeout", p.cfg.ShutdownTimeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	defer cancel()
+	err = httpSrv.Shutdown(shutdownCtx)
+	if err != nil {
+		httpSrv.Close()
+		err = fmt.Errorf("shutdown: %w", err)
+	}
+	p.stopBackground()
+	p.log.Info("stopped")
+	return err
+}
