@@ -92,90 +92,59 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 // PutCustomer creates or replaces a customer. A changed billing anchor day
 // applies from the next period (see tiers.Anchor).
 func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
-	var (
-		saved   tiers.Customer
-		created bool
-	)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		old, err := findCustomer(ctx, tx, c.ID, true)
-		exists := err == nil
-		if err != nil && !errors.Is(err, tiers.ErrCustomerNotFound) {
-			return err
-		}
-		if err := w.IfMatch.Check(exists, old.Version); err != nil {
-			return err
-		}
-		var planExists bool
-		const planQ = `SELECT EXISTS (SELECT 1 FROM plans WHERE key = $1 FOR KEY SHARE)`
-		if err := tx.QueryRow(ctx, planQ, c.Plan).Scan(&planExists); err != nil {
-			return err
-		}
-		if !planExists {
-			return tiers.Invalid("plan", fmt.Sprintf("plan %q does not exist", c.Plan))
-		}
-		anchor := c.Anchor
-		if exists {
-			anchor = old.Anchor.Change(c.Anchor.Day, w.At)
-		}
-		var day *int16
-		if anchor.Day > 0 {
-			d := int16(anchor.Day)
-			day = &d
-		}
-		var pinStart, pinEnd *time.Time
-		if !anchor.PinnedEnd.IsZero() {
-			pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
-		}
-		if exists {
-			const q = `
+	return put(ctx, db, w, putSteps[tiers.Customer]{
+		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Customer, error) {
+			return findCustomer(ctx, tx, c.ID, lock)
+		},
+		notFound: tiers.ErrCustomerNotFound,
+		version:  func(c tiers.Customer) int64 { return c.Version },
+		write: func(ctx context.Context, tx pgx.Tx, old tiers.Customer, exists bool) error {
+			var planExists bool
+			const planQ = `SELECT EXISTS (SELECT 1 FROM plans WHERE key = $1 FOR KEY SHARE)`
+			if err := tx.QueryRow(ctx, planQ, c.Plan).Scan(&planExists); err != nil {
+				return err
+			}
+			if !planExists {
+				return tiers.Invalid("plan", fmt.Sprintf("plan %q does not exist", c.Plan))
+			}
+			anchor := c.Anchor
+			if exists {
+				anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+			}
+			var day *int16
+			if anchor.Day > 0 {
+				d := int16(anchor.Day)
+				day = &d
+			}
+			var pinStart, pinEnd *time.Time
+			if !anchor.PinnedEnd.IsZero() {
+				pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
+			}
+			const update = `
 				UPDATE customers SET plan_key = $2, name = $3, billing_anchor_day = $4,
 				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
 				       version = version + 1, updated_at = $8
 				WHERE id = $1`
-			if _, err := tx.Exec(ctx, q, c.ID, c.Plan, c.Name, day, pinStart, pinEnd, []byte(c.Metadata), w.At); err != nil {
-				return err
-			}
-		} else {
-			const q = `
+			const insert = `
 				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
 				                       anchor_pinned_end, metadata, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
 				ON CONFLICT (id) DO NOTHING`
-			tag, err := tx.Exec(ctx, q, c.ID, c.Plan, c.Name, day, pinStart, pinEnd, []byte(c.Metadata), w.At)
+			return upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
+				[]byte(c.Metadata), w.At)
+		},
+		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
+			plan, err := findPlan(ctx, tx, c.Plan, false)
 			if err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 0 {
-				return errRetry
-			}
-		}
-		if saved, err = findCustomer(ctx, tx, c.ID, false); err != nil {
-			return err
-		}
-		plan, err := findPlan(ctx, tx, c.Plan, false)
-		if err != nil {
-			return err
-		}
-		if err := recordTerms(ctx, tx, w.At, billing.TermsOf(saved, plan)); err != nil {
-			return err
-		}
-		created = !exists
-		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "customers/" + c.ID,
-			customer: c.ID, after: saved}
-		if exists {
-			e.before = old
-		} else {
-			e.action = tiers.ActionCreate
-		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return db.notify(ctx, tx, NotifyCustomer, c.ID)
+			return recordTerms(ctx, tx, w.At, billing.TermsOf(saved, plan))
+		},
+		resource: "customers/" + c.ID,
+		customer: c.ID,
+		notify:   NotifyCustomer,
+		key:      c.ID,
 	})
-	if err != nil {
-		return tiers.Customer{}, false, err
-	}
-	return saved, created, nil
 }
 
 // DeleteCustomer deletes a customer; its overrides and live counters go with

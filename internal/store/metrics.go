@@ -81,64 +81,35 @@ func (db *DB) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric,
 
 // PutMetric creates or replaces a metric and its capacities.
 func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
-	var (
-		saved   tiers.Metric
-		created bool
-	)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		old, err := findMetric(ctx, tx, m.Key, true)
-		exists := err == nil
-		if err != nil && !errors.Is(err, tiers.ErrMetricNotFound) {
-			return err
-		}
-		if err := w.IfMatch.Check(exists, old.Version); err != nil {
-			return err
-		}
-		if exists {
-			const q = `UPDATE metrics SET description = $2, version = version + 1, updated_at = $3 WHERE key = $1`
-			if _, err := tx.Exec(ctx, q, m.Key, m.Description, w.At); err != nil {
-				return err
-			}
-		} else {
-			const q = `
+	return put(ctx, db, w, putSteps[tiers.Metric]{
+		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Metric, error) {
+			return findMetric(ctx, tx, m.Key, lock)
+		},
+		notFound: tiers.ErrMetricNotFound,
+		version:  func(m tiers.Metric) int64 { return m.Version },
+		write: func(ctx context.Context, tx pgx.Tx, _ tiers.Metric, exists bool) error {
+			const update = `UPDATE metrics SET description = $2, version = version + 1, updated_at = $3 WHERE key = $1`
+			const insert = `
 				INSERT INTO metrics (key, description, created_at, updated_at) VALUES ($1, $2, $3, $3)
 				ON CONFLICT (key) DO NOTHING`
-			tag, err := tx.Exec(ctx, q, m.Key, m.Description, w.At)
-			if err != nil {
+			if err := upsert(ctx, tx, exists, update, insert, m.Key, m.Description, w.At); err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 0 {
-				return errRetry // created concurrently: replace it instead
-			}
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM metric_capacities WHERE metric = $1`, m.Key); err != nil {
-			return err
-		}
-		for win, capacity := range m.Capacity {
-			const q = `INSERT INTO metric_capacities (metric, quota_window, capacity) VALUES ($1, $2, $3)`
-			if _, err := tx.Exec(ctx, q, m.Key, win.String(), capacity); err != nil {
+			if _, err := tx.Exec(ctx, `DELETE FROM metric_capacities WHERE metric = $1`, m.Key); err != nil {
 				return err
 			}
-		}
-		if saved, err = findMetric(ctx, tx, m.Key, false); err != nil {
-			return err
-		}
-		created = !exists
-		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "metrics/" + m.Key, after: saved}
-		if exists {
-			e.before = old
-		} else {
-			e.action = tiers.ActionCreate
-		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return db.notify(ctx, tx, NotifyMetric, m.Key)
+			for win, capacity := range m.Capacity {
+				const q = `INSERT INTO metric_capacities (metric, quota_window, capacity) VALUES ($1, $2, $3)`
+				if _, err := tx.Exec(ctx, q, m.Key, win.String(), capacity); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		resource: "metrics/" + m.Key,
+		notify:   NotifyMetric,
+		key:      m.Key,
 	})
-	if err != nil {
-		return tiers.Metric{}, false, err
-	}
-	return saved, created, nil
 }
 
 // DeleteMetric deletes a metric unless a plan or an override uses it.

@@ -185,71 +185,39 @@ func (db *DB) FindOverrides(ctx context.Context, customer string, page tiers.Pag
 
 // PutOverride creates or replaces a customer's override.
 func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) (tiers.Override, bool, error) {
-	var (
-		saved   tiers.Override
-		created bool
-	)
-	resource := fmt.Sprintf("customers/%s/overrides/%s/%s", o.Customer, o.Metric, o.Window)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := requireCustomer(ctx, tx, o.Customer, true); err != nil {
-			return err
-		}
-		if err := requireMetric(ctx, tx, o.Metric, true); err != nil {
-			return err
-		}
-		old, err := findOverride(ctx, tx, o.Customer, o.Key(), true)
-		exists := err == nil
-		if err != nil && !errors.Is(err, tiers.ErrOverrideNotFound) {
-			return err
-		}
-		if err := w.IfMatch.Check(exists, old.Version); err != nil {
-			return err
-		}
-		args := []any{o.Customer, o.Metric, o.Window.String(), o.Limit.Limit, o.Mode.String(), o.OveragePercent,
-			o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At, algorithmColumn(o.Limit), o.Burst}
-		if exists {
-			const q = `
+	return put(ctx, db, w, putSteps[tiers.Override]{
+		before: func(ctx context.Context, tx pgx.Tx) error {
+			if err := requireCustomer(ctx, tx, o.Customer, true); err != nil {
+				return err
+			}
+			return requireMetric(ctx, tx, o.Metric, true)
+		},
+		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Override, error) {
+			return findOverride(ctx, tx, o.Customer, o.Key(), lock)
+		},
+		notFound: tiers.ErrOverrideNotFound,
+		version:  func(o tiers.Override) int64 { return o.Version },
+		write: func(ctx context.Context, tx pgx.Tx, _ tiers.Override, exists bool) error {
+			const update = `
 				UPDATE overrides SET limit_value = $4, mode = $5, overage_percent = $6, overage_price_micros = $7,
 				       ceiling = $8, algorithm = $12, burst = $13, expires_at = $9, reason = $10,
 				       version = version + 1, updated_at = $11
 				WHERE customer_id = $1 AND metric = $2 AND quota_window = $3`
-			if _, err := tx.Exec(ctx, q, args...); err != nil {
-				return err
-			}
-		} else {
-			const q = `
+			const insert = `
 				INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, overage_percent,
 				                       overage_price_micros, ceiling, expires_at, reason, created_at, updated_at,
 				                       algorithm, burst)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
 				ON CONFLICT (customer_id, metric, quota_window) DO NOTHING`
-			tag, err := tx.Exec(ctx, q, args...)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				return errRetry
-			}
-		}
-		if saved, err = findOverride(ctx, tx, o.Customer, o.Key(), false); err != nil {
-			return err
-		}
-		created = !exists
-		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: resource, customer: o.Customer, after: saved}
-		if exists {
-			e.before = old
-		} else {
-			e.action = tiers.ActionCreate
-		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return db.notify(ctx, tx, NotifyCustomer, o.Customer)
+			return upsert(ctx, tx, exists, update, insert, o.Customer, o.Metric, o.Window.String(), o.Limit.Limit,
+				o.Mode.String(), o.OveragePercent, o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At,
+				algorithmColumn(o.Limit), o.Burst)
+		},
+		resource: fmt.Sprintf("customers/%s/overrides/%s/%s", o.Customer, o.Metric, o.Window),
+		customer: o.Customer,
+		notify:   NotifyCustomer,
+		key:      o.Customer,
 	})
-	if err != nil {
-		return tiers.Override{}, false, err
-	}
-	return saved, created, nil
 }
 
 // DeleteOverride deletes a customer's override.

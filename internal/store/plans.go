@@ -160,74 +160,42 @@ func checkMetricsDeclared(ctx context.Context, tx pgx.Tx, limits []tiers.Limit) 
 
 // PutPlan creates or replaces a plan and its limits.
 func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.Plan, bool, error) {
-	var (
-		saved   tiers.Plan
-		created bool
-	)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		old, err := findPlan(ctx, tx, p.Key, true)
-		exists := err == nil
-		if err != nil && !errors.Is(err, tiers.ErrPlanNotFound) {
-			return err
-		}
-		if err := w.IfMatch.Check(exists, old.Version); err != nil {
-			return err
-		}
-		if err := checkMetricsDeclared(ctx, tx, p.Limits); err != nil {
-			return err
-		}
-		if exists {
-			const q = `
+	return put(ctx, db, w, putSteps[tiers.Plan]{
+		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Plan, error) {
+			return findPlan(ctx, tx, p.Key, lock)
+		},
+		notFound: tiers.ErrPlanNotFound,
+		version:  func(p tiers.Plan) int64 { return p.Version },
+		write: func(ctx context.Context, tx pgx.Tx, _ tiers.Plan, exists bool) error {
+			if err := checkMetricsDeclared(ctx, tx, p.Limits); err != nil {
+				return err
+			}
+			const update = `
 				UPDATE plans SET name = $2, description = $3, price_amount_cents = $4, price_currency = $5,
 				       price_interval = $6, version = version + 1, updated_at = $7
 				WHERE key = $1`
-			_, err := tx.Exec(ctx, q, p.Key, p.Name, p.Description, p.Price.AmountCents,
-				p.Price.Currency, p.Price.Interval, w.At)
-			if err != nil {
-				return err
-			}
-		} else {
-			const q = `
+			const insert = `
 				INSERT INTO plans (key, name, description, price_amount_cents, price_currency, price_interval,
 				                   created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
 				ON CONFLICT (key) DO NOTHING`
-			tag, err := tx.Exec(ctx, q, p.Key, p.Name, p.Description, p.Price.AmountCents,
+			err := upsert(ctx, tx, exists, update, insert, p.Key, p.Name, p.Description, p.Price.AmountCents,
 				p.Price.Currency, p.Price.Interval, w.At)
 			if err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 0 {
-				return errRetry
+			return replacePlanLimits(ctx, tx, p)
+		},
+		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Plan, exists bool) error {
+			if !exists {
+				return nil
 			}
-		}
-		if err := replacePlanLimits(ctx, tx, p); err != nil {
-			return err
-		}
-		if saved, err = findPlan(ctx, tx, p.Key, false); err != nil {
-			return err
-		}
-		if exists {
-			if err := splitPlanTerms(ctx, tx, w.At, saved); err != nil {
-				return err
-			}
-		}
-		created = !exists
-		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "plans/" + p.Key, after: saved}
-		if exists {
-			e.before = old
-		} else {
-			e.action = tiers.ActionCreate
-		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return db.notify(ctx, tx, NotifyPlan, p.Key)
+			return splitPlanTerms(ctx, tx, w.At, saved)
+		},
+		resource: "plans/" + p.Key,
+		notify:   NotifyPlan,
+		key:      p.Key,
 	})
-	if err != nil {
-		return tiers.Plan{}, false, err
-	}
-	return saved, created, nil
 }
 
 func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {

@@ -116,10 +116,6 @@ func (db *DB) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Web
 // PutWebhook creates or replaces a webhook; keepSecret keeps an existing
 // one's secret. The audit log shows the secret's hint, never the secret.
 func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook, keepSecret bool) (webhooks.Webhook, bool, error) {
-	var (
-		saved   webhooks.Webhook
-		created bool
-	)
 	events := make([]string, len(wh.Events))
 	for i, e := range wh.Events {
 		events[i] = string(e)
@@ -128,55 +124,32 @@ func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook
 	for i, t := range wh.Thresholds {
 		thresholds[i] = int32(t)
 	}
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		old, err := findWebhook(ctx, tx, wh.ID, true)
-		exists := err == nil
-		if err != nil && !errors.Is(err, webhooks.ErrWebhookNotFound) {
-			return err
-		}
-		if err := w.IfMatch.Check(exists, old.Version); err != nil {
-			return err
-		}
-		if exists {
+	saved, created, err := put(ctx, db, w, putSteps[webhooks.Webhook]{
+		find: func(ctx context.Context, tx pgx.Tx, lock bool) (webhooks.Webhook, error) {
+			return findWebhook(ctx, tx, wh.ID, lock)
+		},
+		notFound: webhooks.ErrWebhookNotFound,
+		version:  func(wh webhooks.Webhook) int64 { return wh.Version },
+		write: func(ctx context.Context, tx pgx.Tx, old webhooks.Webhook, exists bool) error {
 			secret := wh.Secret
-			if keepSecret {
+			if exists && keepSecret {
 				secret = old.Secret
 			}
-			const q = `
+			const update = `
 				UPDATE webhooks SET url = $2, events = $3, thresholds = $4, secret = $5,
 				       version = version + 1, updated_at = $6
 				WHERE id = $1`
-			if _, err := tx.Exec(ctx, q, wh.ID, wh.URL, events, thresholds, secret, w.At); err != nil {
-				return err
-			}
-		} else {
-			const q = `
+			const insert = `
 				INSERT INTO webhooks (id, url, events, thresholds, secret, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $6)
 				ON CONFLICT (id) DO NOTHING`
-			tag, err := tx.Exec(ctx, q, wh.ID, wh.URL, events, thresholds, wh.Secret, w.At)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				return errRetry
-			}
-		}
-		if saved, err = findWebhook(ctx, tx, wh.ID, false); err != nil {
-			return err
-		}
-		created = !exists
-		// Webhook marshals without its secret, with its hint.
-		e := auditEntry{actor: w.Actor, action: tiers.ActionUpdate, resource: "webhooks/" + wh.ID, after: saved}
-		if exists {
-			e.before = old
-		} else {
-			e.action = tiers.ActionCreate
-		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return db.notify(ctx, tx, NotifyWebhook, wh.ID)
+			return upsert(ctx, tx, exists, update, insert, wh.ID, wh.URL, events, thresholds, secret, w.At)
+		},
+		// Webhook marshals without its secret, with its hint: the audit
+		// entry never holds the secret.
+		resource: "webhooks/" + wh.ID,
+		notify:   NotifyWebhook,
+		key:      wh.ID,
 	})
 	if err != nil {
 		return webhooks.Webhook{}, false, fmt.Errorf("put webhook[%s]: %w", wh.ID, err)
