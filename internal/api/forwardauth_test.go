@@ -82,12 +82,14 @@ routes:
 		{name: "denied", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "6"}, want: 429,
 			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After; r the 5 left
-				"RateLimit": `"api_calls/minute";r=5;t=12`, "Content-Type": contentTypeProblemJSON},
+				"RateLimit": `"api_calls/minute";r=5;t=12`, "Content-Type": contentTypeProblemJSON,
+				"X-Quotad-Customer": ""}, // a denial reaches the client as it is
 			wantCode: codeQuotaExceeded},
 		{name: "never passes", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "101"}, want: 429,
-			wantHeader: map[string]string{"Retry-After": "", "RateLimit": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`},
-			wantCode:   codeCostExceedsLimit},
+			wantHeader: map[string]string{"Retry-After": "", "RateLimit": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`,
+				"X-Quotad-Customer": ""},
+			wantCode: codeCostExceedsLimit},
 		{name: "no customer", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Metric", "api_calls"}, want: 400, wantCode: codeValidation, wantField: "X-Quotad-Customer"},
 		{name: "bad customer names its header", srv: headerRules, method: "GET", path: "/v1/forward-auth",
