@@ -53,6 +53,12 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		if errors.Is(err, forwardauth.ErrNoKey) {
+			// No Bearer challenge: the credential wanted is the API-key
+			// header, and nginx passes a 401's challenge on to the client.
+			writeProblem(c, newProblem(http.StatusUnauthorized, codeUnauthorized, "the "+s.forwardRules.Headers().APIKey+" header is required", nil))
+			return nil
+		}
 		return s.forwardAuthError(err)
 	}
 	if call.Pass {
