@@ -305,7 +305,7 @@ routes:
 		{name: "bob's third job is denied", method: "POST", path: "/v1/jobs", key: bobKey, body: "{}", want: 429, reaches: false},
 		{name: "GET of jobs is an api call", method: "GET", path: "/v1/jobs", key: bobKey, want: 200, reaches: true, customer: "bob"},
 		{name: "no key", method: "GET", path: "/v1/items", want: 401, reaches: false,
-			header: map[string]string{"WWW-Authenticate": `Bearer realm="quotad"`, "RateLimit": ""}},
+			header: map[string]string{"WWW-Authenticate": "", "RateLimit": "", "Content-Type": "application/problem+json"}},
 		{name: "unknown key", method: "GET", path: "/v1/items", key: "sk-guess", want: 403, reaches: false},
 		{name: "the digest is not the key", method: "GET", path: "/v1/items", key: "sha256:" + hex.EncodeToString(bobDigest[:]), want: 403, reaches: false},
 		{name: "no route", method: "GET", path: "/healthz", key: "sk-acme", want: 403, reaches: false},
@@ -336,6 +336,10 @@ routes:
 			}
 		}
 		switch st.want {
+		case http.StatusUnauthorized:
+			if problemCode(r) != "unauthorized" {
+				t.Errorf("%s: body %s, want an unauthorized problem", st.name, r.Body)
+			}
 		case http.StatusOK:
 			if r.Header.Get("RateLimit") == "" || r.Header.Get("RateLimit-Policy") == "" {
 				t.Errorf("%s: allowed without RateLimit headers: %v", st.name, r.Header)

@@ -53,9 +53,18 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		if errors.Is(err, forwardauth.ErrNoKey) {
+			// No Bearer challenge: the credential wanted is the API-key
+			// header, and nginx passes a 401's challenge on to the client.
+			writeProblem(c, newProblem(http.StatusUnauthorized, codeUnauthorized, "the "+s.forwardRules.Headers().APIKey+" header is required", nil))
+			return nil
+		}
 		return s.forwardAuthError(err)
 	}
 	if call.Pass {
+		// An empty customer rather than none: Caddy's copy_headers would
+		// otherwise send its placeholder upstream, unreplaced.
+		c.Response().Header()[headerCustomer] = []string{""}
 		return c.NoContent(http.StatusOK)
 	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
@@ -65,8 +74,10 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	h := c.Response().Header()
 	setCheckHeaders(h, &d, now)
 	h.Del(echo.HeaderContentType)
-	h[headerCustomer] = []string{call.Customer}
 	if d.Allowed {
+		// For the upstream only: a denial goes to the client as it is
+		// (Traefik, Caddy), and the customer is none of its business.
+		h[headerCustomer] = []string{call.Customer}
 		return c.NoContent(http.StatusOK)
 	}
 	code, detail := codeQuotaExceeded, "the customer's limit on this metric is reached; retry after "+strconv.FormatInt(d.RetryAfter, 10)+" s"

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// caddyBlock returns the first ```caddyfile block of docs/gateways.md.
+func caddyBlock(t testing.TB) string {
+	t.Helper()
+	doc, err := os.ReadFile(gatewaysDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatalf("%s has no caddyfile block", gatewaysDoc)
+	}
+	return string(m[1])
+}
+
+// findCaddy returns the caddy binary, failing in CI and skipping elsewhere
+// when there is none.
+func findCaddy(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("caddy")
+	if err != nil {
+		if _, serr := os.Stat("/usr/bin/caddy"); serr == nil {
+			return "/usr/bin/caddy"
+		}
+		if os.Getenv("CI") != "" {
+			t.Fatalf("caddy is not installed (apt-get install caddy); CI must run this test")
+		}
+		t.Skip("caddy is not installed (apt-get install caddy): skipping the test behind a real Caddy")
+	}
+	return path
+}
+
+// MustStartCaddy runs caddy with the Caddyfile in a directory of its own
+// (its data and configuration too), without its admin endpoint, until the
+// test ends. addr is where the Caddyfile listens; MustStartCaddy waits for it.
+func MustStartCaddy(t testing.TB, caddyfile, addr string) {
+	t.Helper()
+	bin := findCaddy(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(path, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("caddy output:\n%s", out)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			stopped = true
+			t.Fatalf("caddy exited: %v\n%s", err, out)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("caddy is not listening on %s after 10s\n%s", addr, out)
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestCaddyForwardAuth runs quotad behind a real Caddy configured with the
+// Caddyfile of docs/gateways.md (on plain http and loopback), API keys, a
+// route table and unmatched requests let through.
+func TestCaddyForwardAuth(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	if err := os.WriteFile(config, []byte(`
+headers:
+  api_key: X-Api-Key
+api_keys:
+  sk-acme: acme
+routes:
+  - match: /v1/
+    metric: api_calls
+unmatched: allow
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
+		{"metric":"api_calls","window":"day","limit":2}]}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"gw"}`)
+
+	app := &upstream{}
+	appSrv := httptest.NewServer(app)
+	t.Cleanup(appSrv.Close)
+
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	block := caddyBlock(t)
+	for old, repl := range map[string]string{
+		"api.example.com {": "http://" + addr + " {",
+		"quotad:8080":       strings.TrimPrefix(s.URL, "http://"),
+		"app:3000":          strings.TrimPrefix(appSrv.URL, "http://"),
+		"CHECK_TOKEN":       checkToken,
+	} {
+		if strings.Count(block, old) != 1 {
+			t.Fatalf("the caddyfile block of %s has %q %d times, want once", gatewaysDoc, old, strings.Count(block, old))
+		}
+		block = strings.Replace(block, old, repl, 1)
+	}
+	MustStartCaddy(t, block, addr)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	steps := []struct {
+		name, method, path, key string
+		want                    int
+		reaches                 bool
+		customer                string
+		// header values the client must get; "" means absent.
+		header map[string]string
+		// problem code of the body, when not ""
+		code string
+	}{
+		{name: "acme 1 of 2", method: "GET", path: "/v1/items", key: "sk-acme", want: 200, reaches: true, customer: "acme",
+			header: map[string]string{"X-Quotad-Customer": ""}},
+		{name: "acme 2 of 2, a POST", method: "POST", path: "/v1/items", key: "sk-acme", want: 200, reaches: true, customer: "acme"},
+		{name: "acme over the limit", method: "GET", path: "/v1/items", key: "sk-acme", want: 429,
+			header: map[string]string{"X-Quotad-Customer": "", "RateLimit-Policy": `"api_calls/day";q=2;w=86400`, "Content-Type": "application/problem+json"},
+			code:   "quota_exceeded"},
+		{name: "no key", method: "GET", path: "/v1/items", want: 401, code: "unauthorized"},
+		{name: "unknown key", method: "GET", path: "/v1/items", key: "sk-guess", want: 403, code: "forbidden"},
+		{name: "unmatched passes unchecked", method: "GET", path: "/healthz", key: "sk-acme", want: 200, reaches: true, customer: ""},
+	}
+	for _, st := range steps {
+		before := app.count()
+		req, err := http.NewRequest(st.method, "http://"+addr+st.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.key != "" {
+			req.Header.Set("X-Api-Key", st.key)
+		}
+		// A client cannot choose who pays.
+		req.Header.Set("X-Quotad-Customer", "bob")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		r := response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		if r.Status != st.want {
+			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
+		}
+		reached := app.count() > before
+		if reached != st.reaches {
+			t.Errorf("%s: reached the upstream = %t, want %t", st.name, reached, st.reaches)
+		}
+		if reached {
+			if hit := app.last(); hit.customer != st.customer || hit.method != st.method || hit.uri != st.path {
+				t.Errorf("%s: upstream got %+v, want %s %s for customer %q", st.name, hit, st.method, st.path, st.customer)
+			}
+		}
+		for name, want := range st.header {
+			if got := r.Header.Get(name); got != want {
+				t.Errorf("%s: %s = %q, want %q", st.name, name, got, want)
+			}
+		}
+		if st.code != "" && problemCode(r) != st.code {
+			t.Errorf("%s: body %s, want a %s problem", st.name, r.Body, st.code)
+		}
+		if st.want == http.StatusTooManyRequests && r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: no Retry-After", st.name)
+		}
+	}
+}
