@@ -9,49 +9,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
-
-// caddyBlock returns the first ```caddyfile block of docs/gateways.md.
-func caddyBlock(t testing.TB) string {
-	t.Helper()
-	doc, err := os.ReadFile(gatewaysDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile("(?s)```caddyfile\n(.*?)```").FindSubmatch(doc)
-	if m == nil {
-		t.Fatalf("%s has no caddyfile block", gatewaysDoc)
-	}
-	return string(m[1])
-}
-
-// findCaddy returns the caddy binary, failing in CI and skipping elsewhere
-// when there is none.
-func findCaddy(t testing.TB) string {
-	t.Helper()
-	path, err := exec.LookPath("caddy")
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/caddy"); serr == nil {
-			return "/usr/bin/caddy"
-		}
-		if os.Getenv("CI") != "" {
-			t.Fatalf("caddy is not installed (apt-get install caddy); CI must run this test")
-		}
-		t.Skip("caddy is not installed (apt-get install caddy): skipping the test behind a real Caddy")
-	}
-	return path
-}
 
 // MustStartCaddy runs caddy with the Caddyfile in a directory of its own
 // (its data and configuration too), without its admin endpoint, until the
 // test ends. addr is where the Caddyfile listens; MustStartCaddy waits for it.
 func MustStartCaddy(t testing.TB, caddyfile, addr string) {
 	t.Helper()
-	bin := findCaddy(t)
+	bin := findGateway(t, "caddy", "/usr/bin/caddy")
 	dir := t.TempDir()
 	path := filepath.Join(dir, "Caddyfile")
 	if err := os.WriteFile(path, []byte("{\n\tadmin off\n}\n\n"+caddyfile), 0o644); err != nil {
@@ -128,7 +96,7 @@ unmatched: allow
 	t.Cleanup(appSrv.Close)
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	block := caddyBlock(t)
+	block := docBlock(t, "caddyfile")
 	for old, repl := range map[string]string{
 		"api.example.com {": "http://" + addr + " {",
 		"quotad:8080":       strings.TrimPrefix(s.URL, "http://"),

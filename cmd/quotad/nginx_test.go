@@ -23,33 +23,35 @@ import (
 // gatewaysDoc is docs/gateways.md, whose nginx block the test runs.
 var gatewaysDoc = filepath.Join("..", "..", "docs", "gateways.md")
 
-// nginxBlock returns the first ```nginx block of docs/gateways.md.
-func nginxBlock(t testing.TB) string {
+// docBlock returns the first code block of docs/gateways.md in language
+// lang (```nginx, ```caddyfile).
+func docBlock(t testing.TB, lang string) string {
 	t.Helper()
 	doc, err := os.ReadFile(gatewaysDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(doc)
+	m := regexp.MustCompile("(?s)```" + regexp.QuoteMeta(lang) + "\n(.*?)```").FindSubmatch(doc)
 	if m == nil {
-		t.Fatalf("%s has no nginx block", gatewaysDoc)
+		t.Fatalf("%s has no %s block", gatewaysDoc, lang)
 	}
 	return string(m[1])
 }
 
-// findNginx returns the nginx binary, failing in CI and skipping elsewhere
+// findGateway returns the binary name (on the PATH, or at debianPath,
+// where Debian's package puts it), failing in CI and skipping elsewhere
 // when there is none.
-func findNginx(t testing.TB) string {
+func findGateway(t testing.TB, name, debianPath string) string {
 	t.Helper()
-	path, err := exec.LookPath("nginx")
+	path, err := exec.LookPath(name)
 	if err != nil {
-		if _, serr := os.Stat("/usr/sbin/nginx"); serr == nil {
-			return "/usr/sbin/nginx"
+		if _, serr := os.Stat(debianPath); serr == nil {
+			return debianPath
 		}
 		if os.Getenv("CI") != "" {
-			t.Fatalf("nginx is not installed (apt-get install nginx); CI must run this test")
+			t.Fatalf("%s is not installed (apt-get install %s); CI must run this test", name, name)
 		}
-		t.Skip("nginx is not installed (apt-get install nginx): skipping the test behind a real nginx")
+		t.Skipf("%s is not installed (apt-get install %s): skipping the test behind a real one", name, name)
 	}
 	return path
 }
@@ -72,7 +74,7 @@ func freePort(t testing.TB) int {
 // started as root) can reach their temporary files.
 func MustStartNginx(t testing.TB, httpBlock string) string {
 	t.Helper()
-	bin := findNginx(t)
+	bin := findGateway(t, "nginx", "/usr/sbin/nginx")
 	dir, err := os.MkdirTemp("", "quotad-nginx-")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ routes:
 	appSrv := httptest.NewServer(app)
 	t.Cleanup(appSrv.Close)
 
-	block := nginxBlock(t)
+	block := docBlock(t, "nginx")
 	for old, repl := range map[string]string{
 		"http://app:3000":    appSrv.URL,
 		"http://quotad:8080": s.URL,
