@@ -89,21 +89,5 @@ func (db *DB) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers
 		  AND ($2 = '' OR customer_id = $2)
 		ORDER BY id DESC
 		LIMIT $3`
-	rows, err := db.pool.Query(ctx, q, f.Before, f.Customer, f.Limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("query audit events: %w", mapErr(err))
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[auditRow])
-	if err != nil {
-		return nil, false, fmt.Errorf("scan audit events: %w", mapErr(err))
-	}
-	more := len(list) > f.Limit
-	if more {
-		list = list[:f.Limit]
-	}
-	out := make([]tiers.AuditEvent, len(list))
-	for i, r := range list {
-		out[i] = toAuditEvent(r)
-	}
-	return out, more, nil
+	return findPage(ctx, db.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
 }

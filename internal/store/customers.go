@@ -70,23 +70,7 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 		WHERE c.id > $1 AND ($2 = '' OR c.plan_key = $2)
 		ORDER BY c.id
 		LIMIT $3`
-	rows, err := db.pool.Query(ctx, q, f.Page.After, f.Plan, f.Page.Limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("query customers: %w", mapErr(err))
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[customerRow])
-	if err != nil {
-		return nil, false, fmt.Errorf("scan customers: %w", mapErr(err))
-	}
-	more := len(list) > f.Page.Limit
-	if more {
-		list = list[:f.Page.Limit]
-	}
-	out := make([]tiers.Customer, len(list))
-	for i, r := range list {
-		out[i] = toCustomer(r)
-	}
-	return out, more, nil
+	return findPage(ctx, db.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan)
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day

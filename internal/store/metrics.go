@@ -60,23 +60,7 @@ func (db *DB) FindMetric(ctx context.Context, key string) (tiers.Metric, error) 
 // FindMetrics returns one page of metrics ordered by key.
 func (db *DB) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error) {
 	const q = `SELECT ` + metricColumns + ` FROM metrics m WHERE m.key > $1 ORDER BY m.key LIMIT $2`
-	rows, err := db.pool.Query(ctx, q, page.After, page.Limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("query metrics: %w", mapErr(err))
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[metricRow])
-	if err != nil {
-		return nil, false, fmt.Errorf("scan metrics: %w", mapErr(err))
-	}
-	more := len(list) > page.Limit
-	if more {
-		list = list[:page.Limit]
-	}
-	out := make([]tiers.Metric, len(list))
-	for i, r := range list {
-		out[i] = toMetric(r)
-	}
-	return out, more, nil
+	return findPage(ctx, db.pool, "metrics", page.Limit, toMetric, q, page.After)
 }
 
 // PutMetric creates or replaces a metric and its capacities.

@@ -104,23 +104,7 @@ func (db *DB) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
 // FindPlans returns one page of plans ordered by key.
 func (db *DB) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.key > $1 ORDER BY p.key LIMIT $2`
-	rows, err := db.pool.Query(ctx, q, page.After, page.Limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("query plans: %w", mapErr(err))
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[planRow])
-	if err != nil {
-		return nil, false, fmt.Errorf("scan plans: %w", mapErr(err))
-	}
-	more := len(list) > page.Limit
-	if more {
-		list = list[:page.Limit]
-	}
-	out := make([]tiers.Plan, len(list))
-	for i, r := range list {
-		out[i] = toPlan(r)
-	}
-	return out, more, nil
+	return findPage(ctx, db.pool, "plans", page.Limit, toPlan, q, page.After)
 }
 
 // checkMetricsDeclared returns a *tiers.ValidationError naming every limit

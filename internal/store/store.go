@@ -173,6 +173,30 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // querier is what pgxpool.Pool and pgx.Tx have in common.
+// findPage runs sql, whose last argument (added here) is how many rows it
+// returns at the most, limit+1, and returns the first limit rows, each
+// converted by to, and whether there were more: one page of a list. what
+// names the rows in errors.
+func findPage[R, T any](ctx context.Context, q querier, what string, limit int, to func(R) T, sql string, args ...any) ([]T, bool, error) {
+	rows, err := q.Query(ctx, sql, append(args, limit+1)...)
+	if err != nil {
+		return nil, false, fmt.Errorf("query %s: %w", what, mapErr(err))
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[R])
+	if err != nil {
+		return nil, false, fmt.Errorf("scan %s: %w", what, mapErr(err))
+	}
+	more := len(list) > limit
+	if more {
+		list = list[:limit]
+	}
+	out := make([]T, len(list))
+	for i, r := range list {
+		out[i] = to(r)
+	}
+	return out, more, nil
+}
+
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

@@ -94,23 +94,7 @@ func (db *DB) FindWebhook(ctx context.Context, id string) (webhooks.Webhook, err
 func (db *DB) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Webhook, bool, error) {
 	const q = `SELECT id, url, events, thresholds, secret, version, created_at, updated_at FROM webhooks
 		WHERE id > $1 ORDER BY id LIMIT $2`
-	rows, err := db.pool.Query(ctx, q, page.After, page.Limit+1)
-	if err != nil {
-		return nil, false, fmt.Errorf("query webhooks: %w", mapErr(err))
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[webhookRow])
-	if err != nil {
-		return nil, false, fmt.Errorf("scan webhooks: %w", mapErr(err))
-	}
-	more := len(list) > page.Limit
-	if more {
-		list = list[:page.Limit]
-	}
-	out := make([]webhooks.Webhook, len(list))
-	for i, r := range list {
-		out[i] = toWebhook(r)
-	}
-	return out, more, nil
+	return findPage(ctx, db.pool, "webhooks", page.Limit, toWebhook, q, page.After)
 }
 
 // PutWebhook creates or replaces a webhook; keepSecret keeps an existing
