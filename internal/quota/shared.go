@@ -235,12 +235,17 @@ func (s *SharedCounters) run(ctx context.Context, c *Charge, decide func(k, g *l
 		s.states(c, &k, &g, op.Set)
 		op.Write = !slices.Equal(op.Set, op.Expect)
 		if op.Write {
-			for i := range op.Set {
-				op.TTLMs[i] = expiresMs(op.Set[i], now)
-				if !s.storeClock && op.TTLMs[i] != 0 {
+			if customer {
+				op.TTLMs[0] = expiresMs(&k, now)
+			}
+			if global {
+				op.TTLMs[n-1] = expiresMs(&g, now)
+			}
+			for i, ttl := range op.TTLMs {
+				if !s.storeClock && ttl != 0 {
 					// Decided by another clock than the store's, which
 					// expires keys: give them time by the store's too.
-					op.TTLMs[i] = max(op.TTLMs[i], keepUnderOtherClockMs)
+					op.TTLMs[i] = max(ttl, keepUnderOtherClockMs)
 				}
 			}
 		}

@@ -213,25 +213,22 @@ func idleFrom(e *entry, length, nowMs int64) (int64, bool) {
 	return e.start, true // paid off
 }
 
-// expiresMs returns how long after nowMs a shared key in state v (see
-// encodeState) may be dropped, because it counts nothing from then on (at
-// least 1), or 0 for never: a token bucket of limit 0, which never
-// refills, or one paid off only after maxExpiresMs. One window is added,
-// so that the clocks of processes that disagree a little do not see a key
-// go early.
-func expiresMs(v string, nowMs int64) int64 {
-	a, b, _ := strings.Cut(v, "|")
+// expiresMs returns how long after nowMs the shared key of l's short
+// windows (see encodeState) may be dropped, because it counts nothing from
+// then on (at least 1), or 0 for never: a token bucket of limit 0, which
+// never refills, or one paid off only after maxExpiresMs. One window is
+// added, so that the clocks of processes that disagree a little do not see
+// a key go early. It reads the entries, not their text. The shard must be
+// locked.
+func expiresMs(l *lookup, nowMs int64) int64 {
 	var ttl int64 = 1
-	for i, part := range [2]string{a, b} {
-		if part == "" {
+	for _, w := range sharedWindows {
+		e := l.sh.find(windowHash(l.pair, w), l.customer, l.metric, w)
+		if e == nil {
 			continue
 		}
-		e, _, err := decodeState(part)
-		if err != nil {
-			continue
-		}
-		length := sharedWindows[i].Length().Milliseconds()
-		at, ok := idleFrom(&e, length, nowMs)
+		length := w.Length().Milliseconds()
+		at, ok := idleFrom(e, length, nowMs)
 		if !ok || at-nowMs > maxExpiresMs {
 			return 0 // kept until it counts nothing: a debt paid off in years, or never
 		}
