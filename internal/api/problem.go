@@ -29,6 +29,7 @@ const (
 	codeValidation           = "validation_failed"
 	codeUnauthorized         = "unauthorized"
 	codeForbidden            = "forbidden"
+	codeInvalidAPIKey        = "invalid_api_key"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
 	codeMetricNotFound       = "metric_not_found"
@@ -100,6 +101,7 @@ var errorTable = []struct {
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
 	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
+	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
 
@@ -112,6 +114,7 @@ var details = map[string]string{
 	codeOverrideNotFound:   "the customer has no override on this metric and window",
 	codePreconditionFailed: "If-Match does not match the current version of the resource",
 	codeUnavailable:        "the database cannot be reached; nothing was changed",
+	codeInvalidAPIKey:      "the API key is not valid: unknown, revoked or expired",
 	codeNotFound:           "no such route",
 	codeMethodNotAllowed:   "the route does not allow this method",
 }

@@ -64,3 +64,15 @@ func TestCustomerNotFoundNamesTheID(t *testing.T) {
 		}
 	})
 }
+
+// An invalid API key is one 403 whatever made it invalid, and its detail
+// does not say which.
+func TestInvalidAPIKeyProblem(t *testing.T) {
+	p, known := toProblem(fmt.Errorf("resolve key qk_AbCdEf: %w", tiers.ErrInvalidAPIKey))
+	if !known || p.Status != http.StatusForbidden || p.Code != codeInvalidAPIKey {
+		t.Fatalf("got %v %d %s, want known 403 %s", known, p.Status, p.Code, codeInvalidAPIKey)
+	}
+	if strings.Contains(p.Detail, "qk_") {
+		t.Errorf("detail %q names the key", p.Detail)
+	}
+}

@@ -23,6 +23,9 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrPreconditionFailed: If-Match did not match the resource.
 	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrInvalidAPIKey: no live API key has this value (unknown, revoked and
+	// expired keys alike: the caller is not told which).
+	ErrInvalidAPIKey = errors.New("invalid api key")
 	// ErrUnavailable: the store cannot be reached; nothing was written.
 	ErrUnavailable = errors.New("store unavailable")
 )
