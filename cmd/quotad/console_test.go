@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strconv"
@@ -195,7 +196,8 @@ func mustSeedConsole(s *testServer) {
 
 func TestConsoleInBrowser(t *testing.T) {
 	browser := MustBrowser(t)
-	s := MustStartServer(t, nil, nil)
+	// Webhooks may deliver to the test's receiver on loopback.
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_WEBHOOK_ALLOW_PRIVATE": "true"})
 	mustSeedConsole(s)
 
 	t.Run("no token goes to sign-in", func(t *testing.T) {
@@ -314,6 +316,88 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("chart, plan change, usage reset, statement and audit trail", func(t *testing.T) {
+		for range 5 {
+			s.mustDo(200, "POST", "/v1/check", `{"customer": "globex", "metric": "api_calls", "cost": 2}`, "Authorization", "Bearer "+checkToken)
+		}
+		today := time.Now().UTC().Format(time.DateOnly)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/globex")
+		tab.waitFor("today's bar in the chart", fmt.Sprintf(`document.querySelector('#chart g[data-date=%q] title')?.textContent.includes('10 used')`, today))
+		if n := evalIn[int](tab, `document.querySelectorAll('#chart svg g[data-date]').length`); n != 90 {
+			t.Errorf("the chart has %d days, want 90", n)
+		}
+		tab.waitFor("the statement", `document.querySelector('#statement-total')?.textContent.includes('$')`)
+
+		// Plan change, confirmed in the page's dialog.
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#plan-select"), "free"),
+			chromedp.Click(chromedp.CSS(`#plan-form button[type=submit]`)),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("plan free", `document.querySelector('#customer-plan')?.textContent === 'free'`)
+		if r := s.mustDo(200, "GET", "/v1/customers/globex", ""); !strings.Contains(string(r.Body), `"plan":"free"`) {
+			t.Errorf("the plan did not change: %s", r.Body)
+		}
+		tab.waitFor("the plan change in the audit trail", `document.querySelector('#customer-audit')?.textContent.includes('"pro" → "free"')`)
+
+		// Usage reset: cancelled first, then confirmed.
+		tab.waitFor("globex's day bar at 10", barUsed("api_calls/day")+` === '10'`)
+		tab.do(chromedp.Click(chromedp.CSS(`#reset-form button[type=submit]`)))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		tab.waitFor("the dialog closed", `!document.querySelector('#confirm').open`)
+		if r := s.mustDo(200, "GET", "/v1/customers/globex/usage", ""); !strings.Contains(string(r.Body), `"used":10`) {
+			t.Errorf("a cancelled reset reset: %s", r.Body)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(`#reset-form button[type=submit]`)))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("globex's day bar at 0", barUsed("api_calls/day")+` === '0'`)
+		tab.waitFor("the reset in the audit trail", `[...document.querySelectorAll('#customer-audit td')].some((td) => td.textContent === 'reset')`)
+	})
+
+	t.Run("plans, metrics, webhooks and the audit log", func(t *testing.T) {
+		delivered := make(chan struct{}, 1)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+			select {
+			case delivered <- struct{}{}:
+			default:
+			}
+		}))
+		t.Cleanup(hook.Close)
+		s.mustDo(201, "PUT", "/v1/webhooks/ops-alerts", `{"url": "`+hook.URL+`/quotad", "events": ["usage.threshold"], "thresholds": [50]}`)
+		s.mustDo(201, "PUT", "/v1/customers/hooked", `{"plan": "free", "name": "Hooked"}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "hooked", "metric": "api_calls", "cost": 600}`, "Authorization", "Bearer "+checkToken)
+		select {
+		case <-delivered:
+		case <-time.After(consoleWait):
+			t.Fatal("no webhook delivery")
+		}
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/plans")
+		tab.waitFor("the Pro plan", `document.querySelector('main')?.textContent.includes('Pro (pro)')`)
+		if got := tab.text("main"); !strings.Contains(got, "$49.00") || !strings.Contains(got, "100,000") {
+			t.Errorf("plans page lacks Pro's price or day limit: %q", got)
+		}
+		tab.open("#/metrics")
+		tab.waitFor("api_calls' capacity", `document.querySelector('main')?.textContent.includes('day: 10,000,000')`)
+		tab.open("#/webhooks")
+		tab.waitFor("the webhook", `document.querySelector('main a[href="#/webhooks/ops-alerts"]') !== null`)
+		tab.do(chromedp.Click(chromedp.CSS(`main a[href="#/webhooks/ops-alerts"]`)))
+		tab.waitFor("its delivery", `document.querySelector('main table')?.textContent.includes('usage.threshold api_calls/day 50%')`)
+		tab.open("#/audit?customer=hooked")
+		tab.waitFor("hooked's creation", `document.querySelector('main table')?.textContent.includes('customers/hooked')`)
+		if got := tab.text("main table"); strings.Contains(got, "customers/acme") {
+			t.Errorf("the audit log filtered on hooked shows acme's events: %q", got)
+		}
+	})
+
 	t.Run("a name with markup shows as text", func(t *testing.T) {
 		const name = "<img src=x onerror=alert(1)>"
 		tab := newTab(t, browser, s.URL)
@@ -429,7 +513,8 @@ func TestConsoleScreenshots(t *testing.T) {
 	browser := MustBrowser(t)
 	s := MustStartServer(t, nil, nil)
 	mustSeedConsole(s)
-	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 2000, "mode": "soft", "overage_percent": 20, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 1500, "mode": "soft", "overage_percent": 50, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
 	for i := range 9 {
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}

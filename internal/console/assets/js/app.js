@@ -436,10 +436,28 @@ function localInput(iso) {
 
 const json = (v) => (v === null || v === undefined ? h('span', { class: 'muted' }, '—') : h('pre', { class: 'json' }, JSON.stringify(v, null, 1)));
 
+// IGNORED are the fields every write changes: not worth a line in a change.
+const IGNORED = new Set(['version', 'updated_at', 'created_at']);
+
+// changes lists what an audit event changed, field by field, with both
+// documents in full behind a disclosure.
+function changes(e) {
+  const before = e.before && typeof e.before === 'object' ? e.before : {};
+  const after = e.after && typeof e.after === 'object' ? e.after : {};
+  // A creation lists the fields it set; an update or deletion, what changed.
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => !IGNORED.has(k) && (e.before || after[k] !== null)).sort();
+  const short = (v) => (v === undefined ? '—' : JSON.stringify(v));
+  const items = keys.filter((k) => short(before[k]) !== short(after[k])).map((k) => h('li', {},
+    h('code', {}, k), ': ', e.before ? [h('code', {}, short(before[k])), ' → '] : '', h('code', {}, e.after ? short(after[k]) : 'deleted')));
+  return [items.length ? h('ul', { class: 'changes' }, items) : h('span', { class: 'muted' }, e.after ? 'no field changed' : 'deleted'),
+    h('details', {}, h('summary', {}, 'Before and after'), h('div', { class: 'muted' }, 'Before'), json(e.before), h('div', { class: 'muted' }, 'After'), json(e.after))];
+}
+
 function auditTable(events) {
   if (!events.length) return h('p', { class: 'muted' }, 'No events.');
-  return table(['When', 'Actor', 'Action', 'Resource', 'Before', 'After'],
-    events.map((e) => [time(e.at), e.actor, e.action, e.resource, json(e.before), json(e.after)]));
+  return table(['When', 'Actor', 'Action', 'Resource', 'Changes'],
+    events.map((e) => [time(e.at), e.actor, e.action, e.resource, changes(e)]));
 }
 
 // Plans.
