@@ -227,7 +227,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := evalIn[*string](tab, `sessionStorage.getItem('quotad.adminToken')`); got != nil {
 			t.Errorf("a refused token was stored: %q", *got)
 		}
-		tab.signIn(adminToken)
+		// With the keyboard alone: Enter in the field submits.
+		tab.do(
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#token').value = ''`),
+			chromedp.SendKeys(chromedp.CSS("#token"), adminToken+"\r"),
+		)
+		tab.waitFor("the customers page", `document.querySelector('#customers') !== null`)
 		if got := evalIn[string](tab, `sessionStorage.getItem('quotad.adminToken')`); got != adminToken {
 			t.Errorf("stored token %q, want the admin token", got)
 		}
@@ -395,6 +400,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("hooked's creation", `document.querySelector('main table')?.textContent.includes('customers/hooked')`)
 		if got := tab.text("main table"); strings.Contains(got, "customers/acme") {
 			t.Errorf("the audit log filtered on hooked shows acme's events: %q", got)
+		}
+	})
+
+	t.Run("phone width, labels", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+		tab.signIn(adminToken)
+		tab.open("#/customers/acme")
+		tab.waitFor("the whole page", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#add-override') && document.querySelector('#customer-audit table') && document.querySelector('#statement-total')`)
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit') !== null`)
+		// (A mobile viewport widens to its content, so compare with the device's width.)
+		if w := evalIn[int](tab, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("the page is %d px wide on a 390 px phone: it scrolls sideways", w)
+		}
+		unlabelled := evalIn[[]string](tab, `[...document.querySelectorAll('input, select, textarea')].filter((e) => !e.labels || e.labels.length === 0).map((e) => e.id || e.outerHTML)`)
+		if len(unlabelled) != 0 {
+			t.Errorf("controls without a label: %q", unlabelled)
 		}
 	})
 
