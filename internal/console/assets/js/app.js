@@ -456,7 +456,7 @@ function changes(e) {
 
 function auditTable(events) {
   if (!events.length) return h('p', { class: 'muted' }, 'No events.');
-  return table(['When', 'Actor', 'Action', 'Resource', 'Changes'],
+  return table(['When', 'Actor', 'Action', 'Resource', { label: 'Changes', block: true }],
     events.map((e) => [time(e.at), e.actor, e.action, e.resource, changes(e)]));
 }
 

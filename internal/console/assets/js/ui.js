@@ -66,7 +66,8 @@ export function money(cents, currency) {
 }
 
 // table makes a table from column headers and rows of cells; a header
-// {label, num} right-aligns its column. Rows of cells become <tr>s whose
+// {label, num} right-aligns its column, {label, block} stacks its cells'
+// content under the label at phone width. Rows of cells become <tr>s whose
 // cells carry their column's label (for the phone layout).
 export function table(headers, rows, opts = {}) {
   const cols = headers.map((c) => (typeof c === 'string' ? { label: c } : c));
@@ -78,7 +79,8 @@ export function table(headers, rows, opts = {}) {
 
 export function row(cols, cells, attrs = {}) {
   if (cells instanceof Node) return cells;
-  return h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i]?.label ?? '', class: cols[i]?.num ? 'num' : null }, c)));
+  const cls = (c) => [c?.num ? 'num' : '', c?.block ? 'block' : ''].join(' ').trim() || null;
+  return h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i]?.label ?? '', class: cls(cols[i]) }, h('span', { class: 'v' }, c))));
 }
 
 // errorBox shows an error: an API error's message is its problem detail.
