@@ -297,6 +297,19 @@ func TestConsoleInBrowser(t *testing.T) {
 		if !strings.Contains(string(r.Body), `"limit":25000`) {
 			t.Errorf("the API does not show the override: %s", r.Body)
 		}
+		// Adding it again is refused in the page: it would replace it.
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit')?.value === ''`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-metric"), "api_calls"),
+			chromedp.SetValue(chromedp.CSS("#ov-window"), "day"),
+			chromedp.SendKeys(chromedp.CSS("#ov-limit"), "1"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#override-msg .error')?.textContent.includes('edit it instead')`)
+		if r := s.mustDo(200, "GET", "/v1/customers/acme/overrides/api_calls/day", ""); !strings.Contains(string(r.Body), `"limit":25000`) {
+			t.Errorf("the second add replaced the override: %s", r.Body)
+		}
 	})
 
 	t.Run("a concurrent edit is a 412, shown", func(t *testing.T) {

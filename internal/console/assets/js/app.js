@@ -260,7 +260,7 @@ async function customerPage(id) {
     const holder = h('div');
     const draw = () => {
       const by = new Map(r.days.filter((d) => d.metric === sel.value).map((d) => [d.date, d]));
-      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 })));
+      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth));
     };
     on(sel, 'change', draw);
     chartBox.append(h('div', { class: 'toolbar' }, field('Metric', sel)), holder);
@@ -270,8 +270,10 @@ async function customerPage(id) {
 
   // Overrides.
   const metricKeys = metrics.map((m) => m.key);
+  let shownOverrides = new Set();
   const loadOverrides = async () => {
     const r = await api('GET', `/v1/customers/${enc(id)}/overrides?limit=1000`);
+    shownOverrides = new Set(r.overrides.map((o) => `${o.metric}/${o.window}`));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Expires', 'Reason', 'Version', 'Actions'];
     const rows = r.overrides.map((o) => {
       const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${o.metric}/${o.window}` }, 'Edit');
@@ -340,6 +342,11 @@ async function customerPage(id) {
       if (expires.value) body.expires_at = new Date(expires.value).toISOString();
       if (reason.value) body.reason = reason.value;
       const m = o ? o.metric : metricSel.value, w = o ? o.window : windowSel.value;
+      if (!o && shownOverrides.has(`${m}/${w}`)) {
+        // PUT would replace it: the API has no "create only".
+        overrideMsg(new Error(`${cust.id} has an override of ${m}/${w} already: edit it instead.`));
+        return;
+      }
       try {
         await api('PUT', `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}`, { body, ifMatch: o ? etag(o.version) : undefined });
         await afterWrite(`Override ${m}/${w} saved.`);

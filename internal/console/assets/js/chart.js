@@ -6,7 +6,7 @@
 
 import { h, s, num } from './ui.js';
 
-const W = 900, H = 260, LEFT = 64, RIGHT = 8, TOP = 10, USED_H = 170, GAP = 24, DENIED_H = 40;
+const H = 260, LEFT = 64, RIGHT = 8, TOP = 10, USED_H = 170, GAP = 24, DENIED_H = 40;
 
 // dayList returns the n dates (YYYY-MM-DD, UTC) ending with end.
 export function dayList(end, n) {
@@ -21,8 +21,10 @@ export function dayList(end, n) {
 }
 
 // usageChart draws days ([{date, used, overage, denied}], one per date, in
-// order) for metric.
-export function usageChart(metric, days) {
+// order) for metric, width pixels wide (so that its text keeps its size on
+// a phone).
+export function usageChart(metric, days, width = 900) {
+  const W = Math.max(320, Math.round(width));
   const maxUsed = Math.max(1, ...days.map((d) => d.used));
   const maxDenied = Math.max(1, ...days.map((d) => d.denied));
   const step = (W - LEFT - RIGHT) / days.length;
