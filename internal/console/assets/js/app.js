@@ -6,7 +6,7 @@ import { api, ApiError, qs, enc, etag, token, setToken, clearToken, onUnauthoriz
 import { h, on, clear, num, time, money, table, errorBox, notice, field, confirm } from './ui.js';
 import { usageChart, dayList } from './chart.js';
 
-const main = document.getElementById('main');
+const mainEl = document.getElementById('main');
 const nav = document.getElementById('nav');
 
 // REFRESH_MS is how often the customer page reloads usage.
@@ -57,18 +57,21 @@ function route() {
     if (a.getAttribute('href') === `#/${parts[0]}`) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');
   }
-  clear(main);
+  // Each page draws into an element of its own, so that a page left while
+  // it still loads draws nothing into the next one.
+  const main = h('div');
+  clear(mainEl).append(main);
   const pages = {
-    signin: signinPage,
-    customers: () => (parts[1] !== undefined ? customerPage(parts[1]) : customersPage(params)),
-    plans: plansPage,
-    metrics: metricsPage,
-    webhooks: () => (parts[1] !== undefined ? webhookPage(parts[1]) : webhooksPage()),
-    audit: () => auditPage(params),
+    signin: () => signinPage(main),
+    customers: () => (parts[1] !== undefined ? customerPage(main, parts[1]) : customersPage(main, params)),
+    plans: () => plansPage(main),
+    metrics: () => metricsPage(main),
+    webhooks: () => (parts[1] !== undefined ? webhookPage(main, parts[1]) : webhooksPage(main)),
+    audit: () => auditPage(main, params),
   };
   const render = pages[parts[0]] || (() => main.append(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/customers' }, 'Customers'))));
   Promise.resolve(render()).catch(showError(main));
-  main.focus({ preventScroll: true });
+  mainEl.focus({ preventScroll: true });
 }
 
 // showError returns a handler that shows an error in el (a 401 has already
@@ -84,7 +87,7 @@ const section = (title, ...children) => h('section', { class: 'card', 'aria-labe
 
 // Sign-in.
 
-function signinPage() {
+function signinPage(main) {
   const input = h('input', { id: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false' });
   const msg = h('div');
   if (signinReason) msg.append(notice(signinReason));
@@ -118,7 +121,7 @@ on(document.getElementById('signout'), 'click', () => {
 
 // Customers.
 
-async function customersPage(params) {
+async function customersPage(main, params) {
   const q = params.get('q') || '';
   const plan = params.get('plan') || '';
   const cursor = params.get('cursor') || '';
@@ -184,7 +187,7 @@ function usageBar(u, state, key) {
   }, fill);
 }
 
-async function customerPage(id) {
+async function customerPage(main, id) {
   const head = h('div');
   const limitsBox = h('div', { id: 'limits' });
   const limitsMsg = h('div');
@@ -469,7 +472,7 @@ function auditTable(events) {
 
 // Plans.
 
-async function plansPage() {
+async function plansPage(main) {
   main.append(h('h1', {}, 'Plans'));
   const r = await api('GET', '/v1/plans?limit=1000');
   if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
@@ -486,7 +489,7 @@ async function plansPage() {
 
 // Metrics.
 
-async function metricsPage() {
+async function metricsPage(main) {
   main.append(h('h1', {}, 'Metrics'));
   const r = await api('GET', '/v1/metrics?limit=1000');
   main.append(section('Declared metrics',
@@ -498,7 +501,7 @@ async function metricsPage() {
 
 // Webhooks.
 
-async function webhooksPage() {
+async function webhooksPage(main) {
   main.append(h('h1', {}, 'Webhooks'));
   const r = await api('GET', '/v1/webhooks?limit=1000');
   main.append(section('Endpoints', r.webhooks.length ? table(['Id', 'URL', 'Events', 'Thresholds', 'Updated'],
@@ -506,7 +509,7 @@ async function webhooksPage() {
       (w.thresholds || []).map((t) => `${t}%`).join(', '), time(w.updated_at)])) : h('p', { class: 'muted' }, 'No webhooks.')));
 }
 
-async function webhookPage(id) {
+async function webhookPage(main, id) {
   const w = await api('GET', `/v1/webhooks/${enc(id)}`);
   main.append(h('h1', {}, `Webhook ${w.id}`), h('p', { class: 'sub' }, w.url));
   const box = h('div');
@@ -520,7 +523,7 @@ async function webhookPage(id) {
 
 // Audit log.
 
-async function auditPage(params) {
+async function auditPage(main, params) {
   const customer = params.get('customer') || '';
   const cIn = h('input', { id: 'audit-customer', type: 'search', value: customer });
   const form = h('form', { class: 'inline', role: 'search' }, field('Customer id', cIn), h('button', { type: 'submit' }, 'Filter'));
