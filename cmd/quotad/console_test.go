@@ -416,6 +416,39 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("window states and pages of customers", func(t *testing.T) {
+		for i := range 26 {
+			s.mustDo(201, "PUT", fmt.Sprintf("/v1/customers/page-%02d", i), `{"plan": "free"}`)
+		}
+		s.mustDo(201, "PUT", "/v1/customers/page-00/overrides/api_calls/minute", `{"limit": 5000}`)
+		s.mustDo(201, "PUT", "/v1/customers/page-00/overrides/api_calls/day", `{"limit": 100, "mode": "soft", "overage_percent": 50}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "page-00", "metric": "api_calls", "cost": 120}`, "Authorization", "Bearer "+checkToken)
+		s.mustDo(201, "PUT", "/v1/customers/page-01/overrides/api_calls/day", `{"limit": 100}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "page-01", "metric": "api_calls", "cost": 100}`, "Authorization", "Bearer "+checkToken)
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		state := func(key string) string {
+			return fmt.Sprintf(`document.querySelector('#limits tr[data-key=%q] .badge')?.textContent`, key)
+		}
+		tab.open("#/customers/page-00")
+		tab.waitFor("page-00's day in overage", state("api_calls/day")+` === 'overage' && `+state("api_calls/minute")+` === 'ok'`)
+		tab.open("#/customers/page-01")
+		tab.waitFor("page-01's day exceeded", state("api_calls/day")+` === 'exceeded'`)
+
+		ids := `[...document.querySelectorAll('#customers tbody tr td:first-child')].map((td) => td.textContent).join(' ')`
+		first := make([]string, 25)
+		for i := range first {
+			first[i] = fmt.Sprintf("page-%02d", i)
+		}
+		tab.open("#/customers?q=page-")
+		tab.waitFor("the first 25", fmt.Sprintf(`%s === %q`, ids, strings.Join(first, " ")))
+		tab.do(chromedp.Click(chromedp.CSS(`#customers .pager a:last-child`)))
+		tab.waitFor("the last one", fmt.Sprintf(`%s === 'page-25'`, ids))
+		tab.do(chromedp.Click(chromedp.CSS(`#customers .pager a:first-child`)))
+		tab.waitFor("the first 25 again", fmt.Sprintf(`%s === %q`, ids, strings.Join(first, " ")))
+	})
+
 	t.Run("phone width, labels", func(t *testing.T) {
 		tab := newTab(t, browser, s.URL)
 		tab.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
