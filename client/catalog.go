@@ -196,6 +196,9 @@ func (c *Client) Customers(ctx context.Context, f CustomerFilter) iter.Seq2[Cust
 		if f.Plan != "" {
 			q.Set("plan", f.Plan)
 		}
+		if f.Query != "" {
+			q.Set("q", f.Query)
+		}
 		_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/customers", query: q, retry: true, out: &out})
 		fillETags(out.Customers, func(c *Customer) *Meta { return &c.Meta })
 		return page[Customer]{out.Customers, out.NextCursor}, err

@@ -328,6 +328,9 @@ type AuditEvent struct {
 type CustomerFilter struct {
 	// Plan: only customers on this plan.
 	Plan string
+	// Query: only customers whose id or name contains this text,
+	// ignoring case.
+	Query string
 	// PageSize is how many customers each request fetches (1..1000);
 	// quotad's default when 0.
 	PageSize int

@@ -371,6 +371,9 @@ func problemCode(r response) string {
 
 // samplePath fills an operation's path parameters with valid values.
 func samplePath(path string) string {
+	if path == "/console/{path}" {
+		return "/console/app.css" // the console's files are its own, not items
+	}
 	return strings.NewReplacer(
 		"{customer}", "acme", "{metric}", "api_calls", "{plan}", "pro", "{window}", "day", "{path}", "items",
 	).Replace(path)

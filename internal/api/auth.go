@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/console"
 )
 
 // Role is what a token may do.
@@ -106,12 +108,18 @@ var checkRoutes = func() map[string]bool {
 // openPaths need no token.
 var openPaths = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
 
+// isOpen reports whether a request path needs no token: the open paths and
+// the console's static files (whose data calls carry the admin token).
+func isOpen(path string) bool {
+	return openPaths[path] || strings.HasPrefix(path, console.Prefix)
+}
+
 // authenticate returns the request's token: none for the open paths,
 // anonymous when no token is configured. It runs after routing, so that
 // c.Path() names the matched route; it answers 401 and 403 before the
 // router's own 404 and 405.
 func (s *Server) authenticate(c echo.Context) (*Token, error) {
-	if openPaths[c.Request().URL.Path] {
+	if isOpen(c.Request().URL.Path) {
 		return nil, nil
 	}
 	if !s.auth.enabled() {

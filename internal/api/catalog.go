@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -120,16 +122,23 @@ func (s *Server) deletePlan(c echo.Context) error {
 
 // Customers.
 
+// maxCustomerQuery bounds the search text of GET /v1/customers?q=: as
+// long as a customer's name may be.
+const maxCustomerQuery = 200
+
 func (s *Server) listCustomers(c echo.Context) error {
 	p, err := page(c, tiers.ValidCustomerID)
 	if err != nil {
 		return err
 	}
-	f := tiers.CustomerFilter{Plan: c.QueryParam("plan"), Page: p}
+	f := tiers.CustomerFilter{Plan: c.QueryParam("plan"), Query: c.QueryParam("q"), Page: p}
 	if c.QueryParams().Has("plan") {
 		if err := tiers.CheckKey("plan", f.Plan); err != nil {
 			return err
 		}
+	}
+	if utf8.RuneCountInString(f.Query) > maxCustomerQuery || !utf8.ValidString(f.Query) {
+		return tiers.Invalid("q", fmt.Sprintf("must be valid UTF-8 of at most %d characters", maxCustomerQuery))
 	}
 	items, more, err := s.catalog.Customers(c.Request().Context(), f)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/quotad/quotad/internal/console"
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
@@ -173,6 +174,10 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
+
+	// The admin console: static files, open to all; every datum it shows
+	// comes from the API above, with the admin's token.
+	e.GET(console.Prefix+"*", echo.WrapHandler(console.Handler()))
 	return s
 }
 

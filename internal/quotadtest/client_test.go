@@ -392,6 +392,9 @@ func TestClientPagination(t *testing.T) {
 		{"pages of 2", quotad.CustomerFilter{PageSize: 2}, wantAll},
 		{"pages of 1 on plan pro", quotad.CustomerFilter{Plan: "pro", PageSize: 1}, wantPro},
 		{"pages of 3 on plan pro", quotad.CustomerFilter{Plan: "pro", PageSize: 3}, wantPro},
+		{"search, pages of 1", quotad.CustomerFilter{Query: "UST-0", PageSize: 1}, wantAll},
+		{"search on plan pro", quotad.CustomerFilter{Query: "cust-03", Plan: "pro"}, []string{"cust-03"}},
+		{"search finding none", quotad.CustomerFilter{Query: "acme"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -68,9 +68,11 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 	const q = `SELECT ` + customerColumns + `
 		FROM customers c
 		WHERE c.id > $1 AND ($2 = '' OR c.plan_key = $2)
+		  -- strpos, not LIKE: the search text is matched literally, its % and _ included
+		  AND ($3 = '' OR strpos(lower(c.id), lower($3)) > 0 OR strpos(lower(c.name), lower($3)) > 0)
 		ORDER BY c.id
-		LIMIT $3`
-	return findPage(ctx, db.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan)
+		LIMIT $4`
+	return findPage(ctx, db.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan, f.Query)
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day

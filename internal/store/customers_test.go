@@ -140,3 +140,67 @@ func abbrev(ids []string) []string {
 	}
 	return ids
 }
+
+// FindCustomers' Query keeps the customers whose id or name contains it,
+// ignoring case and taking % and _ literally; it combines with Plan and
+// pages as the plain list does.
+func TestFindCustomersQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _ := MustOpenSchema(t)
+	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
+	mustPut(t, err)
+	for _, key := range []string{"free", "pro"} {
+		_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: key, Name: key, Price: usd})
+		mustPut(t, err)
+	}
+	for _, c := range []tiers.Customer{
+		{ID: "acme", Plan: "free", Name: "Acme Inc."},
+		{ID: "acme-eu", Plan: "pro", Name: "Acme Europe"},
+		{ID: "globex", Plan: "pro", Name: "Globex INCORPORATED"},
+		{ID: "100_pct", Plan: "free", Name: "100% Corp"},
+		{ID: "initech", Plan: "free", Name: ""},
+	} {
+		c.Metadata = []byte(`{}`)
+		_, _, err := db.PutCustomer(ctx, write("ops"), c)
+		mustPut(t, err)
+	}
+	tests := []struct {
+		name string
+		f    tiers.CustomerFilter
+		want []string
+	}{
+		{"no query", tiers.CustomerFilter{}, []string{"100_pct", "acme", "acme-eu", "globex", "initech"}},
+		{"id prefix", tiers.CustomerFilter{Query: "acme"}, []string{"acme", "acme-eu"}},
+		{"name, any case", tiers.CustomerFilter{Query: "inc"}, []string{"acme", "globex"}},
+		{"inside the id", tiers.CustomerFilter{Query: "TECH"}, []string{"initech"}},
+		{"percent is literal", tiers.CustomerFilter{Query: "%"}, []string{"100_pct"}},
+		{"underscore is literal", tiers.CustomerFilter{Query: "_"}, []string{"100_pct"}},
+		{"with a plan", tiers.CustomerFilter{Query: "acme", Plan: "pro"}, []string{"acme-eu"}},
+		{"nothing", tiers.CustomerFilter{Query: "zzz"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			page := tiers.Page{Limit: 1}
+			for {
+				f := tt.f
+				f.Page = page
+				items, more, err := db.FindCustomers(ctx, f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range items {
+					got = append(got, c.ID)
+				}
+				if !more {
+					break
+				}
+				page.After = items[len(items)-1].ID
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

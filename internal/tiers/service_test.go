@@ -178,7 +178,8 @@ func (s *memStore) FindCustomers(_ context.Context, f CustomerFilter) ([]Custome
 	defer s.mu.Unlock()
 	var out []Customer
 	for _, c := range sortedValues(s.customers, func(c Customer) string { return c.ID }) {
-		if f.Plan == "" || c.Plan == f.Plan {
+		q := strings.ToLower(f.Query)
+		if (f.Plan == "" || c.Plan == f.Plan) && (q == "" || strings.Contains(strings.ToLower(c.ID), q) || strings.Contains(strings.ToLower(c.Name), q)) {
 			out = append(out, c)
 		}
 	}

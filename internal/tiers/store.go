@@ -84,7 +84,10 @@ type Page struct {
 // CustomerFilter selects customers, optionally only those on Plan.
 type CustomerFilter struct {
 	Plan string
-	Page Page
+	// Query, when set, keeps the customers whose id or name contains it,
+	// ignoring case.
+	Query string
+	Page  Page
 }
 
 // AuditFilter selects audit events, newest first: at most Limit events with

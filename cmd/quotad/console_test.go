@@ -1,0 +1,614 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+)
+
+// The console's tests drive /console/ in a real browser, headless Chromium
+// (Debian's package chromium), against quotad started by run. Without the
+// browser they skip, except in CI (CI set), where they fail.
+
+// consoleWait bounds each browser step: a bound, not a measurement (the
+// steps wait for DOM conditions and return as soon as they hold).
+const consoleWait = 60 * time.Second
+
+// findBrowser returns the path of Chromium.
+func findBrowser(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed (apt-get install chromium); CI must run the console's browser tests")
+	}
+	t.Skip("chromium is not installed (apt-get install chromium): skipping the console's browser tests")
+	return ""
+}
+
+// MustBrowser starts a headless Chromium for the test and returns its
+// context; tabs are made from it with newTab.
+func MustBrowser(t testing.TB) context.Context {
+	t.Helper()
+	path := findBrowser(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.WindowSize(1280, 900),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses root with its sandbox
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, without a timeout
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// consoleTab is one browser tab (its own sessionStorage) on the console,
+// recording the JavaScript dialogs that open (and dismissing them), uncaught
+// exceptions and Content-Security-Policy violations.
+type consoleTab struct {
+	t   testing.TB
+	ctx context.Context
+	url string
+
+	mu       sync.Mutex
+	dialogs  []string
+	problems []string
+}
+
+func newTab(t testing.TB, browser context.Context, base string) *consoleTab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	tab := &consoleTab{t: t, ctx: ctx, url: base + "/console/"}
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	messages := chromedp.Console(ctx)
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			tab.mu.Lock()
+			tab.dialogs = append(tab.dialogs, string(ev.Type)+": "+ev.Message)
+			tab.mu.Unlock()
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		}
+	}()
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+				tab.mu.Lock()
+				tab.problems = append(tab.problems, m.String())
+				tab.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		for _, p := range tab.problems {
+			t.Errorf("console page: %s", p)
+		}
+	})
+	return tab
+}
+
+// do runs steps, failing the test on an error.
+func (tab *consoleTab) do(steps ...chromedp.Action[chromedp.Void]) {
+	tab.t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		tab.t.Fatalf("browser: %v", err)
+	}
+}
+
+// eval evaluates a JavaScript expression.
+func evalIn[T any](tab *consoleTab, expr string) T {
+	tab.t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		tab.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// waitFor waits until the JavaScript expression is truthy; what says what
+// was awaited, for the failure message.
+func (tab *consoleTab) waitFor(what, expr string) {
+	tab.t.Helper()
+	ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(consoleWait))); err != nil {
+		main, _ := chromedp.Run(tab.ctx, chromedp.Evaluate[string](`document.querySelector('main')?.innerText ?? ''`))
+		tab.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, main)
+	}
+}
+
+// text returns the text of the first element matching a CSS selector.
+func (tab *consoleTab) text(sel string) string {
+	tab.t.Helper()
+	return evalIn[string](tab, fmt.Sprintf(`document.querySelector(%q)?.textContent ?? ''`, sel))
+}
+
+// signIn opens the console and signs in with token.
+func (tab *consoleTab) signIn(token string) {
+	tab.t.Helper()
+	tab.do(
+		chromedp.Navigate(tab.url),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), token),
+		chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
+	)
+	tab.waitFor("the customers page", `document.querySelector('#customers') !== null`)
+}
+
+// open goes to a route of the console (#/...) in the signed-in tab.
+func (tab *consoleTab) open(route string) {
+	tab.t.Helper()
+	tab.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = %q`, route)))
+}
+
+// barUsed is the JavaScript for the used units the usage bar of key shows.
+func barUsed(key string) string {
+	return fmt.Sprintf(`document.querySelector('#limits tr[data-key=%q] [role=progressbar]')?.getAttribute('aria-valuenow')`, key)
+}
+
+// mustSeedConsole declares what the console tests look at: a metric, two
+// plans, customers acme and beta on free, and one whose name is markup.
+func mustSeedConsole(s *testServer) {
+	s.t.Helper()
+	s.mustDo(201, "PUT", "/v1/metrics/api_calls", `{"description": "Calls to the public API", "capacity": {"day": 10000000}}`)
+	s.mustDo(201, "PUT", "/v1/plans/free", `{"name": "Free", "price": {"amount_cents": 0, "currency": "USD", "interval": "month"},
+		"limits": [{"metric": "api_calls", "window": "minute", "limit": 600}, {"metric": "api_calls", "window": "day", "limit": 1000}]}`)
+	s.mustDo(201, "PUT", "/v1/plans/pro", `{"name": "Pro", "price": {"amount_cents": 4900, "currency": "USD", "interval": "month"},
+		"limits": [{"metric": "api_calls", "window": "second", "limit": 50},
+		           {"metric": "api_calls", "window": "day", "limit": 100000, "mode": "soft", "overage_percent": 20, "overage_price_micros": 1000}]}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme", `{"plan": "free", "name": "Acme Inc."}`)
+	s.mustDo(201, "PUT", "/v1/customers/beta", `{"plan": "free", "name": "Beta Labs"}`)
+	s.mustDo(201, "PUT", "/v1/customers/globex", `{"plan": "pro", "name": "Globex"}`)
+	s.mustDo(201, "PUT", "/v1/customers/xss", `{"plan": "free", "name": "<img src=x onerror=alert(1)>"}`)
+}
+
+func TestConsoleInBrowser(t *testing.T) {
+	browser := MustBrowser(t)
+	// Webhooks may deliver to the test's receiver on loopback.
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_WEBHOOK_ALLOW_PRIVATE": "true"})
+	mustSeedConsole(s)
+
+	t.Run("no token goes to sign-in", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.do(chromedp.Navigate(tab.url + "#/customers/acme"))
+		tab.waitFor("the sign-in form", `document.querySelector('#token') !== null && location.hash === '#/signin'`)
+		if got := tab.text("main"); strings.Contains(got, "Acme Inc.") {
+			t.Errorf("the page without a token shows customer data: %q", got)
+		}
+		// A stored token the API refuses (401) sends the page back to sign-in too.
+		tab.do(chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem('quotad.adminToken', 'wrong'); location.hash = '#/customers/acme'`))
+		tab.waitFor("sign-in after a 401", `location.hash === '#/signin' && document.querySelector('#token') !== null`)
+		if got := evalIn[*string](tab, `sessionStorage.getItem('quotad.adminToken')`); got != nil {
+			t.Errorf("the refused token is still stored: %q", *got)
+		}
+	})
+
+	t.Run("sign in", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.do(
+			chromedp.Navigate(tab.url),
+			chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), "not-a-token"),
+			chromedp.Click(chromedp.CSS(`#signin-form button[type=submit]`)),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#signin-form .error')?.textContent.includes('not valid')`)
+		if got := evalIn[*string](tab, `sessionStorage.getItem('quotad.adminToken')`); got != nil {
+			t.Errorf("a refused token was stored: %q", *got)
+		}
+		// With the keyboard alone: Enter in the field submits.
+		tab.do(
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#token').value = ''`),
+			chromedp.SendKeys(chromedp.CSS("#token"), adminToken+"\r"),
+		)
+		tab.waitFor("the customers page", `document.querySelector('#customers') !== null`)
+		if got := evalIn[string](tab, `sessionStorage.getItem('quotad.adminToken')`); got != adminToken {
+			t.Errorf("stored token %q, want the admin token", got)
+		}
+		if got := evalIn[string](tab, `location.href + document.cookie`); strings.Contains(got, adminToken) {
+			t.Errorf("the token is in the URL or a cookie: %q", got)
+		}
+	})
+
+	t.Run("find a customer", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#q"), "INC"),
+			chromedp.Click(chromedp.CSS(`#customer-search button[type=submit]`)),
+		)
+		// By name, ignoring case: only Acme Inc.
+		tab.waitFor("acme alone", `(() => { const ids = [...document.querySelectorAll('#customers tbody tr td:first-child')].map((td) => td.textContent);
+			return ids.length === 1 && ids[0] === 'acme'; })()`)
+		// By plan: only globex is on pro.
+		tab.open("#/customers?plan=pro")
+		tab.waitFor("globex alone", `(() => { const ids = [...document.querySelectorAll('#customers tbody tr td:first-child')].map((td) => td.textContent);
+			return ids.length === 1 && ids[0] === 'globex'; })()`)
+		tab.open("#/customers?q=acme")
+		tab.waitFor("the acme link", `document.querySelector('#customers a[href="#/customers/acme"]') !== null`)
+		tab.do(chromedp.Click(chromedp.CSS(`#customers a[href="#/customers/acme"]`)))
+		tab.waitFor("acme's page", `document.querySelector('#customer-name')?.textContent === 'Acme Inc.'`)
+	})
+
+	t.Run("usage bar moves with checks", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/beta")
+		tab.waitFor("beta's day bar at 0", barUsed("api_calls/day")+` === '0'`)
+		for range 7 {
+			s.mustDo(200, "POST", "/v1/check", `{"customer": "beta", "metric": "api_calls", "cost": 3}`, "Authorization", "Bearer "+checkToken)
+		}
+		// The page refreshes by itself: the bar reaches 21 without a reload.
+		tab.waitFor("beta's day bar at 21", barUsed("api_calls/day")+` === '21'`)
+		if got := tab.text(`#limits tr[data-key="api_calls/day"] td:nth-child(7)`); got != "21 / 1,000" {
+			t.Errorf("used cell %q, want %q (thousands separator)", got, "21 / 1,000")
+		}
+	})
+
+	t.Run("add an override and see the effective limit change", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/acme")
+		tab.waitFor("acme's day limit 1000", `document.querySelector('#limits tr[data-key="api_calls/day"] [role=progressbar]')?.getAttribute('aria-valuemax') === '1000'`)
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit') !== null`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-metric"), "api_calls"),
+			chromedp.SetValue(chromedp.CSS("#ov-window"), "day"),
+			chromedp.SendKeys(chromedp.CSS("#ov-limit"), "25000"),
+			chromedp.SendKeys(chromedp.CSS("#ov-reason"), "launch week"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the day limit at 25000 from an override", `(() => { const tr = document.querySelector('#limits tr[data-key="api_calls/day"]');
+			return tr && tr.querySelector('[role=progressbar]').getAttribute('aria-valuemax') === '25000' && tr.children[4].textContent.startsWith('override'); })()`)
+		tab.waitFor("the override listed", `document.querySelector('#overrides tr[data-key="api_calls/day"]')?.textContent.includes('launch week')`)
+		r := s.mustDo(200, "GET", "/v1/customers/acme/limits", "")
+		if !strings.Contains(string(r.Body), `"limit":25000`) {
+			t.Errorf("the API does not show the override: %s", r.Body)
+		}
+		// Adding it again is refused in the page: it would replace it.
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit')?.value === ''`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-metric"), "api_calls"),
+			chromedp.SetValue(chromedp.CSS("#ov-window"), "day"),
+			chromedp.SendKeys(chromedp.CSS("#ov-limit"), "1"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#override-msg .error')?.textContent.includes('edit it instead')`)
+		if r := s.mustDo(200, "GET", "/v1/customers/acme/overrides/api_calls/day", ""); !strings.Contains(string(r.Body), `"limit":25000`) {
+			t.Errorf("the second add replaced the override: %s", r.Body)
+		}
+	})
+
+	t.Run("a concurrent edit is a 412, shown", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/beta/overrides/api_calls/minute", `{"limit": 100, "reason": "first"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/beta")
+		tab.waitFor("beta's override", `document.querySelector('#overrides tr[data-key="api_calls/minute"] [data-action=edit]') !== null`)
+		tab.do(chromedp.Click(chromedp.CSS(`#overrides tr[data-key="api_calls/minute"] [data-action=edit]`)))
+		tab.waitFor("the edit form", `document.querySelector('#ov-limit')?.value === '100'`)
+		// Someone else edits it meanwhile.
+		s.mustDo(200, "PUT", "/v1/customers/beta/overrides/api_calls/minute", `{"limit": 200, "reason": "someone else"}`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-limit"), "300"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the 412 shown", `document.querySelector('#override-msg .error')?.textContent.includes('412')`)
+		tab.waitFor("the list reloaded with their change", `document.querySelector('#overrides tr[data-key="api_calls/minute"]')?.textContent.includes('someone else')`)
+		r := s.mustDo(200, "GET", "/v1/customers/beta/overrides/api_calls/minute", "")
+		if !strings.Contains(string(r.Body), `"limit":200`) {
+			t.Errorf("the stale edit was written: %s", r.Body)
+		}
+	})
+
+	t.Run("chart, plan change, usage reset, statement and audit trail", func(t *testing.T) {
+		for range 5 {
+			s.mustDo(200, "POST", "/v1/check", `{"customer": "globex", "metric": "api_calls", "cost": 2}`, "Authorization", "Bearer "+checkToken)
+		}
+		today := time.Now().UTC().Format(time.DateOnly)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/globex")
+		tab.waitFor("today's bar in the chart", fmt.Sprintf(`document.querySelector('#chart g[data-date=%q] title')?.textContent.includes('10 used')`, today))
+		if n := evalIn[int](tab, `document.querySelectorAll('#chart svg g[data-date]').length`); n != 90 {
+			t.Errorf("the chart has %d days, want 90", n)
+		}
+		tab.waitFor("the statement", `document.querySelector('#statement-total')?.textContent.includes('$')`)
+
+		// Plan change, confirmed in the page's dialog.
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#plan-select"), "free"),
+			chromedp.Click(chromedp.CSS(`#plan-form button[type=submit]`)),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("plan free", `document.querySelector('#customer-plan')?.textContent === 'free'`)
+		if r := s.mustDo(200, "GET", "/v1/customers/globex", ""); !strings.Contains(string(r.Body), `"plan":"free"`) {
+			t.Errorf("the plan did not change: %s", r.Body)
+		}
+		tab.waitFor("the plan change in the audit trail", `document.querySelector('#customer-audit')?.textContent.includes('"pro" → "free"')`)
+
+		// Usage reset: cancelled first, then confirmed.
+		tab.waitFor("globex's day bar at 10", barUsed("api_calls/day")+` === '10'`)
+		tab.do(chromedp.Click(chromedp.CSS(`#reset-form button[type=submit]`)))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		tab.waitFor("the dialog closed", `!document.querySelector('#confirm').open`)
+		if r := s.mustDo(200, "GET", "/v1/customers/globex/usage", ""); !strings.Contains(string(r.Body), `"used":10`) {
+			t.Errorf("a cancelled reset reset: %s", r.Body)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(`#reset-form button[type=submit]`)))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("globex's day bar at 0", barUsed("api_calls/day")+` === '0'`)
+		tab.waitFor("the reset in the audit trail", `[...document.querySelectorAll('#customer-audit td')].some((td) => td.textContent === 'reset')`)
+	})
+
+	t.Run("plans, metrics, webhooks and the audit log", func(t *testing.T) {
+		delivered := make(chan struct{}, 1)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+			select {
+			case delivered <- struct{}{}:
+			default:
+			}
+		}))
+		t.Cleanup(hook.Close)
+		s.mustDo(201, "PUT", "/v1/webhooks/ops-alerts", `{"url": "`+hook.URL+`/quotad", "events": ["usage.threshold"], "thresholds": [50]}`)
+		s.mustDo(201, "PUT", "/v1/customers/hooked", `{"plan": "free", "name": "Hooked"}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "hooked", "metric": "api_calls", "cost": 600}`, "Authorization", "Bearer "+checkToken)
+		select {
+		case <-delivered:
+		case <-time.After(consoleWait):
+			t.Fatal("no webhook delivery")
+		}
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/plans")
+		tab.waitFor("the Pro plan", `document.querySelector('main')?.textContent.includes('Pro (pro)')`)
+		if got := tab.text("main"); !strings.Contains(got, "$49.00") || !strings.Contains(got, "100,000") {
+			t.Errorf("plans page lacks Pro's price or day limit: %q", got)
+		}
+		tab.open("#/metrics")
+		tab.waitFor("api_calls' capacity", `document.querySelector('main')?.textContent.includes('day: 10,000,000')`)
+		tab.open("#/webhooks")
+		tab.waitFor("the webhook", `document.querySelector('main a[href="#/webhooks/ops-alerts"]') !== null`)
+		tab.do(chromedp.Click(chromedp.CSS(`main a[href="#/webhooks/ops-alerts"]`)))
+		tab.waitFor("its delivery", `document.querySelector('main table')?.textContent.includes('usage.threshold api_calls/day 50%')`)
+		tab.open("#/audit?customer=hooked")
+		tab.waitFor("hooked's creation", `document.querySelector('main table')?.textContent.includes('customers/hooked')`)
+		if got := tab.text("main table"); strings.Contains(got, "customers/acme") {
+			t.Errorf("the audit log filtered on hooked shows acme's events: %q", got)
+		}
+	})
+
+	t.Run("window states and pages of customers", func(t *testing.T) {
+		for i := range 26 {
+			s.mustDo(201, "PUT", fmt.Sprintf("/v1/customers/page-%02d", i), `{"plan": "free"}`)
+		}
+		s.mustDo(201, "PUT", "/v1/customers/page-00/overrides/api_calls/minute", `{"limit": 5000}`)
+		s.mustDo(201, "PUT", "/v1/customers/page-00/overrides/api_calls/day", `{"limit": 100, "mode": "soft", "overage_percent": 50}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "page-00", "metric": "api_calls", "cost": 120}`, "Authorization", "Bearer "+checkToken)
+		s.mustDo(201, "PUT", "/v1/customers/page-01/overrides/api_calls/day", `{"limit": 100}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "page-01", "metric": "api_calls", "cost": 100}`, "Authorization", "Bearer "+checkToken)
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		state := func(key string) string {
+			return fmt.Sprintf(`document.querySelector('#limits tr[data-key=%q] .badge')?.textContent`, key)
+		}
+		tab.open("#/customers/page-00")
+		tab.waitFor("page-00's day in overage", state("api_calls/day")+` === 'overage' && `+state("api_calls/minute")+` === 'ok'`)
+		tab.open("#/customers/page-01")
+		tab.waitFor("page-01's day exceeded", state("api_calls/day")+` === 'exceeded'`)
+
+		ids := `[...document.querySelectorAll('#customers tbody tr td:first-child')].map((td) => td.textContent).join(' ')`
+		first := make([]string, 25)
+		for i := range first {
+			first[i] = fmt.Sprintf("page-%02d", i)
+		}
+		tab.open("#/customers?q=page-")
+		tab.waitFor("the first 25", fmt.Sprintf(`%s === %q`, ids, strings.Join(first, " ")))
+		tab.do(chromedp.Click(chromedp.CSS(`#customers .pager a:last-child`)))
+		tab.waitFor("the last one", fmt.Sprintf(`%s === 'page-25'`, ids))
+		tab.do(chromedp.Click(chromedp.CSS(`#customers .pager a:first-child`)))
+		tab.waitFor("the first 25 again", fmt.Sprintf(`%s === %q`, ids, strings.Join(first, " ")))
+	})
+
+	t.Run("phone width, labels", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait))
+		tab.signIn(adminToken)
+		tab.open("#/customers/acme")
+		tab.waitFor("the whole page", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#add-override') && document.querySelector('#customer-audit table') && document.querySelector('#statement-total')`)
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit') !== null`)
+		// (A mobile viewport widens to its content, so compare with the device's width.)
+		if w := evalIn[int](tab, `document.documentElement.scrollWidth`); w > 390 {
+			t.Errorf("the page is %d px wide on a 390 px phone: it scrolls sideways", w)
+		}
+		unlabelled := evalIn[[]string](tab, `[...document.querySelectorAll('input, select, textarea')].filter((e) => !e.labels || e.labels.length === 0).map((e) => e.id || e.outerHTML)`)
+		if len(unlabelled) != 0 {
+			t.Errorf("controls without a label: %q", unlabelled)
+		}
+	})
+
+	t.Run("a name with markup shows as text", func(t *testing.T) {
+		const name = "<img src=x onerror=alert(1)>"
+		tab := newTab(t, browser, s.URL)
+		// The detector works: a dialog the page opens is seen.
+		tab.do(chromedp.Navigate(tab.url), chromedp.WaitVisible(chromedp.CSS("#token")))
+		tab.do(chromedp.Evaluate[chromedp.Void](`alert('control')`))
+		tab.mu.Lock()
+		seen := len(tab.dialogs)
+		tab.dialogs = nil
+		tab.mu.Unlock()
+		if seen != 1 {
+			t.Fatalf("the dialog detector saw %d dialogs of a control alert, want 1", seen)
+		}
+
+		tab.signIn(adminToken)
+		tab.open("#/customers?q=xss")
+		tab.waitFor("xss listed", `document.querySelector('#customers tbody tr td:nth-child(2)') !== null`)
+		if got := tab.text("#customers tbody tr td:nth-child(2)"); got != name {
+			t.Errorf("list shows name %q, want %q as text", got, name)
+		}
+		tab.open("#/customers/xss")
+		tab.waitFor("xss's page", `document.querySelector('#customer-name') !== null && document.querySelector('#limits table') !== null`)
+		if got := tab.text("#customer-name"); got != name {
+			t.Errorf("heading %q, want %q as text", got, name)
+		}
+		if n := evalIn[int](tab, `document.querySelectorAll('main img, table img').length`); n != 0 {
+			t.Errorf("the page has %d img elements: the name was parsed as HTML", n)
+		}
+		// Give an injected image every chance to fail and fire: wait for
+		// the usage refresh to run again.
+		tab.waitFor("a refresh", `(() => { window.__seen = window.__seen || document.querySelector('#limits table'); return document.querySelector('#limits table') !== window.__seen; })()`)
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		if len(tab.dialogs) != 0 {
+			t.Errorf("dialogs opened: %q", tab.dialogs)
+		}
+	})
+}
+
+// TestConsoleServing checks the console's files and headers over plain
+// HTTP: they need no token, the data calls do.
+func TestConsoleServing(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	cases := []struct {
+		path, contentType string
+		want              int
+	}{
+		{"/console/", "text/html", http.StatusOK},
+		{"/console/js/app.js", "text/javascript", http.StatusOK},
+		{"/console/app.css", "text/css", http.StatusOK},
+		{"/console/nope.js", "", http.StatusNotFound},
+		{"/console/js/", "", http.StatusNotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			r := s.do("GET", c.path, "", "Authorization", "")
+			if r.Status != c.want {
+				t.Fatalf("status %d, want %d", r.Status, c.want)
+			}
+			if c.contentType != "" && !strings.HasPrefix(r.Header.Get("Content-Type"), c.contentType) {
+				t.Errorf("Content-Type %q, want %s", r.Header.Get("Content-Type"), c.contentType)
+			}
+			for name, want := range map[string]string{
+				"X-Frame-Options":        "DENY",
+				"X-Content-Type-Options": "nosniff",
+				"Referrer-Policy":        "no-referrer",
+			} {
+				if got := r.Header.Get(name); got != want {
+					t.Errorf("%s: %q, want %q", name, got, want)
+				}
+			}
+			csp := r.Header.Get("Content-Security-Policy")
+			for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "connect-src 'self'"} {
+				if !strings.Contains(csp, want) {
+					t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+				}
+			}
+			if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+				t.Errorf("Content-Security-Policy %q allows inline code", csp)
+			}
+		})
+	}
+	t.Run("the page has no inline script or style", func(t *testing.T) {
+		body := string(s.mustDo(200, "GET", "/console/", "", "Authorization", "").Body)
+		for _, bad := range []string{"<script>", "<style", " style=", " onclick=", " onload=", "http://", "https://"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("index.html contains %q", bad)
+			}
+		}
+	})
+	t.Run("data calls need the admin token", func(t *testing.T) {
+		for _, path := range []string{"/v1/customers", "/v1/plans", "/v1/audit"} {
+			if r := s.do("GET", path, "", "Authorization", ""); r.Status != http.StatusUnauthorized {
+				t.Errorf("GET %s without a token: %d, want 401", path, r.Status)
+			}
+			if r := s.do("GET", path, "", "Authorization", "Bearer "+checkToken); r.Status != http.StatusForbidden {
+				t.Errorf("GET %s with a check token: %d, want 403", path, r.Status)
+			}
+		}
+	})
+}
+
+// TestConsoleScreenshots writes the customer page at 1280 px and at phone
+// width as PNGs into the directory QUOTAD_CONSOLE_SCREENSHOTS names (the
+// README's screenshots: QUOTAD_CONSOLE_SCREENSHOTS=../../docs from
+// cmd/quotad); it skips when the variable is unset.
+func TestConsoleScreenshots(t *testing.T) {
+	dir := os.Getenv("QUOTAD_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		t.Skip("QUOTAD_CONSOLE_SCREENSHOTS is unset")
+	}
+	browser := MustBrowser(t)
+	s := MustStartServer(t, nil, nil)
+	mustSeedConsole(s)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 1500, "mode": "soft", "overage_percent": 50, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	for i := range 9 {
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
+	}
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		opts          []chromedp.EmulateViewportOption
+	}{
+		{"console-customer-1280.png", 1280, 900, nil},
+		{"console-customer-phone.png", 390, 844, []chromedp.EmulateViewportOption{chromedp.EmulateMobile, chromedp.EmulatePortrait}},
+	} {
+		tab := newTab(t, browser, s.URL)
+		tab.do(chromedp.EmulateViewport(size.width, size.height, size.opts...))
+		tab.signIn(adminToken)
+		tab.open("#/customers/acme")
+		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#customer-audit table')`)
+		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dir+"/"+size.name, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s/%s (%d bytes)", dir, size.name, len(png))
+	}
+}

@@ -1,0 +1,546 @@
+// app.js: the console's router and pages. Routes live in the URL's fragment
+// (#/customers, #/customers/<id>, ...), which never reaches a server; the
+// token never appears in it.
+
+import { api, ApiError, qs, enc, etag, token, setToken, clearToken, onUnauthorized } from './api.js';
+import { h, on, clear, num, time, money, table, errorBox, notice, field, confirm } from './ui.js';
+import { usageChart, dayList } from './chart.js';
+
+const mainEl = document.getElementById('main');
+const nav = document.getElementById('nav');
+
+// REFRESH_MS is how often the customer page reloads usage.
+const REFRESH_MS = 3000;
+const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month'];
+const MODES = ['hard', 'soft', 'elastic'];
+
+// page is the current page's lifetime: its timers stop when it is left.
+let page = { timers: [], alive: true };
+
+function newPage() {
+  page.alive = false;
+  page.timers.forEach(clearInterval);
+  page = { timers: [], alive: true };
+  return page;
+}
+
+function every(ms, fn) {
+  const p = page;
+  const id = setInterval(() => { if (p.alive) fn(); }, ms);
+  p.timers.push(id);
+}
+
+let signinReason = '';
+
+onUnauthorized(() => {
+  signinReason = 'Your token was refused (or your session ended). Sign in again.';
+  go('#/signin');
+});
+
+function go(hash) {
+  if (location.hash === hash) route(); else location.hash = hash;
+}
+
+function route() {
+  const hash = location.hash || '#/customers';
+  const [path, query = ''] = hash.slice(1).split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(query);
+  newPage();
+  if (!token() && parts[0] !== 'signin') {
+    signinReason = signinReason || 'Sign in with an admin token to use the console.';
+    go('#/signin');
+    return;
+  }
+  nav.hidden = !token();
+  for (const a of nav.querySelectorAll('a')) {
+    if (a.getAttribute('href') === `#/${parts[0]}`) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  // Each page draws into an element of its own, so that a page left while
+  // it still loads draws nothing into the next one.
+  const main = h('div');
+  clear(mainEl).append(main);
+  const pages = {
+    signin: () => signinPage(main),
+    customers: () => (parts[1] !== undefined ? customerPage(main, parts[1]) : customersPage(main, params)),
+    plans: () => plansPage(main),
+    metrics: () => metricsPage(main),
+    webhooks: () => (parts[1] !== undefined ? webhookPage(main, parts[1]) : webhooksPage(main)),
+    audit: () => auditPage(main, params),
+  };
+  const render = pages[parts[0]] || (() => main.append(h('h1', {}, 'Not found'), h('p', {}, h('a', { href: '#/customers' }, 'Customers'))));
+  Promise.resolve(render()).catch(showError(main));
+  mainEl.focus({ preventScroll: true });
+}
+
+// showError returns a handler that shows an error in el (a 401 has already
+// sent the admin to sign-in).
+const showError = (el) => (err) => {
+  if (err instanceof ApiError && err.status === 401) return;
+  if (!page.alive) return;
+  el.append(errorBox(err));
+};
+
+// section makes a card with a heading.
+const section = (title, ...children) => h('section', { class: 'card', 'aria-label': title }, h('h2', {}, title), ...children);
+
+// Sign-in.
+
+function signinPage(main) {
+  const input = h('input', { id: 'token', type: 'password', autocomplete: 'off', required: true, spellcheck: 'false' });
+  const msg = h('div');
+  if (signinReason) msg.append(notice(signinReason));
+  signinReason = '';
+  const form = h('form', { class: 'signin card section', id: 'signin-form' },
+    h('h1', {}, 'Sign in'),
+    h('p', { class: 'sub' }, 'Paste an admin token. It stays in this tab only (session storage) and is sent to this quotad alone.'),
+    field('Admin token', input), msg,
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Sign in')));
+  on(form, 'submit', async (e) => {
+    e.preventDefault();
+    clear(msg);
+    const t = input.value.trim();
+    try {
+      await api('GET', '/v1/customers?limit=1', { token: t });
+      setToken(t);
+      go('#/customers');
+    } catch (err) {
+      msg.append(errorBox(err.status === 401 ? new Error('That token is not valid.') : err.status === 403 ? new Error('That token is not an admin token.') : err));
+    }
+  });
+  main.append(form);
+  input.focus();
+}
+
+on(document.getElementById('signout'), 'click', () => {
+  clearToken();
+  signinReason = 'Signed out.';
+  go('#/signin');
+});
+
+// Customers.
+
+async function customersPage(main, params) {
+  const q = params.get('q') || '';
+  const plan = params.get('plan') || '';
+  const cursor = params.get('cursor') || '';
+  const back = params.getAll('back');
+  const qIn = h('input', { id: 'q', type: 'search', value: q, placeholder: 'id or name' });
+  const planSel = h('select', { id: 'plan' }, h('option', { value: '' }, 'All plans'));
+  const form = h('form', { class: 'inline', role: 'search', id: 'customer-search' },
+    field('Search by id or name', qIn), field('Plan', planSel), h('button', { type: 'submit' }, 'Search'));
+  on(form, 'submit', (e) => {
+    e.preventDefault();
+    go(`#/customers${qs({ q: qIn.value.trim(), plan: planSel.value })}`);
+  });
+  const results = h('div', { id: 'customers' });
+  main.append(h('h1', {}, 'Customers'), section('Find a customer', form, results));
+  api('GET', '/v1/plans?limit=1000').then((r) => {
+    for (const p of r.plans) planSel.append(h('option', { value: p.key, selected: p.key === plan }, `${p.name || p.key} (${p.key})`));
+  }).catch(showError(results));
+  const r = await api('GET', `/v1/customers${qs({ q, plan, cursor, limit: 25 })}`);
+  if (r.customers.length === 0) {
+    results.append(h('p', { class: 'muted' }, 'No customer matches.'));
+  } else {
+    results.append(table(['Id', 'Name', 'Plan', 'Updated'], r.customers.map((c) => [
+      h('a', { href: `#/customers/${enc(c.id)}` }, c.id), c.name, c.plan, time(c.updated_at)])));
+  }
+  const pager = h('div', { class: 'pager' });
+  const link = (label, cur, stack) => {
+    const p = new URLSearchParams(qs({ q, plan, cursor: cur }).slice(1));
+    for (const b of stack) p.append('back', b);
+    return h('a', { href: `#/customers?${p}` }, label);
+  };
+  if (back.length) pager.append(link('← Previous', back[back.length - 1] === '-' ? '' : back[back.length - 1], back.slice(0, -1)));
+  if (r.next_cursor) pager.append(link('Next →', r.next_cursor, [...back, cursor || '-']));
+  results.append(pager);
+}
+
+// The customer page.
+
+// windowState is a usage entry's state, as a check would report it now:
+// exceeded when no unit more can pass, overage (soft) or elastic above the
+// limit, else ok.
+function windowState(u, lim) {
+  const mode = lim?.mode || 'hard';
+  if (mode === 'soft') {
+    const threshold = Math.floor((u.limit * (100 + (lim.overage_percent || 0))) / 100);
+    if (u.used >= threshold) return 'exceeded';
+    return u.used > u.limit ? 'overage' : 'ok';
+  }
+  if (mode === 'elastic') {
+    if (lim.ceiling !== null && lim.ceiling !== undefined && u.used >= lim.ceiling) return 'exceeded';
+    return u.used > u.limit ? 'elastic' : 'ok';
+  }
+  return u.used >= u.limit ? 'exceeded' : 'ok';
+}
+
+function usageBar(u, state, key) {
+  const pct = u.limit > 0 ? Math.min(100, (u.used / u.limit) * 100) : 100;
+  const fill = h('span');
+  fill.style.width = `${pct}%`; // CSSOM, which the CSP allows (no style attribute is parsed)
+  return h('div', {
+    class: 'bar', role: 'progressbar', 'aria-label': `${key} usage`, 'aria-valuemin': 0,
+    'aria-valuemax': u.limit, 'aria-valuenow': u.used, 'aria-valuetext': `${num(u.used)} of ${num(u.limit)} (${state})`,
+    'data-used': u.used, 'data-limit': u.limit,
+  }, fill);
+}
+
+async function customerPage(main, id) {
+  const head = h('div');
+  const limitsBox = h('div', { id: 'limits' });
+  const limitsMsg = h('div');
+  const chartBox = h('div', { id: 'chart' });
+  const overridesBox = h('div', { id: 'overrides' });
+  const overrideForm = h('div', { id: 'override-form' });
+  const planBox = h('div', { id: 'plan-change' });
+  const resetBox = h('div', { id: 'reset' });
+  const statementBox = h('div', { id: 'statement' });
+  const auditBox = h('div', { id: 'customer-audit' });
+  main.append(head,
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), limitsMsg, limitsBox),
+    section('Last 90 days', chartBox),
+    section('Overrides', overridesBox, overrideForm),
+    h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
+    // API KEYS: the customer's API keys (issue and revoke) go here once
+    // quotad issues keys (SPEC 6.3); another change adds them.
+    section('Statement', statementBox),
+    section('Audit trail', auditBox));
+
+  const [customer, metrics, plans] = await Promise.all([
+    api('GET', `/v1/customers/${enc(id)}`),
+    api('GET', '/v1/metrics?limit=1000').then((r) => r.metrics),
+    api('GET', '/v1/plans?limit=1000').then((r) => r.plans),
+  ]);
+  let cust = customer;
+  const renderHead = () => {
+    clear(head).append(h('h1', { id: 'customer-name' }, cust.name || cust.id),
+      h('p', { class: 'sub' }, 'Id ', h('code', { id: 'customer-id' }, cust.id), ' · plan ', h('strong', { id: 'customer-plan' }, cust.plan),
+        ' · updated ', time(cust.updated_at)));
+  };
+  renderHead();
+
+  let lastLimits = [];
+  const loadLimits = async () => {
+    const [lim, usage] = await Promise.all([
+      api('GET', `/v1/customers/${enc(id)}/limits`),
+      api('GET', `/v1/customers/${enc(id)}/usage`),
+    ]);
+    if (!page.alive) return;
+    lastLimits = lim.limits;
+    const byKey = new Map(lim.limits.map((l) => [`${l.metric}/${l.window}`, l]));
+    const rows = usage.usage.map((u) => {
+      const key = `${u.metric}/${u.window}`;
+      const l = byKey.get(key);
+      const state = windowState(u, l);
+      return h('tr', { class: `state-${state}`, 'data-key': key },
+        h('td', { 'data-label': 'Metric' }, u.metric), h('td', { 'data-label': 'Window' }, u.window),
+        h('td', { 'data-label': 'Limit', class: 'num' }, num(u.limit)),
+        h('td', { 'data-label': 'Mode' }, l ? l.mode : ''),
+        h('td', { 'data-label': 'Source' }, l ? l.source : '', l?.expires_at ? [' until ', time(l.expires_at)] : ''),
+        h('td', { 'data-label': 'Usage' }, usageBar(u, state, key)),
+        h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
+        h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
+        h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
+        h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
+    });
+    const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Source', 'Usage', { label: 'Used', num: true }, { label: 'Overage', num: true }, 'State', 'Resets'];
+    clear(limitsBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No limit applies to this customer.'));
+    clear(limitsMsg);
+  };
+  const refresh = () => loadLimits().catch((err) => { if (page.alive) clear(limitsMsg).append(errorBox(err)); });
+  await refresh();
+  every(REFRESH_MS, refresh);
+
+  // Chart.
+  const renderChart = async () => {
+    const days = dayList(new Date(), 90);
+    const r = await api('GET', `/v1/customers/${enc(id)}/usage/history${qs({ from: days[0], to: days[days.length - 1] })}`);
+    const names = [...new Set([...r.days.map((d) => d.metric), ...lastLimits.map((l) => l.metric)])].sort();
+    if (names.length === 0) { chartBox.append(h('p', { class: 'muted' }, 'No usage recorded in the last 90 days.')); return; }
+    const sel = h('select', { id: 'chart-metric' }, names.map((m) => h('option', { value: m }, m)));
+    const holder = h('div');
+    const draw = () => {
+      const by = new Map(r.days.filter((d) => d.metric === sel.value).map((d) => [d.date, d]));
+      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth));
+    };
+    on(sel, 'change', draw);
+    chartBox.append(h('div', { class: 'toolbar' }, field('Metric', sel)), holder);
+    draw();
+  };
+  renderChart().catch(showError(chartBox));
+
+  // Overrides.
+  const metricKeys = metrics.map((m) => m.key);
+  let shownOverrides = new Set();
+  const loadOverrides = async () => {
+    const r = await api('GET', `/v1/customers/${enc(id)}/overrides?limit=1000`);
+    shownOverrides = new Set(r.overrides.map((o) => `${o.metric}/${o.window}`));
+    const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Expires', 'Reason', 'Version', 'Actions'];
+    const rows = r.overrides.map((o) => {
+      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${o.metric}/${o.window}` }, 'Edit');
+      const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Delete override ${o.metric}/${o.window}` }, 'Delete');
+      on(edit, 'click', () => showOverrideForm(o));
+      on(del, 'click', async () => {
+        if (!await confirm('Delete override', `Delete the override of ${o.metric}/${o.window} for ${cust.id}? The plan's limit applies again.`, 'Delete')) return;
+        try {
+          await api('DELETE', `/v1/customers/${enc(id)}/overrides/${enc(o.metric)}/${enc(o.window)}`, { ifMatch: etag(o.version) });
+          await afterWrite(`Override ${o.metric}/${o.window} deleted.`);
+        } catch (err) { overrideMsg(err); }
+      });
+      return h('tr', { 'data-key': `${o.metric}/${o.window}` },
+        h('td', { 'data-label': 'Metric' }, o.metric), h('td', { 'data-label': 'Window' }, o.window),
+        h('td', { 'data-label': 'Limit', class: 'num' }, num(o.limit)),
+        h('td', { 'data-label': 'Mode' }, o.mode, o.mode === 'soft' ? ` +${o.overage_percent}%` : '', o.ceiling != null ? ` ceiling ${num(o.ceiling)}` : ''),
+        h('td', { 'data-label': 'Expires' }, o.expires_at ? time(o.expires_at) : 'never', o.expired ? ' (expired)' : ''),
+        h('td', { 'data-label': 'Reason' }, o.reason), h('td', { 'data-label': 'Version', class: 'num' }, num(o.version)),
+        h('td', { 'data-label': 'Actions' }, edit, ' ', del));
+    });
+    clear(overridesBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No overrides: the plan\'s limits apply.'));
+    const add = h('button', { type: 'button', id: 'add-override' }, 'Add override');
+    on(add, 'click', () => showOverrideForm(null));
+    overridesBox.append(h('div', { class: 'actions' }, add));
+  };
+  const msgBox = h('div', { id: 'override-msg' });
+  overridesBox.after(msgBox);
+  const overrideMsg = (err) => {
+    clear(msgBox);
+    if (err instanceof ApiError && err.status === 412) {
+      msgBox.append(errorBox(new Error(`Someone changed this override since you loaded it (412 Precondition Failed: ${err.message}). The list below is reloaded: check their change, then edit again.`)));
+      loadOverrides().catch(showError(overridesBox));
+    } else if (err instanceof ApiError && err.problem.errors) {
+      msgBox.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
+    } else msgBox.append(errorBox(err));
+  };
+  const afterWrite = async (text) => {
+    clear(overrideForm);
+    await Promise.all([loadOverrides(), refresh(), loadAudit(true)]);
+    clear(msgBox).append(notice(text));
+  };
+  const showOverrideForm = (o) => {
+    clear(msgBox);
+    const metricSel = h('select', { id: 'ov-metric', disabled: !!o }, metricKeys.map((m) => h('option', { value: m, selected: o?.metric === m }, m)));
+    const windowSel = h('select', { id: 'ov-window', disabled: !!o }, WINDOWS.map((w) => h('option', { value: w, selected: (o?.window || 'day') === w }, w)));
+    const limit = h('input', { id: 'ov-limit', type: 'number', min: 0, step: 1, required: true, value: o ? o.limit : '' });
+    const mode = h('select', { id: 'ov-mode' }, MODES.map((m) => h('option', { value: m, selected: (o?.mode || 'hard') === m }, m)));
+    const pct = h('input', { id: 'ov-overage', type: 'number', min: 0, max: 1000, step: 1, value: o?.mode === 'soft' ? o.overage_percent : '' });
+    const ceiling = h('input', { id: 'ov-ceiling', type: 'number', min: 0, step: 1, value: o?.ceiling ?? '' });
+    const expires = h('input', { id: 'ov-expires', type: 'datetime-local', value: o?.expires_at ? localInput(o.expires_at) : '' });
+    const reason = h('input', { id: 'ov-reason', type: 'text', maxlength: 500, value: o?.reason || '' });
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    on(cancel, 'click', () => clear(overrideForm));
+    const form = h('form', { id: 'override-editor' },
+      h('h3', {}, o ? `Edit override ${o.metric}/${o.window} (version ${o.version})` : 'Add an override'),
+      h('div', { class: 'form-grid' },
+        field('Metric', metricSel), field('Window', windowSel), field('Limit', limit), field('Mode', mode),
+        field('Overage % (soft)', pct), field('Ceiling (elastic)', ceiling),
+        field('Expires (your time zone; empty: never)', expires, { class: 'wide' }), field('Reason', reason, { class: 'wide' })),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'ov-save' }, 'Save override'), cancel));
+    on(form, 'submit', async (e) => {
+      e.preventDefault();
+      const body = { limit: Number(limit.value), mode: mode.value };
+      if (mode.value === 'soft' && pct.value !== '') body.overage_percent = Number(pct.value);
+      if (mode.value === 'elastic' && ceiling.value !== '') body.ceiling = Number(ceiling.value);
+      if (expires.value) body.expires_at = new Date(expires.value).toISOString();
+      if (reason.value) body.reason = reason.value;
+      const m = o ? o.metric : metricSel.value, w = o ? o.window : windowSel.value;
+      if (!o && shownOverrides.has(`${m}/${w}`)) {
+        // PUT would replace it: the API has no "create only".
+        overrideMsg(new Error(`${cust.id} has an override of ${m}/${w} already: edit it instead.`));
+        return;
+      }
+      try {
+        await api('PUT', `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}`, { body, ifMatch: o ? etag(o.version) : undefined });
+        await afterWrite(`Override ${m}/${w} saved.`);
+      } catch (err) { overrideMsg(err); }
+    });
+    clear(overrideForm).append(form);
+    (o ? limit : metricSel).focus();
+  };
+  loadOverrides().catch(showError(overridesBox));
+
+  // Plan change.
+  const planSel = h('select', { id: 'plan-select' }, plans.map((p) => h('option', { value: p.key, selected: p.key === cust.plan }, `${p.name || p.key} (${p.key})`)));
+  const planMsg = h('div');
+  const planForm = h('form', { class: 'inline', id: 'plan-form' }, field('Plan', planSel), h('button', { type: 'submit' }, 'Change plan'));
+  on(planForm, 'submit', async (e) => {
+    e.preventDefault();
+    clear(planMsg);
+    if (planSel.value === cust.plan) return;
+    if (!await confirm('Change plan', `Move ${cust.id} from ${cust.plan} to ${planSel.value}? It applies from the next check; counters are kept.`, 'Change plan')) return;
+    try {
+      cust = await api('PUT', `/v1/customers/${enc(id)}`, {
+        ifMatch: etag(cust.version),
+        body: { plan: planSel.value, name: cust.name, billing_anchor_day: cust.billing_anchor_day, metadata: cust.metadata },
+      });
+      renderHead();
+      planMsg.append(notice(`Now on ${cust.plan}.`));
+      await Promise.all([refresh(), loadAudit(true)]);
+    } catch (err) {
+      planMsg.append(errorBox(err.status === 412 ? new Error(`The customer was changed meanwhile (412: ${err.message}). Reload the page.`) : err));
+    }
+  });
+  planBox.append(planForm, planMsg);
+
+  // Usage reset.
+  const resetSel = h('select', { id: 'reset-metric' }, metricKeys.map((m) => h('option', { value: m }, m)));
+  const resetMsg = h('div');
+  const resetForm = h('form', { class: 'inline', id: 'reset-form' }, field('Metric', resetSel), h('button', { type: 'submit', class: 'danger' }, 'Reset usage…'));
+  on(resetForm, 'submit', async (e) => {
+    e.preventDefault();
+    clear(resetMsg);
+    const m = resetSel.value;
+    if (!await confirm('Reset usage', `Zero the current windows of ${m} for ${cust.id}? Every window of the metric, short and long, starts again from 0. This cannot be undone.`, 'Reset usage')) return;
+    try {
+      await api('DELETE', `/v1/customers/${enc(id)}/usage/${enc(m)}`);
+      resetMsg.append(notice(`Usage of ${m} reset.`));
+      await Promise.all([refresh(), loadAudit(true)]);
+    } catch (err) { resetMsg.append(errorBox(err)); }
+  });
+  resetBox.append(resetForm, resetMsg);
+
+  // Statement.
+  const now = new Date();
+  const period = h('input', { id: 'period', type: 'month', value: `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}`, required: true });
+  const stOut = h('div');
+  const stForm = h('form', { class: 'inline', id: 'statement-form' }, field('Period (month)', period), h('button', { type: 'submit' }, 'Show statement'));
+  const loadStatement = async () => {
+    clear(stOut);
+    try {
+      const st = await api('GET', `/v1/customers/${enc(id)}/statement${qs({ period: period.value })}`);
+      stOut.append(h('p', { class: 'muted' }, 'From ', time(st.period.start), ' to ', time(st.period.end)),
+        table(['Kind', 'Plan', 'Metric', { label: 'Quantity', num: true }, { label: 'Unit price', num: true }, { label: 'Amount', num: true }, 'Description'],
+          st.lines.map((l) => [l.kind, l.plan, l.metric || '', num(l.quantity), l.unit_price_micros == null ? '' : money(l.unit_price_micros / 10000, st.currency),
+            money(l.amount_cents, st.currency), l.description])),
+        h('p', {}, h('strong', {}, 'Total '), h('span', { id: 'statement-total' }, money(st.total_cents, st.currency))));
+    } catch (err) { showError(stOut)(err); }
+  };
+  on(stForm, 'submit', (e) => { e.preventDefault(); loadStatement(); });
+  statementBox.append(stForm, stOut);
+  loadStatement();
+
+  // Audit trail.
+  let auditCursor = '';
+  const auditList = h('div');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older events');
+  async function loadAudit(reset) {
+    if (reset) { auditCursor = ''; clear(auditList); }
+    const r = await api('GET', `/v1/audit${qs({ customer: id, limit: 20, cursor: auditCursor })}`);
+    auditList.append(auditTable(r.events));
+    auditCursor = r.next_cursor || '';
+    more.hidden = !auditCursor;
+  }
+  on(more, 'click', () => loadAudit(false).catch(showError(auditBox)));
+  auditBox.append(auditList, more);
+  loadAudit(true).catch(showError(auditBox));
+}
+
+// localInput turns an RFC 3339 time into a datetime-local value in the
+// browser's zone.
+function localInput(iso) {
+  const d = new Date(iso);
+  const p = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
+}
+
+const json = (v) => (v === null || v === undefined ? h('span', { class: 'muted' }, '—') : h('pre', { class: 'json' }, JSON.stringify(v, null, 1)));
+
+// IGNORED are the fields every write changes: not worth a line in a change.
+const IGNORED = new Set(['version', 'updated_at', 'created_at']);
+
+// changes lists what an audit event changed, field by field, with both
+// documents in full behind a disclosure.
+function changes(e) {
+  const before = e.before && typeof e.before === 'object' ? e.before : {};
+  const after = e.after && typeof e.after === 'object' ? e.after : {};
+  // A creation lists the fields it set; an update or deletion, what changed.
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])]
+    .filter((k) => !IGNORED.has(k) && (e.before || after[k] !== null)).sort();
+  const short = (v) => (v === undefined ? '—' : JSON.stringify(v));
+  const items = keys.filter((k) => short(before[k]) !== short(after[k])).map((k) => h('li', {},
+    h('code', {}, k), ': ', e.before ? [h('code', {}, short(before[k])), ' → '] : '', h('code', {}, e.after ? short(after[k]) : 'deleted')));
+  return [items.length ? h('ul', { class: 'changes' }, items) : h('span', { class: 'muted' }, e.after ? 'no field changed' : 'deleted'),
+    h('details', {}, h('summary', {}, 'Before and after'), h('div', { class: 'muted' }, 'Before'), json(e.before), h('div', { class: 'muted' }, 'After'), json(e.after))];
+}
+
+function auditTable(events) {
+  if (!events.length) return h('p', { class: 'muted' }, 'No events.');
+  return table(['When', 'Actor', 'Action', 'Resource', { label: 'Changes', block: true }],
+    events.map((e) => [time(e.at), e.actor, e.action, e.resource, changes(e)]));
+}
+
+// Plans.
+
+async function plansPage(main) {
+  main.append(h('h1', {}, 'Plans'));
+  const r = await api('GET', '/v1/plans?limit=1000');
+  if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
+  for (const p of r.plans) {
+    const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
+    main.append(section(`${p.name || p.key} (${p.key})`,
+      h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · version ', num(p.version)),
+      p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
+        p.limits.map((l) => [l.metric, l.window, num(l.limit), l.mode,
+          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+          l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''])) : h('p', { class: 'muted' }, 'No limits.')));
+  }
+}
+
+// Metrics.
+
+async function metricsPage(main) {
+  main.append(h('h1', {}, 'Metrics'));
+  const r = await api('GET', '/v1/metrics?limit=1000');
+  main.append(section('Declared metrics',
+    h('p', { class: 'muted' }, 'Capacity is the whole system\'s budget per window, which elastic limits borrow from.'),
+    r.metrics.length ? table(['Metric', 'Description', 'Capacity', 'Version'], r.metrics.map((m) => [m.key, m.description || '',
+      Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
+      num(m.version)])) : h('p', { class: 'muted' }, 'No metrics.')));
+}
+
+// Webhooks.
+
+async function webhooksPage(main) {
+  main.append(h('h1', {}, 'Webhooks'));
+  const r = await api('GET', '/v1/webhooks?limit=1000');
+  main.append(section('Endpoints', r.webhooks.length ? table(['Id', 'URL', 'Events', 'Thresholds', 'Updated'],
+    r.webhooks.map((w) => [h('a', { href: `#/webhooks/${enc(w.id)}` }, w.id), w.url, (w.events || []).join(', ') || 'all',
+      (w.thresholds || []).map((t) => `${t}%`).join(', '), time(w.updated_at)])) : h('p', { class: 'muted' }, 'No webhooks.')));
+}
+
+async function webhookPage(main, id) {
+  const w = await api('GET', `/v1/webhooks/${enc(id)}`);
+  main.append(h('h1', {}, `Webhook ${w.id}`), h('p', { class: 'sub' }, w.url));
+  const box = h('div');
+  main.append(section('Recent deliveries', box));
+  const r = await api('GET', `/v1/webhooks/${enc(id)}/deliveries?limit=100`);
+  box.append(r.deliveries.length ? table(['Created', 'Event', 'Customer', 'Status', { label: 'Attempts', num: true }, 'Last answer', 'Delivered'],
+    r.deliveries.map((d) => [time(d.created_at), `${d.event?.type || ''} ${d.event?.metric || ''}/${d.event?.window || ''}${d.event?.threshold != null ? ` ${d.event.threshold}%` : ''}`,
+      d.event?.customer || '', d.status, num(d.attempts),
+      d.last_status ? `HTTP ${d.last_status}` : (d.last_error || ''), time(d.delivered_at)])) : h('p', { class: 'muted' }, 'No deliveries yet.'));
+}
+
+// Audit log.
+
+async function auditPage(main, params) {
+  const customer = params.get('customer') || '';
+  const cIn = h('input', { id: 'audit-customer', type: 'search', value: customer });
+  const form = h('form', { class: 'inline', role: 'search' }, field('Customer id', cIn), h('button', { type: 'submit' }, 'Filter'));
+  on(form, 'submit', (e) => { e.preventDefault(); go(`#/audit${qs({ customer: cIn.value.trim() })}`); });
+  const list = h('div');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Older events');
+  main.append(h('h1', {}, 'Audit log'), section('Every admin change, newest first', form, list, more));
+  let cursor = '';
+  const load = async () => {
+    const r = await api('GET', `/v1/audit${qs({ customer, limit: 50, cursor })}`);
+    list.append(auditTable(r.events));
+    cursor = r.next_cursor || '';
+    more.hidden = !cursor;
+  };
+  on(more, 'click', () => load().catch(showError(list)));
+  await load();
+}
+
+window.addEventListener('hashchange', route);
+route();
