@@ -93,6 +93,9 @@ var (
 	ErrUnauthorized error = &sentinel{"quotad: unauthorized", "unauthorized", http.StatusUnauthorized}
 	// ErrForbidden: 403, a check token on an admin route.
 	ErrForbidden error = &sentinel{"quotad: forbidden", "forbidden", http.StatusForbidden}
+	// ErrInvalidAPIKey: 403 invalid_api_key, an API key that is unknown,
+	// revoked or expired (quotad does not say which).
+	ErrInvalidAPIKey error = &sentinel{"quotad: invalid API key", "invalid_api_key", 0}
 	// ErrNotFound: any 404.
 	ErrNotFound error = &sentinel{"quotad: not found", "not_found", http.StatusNotFound}
 	// ErrCustomerNotFound: 404 customer_not_found.
@@ -105,17 +108,21 @@ var (
 	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
-	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check
-	// repeating a request_id with another metric or cost.
+	// ErrConflict: 409, e.g. deleting a plan customers are on, a check
+	// repeating a request_id with another metric or cost, or a commit of a
+	// reservation with another cost than its first commit's.
 	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
+	// ErrReservationExpired: 410 reservation_expired, a commit of a
+	// reservation quotad released at its expiry.
+	ErrReservationExpired error = &sentinel{"quotad: reservation expired", "reservation_expired", http.StatusGone}
 	// ErrPreconditionFailed: 412, an If-Match that does not match.
 	ErrPreconditionFailed error = &sentinel{"quotad: precondition failed", "precondition_failed", http.StatusPreconditionFailed}
 	// ErrPayloadTooLarge: 413.
 	ErrPayloadTooLarge error = &sentinel{"quotad: payload too large", "payload_too_large", http.StatusRequestEntityTooLarge}
 	// ErrUnsupportedMediaType: 415.
 	ErrUnsupportedMediaType error = &sentinel{"quotad: unsupported media type", "unsupported_media_type", http.StatusUnsupportedMediaType}
-	// ErrTooManyRequests: 429 from anything but a check (a check's 429 is a
-	// result), e.g. a proxy in front of quotad.
+	// ErrTooManyRequests: 429 from anything but a check or a reserve
+	// (their 429 is a result), e.g. a proxy in front of quotad.
 	ErrTooManyRequests error = &sentinel{"quotad: too many requests", "", http.StatusTooManyRequests}
 	// ErrUnavailable: 503, quotad could not reach its database (nothing was
 	// changed), or is not ready.

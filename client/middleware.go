@@ -133,8 +133,11 @@ func undecided(w http.ResponseWriter, r *http.Request, err error, failClosed boo
 	switch {
 	case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
 		detail := "the request cannot be checked"
-		if errors.Is(p, ErrCustomerNotFound) {
+		switch {
+		case errors.Is(p, ErrCustomerNotFound):
 			detail = "the request's customer is not known"
+		case errors.Is(p, ErrInvalidAPIKey):
+			detail = "the request's API key is not valid"
 		}
 		writeProblem(w, http.StatusForbidden, "forbidden", detail)
 	case r.Context().Err() != nil:
