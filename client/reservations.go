@@ -2,6 +2,7 @@ package quotad
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -101,6 +102,9 @@ func (c *Client) reserve(ctx context.Context, req ReserveRequest, retry bool) (*
 		// A 429 without a decision in it came from something in front of
 		// quotad.
 		return nil, &Problem{Status: r.status, Title: http.StatusText(r.status), Detail: "a 429 that is not quotad's decision"}
+	}
+	if res.Allowed && res.ID == "" {
+		return nil, fmt.Errorf("quotad: POST /v1/reservations: an allowed answer %d without an id", r.status)
 	}
 	if res.Allowed && res.State == "" {
 		res.State = ReservationHeld

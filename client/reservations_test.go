@@ -600,3 +600,18 @@ func TestReservationMiddlewareStreams(t *testing.T) {
 		t.Errorf("units used = %d, want 3", f.used)
 	}
 }
+
+// An allowed answer without an id cannot be committed: it is an error, not
+// a reservation.
+func TestReserveAllowedWithoutID(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write([]byte(`{"customer":"acme","metric":"m","cost":5,"allowed":true,"limits":[]}`))
+	}))
+	defer srv.Close()
+	res, err := quotad.New(srv.URL).Reserve(context.Background(), quotad.ReserveRequest{Customer: "acme", Metric: "m", Cost: 5})
+	if err == nil || res != nil {
+		t.Errorf("Reserve = %+v, %v; want an error", res, err)
+	}
+}
