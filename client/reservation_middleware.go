@@ -155,10 +155,14 @@ func ReservationFromContext(ctx context.Context) (*Reservation, bool) {
 //     runs without a reservation (fail open; ReportCost returns false and
 //     nothing is counted), or with FailClosed the request is answered 503.
 //
-// It panics if opts lacks Metric or Estimate, or both Customer and APIKey.
+// It panics if opts lacks Metric or Estimate, or both Customer and APIKey,
+// or if its TTL is beyond an hour.
 func (c *Client) ReservationMiddleware(opts ReservationMiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.Customer == nil && opts.APIKey == nil || opts.Metric == nil || opts.Estimate == nil {
 		panic("quotad: ReservationMiddleware needs ReservationMiddlewareOptions.Customer or APIKey, Metric and Estimate")
+	}
+	if opts.TTL > time.Hour {
+		panic("quotad: ReservationMiddlewareOptions.TTL is at most an hour")
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {

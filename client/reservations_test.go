@@ -302,6 +302,8 @@ func TestReservationMiddlewareNeeds(t *testing.T) {
 		{"no customer nor key", quotad.ReservationMiddlewareOptions{Metric: quotad.Static("m"), Estimate: estimate}},
 		{"no metric", quotad.ReservationMiddlewareOptions{Customer: quotad.Static("acme"), Estimate: estimate}},
 		{"no estimate", quotad.ReservationMiddlewareOptions{APIKey: quotad.Static("qk"), Metric: quotad.Static("m")}},
+		{"a ttl beyond an hour", quotad.ReservationMiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("m"),
+			Estimate: estimate, TTL: time.Hour + time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
