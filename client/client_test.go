@@ -34,6 +34,7 @@ var allSentinels = map[string]error{
 	"ErrMethodNotAllowed":     quotad.ErrMethodNotAllowed,
 	"ErrConflict":             quotad.ErrConflict,
 	"ErrReservationExpired":   quotad.ErrReservationExpired,
+	"ErrReservationNotFound":  quotad.ErrReservationNotFound,
 	"ErrPreconditionFailed":   quotad.ErrPreconditionFailed,
 	"ErrPayloadTooLarge":      quotad.ErrPayloadTooLarge,
 	"ErrUnsupportedMediaType": quotad.ErrUnsupportedMediaType,

@@ -112,6 +112,9 @@ var (
 	// repeating a request_id with another metric or cost, or a commit of a
 	// reservation with another cost than its first commit's.
 	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
+	// ErrReservationNotFound: 404 reservation_not_found, no reservation
+	// has this id.
+	ErrReservationNotFound error = &sentinel{"quotad: reservation not found", "reservation_not_found", 0}
 	// ErrReservationExpired: 410 reservation_expired, a commit of a
 	// reservation quotad released at its expiry.
 	ErrReservationExpired error = &sentinel{"quotad: reservation expired", "reservation_expired", http.StatusGone}

@@ -59,6 +59,13 @@ type Reservation struct {
 	// or ReservationExpired, when quotad says (GET does; Reserve's answer
 	// may leave it out: an allowed reservation starts held).
 	State string `json:"state,omitempty"`
+	// Committed is, once committed, the actual cost the windows kept
+	// (GET).
+	Committed *int64 `json:"committed,omitempty"`
+	// Over is how many committed units went beyond a hard limit (GET).
+	Over int64 `json:"over,omitempty"`
+	// CreatedAt is when the reservation was made (GET).
+	CreatedAt time.Time `json:"created_at,omitzero"`
 }
 
 // Settlement is quotad's answer to Commit: how the estimate was settled.
@@ -75,8 +82,9 @@ type Settlement struct {
 	// was done, so they are counted anyway, and later checks are denied
 	// until the window resets.
 	Over int64 `json:"over"`
-	// Limits are the windows after the commit.
-	Limits []CheckLimit `json:"limits"`
+	// Limits are the usage of the metric's windows after the commit, as
+	// Usage reports them.
+	Limits []UsageEntry `json:"limits"`
 }
 
 // Reserve holds req.Cost units of req.Metric in every window of the
@@ -120,8 +128,9 @@ func (c *Client) reserve(ctx context.Context, req ReserveRequest, retry bool) (*
 // limit if need be (Settlement.Over). A commit is idempotent by cost, so
 // it is retried as the RetryPolicy says: a repeat with the same cost
 // returns the same Settlement. Another cost than the first commit's is
-// ErrConflict; a reservation that expired (quotad released it) is
-// ErrReservationExpired; an unknown id ErrNotFound.
+// ErrConflict, and so is a commit of a released reservation; a
+// reservation that expired (quotad released it) is ErrReservationExpired;
+// an unknown id ErrReservationNotFound (and ErrNotFound).
 func (c *Client) Commit(ctx context.Context, id string, cost int64) (*Settlement, error) {
 	var s Settlement
 	body := struct {
@@ -134,15 +143,17 @@ func (c *Client) Commit(ctx context.Context, id string, cost int64) (*Settlement
 	return &s, nil
 }
 
-// Release gives every unit of reservation id back. It is retried as the
-// RetryPolicy says (a reservation's units go back once). An unknown id is
-// ErrNotFound.
+// Release gives every unit of reservation id back. Releasing a released
+// or expired reservation does nothing, so it is retried as the
+// RetryPolicy says; a committed one is ErrConflict, an unknown id
+// ErrReservationNotFound (and ErrNotFound).
 func (c *Client) Release(ctx context.Context, id string) error {
 	return c.del(ctx, pathf("/v1/reservations/%s", id), nil)
 }
 
 // Reservation gets reservation id: its estimate (Cost), expiry and State;
-// Allowed is true. An unknown id is ErrNotFound.
+// Allowed is true. An unknown id is ErrReservationNotFound (and
+// ErrNotFound).
 func (c *Client) Reservation(ctx context.Context, id string) (*Reservation, error) {
 	var res Reservation
 	if err := c.get(ctx, pathf("/v1/reservations/%s", id), &res, nil); err != nil {

@@ -35,6 +35,13 @@ func writeFakeProblem(w http.ResponseWriter, status int, code string) {
 		"status": status, "code": code})
 }
 
+// usage is the fake's one window, as a commit's answer shows it; f.mu is
+// held.
+func (f *fakeQuotad) usage() []any {
+	return []any{map[string]any{"metric": "llm_tokens", "window": "minute", "limit": f.limit, "used": f.used,
+		"remaining": max(0, f.limit-f.used), "overage": 0, "reset_at": "2026-11-22T10:01:00Z"}}
+}
+
 // limits is the fake's one window, as answers show it; f.mu is held.
 func (f *fakeQuotad) limits(state string) []any {
 	return []any{map[string]any{"window": "minute", "limit": f.limit, "used": f.used, "remaining": max(0, f.limit-f.used),
@@ -108,7 +115,7 @@ func (f *fakeQuotad) commit(w http.ResponseWriter, r *http.Request) {
 	res, ok := f.reservations[r.PathValue("id")]
 	switch {
 	case !ok:
-		writeFakeProblem(w, http.StatusNotFound, "not_found")
+		writeFakeProblem(w, http.StatusNotFound, "reservation_not_found")
 	case res.state == "expired":
 		writeFakeProblem(w, http.StatusGone, "reservation_expired")
 	case res.state == "committed" && res.committed == *req.Cost:
@@ -122,7 +129,7 @@ func (f *fakeQuotad) commit(w http.ResponseWriter, r *http.Request) {
 		over := max(0, f.used-max(f.limit, before))
 		res.state, res.committed = "committed", actual
 		res.answer = map[string]any{"id": res.id, "reserved": res.cost, "committed": actual, "released": max(0, res.cost-actual),
-			"over": over, "limits": f.limits("ok")}
+			"over": over, "limits": f.usage()}
 		writeJSON(w, http.StatusOK, res.answer)
 	}
 }
@@ -133,7 +140,7 @@ func (f *fakeQuotad) release(w http.ResponseWriter, r *http.Request) {
 	res, ok := f.reservations[r.PathValue("id")]
 	switch {
 	case !ok:
-		writeFakeProblem(w, http.StatusNotFound, "not_found")
+		writeFakeProblem(w, http.StatusNotFound, "reservation_not_found")
 	case res.state == "held":
 		f.used -= res.cost
 		res.state = "released"
@@ -150,11 +157,15 @@ func (f *fakeQuotad) getReservation(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	res, ok := f.reservations[r.PathValue("id")]
 	if !ok {
-		writeFakeProblem(w, http.StatusNotFound, "not_found")
+		writeFakeProblem(w, http.StatusNotFound, "reservation_not_found")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": res.id, "customer": res.customer, "metric": res.metric, "cost": res.cost,
-		"expires_at": "2026-11-22T10:05:00Z", "state": res.state})
+	view := map[string]any{"id": res.id, "customer": res.customer, "metric": res.metric, "cost": res.cost, "state": res.state,
+		"committed": nil, "over": 0, "expires_at": "2026-11-22T10:05:00Z", "created_at": "2026-11-22T10:00:00Z", "request_id": nil}
+	if res.state == "committed" {
+		view["committed"], view["over"] = res.committed, res.answer["over"]
+	}
+	writeJSON(w, http.StatusOK, view)
 }
 
 // expire does what quotad does at a held reservation's expiry.

@@ -76,8 +76,9 @@ func TestReservationLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != quotad.ReservationCommitted || !r.Allowed || r.Cost != 6 || r.Metric != "llm_tokens" {
-			t.Errorf("Reservation = %+v, want committed, allowed, cost 6", r)
+		if r.State != quotad.ReservationCommitted || !r.Allowed || r.Cost != 6 || r.Metric != "llm_tokens" ||
+			r.Committed == nil || *r.Committed != 4 || r.Over != 0 || r.CreatedAt.IsZero() {
+			t.Errorf("Reservation = %+v, want committed at 4 of 6, allowed, with its creation time", r)
 		}
 	})
 
@@ -142,9 +143,12 @@ func TestReservationLifecycle(t *testing.T) {
 			call func() error
 			want []error
 		}{
-			{"commit of an unknown id", func() error { _, err := c.Commit(ctx, "nope", 1); return err }, []error{quotad.ErrNotFound}},
-			{"release of an unknown id", func() error { return c.Release(ctx, "nope") }, []error{quotad.ErrNotFound}},
-			{"get of an unknown id", func() error { _, err := c.Reservation(ctx, "nope"); return err }, []error{quotad.ErrNotFound}},
+			{"commit of an unknown id", func() error { _, err := c.Commit(ctx, "nope", 1); return err },
+				[]error{quotad.ErrReservationNotFound, quotad.ErrNotFound}},
+			{"release of an unknown id", func() error { return c.Release(ctx, "nope") },
+				[]error{quotad.ErrReservationNotFound, quotad.ErrNotFound}},
+			{"get of an unknown id", func() error { _, err := c.Reservation(ctx, "nope"); return err },
+				[]error{quotad.ErrReservationNotFound, quotad.ErrNotFound}},
 			{"an invalid API key", func() error {
 				_, err := c.Reserve(ctx, quotad.ReserveRequest{APIKey: "qk_revoked", Metric: "m", Cost: 1})
 				return err
@@ -249,6 +253,7 @@ func TestReservationErrors(t *testing.T) {
 		{404, "not_found", []string{"ErrNotFound"}},
 		{404, "customer_not_found", []string{"ErrNotFound", "ErrCustomerNotFound"}},
 		{404, "metric_not_found", []string{"ErrNotFound", "ErrMetricNotFound"}},
+		{404, "reservation_not_found", []string{"ErrNotFound", "ErrReservationNotFound"}},
 		{409, "conflict", []string{"ErrConflict"}},
 		{410, "reservation_expired", []string{"ErrReservationExpired"}},
 		{413, "payload_too_large", []string{"ErrPayloadTooLarge"}},

@@ -184,7 +184,7 @@ func (f *fakeQuotad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var req struct{ Cost int64 }
 		reserved, ok := f.reserved[id]
 		if !ok {
-			problem(404, "not_found")
+			problem(404, "reservation_not_found")
 			return
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Cost < 0 {
