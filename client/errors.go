@@ -93,9 +93,6 @@ var (
 	ErrUnauthorized error = &sentinel{"quotad: unauthorized", "unauthorized", http.StatusUnauthorized}
 	// ErrForbidden: 403, a check token on an admin route.
 	ErrForbidden error = &sentinel{"quotad: forbidden", "forbidden", http.StatusForbidden}
-	// ErrInvalidAPIKey: 403 invalid_api_key, an API key that is unknown,
-	// revoked or expired (quotad does not say which).
-	ErrInvalidAPIKey error = &sentinel{"quotad: invalid API key", "invalid_api_key", 0}
 	// ErrNotFound: any 404.
 	ErrNotFound error = &sentinel{"quotad: not found", "not_found", http.StatusNotFound}
 	// ErrCustomerNotFound: 404 customer_not_found.
@@ -106,11 +103,15 @@ var (
 	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
 	// ErrOverrideNotFound: 404 override_not_found.
 	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
+	// ErrKeyNotFound: 404 key_not_found, no live API key has the id.
+	ErrKeyNotFound error = &sentinel{"quotad: api key not found", "key_not_found", 0}
+	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
+	// key that is unknown, revoked or expired.
+	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
-	// ErrConflict: 409, e.g. deleting a plan customers are on, a check
-	// repeating a request_id with another metric or cost, or a commit of a
-	// reservation with another cost than its first commit's.
+	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check
+	// repeating a request_id with another metric or cost.
 	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
 	// ErrReservationNotFound: 404 reservation_not_found, no reservation
 	// has this id.
