@@ -194,11 +194,13 @@ func matchRoute(routes []string, method, path string) (string, bool) {
 	return best, bestLiterals >= 0
 }
 
-// pendingRoutes are operations of SPEC §6.5 (reservations) the client
-// calls before openapi.yaml documents them: the server's half of that work
-// adds them there. While one is absent from openapi.yaml, a client call
-// taking it is not an error; once present, it is checked as every other
-// route is, and this entry can go.
+// pendingRoutes are operations of SPEC §6.5 (reservations) that the
+// client and the server (with openapi.yaml) gain in two halves of issue 23
+// written apart: the client calls them before openapi.yaml documents
+// them, and the server's half lists them in excludedRoutes until the
+// client calls them. While a route is pending, neither is an error, so
+// that each half passes alone and merged; once both have landed, drop
+// these and those excludedRoutes entries (the test logs it).
 var pendingRoutes = map[string]bool{
 	"POST /v1/reservations":             true,
 	"GET /v1/reservations/{id}":         true,
@@ -272,6 +274,8 @@ func TestClientCoversOpenAPI(t *testing.T) {
 	for _, r := range routes {
 		_, excluded := excludedRoutes[r]
 		switch {
+		case excluded && len(hit[r]) > 0 && pendingRoutes[r]:
+			t.Logf("%s is both pending and excluded, and the client calls it: drop it from both lists", r)
 		case excluded && len(hit[r]) > 0:
 			t.Errorf("%s is excluded (%s) but the client calls it (%v): drop it from excludedRoutes", r, excludedRoutes[r], hit[r])
 		case !excluded && len(hit[r]) == 0:
