@@ -66,6 +66,8 @@ type Reservation struct {
 	Over int64 `json:"over,omitempty"`
 	// CreatedAt is when the reservation was made (GET).
 	CreatedAt time.Time `json:"created_at,omitzero"`
+	// RequestID is the reserve's request_id, if it had one (GET).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Settlement is quotad's answer to Commit: how the estimate was settled.

@@ -9,8 +9,8 @@ import (
 // fakeReservation is a reservation the fake holds, as quotad's contract
 // describes them: held until committed, released or expired.
 type fakeReservation struct {
-	id, customer, metric string
-	cost                 int64
+	id, customer, metric, requestID string
+	cost                            int64
 	state                string
 	// answer is the first commit's answer, repeated to a commit of the
 	// same cost.
@@ -55,6 +55,7 @@ func (f *fakeQuotad) reserve(w http.ResponseWriter, r *http.Request) {
 		Metric     string `json:"metric"`
 		Cost       int64  `json:"cost"`
 		TTLSeconds int    `json:"ttl_seconds"`
+		RequestID  string `json:"request_id"`
 	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -93,7 +94,8 @@ func (f *fakeQuotad) reserve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.used += req.Cost
 	id := "rsv_" + strconv.Itoa(len(f.reservations)+1)
-	f.reservations[id] = &fakeReservation{id: id, customer: req.Customer, metric: req.Metric, cost: req.Cost, state: "held"}
+	f.reservations[id] = &fakeReservation{id: id, customer: req.Customer, metric: req.Metric, cost: req.Cost,
+		requestID: req.RequestID, state: "held"}
 	w.Header().Set("RateLimit", `"`+req.Metric+`/minute";r=`+strconv.FormatInt(f.limit-f.used, 10)+`;t=42`)
 	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "customer": req.Customer, "metric": req.Metric, "cost": req.Cost,
 		"expires_at": "2026-11-22T10:05:00Z", "allowed": true, "overage": false, "elastic": false, "retry_after": 0,
@@ -162,6 +164,9 @@ func (f *fakeQuotad) getReservation(w http.ResponseWriter, r *http.Request) {
 	}
 	view := map[string]any{"id": res.id, "customer": res.customer, "metric": res.metric, "cost": res.cost, "state": res.state,
 		"committed": nil, "over": 0, "expires_at": "2026-11-22T10:05:00Z", "created_at": "2026-11-22T10:00:00Z", "request_id": nil}
+	if res.requestID != "" {
+		view["request_id"] = res.requestID
+	}
 	if res.state == "committed" {
 		view["committed"], view["over"] = res.committed, res.answer["over"]
 	}

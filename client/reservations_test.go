@@ -83,7 +83,7 @@ func TestReservationLifecycle(t *testing.T) {
 	})
 
 	t.Run("by API key, released twice", func(t *testing.T) {
-		res, err := c.Reserve(ctx, quotad.ReserveRequest{APIKey: "qk_acme", Metric: "llm_tokens", Cost: 5})
+		res, err := c.Reserve(ctx, quotad.ReserveRequest{APIKey: "qk_acme", Metric: "llm_tokens", Cost: 5, RequestID: "job-7"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,8 +99,8 @@ func TestReservationLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != quotad.ReservationReleased {
-			t.Errorf("State = %q, want released", r.State)
+		if r.State != quotad.ReservationReleased || r.RequestID != "job-7" || r.Committed != nil {
+			t.Errorf("Reservation = %+v, want released, request id job-7, nothing committed", r)
 		}
 		if _, err := c.Commit(ctx, res.ID, 1); !errors.Is(err, quotad.ErrConflict) {
 			t.Errorf("commit after release: err = %v, want ErrConflict", err)
