@@ -11,7 +11,7 @@ import (
 type fakeReservation struct {
 	id, customer, metric, requestID string
 	cost                            int64
-	state                string
+	state                           string
 	// answer is the first commit's answer, repeated to a commit of the
 	// same cost.
 	committed int64
