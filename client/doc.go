@@ -30,9 +30,11 @@
 // Calls that are safe to repeat are retried on transport errors and on
 // 502, 503 and 504, with capped exponential backoff and full jitter, up to
 // the RetryPolicy's attempts, honouring Retry-After on 503, and never past
-// the context's end: GET, PUT and DELETE, and a check or refund that
-// carries a RequestID (quotad answers its repeat without charging again).
-// A check or refund without a RequestID is sent once.
+// the context's end: GET, PUT and DELETE (a reservation's Release too), a
+// reservation's Commit (idempotent by cost: a repeat answers the same),
+// and a check, refund or Reserve that carries a RequestID (quotad answers
+// its repeat without charging again). A check, refund or Reserve without a
+// RequestID is sent once.
 //
 // # Concurrency control
 //
@@ -62,6 +64,17 @@
 // the handler with the RateLimit headers set. When quotad cannot be reached
 // in time the request goes on (fail open, the default) or is answered 503
 // (fail closed).
+//
+// # Costs known afterwards
+//
+// When a request's cost is known only once it is done (an LLM call's
+// tokens), Reserve holds an estimate in every window, as an admitted
+// check would, Commit settles the actual cost (what was not used goes
+// back; what went beyond is counted too) and Release gives it all back. A
+// denied Reserve is a result, as a denied check is. ReservationMiddleware
+// does it around a handler: it reserves Estimate(r) before, and commits
+// the cost the handler reports with ReportCost after (or releases, if the
+// handler failed without reporting).
 //
 // Answers are decoded leniently: fields a newer quotad adds are ignored.
 package quotad

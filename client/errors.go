@@ -103,19 +103,30 @@ var (
 	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
 	// ErrOverrideNotFound: 404 override_not_found.
 	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
+	// ErrKeyNotFound: 404 key_not_found, no live API key has the id.
+	ErrKeyNotFound error = &sentinel{"quotad: api key not found", "key_not_found", 0}
+	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
+	// key that is unknown, revoked or expired.
+	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
 	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check
 	// repeating a request_id with another metric or cost.
 	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
+	// ErrReservationNotFound: 404 reservation_not_found, no reservation
+	// has this id.
+	ErrReservationNotFound error = &sentinel{"quotad: reservation not found", "reservation_not_found", 0}
+	// ErrReservationExpired: 410 reservation_expired, a commit of a
+	// reservation quotad released at its expiry.
+	ErrReservationExpired error = &sentinel{"quotad: reservation expired", "reservation_expired", http.StatusGone}
 	// ErrPreconditionFailed: 412, an If-Match that does not match.
 	ErrPreconditionFailed error = &sentinel{"quotad: precondition failed", "precondition_failed", http.StatusPreconditionFailed}
 	// ErrPayloadTooLarge: 413.
 	ErrPayloadTooLarge error = &sentinel{"quotad: payload too large", "payload_too_large", http.StatusRequestEntityTooLarge}
 	// ErrUnsupportedMediaType: 415.
 	ErrUnsupportedMediaType error = &sentinel{"quotad: unsupported media type", "unsupported_media_type", http.StatusUnsupportedMediaType}
-	// ErrTooManyRequests: 429 from anything but a check (a check's 429 is a
-	// result), e.g. a proxy in front of quotad.
+	// ErrTooManyRequests: 429 from anything but a check or a reserve
+	// (their 429 is a result), e.g. a proxy in front of quotad.
 	ErrTooManyRequests error = &sentinel{"quotad: too many requests", "", http.StatusTooManyRequests}
 	// ErrUnavailable: 503, quotad could not reach its database (nothing was
 	// changed), or is not ready.

@@ -135,3 +135,90 @@ func ExampleIfMatch() {
 	// created: false etag: "2"
 	// true
 }
+
+func ExampleClient_Reserve() {
+	// A stand-in for quotad: acme may use 10 llm_tokens a minute.
+	_, srv := newFakeQuotad(10)
+	defer srv.Close()
+	c := quotad.New(srv.URL, quotad.WithToken("check-token"))
+	ctx := context.Background()
+
+	// Hold the most the call may cost before making it...
+	res, err := c.Reserve(ctx, quotad.ReserveRequest{Customer: "acme", Metric: "llm_tokens", Cost: 8, TTLSeconds: 60})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	if !res.Allowed {
+		fmt.Println("denied, retry after", *res.RetryAfter, "s")
+		return
+	}
+	fmt.Println("reserved", res.Cost, "as", res.ID, "until", res.ExpiresAt.Format(time.Kitchen), "-", res.Limits[0].Remaining, "left")
+
+	// ...while it runs, other calls see those units as used...
+	denied, _ := c.Reserve(ctx, quotad.ReserveRequest{Customer: "acme", Metric: "llm_tokens", Cost: 5})
+	fmt.Println("a second call of 5 allowed:", denied.Allowed)
+
+	// ...then settle what it actually cost. A retry of the same commit
+	// answers the same; the units not used go back.
+	s, err := c.Commit(ctx, res.ID, 3)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Println("committed", s.Committed, "released", s.Released, "over", s.Over, "-", s.Limits[0].Remaining, "left")
+
+	_, err = c.Commit(ctx, res.ID, 4)
+	fmt.Println("another cost:", errors.Is(err, quotad.ErrConflict))
+	// Output:
+	// reserved 8 as rsv_1 until 10:05AM - 2 left
+	// a second call of 5 allowed: false
+	// committed 3 released 5 over 0 - 7 left
+	// another cost: true
+}
+
+func ExampleClient_ReservationMiddleware() {
+	_, srv := newFakeQuotad(10)
+	defer srv.Close()
+	c := quotad.New(srv.URL, quotad.WithToken("check-token"))
+
+	// A handler whose cost is known only at its end: it reports it.
+	complete := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tokens := int64(3) // what the model really produced
+		quotad.ReportCost(r.Context(), tokens)
+		fmt.Fprintln(w, "used", tokens, "tokens")
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/complete", c.ReservationMiddleware(quotad.ReservationMiddlewareOptions{
+		Customer: quotad.FromHeader("X-Customer"),
+		Metric:   quotad.Static("llm_tokens"),
+		// The most a request may cost, reserved before the handler runs.
+		Estimate: func(*http.Request) (int64, error) { return 6, nil },
+		// Generous: this quotad runs beside other tests.
+		Timeout: 5 * time.Second,
+	})(complete))
+	app := httptest.NewServer(mux)
+	defer app.Close()
+
+	// 6 are reserved and 3 committed each time: the third request finds
+	// 6 used, and 6 more would go beyond 10.
+	for range 3 {
+		req, _ := http.NewRequest(http.MethodPost, app.URL+"/complete", nil)
+		req.Header.Set("X-Customer", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Print(resp.StatusCode, " ", string(body))
+		if resp.StatusCode != http.StatusOK {
+			fmt.Println()
+		}
+	}
+	// Output:
+	// 200 used 3 tokens
+	// 200 used 3 tokens
+	// 429 {"type":"urn:quotad:problem:quota_exceeded","title":"Too Many Requests","status":429,"detail":"the customer's limit on this metric is reached; retry after 42 s","code":"quota_exceeded"}
+}

@@ -17,14 +17,17 @@ type fakeQuotad struct {
 	used  int64
 	// calls counts the requests by "METHOD path".
 	calls map[string]int
+	// reservations by id (reservations_fake_test.go).
+	reservations map[string]*fakeReservation
 }
 
 func newFakeQuotad(limit int64) (*fakeQuotad, *httptest.Server) {
-	f := &fakeQuotad{limit: limit, calls: map[string]int{}}
+	f := &fakeQuotad{limit: limit, calls: map[string]int{}, reservations: map[string]*fakeReservation{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/check", f.check)
 	mux.HandleFunc("GET /v1/customers", f.customers)
 	mux.HandleFunc("PUT /v1/metrics/{metric}", f.putMetric)
+	f.handleReservations(mux)
 	return f, httptest.NewServer(f.count(mux))
 }
 

@@ -108,53 +108,77 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 			res, err := c.check(ctx, req, false)
 			cancel()
 			if err != nil {
-				if opts.OnError != nil {
-					opts.OnError(r, err)
-				}
-				var p *Problem
-				switch {
-				case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
-					detail := "the request cannot be checked"
-					if errors.Is(p, ErrCustomerNotFound) {
-						detail = "the request's customer is not known"
-					}
-					writeProblem(w, http.StatusForbidden, "forbidden", detail)
-				case r.Context().Err() != nil:
-					// The client went away; nobody reads an answer.
-				case opts.FailClosed:
-					writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the quota service cannot be reached")
-				default:
+				if undecided(w, r, err, opts.FailClosed, opts.OnError) {
 					next.ServeHTTP(w, r)
 				}
 				return
 			}
-			h := w.Header()
-			if res.RateLimitPolicy != "" {
-				h.Set("RateLimit-Policy", res.RateLimitPolicy)
-			}
-			if res.RateLimit != "" {
-				h.Set("RateLimit", res.RateLimit)
-			}
-			if res.Allowed {
+			if writeDecision(w, res) {
 				next.ServeHTTP(w, r)
-				return
 			}
-			// The wording of quotad's forward-auth 429s, which Caddy, Traefik
-			// and Envoy pass on, and of the nginx block of docs/gateways.md.
-			if res.RetryAfter == nil {
-				detail := res.Detail
-				if detail == "" {
-					detail = "this cost can never pass the customer's limit on this metric; do not retry"
-				}
-				writeProblem(w, http.StatusTooManyRequests, "cost_exceeds_limit", detail)
-				return
-			}
-			retry := strconv.FormatInt(*res.RetryAfter, 10)
-			h.Set("Retry-After", retry)
-			writeProblem(w, http.StatusTooManyRequests, "quota_exceeded",
-				"the customer's limit on this metric is reached; retry after "+retry+" s")
 		})
 	}
+}
+
+// undecided answers a request whose check (or reserve) came to no
+// decision, after telling onError, and says whether it may go on to the
+// handler: quotad's 4xx refusal is a 403, whatever failClosed says; quotad
+// unreachable, too slow or failing lets it go on, or with failClosed is a
+// 503.
+func undecided(w http.ResponseWriter, r *http.Request, err error, failClosed bool, onError func(*http.Request, error)) bool {
+	if onError != nil {
+		onError(r, err)
+	}
+	var p *Problem
+	switch {
+	case errors.As(err, &p) && p.Status >= 400 && p.Status < 500:
+		detail := "the request cannot be checked"
+		switch {
+		case errors.Is(p, ErrCustomerNotFound):
+			detail = "the request's customer is not known"
+		case errors.Is(p, ErrInvalidAPIKey):
+			detail = "the request's API key is not valid"
+		}
+		writeProblem(w, http.StatusForbidden, "forbidden", detail)
+	case r.Context().Err() != nil:
+		// The client went away; nobody reads an answer.
+	case failClosed:
+		writeProblem(w, http.StatusServiceUnavailable, "unavailable", "the quota service cannot be reached")
+	default:
+		return true
+	}
+	return false
+}
+
+// writeDecision sets quotad's RateLimit headers of res on w and, when res
+// is a denial, answers it 429; it says whether the request may go on to
+// the handler.
+func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
+	h := w.Header()
+	if res.RateLimitPolicy != "" {
+		h.Set("RateLimit-Policy", res.RateLimitPolicy)
+	}
+	if res.RateLimit != "" {
+		h.Set("RateLimit", res.RateLimit)
+	}
+	if res.Allowed {
+		return true
+	}
+	// The wording of quotad's forward-auth 429s, which Caddy, Traefik
+	// and Envoy pass on, and of the nginx block of docs/gateways.md.
+	if res.RetryAfter == nil {
+		detail := res.Detail
+		if detail == "" {
+			detail = "this cost can never pass the customer's limit on this metric; do not retry"
+		}
+		writeProblem(w, http.StatusTooManyRequests, "cost_exceeds_limit", detail)
+		return false
+	}
+	retry := strconv.FormatInt(*res.RetryAfter, 10)
+	h.Set("Retry-After", retry)
+	writeProblem(w, http.StatusTooManyRequests, "quota_exceeded",
+		"the customer's limit on this metric is reached; retry after "+retry+" s")
+	return false
 }
 
 // writeProblem answers with a problem document.

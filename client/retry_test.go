@@ -130,6 +130,50 @@ func TestRetries(t *testing.T) {
 			},
 			wantCalls: 2,
 		},
+		{
+			name: "reserve without request_id sent once", statuses: []int{503, 201},
+			call: func(ctx context.Context, c *Client) error {
+				_, err := c.Reserve(ctx, ReserveRequest{Customer: "acme", Metric: "llm_tokens", Cost: 5})
+				return err
+			},
+			wantCalls: 1, wantErr: ErrUnavailable,
+		},
+		{
+			name: "reserve without request_id not resent after a broken connection", statuses: []int{0, 201},
+			call: func(ctx context.Context, c *Client) error {
+				_, err := c.Reserve(ctx, ReserveRequest{Customer: "acme", Metric: "llm_tokens", Cost: 5})
+				return err
+			},
+			wantCalls: 1, fails: true,
+		},
+		{
+			name: "reserve with request_id retried", statuses: []int{503, 0, 201},
+			call: func(ctx context.Context, c *Client) error {
+				_, err := c.Reserve(ctx, ReserveRequest{Customer: "acme", Metric: "llm_tokens", Cost: 5, RequestID: "r1"})
+				return err
+			},
+			wantCalls: 3,
+		},
+		{
+			name: "commit retried, idempotent by cost", statuses: []int{503, 0, 200},
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Commit(ctx, "rsv_1", 3); return err },
+			wantCalls: 3,
+		},
+		{
+			name: "commit not retried on 409", statuses: []int{409, 200},
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Commit(ctx, "rsv_1", 3); return err },
+			wantCalls: 1, fails: true,
+		},
+		{
+			name: "release retried", statuses: []int{502, 204},
+			call:      func(ctx context.Context, c *Client) error { return c.Release(ctx, "rsv_1") },
+			wantCalls: 2,
+		},
+		{
+			name: "reservation GET retried", statuses: []int{504, 200},
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Reservation(ctx, "rsv_1"); return err },
+			wantCalls: 2,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,8 +190,9 @@ func TestRetries(t *testing.T) {
 					}
 					conn.Close()
 					return
-				case 200:
+				case 200, 201:
 					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(status)
 					if r.URL.Path == "/v1/check" {
 						w.Write([]byte(checkBody))
 					} else {
@@ -281,5 +326,49 @@ func TestRetryStopsWithContext(t *testing.T) {
 	}
 	if got := calls.Load(); got != 1 || len(rec.waits) != 0 {
 		t.Errorf("calls = %d, waits = %v; want 1 call and no wait", got, rec.waits)
+	}
+}
+
+// The reservation middleware's commit is retried as the client's policy
+// says: a 503 then an answer settles the reservation, and nothing is
+// reported as lost.
+func TestReservationMiddlewareRetriesTheCommit(t *testing.T) {
+	var commits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/reservations":
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"id":"rsv_1","customer":"acme","metric":"llm_tokens","cost":8,"allowed":true,"limits":[]}`))
+		case "/v1/reservations/rsv_1/commit":
+			if commits.Add(1) == 1 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+			w.Write([]byte(`{"id":"rsv_1","reserved":8,"committed":3,"released":5,"over":0,"limits":[]}`))
+		default:
+			t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	c, rec := newTestClient(srv.URL)
+	var errs []error
+	h := c.ReservationMiddleware(ReservationMiddlewareOptions{
+		Customer: Static("acme"),
+		Metric:   Static("llm_tokens"),
+		Estimate: func(*http.Request) (int64, error) { return 8, nil },
+		Timeout:  30 * time.Second,
+		OnError:  func(_ *http.Request, err error) { errs = append(errs, err) },
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ReportCost(r.Context(), 3) }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/complete", nil))
+	if got := commits.Load(); got != 2 {
+		t.Errorf("commits sent = %d, want 2", got)
+	}
+	if len(rec.waits) != 1 {
+		t.Errorf("waits = %v, want one backoff", rec.waits)
+	}
+	if len(errs) != 0 {
+		t.Errorf("OnError told of %v, want nothing", errs)
 	}
 }
