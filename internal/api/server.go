@@ -68,6 +68,8 @@ type Config struct {
 	Billing Billing
 	// Webhooks serves /v1/webhooks; nil answers 404 there.
 	Webhooks Webhooks
+	// Reservations serves /v1/reservations; nil answers 404 there.
+	Reservations Reservations
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -90,6 +92,7 @@ type Server struct {
 	forwardRules   *forwardauth.Rules
 	billing        Billing
 	webhooks       Webhooks
+	reservations   Reservations
 	requestTimeout time.Duration
 }
 
@@ -119,6 +122,7 @@ func New(cfg Config) *Server {
 		forwardRules:   cfg.ForwardAuth,
 		billing:        cfg.Billing,
 		webhooks:       cfg.Webhooks,
+		reservations:   cfg.Reservations,
 		requestTimeout: cfg.RequestTimeout,
 	}
 	if s.requestTimeout <= 0 {
@@ -173,6 +177,7 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
+	s.registerReservations(v1)
 	return s
 }
 
