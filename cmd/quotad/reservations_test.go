@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -162,5 +164,145 @@ func TestReservationLifecycle(t *testing.T) {
 	// Another customer is untouched.
 	if got := s.usageOf("beta")["day"]; got != 0 {
 		t.Errorf("beta's day usage = %d", got)
+	}
+}
+
+// Exactness across 4 processes: 64 concurrent reserve/commit pairs with
+// random estimates and actual costs at a hard day limit. What is
+// deterministic, whatever the interleaving, and asserted exactly:
+//   - while only reserves run, the count only grows, so the admitted
+//     estimates S fit the limit and every denied estimate is above L − S;
+//   - commits run in two concurrent rounds, those that give units back
+//     first, then those that count more than their estimate: in the second
+//     round the count only grows from C₂ ≤ L to C, so whatever the order,
+//     the sum of the units each commit counted beyond the limit is
+//     max(0, C − L): a sequential model of the same commits, in any order,
+//     predicts it, and the count read at the end is exactly C, the sum of
+//     the admitted reservations' actual costs.
+func TestReservationsExactAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	const limit, pairs = 1000, 64
+	servers := MustStartServers(t, 4, nil)
+	MustSeed(t, servers[0], "", fmt.Sprintf(`[{"metric":"api_calls","window":"day","limit":%d}]`, limit), "acme")
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 23))
+	type pair struct {
+		estimate, actual int64
+		id               string
+		over             int64
+	}
+	ps := make([]pair, pairs)
+	for i := range ps {
+		ps[i].estimate = 1 + rng.Int64N(60)
+		ps[i].actual = rng.Int64N(3*ps[i].estimate + 1) // a third give back, two thirds count more
+	}
+	// Each pair runs on its own goroutine and process; the barriers
+	// between its steps are the rounds above.
+	var reserved, gaveBack sync.WaitGroup
+	reserved.Add(pairs)
+	gaveBack.Add(pairs)
+	var wg sync.WaitGroup
+	for i := range ps {
+		p, s := &ps[i], servers[i%len(servers)]
+		wg.Go(func() {
+			r, err := s.send("POST", "/v1/reservations", fmt.Sprintf(`{"customer":"acme","metric":"api_calls","cost":%d}`, p.estimate),
+				"Authorization", "Bearer "+checkToken)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case r.Status == http.StatusCreated:
+				var a reserveAnswer
+				if err := json.Unmarshal(r.Body, &a); err != nil || a.ID == "" {
+					t.Errorf("reserve answer %s: %v", r.Body, err)
+				}
+				p.id = a.ID
+			case r.Status != http.StatusTooManyRequests:
+				t.Errorf("reserve: %d %s", r.Status, r.Body)
+			}
+			reserved.Done()
+			reserved.Wait()
+			commit := func() {
+				if p.id == "" {
+					return
+				}
+				r, err := s.send("POST", "/v1/reservations/"+p.id+"/commit", fmt.Sprintf(`{"cost":%d}`, p.actual),
+					"Authorization", "Bearer "+checkToken)
+				if err != nil || r.Status != http.StatusOK {
+					t.Errorf("commit %d of %d: %v %d %s", p.actual, p.estimate, err, r.Status, r.Body)
+					return
+				}
+				var c commitResult
+				if err := json.Unmarshal(r.Body, &c); err != nil {
+					t.Error(err)
+				}
+				p.over = c.Over
+			}
+			if p.actual <= p.estimate {
+				commit()
+			}
+			gaveBack.Done()
+			gaveBack.Wait()
+			if p.actual > p.estimate {
+				commit()
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	var held, admitted, committed, over int64
+	for _, p := range ps {
+		if p.id != "" {
+			held += p.estimate
+			admitted++
+		}
+	}
+	if held > limit {
+		t.Errorf("reserves held %d units at a limit of %d", held, limit)
+	}
+	for _, p := range ps {
+		if p.id == "" && p.estimate <= limit-held {
+			t.Errorf("a reserve of %d was denied with %d units held at a limit of %d", p.estimate, held, limit)
+		}
+	}
+	// The sequential model: give-backs, then the extras in any order.
+	count := held
+	for _, p := range ps {
+		if p.id != "" && p.actual <= p.estimate {
+			count -= p.estimate - p.actual
+		}
+	}
+	var want int64
+	for _, p := range ps {
+		if p.id != "" && p.actual > p.estimate {
+			x := p.actual - p.estimate
+			want += min(x, max(0, count+x-limit))
+			count += x
+		}
+	}
+	for _, p := range ps {
+		if p.id != "" {
+			committed += p.actual
+			over += p.over
+		}
+	}
+	t.Logf("%d of %d reserves admitted, %d units held, %d committed, over %d", admitted, pairs, held, committed, over)
+	if admitted == pairs || admitted == 0 {
+		t.Errorf("%d of %d reserves admitted: the limit did not bind", admitted, pairs)
+	}
+	if count != committed {
+		t.Fatalf("model count %d != committed %d", count, committed)
+	}
+	if over != want {
+		t.Errorf("sum of over = %d, the sequential model predicts %d", over, want)
+	}
+	for i, s := range servers {
+		eventually(t, func() bool { return s.usageOf("acme")["day"] == committed },
+			fmt.Sprintf("process %d to read day usage %d (committed)", i, committed))
+	}
+	if committed > limit+over {
+		t.Errorf("counted %d beyond the limit %d by more than the over reported, %d", committed, limit, over)
 	}
 }
