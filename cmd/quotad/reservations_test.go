@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quotad/quotad/internal/dbtest"
 )
 
 // reserveAnswer is the answer of POST /v1/reservations (a check's answer
@@ -304,5 +307,99 @@ func TestReservationsExactAcrossProcesses(t *testing.T) {
 	}
 	if committed > limit+over {
 		t.Errorf("counted %d beyond the limit %d by more than the over reported, %d", committed, limit, over)
+	}
+}
+
+// reservationRow reads reservation id's state as stored.
+func reservationRow(t testing.TB, schema *dbtest.Schema, id string) string {
+	t.Helper()
+	var state string
+	if err := schema.Pool.QueryRow(t.Context(), `SELECT state FROM reservations WHERE id = $1`, id).Scan(&state); err != nil {
+		t.Fatal(err)
+	}
+	return state
+}
+
+// A reservation outlives the process that made it: stopped while the
+// reservation is held, the process that starts next expires it, gives its
+// units back, and a later commit is 410.
+func TestReservationExpiresAcrossRestart(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	a := MustStartServer(t, schema, nil)
+	MustSeed(t, a, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
+	_, r := a.reserve(`{"customer":"acme","metric":"api_calls","cost":100,"ttl_seconds":5}`)
+	if r.ID == "" {
+		t.Fatal("reserve denied")
+	}
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := reservationRow(t, schema, r.ID); got != "held" {
+		t.Fatalf("state after the stop = %s, want held: the stop took longer than the ttl", got)
+	}
+	if got := rawDay(t, schema, "acme"); got != 100 {
+		t.Fatalf("day counter after the stop = %d, want the 100 held", got)
+	}
+	b := MustStartServer(t, schema, nil)
+	eventually(t, func() bool { return reservationRow(t, schema, r.ID) == "expired" }, "the new process to expire the reservation")
+	if got := b.usageOf("acme")["day"]; got != 0 {
+		t.Errorf("day usage after expiry = %d, want 0", got)
+	}
+	if got := b.reservationState(r.ID); got != "expired" {
+		t.Errorf("GET state = %s, want expired", got)
+	}
+	res, _ := b.commit(r.ID, 50)
+	var p struct{ Code string }
+	_ = json.Unmarshal(res.Body, &p)
+	if res.Status != http.StatusGone || p.Code != "reservation_expired" {
+		t.Errorf("commit after expiry: %d %s, want 410 reservation_expired", res.Status, res.Body)
+	}
+	if got := b.usageOf("acme")["day"]; got != 0 {
+		t.Errorf("day usage after a refused commit = %d, want 0", got)
+	}
+}
+
+// A reservation made by a process that is then killed (SIGKILL) is
+// released at its expiry by another process: the reserved units go back,
+// once, and the killed process's unused lease units stay counted, as any
+// dead process's do.
+func TestReservationReleasedAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	const estimate = 500
+	schema := dbtest.New(t)
+	first := MustStartProcess(t, schema)
+	s := first.server(t)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":10000}]`, "acme")
+	other := MustStartServer(t, schema, nil)
+	_, r := s.reserve(fmt.Sprintf(`{"customer":"acme","metric":"api_calls","cost":%d,"ttl_seconds":3}`, estimate))
+	if r.ID == "" {
+		t.Fatal("reserve denied")
+	}
+	// Once the killed process has reported its lease, the store knows
+	// which of its units were admitted (the reservation's) and which it
+	// held unused.
+	leased := func() int64 {
+		var unused int64
+		if err := schema.Pool.QueryRow(t.Context(), `SELECT coalesce(sum(unused), 0)::bigint FROM counter_leases WHERE customer_id = 'acme'`).Scan(&unused); err != nil {
+			t.Fatal(err)
+		}
+		return unused
+	}
+	eventually(t, func() bool { return rawDay(t, schema, "acme")-leased() == estimate }, "the lease to be reported")
+	raw := rawDay(t, schema, "acme")
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.done
+	eventually(t, func() bool { return reservationRow(t, schema, r.ID) == "expired" }, "the other process to expire the reservation")
+	if got := rawDay(t, schema, "acme"); got != raw-estimate {
+		t.Errorf("day counter after expiry = %d, want %d − %d (the dead process's unused block stays)", got, raw, estimate)
+	}
+	if res, _ := other.commit(r.ID, estimate); res.Status != http.StatusGone {
+		t.Errorf("commit after expiry: %d %s, want 410", res.Status, res.Body)
+	}
+	if got := rawDay(t, schema, "acme"); got != raw-estimate {
+		t.Errorf("day counter after a refused commit = %d, want %d", got, raw-estimate)
 	}
 }
