@@ -403,3 +403,55 @@ func TestReservationReleasedAfterSIGKILL(t *testing.T) {
 		t.Errorf("day counter after a refused commit = %d, want %d", got, raw-estimate)
 	}
 }
+
+// Every reservation answer, success and error, matches openapi.yaml.
+func TestOpenAPIReservations(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	v := MustSpecValidator(t)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":100},{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
+	asCheck := []string{"Authorization", "Bearer " + checkToken}
+	do := func(want int, method, path, body string) response {
+		t.Helper()
+		c := apiCall{method, path, body, asCheck}
+		r := sendCall(t, s, c)
+		if r.Status != want {
+			t.Errorf("%s: status %d, want %d\n%s", c, r.Status, want, r.Body)
+		}
+		if err := v.validateResponse(s.URL, c, r); err != nil {
+			t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", c, err, r.Body)
+		}
+		return r
+	}
+	idOf := func(r response) string {
+		var a struct{ ID string }
+		_ = json.Unmarshal(r.Body, &a)
+		return a.ID
+	}
+	id := idOf(do(201, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":10,"request_id":"r-1"}`))
+	if again := idOf(do(201, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":10,"request_id":"r-1"}`)); again != id {
+		t.Errorf("replay answered %s, want %s", again, id)
+	}
+	do(409, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":11,"request_id":"r-1"}`)
+	do(429, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":95}`)
+	do(429, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":5000}`)
+	do(200, "GET", "/v1/reservations/"+id, "")
+	do(200, "POST", "/v1/reservations/"+id+"/commit", `{"cost":5}`)
+	do(200, "POST", "/v1/reservations/"+id+"/commit", `{"cost":5}`)
+	do(409, "POST", "/v1/reservations/"+id+"/commit", `{"cost":6}`)
+	do(200, "GET", "/v1/reservations/"+id, "")
+	do(409, "DELETE", "/v1/reservations/"+id, "")
+	other := idOf(do(201, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":3}`))
+	do(204, "DELETE", "/v1/reservations/"+other, "")
+	do(204, "DELETE", "/v1/reservations/"+other, "")
+	do(200, "GET", "/v1/reservations/"+other, "")
+	short := idOf(do(201, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":3,"ttl_seconds":1}`))
+	eventually(t, func() bool { return s.reservationState(short) == "expired" }, "the reservation to expire")
+	do(410, "POST", "/v1/reservations/"+short+"/commit", `{"cost":3}`)
+	do(404, "GET", "/v1/reservations/rsv_000000000000000000000000", "")
+	do(404, "POST", "/v1/reservations/nope/commit", `{"cost":3}`)
+	do(400, "POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":0}`)
+	do(400, "POST", "/v1/reservations/"+id+"/commit", `{"cost":-1}`)
+	do(403, "POST", "/v1/reservations", `{"api_key":"k","metric":"api_calls","cost":1}`)
+	do(404, "POST", "/v1/reservations", `{"customer":"ghost","metric":"api_calls","cost":1}`)
+}
