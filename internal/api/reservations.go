@@ -117,16 +117,39 @@ func (s *Server) reserve(c echo.Context) error {
 		return tiers.ErrInvalidAPIKey
 	}
 	customer := *req.Customer
+	start := time.Now()
 	res, err := rs.Reserve(c.Request().Context(), quota.ReserveRequest{Customer: customer, Metric: req.Metric,
 		Cost: *req.Cost, TTL: time.Duration(ttl) * time.Second, RequestID: req.RequestID})
+	now := time.Now()
+	s.observeReserve(now.Sub(start), &res.Decision, err)
 	if err != nil {
 		return aboutCustomer(customer, err)
 	}
-	now := time.Now()
 	if !res.Allowed {
 		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
 	}
 	return writeReserveAnswer(c, &res, now)
+}
+
+// observeReserve counts a reserve as the check of its estimate that it
+// is, in the check metrics: decisions, latency and round trips (the
+// reserve's, its insert included; a commit's are not counted there).
+func (s *Server) observeReserve(took time.Duration, d *quota.Decision, err error) {
+	m := s.checkMetrics
+	m.latency.Observe(took.Seconds())
+	if err != nil {
+		m.decisions.get(failedDecision(err)).Inc()
+		return
+	}
+	decision := "allowed"
+	switch {
+	case !d.Allowed:
+		decision = "denied"
+	case d.Degraded:
+		decision = "degraded"
+	}
+	m.decisions.get(decision).Inc()
+	m.trips.Observe(float64(d.StoreTrips))
 }
 
 // writeReserveAnswer writes an allowed reserve's answer: the check's
