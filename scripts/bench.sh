@@ -463,6 +463,7 @@ prime() {
   shift
   for url in "$@"; do
     i=$((i + 1))
+    case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac  # reserve-commit: primed by checks
     bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "$url" \
       -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
       -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > "bin/bench-prime$i.out" 2>&1 &
@@ -473,6 +474,7 @@ prime() {
   i=0
   for url in "$@"; do
     i=$((i + 1))
+    case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac
     { echo "== priming $set on $url"; cat "bin/bench-prime$i.out"; } >> "$LOADGEN_LOG"
     parse "bin/bench-prime$i.out"
     if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then

@@ -57,6 +57,10 @@ import (
 const (
 	DefaultReservationTTL = 300 * time.Second
 	MaxReservationTTL     = 3600 * time.Second
+	// reserveStoreTimeout is how long a reserve waits for the stores, at
+	// least: a check that cannot reach them in its (shorter) store timeout
+	// is answered degraded, but a reservation must be stored, or fail.
+	reserveStoreTimeout = 5 * time.Second
 	// sweepEvery is how often Run releases held reservations past their
 	// expiry: within a second of it, by whichever process runs.
 	sweepEvery = 250 * time.Millisecond
@@ -231,7 +235,7 @@ func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, 
 	}
 	s := e.scopes.Get().(*scope)
 	defer e.freeScope(s)
-	b := s.budgetFor(ctx, e.storeTimeout)
+	b := s.budgetFor(ctx, max(e.storeTimeout, reserveStoreTimeout))
 	defer b.stop()
 	ctx = b
 	now := e.clock.Now().UTC()
@@ -591,6 +595,15 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 	}
 	if extra > 0 && len(ex.short.Spans)+len(ex.short.Globals) > 0 {
 		_, _ = e.short.Take(ctx, &ex.short, ex.shortOut)
+	}
+	if e.watcher != nil && takeLong {
+		// Webhooks hear of the thresholds the extra units crossed.
+		for i := range ex.long.Spans {
+			sp, r := &ex.long.Spans[i], limits[1][i]
+			after := ex.longOut[i].Used + extra
+			e.watcher.Observe(Observation{Key: sp.Key, End: sp.End, Mode: r.Mode, Limit: r.Limit, Used: after,
+				State: r.State(after, true, false), At: now})
+		}
 	}
 	var overage int64
 	if extra > 0 {
