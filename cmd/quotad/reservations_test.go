@@ -343,8 +343,9 @@ func TestReservationExpiresAcrossRestart(t *testing.T) {
 	}
 	b := MustStartServer(t, schema, nil)
 	eventually(t, func() bool { return reservationRow(t, schema, r.ID) == "expired" }, "the new process to expire the reservation")
-	if got := b.usageOf("acme")["day"]; got != 0 {
-		t.Errorf("day usage after expiry = %d, want 0", got)
+	eventually(t, func() bool { return b.usageOf("acme")["day"] <= 0 }, "the units to go back")
+	if got := rawDay(t, schema, "acme"); got != 0 {
+		t.Errorf("day counter after expiry = %d, want 0", got)
 	}
 	if got := b.reservationState(r.ID); got != "expired" {
 		t.Errorf("GET state = %s, want expired", got)
@@ -392,7 +393,10 @@ func TestReservationReleasedAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-first.done
+	// The units go back right after the state changes: wait for both.
 	eventually(t, func() bool { return reservationRow(t, schema, r.ID) == "expired" }, "the other process to expire the reservation")
+	eventually(t, func() bool { return rawDay(t, schema, "acme") <= raw-estimate },
+		fmt.Sprintf("the day counter to lose the %d units reserved", estimate))
 	if got := rawDay(t, schema, "acme"); got != raw-estimate {
 		t.Errorf("day counter after expiry = %d, want %d − %d (the dead process's unused block stays)", got, raw, estimate)
 	}

@@ -86,6 +86,7 @@ type Engine struct {
 	// reserves made while others are in flight.
 	reservations ReservationStore
 	inserts      batcher[ReservationInsert]
+	transitions  batcher[ReservationTransition]
 	history      *historyBuffer
 	watcher      Watcher
 	storeErrs    atomic.Uint64
@@ -127,6 +128,8 @@ func New(o Options) *Engine {
 	if o.Reservations != nil {
 		e.reservations = o.Reservations
 		e.inserts = batcher[ReservationInsert]{send: o.Reservations.InsertReservations, max: insertBatch,
+			inFlight: insertsInFlight, timeout: backgroundTimeout}
+		e.transitions = batcher[ReservationTransition]{send: o.Reservations.TransitionReservations, max: insertBatch,
 			inFlight: insertsInFlight, timeout: backgroundTimeout}
 	}
 	if o.Shared != nil {

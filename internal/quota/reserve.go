@@ -41,14 +41,17 @@ import (
 //     restart neither loses one nor counts one again (a restarted process
 //     takes nothing for reservations it finds).
 //   - Units go back only after the one guarded transition held → committed,
-//     released or expired (UPDATE ... WHERE state = 'held'), and the
-//     long-window give-back or extra count runs in that same transaction: a
-//     reservation is settled exactly once, whichever processes race for it,
-//     and a crash before the transaction commits leaves it held (settled
-//     later, by the sweep at the latest). Short windows are given back after
-//     the transaction commits; a crash between the two leaves those units
-//     counted until the short window ends (seconds): too few given back,
-//     never too many.
+//     released or expired (UPDATE ... WHERE state = 'held'): a reservation
+//     is settled exactly once, whichever processes race for it, and a
+//     crash before the transition commits leaves it held (settled later, by
+//     the sweep at the latest). The give-back follows the transition: to
+//     this process's lease of a long window where it holds one (its units
+//     are already counted in PostgreSQL, as the lease's), else to the
+//     ledger; the short windows where they were counted. A crash between
+//     the transition and the give-back leaves those units counted until
+//     their window ends: too few given back, never too many. A commit above
+//     its estimate counts the extra in the ledger in the transaction of its
+//     transition: counted once or not at all.
 //   - An insert whose answer was lost may have been applied: its units are
 //     not undone then (the row, if it exists, gives them back at expiry),
 //     only when the insert was never sent.
@@ -124,6 +127,20 @@ type ReservationSettlement struct {
 	At        time.Time
 }
 
+// ReservationTransition moves one held reservation to State at At:
+// committed at Committed units only if that is not above its estimate
+// (more needs the ledger first: see Engine.settle), committed or released
+// only before its expiry. Settled is the reservation as it was held, when
+// it moved.
+type ReservationTransition struct {
+	ID        string
+	State     ReservationState
+	Committed int64
+	At        time.Time
+
+	Settled *Reservation
+}
+
 // ReservationStore keeps reservations; the PostgreSQL store implements it.
 // Errors: tiers.ErrReservationNotFound, tiers.ErrUnavailable.
 type ReservationStore interface {
@@ -142,6 +159,12 @@ type ReservationStore interface {
 	// commits only if fn returns nil). It reports whether the reservation
 	// was held: false, it changed nothing and did not run fn.
 	SettleReservation(ctx context.Context, s ReservationSettlement, fn func(ctx context.Context, tx Tx) error) (bool, error)
+	// TransitionReservations moves each reservation of t from held to its
+	// State, in as few round trips as it can, where its guards hold (see
+	// ReservationTransition), and fills in Settled with the reservation as
+	// it was held; where it did not move one, it leaves Settled nil. An
+	// error fails every transition of t, each perhaps applied.
+	TransitionReservations(ctx context.Context, t []ReservationTransition) error
 	// RecordOver records the over of a committed reservation.
 	RecordOver(ctx context.Context, id string, over int64) error
 	// DueReservations returns the ids of up to limit held reservations
@@ -377,39 +400,202 @@ func (e *Engine) Reservation(ctx context.Context, id string) (Reservation, error
 // Errors: *tiers.ValidationError, tiers.ErrReservationNotFound,
 // tiers.ErrReservationExpired, tiers.ErrConflict (committed with another
 // cost, or released), tiers.ErrUnavailable.
+//
+// A commit at most its estimate, the usual one, is one guarded update,
+// sent with the other settlements made meanwhile (see transition), then a
+// give-back where the units are (see giveBackHeld). A commit above its
+// estimate counts the extra in the ledger, in the transaction of its
+// transition (see settle).
 func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitResult, error) {
 	if actual < 0 || actual > MaxCost {
 		return CommitResult{}, tiers.Invalid("cost", fmt.Sprintf("must be an integer between 0 and %d", MaxCost))
 	}
-	rsv, err := e.Reservation(ctx, id)
+	if !ValidReservationID(id) {
+		return CommitResult{}, tiers.ErrReservationNotFound
+	}
+	if e.reservations == nil {
+		return CommitResult{}, errNoReservations
+	}
+	now := e.clock.Now().UTC()
+	rsv, err := e.transition(ctx, id, ReservationCommitted, actual, now)
 	if err != nil {
 		return CommitResult{}, err
 	}
-	if rsv.State == ReservationHeld {
-		res, won, err := e.settle(ctx, rsv, ReservationCommitted, actual)
-		if err != nil || won {
-			return res, err
-		}
-		// Another request settled it first: answer as it stands now.
-		if rsv, err = e.Reservation(ctx, id); err != nil {
+	if rsv != nil {
+		return e.settled(ctx, *rsv, actual, now, true)
+	}
+	// Not moved: no longer held, expired, or committed above its estimate.
+	for range 2 {
+		held, err := e.Reservation(ctx, id)
+		if err != nil {
 			return CommitResult{}, err
 		}
-	}
-	switch rsv.State {
-	case ReservationCommitted:
-		if rsv.Committed != actual {
-			return CommitResult{}, fmt.Errorf("%w: reservation %s was committed at %d units", tiers.ErrConflict, id, rsv.Committed)
+		switch held.State {
+		case ReservationHeld:
+			res, won, err := e.settle(ctx, held, ReservationCommitted, actual)
+			if err != nil || won {
+				return res, err
+			}
+			continue // another request settled it first: answer as it stands
+		case ReservationCommitted:
+			if held.Committed != actual {
+				return CommitResult{}, fmt.Errorf("%w: reservation %s was committed at %d units", tiers.ErrConflict, id, held.Committed)
+			}
+			return e.commitAnswer(ctx, held)
+		case ReservationExpired:
+			if err := e.expire(ctx, id); err != nil {
+				return CommitResult{}, err
+			}
+			return CommitResult{}, tiers.ErrReservationExpired
+		case ReservationReleased:
+			return CommitResult{}, fmt.Errorf("%w: reservation %s was released", tiers.ErrConflict, id)
 		}
-		return e.commitAnswer(ctx, rsv)
-	case ReservationExpired:
-		if err := e.expire(ctx, rsv); err != nil {
-			return CommitResult{}, err
-		}
-		return CommitResult{}, tiers.ErrReservationExpired
-	case ReservationReleased:
-		return CommitResult{}, fmt.Errorf("%w: reservation %s was released", tiers.ErrConflict, id)
+		return CommitResult{}, fmt.Errorf("reservation %s: unknown state %q", id, held.State)
 	}
-	return CommitResult{}, fmt.Errorf("reservation %s: unknown state %q", id, rsv.State)
+	return CommitResult{}, fmt.Errorf("%w: reservation %s is being settled by another request", tiers.ErrConflict, id)
+}
+
+// transition moves reservation id from held to state (see
+// ReservationTransition) with the transitions other requests make
+// meanwhile, and returns it as it was held, or nil if it did not move.
+func (e *Engine) transition(ctx context.Context, id string, state ReservationState, committed int64, now time.Time) (*Reservation, error) {
+	t, _, err := e.transitions.do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
+	if err != nil {
+		// Sent, it may have been applied: the reservation is then settled
+		// and its units stay counted (too few given back, never too many).
+		if errors.Is(err, tiers.ErrUnavailable) {
+			e.storeErrs.Add(1)
+		}
+		return nil, err
+	}
+	return t.Settled, nil
+}
+
+// settled finishes a commit, release or expiry of rsv, moved from held at
+// now: the estimate beyond actual goes back, and, with answer, the answer
+// is made.
+func (e *Engine) settled(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
+	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: rsv.Cost - actual}
+	acct, m, err := e.lookup(ctx, rsv.Customer, rsv.Metric)
+	switch {
+	case errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound):
+		res.Usage = []Usage{} // its counters went with it
+		return res, nil
+	case err != nil:
+		return CommitResult{}, err
+	}
+	if err := e.giveBackHeld(ctx, rsv, acct, m, rsv.Cost-actual, now); err != nil || !answer {
+		return res, err
+	}
+	if res.Usage, err = e.peekUsage(ctx, acct, m, now); err != nil {
+		return CommitResult{}, err
+	}
+	return res, nil
+}
+
+// giveBackHeld gives back units of rsv, moved from held, to the window
+// instances that hold them and are still current: the short windows where
+// they were counted; a long window to this process's lease of it, when it
+// holds one (its units are counted in the store as the lease's: no round
+// trip, and its next report tells the store), else to the ledger (after
+// the leases of its counter come home: see LeasePool.GiveBack).
+func (e *Engine) giveBackHeld(ctx context.Context, rsv Reservation, acct tiers.Account, m tiers.Metric, back int64, now time.Time) error {
+	if back <= 0 {
+		e.history.add(HistoryDelta{Customer: rsv.Customer, Metric: rsv.Metric, Date: day(now)})
+		return nil
+	}
+	gb := e.newScope(acct, m, back, rsv.CreatedAt)
+	defer e.freeScope(gb)
+	keepReserved(&gb.short, rsv.Windows, now, gb.short.Spans)
+	keepReserved(&gb.long, rsv.Windows, now, gb.long.Spans)
+	gb.shortOut, gb.longOut = gb.shortOuts[:len(gb.short.Spans)], gb.longOuts[:len(gb.long.Spans)]
+	var overage int64
+	if len(gb.short.Spans)+len(gb.short.Globals) > 0 {
+		if err := e.short.GiveBack(ctx, &gb.short, gb.shortOut); err != nil {
+			return err
+		}
+		for i := range gb.short.Spans {
+			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.shortOut[i].Used, back))
+		}
+	}
+	// Long windows: to this process's leases where it holds them; the
+	// rest, with the global windows no lease counted, to the ledger.
+	rest := gb.long
+	rest.Spans = gb.long.Spans[:0:0]
+	var restOut [maxLong]Outcome
+	for i := range gb.long.Spans {
+		sp := &gb.long.Spans[i]
+		if e.leases != nil && e.leases.giveToLease(ctx, sp, back) {
+			continue
+		}
+		rest.Spans = append(rest.Spans, *sp)
+	}
+	if len(rest.Spans) < len(gb.long.Spans) {
+		// A lease counted its units in its span's global window when it was
+		// granted: they stay counted there, as the lease's.
+		var globals []GlobalKey
+		for _, g := range gb.long.Globals {
+			if spanOf(gb.long.Spans, g) < 0 || spanOf(rest.Spans, g) >= 0 {
+				globals = append(globals, g)
+			}
+		}
+		rest.Globals = globals
+	}
+	if len(rest.Spans)+len(rest.Globals) > 0 {
+		if err := e.long.GiveBack(ctx, &rest, restOut[:len(rest.Spans)]); err != nil {
+			if errors.Is(err, tiers.ErrUnavailable) {
+				e.storeErrs.Add(1)
+			}
+			return err
+		}
+		for i := range rest.Spans {
+			overage = max(overage, rest.Spans[i].Rule.Overage(restOut[i].Used, back))
+		}
+	}
+	// The reserve counted the estimate in today's history: it now counts
+	// what was kept. (Overage units given back to a lease are not known:
+	// they stay billed, never the other way.)
+	e.history.add(HistoryDelta{Customer: rsv.Customer, Metric: rsv.Metric, Date: day(now),
+		Used: -back, Overage: -min(overage, back)})
+	return nil
+}
+
+// peekUsage returns the usage of the customer's windows of metric m as a
+// dry run would find it: from memory where this process holds leases.
+func (e *Engine) peekUsage(ctx context.Context, acct tiers.Account, m tiers.Metric, now time.Time) ([]Usage, error) {
+	s := e.newScope(acct, m, 1, now)
+	defer e.freeScope(s)
+	if err := e.short.Peek(ctx, &s.short, s.shortOut); err != nil {
+		return nil, err
+	}
+	if len(s.long.Spans) > 0 {
+		if err := e.long.Peek(ctx, &s.long, s.longOut); err != nil {
+			if errors.Is(err, tiers.ErrUnavailable) {
+				e.storeErrs.Add(1)
+			}
+			return nil, err
+		}
+	}
+	out := make([]Usage, 0, len(s.short.Spans)+len(s.long.Spans))
+	add := func(sp *Span, o *Outcome) {
+		u := Usage{Metric: m.Key, Window: sp.Key.Window, Algorithm: sp.Rule.Algorithm, Limit: sp.Rule.Limit,
+			Used: o.Used, Remaining: max(0, sp.Rule.Size-o.Used), ResetAt: o.resetAt(sp, false)}
+		if sp.Key.Window.Short() && sp.Rule.Algorithm == tiers.TokenBucket {
+			burst := sp.Rule.Size
+			u.Burst = &burst
+		}
+		if sp.Rule.Mode == tiers.Soft {
+			u.Overage = max(0, o.Used-sp.Rule.Size)
+		}
+		out = append(out, u)
+	}
+	for i := range s.short.Spans {
+		add(&s.short.Spans[i], &s.shortOut[i])
+	}
+	for i := range s.long.Spans {
+		add(&s.long.Spans[i], &s.longOut[i])
+	}
+	return out, nil
 }
 
 // commitAnswer answers a commit of rsv, committed before: the same
@@ -417,50 +603,58 @@ func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitRes
 func (e *Engine) commitAnswer(ctx context.Context, rsv Reservation) (CommitResult, error) {
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: rsv.Committed,
 		Released: max(0, rsv.Cost-rsv.Committed), Over: rsv.Over}
-	acct, err := e.catalog.Account(ctx, rsv.Customer)
+	acct, m, err := e.lookup(ctx, rsv.Customer, rsv.Metric)
 	switch {
-	case errors.Is(err, tiers.ErrCustomerNotFound):
+	case errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound):
 		res.Usage = []Usage{}
 		return res, nil
 	case err != nil:
 		return CommitResult{}, err
 	}
-	if res.Usage, err = e.usage(ctx, acct, e.clock.Now().UTC(), rsv.Metric); err != nil {
+	if res.Usage, err = e.peekUsage(ctx, acct, m, e.clock.Now().UTC()); err != nil {
 		return CommitResult{}, err
 	}
 	return res, nil
 }
 
-// ReleaseReservation gives every unit of reservation id back. Releasing a released
-// or expired reservation does nothing; a committed one is
+// ReleaseReservation gives every unit of reservation id back. Releasing a
+// released or expired reservation does nothing; a committed one is
 // tiers.ErrConflict.
 func (e *Engine) ReleaseReservation(ctx context.Context, id string) error {
-	rsv, err := e.Reservation(ctx, id)
+	if !ValidReservationID(id) {
+		return tiers.ErrReservationNotFound
+	}
+	if e.reservations == nil {
+		return errNoReservations
+	}
+	now := e.clock.Now().UTC()
+	rsv, err := e.transition(ctx, id, ReservationReleased, 0, now)
 	if err != nil {
 		return err
 	}
-	switch rsv.State {
-	case ReservationHeld:
-		if _, won, err := e.settle(ctx, rsv, ReservationReleased, 0); err != nil || won {
-			return err
-		}
-		if rsv, err = e.Reservation(ctx, id); err != nil {
-			return err
-		}
-		if rsv.State != ReservationCommitted {
-			return nil
-		}
+	if rsv != nil {
+		_, err := e.settled(ctx, *rsv, 0, now, false)
+		return err
+	}
+	held, err := e.Reservation(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch held.State {
 	case ReservationExpired:
-		return e.expire(ctx, rsv)
+		return e.expire(ctx, id)
 	case ReservationReleased:
 		return nil
+	case ReservationCommitted:
+		return fmt.Errorf("%w: reservation %s was committed", tiers.ErrConflict, id)
 	}
-	return fmt.Errorf("%w: reservation %s was committed", tiers.ErrConflict, id)
+	return fmt.Errorf("%w: reservation %s is being settled by another request", tiers.ErrConflict, id)
 }
 
 // ExpireReservations releases every held reservation past its expiry (on
 // the engine's clock), and returns how many this call released. Run calls
-// it every sweepEvery; any number of processes may run it at once.
+// it every sweepEvery; any number of processes may run it at once: each
+// reservation is moved by one of them.
 func (e *Engine) ExpireReservations(ctx context.Context) (int, error) {
 	if e.reservations == nil {
 		return 0, nil
@@ -472,34 +666,32 @@ func (e *Engine) ExpireReservations(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for _, id := range ids {
-		rsv, err := e.reservations.Reservation(ctx, id)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if rsv.State != ReservationHeld {
-			continue
-		}
-		_, won, err := e.settle(ctx, rsv, ReservationExpired, 0)
+		moved, err := e.expireOne(ctx, id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("expire reservation %s: %w", id, err))
 		}
-		if won {
+		if moved {
 			n++
 		}
 	}
 	return n, errors.Join(errs...)
 }
 
-// expire settles rsv, held past its expiry, as expired (if no other
-// process did meanwhile).
-func (e *Engine) expire(ctx context.Context, rsv Reservation) error {
-	stored, err := e.reservations.Reservation(ctx, rsv.ID)
-	if err != nil || stored.State != ReservationHeld {
-		return err
-	}
-	_, _, err = e.settle(ctx, stored, ReservationExpired, 0)
+// expire moves reservation id, held past its expiry, to expired (if no
+// other request did meanwhile) and gives its units back.
+func (e *Engine) expire(ctx context.Context, id string) error {
+	_, err := e.expireOne(ctx, id)
 	return err
+}
+
+func (e *Engine) expireOne(ctx context.Context, id string) (bool, error) {
+	now := e.clock.Now().UTC()
+	rsv, err := e.transition(ctx, id, ReservationExpired, 0, now)
+	if err != nil || rsv == nil {
+		return false, err
+	}
+	_, err = e.settled(ctx, *rsv, 0, now, false)
+	return true, err
 }
 
 // settle moves held reservation rsv to state to, its windows keeping
@@ -678,4 +870,25 @@ func forced(r Rule) Rule {
 // limit with its overage allowance).
 func beyond(r Rule, count, extra int64) int64 {
 	return min(extra, max(0, count+extra-r.Threshold))
+}
+
+// giveToLease gives n units of span sp's counter, admitted before, to this
+// process's lease of it, if it holds one that is sound (held, not in
+// doubt, not being verified, its limit unchanged): they become units the
+// lease holds unused, counted in the store as before. It reports whether
+// it did.
+func (p *LeasePool) giveToLease(ctx context.Context, sp *Span, n int64) bool {
+	l := p.existing(sp.Key)
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	ok := l.held && !l.gone && !l.verify && l.doubt.kind == noCall && !l.changed(sp)
+	l.mu.Unlock()
+	if !ok {
+		return false
+	}
+	// A lease settled meanwhile sends them to the store (putBack).
+	_ = p.putBack(ctx, l, n)
+	return true
 }

@@ -237,3 +237,77 @@ func (db *DB) DueReservations(ctx context.Context, now time.Time, limit int) ([]
 	}
 	return ids, nil
 }
+
+// transitionRow is a reservation as it was held, and what it became.
+type transitionRow struct {
+	reservationRow
+	NewState     string `db:"new_state"`
+	NewCommitted *int64 `db:"new_committed"`
+}
+
+// TransitionReservations implements quota.ReservationStore: one statement
+// moves every reservation of t whose guards hold, and returns them as they
+// were held. Two transitions of one reservation in t: one moves it.
+func (db *DB) TransitionReservations(ctx context.Context, t []quota.ReservationTransition) error {
+	n := len(t)
+	ids, states, ats := make([]string, n), make([]string, n), make([]time.Time, n)
+	committed := make([]*int64, n)
+	for i := range t {
+		x := &t[i]
+		x.Settled = nil
+		ids[i], states[i], ats[i] = x.ID, string(x.State), x.At
+		if x.State == quota.ReservationCommitted {
+			committed[i] = &x.Committed
+		}
+	}
+	// The old row's columns: FOR UPDATE in a subquery locks the rows the
+	// update then changes, in one order (by id).
+	const transitionQ = `
+		WITH u AS (
+		    SELECT DISTINCT ON (id) * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::timestamptz[])
+		        AS u(id, state, committed, at)
+		    ORDER BY id
+		), old AS (
+		    SELECT r.* FROM reservations r JOIN u ON u.id = r.id
+		    WHERE r.state = 'held'
+		      AND (u.state = 'expired' OR r.expires_at > u.at)
+		      AND (u.committed IS NULL OR u.committed <= r.cost)
+		    ORDER BY r.id
+		    FOR UPDATE OF r
+		)
+		UPDATE reservations r SET state = u.state, committed = u.committed, settled_at = u.at
+		FROM u, old
+		WHERE r.id = u.id AND old.id = r.id AND r.state = 'held'
+		RETURNING old.id, old.customer_id, old.metric, old.cost, old.state, old.committed, old.over, old.expires_at,
+		    old.created_at, coalesce(old.request_id, '') AS request_id, old.windows, old.answer,
+		    u.state AS new_state, u.committed AS new_committed`
+	var moved []transitionRow
+	err := retry(func() error {
+		rows, err := db.pool.Query(ctx, transitionQ, ids, states, committed, ats)
+		if err != nil {
+			return err
+		}
+		moved, err = pgx.CollectRows(rows, pgx.RowToStructByName[transitionRow])
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("settle %d reservations: %w", n, mapErr(err))
+	}
+	for _, m := range moved {
+		rsv, err := m.reservation()
+		if err != nil {
+			return err
+		}
+		// The transition that moved it: the same id, state and cost.
+		for i := range t {
+			x := &t[i]
+			if x.Settled == nil && x.ID == m.ID && string(x.State) == m.NewState &&
+				(m.NewCommitted == nil) == (x.State != quota.ReservationCommitted) &&
+				(m.NewCommitted == nil || *m.NewCommitted == x.Committed) {
+				x.Settled = &rsv
+				break
+			}
+		}
+	}
+	return nil
+}
