@@ -118,7 +118,8 @@ type ReservationInsert struct {
 	Found       *Reservation
 }
 
-// Settlement of a reservation: the transition from held to State.
+// ReservationSettlement is the transition of a reservation from held to
+// State, with the ledger changes of a commit above its estimate.
 type ReservationSettlement struct {
 	ID        string
 	State     ReservationState
