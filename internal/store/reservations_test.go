@@ -19,7 +19,10 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 	db := MustOpen(t)
 	ctx := context.Background()
 	for i := range limits {
-		limits[i].Metric, limits[i].Mode = "api_calls", tiers.Hard
+		limits[i].Metric = "api_calls"
+		if limits[i].Mode == 0 {
+			limits[i].Mode = tiers.Hard
+		}
 	}
 	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
 		t.Fatal(err)
@@ -184,5 +187,65 @@ func TestReservationInsertsBatch(t *testing.T) {
 	}
 	if got := usageByWindow(t, e)[tiers.Day]; got != n {
 		t.Errorf("day usage = %d, want %d", got, n)
+	}
+}
+
+// History counts committed units: the estimate while held, the actual
+// cost once committed, nothing once released; a soft window meters the
+// units a commit counted beyond its limit as overage, and over reports
+// only what went beyond what a check could have been admitted up to.
+func TestReservationHistoryCountsCommittedUnits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, _ := reserveFixture(t, day0.Add(10*time.Hour), true,
+		tiers.Limit{Window: tiers.Day, Limit: 100, Mode: tiers.Soft, OveragePercent: 50})
+	history := func() (used, overage int64) {
+		t.Helper()
+		days, err := e.History(ctx, "acme", "api_calls", day0, day0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range days {
+			used, overage = used+d.Used, overage+d.Overage
+		}
+		return used, overage
+	}
+	a := mustReserve(t, e, 90, time.Hour)
+	if used, overage := history(); used != 90 || overage != 0 {
+		t.Fatalf("history while held = %d used, %d overage; want 90, 0", used, overage)
+	}
+	// 130 committed at a soft limit of 100 (+50 %): 30 units of overage,
+	// none beyond the threshold of 150.
+	res, err := e.Commit(ctx, a.ID, 130)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Over != 0 {
+		t.Errorf("over = %d, want 0 (130 is within the soft threshold of 150)", res.Over)
+	}
+	if used, overage := history(); used != 130 || overage != 30 {
+		t.Errorf("history after the commit = %d used, %d overage; want 130, 30", used, overage)
+	}
+	// A released reservation leaves nothing in history.
+	c := mustReserve(t, e, 1, time.Hour)
+	if err := e.ReleaseReservation(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if used, _ := history(); used != 130 {
+		t.Errorf("history after a release = %d used, want 130", used)
+	}
+	// Another 10 held, then committed at 40: 170 counted, 20 beyond 150.
+	b := mustReserve(t, e, 10, time.Hour)
+	if res, err = e.Commit(ctx, b.ID, 40); err != nil {
+		t.Fatal(err)
+	}
+	if res.Over != 20 {
+		t.Errorf("over = %d, want 20 (170 counted, threshold 150)", res.Over)
+	}
+	if used, overage := history(); used != 170 || overage != 70 {
+		t.Errorf("history after the second commit = %d used, %d overage; want 170, 70", used, overage)
+	}
+	if got := usageByWindow(t, e)[tiers.Day]; got != 170 {
+		t.Errorf("day usage = %d, want 170", got)
 	}
 }
