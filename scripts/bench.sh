@@ -28,10 +28,15 @@
 #   BENCH_DURATION=8s     measured time of each run
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
-#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc"
+#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit"
 #                         the default; the others are cold, longtail,
 #                         sparse and upsert (BENCH_SCENARIOS="cold longtail
-#                         sparse upsert")
+#                         sparse upsert"). reserve-commit's requests are
+#                         pairs: a reservation of 10 units, then its commit
+#                         at a cost drawn from 0..9 (loadgen -commit-below;
+#                         net/http client only); its round trips per check
+#                         are the reserves' (the commits' are not in the
+#                         check histogram)
 #   BENCH_KEYS=10000      customers in each customer set of the scenarios
 #                         but longtail and sparse
 #   BENCH_LONGTAIL_KEYS=100000
@@ -86,7 +91,7 @@ CONC=${BENCH_CONC:-64}
 DURATION=${BENCH_DURATION:-8s}
 WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
-SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc}
+SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit}
 KEYS=${BENCH_KEYS:-10000}
 LONGTAIL_KEYS=${BENCH_LONGTAIL_KEYS:-100000}
 SPARSE_KEYS=${BENCH_SPARSE_KEYS:-1000000}
@@ -207,6 +212,7 @@ read_metrics() {
   DEGRADED=0 REDIS_FAILURES=0 SHARED=0 TRIPS_SUM=0 TRIPS_COUNT=0
   for u in "$@"; do
     u=${u%/v1/check}
+    u=${u%/v1/reservations}
     out=$(curl -sf "$u/metrics") || die "GET $u/metrics failed"
     sums=$(printf '%s\n' "$out" | awk '
       $1 == "quotad_checks_total{decision=\"degraded\"}" { d += $2 }
@@ -424,6 +430,8 @@ scenario() {
     short-redis) SET=s; REDIS=1 ;;
     mixed-redis) REDIS=1 ;;
     mixed-redis-2proc) REDIS=1; URLS="$URLS http://$QUOTAD2/v1/check" ;;
+    # Costs known afterwards: a reservation, then its commit at less.
+    reserve-commit) URLS="http://$QUOTAD1/v1/reservations" ;;
     # What a user meets after a deploy: a fresh process, at once under
     # mixed's load, the first DURATION measured.
     cold) FRESH=1 PRIME="" WARM=0s ;;
@@ -435,10 +443,11 @@ scenario() {
     # sparse's load on the naive design leases are meant to beat: one
     # atomic upsert, one commit, per check.
     upsert) SET=u SET_KEYS=$SPARSE_KEYS PRIME="" RUNS=3 NAIVE=1 URLS="http://$UPSERT/v1/check" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, cold, longtail, sparse or upsert)" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse or upsert)" ;;
   esac
   case $1 in
     hot | mixed-request-id) ;;
+    reserve-commit) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":10}" ;;
     *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
   esac
 }
@@ -454,6 +463,7 @@ prime() {
   shift
   for url in "$@"; do
     i=$((i + 1))
+    case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac  # reserve-commit: primed by checks
     bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "$url" \
       -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
       -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > "bin/bench-prime$i.out" 2>&1 &
@@ -464,6 +474,7 @@ prime() {
   i=0
   for url in "$@"; do
     i=$((i + 1))
+    case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac
     { echo "== priming $set on $url"; cat "bin/bench-prime$i.out"; } >> "$LOADGEN_LOG"
     parse "bin/bench-prime$i.out"
     if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
@@ -642,6 +653,10 @@ for r in $(seq 1 "$ROUNDS"); do
         if [ "$s" = sparse ]; then rm -f "$SEEN"; rss_kib "$Q1"; rss0=$RSS_KIB; fi
       fi
       if [ "$s" = sparse ]; then MORE=(-seen "$SEEN"); fi
+      if [ "$s" = reserve-commit ]; then
+        [ "$CLIENT" = net/http ] || die "reserve-commit needs BENCH_CLIENT=net/http (loadgen -commit-below)"
+        MORE=(-commit-below 10)
+      fi
       who=quotad pids="$Q1 $second"
       if [ -n "$NAIVE" ]; then who=upsert pids=$UPSERT_PID; fi
       # shellcheck disable=SC2086 # URLS is a list

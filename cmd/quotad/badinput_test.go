@@ -66,6 +66,8 @@ func TestBadAdminInput(t *testing.T) {
 	s.mustDo(201, "PUT", "/v1/customers/acme", `{"plan":"pro"}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":5}`)
 	auditBefore, _ := MustList(t, s, "/v1/audit", "events", "id")
+	_, rsv := s.reserve(`{"customer":"acme","metric":"api_calls","cost":1}`)
+	held := rsv.ID
 
 	const (
 		metric   = "/v1/metrics/m"
@@ -78,6 +80,7 @@ func TestBadAdminInput(t *testing.T) {
 		v400     = "validation_failed"
 		check    = "/v1/check"
 		refund   = "/v1/refund"
+		reserve  = "/v1/reservations"
 		null     = "must not be null"
 		twice    = "appears more than once"
 		required = "is required"
@@ -366,6 +369,30 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "check trailing data", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls"} {}`, want: 400, code: v400},
 		{name: "check invalid UTF-8", method: "POST", path: check, body: "{\"customer\":\"acme\xff\",\"metric\":\"api_calls\"}", want: 400, code: v400},
 		{name: "refund cost a fraction", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","cost":2.0}`, want: 400, code: v400, field: "cost"},
+
+		// Reservations: the estimate, the ttl, who, the actual cost, the id.
+		{name: "reserve cost 0", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":0}`, want: 400, code: v400, field: "cost", message: "must be an integer between 1 and 1000000000"},
+		{name: "reserve without cost", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls"}`, want: 400, code: v400, field: "cost", message: required},
+		{name: "reserve cost null", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":null}`, want: 400, code: v400, field: "cost", message: null},
+		{name: "reserve ttl_seconds 0", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":1,"ttl_seconds":0}`, want: 400, code: v400, field: "ttl_seconds", message: "must be an integer between 1 and 3600"},
+		{name: "reserve ttl_seconds 3601", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":1,"ttl_seconds":3601}`, want: 400, code: v400, field: "ttl_seconds", message: "must be an integer between 1 and 3600"},
+		{name: "reserve ttl_seconds a fraction", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":1,"ttl_seconds":1.5}`, want: 400, code: v400, field: "ttl_seconds"},
+		{name: "reserve customer and api_key", method: "POST", path: reserve, body: `{"customer":"acme","api_key":"k","metric":"api_calls","cost":1}`, want: 400, code: v400, field: "api_key"},
+		{name: "reserve neither customer nor api_key", method: "POST", path: reserve, body: `{"metric":"api_calls","cost":1}`, want: 400, code: v400, field: "customer"},
+		{name: "reserve unknown field", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","estimate":1}`, want: 400, code: v400, field: "estimate"},
+		{name: "reserve cost twice", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`, want: 400, code: v400, field: "cost", message: twice},
+		{name: "reserve without metric", method: "POST", path: reserve, body: `{"customer":"acme","cost":1}`, want: 400, code: v400, field: "metric", message: required},
+		{name: "reserve unknown customer", method: "POST", path: reserve, body: `{"customer":"ghost","metric":"api_calls","cost":1}`, want: 404, code: "customer_not_found"},
+		{name: "reserve with an api_key no one holds", method: "POST", path: reserve, body: `{"api_key":"qk_unknown","metric":"api_calls","cost":1}`, want: 403, code: "invalid_api_key"},
+		{name: "commit cost -1", method: "POST", path: "/v1/reservations/" + held + "/commit", body: `{"cost":-1}`, want: 400, code: v400, field: "cost", message: "must be an integer between 0 and 1000000000"},
+		{name: "commit cost 10^9+1", method: "POST", path: "/v1/reservations/" + held + "/commit", body: `{"cost":1000000001}`, want: 400, code: v400, field: "cost", message: "must be an integer between 0 and 1000000000"},
+		{name: "commit without cost", method: "POST", path: "/v1/reservations/" + held + "/commit", body: `{}`, want: 400, code: v400, field: "cost", message: required},
+		{name: "commit unknown field", method: "POST", path: "/v1/reservations/" + held + "/commit", body: `{"cost":1,"actual":1}`, want: 400, code: v400, field: "actual"},
+		{name: "commit unknown id", method: "POST", path: "/v1/reservations/rsv_000000000000000000000000/commit", body: `{"cost":1}`, want: 404, code: "reservation_not_found"},
+		{name: "commit id of another format", method: "POST", path: "/v1/reservations/acme/commit", body: `{"cost":1}`, want: 404, code: "reservation_not_found"},
+		{name: "get unknown reservation", method: "GET", path: "/v1/reservations/rsv_000000000000000000000000", want: 404, code: "reservation_not_found"},
+		{name: "get reservation id of another format", method: "GET", path: "/v1/reservations/RSV_1", want: 404, code: "reservation_not_found"},
+		{name: "release unknown reservation", method: "DELETE", path: "/v1/reservations/rsv_ffffffffffffffffffffffff", want: 404, code: "reservation_not_found"},
 
 		// Query parameters.
 		{name: "page limit 0", method: "GET", path: "/v1/metrics?limit=0", want: 400, code: v400, field: "limit"},

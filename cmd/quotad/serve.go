@@ -140,6 +140,7 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		Leases:       p.cfg.Leases,
 		Watcher:      p.detector,
 		StoreTimeout: p.cfg.StoreTimeout,
+		Reservations: p.db,
 	}
 	if p.cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, p.cfg, p.log)
@@ -255,6 +256,8 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		ForwardAuth: forwardRules,
 		Billing:     billing.NewService(p.db, p.now),
 		Webhooks:    webhooks.NewService(p.db, p.now, p.cfg.WebhookAllowPrivate),
+
+		Reservations: p.engine,
 	})
 }
 

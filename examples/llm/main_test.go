@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -104,14 +103,11 @@ func TestCompletions(t *testing.T) {
 	}
 }
 
-// Against a real quotad, once it serves reservations.
+// Against a real quotad.
 func TestCompletionsQuotad(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	ctx := t.Context()
-	if _, err := admin.Reserve(ctx, quotad.ReserveRequest{}); errors.Is(err, quotad.ErrNotFound) || errors.Is(err, quotad.ErrMethodNotAllowed) {
-		t.Skipf("this quotad has no POST /v1/reservations yet: %v", err)
-	}
 	if _, _, err := admin.PutMetric(ctx, Metric, quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 type Role uint8
 
 // The roles. An admin token may do everything; a check token may only check,
-// refund and read a customer's usage.
+// refund, reserve and read a customer's usage.
 const (
 	RoleCheck Role = iota + 1
 	RoleAdmin
@@ -98,6 +98,10 @@ var checkRoutes = func() map[string]bool {
 		http.MethodPost + " /v1/refund":                   true,
 		http.MethodGet + " /v1/customers/:customer/usage": true,
 		http.MethodGet + " " + forwardAuthPath:            true,
+		http.MethodPost + " /v1/reservations":             true,
+		http.MethodGet + " /v1/reservations/:id":          true,
+		http.MethodDelete + " /v1/reservations/:id":       true,
+		http.MethodPost + " /v1/reservations/:id/commit":  true,
 	}
 	for _, method := range forwardAuthMethods {
 		m[method+" "+forwardAuthPath+"/*"] = true

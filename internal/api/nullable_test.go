@@ -19,11 +19,13 @@ import (
 
 // bodyTypes are the Go types the request bodies decode into, by operation.
 var bodyTypes = map[string]reflect.Type{
-	"POST /v1/check":               reflect.TypeFor[checkRequest](),
-	"POST /v1/refund":              reflect.TypeFor[refundRequest](),
-	"PUT /v1/metrics/{metric}":     reflect.TypeFor[tiers.MetricSpec](),
-	"PUT /v1/plans/{plan}":         reflect.TypeFor[tiers.PlanSpec](),
-	"PUT /v1/customers/{customer}": reflect.TypeFor[tiers.CustomerSpec](),
+	"POST /v1/check":                                           reflect.TypeFor[checkRequest](),
+	"POST /v1/refund":                                          reflect.TypeFor[refundRequest](),
+	"POST /v1/reservations":                                    reflect.TypeFor[reserveRequest](),
+	"POST /v1/reservations/{id}/commit":                        reflect.TypeFor[commitRequest](),
+	"PUT /v1/metrics/{metric}":                                 reflect.TypeFor[tiers.MetricSpec](),
+	"PUT /v1/plans/{plan}":                                     reflect.TypeFor[tiers.PlanSpec](),
+	"PUT /v1/customers/{customer}":                             reflect.TypeFor[tiers.CustomerSpec](),
 	"PUT /v1/customers/{customer}/overrides/{metric}/{window}": reflect.TypeFor[tiers.OverrideSpec](),
 	"PUT /v1/webhooks/{webhook}":                               reflect.TypeFor[webhooks.Spec](),
 }

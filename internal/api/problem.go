@@ -30,6 +30,8 @@ const (
 	codeUnauthorized         = "unauthorized"
 	codeForbidden            = "forbidden"
 	codeInvalidAPIKey        = "invalid_api_key"
+	codeReservationNotFound  = "reservation_not_found"
+	codeReservationExpired   = "reservation_expired"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
 	codeMetricNotFound       = "metric_not_found"
@@ -102,21 +104,25 @@ var errorTable = []struct {
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
 	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
+	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
+	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
 
 // details are the client-facing sentences for the domain errors; the
 // wrapped error text, which may name internals, is only logged.
 var details = map[string]string{
-	codeCustomerNotFound:   "no customer has this id",
-	codePlanNotFound:       "no plan has this key",
-	codeMetricNotFound:     "no metric with this key is declared",
-	codeOverrideNotFound:   "the customer has no override on this metric and window",
-	codePreconditionFailed: "If-Match does not match the current version of the resource",
-	codeUnavailable:        "the database cannot be reached; nothing was changed",
-	codeInvalidAPIKey:      "the API key is not valid: unknown, revoked or expired",
-	codeNotFound:           "no such route",
-	codeMethodNotAllowed:   "the route does not allow this method",
+	codeCustomerNotFound:    "no customer has this id",
+	codePlanNotFound:        "no plan has this key",
+	codeMetricNotFound:      "no metric with this key is declared",
+	codeOverrideNotFound:    "the customer has no override on this metric and window",
+	codePreconditionFailed:  "If-Match does not match the current version of the resource",
+	codeUnavailable:         "the database cannot be reached; nothing was changed",
+	codeInvalidAPIKey:       "the API key is not valid: unknown, revoked or expired",
+	codeReservationNotFound: "no reservation has this id",
+	codeReservationExpired:  "the reservation expired before it was committed; its units were given back",
+	codeNotFound:            "no such route",
+	codeMethodNotAllowed:    "the route does not allow this method",
 }
 
 // toProblem turns any error a handler returns into the problem to send.

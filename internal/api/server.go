@@ -69,6 +69,8 @@ type Config struct {
 	Billing Billing
 	// Webhooks serves /v1/webhooks; nil answers 404 there.
 	Webhooks Webhooks
+	// Reservations serves /v1/reservations; nil answers 404 there.
+	Reservations Reservations
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -91,6 +93,7 @@ type Server struct {
 	forwardRules   *forwardauth.Rules
 	billing        Billing
 	webhooks       Webhooks
+	reservations   Reservations
 	requestTimeout time.Duration
 }
 
@@ -120,6 +123,7 @@ func New(cfg Config) *Server {
 		forwardRules:   cfg.ForwardAuth,
 		billing:        cfg.Billing,
 		webhooks:       cfg.Webhooks,
+		reservations:   cfg.Reservations,
 		requestTimeout: cfg.RequestTimeout,
 	}
 	if s.requestTimeout <= 0 {
@@ -174,6 +178,7 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
+	s.registerReservations(v1)
 
 	// The admin console: static files, open to all; every datum it shows
 	// comes from the API above, with the admin's token.

@@ -41,6 +41,9 @@ type Options struct {
 	// Watcher, if set, sees every long window of every charged check (see
 	// Watcher).
 	Watcher Watcher
+	// Reservations keeps reservations (see Reserve); without, Reserve
+	// fails.
+	Reservations ReservationStore
 	// StoreTimeout bounds how long a check, a refund or a usage read
 	// waits for the stores, all its calls and waits together (a check
 	// whose client goes away is not cut short before); then it fails as
@@ -78,10 +81,15 @@ type Engine struct {
 	leases *LeasePool // nil without leases
 	// claims gathers the request-id claims of checks with leases (see
 	// checkOnceLeased).
-	claims    batcher[Claim]
-	history   *historyBuffer
-	watcher   Watcher
-	storeErrs atomic.Uint64
+	claims batcher[Claim]
+	// reservations keeps reservations; inserts gathers the inserts of
+	// reserves made while others are in flight.
+	reservations ReservationStore
+	inserts      batcher[ReservationInsert]
+	transitions  batcher[ReservationTransition]
+	history      *historyBuffer
+	watcher      Watcher
+	storeErrs    atomic.Uint64
 	// lastDown is when a check last could not reach the store (Unix ns,
 	// the wall clock: it is about real outages): see StoreDown.
 	lastDown atomic.Int64
@@ -117,6 +125,13 @@ func New(o Options) *Engine {
 	if o.Ledger != nil {
 		e.claims = batcher[Claim]{send: o.Ledger.Claim, max: claimBatch, inFlight: claimsInFlight, timeout: backgroundTimeout}
 	}
+	if o.Reservations != nil {
+		e.reservations = o.Reservations
+		e.inserts = batcher[ReservationInsert]{send: o.Reservations.InsertReservations, max: insertBatch,
+			inFlight: insertsInFlight, timeout: backgroundTimeout}
+		e.transitions = batcher[ReservationTransition]{send: o.Reservations.TransitionReservations, max: insertBatch,
+			inFlight: insertsInFlight, timeout: backgroundTimeout}
+	}
 	if o.Shared != nil {
 		e.shared = o.Shared
 		e.failover = newFailover(NewShared(o.Shared, o.SharedClock), sliding, o.OnSharedChange)
@@ -134,6 +149,9 @@ type Stats struct {
 	// Claims counts the statements request-id claims went in (with
 	// leases), and the claims.
 	Claims BatchStats
+	// ReservationInserts counts the statements reservations were stored
+	// in, and the reservations.
+	ReservationInserts BatchStats
 }
 
 // SharedStats describe the shared store of short windows.
@@ -149,7 +167,8 @@ type SharedStats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.stats()}
+	s := Stats{StoreErrors: e.storeErrs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.stats(),
+		ReservationInserts: e.inserts.stats()}
 	if e.leases != nil {
 		s.Leases = e.leases.Stats()
 	}

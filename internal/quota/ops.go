@@ -30,6 +30,8 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 	leases := time.NewTicker(FlushEvery)
 	evict := time.NewTicker(evictEvery)
 	purge := time.NewTicker(purgeEvery)
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
 	defer flush.Stop()
 	defer leases.Stop()
 	defer evict.Stop()
@@ -67,6 +69,10 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			e.sliding.evict(e.clock.Now().UnixMilli())
 			if f := e.failover; f != nil {
 				f.shared.Evict(e.clock.Now().UnixMilli())
+			}
+		case <-sweep.C:
+			if err := bounded(func(ctx context.Context) error { _, err := e.ExpireReservations(ctx); return err }); err != nil {
+				periodic(fmt.Errorf("expire reservations: %w", err))
 			}
 		case <-purge.C:
 			if err := bounded(func(ctx context.Context) error { return e.ledger.Purge(ctx, e.clock.Now()) }); err != nil {

@@ -196,46 +196,21 @@ func matchRoute(routes []string, method, path string) (string, bool) {
 	return best, bestLiterals >= 0
 }
 
-// pendingRoutes are operations of SPEC §6.5 (reservations) that the
-// client and the server (with openapi.yaml) gain in two halves of issue 23
-// written apart: the client calls them before openapi.yaml documents
-// them, and the server's half lists them in excludedRoutes until the
-// client calls them. While a route is pending, neither is an error, so
-// that each half passes alone and merged; once both have landed, drop
-// these and those excludedRoutes entries (the test logs it).
-var pendingRoutes = map[string]bool{
-	"POST /v1/reservations":             true,
-	"GET /v1/reservations/{id}":         true,
-	"DELETE /v1/reservations/{id}":      true,
-	"POST /v1/reservations/{id}/commit": true,
-}
-
 // TestClientCoversOpenAPI drives every client call against a server that
 // records the routes they take, and requires that together they take every
 // operation of openapi.yaml (but the excluded ones) and nothing else.
 func TestClientCoversOpenAPI(t *testing.T) {
 	routes := specRoutes(t)
-	var pendingList []string
-	for r := range pendingRoutes {
-		if slices.Contains(routes, r) {
-			t.Logf("openapi.yaml has %s now: drop it from pendingRoutes", r)
-		} else {
-			pendingList = append(pendingList, r)
-		}
-	}
 	var mu sync.Mutex
 	hit := map[string][]string{} // route -> client methods
 	var current string
 	var unknown []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		route, ok := matchRoute(routes, r.Method, r.URL.EscapedPath())
-		_, pending := matchRoute(pendingList, r.Method, r.URL.EscapedPath())
 		mu.Lock()
 		switch {
 		case ok:
 			hit[route] = append(hit[route], current)
-		case pending:
-			// Not in openapi.yaml yet; see pendingRoutes.
 		default:
 			unknown = append(unknown, current+": "+r.Method+" "+r.URL.Path)
 		}
@@ -276,8 +251,6 @@ func TestClientCoversOpenAPI(t *testing.T) {
 	for _, r := range routes {
 		_, excluded := excludedRoutes[r]
 		switch {
-		case excluded && len(hit[r]) > 0 && pendingRoutes[r]:
-			t.Logf("%s is both pending and excluded, and the client calls it: drop it from both lists", r)
 		case excluded && len(hit[r]) > 0:
 			t.Errorf("%s is excluded (%s) but the client calls it (%v): drop it from excludedRoutes", r, excludedRoutes[r], hit[r])
 		case !excluded && len(hit[r]) == 0:

@@ -12,16 +12,12 @@ import (
 // TestClientReservations drives the client's reservation calls against
 // quotad, at a hard day limit of 100 llm_tokens: reserve, a denial that
 // holds nothing, an idempotent commit and a conflicting one, a release, a
-// commit beyond the limit (over), and an expiry (410). It skips while the
-// server has no reservation routes.
+// commit beyond the limit (over), and an expiry (410).
 func TestClientReservations(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	c := quotad.New(s.URL, quotad.WithToken(s.CheckToken))
 	ctx := t.Context()
-	if _, err := admin.Reserve(ctx, quotad.ReserveRequest{}); errors.Is(err, quotad.ErrNotFound) || errors.Is(err, quotad.ErrMethodNotAllowed) {
-		t.Skipf("this quotad has no POST /v1/reservations yet: %v", err)
-	}
 	if _, _, err := admin.PutMetric(ctx, "llm_tokens", quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}

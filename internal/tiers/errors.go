@@ -26,6 +26,11 @@ var (
 	// ErrInvalidAPIKey: no live API key has this value (unknown, revoked and
 	// expired keys alike: the caller is not told which).
 	ErrInvalidAPIKey = errors.New("invalid api key")
+	// ErrReservationNotFound: no reservation has this id.
+	ErrReservationNotFound = errors.New("reservation not found")
+	// ErrReservationExpired: the reservation was not committed by its
+	// expiry, and quotad released it.
+	ErrReservationExpired = errors.New("reservation expired")
 	// ErrUnavailable: the store cannot be reached; nothing was written.
 	ErrUnavailable = errors.New("store unavailable")
 )

@@ -533,3 +533,57 @@ func TestKeySetFile(t *testing.T) {
 		}
 	}
 }
+
+// With -commit-below, each request is a reservation then its commit, at a
+// cost below the bound: a pair counts once, with the commit's status.
+func TestReserveCommitPairs(t *testing.T) {
+	var mu sync.Mutex
+	var problems []string
+	var reserves, commits int64
+	ids := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/reservations":
+			reserves++
+			if reserves%4 == 0 { // a denied reserve is not committed
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
+			id := fmt.Sprintf("rsv_%d", reserves)
+			ids[id] = true
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, `{"id":"`+id+`","allowed":true}`)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/commit"):
+			commits++
+			id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/reservations/"), "/commit")
+			var body struct{ Cost int64 }
+			if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Cost < 0 || body.Cost >= 10 {
+				problems = append(problems, fmt.Sprintf("commit body cost %d (%v)", body.Cost, err))
+			}
+			if !ids[id] {
+				problems = append(problems, "commit of "+id+", never reserved or committed twice")
+			}
+			delete(ids, id)
+			_, _ = io.WriteString(w, `{}`)
+		default:
+			problems = append(problems, r.Method+" "+r.URL.Path)
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	s := runJSON(t, "-url", srv.URL+"/v1/reservations", "-commit-below", "10", "-c", "3", "-warmup", "0s", "-d", "500ms",
+		"-H", "Content-Type: application/json", "-body", `{"customer":"c{{key}}","metric":"m","cost":10}`)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 {
+		t.Errorf("server saw: %v", problems[:min(5, len(problems))])
+	}
+	if s.Total != reserves || commits != reserves-reserves/4 {
+		t.Errorf("%d pairs counted, %d reserves and %d commits served, want a commit per allowed reserve", s.Total, reserves, commits)
+	}
+	if s.Status["200"] == 0 || s.Status["429"] == 0 || s.Status["201"] != 0 {
+		t.Errorf("status %v: want the commits' 200s and the denied reserves' 429s", s.Status)
+	}
+}

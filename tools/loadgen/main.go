@@ -22,6 +22,12 @@
 // run, written after it), and the summary counts its union too: the
 // distinct keys several runs sent a server.
 //
+// With -commit-below N, each request is a reservation (POST
+// /v1/reservations) and, once answered 201, the commit of it (POST
+// /v1/reservations/{id}/commit) at a cost drawn uniformly from [0, N): the
+// pair counts as one request, its status the commit's (the reserve's when
+// it was not 201), its latency both (net/http client only).
+//
 // With -sweep, {{key}} takes each value of [0, -keys) once, spread over
 // the workers, and the run stops when all were sent (or after -d): a way
 // to warm a server's caches for every key. It has no warm-up.
@@ -112,6 +118,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		"proportional to (k+1)^-s, key 0 the most frequent; 0 draws uniformly")
 	method := fs.String("method", "", "HTTP method (default POST with -body, GET without)")
 	sweep := fs.Bool("sweep", false, "send each key once, then stop (warms caches; no warm-up)")
+	commitBelow := fs.Int64("commit-below", 0, "each request is a reservation, committed at a cost drawn from [0, `N`) "+
+		"once answered 201; the pair counts as one request (net/http client only)")
 	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
 	seenFile := fs.String("seen", "", "keep the set of keys sent (and answered) in `FILE` across runs with the same -keys: "+
 		"read before the run if it exists, written after; the summary counts the keys of all of them")
@@ -141,6 +149,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		return nil, options{}, fmt.Errorf("-method %q: not a method", *method)
 	case *client != "net/http" && *client != "raw":
 		return nil, options{}, fmt.Errorf("-client %q: want net/http or raw", *client)
+	case *commitBelow < 0 || *commitBelow > 0 && *client != "net/http":
+		return nil, options{}, errors.New("-commit-below: want a positive cost bound, with the net/http client")
 	}
 	p := &plan{
 		workers: *conc,
@@ -153,6 +163,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		zipf:    *zipf,
 		sweep:   *sweep,
 		raw:     *client == "raw",
+
+		commitBelow: *commitBelow,
 	}
 	if p.sweep {
 		p.warmup = 0

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,9 @@ type plan struct {
 	sweep   bool    // each key once, then stop
 	raw     bool    // write requests by hand rather than with net/http
 	seen    *keySet // the keys of answered requests (nil: the body has no {{key}})
+	// commitBelow > 0: each request is a reservation, committed at a cost
+	// in [0, commitBelow) once answered 201.
+	commitBelow int64
 }
 
 // run drives the workers until the window closes (or, with sweep, every
@@ -308,6 +312,40 @@ func (w *worker) send(ctx context.Context, key int) (int, error) {
 	resp, err := w.client.Do(req)
 	if err != nil {
 		time.Sleep(time.Millisecond) // do not spin on a refused connection
+		return 0, err
+	}
+	if p.commitBelow > 0 {
+		return w.commit(ctx, resp)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, err
+}
+
+// commit reads a reservation's answer and, when it is a 201, commits the
+// reservation at a cost drawn from [0, commitBelow).
+func (w *worker) commit(ctx context.Context, resp *http.Response) (int, error) {
+	data, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		return resp.StatusCode, err
+	}
+	var answer struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(data, &answer); err != nil || answer.ID == "" {
+		return 0, fmt.Errorf("a reservation answer without an id: %.200s", data)
+	}
+	body := strconv.AppendInt([]byte(`{"cost":`), w.rng.Int64N(w.plan.commitBelow), 10)
+	body = append(body, '}')
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.target.url+"/"+answer.ID+"/commit", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header = w.target.header.Clone()
+	req.Host = w.target.host
+	resp, err = w.client.Do(req)
+	if err != nil {
 		return 0, err
 	}
 	_, err = io.Copy(io.Discard, resp.Body)

@@ -1,0 +1,226 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Reservations is the reservation path (SPEC §6.5). *quota.Engine
+// implements it; its errors are tiers' sentinels and
+// *tiers.ValidationError.
+type Reservations interface {
+	Reserve(ctx context.Context, r quota.ReserveRequest) (quota.ReserveResult, error)
+	Commit(ctx context.Context, id string, actual int64) (quota.CommitResult, error)
+	ReleaseReservation(ctx context.Context, id string) error
+	Reservation(ctx context.Context, id string) (quota.Reservation, error)
+}
+
+var _ Reservations = (*quota.Engine)(nil)
+
+// reserveRequest is the body of POST /v1/reservations. api_key is
+// decoded so that it is refused or resolved where a customer would be;
+// until API keys are stored, no key is live.
+type reserveRequest struct {
+	Customer   *string `json:"customer"`
+	APIKey     *string `json:"api_key"`
+	Metric     string  `json:"metric"`
+	Cost       *int64  `json:"cost"`
+	TTLSeconds *int64  `json:"ttl_seconds"`
+	RequestID  string  `json:"request_id"`
+}
+
+// commitRequest is the body of POST /v1/reservations/{id}/commit.
+type commitRequest struct {
+	Cost *int64 `json:"cost"`
+}
+
+// reservationView is GET /v1/reservations/{id}'s answer.
+type reservationView struct {
+	ID        string                 `json:"id"`
+	Customer  string                 `json:"customer"`
+	Metric    string                 `json:"metric"`
+	Cost      int64                  `json:"cost"`
+	State     quota.ReservationState `json:"state"`
+	Committed *int64                 `json:"committed"`
+	Over      int64                  `json:"over"`
+	ExpiresAt time.Time              `json:"expires_at"`
+	CreatedAt time.Time              `json:"created_at"`
+	RequestID *string                `json:"request_id"`
+}
+
+// commitAnswer is the commit's answer.
+type commitAnswer struct {
+	ID        string       `json:"id"`
+	Reserved  int64        `json:"reserved"`
+	Committed int64        `json:"committed"`
+	Released  int64        `json:"released"`
+	Over      int64        `json:"over"`
+	Limits    []usageEntry `json:"limits"`
+}
+
+func (s *Server) registerReservations(v1 *echo.Group) {
+	v1.POST("/reservations", s.reserve)
+	v1.GET("/reservations/:id", s.getReservation)
+	v1.DELETE("/reservations/:id", s.releaseReservation)
+	v1.POST("/reservations/:id/commit", s.commitReservation)
+}
+
+// reservationsOf returns the reservation path, or a 404 when the server
+// has none.
+func (s *Server) reservationsOf() (Reservations, error) {
+	if s.reservations == nil {
+		return nil, echo.ErrNotFound
+	}
+	return s.reservations, nil
+}
+
+func (s *Server) reserve(c echo.Context) error {
+	rs, err := s.reservationsOf()
+	if err != nil {
+		return err
+	}
+	var req reserveRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	var fields []tiers.FieldError
+	switch {
+	case req.Customer != nil && req.APIKey != nil:
+		fields = append(fields, tiers.FieldError{Field: "api_key", Message: "give customer or api_key, not both"})
+	case req.Customer == nil && req.APIKey == nil:
+		fields = append(fields, tiers.FieldError{Field: "customer", Message: "is required (or api_key)"})
+	}
+	if req.Cost == nil {
+		fields = append(fields, tiers.FieldError{Field: "cost", Message: "is required"})
+	}
+	ttl := int64(quota.DefaultReservationTTL / time.Second)
+	if req.TTLSeconds != nil {
+		ttl = *req.TTLSeconds
+	}
+	max := int64(quota.MaxReservationTTL / time.Second)
+	if ttl < 1 || ttl > max {
+		fields = append(fields, tiers.FieldError{Field: "ttl_seconds", Message: "must be an integer between 1 and " + strconv.FormatInt(max, 10)})
+		ttl = 1 // reported above; the engine reports the other fields
+	}
+	if fields != nil {
+		return &tiers.ValidationError{Fields: fields}
+	}
+	if req.Customer == nil {
+		// No API key is stored yet: none is live.
+		return tiers.ErrInvalidAPIKey
+	}
+	customer := *req.Customer
+	start := time.Now()
+	res, err := rs.Reserve(c.Request().Context(), quota.ReserveRequest{Customer: customer, Metric: req.Metric,
+		Cost: *req.Cost, TTL: time.Duration(ttl) * time.Second, RequestID: req.RequestID})
+	now := time.Now()
+	s.observeReserve(now.Sub(start), &res.Decision, err)
+	if err != nil {
+		return aboutCustomer(customer, err)
+	}
+	if !res.Allowed {
+		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
+	}
+	return writeReserveAnswer(c, &res, now)
+}
+
+// observeReserve counts a reserve as the check of its estimate that it
+// is, in the check metrics: decisions, latency and round trips (the
+// reserve's, its insert included; a commit's are not counted there).
+func (s *Server) observeReserve(took time.Duration, d *quota.Decision, err error) {
+	m := s.checkMetrics
+	m.latency.Observe(took.Seconds())
+	if err != nil {
+		m.decisions.get(failedDecision(err)).Inc()
+		return
+	}
+	decision := "allowed"
+	switch {
+	case !d.Allowed:
+		decision = "denied"
+	case d.Degraded:
+		decision = "degraded"
+	}
+	m.decisions.get(decision).Inc()
+	m.trips.Observe(float64(d.StoreTrips))
+}
+
+// writeReserveAnswer writes an allowed reserve's answer: the check's
+// answer and headers, with the reservation's id and expiry first.
+func writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time) error {
+	b, ok := appendCheckAnswer(nil, &res.Decision)
+	if !ok || len(b) < 2 || b[0] != '{' {
+		return errAnswerNotEncoded
+	}
+	head := append([]byte(`{"id":`), appendJSONString(nil, res.ID)...)
+	head = append(head, `,"expires_at":`...)
+	if head, ok = appendJSONTime(head, res.ExpiresAt); !ok {
+		return errAnswerNotEncoded
+	}
+	head = append(head, ',')
+	r := c.Response()
+	setCheckHeaders(r.Header(), &res.Decision, now)
+	r.Header().Set(echo.HeaderLocation, "/v1/reservations/"+res.ID)
+	r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	r.WriteHeader(http.StatusCreated)
+	_, err := r.Write(append(head, b[1:]...))
+	return err
+}
+
+func (s *Server) getReservation(c echo.Context) error {
+	rs, err := s.reservationsOf()
+	if err != nil {
+		return err
+	}
+	rsv, err := rs.Reservation(c.Request().Context(), param(c, "id"))
+	if err != nil {
+		return err
+	}
+	v := reservationView{ID: rsv.ID, Customer: rsv.Customer, Metric: rsv.Metric, Cost: rsv.Cost, State: rsv.State,
+		Over: rsv.Over, ExpiresAt: rsv.ExpiresAt, CreatedAt: rsv.CreatedAt}
+	if rsv.State == quota.ReservationCommitted {
+		v.Committed = &rsv.Committed
+	}
+	if rsv.RequestID != "" {
+		v.RequestID = &rsv.RequestID
+	}
+	return respond(c, http.StatusOK, v)
+}
+
+func (s *Server) releaseReservation(c echo.Context) error {
+	rs, err := s.reservationsOf()
+	if err != nil {
+		return err
+	}
+	if err := rs.ReleaseReservation(c.Request().Context(), param(c, "id")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) commitReservation(c echo.Context) error {
+	rs, err := s.reservationsOf()
+	if err != nil {
+		return err
+	}
+	var req commitRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	if req.Cost == nil {
+		return invalid("cost", "is required")
+	}
+	res, err := rs.Commit(c.Request().Context(), param(c, "id"), *req.Cost)
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, commitAnswer{ID: res.ID, Reserved: res.Reserved, Committed: res.Committed,
+		Released: res.Released, Over: res.Over, Limits: toUsageEntries(res.Usage)})
+}
