@@ -21,7 +21,7 @@ var errInvalid = fmt.Errorf("resolve api key: %w", tiers.ErrInvalidAPIKey)
 type entry struct {
 	id       string
 	customer string
-	expires  int64 // Unix nanoseconds; 0: never
+	expires  int64  // Unix nanoseconds; 0: never
 	added    uint64 // the Verifier's count of Adds when this one was added
 	used     atomic.Int64
 }
