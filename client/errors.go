@@ -103,6 +103,11 @@ var (
 	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
 	// ErrOverrideNotFound: 404 override_not_found.
 	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
+	// ErrKeyNotFound: 404 key_not_found, no live API key has the id.
+	ErrKeyNotFound error = &sentinel{"quotad: api key not found", "key_not_found", 0}
+	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
+	// key that is unknown, revoked or expired.
+	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
 	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check

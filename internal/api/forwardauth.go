@@ -67,7 +67,21 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		c.Response().Header()[headerCustomer] = []string{""}
 		return c.NoContent(http.StatusOK)
 	}
+	if call.APIKey != "" {
+		// Not one of the file's api_keys: one quotad issued, or none.
+		err = forwardauth.ErrUnknownKey
+		if s.keyResolver != nil {
+			call.Customer, err = s.keyResolver.Customer(req.Context(), call.APIKey)
+		}
+		if err != nil {
+			s.checkMetrics.decisions.get(decisionRejected).Inc()
+			return s.forwardAuthError(err)
+		}
+	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
+	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
+		err = tiers.ErrInvalidAPIKey // the key's customer is gone since
+	}
 	if err != nil {
 		return s.forwardAuthError(err)
 	}
@@ -99,7 +113,7 @@ func (s *Server) forwardAuthError(err error) error {
 	switch {
 	case errors.Is(err, forwardauth.ErrNoKey):
 		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+h.APIKey+" header is required")
-	case errors.Is(err, forwardauth.ErrUnknownKey):
+	case errors.Is(err, forwardauth.ErrUnknownKey), errors.Is(err, tiers.ErrInvalidAPIKey):
 		return problemf(http.StatusForbidden, codeForbidden, "the API key is not known")
 	case errors.Is(err, forwardauth.ErrNoRoute):
 		return problemf(http.StatusForbidden, codeForbidden, "no forward-auth route matches the original request")

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
 )
@@ -97,6 +98,7 @@ var errorTable = []struct {
 	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
 	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
+	{keys.ErrKeyNotFound, http.StatusNotFound, codeKeyNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
@@ -116,6 +118,7 @@ var details = map[string]string{
 	codeUnavailable:        "the database cannot be reached; nothing was changed",
 	codeInvalidAPIKey:      "the API key is not valid: unknown, revoked or expired",
 	codeNotFound:           "no such route",
+	codeKeyNotFound:        "no live API key has this id",
 	codeMethodNotAllowed:   "the route does not allow this method",
 }
 

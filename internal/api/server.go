@@ -68,6 +68,11 @@ type Config struct {
 	Billing Billing
 	// Webhooks serves /v1/webhooks; nil answers 404 there.
 	Webhooks Webhooks
+	// Keys serves the API-key routes; nil answers 404 there.
+	Keys Keys
+	// KeyResolver resolves the api_key of checks, refunds and forward-auth;
+	// nil refuses every key quotad would have issued.
+	KeyResolver KeyResolver
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -90,6 +95,8 @@ type Server struct {
 	forwardRules   *forwardauth.Rules
 	billing        Billing
 	webhooks       Webhooks
+	keys           Keys
+	keyResolver    KeyResolver
 	requestTimeout time.Duration
 }
 
@@ -119,6 +126,8 @@ func New(cfg Config) *Server {
 		forwardRules:   cfg.ForwardAuth,
 		billing:        cfg.Billing,
 		webhooks:       cfg.Webhooks,
+		keys:           cfg.Keys,
+		keyResolver:    cfg.KeyResolver,
 		requestTimeout: cfg.RequestTimeout,
 	}
 	if s.requestTimeout <= 0 {
@@ -173,6 +182,7 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
+	s.registerKeys(v1)
 	return s
 }
 
