@@ -205,8 +205,8 @@ func NewService(store Store, now func() time.Time, verifier *Verifier) *Service 
 
 // CreateKey issues a key to customer.
 func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string, spec Spec) (Created, error) {
-	if !tiers.ValidCustomerID(customer) {
-		return Created{}, tiers.ErrCustomerNotFound
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		return Created{}, err
 	}
 	w.At = s.now()
 	if err := spec.Validate(w.At); err != nil {
@@ -246,8 +246,8 @@ func (s *Service) Key(ctx context.Context, id string) (Key, error) {
 
 // Keys lists a customer's live keys by id, one page at a time.
 func (s *Service) Keys(ctx context.Context, customer string, page tiers.Page) ([]Key, bool, error) {
-	if !tiers.ValidCustomerID(customer) {
-		return nil, false, tiers.ErrCustomerNotFound
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		return nil, false, err
 	}
 	return s.store.FindKeys(ctx, customer, page)
 }

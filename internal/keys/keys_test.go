@@ -241,6 +241,8 @@ func TestVerifierResolves(t *testing.T) {
 	if k.Prefix != k.Secret[:8] || k.Customer != "acme" || !k.CreatedAt.Equal(t0) {
 		t.Fatalf("created = %+v", k)
 	}
+	farOff := time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)
+	far := mustCreate(t, svc, "acme", keys.Spec{ExpiresAt: &farOff})
 	revoked := mustCreate(t, svc, "acme", keys.Spec{})
 	if err := svc.RevokeKey(ctx, tiers.Write{Actor: "ops"}, revoked.ID); err != nil {
 		t.Fatal(err)
@@ -253,6 +255,7 @@ func TestVerifierResolves(t *testing.T) {
 		want    string
 	}{
 		{name: "live key", key: k.Secret, want: "acme"},
+		{name: "key expiring after 2262", key: far.Secret, want: "acme"},
 		{name: "other customer's key", key: other.Secret, want: "globex"},
 		{name: "unknown key", key: "qk_" + strings.Repeat("A", 32)},
 		{name: "empty", key: ""},
@@ -303,11 +306,11 @@ func TestServiceErrors(t *testing.T) {
 	if _, err := svc.CreateKey(ctx, tiers.Write{}, "nobody", keys.Spec{}); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("create for unknown customer: %v", err)
 	}
-	if _, err := svc.CreateKey(ctx, tiers.Write{}, "bad id!", keys.Spec{}); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	var ve *tiers.ValidationError
+	if _, err := svc.CreateKey(ctx, tiers.Write{}, "bad id!", keys.Spec{}); !errors.As(err, &ve) || ve.Fields[0].Field != "customer" {
 		t.Errorf("create for invalid customer id: %v", err)
 	}
 	past := t0.Add(-time.Hour)
-	var ve *tiers.ValidationError
 	if _, err := svc.CreateKey(ctx, tiers.Write{}, "acme", keys.Spec{ExpiresAt: &past}); !errors.As(err, &ve) {
 		t.Errorf("create expired: %v", err)
 	}

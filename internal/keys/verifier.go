@@ -21,8 +21,8 @@ var errInvalid = fmt.Errorf("resolve api key: %w", tiers.ErrInvalidAPIKey)
 type entry struct {
 	id       string
 	customer string
-	expires  int64  // Unix nanoseconds; 0: never
-	added    uint64 // the Verifier's count of Adds when this one was added
+	expires  time.Time // zero: never (Unix nanoseconds would not reach past 2262)
+	added    uint64    // the Verifier's count of Adds when this one was added
 	used     atomic.Int64
 }
 
@@ -71,7 +71,7 @@ func (v *Verifier) Customer(_ context.Context, key string) (string, error) {
 		return "", errInvalid
 	}
 	now := v.now()
-	if e.expires != 0 && now.UnixNano() >= e.expires {
+	if !e.expires.IsZero() && !now.Before(e.expires) {
 		return "", errInvalid
 	}
 	v.use(e, now)
@@ -99,7 +99,7 @@ func (v *Verifier) use(e *entry, now time.Time) {
 func newEntry(k Live) *entry {
 	e := &entry{id: k.ID, customer: k.Customer}
 	if k.ExpiresAt != nil {
-		e.expires = k.ExpiresAt.UnixNano()
+		e.expires = *k.ExpiresAt
 	}
 	if k.LastUsedAt != nil {
 		e.used.Store(k.LastUsedAt.Unix() / 60)
