@@ -284,3 +284,31 @@ func TestKeysForwardAuth(t *testing.T) {
 		t.Errorf("the log holds a key")
 	}
 }
+
+// A key's last use is recorded in memory and written in the background:
+// at the latest when the process stops, to the minute.
+func TestKeysLastUsedWrittenOnStop(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	a := MustStartServer(t, schema, nil)
+	MustSeed(t, a, "", keyLimits, "acme")
+	k := MustCreateKey(t, a, "acme", `{}`)
+	before := time.Now().UTC().Truncate(time.Minute)
+	if r := a.checkByKey(k.Key); r.Status != http.StatusOK {
+		t.Fatalf("check by key: %d\n%s", r.Status, r.Body)
+	}
+	after := time.Now().UTC().Truncate(time.Minute)
+	if err := a.stop(); err != nil {
+		t.Fatal(err)
+	}
+	b := MustStartServer(t, schema, nil)
+	var got struct {
+		LastUsedAt *time.Time `json:"last_used_at"`
+	}
+	if err := json.Unmarshal(b.mustDo(http.StatusOK, "GET", "/v1/keys/"+k.ID, "").Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.LastUsedAt == nil || got.LastUsedAt.Before(before) || got.LastUsedAt.After(after) || got.LastUsedAt.Second() != 0 {
+		t.Errorf("last_used_at = %v, want the minute of the check, %v to %v", got.LastUsedAt, before, after)
+	}
+}
