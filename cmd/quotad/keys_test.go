@@ -312,3 +312,35 @@ func TestKeysLastUsedWrittenOnStop(t *testing.T) {
 		t.Errorf("last_used_at = %v, want the minute of the check, %v to %v", got.LastUsedAt, before, after)
 	}
 }
+
+// With a route table and unmatched: allow, an unknown key is still
+// refused (before the route table is consulted), and an issued key's
+// request that matches no route passes without a check.
+func TestKeysForwardAuthUnmatched(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	config := "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n"
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	MustSeed(t, s, "", keyLimits, "acme")
+	k := MustCreateKey(t, s, "acme", `{}`)
+	tests := []struct {
+		name, key, uri string
+		status         int
+		customer       string
+	}{
+		{"issued key, a route", k.Key, "/v1/items", 200, "acme"},
+		{"issued key, no route", k.Key, "/elsewhere", 200, ""},
+		{"unknown key, a route", "qk_nope", "/v1/items", 403, ""},
+		{"unknown key, no route", "qk_nope", "/elsewhere", 403, ""},
+	}
+	for _, tt := range tests {
+		r := s.do("GET", "/v1/forward-auth", "", "Authorization", "Bearer "+checkToken, "X-Api-Key", tt.key,
+			"X-Forwarded-Method", "GET", "X-Forwarded-Uri", tt.uri)
+		if r.Status != tt.status || r.Header.Get("X-Quotad-Customer") != tt.customer {
+			t.Errorf("%s: %d, customer %q; want %d, %q\n%s", tt.name, r.Status, r.Header.Get("X-Quotad-Customer"), tt.status, tt.customer, r.Body)
+		}
+	}
+}

@@ -50,6 +50,18 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		}
 	}
 	call, err := s.forwardRules.Resolve(fr)
+	if call.APIKey != "" {
+		// Not one of the file's api_keys: one quotad issued, or none. An
+		// unknown key is refused before anything else, as the file's are.
+		keyErr := error(forwardauth.ErrUnknownKey)
+		if s.keyResolver != nil {
+			call.Customer, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+		}
+		if keyErr != nil {
+			s.checkMetrics.decisions.get(decisionRejected).Inc()
+			return s.forwardAuthError(keyErr)
+		}
+	}
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
@@ -66,17 +78,6 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		// otherwise send its placeholder upstream, unreplaced.
 		c.Response().Header()[headerCustomer] = []string{""}
 		return c.NoContent(http.StatusOK)
-	}
-	if call.APIKey != "" {
-		// Not one of the file's api_keys: one quotad issued, or none.
-		err = forwardauth.ErrUnknownKey
-		if s.keyResolver != nil {
-			call.Customer, err = s.keyResolver.Customer(req.Context(), call.APIKey)
-		}
-		if err != nil {
-			s.checkMetrics.decisions.get(decisionRejected).Inc()
-			return s.forwardAuthError(err)
-		}
 	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
 	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {

@@ -361,8 +361,8 @@ type Call struct {
 	// Route is the route table's pattern that matched, "" without a table.
 	Route string
 	// Pass is true for a request that matched no route under "unmatched:
-	// allow": it is let through without a check, and the other fields are
-	// empty.
+	// allow": it is let through without a check, and the other fields but
+	// APIKey are empty.
 	Pass bool
 }
 
@@ -388,7 +388,9 @@ type HeaderError struct {
 func (e *HeaderError) Error() string { return e.Header + ": " + e.Message }
 
 // Resolve returns the check req stands for. Its errors are ErrNoKey,
-// ErrUnknownKey, ErrNoRoute and *HeaderError. The customer and metric it
+// ErrNoRoute and *HeaderError; with any of them but ErrNoKey, the Call's
+// APIKey is still set when the key needs resolving, so that the caller
+// may refuse an unknown key first. The customer and metric it
 // returns are not validated beyond being present: the check does that.
 func (r *Rules) Resolve(req Request) (Call, error) {
 	var c Call
@@ -434,7 +436,8 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 	case ok:
 		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, pattern
 	case r.allowUnmatched:
-		return Call{Pass: true}, nil
+		// A key to resolve stays: an unknown key is refused even here.
+		return Call{Pass: true, APIKey: c.APIKey}, nil
 	default:
 		return c, ErrNoRoute
 	}

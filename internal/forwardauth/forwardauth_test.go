@@ -225,6 +225,11 @@ func TestParseRejects(t *testing.T) {
 func TestResolveIssuedKeysOnly(t *testing.T) {
 	t.Parallel()
 	r := mustParse(t, "headers:\n  api_key: X-Api-Key\n")
+	allow := mustParse(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: m}\nunmatched: allow\n")
+	deny := mustParse(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: m}\n")
+	uri := func(k, u string) http.Header {
+		return header("X-Api-Key", k, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", u)
+	}
 	tests := []struct {
 		name    string
 		req     Request
@@ -241,6 +246,13 @@ func TestResolveIssuedKeysOnly(t *testing.T) {
 			got, err := r.Resolve(tt.req)
 			checkResolve(t, got, err, tt.want, tt.wantErr, "")
 		})
+	}
+	// The key stays to be resolved when no route matches, allowed or not.
+	if got, err := allow.Resolve(Request{Method: "GET", Header: uri("qk_abc", "/elsewhere")}); err != nil || got != (Call{Pass: true, APIKey: "qk_abc"}) {
+		t.Errorf("unmatched, allowed: %+v, %v", got, err)
+	}
+	if got, err := deny.Resolve(Request{Method: "GET", Header: uri("qk_abc", "/elsewhere")}); !errors.Is(err, ErrNoRoute) || got.APIKey != "qk_abc" {
+		t.Errorf("unmatched, denied: %+v, %v", got, err)
 	}
 }
 
