@@ -194,8 +194,12 @@ type EffectiveLimits struct {
 // CheckRequest asks whether a customer may use Cost units of a metric, and
 // charges them if so.
 type CheckRequest struct {
-	Customer string `json:"customer"`
-	Metric   string `json:"metric"`
+	// Customer, or APIKey: exactly one of the two.
+	Customer string `json:"customer,omitempty"`
+	// APIKey is one of the customer's API keys, in place of Customer. An
+	// unknown, revoked or expired key is ErrInvalidAPIKey.
+	APIKey string `json:"api_key,omitempty"`
+	Metric string `json:"metric"`
 	// Cost is 1 when 0.
 	Cost int64 `json:"cost,omitempty"`
 	// DryRun answers as if checked but charges nothing.
@@ -250,7 +254,9 @@ type CheckLimit struct {
 
 // RefundRequest gives units back to a customer's current windows.
 type RefundRequest struct {
-	Customer string `json:"customer"`
+	// Customer, or APIKey: exactly one of the two.
+	Customer string `json:"customer,omitempty"`
+	APIKey   string `json:"api_key,omitempty"`
 	Metric   string `json:"metric"`
 	// Cost is 1 when 0.
 	Cost int64 `json:"cost,omitempty"`
@@ -260,6 +266,8 @@ type RefundRequest struct {
 
 // RefundResult is the usage of the metric's windows after a refund.
 type RefundResult struct {
+	// Customer is the customer refunded (the API key's, by key).
+	Customer string `json:"customer"`
 	// Refunded is how many units went back (0 for a replay), when quotad
 	// says.
 	Refunded int64        `json:"refunded"`

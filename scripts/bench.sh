@@ -30,8 +30,10 @@
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
 #   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit"
 #                         the default; the others are cold, longtail,
-#                         sparse and upsert (BENCH_SCENARIOS="cold longtail
-#                         sparse upsert"). reserve-commit's requests are
+#                         sparse, upsert (BENCH_SCENARIOS="cold longtail
+#                         sparse upsert") and short-apikey (short's load
+#                         sent by API key, one key per customer).
+#                         reserve-commit's requests are
 #                         pairs: a reservation of 10 units, then its commit
 #                         at a cost drawn from 0..9 (loadgen -commit-below;
 #                         net/http client only); its round trips per check
@@ -333,6 +335,9 @@ stop_quotad() {
 # ---- load generator runs
 
 BODY=""  # the scenario's body template
+# The API key of customer s<i> in short-apikey is this and i: as long as a
+# key quotad issues (35 characters) for i of 3 to 4 digits.
+BENCH_API_KEY=qk_benchbenchbenchbenchbench
 SEED=1   # the round and run: the baseline and quotad runs of a pair draw the same keys
 MORE=()  # load generator flags of one run only (sparse's -seen)
 
@@ -424,6 +429,9 @@ scenario() {
   case $1 in
     mixed) ;;
     short) SET=s ;;
+    # short's load, each check naming its customer by one of its API keys
+    # (inserted at set-up: "qk_benchbenchbenchbenchbench<i>" is s<i>'s).
+    short-apikey) SET=s BODY="{\"api_key\":\"$BENCH_API_KEY{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
     hot) BODY='{"customer":"l0","metric":"api_calls","cost":1}' ;;
     mixed-request-id) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1,\"request_id\":\"r$2-{{seq}}\"}" ;;
     mixed-2proc) URLS="$URLS http://$QUOTAD2/v1/check" ;;
@@ -443,10 +451,10 @@ scenario() {
     # sparse's load on the naive design leases are meant to beat: one
     # atomic upsert, one commit, per check.
     upsert) SET=u SET_KEYS=$SPARSE_KEYS PRIME="" RUNS=3 NAIVE=1 URLS="http://$UPSERT/v1/check" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse or upsert)" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert or short-apikey)" ;;
   esac
   case $1 in
-    hot | mixed-request-id) ;;
+    hot | mixed-request-id | short-apikey) ;;
     reserve-commit) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":10}" ;;
     *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
   esac
@@ -585,6 +593,22 @@ for cs in $(printf '%s\n' $SETS | sort -u); do  # SET:COUNT
   INSERTED="$INSERTED; $(awk -v t0="$t0" -v t1="${EPOCHREALTIME:-$(date +%s)}" -v n="${cs#*:}" -v p="${cs%%:*}" \
     'BEGIN { printf "%s0..%s%d (plan long) inserted in %.1f s", p, p, n - 1, t1 - t0 }')"
 done
+
+# short-apikey's keys, one per customer of the short set, straight into
+# the table as the customers are (their SHA-256 computed by PostgreSQL);
+# then quotad restarts, loading the live keys as it starts.
+case " $SCENARIOS " in
+  *" short-apikey "*)
+    psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
+      INSERT INTO api_keys (id, customer_id, name, prefix, digest, created_at)
+      SELECT 'key_bench' || lpad(i::text, 12, '0'), 's' || i, 'bench', left('$BENCH_API_KEY', 8),
+             sha256(convert_to('$BENCH_API_KEY' || i, 'UTF8')), now()
+      FROM generate_series(0, $KEYS - 1) AS i"
+    stop_quotad "$Q1"
+    start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log
+    Q1=$STARTED
+    ;;
+esac
 
 if [ -n "$TWO_PROC" ]; then : > bin/bench-quotad2.log; fi
 

@@ -1,6 +1,6 @@
 // Command quotactl is quotad's command line for operators: the catalog as
-// code (export it to YAML, apply a YAML file through the admin API), and a
-// customer's checks and usage.
+// code (export it to YAML, apply a YAML file through the admin API), a
+// customer's checks and usage, and its API keys.
 //
 // It is built on quotad's Go client (github.com/quotad/quotad/client): every
 // call to quotad is one of the client's, with its typed answers, errors
@@ -13,6 +13,9 @@
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
 //	quotactl check CUSTOMER METRIC [--cost N] [--dry-run]
 //	quotactl usage CUSTOMER
+//	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
+//	quotactl keys list CUSTOMER
+//	quotactl keys revoke KEY_ID
 //
 // --url (QUOTAD_URL, default http://127.0.0.1:8080) and --token
 // (QUOTAD_TOKEN) say which quotad to talk to; see --help.
@@ -59,6 +62,7 @@ type cli struct {
 	} `cmd:"" help:"The catalog as code."`
 	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now (exit 0 allowed, 2 denied)."`
 	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on."`
+	Keys  keysCmd  `cmd:"" help:"Issue, list and revoke customers' API keys."`
 }
 
 // env is what every command runs with.

@@ -350,6 +350,52 @@ func TestCheckAndUsage(t *testing.T) {
 	}
 }
 
+func TestKeys(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+
+	code, out, errOut := mustRun(t, srv, "keys", "list", "acme")
+	if code != 0 || out != "acme has no API keys.\n" {
+		t.Fatalf("list before: exit %d\n%s%s", code, out, errOut)
+	}
+	code, key, errOut := mustRun(t, srv, "keys", "create", "acme", "--name", "ci", "--expires-at", "2999-01-01T00:00:00Z")
+	key = strings.TrimSpace(key)
+	if code != 0 || !strings.HasPrefix(key, "qk_") || !strings.Contains(errOut, "Issued key_") || !strings.Contains(errOut, "expires 2999-01-01T00:00:00Z") {
+		t.Fatalf("create: exit %d\nstdout %q\nstderr %s", code, key, errOut)
+	}
+	// The key works, for acme.
+	res, err := quotad.New(srv.URL, quotad.WithToken(srv.CheckToken)).Check(context.Background(),
+		quotad.CheckRequest{APIKey: key, Metric: "api_calls", DryRun: true})
+	if err != nil || res.Customer != "acme" {
+		t.Fatalf("check by the new key: %+v, %v", res, err)
+	}
+
+	code, out, errOut = mustRun(t, srv, "keys", "list", "acme")
+	if code != 0 || !strings.Contains(out, key[:8]) || !strings.Contains(out, "ci") || strings.Contains(out, key) {
+		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
+	}
+	id := strings.Fields(strings.Split(out, "\n")[1])[0]
+	code, out, errOut = mustRun(t, srv, "keys", "revoke", id)
+	if code != 0 || out != "Revoked "+id+".\n" {
+		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := quotad.New(srv.URL, quotad.WithToken(srv.CheckToken)).Check(context.Background(),
+		quotad.CheckRequest{APIKey: key, Metric: "api_calls", DryRun: true}); !errors.Is(err, quotad.ErrInvalidAPIKey) {
+		t.Errorf("check by the revoked key: %v, want ErrInvalidAPIKey", err)
+	}
+
+	for _, args := range [][]string{
+		{"keys", "revoke", id},
+		{"keys", "create", "nobody"},
+		{"keys", "create", "acme", "--expires-at", "tomorrow"},
+		{"keys", "list", "nobody"},
+	} {
+		if code, out, errOut := mustRun(t, srv, args...); code != 1 || errOut == "" {
+			t.Errorf("%q: exit %d, want 1 with a message\n%s%s", args, code, out, errOut)
+		}
+	}
+}
+
 func TestFlags(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"quotactl", "--version"}, func(string) string { return "" }, &stdout, &stderr)

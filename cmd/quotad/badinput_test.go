@@ -84,6 +84,7 @@ func TestBadAdminInput(t *testing.T) {
 		null     = "must not be null"
 		twice    = "appears more than once"
 		required = "is required"
+		keysOf   = "/v1/customers/acme/keys"
 	)
 	past := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	lim := func(fields string) string { return `{"limits":[{"metric":"api_calls","window":"day",` + fields + `}]}` }
@@ -393,6 +394,36 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "get unknown reservation", method: "GET", path: "/v1/reservations/rsv_000000000000000000000000", want: 404, code: "reservation_not_found"},
 		{name: "get reservation id of another format", method: "GET", path: "/v1/reservations/RSV_1", want: 404, code: "reservation_not_found"},
 		{name: "release unknown reservation", method: "DELETE", path: "/v1/reservations/rsv_ffffffffffffffffffffffff", want: 404, code: "reservation_not_found"},
+
+		// API keys: their creation, and checks and refunds by key.
+		{name: "key unknown field", method: "POST", path: keysOf, body: `{"nam":"ci"}`, want: 400, code: v400, field: "nam"},
+		{name: "key expires_at past", method: "POST", path: keysOf, body: `{"expires_at":"` + past + `"}`, want: 400, code: v400, field: "expires_at", message: "must be in the future"},
+		{name: "key expires_at not a time", method: "POST", path: keysOf, body: `{"expires_at":"tomorrow"}`, want: 400, code: v400},
+		{name: "key expires_at a number", method: "POST", path: keysOf, body: `{"expires_at":1}`, want: 400, code: v400, field: "expires_at"},
+		{name: "key expires_at twice", method: "POST", path: keysOf, body: `{"expires_at":"2999-01-01T00:00:00Z","expires_at":"2999-02-01T00:00:00Z"}`, want: 400, code: v400, field: "expires_at", message: twice},
+		{name: "key name of 101 characters", method: "POST", path: keysOf, body: `{"name":"` + strings.Repeat("é", 101) + `"}`, want: 400, code: v400, field: "name", message: "must be at most 100 characters"},
+		{name: "key name with a control character", method: "POST", path: keysOf, body: `{"name":"a\u0007b"}`, want: 400, code: v400, field: "name"},
+		{name: "key name null", method: "POST", path: keysOf, body: `{"name":null}`, want: 400, code: v400, field: "name", message: null},
+		{name: "key name a number", method: "POST", path: keysOf, body: `{"name":7}`, want: 400, code: v400, field: "name"},
+		{name: "key name twice", method: "POST", path: keysOf, body: `{"name":"a","name":"b"}`, want: 400, code: v400, field: "name", message: twice},
+		{name: "key body not an object", method: "POST", path: keysOf, body: `[]`, want: 400, code: v400},
+		{name: "key body empty", method: "POST", path: keysOf, body: ``, headers: asJSON, want: 400, code: v400},
+		{name: "key for unknown customer", method: "POST", path: "/v1/customers/nobody/keys", body: `{}`, want: 404, code: "customer_not_found"},
+		{name: "key for bad customer id", method: "POST", path: "/v1/customers/-acme/keys", body: `{}`, want: 400, code: v400, field: "customer"},
+		{name: "keys of unknown customer", method: "GET", path: "/v1/customers/nobody/keys", want: 404, code: "customer_not_found"},
+		{name: "keys bad cursor", method: "GET", path: keysOf + "?cursor=" + cursorOf("x"), want: 400, code: v400, field: "cursor"},
+		{name: "keys page limit 0", method: "GET", path: keysOf + "?limit=0", want: 400, code: v400, field: "limit"},
+		{name: "unknown key id", method: "GET", path: "/v1/keys/key_AAAAAAAAAAAAAAAA", want: 404, code: "key_not_found"},
+		{name: "malformed key id", method: "GET", path: "/v1/keys/nope", want: 404, code: "key_not_found"},
+		{name: "revoke unknown key id", method: "DELETE", path: "/v1/keys/key_AAAAAAAAAAAAAAAA", want: 404, code: "key_not_found"},
+		{name: "check by customer and api_key", method: "POST", path: check, body: `{"customer":"acme","api_key":"qk_x","metric":"api_calls"}`, want: 400, code: v400, field: "api_key"},
+		{name: "check api_key null", method: "POST", path: check, body: `{"api_key":null,"metric":"api_calls"}`, want: 400, code: v400, field: "api_key", message: null},
+		{name: "check api_key a number", method: "POST", path: check, body: `{"api_key":5,"metric":"api_calls"}`, want: 400, code: v400, field: "api_key"},
+		{name: "check api_key twice", method: "POST", path: check, body: `{"api_key":"a","api_key":"b","metric":"api_calls"}`, want: 400, code: v400, field: "api_key", message: twice},
+		{name: "check empty api_key", method: "POST", path: check, body: `{"api_key":"","metric":"api_calls"}`, want: 400, code: v400, field: "customer", message: required},
+		{name: "check unknown api_key", method: "POST", path: check, body: `{"api_key":"qk_unknown","metric":"api_calls"}`, want: 403, code: "invalid_api_key"},
+		{name: "refund by customer and api_key", method: "POST", path: refund, body: `{"customer":"acme","api_key":"qk_x","metric":"api_calls"}`, want: 400, code: v400, field: "api_key"},
+		{name: "refund unknown api_key", method: "POST", path: refund, body: `{"api_key":"qk_unknown","metric":"api_calls"}`, want: 403, code: "invalid_api_key"},
 
 		// Query parameters.
 		{name: "page limit 0", method: "GET", path: "/v1/metrics?limit=0", want: 400, code: v400, field: "limit"},

@@ -838,6 +838,32 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "delete webhook", apiCall: apiCall{"DELETE", "/v1/webhooks/billing", "", ifMatch(`"3"`)}, want: 204},
 		{name: "delete missing webhook", apiCall: apiCall{"DELETE", "/v1/webhooks/billing", "", nil}, want: 404, code: "not_found"},
 
+		// API keys. {key_id} and {api_key} stand for the last key created.
+		{name: "create key", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{"name":"ci","expires_at":"` + future + `"}`, nil}, want: 201,
+			check: all(hasField("key", true), hasHeader("Location", true), field("customer", "bob"), field("last_used_at", nil))},
+		{name: "create key without a body's fields", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{"expires_at":null}`, nil}, want: 201,
+			check: field("expires_at", nil)},
+		{name: "get key", apiCall: apiCall{"GET", "/v1/keys/{key_id}", "", nil}, want: 200, check: all(hasField("key", false), hasField("prefix", true))},
+		{name: "list keys", apiCall: apiCall{"GET", "/v1/customers/bob/keys", "", nil}, want: 200, check: all(hasField("keys", true), hasField("next_cursor", false))},
+		{name: "list keys page", apiCall: apiCall{"GET", "/v1/customers/bob/keys?limit=1", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list keys next page", apiCall: apiCall{"GET", "/v1/customers/bob/keys?limit=1&cursor={next}", "", nil}, want: 200},
+		{name: "check by key", apiCall: apiCall{"POST", "/v1/check", `{"api_key":"{api_key}","metric":"api_calls"}`, asCheck}, want: 200, check: field("customer", "bob")},
+		{name: "refund by key", apiCall: apiCall{"POST", "/v1/refund", `{"api_key":"{api_key}","metric":"api_calls"}`, asCheck}, want: 200, check: field("customer", "bob")},
+		{name: "check by customer and key", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","api_key":"{api_key}","metric":"api_calls"}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check by unknown key", apiCall: apiCall{"POST", "/v1/check", `{"api_key":"qk_nope","metric":"api_calls"}`, asCheck}, want: 403, code: "invalid_api_key"},
+		{name: "refund by unknown key", apiCall: apiCall{"POST", "/v1/refund", `{"api_key":"qk_nope","metric":"api_calls"}`, asCheck}, want: 403, code: "invalid_api_key"},
+		{name: "key in the past", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{"expires_at":"2001-01-01T00:00:00Z"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "key unknown field", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{"scope":"all"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "key name too long", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{"name":"` + strings.Repeat("n", 101) + `"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "key of missing customer", apiCall: apiCall{"POST", "/v1/customers/ghost/keys", `{}`, nil}, want: 404, code: "customer_not_found"},
+		{name: "keys of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/keys", "", nil}, want: 404, code: "customer_not_found"},
+		{name: "key with check token", apiCall: apiCall{"POST", "/v1/customers/bob/keys", `{}`, asCheck}, want: 403, code: "forbidden"},
+		{name: "revoke key", apiCall: apiCall{"DELETE", "/v1/keys/{key_id}", "", nil}, want: 204},
+		{name: "revoked key", apiCall: apiCall{"GET", "/v1/keys/{key_id}", "", nil}, want: 404, code: "key_not_found"},
+		{name: "revoke revoked key", apiCall: apiCall{"DELETE", "/v1/keys/{key_id}", "", nil}, want: 404, code: "key_not_found"},
+		{name: "check by revoked key", apiCall: apiCall{"POST", "/v1/check", `{"api_key":"{api_key}","metric":"api_calls"}`, asCheck}, want: 403, code: "invalid_api_key"},
+		{name: "missing key", apiCall: apiCall{"GET", "/v1/keys/key_AAAAAAAAAAAAAAAA", "", nil}, want: 404, code: "key_not_found"},
+
 		// Audit.
 		{name: "audit", apiCall: apiCall{"GET", "/v1/audit", "", nil}, want: 200},
 		{name: "audit of customer", apiCall: apiCall{"GET", "/v1/audit?customer=acme&limit=2", "", nil}, want: 200, check: hasField("next_cursor", true)},
@@ -848,6 +874,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "audit limit too large", apiCall: apiCall{"GET", "/v1/audit?limit=5000", "", nil}, want: 400, code: "validation_failed", bad: true},
 	}
 
+	var keyID, apiKey string // of the last key created
 	seen := map[string]bool{}
 	for _, tc := range cases {
 		if seen[tc.name] {
@@ -863,6 +890,8 @@ func TestOpenAPITraffic(t *testing.T) {
 				}
 				tc.Path = strings.ReplaceAll(tc.Path, "{next}", cursor)
 			}
+			tc.Path = strings.ReplaceAll(tc.Path, "{key_id}", keyID)
+			tc.Body = strings.ReplaceAll(tc.Body, "{api_key}", apiKey)
 			r := sendCall(t, s, tc.apiCall)
 			if r.Status != tc.want {
 				t.Errorf("%s: status %d, want %d\n%s", tc.apiCall, r.Status, tc.want, r.Body)
@@ -897,9 +926,14 @@ func TestOpenAPITraffic(t *testing.T) {
 			}
 			var page struct {
 				Next *string `json:"next_cursor"`
+				ID   string  `json:"id"`
+				Key  string  `json:"key"`
 			}
 			if json.Unmarshal(r.Body, &page) == nil && page.Next != nil {
 				next = *page.Next
+			}
+			if page.Key != "" && tc.Method == http.MethodPost {
+				keyID, apiKey = page.ID, page.Key
 			}
 		})
 	}

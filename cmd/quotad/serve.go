@@ -15,6 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/forwardauth"
+	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -78,6 +79,9 @@ type instance struct {
 	shared   bool // short windows are shared in Redis
 	catalog  *tiers.Service
 	registry *prometheus.Registry
+	// verifier holds the live API keys; keys issues and revokes them.
+	verifier *keys.Verifier
+	keys     *keys.Service
 
 	// bg is the background work's context; stopBackground ends the work
 	// and waits for it.
@@ -162,6 +166,8 @@ func (p *instance) buildEngine(ctx context.Context) error {
 	}
 	p.engine = quota.New(opts)
 	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
+	p.verifier = keys.NewVerifier(p.db, p.now)
+	p.keys = keys.NewService(p.db, p.now, p.verifier)
 	return nil
 }
 
@@ -173,6 +179,7 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 	if ch.Kind != tiers.CustomerChanged || !ch.Deleted {
 		return
 	}
+	p.verifier.ForgetCustomer(ch.Key) // its keys went with it
 	p.engine.Forget(ch.Key, "")
 	if !p.shared {
 		return
@@ -198,14 +205,66 @@ func (p *instance) listen() {
 		case store.NotifyWebhook:
 			p.detector.Changed()
 		}
+		p.applyKeyNotification(n)
 		applyNotification(p.bg, &p.background, n, p.cache, p.engine)
-	}, func() { p.cache.Purge(); p.engine.ClearMarks(); worker.Wake(); p.detector.Changed() },
+	}, func() { p.cache.Purge(); p.engine.ClearMarks(); worker.Wake(); p.detector.Changed(); p.loadKeys() },
 		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening
 	p.background.Add(2)
 	go func() { defer p.background.Done(); worker.Run(p.bg) }()
 	go func() { defer p.background.Done(); listener.Run(p.bg) }()
+}
+
+// applyKeyNotification applies another process's change of API keys: a
+// revocation at once, before the notifications that follow; a creation
+// once the key is read (without holding up the notifications); a deleted
+// customer's keys at once.
+func (p *instance) applyKeyNotification(n store.Notification) {
+	if n.Local {
+		return // applied by the keys service before it answered
+	}
+	switch n.Kind {
+	case store.NotifyKeyRevoked:
+		p.verifier.Revoke(n.Key)
+	case store.NotifyForget:
+		p.verifier.ForgetCustomer(n.Key)
+	case store.NotifyKeyCreated:
+		p.background.Go(func() {
+			if err := p.verifier.Created(p.bg, n.Key); err != nil {
+				p.log.Warn("a new API key could not be read; it is accepted after the next reload", "id", n.Key, "error", err)
+			}
+		})
+	}
+}
+
+// loadKeys (re)loads the live API keys, after every (re)connection of the
+// listener: changes made while no connection listened are not heard. It
+// runs in the listener, before the notifications that follow are handled;
+// a failure is retried in the background, every second, until a load
+// succeeds.
+func (p *instance) loadKeys() {
+	n, err := p.verifier.Load(p.bg)
+	if err == nil {
+		p.log.Info("API keys loaded", "keys", n)
+		return
+	}
+	p.log.Warn("API keys could not be loaded; retrying", "error", err)
+	p.background.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.bg.Done():
+				return
+			case <-t.C:
+			}
+			if n, err := p.verifier.Load(p.bg); err == nil {
+				p.log.Info("API keys loaded", "keys", n)
+				return
+			}
+		}
+	})
 }
 
 // warm waits until changes from other processes are heard, so that
@@ -230,6 +289,9 @@ func (p *instance) warm(ctx context.Context) error {
 // pool to itself: start-up opens no more connections than it did before
 // it warmed.
 func (p *instance) startCheckWork() {
+	p.background.Go(func() {
+		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
+	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
@@ -258,6 +320,8 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Webhooks:    webhooks.NewService(p.db, p.now, p.cfg.WebhookAllowPrivate),
 
 		Reservations: p.engine,
+		Keys:         p.keys,
+		KeyResolver:  p.verifier,
 	})
 }
 

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -169,4 +172,55 @@ func BenchmarkServeCheckParallel(b *testing.B) {
 			r.serve(b, s)
 		}
 	})
+}
+
+// benchKeyBody is benchCheckBody naming its customer by an API key.
+var benchKeyBody = []byte(`{"api_key":"qk_7Gx2PbQ9rT4kLmN8sV1wXyZ3aB5cD6eF","metric":"api_calls","cost":1}`)
+
+// benchKeyServer is benchServer resolving API keys with a keys.Verifier
+// that holds 10,000 keys, benchKeyBody's among them.
+func benchKeyServer(b *testing.B) *Server {
+	b.Helper()
+	v := keys.NewVerifier(nil, time.Now)
+	var key string
+	if err := json.Unmarshal(benchKeyBody, &struct {
+		APIKey *string `json:"api_key"`
+	}{&key}); err != nil {
+		b.Fatal(err)
+	}
+	v.Add(keys.Live{ID: "key_AAAAAAAAAAAAAAAA", Customer: "c4217", Digest: keys.DigestOf(key)})
+	for i := range 9999 {
+		v.Add(keys.Live{ID: fmt.Sprintf("key_%016d", i), Customer: fmt.Sprintf("c%d", i), Digest: keys.DigestOf(fmt.Sprintf("qk_%032d", i))})
+	}
+	s := benchServer()
+	s.keyResolver = v
+	return s
+}
+
+// BenchmarkServeCheckByKey is BenchmarkServeCheck by API key: the
+// difference is what resolving a key from memory costs.
+func BenchmarkServeCheckByKey(b *testing.B) {
+	s := benchKeyServer(b)
+	r := newBenchRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.body.Reset(benchKeyBody)
+		r.req.ContentLength = int64(len(benchKeyBody))
+		r.w.reset()
+		s.ServeHTTP(r.w, r.req)
+		if r.w.status != http.StatusOK {
+			b.Fatalf("status %d", r.w.status)
+		}
+	}
+}
+
+// BenchmarkDecodeCheckByKey decodes a check body by key as the handler
+// does.
+func BenchmarkDecodeCheckByKey(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, err := decodeCallBody(benchKeyBody, false); err != nil || c.APIKey == "" {
+			b.Fatal(c, err)
+		}
+	}
 }

@@ -29,6 +29,7 @@ var _ Checker = (*quota.Engine)(nil)
 // checkRequest is the body of POST /v1/check.
 type checkRequest struct {
 	Customer  string `json:"customer"`
+	APIKey    string `json:"api_key"`
 	Metric    string `json:"metric"`
 	Cost      *int64 `json:"cost"`
 	DryRun    bool   `json:"dry_run"`
@@ -38,6 +39,7 @@ type checkRequest struct {
 // refundRequest is the body of POST /v1/refund.
 type refundRequest struct {
 	Customer  string `json:"customer"`
+	APIKey    string `json:"api_key"`
 	Metric    string `json:"metric"`
 	Cost      *int64 `json:"cost"`
 	RequestID string `json:"request_id"`
@@ -179,11 +181,15 @@ func (s *Server) check(c echo.Context) error {
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
 		return err
 	}
+	if err := s.identify(c.Request().Context(), &req); err != nil {
+		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		return err
+	}
 	d, now, err := s.decide(c.Request().Context(), quota.Request{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return aboutCustomer(req.Customer, err)
+		return byKey(&req, err)
 	}
 	status := http.StatusOK
 	if !d.Allowed {
@@ -198,10 +204,18 @@ func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision,
 	start := time.Now()
 	d, err = s.checker.Check(ctx, r)
 	now = time.Now()
-	s.checkMetrics.latency.Observe(now.Sub(start).Seconds())
+	s.observeCheck(now.Sub(start), &d, err)
+	return d, now, err
+}
+
+// observeCheck counts a decision in the check metrics: the decision, how
+// long it took and its round trips; err is the check's error, if any.
+func (s *Server) observeCheck(took time.Duration, d *quota.Decision, err error) {
+	m := s.checkMetrics
+	m.latency.Observe(took.Seconds())
 	if err != nil {
-		s.checkMetrics.decisions.get(failedDecision(err)).Inc()
-		return d, now, err
+		m.decisions.get(failedDecision(err)).Inc()
+		return
 	}
 	decision := "allowed"
 	switch {
@@ -210,9 +224,8 @@ func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision,
 	case d.Degraded:
 		decision = "degraded"
 	}
-	s.checkMetrics.decisions.get(decision).Inc()
-	s.checkMetrics.trips.Observe(float64(d.StoreTrips))
-	return d, now, nil
+	m.decisions.get(decision).Inc()
+	m.trips.Observe(float64(d.StoreTrips))
 }
 
 // The decisions of quotad_checks_total for checks that got no answer: the
@@ -258,21 +271,26 @@ func (s *Server) refund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.identify(c.Request().Context(), &req); err != nil {
+		return err
+	}
 	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
 	})
 	if err != nil {
-		return aboutCustomer(req.Customer, err)
+		return byKey(&req, err)
 	}
 	usage := toUsageEntries(res.Usage)
 	for i := range usage {
 		usage[i].Refunded = &res.Usage[i].Refunded
 	}
-	return respond(c, http.StatusOK, refundAnswer{Refunded: res.Refunded, Usage: usage})
+	return respond(c, http.StatusOK, refundAnswer{Customer: req.Customer, Refunded: res.Refunded, Usage: usage})
 }
 
 // refundAnswer is the body of POST /v1/refund's answer.
 type refundAnswer struct {
+	// Customer is the customer refunded: the API key's, for a refund by key.
+	Customer string       `json:"customer"`
 	Refunded int64        `json:"refunded"`
 	Usage    []usageEntry `json:"usage"`
 }

@@ -9,17 +9,20 @@ import (
 // call is a decoded check or refund body, as the handlers use it.
 type call struct {
 	Customer, Metric, RequestID string
+	// APIKey names the customer by one of its API keys, in place of
+	// Customer.
+	APIKey string
 	// Cost is what the body says, or 1 when it has none.
 	Cost   int64
 	DryRun bool
 }
 
 func (r checkRequest) call() call {
-	return call{Customer: r.Customer, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost), DryRun: r.DryRun}
+	return call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost), DryRun: r.DryRun}
 }
 
 func (r refundRequest) call() call {
-	return call{Customer: r.Customer, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost)}
+	return call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost)}
 }
 
 // costOrOne is the default cost: a check or refund without one is of 1.
@@ -64,6 +67,7 @@ const (
 	fieldCost
 	fieldDryRun
 	fieldRequestID
+	fieldAPIKey
 )
 
 // fastDecodeCall decodes, without reflection, a check or refund body of
@@ -80,7 +84,7 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	}
 	p.i++
 	var seen int
-	var customer, metric, requestID []byte
+	var customer, apiKey, metric, requestID []byte
 	var cost int64
 	var given *int64 // &cost once the body gives a cost
 	if p.space() == '}' {
@@ -101,6 +105,9 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 			case "customer":
 				field = fieldCustomer
 				customer, ok = p.plainString()
+			case "api_key":
+				field = fieldAPIKey
+				apiKey, ok = p.plainString()
 			case "metric":
 				field = fieldMetric
 				metric, ok = p.plainString()
@@ -137,12 +144,15 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	if p.space() != 0 || p.i < len(p.b) {
 		return f, false // trailing data
 	}
-	// One allocation for the three strings.
+	// One allocation for the four strings.
 	var buf [128]byte
-	all := string(append(append(append(buf[:0], customer...), metric...), requestID...))
-	f.Customer = all[:len(customer)]
-	f.Metric = all[len(customer) : len(customer)+len(metric)]
-	f.RequestID = all[len(customer)+len(metric):]
+	all := string(append(append(append(append(buf[:0], customer...), apiKey...), metric...), requestID...))
+	n := len(customer)
+	f.Customer = all[:n]
+	f.APIKey = all[n : n+len(apiKey)]
+	n += len(apiKey)
+	f.Metric = all[n : n+len(metric)]
+	f.RequestID = all[n+len(metric):]
 	f.Cost = costOrOne(given)
 	return f, true
 }

@@ -34,6 +34,8 @@ func FuzzFastDecodeCall(f *testing.F) {
 		"{\"customer\":\"a\u2028\"}", "\ufeff{}", "\x00{}", `[]`, `null`, ``, ` `,
 		`{"customer":"` + strings.Repeat("c", 128) + `","metric":"` + strings.Repeat("m", 63) + `","request_id":"` + strings.Repeat("r", 200) + `"}`,
 		`{"weight":1}`, `{"customer":"a","extra":{}}`,
+		`{"api_key":"qk_x","metric":"m"}`, `{"api_key":"qk_x","customer":"a","metric":"m","cost":2,"request_id":"r"}`,
+		`{"api_key":null}`, `{"api_key":""}`, `{"api_key":"a","api_key":"a"}`, `{"api_key":"qk\u005f"}`, `{"API_KEY":"a"}`,
 	} {
 		f.Add([]byte(body))
 	}

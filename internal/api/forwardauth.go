@@ -50,6 +50,18 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		}
 	}
 	call, err := s.forwardRules.Resolve(fr)
+	if call.APIKey != "" {
+		// Not one of the file's api_keys: one quotad issued, or none. An
+		// unknown key is refused before anything else, as the file's are.
+		keyErr := error(forwardauth.ErrUnknownKey)
+		if s.keyResolver != nil {
+			call.Customer, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+		}
+		if keyErr != nil {
+			s.checkMetrics.decisions.get(decisionRejected).Inc()
+			return s.forwardAuthError(keyErr)
+		}
+	}
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
@@ -68,6 +80,9 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		return c.NoContent(http.StatusOK)
 	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
+	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
+		err = tiers.ErrInvalidAPIKey // the key's customer is gone since
+	}
 	if err != nil {
 		return s.forwardAuthError(err)
 	}
@@ -99,7 +114,7 @@ func (s *Server) forwardAuthError(err error) error {
 	switch {
 	case errors.Is(err, forwardauth.ErrNoKey):
 		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+h.APIKey+" header is required")
-	case errors.Is(err, forwardauth.ErrUnknownKey):
+	case errors.Is(err, forwardauth.ErrUnknownKey), errors.Is(err, tiers.ErrInvalidAPIKey):
 		return problemf(http.StatusForbidden, codeForbidden, "the API key is not known")
 	case errors.Is(err, forwardauth.ErrNoRoute):
 		return problemf(http.StatusForbidden, codeForbidden, "no forward-auth route matches the original request")

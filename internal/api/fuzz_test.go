@@ -20,6 +20,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -115,7 +116,11 @@ var fuzzRoutes = []fuzzRoute{
 		name: "check", method: http.MethodPost, path: "/v1/check", status: http.StatusOK,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
-				q := quota.Request{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
+				customer, err := fuzzIdentify(r.Customer, r.APIKey)
+				if err != nil {
+					return nil, err
+				}
+				q := quota.Request{Customer: customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					DryRun: r.DryRun, RequestID: r.RequestID}
 				return q, q.Validate()
 			}, sameValue)
@@ -130,12 +135,27 @@ var fuzzRoutes = []fuzzRoute{
 		name: "refund", method: http.MethodPost, path: "/v1/refund", status: http.StatusOK,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
-				q := quota.RefundRequest{Customer: r.Customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
+				customer, err := fuzzIdentify(r.Customer, r.APIKey)
+				if err != nil {
+					return nil, err
+				}
+				q := quota.RefundRequest{Customer: customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
 					RequestID: r.RequestID}
 				return q, q.Validate()
 			}, sameValue)
 		},
-		answer: func(any) any { return refundAnswer{Usage: []usageEntry{}} },
+		answer: func(passed any) any {
+			return refundAnswer{Customer: passed.(quota.RefundRequest).Customer, Usage: []usageEntry{}}
+		},
+	},
+	{
+		name: "key", method: http.MethodPost, path: "/v1/customers/acme/keys", status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s keys.Spec) (any, error) {
+				return s, s.Validate(fuzzNow)
+			}, sameKeySpec)
+		},
+		answer: func(passed any) any { return fuzzCreatedKey(passed.(keys.Spec)) },
 	},
 	{
 		name: "metric", method: http.MethodPut, path: "/v1/metrics/api_calls", status: http.StatusCreated,
@@ -232,7 +252,9 @@ func fuzzDecode[T any](t *testing.T, name string, body []byte, validate func(T) 
 			name, passed, verr, passedAgain, verrAgain, out)
 	}
 	if verr != nil {
-		assertValidationError(t, name, verr)
+		if !errors.Is(verr, tiers.ErrInvalidAPIKey) {
+			assertValidationError(t, name, verr)
+		}
 		return nil, verr
 	}
 	return passed, nil
@@ -548,6 +570,71 @@ func sameOverrideSpec(a, b tiers.OverrideSpec) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// fuzzAPIKey is the one API key the fuzzed server knows, of customer
+// acme.
+const fuzzAPIKey = "qk_fuzz"
+
+// fuzzIdentify is what the handlers make of a check's or a refund's
+// customer and api_key, with fuzzKeys resolving keys.
+func fuzzIdentify(customer, apiKey string) (string, error) {
+	switch {
+	case apiKey == "":
+		return customer, nil
+	case customer != "":
+		return "", tiers.Invalid("api_key", "give either customer or api_key, not both")
+	case apiKey == fuzzAPIKey:
+		return "acme", nil
+	}
+	return "", tiers.ErrInvalidAPIKey
+}
+
+// fuzzKeys resolves fuzzAPIKey, and issues keys recording the spec.
+type fuzzKeys struct{ fs *fuzzServer }
+
+func (fuzzKeys) Customer(_ context.Context, key string) (string, error) {
+	if key == fuzzAPIKey {
+		return "acme", nil
+	}
+	return "", tiers.ErrInvalidAPIKey
+}
+
+func (k fuzzKeys) CreateKey(_ context.Context, _ tiers.Write, _ string, spec keys.Spec) (keys.Created, error) {
+	if err := spec.Validate(fuzzNow); err != nil {
+		return keys.Created{}, err
+	}
+	k.fs.passed = spec
+	return fuzzCreatedKey(spec), nil
+}
+
+func (fuzzKeys) Key(context.Context, string) (keys.Key, error) { panic("fuzzKeys: unexpected call") }
+func (fuzzKeys) Keys(context.Context, string, tiers.Page) ([]keys.Key, bool, error) {
+	panic("fuzzKeys: unexpected call")
+}
+func (fuzzKeys) RevokeKey(context.Context, tiers.Write, string) error {
+	panic("fuzzKeys: unexpected call")
+}
+
+// fuzzCreatedKey is the key fuzzKeys issues for spec.
+func fuzzCreatedKey(spec keys.Spec) keys.Created {
+	return keys.Created{Key: keys.Key{ID: "key_AAAAAAAAAAAAAAAA", Customer: "acme", Name: spec.Name, Prefix: "qk_AAAAA",
+		CreatedAt: fuzzNow, ExpiresAt: spec.ExpiresAt}, Secret: "qk_" + strings.Repeat("A", 32)}
+}
+
+// sameKeySpec compares key specs, times by instant and offset.
+func sameKeySpec(a, b keys.Spec) bool {
+	if (a.ExpiresAt == nil) != (b.ExpiresAt == nil) {
+		return false
+	}
+	if a.ExpiresAt != nil {
+		_, offA := a.ExpiresAt.Zone()
+		_, offB := b.ExpiresAt.Zone()
+		if !a.ExpiresAt.Equal(*b.ExpiresAt) || offA != offB {
+			return false
+		}
+	}
+	return a.Name == b.Name
+}
+
 // fuzzServer is a Server over the real tiers.Service, with a store and a
 // checker that record what they are given.
 type fuzzServer struct {
@@ -562,6 +649,9 @@ func newFuzzServer() *fuzzServer {
 		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
 		Checker: fuzzChecker{fs},
 		Logger:  slog.New(fuzzLog{fs}),
+
+		Keys:        fuzzKeys{fs},
+		KeyResolver: fuzzKeys{fs},
 	})
 	return fs
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
 )
@@ -99,6 +100,7 @@ var errorTable = []struct {
 	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
 	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
+	{keys.ErrKeyNotFound, http.StatusNotFound, codeKeyNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
@@ -121,6 +123,7 @@ var details = map[string]string{
 	codeInvalidAPIKey:       "the API key is not valid: unknown, revoked or expired",
 	codeReservationNotFound: "no reservation has this id",
 	codeReservationExpired:  "the reservation expired before it was committed; its units were given back",
+	codeKeyNotFound:         "no live API key has this id",
 	codeNotFound:            "no such route",
 	codeMethodNotAllowed:    "the route does not allow this method",
 }

@@ -24,9 +24,8 @@ type Reservations interface {
 
 var _ Reservations = (*quota.Engine)(nil)
 
-// reserveRequest is the body of POST /v1/reservations. api_key is
-// decoded so that it is refused or resolved where a customer would be;
-// until API keys are stored, no key is live.
+// reserveRequest is the body of POST /v1/reservations: the customer is
+// named, or given by its API key.
 type reserveRequest struct {
 	Customer   *string `json:"customer"`
 	APIKey     *string `json:"api_key"`
@@ -112,44 +111,26 @@ func (s *Server) reserve(c echo.Context) error {
 	if fields != nil {
 		return &tiers.ValidationError{Fields: fields}
 	}
-	if req.Customer == nil {
-		// No API key is stored yet: none is live.
-		return tiers.ErrInvalidAPIKey
+	var customer string
+	if req.Customer != nil {
+		customer = *req.Customer
+	} else if customer, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
+		return err
 	}
-	customer := *req.Customer
 	start := time.Now()
 	res, err := rs.Reserve(c.Request().Context(), quota.ReserveRequest{Customer: customer, Metric: req.Metric,
 		Cost: *req.Cost, TTL: time.Duration(ttl) * time.Second, RequestID: req.RequestID})
 	now := time.Now()
-	s.observeReserve(now.Sub(start), &res.Decision, err)
+	// A reserve is the check of its estimate: counted as one (a commit
+	// is not).
+	s.observeCheck(now.Sub(start), &res.Decision, err)
 	if err != nil {
-		return aboutCustomer(customer, err)
+		return aboutCaller(req.APIKey != nil, customer, err)
 	}
 	if !res.Allowed {
 		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
 	}
 	return writeReserveAnswer(c, &res, now)
-}
-
-// observeReserve counts a reserve as the check of its estimate that it
-// is, in the check metrics: decisions, latency and round trips (the
-// reserve's, its insert included; a commit's are not counted there).
-func (s *Server) observeReserve(took time.Duration, d *quota.Decision, err error) {
-	m := s.checkMetrics
-	m.latency.Observe(took.Seconds())
-	if err != nil {
-		m.decisions.get(failedDecision(err)).Inc()
-		return
-	}
-	decision := "allowed"
-	switch {
-	case !d.Allowed:
-		decision = "denied"
-	case d.Degraded:
-		decision = "degraded"
-	}
-	m.decisions.get(decision).Inc()
-	m.trips.Observe(float64(d.StoreTrips))
 }
 
 // writeReserveAnswer writes an allowed reserve's answer: the check's

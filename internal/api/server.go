@@ -71,6 +71,11 @@ type Config struct {
 	Webhooks Webhooks
 	// Reservations serves /v1/reservations; nil answers 404 there.
 	Reservations Reservations
+	// Keys serves the API-key routes; nil answers 404 there.
+	Keys Keys
+	// KeyResolver resolves the api_key of checks, refunds and forward-auth;
+	// nil refuses every key quotad would have issued.
+	KeyResolver KeyResolver
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -94,6 +99,8 @@ type Server struct {
 	billing        Billing
 	webhooks       Webhooks
 	reservations   Reservations
+	keys           Keys
+	keyResolver    KeyResolver
 	requestTimeout time.Duration
 }
 
@@ -124,6 +131,8 @@ func New(cfg Config) *Server {
 		billing:        cfg.Billing,
 		webhooks:       cfg.Webhooks,
 		reservations:   cfg.Reservations,
+		keys:           cfg.Keys,
+		keyResolver:    cfg.KeyResolver,
 		requestTimeout: cfg.RequestTimeout,
 	}
 	if s.requestTimeout <= 0 {
@@ -178,6 +187,7 @@ func New(cfg Config) *Server {
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
+	s.registerKeys(v1)
 	s.registerReservations(v1)
 
 	// The admin console: static files, open to all; every datum it shows

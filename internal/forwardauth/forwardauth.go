@@ -61,7 +61,8 @@ type Headers struct {
 	Metric   string `yaml:"metric"`
 	Cost     string `yaml:"cost"`
 	// APIKey names the header holding the client's API key. When set, the
-	// customer comes from APIKeys alone and the customer header is not read.
+	// customer comes from the key and the customer header is not read: from
+	// APIKeys first, else from the keys quotad issued (Call.APIKey).
 	APIKey string `yaml:"api_key"`
 	// Method and URI name the headers holding the original request's method
 	// and request URI, for the route table.
@@ -230,9 +231,6 @@ func fromFile(f File) (*Rules, error) {
 	if h.APIKey == "" && len(f.APIKeys) > 0 {
 		return nil, errors.New("api_keys: set headers.api_key, the header that carries them")
 	}
-	if h.APIKey != "" && len(f.APIKeys) == 0 {
-		return nil, errors.New("headers.api_key: no api_keys to map its keys to customers")
-	}
 	for key, customer := range f.APIKeys {
 		d, err := keyDigest(key)
 		if err != nil {
@@ -352,14 +350,19 @@ type Request struct {
 
 // Call is the check a request stands for.
 type Call struct {
+	// Customer is the customer, from its header or from APIKeys; "" when
+	// APIKey is set.
 	Customer string
-	Metric   string
-	Cost     int64
+	// APIKey is a key of the API-key header that APIKeys does not name:
+	// the caller resolves it among the keys quotad issued.
+	APIKey string
+	Metric string
+	Cost   int64
 	// Route is the route table's pattern that matched, "" without a table.
 	Route string
 	// Pass is true for a request that matched no route under "unmatched:
-	// allow": it is let through without a check, and the other fields are
-	// empty.
+	// allow": it is let through without a check, and the other fields but
+	// APIKey are empty.
 	Pass bool
 }
 
@@ -368,7 +371,9 @@ var (
 	// ErrNoKey is a request without the API-key header (when one is
 	// configured).
 	ErrNoKey = errors.New("forwardauth: no API key")
-	// ErrUnknownKey is an API key that maps to no customer.
+	// ErrUnknownKey is an API key that maps to no customer. Resolve does
+	// not return it (it leaves unknown keys to the caller, in Call.APIKey);
+	// the caller may, for a key it does not know either.
 	ErrUnknownKey = errors.New("forwardauth: unknown API key")
 	// ErrNoRoute is a request that matches no route, under "unmatched: deny".
 	ErrNoRoute = errors.New("forwardauth: no route matches the request")
@@ -383,7 +388,9 @@ type HeaderError struct {
 func (e *HeaderError) Error() string { return e.Header + ": " + e.Message }
 
 // Resolve returns the check req stands for. Its errors are ErrNoKey,
-// ErrUnknownKey, ErrNoRoute and *HeaderError. The customer and metric it
+// ErrNoRoute and *HeaderError; with any of them but ErrNoKey, the Call's
+// APIKey is still set when the key needs resolving, so that the caller
+// may refuse an unknown key first. The customer and metric it
 // returns are not validated beyond being present: the check does that.
 func (r *Rules) Resolve(req Request) (Call, error) {
 	var c Call
@@ -392,11 +399,11 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 		if key == "" {
 			return c, ErrNoKey
 		}
-		customer, ok := r.keys[sha256.Sum256([]byte(key))]
-		if !ok {
-			return c, ErrUnknownKey
+		if customer, ok := r.keys[sha256.Sum256([]byte(key))]; ok {
+			c.Customer = customer
+		} else {
+			c.APIKey = key
 		}
-		c.Customer = customer
 	} else if c.Customer = req.Header.Get(r.headers.Customer); c.Customer == "" {
 		// The gateway sets this header, not the client: without it the
 		// gateway is misconfigured.
@@ -429,7 +436,8 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 	case ok:
 		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, pattern
 	case r.allowUnmatched:
-		return Call{Pass: true}, nil
+		// A key to resolve stays: an unknown key is refused even here.
+		return Call{Pass: true, APIKey: c.APIKey}, nil
 	default:
 		return c, ErrNoRoute
 	}

@@ -125,7 +125,7 @@ func TestResolveRoutes(t *testing.T) {
 		{"digested key", Request{Method: "GET", Header: key("secret-of-bob", "POST", "/v1/completions?stream=1")},
 			Call{Customer: "bob", Metric: "llm_calls", Cost: 5, Route: "POST /v1/completions"}, nil, ""},
 		{"the digest itself is no key", Request{Method: "GET", Header: key(digest("secret-of-bob"), "GET", "/v1/x")},
-			Call{}, ErrUnknownKey, ""},
+			Call{APIKey: digest("secret-of-bob"), Metric: "api_calls", Cost: 1, Route: "/v1/"}, nil, ""},
 		{"other method falls to the prefix", Request{Method: "GET", Header: key("plain-key-1", "GET", "/v1/completions")},
 			Call{Customer: "acme", Metric: "api_calls", Cost: 1, Route: "/v1/"}, nil, ""},
 		{"prefix", Request{Method: "GET", Header: key("plain-key-1", "DELETE", "/v1/exports/7/file")},
@@ -146,8 +146,8 @@ func TestResolveRoutes(t *testing.T) {
 			Call{}, ErrNoKey, ""},
 		{"customer header is not read with keys", Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Original-Method", "GET", "X-Original-URI", "/v1/x")},
 			Call{}, ErrNoKey, ""},
-		{"unknown key", Request{Method: "GET", Header: key("guess", "GET", "/v1/x")},
-			Call{}, ErrUnknownKey, ""},
+		{"unknown key: left to quotad's issued keys", Request{Method: "GET", Header: key("guess", "GET", "/v1/x")},
+			Call{APIKey: "guess", Metric: "api_calls", Cost: 1, Route: "/v1/"}, nil, ""},
 		{"metric header is not read with routes", Request{Method: "GET", Header: header("X-Api-Key", "plain-key-1", "X-Quotad-Metric", "api_calls")},
 			Call{}, nil, "X-Original-Method"},
 		{"no uri", Request{Method: "GET", Header: header("X-Api-Key", "plain-key-1", "X-Original-Method", "GET")},
@@ -194,7 +194,6 @@ func TestParseRejects(t *testing.T) {
 		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost`},
 		{"bad header name", "headers:\n  customer: 'X C'\n", "headers.customer"},
 		{"keys without header", "api_keys:\n  k: acme\n", "headers.api_key"},
-		{"header without keys", "headers:\n  api_key: X-Key\n", "no api_keys"},
 		{"bad digest", "headers: {api_key: X-Key}\napi_keys:\n  'sha256:abc': acme\n", "64 hex digits"},
 		{"bad customer", "headers: {api_key: X-Key}\napi_keys:\n  k: 'no spaces'\n", "not a valid customer id"},
 		{"one key, two customers", "headers: {api_key: X-Key}\napi_keys:\n  k: acme\n  '" + digest("k") + "': bob\n", "maps to both"},
@@ -218,6 +217,42 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("Parse error = %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// headers.api_key without api_keys: every key is left to the keys quotad
+// issued.
+func TestResolveIssuedKeysOnly(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, "headers:\n  api_key: X-Api-Key\n")
+	allow := mustParse(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: m}\nunmatched: allow\n")
+	deny := mustParse(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: m}\n")
+	uri := func(k, u string) http.Header {
+		return header("X-Api-Key", k, "X-Forwarded-Method", "GET", "X-Forwarded-Uri", u)
+	}
+	tests := []struct {
+		name    string
+		req     Request
+		want    Call
+		wantErr error
+	}{
+		{"key", Request{Method: "GET", Header: header("X-Api-Key", "qk_abc", "X-Quotad-Metric", "m")},
+			Call{APIKey: "qk_abc", Metric: "m", Cost: 1}, nil},
+		{"no key", Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m")},
+			Call{}, ErrNoKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := r.Resolve(tt.req)
+			checkResolve(t, got, err, tt.want, tt.wantErr, "")
+		})
+	}
+	// The key stays to be resolved when no route matches, allowed or not.
+	if got, err := allow.Resolve(Request{Method: "GET", Header: uri("qk_abc", "/elsewhere")}); err != nil || got != (Call{Pass: true, APIKey: "qk_abc"}) {
+		t.Errorf("unmatched, allowed: %+v, %v", got, err)
+	}
+	if got, err := deny.Resolve(Request{Method: "GET", Header: uri("qk_abc", "/elsewhere")}); !errors.Is(err, ErrNoRoute) || got.APIKey != "qk_abc" {
+		t.Errorf("unmatched, denied: %+v, %v", got, err)
 	}
 }
 

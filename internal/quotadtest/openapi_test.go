@@ -114,8 +114,18 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"WebhookDeliveries": func(ctx context.Context, c *quotad.Client) error {
 		return drain(c.WebhookDeliveries(ctx, "billing", 0))
 	},
-	"Healthz": func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
-	"Readyz":  func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
+	"CreateKey": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.CreateKey(ctx, "acme", quotad.KeySpec{Name: "ci"})
+		return err
+	},
+	"Keys": func(ctx context.Context, c *quotad.Client) error { return drain(c.Keys(ctx, "acme")) },
+	"Key": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Key(ctx, "key_AAAAAAAAAAAAAAAA")
+		return err
+	},
+	"RevokeKey": func(ctx context.Context, c *quotad.Client) error { return c.RevokeKey(ctx, "key_AAAAAAAAAAAAAAAA") },
+	"Healthz":   func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
+	"Readyz":    func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
 		h := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("api_calls")})(http.NotFoundHandler())
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
@@ -219,6 +229,9 @@ func TestClientCoversOpenAPI(t *testing.T) {
 		switch {
 		case r.URL.Path == "/v1/check":
 			w.Write([]byte(`{"allowed":true,"customer":"acme","metric":"api_calls","cost":1,"retry_after":0,"limits":[]}`))
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keys"):
+			w.WriteHeader(http.StatusCreated)
+			w.Write([]byte(`{"id":"key_AAAAAAAAAAAAAAAA","key":"qk_x"}`))
 		case r.Method == http.MethodPut:
 			w.Header().Set("ETag", `"1"`)
 			w.WriteHeader(http.StatusCreated)

@@ -1,0 +1,72 @@
+package quotad
+
+import (
+	"context"
+	"iter"
+	"net/http"
+	"time"
+)
+
+// KeySpec is the body of CreateKey. Both fields are optional.
+type KeySpec struct {
+	// Name recognises the key: at most 100 characters.
+	Name string `json:"name,omitempty"`
+	// ExpiresAt, in the future, is when the key stops being accepted; nil:
+	// never.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Key is an API key quotad issued to a customer.
+type Key struct {
+	ID       string `json:"id"`
+	Customer string `json:"customer"`
+	Name     string `json:"name"`
+	// Key is the key itself: set only in CreateKey's answer, never again.
+	Key string `json:"key,omitempty"`
+	// Prefix is the key's first 8 characters, to recognise it.
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// CreateKey issues an API key to a customer. The answer's Key is the only
+// time the key is shown. ErrCustomerNotFound if no customer has the id.
+// It is sent once: a retry would issue a second key.
+func (c *Client) CreateKey(ctx context.Context, customer string, spec KeySpec) (*Key, error) {
+	var k Key
+	if _, err := c.do(ctx, call{method: http.MethodPost, path: pathf("/v1/customers/%s/keys", customer), body: spec,
+		ok: []int{http.StatusCreated}, out: &k}); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// Keys lists a customer's live API keys by id (without the keys).
+func (c *Client) Keys(ctx context.Context, customer string) iter.Seq2[Key, error] {
+	return paginate(ctx, func(ctx context.Context, cursor string) (page[Key], error) {
+		var out struct {
+			Keys       []Key  `json:"keys"`
+			NextCursor string `json:"next_cursor"`
+		}
+		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/keys", customer),
+			query: listQuery(cursor, 0), retry: true, out: &out})
+		return page[Key]{out.Keys, out.NextCursor}, err
+	})
+}
+
+// Key gets an API key by id (without the key); ErrKeyNotFound if no live
+// key has the id.
+func (c *Client) Key(ctx context.Context, id string) (*Key, error) {
+	var k Key
+	if err := c.get(ctx, pathf("/v1/keys/%s", id), &k, nil); err != nil {
+		return nil, err
+	}
+	return &k, nil
+}
+
+// RevokeKey revokes an API key: every quotad process refuses it from then
+// on. ErrKeyNotFound if no live key has the id.
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.del(ctx, pathf("/v1/keys/%s", id), nil)
+}

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/keys"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Keys is the admin side of API keys. *keys.Service implements it; its
+// errors are keys.ErrKeyNotFound, tiers' sentinels and
+// *tiers.ValidationError.
+type Keys interface {
+	CreateKey(ctx context.Context, w tiers.Write, customer string, spec keys.Spec) (keys.Created, error)
+	Key(ctx context.Context, id string) (keys.Key, error)
+	Keys(ctx context.Context, customer string, page tiers.Page) ([]keys.Key, bool, error)
+	RevokeKey(ctx context.Context, w tiers.Write, id string) error
+}
+
+var _ Keys = (*keys.Service)(nil)
+
+// KeyResolver resolves an API key to its customer, from memory. Unknown,
+// revoked and expired keys return an error wrapping
+// tiers.ErrInvalidAPIKey. *keys.Verifier implements it.
+type KeyResolver interface {
+	Customer(ctx context.Context, key string) (string, error)
+}
+
+var _ KeyResolver = (*keys.Verifier)(nil)
+
+// codeKeyNotFound: no live API key has the id.
+const codeKeyNotFound = "key_not_found"
+
+func (s *Server) registerKeys(v1 *echo.Group) {
+	v1.POST("/customers/:customer/keys", s.createKey)
+	v1.GET("/customers/:customer/keys", s.listKeys)
+	v1.GET("/keys/:key", s.getKey)
+	v1.DELETE("/keys/:key", s.revokeKey)
+}
+
+func (s *Server) keyService() (Keys, error) {
+	if s.keys == nil {
+		return nil, keys.ErrKeyNotFound
+	}
+	return s.keys, nil
+}
+
+func (s *Server) createKey(c echo.Context) error {
+	var spec keys.Spec
+	if err := decodeBody(c, &spec); err != nil {
+		return err
+	}
+	svc, err := s.keyService()
+	if err != nil {
+		return err
+	}
+	customer := param(c, "customer")
+	k, err := svc.CreateKey(c.Request().Context(), s.write(c), customer, spec)
+	if err != nil {
+		return aboutCustomer(customer, err)
+	}
+	h := c.Response().Header()
+	h.Set(echo.HeaderLocation, "/v1/keys/"+k.ID)
+	// The only answer that shows the key: no cache keeps it.
+	h.Set("Cache-Control", "no-store")
+	return respond(c, http.StatusCreated, k)
+}
+
+func (s *Server) listKeys(c echo.Context) error {
+	p, err := page(c, keys.ValidID)
+	if err != nil {
+		return err
+	}
+	svc, err := s.keyService()
+	if err != nil {
+		return err
+	}
+	customer := param(c, "customer")
+	items, more, err := svc.Keys(c.Request().Context(), customer, p)
+	if err != nil {
+		return aboutCustomer(customer, err)
+	}
+	if items == nil {
+		items = []keys.Key{}
+	}
+	last := ""
+	if len(items) > 0 {
+		last = items[len(items)-1].ID
+	}
+	return respond(c, http.StatusOK, list("keys", items, nextCursor(more, last)))
+}
+
+func (s *Server) getKey(c echo.Context) error {
+	svc, err := s.keyService()
+	if err != nil {
+		return err
+	}
+	k, err := svc.Key(c.Request().Context(), param(c, "key"))
+	if err != nil {
+		return err
+	}
+	return respond(c, http.StatusOK, k)
+}
+
+func (s *Server) revokeKey(c echo.Context) error {
+	svc, err := s.keyService()
+	if err != nil {
+		return err
+	}
+	if err := svc.RevokeKey(c.Request().Context(), s.write(c), param(c, "key")); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+// identify fills in the customer of a check or refund made by API key.
+// Exactly one of customer and api_key may be given (a 400 otherwise; none
+// at all is left to the check, which requires the customer).
+func (s *Server) identify(ctx context.Context, r *call) error {
+	if r.APIKey == "" {
+		return nil
+	}
+	if r.Customer != "" {
+		return tiers.Invalid("api_key", "give either customer or api_key, not both")
+	}
+	customer, err := s.customerOfKey(ctx, r.APIKey)
+	if err != nil {
+		return err
+	}
+	r.Customer = customer
+	return nil
+}
+
+// customerOfKey resolves an API key to its customer, from memory: an
+// error wrapping tiers.ErrInvalidAPIKey when no live key has this value.
+func (s *Server) customerOfKey(ctx context.Context, key string) (string, error) {
+	if s.keyResolver == nil {
+		return "", tiers.ErrInvalidAPIKey
+	}
+	return s.keyResolver.Customer(ctx, key)
+}
+
+// byKey turns the check's error about a customer that a key resolved to
+// but is gone (deleted since) into the key's refusal: the same answer as
+// for an unknown, revoked or expired key.
+func byKey(r *call, err error) error {
+	return aboutCaller(r.APIKey != "", r.Customer, err)
+}
+
+// aboutCaller is byKey for a request that named its customer (byKey
+// false) or gave an API key that resolved to customer (byKey true).
+func aboutCaller(byKey bool, customer string, err error) error {
+	if byKey && errors.Is(err, tiers.ErrCustomerNotFound) {
+		return tiers.ErrInvalidAPIKey
+	}
+	return aboutCustomer(customer, err)
+}

@@ -1,0 +1,269 @@
+// Package keys issues and verifies the API keys quotad gives customers: a
+// random secret shown once, stored as its SHA-256, resolved to its customer
+// from memory on the check path. It imports only the standard library and
+// tiers.
+package keys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// ErrKeyNotFound: no live key has the id (unknown, or revoked).
+var ErrKeyNotFound = errors.New("api key not found")
+
+// Shapes of keys and their ids.
+const (
+	// SecretPrefix starts every key, so that a leaked one is recognised.
+	SecretPrefix = "qk_"
+	// secretChars base62 characters follow the prefix: 32 of them carry
+	// 32·log2(62) ≈ 190 random bits.
+	secretChars = 32
+	// IDPrefix starts every key id.
+	IDPrefix = "key_"
+	idChars  = 16
+	// PrefixLen is how many of a key's first characters are kept and
+	// shown, to recognise it.
+	PrefixLen = 8
+	// MaxNameLen bounds a key's name, in characters.
+	MaxNameLen = 100
+	// MaxKeyLen is the longest key Verifier.Customer hashes; longer input
+	// is no key quotad issued.
+	MaxKeyLen = 256
+)
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// randomBase62 returns n base62 characters from crypto/rand, each uniform
+// (bytes of 248 and above are drawn again: 248 = 4·62).
+func randomBase62(n int) (string, error) {
+	out := make([]byte, 0, n)
+	var buf [64]byte
+	for len(out) < n {
+		if _, err := rand.Read(buf[:]); err != nil {
+			return "", fmt.Errorf("read random bytes: %w", err)
+		}
+		for _, b := range buf {
+			if b < 248 && len(out) < n {
+				out = append(out, base62[b%62])
+			}
+		}
+	}
+	return string(out), nil
+}
+
+// NewSecret returns a fresh key: "qk_" and 32 base62 characters.
+func NewSecret() (string, error) {
+	s, err := randomBase62(secretChars)
+	if err != nil {
+		return "", fmt.Errorf("generate api key: %w", err)
+	}
+	return SecretPrefix + s, nil
+}
+
+// NewID returns a fresh key id: "key_" and 16 base62 characters.
+func NewID() (string, error) {
+	s, err := randomBase62(idChars)
+	if err != nil {
+		return "", fmt.Errorf("generate api key id: %w", err)
+	}
+	return IDPrefix + s, nil
+}
+
+// ValidID reports whether s has the shape of a key id.
+func ValidID(s string) bool {
+	if len(s) < len(IDPrefix)+idChars || len(s) > len(IDPrefix)+64 || s[:len(IDPrefix)] != IDPrefix {
+		return false
+	}
+	for i := len(IDPrefix); i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// Digest is the SHA-256 of a key: what quotad stores and looks keys up by.
+type Digest [sha256.Size]byte
+
+// DigestOf returns key's digest.
+func DigestOf(key string) Digest { return sha256.Sum256([]byte(key)) }
+
+// Key is an API key as the admin API shows it: never the secret.
+type Key struct {
+	ID         string     `json:"id"`
+	Customer   string     `json:"customer"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// Live is a key as the verifier holds it: its digest, id, customer and
+// expiry.
+type Live struct {
+	ID         string
+	Customer   string
+	Digest     Digest
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+}
+
+// Spec is the body of POST /v1/customers/{id}/keys. Both fields are
+// optional.
+type Spec struct {
+	Name      string     `json:"name"`
+	ExpiresAt *time.Time `json:"expires_at" nullable:"true"`
+}
+
+// Validate checks spec at now. Errors are *tiers.ValidationError.
+func (s Spec) Validate(now time.Time) error {
+	var fields []tiers.FieldError
+	add := func(field, msg string) { fields = append(fields, tiers.FieldError{Field: field, Message: msg}) }
+	if msg := checkName(s.Name); msg != "" {
+		add("name", msg)
+	}
+	if s.ExpiresAt != nil && !s.ExpiresAt.After(now) {
+		add("expires_at", "must be in the future")
+	}
+	if fields != nil {
+		return &tiers.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// checkName returns what is wrong with a key's name, or "".
+func checkName(name string) string {
+	switch {
+	case !utf8.ValidString(name):
+		return "must be UTF-8"
+	case utf8.RuneCountInString(name) > MaxNameLen:
+		return fmt.Sprintf("must be at most %d characters", MaxNameLen)
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return "must not contain control characters"
+		}
+	}
+	return ""
+}
+
+// Created is the answer to a key's creation: the one that shows the key.
+type Created struct {
+	Key
+	Secret string `json:"key"`
+}
+
+// Store keeps API keys. CreateKey and RevokeKey each run in one
+// transaction that records an audit event without the secret and
+// notifies the other processes. Errors: ErrKeyNotFound,
+// tiers.ErrCustomerNotFound, tiers.ErrUnavailable. Implementations are
+// safe for concurrent use.
+type Store interface {
+	// CreateKey stores k with the digest of its secret.
+	CreateKey(ctx context.Context, w tiers.Write, k Key, digest Digest) (Key, error)
+	// FindKey returns the live (not revoked) key id.
+	FindKey(ctx context.Context, id string) (Key, error)
+	// FindKeys returns one page of a customer's live keys, by id;
+	// tiers.ErrCustomerNotFound for an unknown customer.
+	FindKeys(ctx context.Context, customer string, page tiers.Page) ([]Key, bool, error)
+	// RevokeKey revokes the live key id and returns it.
+	RevokeKey(ctx context.Context, w tiers.Write, id string) (Key, error)
+	// LiveKeys returns every key neither revoked nor expired at now.
+	LiveKeys(ctx context.Context, now time.Time) ([]Live, error)
+	// LiveKey returns the key id unless it is revoked (ErrKeyNotFound).
+	LiveKey(ctx context.Context, id string) (Live, error)
+	// TouchKeys sets the last use of each key id, never moving one back.
+	TouchKeys(ctx context.Context, used map[string]time.Time) error
+}
+
+// Service is the admin side of API keys: validation, generation, the time
+// of writes. Changes it commits reach the verifier (if any) before it
+// returns.
+type Service struct {
+	store    Store
+	now      func() time.Time
+	verifier *Verifier
+}
+
+// NewService returns a Service over store; now stamps writes and judges
+// expiry. verifier, if not nil, learns of every key created or revoked
+// through the Service before the call returns.
+func NewService(store Store, now func() time.Time, verifier *Verifier) *Service {
+	return &Service{store: store, now: now, verifier: verifier}
+}
+
+// CreateKey issues a key to customer.
+func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string, spec Spec) (Created, error) {
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		return Created{}, err
+	}
+	w.At = s.now()
+	if err := spec.Validate(w.At); err != nil {
+		return Created{}, err
+	}
+	secret, err := NewSecret()
+	if err != nil {
+		return Created{}, err
+	}
+	id, err := NewID()
+	if err != nil {
+		return Created{}, err
+	}
+	k := Key{ID: id, Customer: customer, Name: spec.Name, Prefix: secret[:PrefixLen], CreatedAt: w.At}
+	if spec.ExpiresAt != nil {
+		t := spec.ExpiresAt.UTC()
+		k.ExpiresAt = &t
+	}
+	d := DigestOf(secret)
+	saved, err := s.store.CreateKey(ctx, w, k, d)
+	if err != nil {
+		return Created{}, err
+	}
+	if s.verifier != nil {
+		s.verifier.Add(Live{ID: saved.ID, Customer: saved.Customer, Digest: d, ExpiresAt: saved.ExpiresAt})
+	}
+	return Created{Key: saved, Secret: secret}, nil
+}
+
+// Key returns the live key id.
+func (s *Service) Key(ctx context.Context, id string) (Key, error) {
+	if !ValidID(id) {
+		return Key{}, ErrKeyNotFound
+	}
+	return s.store.FindKey(ctx, id)
+}
+
+// Keys lists a customer's live keys by id, one page at a time.
+func (s *Service) Keys(ctx context.Context, customer string, page tiers.Page) ([]Key, bool, error) {
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		return nil, false, err
+	}
+	return s.store.FindKeys(ctx, customer, page)
+}
+
+// RevokeKey revokes the key id. When it returns, this process's verifier
+// no longer accepts the key; other processes stop when they hear of it.
+func (s *Service) RevokeKey(ctx context.Context, w tiers.Write, id string) error {
+	if !ValidID(id) {
+		return ErrKeyNotFound
+	}
+	w.At = s.now()
+	if _, err := s.store.RevokeKey(ctx, w, id); err != nil {
+		return err
+	}
+	if s.verifier != nil {
+		s.verifier.Revoke(id)
+	}
+	return nil
+}
