@@ -46,7 +46,7 @@ func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
 	for _, t := range p.cfg.tokens {
 		secrets = append(secrets, t.Secret) // check and admin tokens, as on HTTP
 	}
-	svc := rls.New(rls.Options{Checker: p.engine, Keys: nil, Rules: rules, Tokens: secrets, Logger: p.log})
+	svc := rls.New(rls.Options{Checker: p.engine, Keys: nil, Rules: rules, Tokens: secrets, Logger: p.log, Registerer: p.registry})
 	srv, hs := rls.NewServer(svc)
 	g := &grpcServer{srv: srv, errs: make(chan error, 1), healthDone: make(chan struct{})}
 	var ctx context.Context

@@ -234,6 +234,11 @@ func TestRLSAuthAndMalformed(t *testing.T) {
 	if got := s.usedDay("a"); got != 2 {
 		t.Errorf("a used %v, want the 2 authenticated checks", got)
 	}
+	for answer, want := range map[string]float64{"ok": 2, "unauthenticated": 2, "invalid_argument": 4} {
+		if got := s.metricValue(`quotad_rls_requests_total{answer="` + answer + `"}`); got != want {
+			t.Errorf("quotad_rls_requests_total{answer=%q} = %v, want %v", answer, got, want)
+		}
+	}
 }
 
 // An unknown customer or metric: OVER_LIMIT, nothing counted; with

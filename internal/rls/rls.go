@@ -26,6 +26,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -74,6 +75,9 @@ type Options struct {
 	// Now is the clock of durations until reset; nil: time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Registerer, if set, gets the service's metric,
+	// quotad_rls_requests_total by answer.
+	Registerer prometheus.Registerer
 }
 
 // Service implements RateLimitService. It is safe for concurrent use.
@@ -85,6 +89,9 @@ type Service struct {
 	tokens  [][sha256.Size]byte
 	now     func() time.Time
 	log     *slog.Logger
+	// answers counts requests by answer: ok, over_limit, or the gRPC
+	// error code in snake case (nil without a Registerer).
+	answers *prometheus.CounterVec
 }
 
 // New returns a Service.
@@ -101,6 +108,13 @@ func New(o Options) *Service {
 	}
 	for _, t := range o.Tokens {
 		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	}
+	if o.Registerer != nil {
+		s.answers = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotad_rls_requests_total",
+			Help: "Requests to Envoy's rate limit service (gRPC) by answer: ok, over_limit, or the gRPC error (invalid_argument, unauthenticated, unavailable, internal).",
+		}, []string{"answer"})
+		o.Registerer.MustRegister(s.answers)
 	}
 	return s
 }
@@ -187,7 +201,41 @@ type descriptor struct {
 // presented), codes.InvalidArgument (a malformed request),
 // codes.Unavailable (the store cannot be reached and checks fail closed,
 // or API keys cannot be read).
-func (s *Service) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (s *Service) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (res *rlsv3.RateLimitResponse, err error) {
+	if s.answers != nil {
+		defer func() { s.answers.WithLabelValues(answerOf(res, err)).Inc() }()
+	}
+	return s.shouldRateLimit(ctx, r)
+}
+
+// answerOf names an answer for quotad_rls_requests_total.
+func answerOf(res *rlsv3.RateLimitResponse, err error) string {
+	switch c := status.Code(err); {
+	case err != nil:
+		return toSnake(c.String())
+	case res.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		return "over_limit"
+	}
+	return "ok"
+}
+
+// toSnake turns a gRPC code's name (InvalidArgument) into snake case
+// (invalid_argument).
+func toSnake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := s.authenticate(ctx); err != nil {
 		return nil, err
 	}
@@ -283,7 +331,11 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 			}
 			q.Customer = c
 		}
-		if err := q.Validate(); err != nil && !ds[i].unknown {
+		v := q
+		if ds[i].unknown {
+			v.Customer = "unknown" // the key named no customer: the rest must still be well formed
+		}
+		if err := v.Validate(); err != nil {
 			return nil, invalid("descriptors[%d]: %v", i, fieldErrors(err))
 		}
 		ds[i].req = q

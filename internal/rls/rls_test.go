@@ -254,6 +254,8 @@ func TestShouldRateLimitRefusals(t *testing.T) {
 			Descriptors: []*commonrl.RateLimitDescriptor{desc("customer", "acme corp")}}, codes.InvalidArgument},
 		{"malformed domain as metric", auth("authorization", "Bearer chk"), &rlsv3.RateLimitRequest{Domain: "Edge Proxy",
 			Descriptors: []*commonrl.RateLimitDescriptor{desc("customer", "acme")}}, codes.InvalidArgument},
+		{"unknown key, malformed metric", auth("authorization", "Bearer chk"), &rlsv3.RateLimitRequest{Domain: "Not A Metric",
+			Descriptors: []*commonrl.RateLimitDescriptor{desc("api_key", "key-nobody")}}, codes.InvalidArgument},
 		{"keys store down", auth("authorization", "Bearer chk"), &rlsv3.RateLimitRequest{Domain: "api_calls",
 			Descriptors: []*commonrl.RateLimitDescriptor{desc("api_key", "broken")}}, codes.Unavailable},
 	} {
