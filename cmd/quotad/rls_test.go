@@ -287,10 +287,12 @@ func TestRunRejectsBadRLSConfig(t *testing.T) {
 	}
 }
 
-// Health checking and reflection answer without a token.
+// Health checking and reflection answer without a token; quotad stops
+// cleanly with a health watch still open (cut off at the shutdown
+// timeout).
 func TestRLSHealthAndReflection(t *testing.T) {
 	t.Parallel()
-	s := MustStartServer(t, nil, withGRPC(nil))
+	s := MustStartServer(t, nil, withGRPC(map[string]string{"QUOTAD_SHUTDOWN_TIMEOUT": "1s"}))
 	c := MustDialRLS(t, s)
 	for _, service := range []string{"", rls.ServiceName} {
 		eventually(t, func() bool {
@@ -319,9 +321,19 @@ func TestRLSHealthAndReflection(t *testing.T) {
 		}
 	}
 	_ = stream.CloseSend()
-	// Stopped, quotad stops serving gRPC too.
+	watch, err := c.health.Watch(context.Background(), &healthpb.HealthCheckRequest{Service: rls.ServiceName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := watch.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health watch: %v, %v; want SERVING", res, err)
+	}
+	// Stopped, quotad says NOT_SERVING, then stops serving gRPC too.
 	if err := s.stop(); err != nil {
 		t.Fatal(err)
+	}
+	if res, err := watch.Recv(); err == nil && res.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health watch while stopping: %v, want NOT_SERVING or the stream's end", res)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

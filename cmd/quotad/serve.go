@@ -283,7 +283,7 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
-		_ = grpcSrv.shutdown(context.Background())
+		grpcSrv.shutdown(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := &http.Server{
@@ -300,7 +300,7 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 
 	select {
 	case err := <-serverErrors:
-		_ = grpcSrv.shutdown(context.Background())
+		grpcSrv.shutdown(context.Background())
 		return fmt.Errorf("serve: %w", err)
 	case err := <-grpcSrv.Err():
 		httpSrv.Close()
@@ -310,16 +310,14 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	p.log.Info("shutting down", "timeout", p.cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	defer cancel()
-	grpcDone := make(chan error, 1)
-	go func() { grpcDone <- grpcSrv.shutdown(shutdownCtx) }()
+	grpcDone := make(chan struct{})
+	go func() { grpcSrv.shutdown(shutdownCtx); close(grpcDone) }()
 	err = httpSrv.Shutdown(shutdownCtx)
 	if err != nil {
 		httpSrv.Close()
 		err = fmt.Errorf("shutdown: %w", err)
 	}
-	if gerr := <-grpcDone; gerr != nil && err == nil {
-		err = gerr
-	}
+	<-grpcDone
 	p.stopBackground()
 	p.log.Info("stopped")
 	return err
