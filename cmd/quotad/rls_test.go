@@ -107,13 +107,20 @@ func rlCodes(res *rlsv3.RateLimitResponse) string {
 // usedDay returns customer's used units of api_calls' day window.
 func (s *testServer) usedDay(customer string) float64 {
 	s.t.Helper()
+	return s.used(customer, "day")
+}
+
+// used returns customer's used units of api_calls' window, as GET usage
+// reports them.
+func (s *testServer) used(customer, window string) float64 {
+	s.t.Helper()
 	r := s.mustDo(http.StatusOK, "GET", "/v1/customers/"+customer+"/usage", "")
 	for _, u := range r.JSON(s.t)["usage"].([]any) {
-		if m := u.(map[string]any); m["window"] == "day" {
+		if m := u.(map[string]any); m["window"] == window {
 			return m["used"].(float64)
 		}
 	}
-	s.t.Fatalf("no day window in %s", r.Body)
+	s.t.Fatalf("no %s window in %s", window, r.Body)
 	return 0
 }
 
@@ -390,5 +397,46 @@ func TestRLSDatabaseDown(t *testing.T) {
 				return err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
 			}, "health to say SERVING again")
 		})
+	}
+}
+
+// Requests of two descriptors from many clients through two processes
+// sharing short windows in Redis: "b" has room for 4 requests, "a" for
+// 20. Exactly 4 pass, and "a" is charged for those 4 only, as every
+// process reads it.
+func TestRLSAllOrNothingAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	servers := MustStartServers(t, 2, withGRPC(redisEnv(t)))
+	MustSeed(t, servers[0], "", `[{"metric":"api_calls","window":"minute","limit":20},{"metric":"api_calls","window":"day","limit":1000}]`, "a", "b")
+	clients := []*rlsClient{MustDialRLS(t, servers[0]), MustDialRLS(t, servers[1])}
+	const workers, each = 16, 5
+	results := make(chan string, workers*each)
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		go func() {
+			for i := range each {
+				res, err := clients[(w+i)%2].ShouldRateLimit(asToken(checkToken), &rlsv3.RateLimitRequest{Domain: "api_calls",
+					Descriptors: []*commonrl.RateLimitDescriptor{rlDesc(1, "customer", "a"), rlDesc(5, "customer", "b")}})
+				errs <- err
+				results <- res.GetOverallCode().String()
+			}
+		}()
+	}
+	counts := map[string]int{}
+	for range workers * each {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+		counts[<-results]++
+	}
+	if counts["OK"] != 4 || counts["OVER_LIMIT"] != workers*each-4 {
+		t.Errorf("answers %v, want exactly 4 OK", counts)
+	}
+	for i, s := range servers {
+		for customer, want := range map[string]float64{"a": 4, "b": 20} {
+			if got := s.used(customer, "minute"); got != want {
+				t.Errorf("process %d reads %s's minute usage %v, want %v", i, customer, got, want)
+			}
+		}
 	}
 }
