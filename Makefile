@@ -99,10 +99,11 @@ simulate: ## replay a workload through the short-window algorithms and report ho
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-tidy: ## fail if go.mod or go.sum (of either module) are not tidy
+tidy: ## fail if go.mod or go.sum (of any module: the main one, client, tools/envoyratelimit) are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd client && $(GO) mod tidy && git diff --exit-code go.mod
 	@test ! -e client/go.sum || { echo "client/go.sum: the client module must need nothing but the standard library"; exit 1; }
+	cd tools/envoyratelimit && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 lint: ## go vet and staticcheck, of both modules
 	$(GO) vet ./...
