@@ -29,6 +29,8 @@ help: ## list the targets
 	@echo "sends sparse's load to a one-commit-per-check server, see docs/benchmarks.md),"
 	@echo "BENCH_KEYS=10000 (customers per set), BENCH_LONGTAIL_KEYS=100000 (longtail's, Zipf 1.1),"
 	@echo "BENCH_SPARSE_KEYS=1000000 (sparse's, bulk-inserted; it reports quotad's bytes per customer),"
+	@echo "grpc, not in the default either, measures mixed's checks over Envoy's gRPC rate limit service"
+	@echo "against quotad's HTTP check on the same process (BENCH_SCENARIOS=\"mixed grpc\"),"
 	@echo "BENCH_CLIENT=net/http (or raw: a cheaper load generator, see scripts/bench.sh),"
 	@echo "BENCH_ALGORITHM=token_bucket (the short windows' algorithm; sliding_window by default)"
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
@@ -97,10 +99,11 @@ simulate: ## replay a workload through the short-window algorithms and report ho
 fmt: ## fail if any file is not gofmt-ed
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-tidy: ## fail if go.mod or go.sum (of either module) are not tidy
+tidy: ## fail if go.mod or go.sum (of any module: the main one, client, tools/envoyratelimit) are not tidy
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 	cd client && $(GO) mod tidy && git diff --exit-code go.mod
 	@test ! -e client/go.sum || { echo "client/go.sum: the client module must need nothing but the standard library"; exit 1; }
+	cd tools/envoyratelimit && $(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 lint: ## go vet and staticcheck, of both modules
 	$(GO) vet ./...

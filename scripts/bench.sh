@@ -32,7 +32,10 @@
 #                         the default; the others are cold, longtail,
 #                         sparse, upsert (BENCH_SCENARIOS="cold longtail
 #                         sparse upsert") and short-apikey (short's load
-#                         sent by API key, one key per customer).
+#                         sent by API key, one key per customer), grpc
+#                         (mixed's checks over Envoy's rate limit service,
+#                         gRPC, paired with quotad's HTTP check rather than
+#                         the baseline).
 #                         reserve-commit's requests are
 #                         pairs: a reservation of 10 units, then its commit
 #                         at a cost drawn from 0..9 (loadgen -commit-below;
@@ -119,6 +122,7 @@ QUOTAD2=127.0.0.1:$((PORT + 2))
 DEBUG1=127.0.0.1:$((PORT + 3))
 DEBUG2=127.0.0.1:$((PORT + 4))
 UPSERT=127.0.0.1:$((PORT + 5))  # tools/upsertserver, for the upsert scenario
+GRPC1=127.0.0.1:$((PORT + 6))   # the first quotad's gRPC rate limit service, for the grpc scenario
 ADMIN_TOKEN=adm-secret
 CHECK_TOKEN=chk-secret
 LOADGEN_LOG=bin/bench-loadgen.log
@@ -192,7 +196,9 @@ start_quotad() {
   local debug="" redis=""
   if [ -n "$PROFILE_DIR" ]; then debug=$2; fi
   if [ -n "${4:-}" ]; then redis=$REDIS_URL; fi
-  QUOTAD_LISTEN=$1 QUOTAD_DEBUG_LISTEN=$debug QUOTAD_REDIS_URL=$redis QUOTAD_REDIS_PREFIX=$REDIS_PREFIX \
+  local grpc=""  # the first quotad serves gRPC too (the grpc scenario)
+  if [ "$1" = "$QUOTAD1" ]; then grpc=$GRPC1; port_free "$grpc" || die "$grpc is in use: stop what listens there or set BENCH_PORT"; fi
+  QUOTAD_LISTEN=$1 QUOTAD_GRPC_LISTEN=$grpc QUOTAD_DEBUG_LISTEN=$debug QUOTAD_REDIS_URL=$redis QUOTAD_REDIS_PREFIX=$REDIS_PREFIX \
     bin/quotad >> "$3" 2>&1 &
   STARTED=$!
   SERVERS="$SERVERS $STARTED"
@@ -215,6 +221,7 @@ read_metrics() {
   for u in "$@"; do
     u=${u%/v1/check}
     u=${u%/v1/reservations}
+    case $u in grpc://*) u=http://$QUOTAD1 ;; esac  # gRPC checks are the first quotad's
     out=$(curl -sf "$u/metrics") || die "GET $u/metrics failed"
     sums=$(printf '%s\n' "$out" | awk '
       $1 == "quotad_checks_total{decision=\"degraded\"}" { d += $2 }
@@ -387,7 +394,7 @@ parse() {
   json=$(grep '^{' "$1" | tail -n 1)
   field() { printf '%s\n' "$json" | sed -n "s/.*\"$1\":\\([-0-9.eE+]*\\).*/\\1/p"; }
   REQUESTS=$(field requests); RPS=$(field rps); P50=$(field p50_ms); P99=$(field p99_ms)
-  NON2XX=$(field non_2xx); ERRORS=$(field errors); CONNECTIONS=$(field connections)
+  NON2XX=$(field non_2xx); ERRORS=$(field errors); CONNECTIONS=$(field connections); TOTAL=$(field total)
   SEEN_KEYS=$(field seen_keys)
   STATUS=$(printf '%s\n' "$json" | sed -n 's/.*"status":{\([^}]*\)}.*/\1/p')
   FIRST=$(printf '%s\n' "$json" | sed -n 's/.*"first_error":"\([^"]*\)".*/\1/p')
@@ -426,6 +433,9 @@ scenario() {
   WARM=$WARMUP  # the warm-up of its quotad runs (its baseline runs keep WARMUP)
   RUNS=1 FIRST_REPORTED=1  # quotad runs per round (each after a baseline run), and the first reported
   NAIVE=""  # 1: not quotad but tools/upsertserver, one commit per check
+  # VERSUS_URL, VERSUS_BODY: the run each quotad run is paired with, when
+  # not the baseline's: grpc is measured against quotad's HTTP check.
+  VERSUS_URL="" VERSUS_BODY=""
   case $1 in
     mixed) ;;
     short) SET=s ;;
@@ -451,11 +461,17 @@ scenario() {
     # sparse's load on the naive design leases are meant to beat: one
     # atomic upsert, one commit, per check.
     upsert) SET=u SET_KEYS=$SPARSE_KEYS PRIME="" RUNS=3 NAIVE=1 URLS="http://$UPSERT/v1/check" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert or short-apikey)" ;;
+    # mixed's checks through Envoy's rate limit service (one descriptor per
+    # request, domain api_calls), paired with mixed's HTTP checks on the
+    # same process and customers, primed over HTTP before both.
+    grpc) URLS="grpc://$GRPC1/api_calls" PRIME="" VERSUS_URL="http://$QUOTAD1/v1/check"
+      VERSUS_BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert, short-apikey or grpc)" ;;
   esac
   case $1 in
     hot | mixed-request-id | short-apikey) ;;
     reserve-commit) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":10}" ;;
+    grpc) BODY="customer=$SET{{key}}" ;;
     *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
   esac
 }
@@ -648,10 +664,25 @@ for r in $(seq 1 "$ROUNDS"); do
       name=$s of="" profile=$s-round$r
       if [ "$RUNS" -gt 1 ]; then name="$s $run/$RUNS" of=", run $run of $RUNS" profile=$profile-run$run; fi
       MORE=()
-      measure "baseline for $s, round $r$of" "" "$WARMUP" "http://$BASELINE/v1/check"
-      check "baseline for $s, round $r$of"
+      ref=baseline ref_url=http://$BASELINE/v1/check body=$BODY
+      if [ -n "$VERSUS_URL" ]; then
+        ref=http ref_url=$VERSUS_URL BODY=$VERSUS_BODY
+        if [ "$run" = 1 ]; then
+          # The HTTP run it is paired with measures the same process, so
+          # that process is restarted (as below) and primed first.
+          if [ "$REDIS" != "$Q1_REDIS" ] || [ -n "$AFTER_FRESH" ]; then
+            stop_quotad "$Q1"
+            start_quotad "$QUOTAD1" "$DEBUG1" bin/bench-quotad.log "$REDIS"
+            Q1=$STARTED Q1_REDIS=$REDIS AFTER_FRESH=""
+          fi
+          prime "$SET" "$VERSUS_URL"
+        fi
+      fi
+      measure "$ref for $s, round $r$of" "" "$WARMUP" "$ref_url"
+      BODY=$body
+      check "$ref for $s, round $r$of"
       base=$RPS
-      line "$r" "$name" baseline
+      line "$r" "$name" "$ref"
       if [ "$run" = 1 ]; then
         # With Redis, the first process is restarted with it (gracefully:
         # it gives its leases back), and without it again for a scenario
@@ -716,8 +747,14 @@ for r in $(seq 1 "$ROUNDS"); do
       # Round trips per check over the whole run: warm-up and the checks
       # still in flight when the measured window closed included.
       trips_sum=$((TRIPS_SUM - t0)) trips_count=$((TRIPS_COUNT - c0))
+      if [ "$s" = grpc ]; then
+        # gRPC checks are not in the HTTP checks' histogram: counted by
+        # the load generator (every answer, warm-up included), their round
+        # trips not known.
+        trips_sum=- trips_count=$TOTAL
+      fi
       [ "$trips_count" -gt 0 ] || die "$s, round $r$of: $who counted no check during the run"
-      trips=$(awk -v s="$trips_sum" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
+      trips=$(awk -v s="$trips_sum" -v n="$trips_count" 'BEGIN { if (s == "-") print "-"; else printf "%.3f", s / n }')
       xpc=$(awk -v s="$xacts" -v n="$trips_count" 'BEGIN { printf "%.3f", s / n }')
       cpu=""
       if [ "$QUOTAD_US" != - ]; then
@@ -765,6 +802,7 @@ done
 # ---- summary
 echo
 echo "c=$CONC, $DURATION, $ROUNDS round(s), client $CLIENT; ratio = the server's req/s (quotad's; tools/upsertserver's for upsert) / baseline req/s of the baseline run just before;"
+case " $SCENARIOS " in *" grpc "*) echo "for grpc, the baseline column is quotad's HTTP check (mixed's body, same process and customers) run just before: ratio = gRPC checks/s / HTTP checks/s; its round trips are not counted (-);" ;; esac
 echo "round trips per check = PostgreSQL and Redis round trips of quotad's checks over their number (quotad's /metrics, whole runs);"
 echo "PostgreSQL transactions per check = every transaction PostgreSQL counted in the bench database over the checks (pg_stat_database);"
 echo "CPU per check = CPU time of the server's processes, and of PostgreSQL's backends of the bench database, over the checks (/proc, whole runs);"
@@ -774,7 +812,7 @@ awk -F '\t' '
   NR == 1 { next }
   !($1 in n) { order[++k] = $1 }
   { n[$1]++; q[$1] += $3; b[$1] += $4; sum[$1] += $5; bad[$1] += $8; per[$1] = per[$1] (n[$1] > 1 ? ", " : "") $5
-    ts[$1] += $10; tc[$1] += $11; xs[$1] += $13; qc[$1] += $14; pc[$1] += $15; nocpu[$1] += ($14 == "-")
+    ts[$1] += $10; tc[$1] += $11; notrips[$1] += ($10 == "-"); xs[$1] += $13; qc[$1] += $14; pc[$1] += $15; nocpu[$1] += ($14 == "-")
     rc[$1] += $16; rm[$1] += $17; noredis[$1] += ($16 == "-") }
   END {
     print "| scenario | server req/s (mean) | baseline req/s (mean) | ratio per run | mean ratio | round trips per check | PostgreSQL transactions per check | server CPU per check | PostgreSQL CPU per check | Redis CPU per check (in scripts) | non-2xx |"
@@ -783,7 +821,8 @@ awk -F '\t' '
       s = order[i]
       cpu = nocpu[s] ? "- | -" : sprintf("%.0f µs | %.0f µs", qc[s] / tc[s], pc[s] / tc[s])
       redis = noredis[s] ? "-" : sprintf("%.1f µs (%.1f µs)", rc[s] / tc[s], rm[s] / tc[s])
-      printf "| %s | %.0f | %.0f | %s | %.3f | %.3f | %.3f | %s | %s | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], ts[s] / tc[s], xs[s] / tc[s], cpu, redis, bad[s]
+      trips = notrips[s] ? "-" : sprintf("%.3f", ts[s] / tc[s])
+      printf "| %s | %.0f | %.0f | %s | %.3f | %s | %.3f | %s | %s | %d |\n", s, q[s] / n[s], b[s] / n[s], per[s], sum[s] / n[s], trips, xs[s] / tc[s], cpu, redis, bad[s]
     }
   }' "$RESULTS"
 echo

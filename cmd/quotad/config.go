@@ -53,6 +53,10 @@ type config struct {
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
+	// GRPCListen serves Envoy's rate limit service (see grpc.go);
+	// RLSConfig names its YAML rules.
+	GRPCListen string `help:"Address to serve Envoy's rate limit service (envoy.service.ratelimit.v3) on, plaintext gRPC (h2c), with gRPC health checking and reflection; empty: off." envvar:"QUOTAD_GRPC_LISTEN" placeholder:"ADDR"`
+	RLSConfig  string `help:"YAML file of the rate limit service's descriptor entry keys and what unknown customers, keys and metrics get; empty: entries customer, api_key and metric, unknown denied." envvar:"QUOTAD_RLS_CONFIG" placeholder:"FILE"`
 	// Webhook deliveries (see internal/webhooks).
 	WebhookAllowPrivate bool          `help:"Deliver webhooks to private, loopback and link-local addresses too." envvar:"QUOTAD_WEBHOOK_ALLOW_PRIVATE" default:"false" negatable:""`
 	WebhookTimeout      time.Duration `help:"How long a webhook receiver has to answer a delivery." envvar:"QUOTAD_WEBHOOK_TIMEOUT" default:"10s" placeholder:"DURATION"`
@@ -258,6 +262,8 @@ func (c *config) logValue() slog.Value {
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),
 		slog.String("forward_auth_config", c.ForwardAuthConfig),
+		slog.String("grpc_listen", c.GRPCListen),
+		slog.String("rls_config", c.RLSConfig),
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 	)

@@ -17,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -32,10 +33,18 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	rlsRules, err := loadRLS(cfg)
+	if err != nil {
+		return err
+	}
 	if len(cfg.tokens) == 0 {
 		if addr, changed := loopbackOnly(cfg.Listen); changed {
 			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
 			cfg.Listen = addr
+		}
+		if addr, changed := loopbackOnly(cfg.GRPCListen); changed && cfg.GRPCListen != "" {
+			log.Warn("no tokens configured: binding gRPC to loopback only", "requested", cfg.GRPCListen, "listen", addr)
+			cfg.GRPCListen = addr
 		}
 		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
 	}
@@ -62,7 +71,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		return err
 	}
 	p.startCheckWork()
-	return p.serveHTTP(ctx, p.api(forwardRules))
+	return p.serveHTTP(ctx, p.api(forwardRules), rlsRules)
 }
 
 // instance is the quotad that serve builds, step by step.
@@ -325,18 +334,23 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 	})
 }
 
-// serveHTTP serves handler (and the debug listener, if configured) until
-// ctx ends, then drains the server within the shutdown timeout and stops
-// the background work.
-func (p *instance) serveHTTP(ctx context.Context, handler http.Handler) error {
+// serveHTTP serves handler (and the debug listener and the gRPC rate
+// limit service, if configured) until ctx ends, then drains the servers
+// within the shutdown timeout and stops the background work.
+func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules *rls.Rules) error {
 	stopDebug, err := startDebug(p.cfg.DebugListen, p.log)
 	if err != nil {
 		return err
 	}
 	defer stopDebug()
+	grpcSrv, err := p.startGRPC(rlsRules)
+	if err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
+		grpcSrv.shutdown(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := &http.Server{
@@ -353,17 +367,24 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler) error {
 
 	select {
 	case err := <-serverErrors:
+		grpcSrv.shutdown(context.Background())
 		return fmt.Errorf("serve: %w", err)
+	case err := <-grpcSrv.Err():
+		httpSrv.Close()
+		return fmt.Errorf("grpc serve: %w", err)
 	case <-ctx.Done():
 	}
 	p.log.Info("shutting down", "timeout", p.cfg.ShutdownTimeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
 	defer cancel()
+	grpcDone := make(chan struct{})
+	go func() { grpcSrv.shutdown(shutdownCtx); close(grpcDone) }()
 	err = httpSrv.Shutdown(shutdownCtx)
 	if err != nil {
 		httpSrv.Close()
 		err = fmt.Errorf("shutdown: %w", err)
 	}
+	<-grpcDone
 	p.stopBackground()
 	p.log.Info("stopped")
 	return err

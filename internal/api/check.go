@@ -244,28 +244,6 @@ func failedDecision(err error) string {
 	return decisionError
 }
 
-// mostConstraining picks the window the RateLimit headers describe: a
-// window that denied, else the one with the fewest units left (the longer
-// window on a tie, as it takes longer to recover).
-func mostConstraining(ws []quota.WindowResult) (quota.WindowResult, bool) {
-	if len(ws) == 0 {
-		return quota.WindowResult{}, false
-	}
-	best := ws[0]
-	rank := func(w quota.WindowResult) bool { return w.State == quota.StateExceeded }
-	for _, w := range ws[1:] {
-		switch {
-		case rank(w) != rank(best):
-			if rank(w) {
-				best = w
-			}
-		case w.Remaining < best.Remaining, w.Remaining == best.Remaining && w.Window > best.Window:
-			best = w
-		}
-	}
-	return best, true
-}
-
 func (s *Server) refund(c echo.Context) error {
 	req, err := decodeCall(c, true)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -19,7 +20,7 @@ import (
 func headersWithSet(d quota.Decision, now time.Time) http.Header {
 	h := http.Header{}
 	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	if w, ok := mostConstraining(d.Limits); ok {
+	if w, ok := rlheaders.MostConstraining(d.Limits); ok {
 		id := strconv.Quote(d.Metric + "/" + w.Window.String())
 		var policy []string
 		for _, l := range d.Limits {

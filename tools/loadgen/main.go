@@ -14,7 +14,8 @@
 // probability proportional to (k+1)^-s, so key 0 is the most frequent;
 // {{seq}} is unique per request in the run: the worker's number and its
 // request counter, such as 12-3456. Repeat -url to spread the workers
-// round-robin over several servers.
+// round-robin over several servers. A grpc://host:port/DOMAIN URL loads
+// Envoy's rate limit service instead (see grpc.go).
 //
 // The keys of answered requests (warm-up and the last requests included)
 // are counted: the summary says how many distinct ones were sent. With
@@ -103,7 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var urls, headers []string
-	fs.Func("url", "`URL` to load, http only (repeatable: workers are spread round-robin)",
+	fs.Func("url", "`URL` to load: http://, or grpc://host:port/domain for Envoy's rate limit service, the body then "+
+		"its descriptors as customer=c{{key}},metric=m;... (repeatable: workers are spread round-robin)",
 		func(v string) error { urls = append(urls, v); return nil })
 	fs.Func("H", "request header `'Name: value'` (repeatable)",
 		func(v string) error { headers = append(headers, v); return nil })

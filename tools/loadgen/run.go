@@ -28,6 +28,8 @@ type target struct {
 	head   []byte
 	host   string // the Host header: -H Host, else the URL's
 	header http.Header
+	grpc   bool   // a grpc:// URL: Envoy's rate limit service (see grpc.go)
+	domain string // its domain
 }
 
 // newTargets checks the URLs and serializes each one's request head from
@@ -35,6 +37,13 @@ type target struct {
 func newTargets(urls []string, method string, header http.Header) ([]*target, error) {
 	var ts []*target
 	for _, raw := range urls {
+		if addr, domain, ok, err := grpcTarget(raw); ok {
+			if err != nil {
+				return nil, err
+			}
+			ts = append(ts, &target{url: raw, addr: addr, header: header.Clone(), grpc: true, domain: domain})
+			continue
+		}
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("url %q: %v", raw, err)
@@ -138,6 +147,8 @@ type worker struct {
 	seq  uint64
 
 	client *http.Client // net/http: one connection of its own
+	grpc   *grpcClient  // a gRPC target's connection
+	err    error        // why the worker cannot send (its gRPC connection failed)
 }
 
 func (p *plan) newWorker(id int, t *target) *worker {
@@ -153,6 +164,11 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		// P(k) ∝ (1+k)^-s for k in [0, keys-1]: v = 1 makes key 0 the
 		// most frequent, with weight 1.
 		w.zipf = rand.NewZipf(w.rng, p.zipf, 1, uint64(p.keys-1))
+	}
+	if t.grpc {
+		w.grpc, w.err = newGRPCClient(t)
+		w.tally.dials++
+		return w
 	}
 	if !p.raw {
 		dialer := &net.Dialer{Timeout: p.timeout}
@@ -186,10 +202,16 @@ func (w *worker) loop(ctx context.Context, from, to time.Time, next *atomic.Int6
 		}
 		var status int
 		var err error
-		if w.plan.raw {
+		switch {
+		case w.err != nil:
+			status, err = 0, w.err
+			time.Sleep(10 * time.Millisecond) // do not spin on a connection that cannot be made
+		case w.grpc != nil:
+			status, err = w.sendGRPC(ctx, key)
+		case w.plan.raw:
 			w.build(key)
 			status, err = w.do(t0)
-		} else {
+		default:
 			status, err = w.send(ctx, key)
 		}
 		t1 := time.Now()
@@ -354,6 +376,9 @@ func (w *worker) commit(ctx context.Context, resp *http.Response) (int, error) {
 }
 
 func (w *worker) close() {
+	if w.grpc != nil {
+		w.grpc.conn.Close()
+	}
 	if w.client != nil {
 		w.client.CloseIdleConnections()
 	}

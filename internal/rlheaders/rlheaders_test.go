@@ -1,0 +1,45 @@
+package rlheaders_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+func TestFor(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
+	minute := quota.WindowResult{Window: tiers.Minute, Limit: 5, Used: 3, Remaining: 2, ResetAt: now.Add(59700 * time.Millisecond),
+		State: quota.StateOK, Length: time.Minute}
+	day := quota.WindowResult{Window: tiers.Day, Limit: 100, Used: 3, Remaining: 97, ResetAt: now.Add(14 * time.Hour),
+		State: quota.StateOK, Length: 24 * time.Hour}
+	exceeded := minute
+	exceeded.State = quota.StateExceeded
+	for _, tc := range []struct {
+		name string
+		d    quota.Decision
+		want rlheaders.Values
+	}{
+		{"no limit", quota.Decision{Allowed: true, Metric: "m"}, rlheaders.Values{}},
+		{"allowed", quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{minute, day}},
+			rlheaders.Values{Policy: `"m/minute";q=5;w=60, "m/day";q=100;w=86400`, RateLimit: `"m/minute";r=2;t=60`}},
+		{"denied", quota.Decision{Metric: "m", RetryAfter: 7, Limits: []quota.WindowResult{exceeded, day}},
+			rlheaders.Values{Policy: `"m/minute";q=5;w=60, "m/day";q=100;w=86400`, RateLimit: `"m/minute";r=2;t=7`, RetryAfter: "7"}},
+		{"never", quota.Decision{Metric: "m", Never: true, Limits: []quota.WindowResult{exceeded}},
+			rlheaders.Values{Policy: `"m/minute";q=5;w=60`}},
+		{"quoted metric", quota.Decision{Allowed: true, Metric: `a"b`, Limits: []quota.WindowResult{day}},
+			rlheaders.Values{Policy: `"a\"b/day";q=100;w=86400`, RateLimit: `"a\"b/day";r=97;t=50400`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rlheaders.For(&tc.d, now); got != tc.want {
+				t.Errorf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	d := quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{minute, day}}
+	if n := testing.AllocsPerRun(100, func() { rlheaders.For(&d, now) }); n != 1 {
+		t.Errorf("For allocates %v times, want 1", n)
+	}
+}

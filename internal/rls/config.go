@@ -1,0 +1,167 @@
+package rls
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The default entry keys of a descriptor.
+const (
+	DefaultCustomerKey = "customer"
+	DefaultAPIKeyKey   = "api_key"
+	DefaultMetricKey   = "metric"
+)
+
+// Rules say how descriptors become checks: which entry keys name the
+// customer, the API key and the metric, and what a descriptor naming an
+// unknown customer, key or metric gets. A Rules is immutable.
+type Rules struct {
+	customerKey, apiKeyKey, metricKey string
+	allowUnknown                      bool
+}
+
+// DefaultRules are the rules without a file: entries customer, api_key
+// and metric; unknown names deny.
+func DefaultRules() *Rules {
+	return &Rules{customerKey: DefaultCustomerKey, apiKeyKey: DefaultAPIKeyKey, metricKey: DefaultMetricKey}
+}
+
+// LoadRules reads the rules from the YAML file at path.
+func LoadRules(path string) (*Rules, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rls config: %w", err)
+	}
+	r, err := ParseRules(data)
+	if err != nil {
+		return nil, fmt.Errorf("rls config %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// The file's fields, by section ("" is the top level).
+var fileFields = map[string][]string{
+	"":        {"entries", "unknown"},
+	"entries": {"customer", "api_key", "metric"},
+}
+
+// ParseRules parses rules from YAML:
+//
+//	entries:            # the entry keys that give a check's parts
+//	  customer: customer
+//	  api_key: api_key
+//	  metric: metric
+//	unknown: deny       # or allow
+//
+// Every field is optional. Unknown fields, duplicate keys, values of the
+// wrong kind and more than one document are errors naming their line, so
+// that a typo stops quotad at start-up.
+func ParseRules(data []byte) (*Rules, error) {
+	r := DefaultRules()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return r, nil // an empty file: the defaults
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("want one YAML document")
+	}
+	if len(doc.Content) == 0 {
+		return r, nil
+	}
+	top := doc.Content[0]
+	if top.Kind == yaml.ScalarNode && top.Tag == "!!null" {
+		return r, nil
+	}
+	err := eachField(top, "", func(key, value *yaml.Node) error {
+		switch key.Value {
+		case "entries":
+			return eachField(value, "entries", func(k, v *yaml.Node) error {
+				s, err := scalar(k, v, "entries."+k.Value)
+				if err != nil {
+					return err
+				}
+				if s == "" {
+					return fmt.Errorf("line %d: entries.%s: want an entry key, got an empty one", v.Line, k.Value)
+				}
+				*map[string]*string{"customer": &r.customerKey, "api_key": &r.apiKeyKey, "metric": &r.metricKey}[k.Value] = s
+				return nil
+			})
+		default: // unknown
+			s, err := scalar(key, value, "unknown")
+			if err != nil {
+				return err
+			}
+			switch s {
+			case "deny":
+			case "allow":
+				r.allowUnknown = true
+			default:
+				return fmt.Errorf("line %d: unknown: want deny or allow, got %q", value.Line, s)
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r.customerKey == r.apiKeyKey || r.customerKey == r.metricKey || r.apiKeyKey == r.metricKey {
+		return nil, fmt.Errorf("entries: customer %q, api_key %q and metric %q must be three different keys",
+			r.customerKey, r.apiKeyKey, r.metricKey)
+	}
+	return r, nil
+}
+
+// eachField calls f with each key and value of mapping n, the section
+// named section, after checking that the key is one of the section's
+// fields and appears once.
+func eachField(n *yaml.Node, section string, f func(key, value *yaml.Node) error) error {
+	where := "at the top level"
+	if section != "" {
+		where = "in " + section
+	}
+	if n.Kind != yaml.MappingNode {
+		if section == "" {
+			return fmt.Errorf("line %d: want a mapping with %s", n.Line, strings.Join(fileFields[""], ", "))
+		}
+		return fmt.Errorf("line %d: %s: want a mapping with %s", n.Line, section, strings.Join(fileFields[section], ", "))
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		known := false
+		for _, name := range fileFields[section] {
+			known = known || name == k.Value
+		}
+		if !known {
+			return fmt.Errorf("line %d: unknown field %q %s: want one of %s", k.Line, k.Value, where, strings.Join(fileFields[section], ", "))
+		}
+		if seen[k.Value] {
+			return fmt.Errorf("line %d: field %q %s given twice", k.Line, k.Value, where)
+		}
+		seen[k.Value] = true
+		if err := f(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scalar returns the string value v of field name, or an error naming
+// its line when it is not a plain string.
+func scalar(k, v *yaml.Node, name string) (string, error) {
+	if v.Kind != yaml.ScalarNode || (v.Tag != "!!str" && v.Tag != "!!null") {
+		return "", fmt.Errorf("line %d: %s: want a string", k.Line, name)
+	}
+	return v.Value, nil
+}

@@ -1,0 +1,517 @@
+// Package rls serves Envoy's rate limit service protocol
+// (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) over gRPC,
+// so that Envoy, Istio, Envoy Gateway, Contour, Emissary and Gloo ask
+// quotad as they ask Envoy's own ratelimit service. Each descriptor of a
+// request is one check (see Rules): its customer (or API key), its metric
+// (or the request's domain) and its cost (hits_addend). All descriptors of
+// one request are decided together, all or nothing (quota.Engine.CheckAll):
+// when any is over its limit, none is counted. The answer carries, for
+// each descriptor, its code, the most constraining window as Envoy's
+// current_limit, the units left and the time until reset, and the
+// RateLimit, RateLimit-Policy and Retry-After headers as the HTTP check
+// writes them (internal/rlheaders). It knows nothing of HTTP servers or
+// of PostgreSQL.
+package rls
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// ServiceName is the full name of the rate limit service, as health
+// checking names it.
+const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
+
+// Keys resolves API keys to the customers they belong to. An error
+// wrapping tiers.ErrInvalidAPIKey means the key is unknown, revoked or
+// expired; any other error is the store's. Implementations are safe for
+// concurrent use.
+type Keys interface {
+	Customer(ctx context.Context, key string) (customer string, err error)
+}
+
+// Checker decides checks all or nothing. *quota.Engine implements it; its
+// errors are *quota.BatchError, *tiers.ValidationError and
+// tiers.ErrUnavailable.
+type Checker interface {
+	CheckAll(ctx context.Context, rs []quota.Request) ([]quota.Decision, error)
+}
+
+var _ Checker = (*quota.Engine)(nil)
+
+// Options configure a Service.
+type Options struct {
+	Checker Checker
+	// Keys resolves api_key entries; nil: every API key is unknown.
+	Keys Keys
+	// Rules say how descriptors become checks; nil: DefaultRules.
+	Rules *Rules
+	// Tokens are the bearer tokens a call may carry (check and admin
+	// tokens); none: calls need none.
+	Tokens []string
+	// Now is the clock of durations until reset; nil: time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// Registerer, if set, gets the service's metric,
+	// quotad_rls_requests_total by answer.
+	Registerer prometheus.Registerer
+}
+
+// Service implements RateLimitService. It is safe for concurrent use.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	checker Checker
+	keys    Keys
+	rules   *Rules
+	tokens  [][sha256.Size]byte
+	now     func() time.Time
+	log     *slog.Logger
+	// answers counts requests by answer: ok, over_limit, or the gRPC
+	// error code in snake case (nil without a Registerer).
+	answers *prometheus.CounterVec
+}
+
+// New returns a Service.
+func New(o Options) *Service {
+	s := &Service{checker: o.Checker, keys: o.Keys, rules: o.Rules, now: o.Now, log: o.Logger}
+	if s.rules == nil {
+		s.rules = DefaultRules()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, t := range o.Tokens {
+		s.tokens = append(s.tokens, sha256.Sum256([]byte(t)))
+	}
+	if o.Registerer != nil {
+		s.answers = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "quotad_rls_requests_total",
+			Help: "Requests to Envoy's rate limit service (gRPC) by answer: ok, over_limit, or the gRPC error (invalid_argument, unauthenticated, unavailable, internal).",
+		}, []string{"answer"})
+		o.Registerer.MustRegister(s.answers)
+	}
+	return s
+}
+
+// NewServer returns a gRPC server (plaintext; h2c) serving svc, standard
+// health checking (the returned health server: set its statuses, see
+// KeepHealth) and reflection, so that grpcurl and Kubernetes probes work.
+// Health and reflection need no token.
+func NewServer(svc *Service, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	g := grpc.NewServer(opts...)
+	rlsv3.RegisterRateLimitServiceServer(g, svc)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	return g, hs
+}
+
+// KeepHealth sets hs's statuses (the server's and ServiceName's) from
+// ready — SERVING while it returns nil — now and every interval until ctx
+// ends; then NOT_SERVING.
+func KeepHealth(ctx context.Context, hs *health.Server, ready func(context.Context) error, every time.Duration) {
+	set := func(st healthpb.HealthCheckResponse_ServingStatus) {
+		hs.SetServingStatus("", st)
+		hs.SetServingStatus(ServiceName, st)
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_SERVING
+		if err := ready(ctx); err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		if ctx.Err() != nil {
+			set(healthpb.HealthCheckResponse_NOT_SERVING)
+			return
+		}
+		set(st)
+		select {
+		case <-ctx.Done():
+			set(healthpb.HealthCheckResponse_NOT_SERVING)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// authenticate checks the call's authorization metadata in constant time:
+// every token is compared, over fixed-length digests.
+func (s *Service) authenticate(ctx context.Context) error {
+	if len(s.tokens) == 0 {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) != 1 {
+		return status.Error(codes.Unauthenticated, "want authorization metadata: Bearer <check token>")
+	}
+	scheme, secret, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || secret == "" {
+		return status.Error(codes.Unauthenticated, "want authorization metadata: Bearer <check token>")
+	}
+	d := sha256.Sum256([]byte(secret))
+	match := 0
+	for i := range s.tokens {
+		match |= subtle.ConstantTimeCompare(d[:], s.tokens[i][:])
+	}
+	if match != 1 {
+		return status.Error(codes.Unauthenticated, "the token is not a check or admin token")
+	}
+	return nil
+}
+
+// descriptor is one descriptor read: the check it stands for, unless it
+// names an unknown customer, API key or metric.
+type descriptor struct {
+	req     quota.Request
+	unknown bool
+}
+
+// ShouldRateLimit decides every descriptor of r together, all or nothing.
+// Errors: codes.Unauthenticated (tokens configured, none or a wrong one
+// presented), codes.InvalidArgument (a malformed request),
+// codes.Unavailable (the store cannot be reached and checks fail closed,
+// or API keys cannot be read).
+func (s *Service) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (res *rlsv3.RateLimitResponse, err error) {
+	if s.answers != nil {
+		defer func() { s.answers.WithLabelValues(answerOf(res, err)).Inc() }()
+	}
+	return s.shouldRateLimit(ctx, r)
+}
+
+// answerOf names an answer for quotad_rls_requests_total.
+func answerOf(res *rlsv3.RateLimitResponse, err error) string {
+	switch c := status.Code(err); {
+	case err != nil:
+		return toSnake(c.String())
+	case res.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		return "over_limit"
+	}
+	return "ok"
+}
+
+// toSnake turns a gRPC code's name (InvalidArgument) into snake case
+// (invalid_argument).
+func toSnake(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := s.authenticate(ctx); err != nil {
+		return nil, err
+	}
+	ds, err := s.read(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	decisions, err := s.decide(ctx, ds)
+	if err != nil {
+		return nil, err
+	}
+	return s.answer(ds, decisions), nil
+}
+
+// read turns r's descriptors into checks.
+func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descriptor, error) {
+	invalid := func(format string, args ...any) error {
+		return status.Errorf(codes.InvalidArgument, format, args...)
+	}
+	if len(r.GetDescriptors()) == 0 {
+		return nil, invalid("want at least one descriptor")
+	}
+	if len(r.GetDescriptors()) > quota.MaxBatch {
+		return nil, invalid("want at most %d descriptors, got %d", quota.MaxBatch, len(r.GetDescriptors()))
+	}
+	if r.GetHitsAddend() > quota.MaxCost {
+		return nil, invalid("hits_addend %d: want at most %d", r.GetHitsAddend(), quota.MaxCost)
+	}
+	ds := make([]descriptor, len(r.GetDescriptors()))
+	for i, d := range r.GetDescriptors() {
+		if len(d.GetEntries()) == 0 {
+			return nil, invalid("descriptors[%d]: no entries", i)
+		}
+		if d.GetIsNegativeHits() {
+			return nil, invalid("descriptors[%d]: is_negative_hits: quotad does not take units back through this service (POST /v1/refund does)", i)
+		}
+		var customer, key, metric string
+		var hasCustomer, hasKey, hasMetric bool
+		for j, e := range d.GetEntries() {
+			if e.GetKey() == "" || e.GetValue() == "" {
+				return nil, invalid("descriptors[%d].entries[%d]: want a key and a value", i, j)
+			}
+			var v *string
+			var has *bool
+			switch e.GetKey() {
+			case s.rules.customerKey:
+				v, has = &customer, &hasCustomer
+			case s.rules.apiKeyKey:
+				v, has = &key, &hasKey
+			case s.rules.metricKey:
+				v, has = &metric, &hasMetric
+			default:
+				continue // entries quotad does not read (remote_address, path...)
+			}
+			if *has {
+				return nil, invalid("descriptors[%d]: entry %q given twice", i, e.GetKey())
+			}
+			*v, *has = e.GetValue(), true
+		}
+		switch {
+		case hasCustomer && hasKey:
+			return nil, invalid("descriptors[%d]: entries %q and %q: want one of them", i, s.rules.customerKey, s.rules.apiKeyKey)
+		case !hasCustomer && !hasKey:
+			return nil, invalid("descriptors[%d]: no %q or %q entry", i, s.rules.customerKey, s.rules.apiKeyKey)
+		}
+		if !hasMetric {
+			if r.GetDomain() == "" {
+				return nil, invalid("descriptors[%d]: no %q entry and no domain", i, s.rules.metricKey)
+			}
+			metric = r.GetDomain()
+		}
+		q := quota.Request{Customer: customer, Metric: metric, Cost: 1}
+		switch {
+		case d.GetHitsAddend() != nil:
+			n := d.GetHitsAddend().GetValue()
+			if n > quota.MaxCost {
+				return nil, invalid("descriptors[%d]: hits_addend %d: want at most %d", i, n, quota.MaxCost)
+			}
+			// 0 asks whether the descriptor is over its limit without
+			// counting: a dry run of one unit.
+			q.Cost, q.DryRun = max(int64(n), 1), n == 0
+		case r.GetHitsAddend() > 0:
+			q.Cost = int64(r.GetHitsAddend())
+		}
+		if hasKey {
+			c, err := s.customerOf(ctx, key)
+			switch {
+			case errors.Is(err, tiers.ErrInvalidAPIKey):
+				ds[i].unknown = true
+			case err != nil:
+				s.log.Warn("rls: API keys cannot be read", "error", err)
+				return nil, status.Error(codes.Unavailable, "API keys cannot be read now")
+			}
+			q.Customer = c
+		}
+		v := q
+		if ds[i].unknown {
+			v.Customer = "unknown" // the key named no customer: the rest must still be well formed
+		}
+		if err := v.Validate(); err != nil {
+			return nil, invalid("descriptors[%d]: %v", i, fieldErrors(err))
+		}
+		ds[i].req = q
+	}
+	return ds, nil
+}
+
+// customerOf resolves an API key; without Keys, every key is unknown.
+func (s *Service) customerOf(ctx context.Context, key string) (string, error) {
+	if s.keys == nil {
+		return "", fmt.Errorf("%w: API keys are not served by this quotad", tiers.ErrInvalidAPIKey)
+	}
+	return s.keys.Customer(ctx, key)
+}
+
+// fieldErrors words a validation error with the descriptor's words:
+// customer, metric, cost.
+func fieldErrors(err error) string {
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	for _, f := range ve.Fields {
+		name := f.Field
+		if name == "cost" {
+			name = "hits_addend"
+		}
+		parts = append(parts, name+" "+f.Message)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// decide checks the known descriptors all or nothing; a descriptor that
+// names an unknown customer or metric is found unknown here. With an
+// unknown descriptor and unknown: deny, nothing is counted: the others
+// are looked at as dry runs. It returns a decision per descriptor (zero
+// for the unknown ones).
+func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision, error) {
+	out := make([]quota.Decision, len(ds))
+	for attempt := 0; ; attempt++ {
+		var idx []int
+		var rs []quota.Request
+		denyAll := false
+		for i := range ds {
+			if ds[i].unknown {
+				denyAll = denyAll || !s.rules.allowUnknown
+				continue
+			}
+			idx = append(idx, i)
+			rs = append(rs, ds[i].req)
+		}
+		if len(rs) == 0 {
+			return out, nil
+		}
+		if denyAll {
+			for j := range rs {
+				rs[j].DryRun = true
+			}
+		}
+		decisions, err := s.checker.CheckAll(ctx, rs)
+		var be *quota.BatchError
+		switch {
+		case errors.As(err, &be) && attempt == 0:
+			for j, e := range be.Errs {
+				switch {
+				case e == nil:
+				case errors.Is(e, tiers.ErrCustomerNotFound), errors.Is(e, tiers.ErrMetricNotFound):
+					ds[idx[j]].unknown = true
+				default:
+					return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %s", idx[j], fieldErrors(e))
+				}
+			}
+			continue // once more, without the unknown ones
+		case errors.Is(err, tiers.ErrUnavailable):
+			return nil, status.Error(codes.Unavailable, "the store cannot be reached and checks fail closed")
+		case err != nil:
+			s.log.Error("rls: check failed", "error", err)
+			return nil, status.Error(codes.Internal, "internal error")
+		}
+		for j, i := range idx {
+			out[i] = decisions[j]
+		}
+		return out, nil
+	}
+}
+
+// answer builds the response: a status per descriptor, the overall code,
+// and the headers of the descriptor that decides the answer (see
+// headline).
+func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.RateLimitResponse {
+	now := s.now()
+	res := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	for i := range ds {
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		res.Statuses[i] = st
+		if ds[i].unknown {
+			if !s.rules.allowUnknown {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			continue
+		}
+		d := &decisions[i]
+		if !d.Allowed {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		if w, ok := rlheaders.MostConstraining(d.Limits); ok {
+			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
+				Name:            d.Metric + "/" + w.Window.String(),
+				RequestsPerUnit: clamp32(w.Limit),
+				Unit:            Unit(w.Window),
+			}
+			st.LimitRemaining = clamp32(w.Remaining)
+			st.DurationUntilReset = durationpb.New(max(0, w.ResetAt.Sub(now)))
+		}
+	}
+	if i := headline(ds, decisions); i >= 0 {
+		v := rlheaders.For(&decisions[i], now)
+		for _, h := range []struct{ name, value string }{
+			{rlheaders.RateLimitPolicy, v.Policy}, {rlheaders.RateLimit, v.RateLimit}, {rlheaders.RetryAfter, v.RetryAfter},
+		} {
+			if h.value != "" {
+				res.ResponseHeadersToAdd = append(res.ResponseHeadersToAdd, &corev3.HeaderValue{Key: h.name, Value: h.value})
+			}
+		}
+	}
+	return res
+}
+
+// headline picks the descriptor whose headers the answer carries: the
+// first one over its limit, else the one whose most constraining window
+// has the fewest units left (the first on a tie); -1 when no known
+// descriptor has a limit.
+func headline(ds []descriptor, decisions []quota.Decision) int {
+	best, bestLeft := -1, int64(math.MaxInt64)
+	for i := range ds {
+		if ds[i].unknown {
+			continue
+		}
+		d := &decisions[i]
+		if !d.Allowed {
+			return i
+		}
+		if w, ok := rlheaders.MostConstraining(d.Limits); ok && w.Remaining < bestLeft {
+			best, bestLeft = i, w.Remaining
+		}
+	}
+	return best
+}
+
+// Unit names window w as Envoy does. Every quotad window has its unit (a
+// month anchored on a billing day is still a month); a window Envoy has no
+// unit for would be UNKNOWN.
+func Unit(w tiers.Window) rlsv3.RateLimitResponse_RateLimit_Unit {
+	switch w {
+	case tiers.Second:
+		return rlsv3.RateLimitResponse_RateLimit_SECOND
+	case tiers.Minute:
+		return rlsv3.RateLimitResponse_RateLimit_MINUTE
+	case tiers.Hour:
+		return rlsv3.RateLimitResponse_RateLimit_HOUR
+	case tiers.Day:
+		return rlsv3.RateLimitResponse_RateLimit_DAY
+	case tiers.Week:
+		return rlsv3.RateLimitResponse_RateLimit_WEEK
+	case tiers.Month:
+		return rlsv3.RateLimitResponse_RateLimit_MONTH
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+}
+
+// clamp32 fits a count into Envoy's uint32 fields: limits and remainders
+// above 4294967295 are reported as that.
+func clamp32(n int64) uint32 {
+	return uint32(min(max(n, 0), math.MaxUint32))
+}
