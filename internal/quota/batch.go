@@ -178,28 +178,19 @@ func (e *Engine) CheckAll(ctx context.Context, rs []Request) ([]Decision, error)
 // whether its units were taken (short windows, and long ones), so that
 // the batch can give them back.
 func (e *Engine) takeOne(ctx context.Context, r Request, s *scope) (d Decision, overage int64, took, tookLong bool, err error) {
-	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
+	degraded := false
+	d, overage, err = e.takeThen(ctx, r, s, func(ctx context.Context, r Request, s *scope, err error) (Decision, int64, error) {
+		// Degraded (open): the short units stay taken, the long windows
+		// were not counted. Otherwise longFailed gave the short units
+		// back.
+		d, overage, err := e.longFailed(ctx, r, s, err)
+		degraded = err == nil
+		return d, overage, err
+	})
 	if err != nil {
 		return Decision{}, 0, false, false, err
 	}
-	if !ok {
-		d, overage, err = e.decidePeeking(ctx, r, s)
-		return d, overage, false, false, err
-	}
-	if s.hasLong() {
-		if ok, err = e.long.Take(ctx, &s.long, s.longOut); err != nil {
-			// Degraded (open): the short units stay taken, the long
-			// windows were not counted. Otherwise longFailed gave the
-			// short units back.
-			d, overage, err = e.longFailed(ctx, r, s, err)
-			return d, overage, err == nil, false, err
-		}
-		if !ok {
-			e.undoShort(ctx, s)
-		}
-	}
-	d, overage = e.decide(r, s, ok, false)
-	return d, overage, ok, ok && s.hasLong(), nil
+	return d, overage, d.Allowed, d.Allowed && !degraded && s.hasLong(), nil
 }
 
 // undoAll gives back what takeOne took for the batch's checks. A give-back

@@ -317,6 +317,13 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 // take charges a check: the short windows first, in memory, then the long
 // ones; a long window that denies gives the short units back.
 func (e *Engine) take(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
+	return e.takeThen(ctx, r, s, e.longFailed)
+}
+
+// takeThen is take, with failed answering a check whose long windows
+// failed after its short windows took their units (take's is longFailed).
+func (e *Engine) takeThen(ctx context.Context, r Request, s *scope,
+	failed func(ctx context.Context, r Request, s *scope, err error) (Decision, int64, error)) (Decision, int64, error) {
 	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
 	if err != nil {
 		return Decision{}, 0, err
@@ -326,7 +333,7 @@ func (e *Engine) take(ctx context.Context, r Request, s *scope) (Decision, int64
 	}
 	if s.hasLong() {
 		if ok, err = e.long.Take(ctx, &s.long, s.longOut); err != nil {
-			return e.longFailed(ctx, r, s, err)
+			return failed(ctx, r, s, err)
 		}
 		if !ok {
 			e.undoShort(ctx, s)

@@ -328,27 +328,13 @@ func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, 
 // but never degraded: a long window that cannot be reached fails the
 // reserve, the short units given back.
 func (e *Engine) reserveTake(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
-	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
-	if err != nil {
+	return e.takeThen(ctx, r, s, func(ctx context.Context, _ Request, s *scope, err error) (Decision, int64, error) {
+		e.undoShort(ctx, s)
+		if errors.Is(err, tiers.ErrUnavailable) {
+			e.storeErrs.Add(1)
+		}
 		return Decision{}, 0, err
-	}
-	if !ok {
-		return e.decidePeeking(ctx, r, s)
-	}
-	if s.hasLong() {
-		if ok, err = e.long.Take(ctx, &s.long, s.longOut); err != nil {
-			e.undoShort(ctx, s)
-			if errors.Is(err, tiers.ErrUnavailable) {
-				e.storeErrs.Add(1)
-			}
-			return Decision{}, 0, err
-		}
-		if !ok {
-			e.undoShort(ctx, s)
-		}
-	}
-	d, overage := e.decide(r, s, ok, false)
-	return d, overage, nil
+	})
 }
 
 // undoTake gives back the units a reserve took and does not keep.
