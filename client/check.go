@@ -54,6 +54,16 @@ func (c *Client) Usage(ctx context.Context, customer string) (*Usage, error) {
 	return &u, nil
 }
 
+// MetricUsage gets a metric's global usage (every customer's admitted
+// units) in each window for which it declares a capacity.
+func (c *Client) MetricUsage(ctx context.Context, metric string) (*MetricUsage, error) {
+	var u MetricUsage
+	if err := c.get(ctx, pathf("/v1/metrics/%s/usage", metric), &u, nil); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
 // ResetUsage zeroes a customer's current windows of a metric, short and
 // long. Its usage history is not changed.
 func (c *Client) ResetUsage(ctx context.Context, customer, metric string) error {

@@ -297,6 +297,26 @@ type Usage struct {
 	Usage    []UsageEntry `json:"usage"`
 }
 
+// MetricUsageEntry is a metric's global usage in one window.
+type MetricUsageEntry struct {
+	Window string `json:"window"`
+	// Capacity and Remaining are nil for a window without capacity.
+	Capacity  *int64    `json:"capacity"`
+	Used      int64     `json:"used"`
+	Remaining *int64    `json:"remaining"`
+	ResetAt   time.Time `json:"reset_at"`
+	// Scope is "shared" when Used counts every quotad process's units,
+	// "process" when only the answering process's (short windows without
+	// Redis, or while Redis is out of reach).
+	Scope string `json:"scope"`
+}
+
+// MetricUsage is a metric's global usage in each window with a capacity.
+type MetricUsage struct {
+	Metric string             `json:"metric"`
+	Usage  []MetricUsageEntry `json:"usage"`
+}
+
 // UsageDay is one metric's totals on one day (UTC).
 type UsageDay struct {
 	// Date is YYYY-MM-DD.

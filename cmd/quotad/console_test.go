@@ -416,6 +416,41 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("metrics page shows global usage per window against capacity", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/metrics/gpu_seconds", `{"capacity": {"minute": 100000, "day": 1000}}`)
+		s.mustDo(201, "PUT", "/v1/metrics/exports", `{}`)
+		bar := func(key string) string {
+			return fmt.Sprintf(`document.querySelector('#global-usage tr[data-key=%q] [role=progressbar]')?.getAttribute('aria-valuenow')`, key)
+		}
+		// Two customers, neither limited on the metric: global usage counts them all.
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "gpu_seconds", "cost": 30}`, "Authorization", "Bearer "+checkToken)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "beta", "metric": "gpu_seconds", "cost": 20}`, "Authorization", "Bearer "+checkToken)
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/metrics")
+		tab.waitFor("gpu_seconds' day bar at 50", bar("gpu_seconds/day")+` === '50'`)
+		tab.waitFor("gpu_seconds' minute bar", bar("gpu_seconds/minute")+` !== undefined`)
+		if got := tab.text(`#global-usage tr[data-key="gpu_seconds/day"] td:nth-child(4)`); got != "50 / 1,000" {
+			t.Errorf("day used cell %q, want %q", got, "50 / 1,000")
+		}
+		if got := tab.text(`#global-usage tr[data-key="gpu_seconds/minute"] td:nth-child(6)`); got != "process" {
+			t.Errorf("minute counted %q, want process (no Redis)", got)
+		}
+		if got := evalIn[string](tab, `document.querySelector('#global-usage tr[data-key="gpu_seconds/minute"] [role=progressbar]').getAttribute('aria-valuemax')`); got != "100000" {
+			t.Errorf("minute bar's maximum %q, want the capacity 100000", got)
+		}
+		if got := tab.text("#global-usage"); strings.Contains(got, "exports") {
+			t.Errorf("a metric without capacity is listed: %q", got)
+		}
+		// The page reloads by itself: the day fills up and shows it.
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "gpu_seconds", "cost": 950}`, "Authorization", "Bearer "+checkToken)
+		tab.waitFor("gpu_seconds' day bar full", bar("gpu_seconds/day")+` === '1000' && document.querySelector('#global-usage tr[data-key="gpu_seconds/day"]').classList.contains('state-exceeded')`)
+		if got := tab.text(`#global-usage tr[data-key="gpu_seconds/day"] td:nth-child(5)`); got != "0" {
+			t.Errorf("day remaining %q, want 0", got)
+		}
+	})
+
 	t.Run("window states and pages of customers", func(t *testing.T) {
 		for i := range 26 {
 			s.mustDo(201, "PUT", fmt.Sprintf("/v1/customers/page-%02d", i), `{"plan": "free"}`)

@@ -576,6 +576,11 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "get metric", apiCall: apiCall{"GET", "/v1/metrics/api_calls", "", nil}, want: 200, check: hasHeader("ETag", true)},
 		{name: "get missing metric", apiCall: apiCall{"GET", "/v1/metrics/ghost", "", nil}, want: 404, code: "metric_not_found"},
 		{name: "get metric bad key", apiCall: apiCall{"GET", "/v1/metrics/-x", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric usage", apiCall: apiCall{"GET", "/v1/metrics/api_calls/usage", "", nil}, want: 200},
+		{name: "metric usage without capacity", apiCall: apiCall{"GET", "/v1/metrics/llm_tokens/usage", "", nil}, want: 200},
+		{name: "metric usage of missing metric", apiCall: apiCall{"GET", "/v1/metrics/ghost/usage", "", nil}, want: 404, code: "metric_not_found"},
+		{name: "metric usage bad key", apiCall: apiCall{"GET", "/v1/metrics/-x/usage", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "metric usage with check token", apiCall: apiCall{"GET", "/v1/metrics/api_calls/usage", "", asCheck}, want: 403, code: "forbidden"},
 
 		// Plans.
 		{name: "create plan", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","description":"For teams",

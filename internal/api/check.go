@@ -18,6 +18,7 @@ type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
 	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
 	Usage(ctx context.Context, customer string) (tiers.Account, []quota.Usage, error)
+	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
 	Today() time.Time

@@ -817,6 +817,10 @@ func (fuzzChecker) Usage(context.Context, string) (tiers.Account, []quota.Usage,
 	panic("fuzzChecker: unexpected call")
 }
 
+func (fuzzChecker) MetricUsage(context.Context, string) (tiers.Metric, []quota.GlobalUsage, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
 func (fuzzChecker) Reset(context.Context, string, string, string) error {
 	panic("fuzzChecker: unexpected call")
 }

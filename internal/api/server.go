@@ -157,6 +157,7 @@ func New(cfg Config) *Server {
 	v1.GET("/metrics/:metric", s.getMetric)
 	v1.PUT("/metrics/:metric", s.putMetric)
 	v1.DELETE("/metrics/:metric", s.deleteMetric)
+	v1.GET("/metrics/:metric/usage", s.metricUsage)
 
 	v1.GET("/plans", s.listPlans)
 	v1.GET("/plans/:plan", s.getPlan)

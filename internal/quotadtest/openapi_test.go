@@ -86,6 +86,10 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "api_calls"})
 		return err
 	},
+	"MetricUsage": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.MetricUsage(ctx, "api_calls")
+		return err
+	},
 	"Usage":      func(ctx context.Context, c *quotad.Client) error { _, err := c.Usage(ctx, "acme"); return err },
 	"ResetUsage": func(ctx context.Context, c *quotad.Client) error { return c.ResetUsage(ctx, "acme", "api_calls") },
 	"UsageHistory": func(ctx context.Context, c *quotad.Client) error {

@@ -497,6 +497,52 @@ async function metricsPage(main) {
     r.metrics.length ? table(['Metric', 'Description', 'Capacity', 'Version'], r.metrics.map((m) => [m.key, m.description || '',
       Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
       num(m.version)])) : h('p', { class: 'muted' }, 'No metrics.')));
+
+  // Global usage: every customer's admitted units, per window with a
+  // capacity, reloaded as the customer page reloads usage.
+  const withCapacity = r.metrics.filter((m) => Object.keys(m.capacity || {}).length);
+  if (!withCapacity.length) return;
+  const usageBox = h('div', { id: 'global-usage' });
+  const usageMsg = h('div');
+  main.append(section('Global usage per window',
+    h('p', { class: 'muted' }, 'Every customer\'s admitted units against the capacity. Long windows count every quotad process; '
+      + 'short windows count the process that answered ("process"), or every process when they share Redis ("shared").'),
+    usageBox, usageMsg));
+  const load = async () => {
+    const all = await Promise.all(withCapacity.map((m) => api('GET', `/v1/metrics/${enc(m.key)}/usage`)));
+    if (!page.alive) return;
+    const rows = all.flatMap((mu) => mu.usage.map((u) => {
+      const key = `${mu.metric}/${u.window}`;
+      const full = u.capacity != null && u.remaining === 0;
+      return h('tr', { class: full ? 'state-exceeded' : 'state-ok', 'data-key': key },
+        h('td', { 'data-label': 'Metric' }, mu.metric), h('td', { 'data-label': 'Window' }, u.window),
+        h('td', { 'data-label': 'Usage' }, capacityBar(u, key)),
+        h('td', { 'data-label': 'Used', class: 'num' }, u.capacity != null ? `${num(u.used)} / ${num(u.capacity)}` : num(u.used)),
+        h('td', { 'data-label': 'Remaining', class: 'num' }, num(u.remaining)),
+        h('td', { 'data-label': 'Counted' }, u.scope),
+        h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
+    }));
+    const cols = ['Metric', 'Window', 'Usage', { label: 'Used', num: true }, { label: 'Remaining', num: true }, 'Counted', 'Resets'];
+    clear(usageBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No global usage is counted.'));
+    clear(usageMsg);
+  };
+  const refresh = () => load().catch((err) => { if (page.alive) clear(usageMsg).append(errorBox(err)); });
+  await refresh();
+  every(REFRESH_MS, refresh);
+}
+
+// capacityBar is a window's global usage against the metric's capacity
+// (a window without capacity has no bar).
+function capacityBar(u, key) {
+  if (u.capacity == null) return h('span', { class: 'muted' }, 'no capacity');
+  const pct = u.capacity > 0 ? Math.min(100, (u.used / u.capacity) * 100) : 100;
+  const fill = h('span');
+  fill.style.width = `${pct}%`; // CSSOM, which the CSP allows (no style attribute is parsed)
+  return h('div', {
+    class: 'bar', role: 'progressbar', 'aria-label': `${key} global usage`, 'aria-valuemin': 0,
+    'aria-valuemax': u.capacity, 'aria-valuenow': u.used, 'aria-valuetext': `${num(u.used)} of ${num(u.capacity)}`,
+    'data-used': u.used, 'data-capacity': u.capacity,
+  }, fill);
 }
 
 // Webhooks.
