@@ -453,7 +453,7 @@ function keysSection(box, id, customer, written) {
   const form = h('form', { class: 'inline', id: 'key-form' },
     field('Name', name), field('Expires (your time zone; empty: never)', expires),
     h('button', { type: 'submit', id: 'key-issue' }, 'Issue key'));
-  box.append(h('p', { class: 'muted' }, 'Keys a backend or gateway sends as api_key in place of the customer. quotad keeps a hash: a key is shown once, when it is issued.'),
+  box.append(h('p', { class: 'muted' }, 'Keys a backend or gateway sends as ', h('code', {}, 'api_key'), ' in place of the customer. quotad keeps a hash: a key is shown once, when it is issued.'),
     list, msg, issued, h('h3', {}, 'Issue a key'), form);
 
   const showMsg = (err) => {
