@@ -502,6 +502,139 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("issue an API key in the page and check with it", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/keyed", `{"plan": "free", "name": "Keyed"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/keyed")
+		tab.waitFor("the keys section", `document.querySelector('#keys')?.textContent.includes('No live API keys')`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#key-name"), "ci"),
+			chromedp.Click(chromedp.CSS("#key-issue")),
+		)
+		tab.waitFor("the new key, shown once", `/^qk_[0-9A-Za-z]{32}$/.test(document.querySelector('#new-key')?.value ?? '') && document.querySelector('#key-issued')?.textContent.includes('shown this once')`)
+		key := evalIn[string](tab, `document.querySelector('#new-key').value`)
+		if !evalIn[bool](tab, `document.querySelector('#new-key').readOnly`) {
+			t.Error("the new key's field is not read-only")
+		}
+		tab.waitFor("the key listed", fmt.Sprintf(`(() => { const tr = document.querySelector('#keys tbody tr');
+			return tr !== null && tr.querySelector('.key-name')?.textContent === 'ci' && tr.textContent.includes(%q) && !tr.textContent.includes(%q); })()`, key[:8], key))
+		if got := tab.text("#keys tbody tr td:nth-child(5)"); got != "never" {
+			t.Errorf("last used %q, want never", got)
+		}
+		if got := evalIn[string](tab, `JSON.stringify(sessionStorage) + JSON.stringify(localStorage) + location.href + document.cookie`); strings.Contains(got, key) || strings.Contains(got, key[:8]) {
+			t.Errorf("the key is kept in storage, the URL or a cookie: %q", got)
+		}
+
+		// The key checks for keyed: the answer names it, and its usage counts it.
+		r := s.mustDo(200, "POST", "/v1/check", `{"api_key": "`+key+`", "metric": "api_calls", "cost": 4}`, "Authorization", "Bearer "+checkToken)
+		if got := r.JSON(t)["customer"]; got != "keyed" {
+			t.Errorf("the check by key was for %v, want keyed", got)
+		}
+		tab.waitFor("keyed's day bar at 4", barUsed("api_calls/day")+` === '4'`)
+
+		// Gone once the page is left: another page, then this one again.
+		tab.open("#/customers")
+		tab.waitFor("the customers page", `document.querySelector('#customers') !== null`)
+		tab.open("#/customers/keyed")
+		tab.waitFor("the key listed again", `document.querySelector('#keys tbody tr .key-name')?.textContent === 'ci'`)
+		if got := evalIn[string](tab, `document.documentElement.outerHTML + [...document.querySelectorAll('input')].map((i) => i.value).join(' ') +
+			JSON.stringify(sessionStorage) + JSON.stringify(localStorage) + location.href`); strings.Contains(got, key) {
+			t.Error("the key is still in the page (or its storage) after navigation")
+		}
+		if n := evalIn[int](tab, `document.querySelectorAll('#new-key').length`); n != 0 {
+			t.Errorf("%d new-key fields after navigation, want 0", n)
+		}
+	})
+
+	t.Run("an API key's errors show the problem's detail", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/keyed")
+		tab.waitFor("the issue form", `document.querySelector('#key-expires') !== null && document.querySelector('#keys table, #keys p') !== null`)
+		// An expiry in the past: the API's 400, its detail and field error shown.
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#key-expires"), "2020-01-01T00:00"),
+			chromedp.Click(chromedp.CSS("#key-issue")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#key-msg .error')?.textContent.includes('expires_at')`)
+		if n := evalIn[int](tab, `document.querySelectorAll('#new-key').length`); n != 0 {
+			t.Errorf("a refused key shows %d new-key fields", n)
+		}
+		if strings.Contains(tab.text("#key-msg .error"), "HTTP 400") {
+			t.Errorf("the error shows the status, not the problem's detail: %q", tab.text("#key-msg .error"))
+		}
+	})
+
+	t.Run("revoke an API key in the page", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/revoked", `{"plan": "free", "name": "Revoked"}`)
+		created := s.mustDo(201, "POST", "/v1/customers/revoked/keys", `{"name": "old"}`).JSON(t)
+		key, _ := created["key"].(string)
+		id, _ := created["id"].(string)
+		s.mustDo(200, "POST", "/v1/check", `{"api_key": "`+key+`", "metric": "api_calls"}`, "Authorization", "Bearer "+checkToken)
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/revoked")
+		row := fmt.Sprintf(`#keys tr[data-key-id=%q]`, id)
+		tab.waitFor("the key listed", fmt.Sprintf(`document.querySelector(%q) !== null`, row+" [data-action=revoke]"))
+		// Cancelled first: the key still works.
+		tab.do(chromedp.Click(chromedp.CSS(row + " [data-action=revoke]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open && document.querySelector('#confirm-text').textContent.includes('old')`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		tab.waitFor("the dialog closed", `!document.querySelector('#confirm').open`)
+		s.mustDo(200, "POST", "/v1/check", `{"api_key": "`+key+`", "metric": "api_calls"}`, "Authorization", "Bearer "+checkToken)
+
+		tab.do(chromedp.Click(chromedp.CSS(row + " [data-action=revoke]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("the key gone from the list", fmt.Sprintf(`document.querySelector(%q) === null && document.querySelector('#key-msg .notice')?.textContent.includes('revoked')`, row))
+		// The 204 came before the page showed it; this process refuses the
+		// key from then on.
+		r := s.do("POST", "/v1/check", `{"api_key": "`+key+`", "metric": "api_calls"}`, "Authorization", "Bearer "+checkToken)
+		if r.Status != http.StatusForbidden || r.JSON(t)["code"] != "invalid_api_key" {
+			t.Errorf("check with the revoked key: %d %s, want 403 invalid_api_key", r.Status, r.Body)
+		}
+		s.mustDo(404, "GET", "/v1/keys/"+id, "")
+		tab.waitFor("the revocation in the audit trail", fmt.Sprintf(`[...document.querySelectorAll('#customer-audit tbody tr')].some((tr) => tr.children[2]?.textContent === 'delete' && tr.children[3]?.textContent === %q)`, "keys/"+id))
+	})
+
+	t.Run("an API key named with markup shows as text", func(t *testing.T) {
+		const name = "<img src=x onerror=alert(1)>"
+		s.mustDo(201, "PUT", "/v1/customers/keymarkup", `{"plan": "free"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/keymarkup")
+		tab.waitFor("the issue form", `document.querySelector('#key-name') !== null && document.querySelector('#keys p, #keys table') !== null`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#key-name"), name),
+			chromedp.Click(chromedp.CSS("#key-issue")),
+		)
+		tab.waitFor("the key listed", `document.querySelector('#keys tbody tr .key-name') !== null && document.querySelector('#new-key') !== null`)
+		if got := tab.text("#keys tbody tr .key-name"); got != name {
+			t.Errorf("the key's name shows as %q, want %q as text", got, name)
+		}
+		if got := tab.text("#key-issued"); !strings.Contains(got, name) {
+			t.Errorf("the issued notice %q lacks the name as text", got)
+		}
+		if n := evalIn[int](tab, `document.querySelectorAll('main img').length`); n != 0 {
+			t.Errorf("the page has %d img elements: the key's name was parsed as HTML", n)
+		}
+		// The revocation's question names it as text too.
+		tab.do(chromedp.Click(chromedp.CSS("#keys tbody tr [data-action=revoke]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		if got := tab.text("#confirm-text"); !strings.Contains(got, name) {
+			t.Errorf("the confirmation %q lacks the name as text", got)
+		}
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		tab.waitFor("a refresh", `(() => { window.__seen = window.__seen || document.querySelector('#limits table'); return document.querySelector('#limits table') !== window.__seen; })()`)
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		if len(tab.dialogs) != 0 {
+			t.Errorf("dialogs opened: %q", tab.dialogs)
+		}
+	})
+
 	t.Run("a name with markup shows as text", func(t *testing.T) {
 		const name = "<img src=x onerror=alert(1)>"
 		tab := newTab(t, browser, s.URL)
@@ -619,6 +752,8 @@ func TestConsoleScreenshots(t *testing.T) {
 	mustSeedConsole(s)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 1500, "mode": "soft", "overage_percent": 50, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "production backend"}`)
+	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "ci", "expires_at": "2030-01-01T00:00:00Z"}`)
 	for i := range 9 {
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}
@@ -634,7 +769,7 @@ func TestConsoleScreenshots(t *testing.T) {
 		tab.do(chromedp.EmulateViewport(size.width, size.height, size.opts...))
 		tab.signIn(adminToken)
 		tab.open("#/customers/acme")
-		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#customer-audit table')`)
+		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#keys table') && document.querySelector('#customer-audit table')`)
 		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()

@@ -198,13 +198,13 @@ async function customerPage(main, id) {
   const resetBox = h('div', { id: 'reset' });
   const statementBox = h('div', { id: 'statement' });
   const auditBox = h('div', { id: 'customer-audit' });
+  const keysBox = h('div', { id: 'api-keys' });
   main.append(head,
     section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), limitsMsg, limitsBox),
     section('Last 90 days', chartBox),
     section('Overrides', overridesBox, overrideForm),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
-    // API KEYS: the customer's API keys (issue and revoke) go here once
-    // quotad issues keys (SPEC 6.3); another change adds them.
+    section('API keys', keysBox),
     section('Statement', statementBox),
     section('Audit trail', auditBox));
 
@@ -400,6 +400,9 @@ async function customerPage(main, id) {
   });
   resetBox.append(resetForm, resetMsg);
 
+  // API keys.
+  keysSection(keysBox, id, () => cust, () => loadAudit(true));
+
   // Statement.
   const now = new Date();
   const period = h('input', { id: 'period', type: 'month', value: `${now.getUTCFullYear()}-${String(now.getUTCMonth() + 1).padStart(2, '0')}`, required: true });
@@ -434,6 +437,110 @@ async function customerPage(main, id) {
   on(more, 'click', () => loadAudit(false).catch(showError(auditBox)));
   auditBox.append(auditList, more);
   loadAudit(true).catch(showError(auditBox));
+}
+
+// keysSection draws a customer's live API keys into box: issue one (its
+// key shown this once, in the page only: never stored, never in the URL)
+// and revoke one after the page's own confirmation. customer returns the
+// customer as the page shows it; written reloads the audit trail.
+function keysSection(box, id, customer, written) {
+  const p = page;
+  const list = h('div', { id: 'keys' });
+  const msg = h('div', { id: 'key-msg' });
+  const issued = h('div', { id: 'key-issued' });
+  const name = h('input', { id: 'key-name', type: 'text', maxlength: 100, autocomplete: 'off', spellcheck: 'false' });
+  const expires = h('input', { id: 'key-expires', type: 'datetime-local' });
+  const form = h('form', { class: 'inline', id: 'key-form' },
+    field('Name', name), field('Expires (your time zone; empty: never)', expires),
+    h('button', { type: 'submit', id: 'key-issue' }, 'Issue key'));
+  box.append(h('p', { class: 'muted' }, 'Keys a backend or gateway sends as ', h('code', {}, 'api_key'), ' in place of the customer. quotad keeps a hash: a key is shown once, when it is issued.'),
+    list, msg, issued, h('h3', {}, 'Issue a key'), form);
+
+  const showMsg = (err) => {
+    clear(msg);
+    if (err instanceof ApiError && err.problem.errors) {
+      msg.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
+    } else msg.append(errorBox(err));
+  };
+
+  const load = async () => {
+    const r = await api('GET', `/v1/customers/${enc(id)}/keys?limit=1000`);
+    if (!p.alive) return;
+    const now = Date.now();
+    const cols = ['Name', 'Prefix', 'Created', 'Expires', 'Last used', 'Actions'];
+    const rows = r.keys.map((k) => {
+      const label = k.name ? `${k.name} (${k.prefix}…)` : `${k.prefix}…`;
+      const revoke = h('button', { type: 'button', class: 'danger', 'data-action': 'revoke', 'aria-label': `Revoke key ${label}` }, 'Revoke');
+      on(revoke, 'click', async () => {
+        clear(msg);
+        if (!await confirm('Revoke API key', `Revoke the key ${label} of ${customer().id}? Checks with it are refused (403 invalid_api_key) from now on. This cannot be undone.`, 'Revoke key')) return;
+        try {
+          await api('DELETE', `/v1/keys/${enc(k.id)}`);
+          if (issued.dataset.keyId === k.id) { clear(issued); delete issued.dataset.keyId; }
+          await Promise.all([load(), written()]);
+          clear(msg).append(notice(`Key ${label} revoked.`));
+        } catch (err) { showMsg(err); }
+      });
+      const expired = k.expires_at && new Date(k.expires_at).getTime() <= now;
+      return h('tr', { 'data-key-id': k.id },
+        h('td', { 'data-label': 'Name', class: 'key-name' }, k.name || h('span', { class: 'muted' }, '—')),
+        h('td', { 'data-label': 'Prefix' }, h('code', {}, `${k.prefix}…`)),
+        h('td', { 'data-label': 'Created' }, time(k.created_at)),
+        h('td', { 'data-label': 'Expires' }, k.expires_at ? time(k.expires_at) : 'never', expired ? ' (expired)' : ''),
+        h('td', { 'data-label': 'Last used' }, k.last_used_at ? time(k.last_used_at) : 'never'),
+        h('td', { 'data-label': 'Actions' }, revoke));
+    });
+    clear(list).append(...(rows.length
+      ? [table(cols, rows), h('p', { class: 'muted' }, 'Last used is recorded to the minute, in the background: it may lag by a minute or so.')]
+      : [h('p', { class: 'muted' }, 'No live API keys.')]));
+    if (r.next_cursor) list.append(h('p', { class: 'muted' }, 'Only the first 1,000 keys are shown.'));
+  };
+
+  // showIssued shows the new key, this once: in a read-only field, never
+  // in storage or the URL; leaving or reloading the page forgets it.
+  const showIssued = (k) => {
+    const label = k.name ? `${k.name} (${k.prefix}…)` : `${k.prefix}…`;
+    const value = h('input', { id: 'new-key', type: 'text', readonly: true, autocomplete: 'off', spellcheck: 'false', class: 'secret' });
+    value.value = k.key;
+    on(value, 'focus', () => value.select());
+    const copy = h('button', { type: 'button', class: 'secondary', id: 'new-key-copy' }, 'Copy');
+    const copied = h('span', { class: 'muted', role: 'status' });
+    on(copy, 'click', async () => {
+      value.focus();
+      value.select();
+      try {
+        await navigator.clipboard.writeText(value.value);
+        copied.textContent = 'Copied.';
+      } catch {
+        copied.textContent = 'Selected: copy it with Ctrl+C (⌘C).';
+      }
+    });
+    const done = h('button', { type: 'button', id: 'new-key-done' }, 'I have copied it');
+    on(done, 'click', () => { clear(issued); delete issued.dataset.keyId; name.focus(); });
+    issued.dataset.keyId = k.id;
+    clear(issued).append(h('div', { class: 'issued', role: 'region', 'aria-label': 'New API key' },
+      h('p', {}, h('strong', {}, `Key ${label} issued to ${customer().id}. `),
+        'It is shown this once: copy it now. quotad keeps only its hash, and the key is gone from this page when you leave or reload it.'),
+      h('div', { class: 'toolbar' }, field('New key (shown once)', value, { class: 'wide-field' }), copy, done, copied)));
+    value.focus();
+  };
+
+  on(form, 'submit', async (e) => {
+    e.preventDefault();
+    clear(msg);
+    const body = {};
+    if (name.value) body.name = name.value;
+    if (expires.value) body.expires_at = new Date(expires.value).toISOString();
+    try {
+      const k = await api('POST', `/v1/customers/${enc(id)}/keys`, { body });
+      name.value = '';
+      expires.value = '';
+      showIssued(k);
+      await Promise.all([load(), written()]);
+    } catch (err) { showMsg(err); }
+  });
+
+  load().catch(showError(list));
 }
 
 // localInput turns an RFC 3339 time into a datetime-local value in the
