@@ -268,7 +268,7 @@ func TestShouldRateLimitRefusals(t *testing.T) {
 	}
 }
 
-// Without Keys (cmd/quotad until API keys land), every key is unknown.
+// Without Keys, every key is unknown.
 func TestNilKeysMeansUnknownKey(t *testing.T) {
 	t.Parallel()
 	svc := rls.New(rls.Options{Checker: newFixture(t, nil).engine})
