@@ -55,7 +55,10 @@ func engines(t *testing.T, n int, limits []tiers.Limit, store func(*testing.T) q
 	clock := quotatest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 500_000_000, time.UTC))
 	out := make([]*quota.Engine, n)
 	for i := range out {
-		o := quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clock}
+		// A burst of 400 checks on a busy machine may wait long for
+		// Redis without it being down: a degraded answer must mean an
+		// error, not the default quarter second running out.
+		o := quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clock, StoreTimeout: time.Minute}
 		if store != nil {
 			o.Shared = store(t)
 		}
