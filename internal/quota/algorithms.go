@@ -252,13 +252,17 @@ func (m *meter) giveBack(at, n int64) (fromCur, fromPrev int64) {
 // A refund (at now) takes from the log's entry of now first, then
 // from its newest, or pays a bucket's debt down. An undo of a take (see
 // Charge.undoNow) gives back only the take's own units that still count:
-// those in the log's entry of the take's millisecond, if it is still in
-// the window; what of the take a bucket still owes, its later refill
-// deducted. So it never gives back another check's units.
+// those in the log's entry the take counted them in (Charge.tookLogMs: the
+// take's millisecond, or a later one), if it is still in the window; what
+// of the take a bucket still owes, its later refill deducted. So it never
+// gives back another check's units.
 func (m *meter) giveBackOther(c *Charge, i int, at int64, undo bool) int64 {
 	n := c.Cost
 	switch m.alg {
 	case tiers.SlidingLog:
+		if undo && c.tookLogMs[i] != 0 {
+			at = c.tookLogMs[i]
+		}
 		if m.b.prev == 0 { // one entry, in the bucket
 			if undo && m.b.start != at {
 				return 0

@@ -78,6 +78,12 @@ type Charge struct {
 	// taken off another check's debt.
 	undoNow  int64
 	tookDebt [maxShort]u128
+	// tookLogMs is, for each sliding log span, the millisecond of the log
+	// entry the last take counted its units in: the take's own, or the
+	// log's newest when that is later (a check whose clock was read
+	// before that of one that counted first). An undo takes them from
+	// there.
+	tookLogMs [maxShort]int64
 }
 
 // Undoing marks c, which a Take just admitted, as that take being undone

@@ -92,8 +92,11 @@ func (s *slidingCounters) decideLocked(c *Charge, out []Outcome, charge bool, no
 			} else {
 				m := &meters[i]
 				m.add(c.Cost)
-				if m.alg == tiers.TokenBucket {
+				switch m.alg {
+				case tiers.TokenBucket:
 					c.tookDebt[i] = m.next // the debt add stored: what an undo may give back
+				case tiers.SlidingLog:
+					c.tookLogMs[i] = m.b.start // the entry add counted in: where an undo finds them
 				}
 			}
 		}

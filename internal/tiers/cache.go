@@ -32,9 +32,23 @@ const DefaultCacheCustomers = 1_000_000
 // for at once.
 const DefaultAccountBatch = 1000
 
-// loadTimeout bounds one load from the source; loads are shared by every
-// caller waiting for the same key, so no single caller's context governs.
+// loadTimeout bounds one load from the source, at least: loads are shared
+// by every caller waiting for the same key, so no single caller's context
+// cuts one short; but one lasts as long as the most patient of the callers
+// that started it may wait (see loadDeadline), so that none is told the
+// store is out of reach before its own time for it is up.
 const loadTimeout = 2 * time.Second
+
+// loadDeadline returns when a load for callers willing to wait until
+// waitUntil (zero: no deadline of their own) gives up: loadTimeout from
+// now, or waitUntil if that is later.
+func loadDeadline(waitUntil time.Time) time.Time {
+	d := time.Now().Add(loadTimeout)
+	if waitUntil.After(d) {
+		return waitUntil
+	}
+	return d
+}
 
 // maxStale bounds what a batch in flight remembers of the invalidations it
 // must not keep; beyond it, the batch keeps nothing.
@@ -93,6 +107,9 @@ type customerEntry struct {
 type accountBatch struct {
 	ids  []string
 	done chan struct{} // closed once accounts and err are set
+	// waitUntil is the latest deadline of the callers that asked for the
+	// batch before it was sent (zero: none had one); Cache.mu guards it.
+	waitUntil time.Time
 
 	accounts map[string]Account
 	err      error
@@ -247,11 +264,14 @@ func (c *Cache) Account(ctx context.Context, id string) (Account, error) {
 		return a, err
 	}
 	b := c.waiting[id]
+	waitUntil, _ := ctx.Deadline()
 	if b == nil || b.changed(id) {
 		// Not on its way, or on its way in a load that began before a
 		// change: the next batch brings it. That batch goes after the
 		// one in flight, so a customer is in one load at a time.
-		b = c.enqueueLocked(id)
+		b = c.enqueueLocked(id, waitUntil)
+	} else if b != c.sending && waitUntil.After(b.waitUntil) {
+		b.waitUntil = waitUntil // not sent yet: it waits for this caller too
 	}
 	c.mu.Unlock()
 	select {
@@ -287,10 +307,11 @@ func (c *Cache) heldLocked(id string) (Account, bool, error) {
 	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides}, true, nil
 }
 
-// enqueueLocked adds customer id to the batch that goes next, opening one
+// enqueueLocked adds customer id, for a caller that may wait until
+// waitUntil (zero: no deadline), to the batch that goes next, opening one
 // when there is none or it is full, and starts the loader if it is idle.
 // c.mu must be held.
-func (c *Cache) enqueueLocked(id string) *accountBatch {
+func (c *Cache) enqueueLocked(id string, waitUntil time.Time) *accountBatch {
 	var b *accountBatch
 	if n := len(c.queue); n > 0 && len(c.queue[n-1].ids) < c.batchSize {
 		b = c.queue[n-1]
@@ -299,6 +320,9 @@ func (c *Cache) enqueueLocked(id string) *accountBatch {
 		c.queue = append(c.queue, b)
 	}
 	b.ids = append(b.ids, id)
+	if waitUntil.After(b.waitUntil) {
+		b.waitUntil = waitUntil
+	}
 	c.waiting[id] = b
 	if !c.loader {
 		c.loader = true
@@ -322,11 +346,12 @@ func (c *Cache) loadBatches() {
 		c.queue[0] = nil
 		c.queue = c.queue[1:]
 		c.sending = b
+		deadline := loadDeadline(b.waitUntil)
 		c.mu.Unlock()
 
 		c.customerBatches.Add(1)
 		c.customerLoads.Add(uint64(len(b.ids)))
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		accounts, err := c.src.FindAccounts(ctx, b.ids)
 		cancel()
 
@@ -366,6 +391,7 @@ func (c *Cache) loadBatches() {
 // found to exist.
 func (c *Cache) Warm(ctx context.Context, ids []string) (int, error) {
 	loaded := 0
+	waitUntil, _ := ctx.Deadline()
 	for len(ids) > 0 {
 		c.mu.Lock()
 		room := c.maxCustomers - len(c.customers) - len(c.waiting)
@@ -378,7 +404,7 @@ func (c *Cache) Warm(ctx context.Context, ids []string) (int, error) {
 				continue
 			}
 			mine = append(mine, id)
-			batches[c.enqueueLocked(id)] = struct{}{}
+			batches[c.enqueueLocked(id, waitUntil)] = struct{}{}
 		}
 		c.mu.Unlock()
 		if len(mine) == 0 {
@@ -417,7 +443,8 @@ func brought(batches map[*accountBatch]struct{}, id string) bool {
 func (c *Cache) load(ctx context.Context, key string, fn func(ctx context.Context, gen uint64) (any, error)) (any, error) {
 	ch := c.loads.DoChan(key, func() (any, error) {
 		gen := c.gen.Load()
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		waitUntil, _ := ctx.Deadline()
+		lctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), loadDeadline(waitUntil))
 		defer cancel()
 		return fn(lctx, gen)
 	})

@@ -23,6 +23,8 @@ type fakeSource struct {
 	fail     error
 	calls    map[string]int
 	batches  [][]string // the ids of every load of customers, in order
+	// deadlines: the deadline of each load's context, by key as calls.
+	deadlines map[string]time.Time
 
 	gate    chan struct{}
 	entered chan string
@@ -34,7 +36,16 @@ func newFakeSource() *fakeSource {
 		plans:    map[string]Plan{},
 		accounts: map[string]Customer{},
 		calls:    map[string]int{},
+
+		deadlines: map[string]time.Time{},
 	}
+}
+
+// deadline returns the deadline of the last load of key's context.
+func (s *fakeSource) deadline(key string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deadlines[key]
 }
 
 func (s *fakeSource) count(key string) int {
@@ -53,9 +64,10 @@ func (s *fakeSource) wait(key string) {
 	}
 }
 
-func (s *fakeSource) FindMetric(_ context.Context, key string) (Metric, error) {
+func (s *fakeSource) FindMetric(ctx context.Context, key string) (Metric, error) {
 	s.mu.Lock()
 	s.calls["m:"+key]++
+	s.deadlines["m:"+key], _ = ctx.Deadline()
 	m, ok := s.metrics[key]
 	fail := s.fail
 	s.mu.Unlock()
@@ -80,12 +92,13 @@ func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
 	return p, nil
 }
 
-func (s *fakeSource) FindAccounts(_ context.Context, ids []string) (map[string]Account, error) {
+func (s *fakeSource) FindAccounts(ctx context.Context, ids []string) (map[string]Account, error) {
 	s.mu.Lock()
 	s.batches = append(s.batches, slices.Clone(ids))
 	out := make(map[string]Account)
 	for _, id := range ids {
 		s.calls["c:"+id]++
+		s.deadlines["c:"+id], _ = ctx.Deadline()
 		if c, ok := s.accounts[id]; ok {
 			out[id] = Account{Customer: c, Plan: s.plans[c.Plan]}
 		}
@@ -462,6 +475,63 @@ func TestCacheCallerContext(t *testing.T) {
 				t.Errorf("%d loads, want 1: the callers that gave up did not cut the load short", got)
 			}
 		})
+	}
+}
+
+// A load lasts as long as the callers that started it may wait for the
+// store, loadTimeout at least: a caller given a minute (a check whose
+// store timeout is a minute, on a busy machine) is not told the store is
+// out of reach after loadTimeout, and answered degraded, while its own
+// time is not up. Callers without a deadline get loadTimeout.
+func TestCacheLoadLastsAsLongAsItsCallersWait(t *testing.T) {
+	src := newFakeSource()
+	src.setMetric(Metric{Key: "m"})
+	src.setPlan(Plan{Key: "p"})
+	for _, id := range []string{"patient", "hasty", "later"} {
+		src.setCustomer(Customer{ID: id, Plan: "p"})
+	}
+	c := NewCache(src, 0)
+	patient := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithDeadline(context.Background(), patient)
+	defer cancel()
+	if _, err := c.Metric(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Account(ctx, "patient"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"m:m", "c:patient"} {
+		if got := src.deadline(key); !got.Equal(patient) {
+			t.Errorf("load of %s gives up at %s, want the caller's deadline %s", key, got.Format(time.StampMilli), patient.Format(time.StampMilli))
+		}
+	}
+
+	// Callers of one batch: the batch waits for the most patient, who may
+	// come after the batch was opened. A load in flight holds the loader,
+	// so that the misses queue up in the next batch.
+	release := src.block()
+	go func() { _, _ = c.Account(context.Background(), "hasty") }()
+	<-src.entered
+	later := make(chan error, 2)
+	go func() { _, err := c.Account(context.Background(), "later"); later <- err }()
+	waitFor(t, "the first caller of later to queue", func() bool { return queued(c) == 1 })
+	go func() { _, err := c.Account(ctx, "later"); later <- err }()
+	waitFor(t, "the patient caller to join the batch", func() bool {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return c.waiting["later"] != nil && c.waiting["later"].waitUntil.Equal(patient)
+	})
+	release()
+	for range 2 {
+		if err := <-later; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := src.deadline("c:later"); !got.Equal(patient) {
+		t.Errorf("the batch of two callers gives up at %s, want the later deadline %s", got.Format(time.StampMilli), patient.Format(time.StampMilli))
+	}
+	if got, bound := src.deadline("c:hasty"), time.Now().Add(loadTimeout); got.After(bound) || got.IsZero() {
+		t.Errorf("a load for a caller without a deadline gives up at %s, want at most loadTimeout from its start (before %s)", got, bound)
 	}
 }
 

@@ -437,6 +437,22 @@ func undoTake(t *testing.T, s suite) {
 		// token bucket has refilled them.
 		s.wantCounts(t, c, m, "acme", 0, ls, "4 at 0 undone at T, after 3 at T", []countAt{{T + T/2, byAlg{3, 3, 3, 0}}})
 	})
+
+	t.Run("taken after a later one", func(t *testing.T) {
+		// B's clock was read before A's, but B counted after A (two
+		// concurrent checks; or a store's clock, as a process learns it,
+		// stepping back a millisecond). A log keeps B's 3 in A's entry of
+		// T/4, not in one of its own at 0: undoing B takes them from
+		// there, and A's 4 stay.
+		c := s.New(t, "acme", probe)
+		mustTake(t, c, s.charge(m, "acme", 4, T/4, ls...), "takes 4 at T/4")
+		b := s.charge(m, "acme", 3, 0, ls...)
+		mustTake(t, c, b, "then takes 3 at 0")
+		undo(t, c, b, T/4)
+		for i := range 2 {
+			s.wantCounts(t, c, m, "acme", i, ls, "4 at T/4, then 3 at 0 undone at T/4", []countAt{{T / 4, byAlg{4, 4, 4, 4}}})
+		}
+	})
 }
 
 func refundsOverTime(t *testing.T, s suite) {

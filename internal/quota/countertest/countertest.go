@@ -12,6 +12,7 @@ package countertest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,6 +90,7 @@ func cases() []testCase {
 		{name: "counts fall as the algorithm says", run: countsFall, short: true},
 		{name: "an undone take gives back its own units", run: undoTake, short: true},
 		{name: "a refund gives back from now first", run: refundsOverTime, short: true},
+		{name: "concurrent takes undone give back all their units", run: concurrentUndo, short: true},
 	}
 }
 
@@ -420,6 +422,44 @@ func concurrentExact(t *testing.T, s suite) {
 	wg.Wait()
 	if got := admitted.Load(); got != threshold {
 		t.Errorf("%d takes of 1 at a threshold of %d admitted %d", workers*each, threshold, got)
+	}
+}
+
+// concurrentUndo: checks whose clocks were read in one order and that
+// count in another (as concurrent checks do) each take and then undo their
+// units, as a check does when a later window denies it: every unit comes
+// back, and nothing else does.
+func concurrentUndo(t *testing.T, s suite) {
+	const workers, each, spread = 16, 20, 8
+	c := s.New(t, "acme")
+	ls := []lim{hard(1000), hard(1000)}
+	mustTake(t, c, s.charge(plain, "acme", 5, 0, ls...), "takes 5 at 0, kept")
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for j := range each {
+				ch := s.charge(plain, "acme", 1, int64(w+j)%spread, ls...)
+				out := make([]quota.Outcome, len(ch.Spans))
+				ok, err := c.Take(context.Background(), ch, out)
+				if err != nil || !ok {
+					t.Errorf("take of 1 under a limit of 1000: %v %v %+v", ok, err, out)
+					return
+				}
+				ch.Undoing(s.ms(spread))
+				if err := c.GiveBack(context.Background(), ch, out); err != nil {
+					t.Errorf("undo: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// At spread ms, the 5 kept count 5; a token bucket refilling 1000 a
+	// second has paid them off there, one refilling 1000 a minute not.
+	want := [2]byAlg{{5, 5, 5, 0}, all(5)}
+	for i := range 2 {
+		s.wantCounts(t, c, plain, "acme", i, ls, fmt.Sprintf("5 kept, %d takes of 1 undone", workers*each),
+			[]countAt{{spread, want[i]}})
 	}
 }
 
