@@ -16,10 +16,15 @@ const DefaultMiddlewareTimeout = 250 * time.Millisecond
 // MiddlewareOptions configure Client.Middleware.
 type MiddlewareOptions struct {
 	// Customer returns the request's customer id, e.g.
-	// FromHeader("X-Customer"). Required. A request for which it returns
-	// "" is answered 401 (problem code unauthorized) unless
-	// AllowAnonymous is set, when it goes on to the handler unchecked.
+	// FromHeader("X-Customer"). Customer, APIKey or both are required. A
+	// request that names neither is answered 401 (problem code
+	// unauthorized) unless AllowAnonymous is set, when it goes on to the
+	// handler unchecked.
 	Customer func(*http.Request) string
+	// APIKey returns the request's API key (one quotad issued), e.g.
+	// FromHeader("X-Api-Key"), which names its customer instead of
+	// Customer: when it returns a key, Customer is not asked.
+	APIKey func(*http.Request) string
 	// Metric returns the metric the request uses, e.g. Static("api_calls").
 	// Required.
 	Metric func(*http.Request) string
@@ -80,10 +85,10 @@ func StaticCost(n int64) func(*http.Request) int64 {
 //   - quotad unreachable, too slow or failing (5xx): the handler runs (fail
 //     open), or with FailClosed the request is answered 503.
 //
-// It panics if opts lacks Customer or Metric.
+// It panics if opts lacks Metric, or both Customer and APIKey.
 func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
-	if opts.Customer == nil || opts.Metric == nil {
-		panic("quotad: Middleware needs MiddlewareOptions.Customer and Metric")
+	if opts.Customer == nil && opts.APIKey == nil || opts.Metric == nil {
+		panic("quotad: Middleware needs MiddlewareOptions.Customer or APIKey, and Metric")
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -91,8 +96,8 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			customer := opts.Customer(r)
-			if customer == "" {
+			customer, apiKey := caller(r, opts.Customer, opts.APIKey)
+			if customer == "" && apiKey == "" {
 				if opts.AllowAnonymous {
 					next.ServeHTTP(w, r)
 					return
@@ -100,7 +105,7 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 				writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
 				return
 			}
-			req := CheckRequest{Customer: customer, Metric: opts.Metric(r), Cost: 1}
+			req := CheckRequest{Customer: customer, APIKey: apiKey, Metric: opts.Metric(r), Cost: 1}
 			if opts.Cost != nil {
 				req.Cost = opts.Cost(r)
 			}
@@ -118,6 +123,21 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 			}
 		})
 	}
+}
+
+// caller returns who a request is from, for the middlewares: its API key
+// when apiKey finds one, else its customer id (either function may be
+// nil).
+func caller(r *http.Request, customer, apiKey func(*http.Request) string) (string, string) {
+	if apiKey != nil {
+		if key := apiKey(r); key != "" {
+			return "", key
+		}
+	}
+	if customer != nil {
+		return customer(r), ""
+	}
+	return "", ""
 }
 
 // undecided answers a request whose check (or reserve) came to no

@@ -179,12 +179,7 @@ func (c *Client) ReservationMiddleware(opts ReservationMiddlewareOptions) func(h
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			req := ReserveRequest{Metric: opts.Metric(r), TTLSeconds: ttl}
-			if opts.APIKey != nil {
-				req.APIKey = opts.APIKey(r)
-			}
-			if req.APIKey == "" && opts.Customer != nil {
-				req.Customer = opts.Customer(r)
-			}
+			req.Customer, req.APIKey = caller(r, opts.Customer, opts.APIKey)
 			if req.APIKey == "" && req.Customer == "" {
 				if opts.AllowAnonymous {
 					next.ServeHTTP(w, r)
