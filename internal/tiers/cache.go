@@ -270,8 +270,8 @@ func (c *Cache) Account(ctx context.Context, id string) (Account, error) {
 		// change: the next batch brings it. That batch goes after the
 		// one in flight, so a customer is in one load at a time.
 		b = c.enqueueLocked(id, waitUntil)
-	} else if b != c.sending && waitUntil.After(b.waitUntil) {
-		b.waitUntil = waitUntil // not sent yet: it waits for this caller too
+	} else if b != c.sending {
+		b.waitFor(waitUntil) // not sent yet: it waits for this caller too
 	}
 	c.mu.Unlock()
 	select {
@@ -307,6 +307,15 @@ func (c *Cache) heldLocked(id string) (Account, bool, error) {
 	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides}, true, nil
 }
 
+// waitFor makes batch b, not sent yet, wait for a caller that may wait
+// until waitUntil (zero: no deadline): its load lasts that long at least.
+// Cache.mu must be held.
+func (b *accountBatch) waitFor(waitUntil time.Time) {
+	if waitUntil.After(b.waitUntil) {
+		b.waitUntil = waitUntil
+	}
+}
+
 // enqueueLocked adds customer id, for a caller that may wait until
 // waitUntil (zero: no deadline), to the batch that goes next, opening one
 // when there is none or it is full, and starts the loader if it is idle.
@@ -320,9 +329,7 @@ func (c *Cache) enqueueLocked(id string, waitUntil time.Time) *accountBatch {
 		c.queue = append(c.queue, b)
 	}
 	b.ids = append(b.ids, id)
-	if waitUntil.After(b.waitUntil) {
-		b.waitUntil = waitUntil
-	}
+	b.waitFor(waitUntil)
 	c.waiting[id] = b
 	if !c.loader {
 		c.loader = true
