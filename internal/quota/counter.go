@@ -8,11 +8,13 @@ import (
 )
 
 // CounterKey names one counter: a customer's count of a metric in one
-// window, the one that starts at Start. Start is in UTC without a
+// window, the one that starts at Start, for the customer as a whole or
+// (Subject set) for one of its subjects. Start is in UTC without a
 // monotonic reading, so that keys compare with ==.
 type CounterKey struct {
 	Customer string
 	Metric   string
+	Subject  string
 	Window   tiers.Window
 	Start    time.Time
 }

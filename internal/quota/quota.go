@@ -37,13 +37,35 @@ func (SystemClock) Now() time.Time { return time.Now().UTC() }
 // MaxCost is the largest cost one check may carry.
 const MaxCost = 1_000_000_000
 
-// Request is one check: may Customer use Cost units of Metric now?
+// MaxItems is the most items one check may carry.
+const MaxItems = 16
+
+// Request is one check: may Customer use Cost units of Metric now (as
+// Subject, where the metric has limits per subject)? A check of several
+// metrics at once names them in Items instead, each with its cost and
+// subject: it is admitted on all of them or none.
 type Request struct {
-	Customer  string
-	Metric    string
-	Cost      int64
+	Customer string
+	Metric   string
+	Cost     int64
+	// Subject is who within the customer spends the units (an end user,
+	// an IP, an API key's id): limits per subject count for it alone.
+	Subject string
+	// Items, when set, stand for Metric, Cost and Subject (which are
+	// then empty): 1 to MaxItems of them, no metric and subject twice.
+	Items     []Item
 	DryRun    bool
 	RequestID string
+}
+
+// Item is one metric a check charges, with its cost and subject.
+type Item struct {
+	// Customer, where set, is the item's customer in place of the
+	// request's: the descriptors of one Envoy request each name theirs.
+	Customer string
+	Metric   string
+	Cost     int64
+	Subject  string
 }
 
 // RefundRequest gives units back to a customer's current windows.
@@ -51,6 +73,7 @@ type RefundRequest struct {
 	Customer  string
 	Metric    string
 	Cost      int64
+	Subject   string
 	RequestID string
 }
 
@@ -67,6 +90,12 @@ const (
 
 // WindowResult is one window's part of a Decision.
 type WindowResult struct {
+	// Metric is the metric the window counts: the check's, or the credit
+	// pool it draws on.
+	Metric string
+	// Subject is the subject a window of a limit per subject counts for;
+	// "" for the customer's windows.
+	Subject   string
 	Window    tiers.Window
 	Mode      tiers.Mode
 	Limit     int64
@@ -102,11 +131,39 @@ type Decision struct {
 	Replayed bool
 	// StoreTrips counts the round trips to PostgreSQL this check made.
 	StoreTrips int
+	// Items, for a check of items, is each item's part of the decision,
+	// in the request's order; Limits then holds every window of every
+	// item, each once.
+	Items []ItemResult
+}
+
+// ItemResult is one item's part of a Decision.
+type ItemResult struct {
+	Customer string
+	Metric   string
+	Subject  string
+	Cost     int64
+	// Allowed: every window of the item admits it. A check is allowed
+	// only when every item is.
+	Allowed bool
+	// Remaining is the fewest units of the item's metric its windows
+	// still admit (a credit pool's remaining credits count as the units
+	// of the metric they buy); nil when no window limits the item.
+	Remaining *int64
+	// Limits are the item's windows: its metric's, for the customer and
+	// for the subject, then those of the credit pool it draws on.
+	Limits []WindowResult
+	// RetryAfter and Never are the item's alone, as the Decision's.
+	RetryAfter int64
+	Never      bool
 }
 
 // Usage is one effective limit's current count.
 type Usage struct {
 	Metric string
+	// Subject is the subject a limit per subject counts for; "" for the
+	// customer's limits.
+	Subject string
 	Window tiers.Window
 	// Algorithm and Burst are the short window's, as its limit names them.
 	Algorithm tiers.Algorithm

@@ -178,6 +178,7 @@ type ReserveRequest struct {
 	Customer  string
 	Metric    string
 	Cost      int64
+	Subject   string
 	TTL       time.Duration
 	RequestID string
 }

@@ -31,6 +31,9 @@ var (
 	// ErrReservationExpired: the reservation was not committed by its
 	// expiry, and quotad released it.
 	ErrReservationExpired = errors.New("reservation expired")
+	// ErrSubjectRequired: a check of a metric that has limits per subject
+	// names no subject.
+	ErrSubjectRequired = errors.New("subject required")
 	// ErrUnavailable: the store cannot be reached; nothing was written.
 	ErrUnavailable = errors.New("store unavailable")
 )

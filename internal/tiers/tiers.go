@@ -228,6 +228,10 @@ type Limit struct {
 	// Burst is a token bucket's size; nil means Limit. JSON shows a token
 	// bucket's size, set or not; see MarshalJSON.
 	Burst *int64 `json:"burst"`
+	// Per says whom the limit counts for: the customer as a whole (the
+	// zero value), or each of the customer's subjects apart (an end user,
+	// an IP, an API key), beside the customer-wide limits of the metric.
+	Per Per `json:"per"`
 }
 
 // Size is how many units a short window's count admits before any soft
@@ -239,13 +243,81 @@ func (l Limit) Size() int64 {
 	return l.Limit
 }
 
-// Key identifies the metric and window a limit applies to.
-func (l Limit) Key() LimitKey { return LimitKey{Metric: l.Metric, Window: l.Window} }
+// Key identifies the metric, window and scope a limit applies to.
+func (l Limit) Key() LimitKey { return LimitKey{Metric: l.Metric, Window: l.Window, Per: l.Per} }
 
-// LimitKey names one metric+window.
+// LimitKey names one metric+window, counted for the customer or per
+// subject.
 type LimitKey struct {
 	Metric string
 	Window Window
+	Per    Per
+}
+
+// Per is whom a limit counts for.
+type Per uint8
+
+// The scopes of a limit. The zero value is the customer.
+const (
+	// PerCustomer: one count for the customer, whoever of its subjects
+	// spends it.
+	PerCustomer Per = iota
+	// PerSubject: a count for each subject of the customer apart.
+	PerSubject
+)
+
+var perNames = [...]string{"customer", "subject"}
+
+// ParsePer returns the scope named s.
+func ParsePer(s string) (Per, bool) {
+	for i, name := range perNames {
+		if name == s {
+			return Per(i), true
+		}
+	}
+	return 0, false
+}
+
+// String returns the scope's name as used in the API.
+func (p Per) String() string {
+	if int(p) >= len(perNames) {
+		return fmt.Sprintf("Per(%d)", uint8(p))
+	}
+	return perNames[p]
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (p Per) MarshalText() ([]byte, error) {
+	if int(p) >= len(perNames) {
+		return nil, fmt.Errorf("invalid per %d", uint8(p))
+	}
+	return []byte(p.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (p *Per) UnmarshalText(b []byte) error {
+	v, ok := ParsePer(string(b))
+	if !ok {
+		return fmt.Errorf("unknown per %q", b)
+	}
+	*p = v
+	return nil
+}
+
+// CreditRate is how one metric draws on a credit pool: credits units of
+// the pool for every per units of the metric, rounded up per check
+// (ceil(cost * credits / per)).
+type CreditRate struct {
+	Metric  string `json:"metric"`
+	Credits int64  `json:"credits"`
+	Per     int64  `json:"per"`
+}
+
+// Draw is the pool a metric draws on, and at what rate.
+type Draw struct {
+	Pool    string
+	Credits int64
+	Per     int64
 }
 
 // Metric is a countable resource. Capacity, when declared for a window, is
@@ -255,9 +327,16 @@ type Metric struct {
 	Key         string           `json:"key"`
 	Description string           `json:"description"`
 	Capacity    map[Window]int64 `json:"capacity"`
-	Version     int64            `json:"version"`
-	CreatedAt   time.Time        `json:"created_at"`
-	UpdatedAt   time.Time        `json:"updated_at"`
+	// CreditSchema, on a credit pool, lists the metrics that draw on it:
+	// a check of one of them also charges the pool its credits.
+	CreditSchema []CreditRate `json:"credit_schema"`
+	// Draws, on a metric that draws on a pool, is that pool and the
+	// rate, as the pool's CreditSchema says (it is the pool's, not part
+	// of this metric's own JSON); nil otherwise.
+	Draws     *Draw     `json:"-"`
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Price is what a plan costs. Money is integers: cents of Currency.

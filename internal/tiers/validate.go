@@ -15,10 +15,11 @@ const (
 	maxLimitsPerPlan  = 500
 )
 
-// Longest metric or plan key, and customer id.
+// Longest metric or plan key, customer id and subject.
 const (
 	MaxKeyLen        = 63
 	MaxCustomerIDLen = 128
+	MaxSubjectLen    = 128
 )
 
 // ValidKey reports whether s is a valid metric or plan key:
@@ -57,9 +58,30 @@ func ValidCustomerID(s string) bool {
 	return true
 }
 
+// ValidSubject reports whether s is a valid subject, who within a
+// customer spends units: ^[A-Za-z0-9._:@/-]{1,128}$ (an end user's id, an
+// IP address, an API key's id).
+func ValidSubject(s string) bool {
+	if len(s) == 0 || len(s) > MaxSubjectLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.' || c == '_' || c == ':' || c == '@' || c == '/' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 const (
 	keyRule        = "must match ^[a-z0-9][a-z0-9_.-]{0,62}$"
 	customerIDRule = "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+	// SubjectRule is what a subject must match, as a client is told.
+	SubjectRule = "must match ^[A-Za-z0-9._:@/-]{1,128}$"
 )
 
 // CheckKey returns a ValidationError naming field unless key is a valid
