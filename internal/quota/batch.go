@@ -199,10 +199,10 @@ func (e *Engine) undoAll(ctx context.Context, scopes []*scope, took, tookLong []
 	for i, s := range scopes {
 		if tookLong[i] {
 			if e.leases != nil {
-				_ = e.leases.Undo(ctx, &s.long)
+				_ = e.leases.Undo(ctx, s.longs())
 			} else {
 				var out [maxLong]Outcome
-				_ = e.long.GiveBack(ctx, &s.long, out[:len(s.long.Spans)])
+				_ = e.long.GiveBack(ctx, undoCopy(s.long, out[:]))
 			}
 			tookLong[i] = false
 		}

@@ -16,7 +16,7 @@ var benchNow = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // benchCharge returns a charge of one unit in a second and a minute window
 // with limits high enough that every take passes.
 func benchCharge(customer string, at time.Time) Charge {
-	c := Charge{Customer: customer, Metric: "api_calls", Cost: 1, At: at}
+	c := Charge{Customer: customer, Metric: "api_calls", Cost: 1, At: at, Out: make([]Outcome, 2)}
 	for _, w := range []tiers.Window{tiers.Second, tiers.Minute} {
 		start, end := Bounds(w, at, tiers.Anchor{})
 		c.Spans = append(c.Spans, Span{
@@ -39,15 +39,15 @@ func BenchmarkSlidingTake(b *testing.B) { benchTake(b, tiers.SlidingWindow) }
 func benchTake(b *testing.B, alg tiers.Algorithm) {
 	s := newSlidingCounters()
 	ids := benchIDs(10_000)
-	c := benchCharge(ids[0], benchNow)
-	withAlgorithm(&c, alg)
-	var out [2]Outcome
+	cs := []Charge{benchCharge(ids[0], benchNow)}
+	c := &cs[0]
+	withAlgorithm(c, alg)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		setCustomer(&c, ids[i%len(ids)])
+		setCustomer(c, ids[i%len(ids)])
 		c.At = benchNow.Add(time.Duration(i/1000) * time.Millisecond)
-		if ok, _ := s.Take(ctx, &c, out[:]); !ok {
+		if ok, _ := s.Take(ctx, cs); !ok {
 			b.Fatal("denied")
 		}
 	}
@@ -62,13 +62,12 @@ func BenchmarkSlidingTakeParallel(b *testing.B) {
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		c := benchCharge(ids[0], benchNow)
-		var out [2]Outcome
+		cs := []Charge{benchCharge(ids[0], benchNow)}
 		i := int(seq.Add(1)) * 7919
 		for pb.Next() {
 			i++
-			setCustomer(&c, ids[i%len(ids)])
-			if ok, _ := s.Take(ctx, &c, out[:]); !ok {
+			setCustomer(&cs[0], ids[i%len(ids)])
+			if ok, _ := s.Take(ctx, cs); !ok {
 				b.Error("denied")
 				return
 			}
@@ -260,17 +259,16 @@ func benchKeysMemory(b *testing.B, customers, checks int, alg tiers.Algorithm, l
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		s := newSlidingCounters()
-		var out [2]Outcome
 		for n := range checks {
 			for _, id := range ids {
 				c := benchCharge(id, benchNow.Add(time.Duration(n)*time.Millisecond))
-				c.Spans = c.Spans[:windows]
+				c.Spans, c.Out = c.Spans[:windows], c.Out[:windows]
 				withAlgorithm(&c, alg)
 				for i := range c.Spans {
 					r := &c.Spans[i].Rule
 					r.Limit, r.Size, r.Threshold = limit, limit, limit
 				}
-				if ok, _ := s.Take(ctx, &c, out[:windows]); !ok {
+				if ok, _ := s.Take(ctx, []Charge{c}); !ok {
 					b.Fatal("denied")
 				}
 			}

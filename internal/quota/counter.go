@@ -41,22 +41,31 @@ type Span struct {
 	Global GlobalKey
 }
 
-// Charge asks a Counter about Cost units of one customer's metric in each
-// of Spans, all of them at once.
+// Charge asks a Counter about Cost units of one customer's metric (for
+// the customer as a whole, or for one of its subjects) in each of Spans,
+// all of them at once. A check is a set of charges: its metric's, its
+// subject's, the credit pool's it draws on (see Counter).
 type Charge struct {
 	Customer string
 	Metric   string
-	Cost     int64
+	// Subject is the subject whose counters the spans are ("" for the
+	// customer's own).
+	Subject string
+	Cost    int64
 	// At is when the check happens (for GiveBack: when the units given
 	// back were counted).
 	At    time.Time
 	Spans []Span
+	// Out is what the counter found for each span: one Outcome per span,
+	// filled in by every call.
+	Out []Outcome
 	// Globals are the metric's windows with declared capacity (of the
 	// counter's kind, short or long): every unit a Take admits counts
 	// there, whatever the customer's limits.
 	Globals []GlobalKey
 	// Trips counts the round trips to a shared store the counters made
-	// for this charge; counters add to it.
+	// for this charge; counters add to it (one call for several charges
+	// of a set counts on the first).
 	Trips int
 	// MetricCapacity: the metric declares a capacity for a window of the
 	// charge's kind, even where Globals leaves it out (a refund lists only
@@ -120,30 +129,41 @@ type Outcome struct {
 }
 
 // Counter counts units of customers' metrics in windows. The in-process
-// sliding window, the PostgreSQL ledger and the lease pool over it all
-// implement it, so the engine decides every window the same way through
-// Rule. Implementations are safe for concurrent use; out has one Outcome
-// per span of c. Errors: tiers.ErrUnavailable when a shared store cannot
-// be reached (nothing was counted), tiers.ErrCustomerNotFound when the
-// customer went away.
+// sliding window, the shared store of short windows, the PostgreSQL
+// ledger and the lease pool over it all implement it, so the engine
+// decides every window the same way through Rule.
+//
+// Every call is about a set of charges, cs, decided together: a check of
+// a metric with limits for the customer and for the subject, and a credit
+// pool it draws on, is three charges, admitted on all or none. The
+// charges of a set name distinct counters. Each fills in every span's Out.
+// Implementations are safe for concurrent use. Errors:
+// tiers.ErrUnavailable when a shared store cannot be reached (nothing was
+// counted), tiers.ErrCustomerNotFound when the customer went away.
 type Counter interface {
-	// Take counts c.Cost in every span if, and only if, every span admits
-	// it, and also in every global window of c; it reports whether it did.
-	// A span that does not pass reports its Wait.
-	Take(ctx context.Context, c *Charge, out []Outcome) (bool, error)
-	// GiveBack takes up to c.Cost units off every span's counter, never
-	// below zero: from the window (or bucket) that contains c.At first,
-	// then from the one before it (a sliding log from c.At's millisecond,
-	// then its newest; a token bucket pays its debt down; an undone take
-	// gives back only its own units, see meter.giveBackOther). Each global
-	// window of c gets back what the customer's span of the same window and
-	// start gave back (those units were counted there too) or, without
-	// such a span, up to c.Cost as a span would. So a refund lists only the
-	// global windows where the customer's share is known, and undoing a
-	// take lists all it counted in. Used reports the counts before.
-	GiveBack(ctx context.Context, c *Charge, out []Outcome) error
+	// Take counts every charge of cs — its Cost in every span and in every
+	// global window of it — if, and only if, every span of every charge
+	// admits its cost, and reports whether it did. A span that does not
+	// pass reports its Wait. A counter that cannot decide the whole set at
+	// once (the charges live on different servers) counts them one after
+	// the other and gives back what it counted when one is denied: a
+	// denied set keeps nothing, and no limit is ever passed, though a
+	// check racing it may be denied units given back a moment later.
+	Take(ctx context.Context, cs []Charge) (bool, error)
+	// GiveBack takes up to c.Cost units off every span's counter of every
+	// charge c of cs, never below zero: from the window (or bucket) that
+	// contains c.At first, then from the one before it (a sliding log from
+	// c.At's millisecond, then its newest; a token bucket pays its debt
+	// down; an undone take gives back only its own units, see
+	// meter.giveBackOther). Each global window of c gets back what c's
+	// span of the same window and start gave back (those units were
+	// counted there too) or, without such a span, up to c.Cost as a span
+	// would. So a refund lists only the global windows where the
+	// customer's share is known, and undoing a take lists all it counted
+	// in. Out reports the counts before.
+	GiveBack(ctx context.Context, cs []Charge) error
 	// Peek reports every span as Take would, counting nothing.
-	Peek(ctx context.Context, c *Charge, out []Outcome) error
+	Peek(ctx context.Context, cs []Charge) error
 }
 
 // CalendarWait returns the milliseconds until a calendar window that
@@ -217,36 +237,40 @@ func (c *Charge) Judge(i int, used, global int64) Outcome {
 	return o
 }
 
-// PeekWith fills out for every span of c, a calendar window, from counts
-// read by read (of the spans' counters, and of the global usage of those
-// that may borrow spare capacity), judged as a take would: what
-// long-window counters' Peek does. It counts the read as a round trip.
-func (c *Charge) PeekWith(read func(counters []CounterKey, globals []GlobalKey) (used, global []int64, err error),
-	out []Outcome) error {
-	if len(c.Spans) == 0 {
-		return nil
-	}
-	c.Trips++
-	keys := make([]CounterKey, len(c.Spans))
+// PeekWith fills in Out for every span of every charge of cs, calendar
+// windows, from counts read by read in one call (of the spans' counters,
+// and of the global usage of those that may borrow spare capacity),
+// judged as a take would: what long-window counters' Peek does. It counts
+// the read as a round trip, on the first charge.
+func PeekWith(cs []Charge, read func(counters []CounterKey, globals []GlobalKey) (used, global []int64, err error)) error {
+	var keys []CounterKey
 	var globals []GlobalKey
-	for i := range c.Spans {
-		keys[i] = c.Spans[i].Key
-		if c.Spans[i].Rule.Spare {
-			globals = append(globals, c.Spans[i].Global)
+	for ci := range cs {
+		for _, sp := range cs[ci].Spans {
+			keys = append(keys, sp.Key)
+			if sp.Rule.Spare {
+				globals = append(globals, sp.Global)
+			}
 		}
 	}
+	if len(keys) == 0 {
+		return nil
+	}
+	cs[0].Trips++
 	used, global, err := read(keys, globals)
 	if err != nil {
 		return err
 	}
-	gi := 0
-	for i := range c.Spans {
-		var g int64
-		if c.Spans[i].Rule.Spare {
-			g = global[gi]
-			gi++
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			var g int64
+			if c.Spans[i].Rule.Spare {
+				g, global = global[0], global[1:]
+			}
+			c.Out[i] = c.Judge(i, used[0], g)
+			used = used[1:]
 		}
-		out[i] = c.Judge(i, used[i], g)
 	}
 	return nil
 }

@@ -324,7 +324,7 @@ func (e *Engine) take(ctx context.Context, r Request, s *scope) (Decision, int64
 // failed after its short windows took their units (take's is longFailed).
 func (e *Engine) takeThen(ctx context.Context, r Request, s *scope,
 	failed func(ctx context.Context, r Request, s *scope, err error) (Decision, int64, error)) (Decision, int64, error) {
-	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
+	ok, err := e.short.Take(ctx, s.shorts())
 	if err != nil {
 		return Decision{}, 0, err
 	}
@@ -332,7 +332,7 @@ func (e *Engine) takeThen(ctx context.Context, r Request, s *scope,
 		return e.decidePeeking(ctx, r, s)
 	}
 	if s.hasLong() {
-		if ok, err = e.long.Take(ctx, &s.long, s.longOut); err != nil {
+		if ok, err = e.long.Take(ctx, s.longs()); err != nil {
 			return failed(ctx, r, s, err)
 		}
 		if !ok {
@@ -364,8 +364,17 @@ func (e *Engine) longFailed(ctx context.Context, r Request, s *scope, err error)
 func (e *Engine) undoShort(ctx context.Context, s *scope) {
 	var out [maxShort]Outcome
 	s.short.Undoing(e.clock.Now())
-	_ = e.short.GiveBack(ctx, &s.short, out[:len(s.short.Spans)])
+	_ = e.short.GiveBack(ctx, undoCopy(s.short, out[:]))
 	s.short.undoNow = 0
+}
+
+// undoCopy returns charge c as a set of one for the give-back of its
+// take, with outcomes of its own (out), so that the take's stay as they
+// were for the answer.
+func undoCopy(c *Charge, out []Outcome) []Charge {
+	u := *c
+	u.Out = out[:len(c.Spans)]
+	return []Charge{u}
 }
 
 // checkOnce charges a check that carries a request id: its answer is kept
@@ -390,7 +399,7 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		d, err := replay(r, rec)
 		return d, 0, err
 	}
-	if ok, err := e.short.Take(ctx, &s.short, s.shortOut); err != nil {
+	if ok, err := e.short.Take(ctx, s.shorts()); err != nil {
 		return Decision{}, 0, err
 	} else if !ok {
 		return e.decidePeeking(ctx, r, s)
@@ -412,7 +421,7 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 		}
 		ok := true
 		if s.hasLong() {
-			if ok, err = tx.Take(ctx, &s.long, s.longOut); err != nil {
+			if ok, err = tx.Take(ctx, s.longs()); err != nil {
 				return err
 			}
 		}
@@ -448,7 +457,7 @@ func (e *Engine) checkOnce(ctx context.Context, r Request, s *scope) (Decision, 
 // units back and replays the answer kept under it. A check its windows
 // deny looks for a kept answer first (see replayOrDeny).
 func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
-	ok, err := e.short.Take(ctx, &s.short, s.shortOut)
+	ok, err := e.short.Take(ctx, s.shorts())
 	if err != nil {
 		return Decision{}, 0, err
 	}
@@ -456,7 +465,7 @@ func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope) (Deci
 		return e.replayOrDeny(ctx, r, s, func() (Decision, int64, error) { return e.decidePeeking(ctx, r, s) })
 	}
 	if s.hasLong() {
-		if ok, err = e.leases.Take(ctx, &s.long, s.longOut); err != nil {
+		if ok, err = e.leases.Take(ctx, s.longs()); err != nil {
 			return e.longFailed(ctx, r, s, err)
 		}
 	}
@@ -479,7 +488,7 @@ func (e *Engine) checkOnceLeased(ctx context.Context, r Request, s *scope) (Deci
 	// check would then replay it): its units stay counted, as a failure to
 	// give them back leaves them, never the other way.
 	if s.hasLong() && (err == nil || !sent) {
-		_ = e.leases.Undo(ctx, &s.long)
+		_ = e.leases.Undo(ctx, s.longs())
 	}
 	if err == nil { // the id was used: its answer, not this one
 		e.undoShort(ctx, s)
@@ -517,7 +526,7 @@ func (e *Engine) replayOrDeny(ctx context.Context, r Request, s *scope, deny fun
 // peek answers a dry run: every window as a check would find it, nothing
 // charged, nothing recorded.
 func (e *Engine) peek(ctx context.Context, r Request, s *scope) (Decision, error) {
-	if err := e.short.Peek(ctx, &s.short, s.shortOut); err != nil {
+	if err := e.short.Peek(ctx, s.shorts()); err != nil {
 		return Decision{}, err
 	}
 	d, _, err := e.decidePeeking(ctx, r, s)
@@ -529,12 +538,12 @@ func (e *Engine) peek(ctx context.Context, r Request, s *scope) (Decision, error
 // as a take would. When the ledger cannot be reached, it fails as checks
 // do: open, degraded; closed, with tiers.ErrUnavailable.
 func (e *Engine) decidePeeking(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
-	allowed := passed(s.shortOut)
+	allowed := passed(s.short.Out)
 	if len(s.long.Spans) == 0 {
 		d, overage := e.decide(r, s, allowed, false)
 		return d, overage, nil
 	}
-	err := e.long.Peek(ctx, &s.long, s.longOut)
+	err := e.long.Peek(ctx, s.longs())
 	switch {
 	case errors.Is(err, tiers.ErrUnavailable):
 		if err := e.storeDown(err); err != nil {
@@ -545,7 +554,7 @@ func (e *Engine) decidePeeking(ctx context.Context, r Request, s *scope) (Decisi
 	case err != nil:
 		return Decision{}, 0, err
 	}
-	d, overage := e.decide(r, s, allowed && passed(s.longOut), false)
+	d, overage := e.decide(r, s, allowed && passed(s.long.Out), false)
 	return d, overage, nil
 }
 
@@ -640,12 +649,12 @@ func (e *Engine) decide(r Request, s *scope, allowed, degraded bool) (Decision, 
 	}
 	for i := range s.short.Spans {
 		sp := &s.short.Spans[i]
-		add(sp, s.shortOut[i], sp.Key.Window.Length())
+		add(sp, s.short.Out[i], sp.Key.Window.Length())
 	}
 	if !degraded {
 		for i := range s.long.Spans {
 			sp := &s.long.Spans[i]
-			add(sp, s.longOut[i], sp.End.Sub(sp.Key.Start))
+			add(sp, s.long.Out[i], sp.End.Sub(sp.Key.Start))
 		}
 	}
 	switch {

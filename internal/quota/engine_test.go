@@ -946,11 +946,11 @@ func (s *silentLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error 
 	return s.Ledger.Lease(ctx, r)
 }
 
-func (s *silentLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+func (s *silentLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 	if err := s.hang(ctx); err != nil {
 		return false, err
 	}
-	return s.Ledger.Take(ctx, c, out)
+	return s.Ledger.Take(ctx, cs)
 }
 
 // A check waits for a silent store only as long as the store timeout, then

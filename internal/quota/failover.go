@@ -89,15 +89,25 @@ type route struct {
 	trial  *shardDown
 }
 
-// use returns the route of a call for c.
-func (f *Failover) use(c *Charge) route {
+// use returns the route of a call for cs: to the shared store only if no
+// charge of cs is kept in a shard that is down (a set is counted in one
+// place, all or nothing), unless this call is the one to try that shard
+// again (the first charge's that is down).
+func (f *Failover) use(cs []Charge) route {
 	if f.ndown.Load() == 0 {
 		return route{shared: true, shard: -1}
 	}
 	now := f.now().UnixNano()
 	f.sweep(now)
-	id := f.shared.store.Shard(c)
-	v, ok := f.down.Load(id)
+	id := f.shared.store.Shard(&cs[0])
+	var v any
+	ok := false
+	for i := range cs {
+		id = f.shared.store.Shard(&cs[i])
+		if v, ok = f.down.Load(id); ok {
+			break
+		}
+	}
 	if !ok {
 		return route{shared: true, shard: id}
 	}
@@ -112,12 +122,12 @@ func (f *Failover) use(c *Charge) route {
 	return route{shared: true, shard: id, trial: d}
 }
 
-// done records how a call for c to the shared store went: whether it
+// done records how a call for cs to the shared store went: whether it
 // counted (err nil), or could not be made (tiers.ErrUnavailable: its
 // shard is down). Only a trial's success brings a shard back: another
 // call that succeeds was sent before the shard failed, and says nothing
 // of it since.
-func (f *Failover) done(c *Charge, r route, err error) {
+func (f *Failover) done(cs []Charge, r route, err error) {
 	if r.trial != nil {
 		defer r.trial.trying.Store(false)
 	}
@@ -130,7 +140,7 @@ func (f *Failover) done(c *Charge, r route, err error) {
 		f.failures.Add(1)
 		id := r.shard
 		if id < 0 {
-			id = f.shared.store.Shard(c)
+			id = f.shared.store.Shard(&cs[0])
 		}
 		now := f.now().UnixNano()
 		if v, ok := f.down.Load(id); ok {
@@ -195,51 +205,67 @@ func (f *Failover) report(err error) {
 }
 
 // Take implements Counter.
-func (f *Failover) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
-	if r := f.use(c); r.shared {
-		ok, err := f.shared.Take(ctx, c, out)
-		f.done(c, r, err)
+func (f *Failover) Take(ctx context.Context, cs []Charge) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
+	if r := f.use(cs); r.shared {
+		ok, err := f.shared.Take(ctx, cs)
+		f.done(cs, r, err)
 		if !errors.Is(err, tiers.ErrUnavailable) {
 			return ok, err
 		}
 	}
-	c.degraded = true
-	return f.local.Take(ctx, c, out)
+	degrade(cs)
+	return f.local.Take(ctx, cs)
+}
+
+// degrade marks the charges of cs counted in process.
+func degrade(cs []Charge) {
+	for i := range cs {
+		cs[i].degraded = true
+	}
 }
 
 // Peek implements Counter.
-func (f *Failover) Peek(ctx context.Context, c *Charge, out []Outcome) error {
-	if r := f.use(c); r.shared {
-		err := f.shared.Peek(ctx, c, out)
-		f.done(c, r, err)
+func (f *Failover) Peek(ctx context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if r := f.use(cs); r.shared {
+		err := f.shared.Peek(ctx, cs)
+		f.done(cs, r, err)
 		if !errors.Is(err, tiers.ErrUnavailable) {
 			return err
 		}
 	}
-	c.degraded = true
-	return f.local.Peek(ctx, c, out)
+	degrade(cs)
+	return f.local.Peek(ctx, cs)
 }
 
 // GiveBack implements Counter. An undone take gives back to the counters
 // that took: in this process when it was degraded, in the store
 // otherwise (where, if the store is gone, its units stay counted: never
 // the other way). A refund goes where checks go now.
-func (f *Failover) GiveBack(ctx context.Context, c *Charge, out []Outcome) error {
-	if c.undoNow != 0 {
-		if c.degraded {
-			return f.local.GiveBack(ctx, c, out)
+func (f *Failover) GiveBack(ctx context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if cs[0].undoNow != 0 {
+		if cs[0].degraded {
+			return f.local.GiveBack(ctx, cs)
 		}
-		err := f.shared.GiveBack(ctx, c, out)
-		f.done(c, route{shard: -1}, err)
+		err := f.shared.GiveBack(ctx, cs)
+		f.done(cs, route{shard: -1}, err)
 		return err
 	}
-	if r := f.use(c); r.shared {
-		err := f.shared.GiveBack(ctx, c, out)
-		f.done(c, r, err)
+	if r := f.use(cs); r.shared {
+		err := f.shared.GiveBack(ctx, cs)
+		f.done(cs, r, err)
 		if !errors.Is(err, tiers.ErrUnavailable) {
 			return err
 		}
 	}
-	c.degraded = true
-	return f.local.GiveBack(ctx, c, out)
+	degrade(cs)
+	return f.local.GiveBack(ctx, cs)
 }

@@ -40,7 +40,7 @@ func (s *fakeShards) Shard(c *quota.Charge) int { return s.shardOf[c.Customer] }
 
 // Run answers as the shard is when the call arrives, and after any hold.
 func (s *fakeShards) Run(_ context.Context, op *quota.SharedOp) error {
-	id := s.Shard(op.Charge)
+	id := s.Shard(&op.Charges[0])
 	s.mu.Lock()
 	s.calls[id]++
 	hold, down := s.hold[id], s.down[id]
@@ -53,7 +53,7 @@ func (s *fakeShards) Run(_ context.Context, op *quota.SharedOp) error {
 		return fmt.Errorf("%w: shard %d is down", tiers.ErrUnavailable, id)
 	}
 	// The keys hold what the decision saw: it stands.
-	op.AnsweredMs, op.Written, op.Found = op.Charge.At.UnixMilli(), op.Write, append(op.Found, op.Expect...)
+	op.AnsweredMs, op.Written, op.Found = op.Charges[0].At.UnixMilli(), op.Write, append(op.Found, op.Expect...)
 	return nil
 }
 

@@ -119,17 +119,16 @@ func (s *slidingCounters) globalsLocked(c *Charge, g *lookup, nowMs int64, used 
 
 // peekGlobals implements globalPeeker: this process's global usage.
 func (s *slidingCounters) peekGlobals(_ context.Context, c *Charge, used []int64) (bool, error) {
-	var k, g lookup
-	s.lock(c, &k, &g)
-	defer s.unlock(&k, &g)
-	s.globalsLocked(c, &g, c.At.UnixMilli(), used)
+	cs := []Charge{*c}
+	s.locked(cs, func(_, g []lookup) { s.globalsLocked(c, &g[0], c.At.UnixMilli(), used) })
 	return false, nil
 }
 
 // peekGlobals implements globalPeeker: the global usage the store holds.
 func (s *SharedCounters) peekGlobals(ctx context.Context, c *Charge, used []int64) (bool, error) {
-	err := s.run(ctx, c, func(_, g *lookup, now int64) {
-		s.mirror.globalsLocked(c, g, now, used)
+	cs := []Charge{*c}
+	err := s.run(ctx, cs, func(_, g []lookup, now int64) {
+		s.mirror.globalsLocked(c, &g[0], now, used)
 	})
 	return err == nil, err
 }
@@ -137,9 +136,10 @@ func (s *SharedCounters) peekGlobals(ctx context.Context, c *Charge, used []int6
 // peekGlobals implements globalPeeker: from the shared store while its
 // shard answers, else from this process's counters.
 func (f *Failover) peekGlobals(ctx context.Context, c *Charge, used []int64) (bool, error) {
-	if r := f.use(c); r.shared {
+	cs := []Charge{*c}
+	if r := f.use(cs); r.shared {
 		shared, err := f.shared.peekGlobals(ctx, c, used)
-		f.done(c, r, err)
+		f.done(cs, r, err)
 		if !errors.Is(err, tiers.ErrUnavailable) {
 			return shared, err
 		}

@@ -20,15 +20,17 @@ type mapStore struct {
 	keys map[string]string
 }
 
-func (s *mapStore) names(c *quota.Charge) []string {
+func (s *mapStore) names(cs []quota.Charge) []string {
 	var out []string
-	if customer, global := c.SharedKeys(); customer {
-		out = append(out, c.Metric+"/"+c.Customer)
+	for i := range cs {
+		c := &cs[i]
+		customer, global := c.SharedKeys()
+		if customer {
+			out = append(out, c.Metric+"/"+c.Customer+"/"+c.Subject)
+		}
 		if global {
 			out = append(out, c.Metric)
 		}
-	} else if global {
-		out = append(out, c.Metric)
 	}
 	return out
 }
@@ -36,12 +38,12 @@ func (s *mapStore) names(c *quota.Charge) []string {
 func (s *mapStore) Run(_ context.Context, op *quota.SharedOp) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := s.names(op.Charge)
+	names := s.names(op.Charges)
 	found := make([]string, len(names))
 	for i, n := range names {
 		found[i] = s.keys[n]
 	}
-	op.AnsweredMs, op.Found = op.Charge.At.UnixMilli(), append(op.Found, found...)
+	op.AnsweredMs, op.Found = op.Charges[0].At.UnixMilli(), append(op.Found, found...)
 	op.Written = op.Write && slices.Equal(found, op.Expect)
 	if op.Written {
 		for i, n := range names {

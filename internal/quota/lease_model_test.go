@@ -143,7 +143,7 @@ func TestLeasePoolModel(t *testing.T) {
 					answering = answering && !q.deaf
 				}
 				out := make([]quota.Outcome, len(c.Spans))
-				ok, err := p.pool.Take(ctx, c, out)
+				ok, err := p.pool.Take(ctx, one(c, out))
 				rt.Logf("step %d: process %d checks %d: %v %v (%d calls)", i, slices.Index(procs, p), c.Cost, ok, err, c.Trips)
 				switch {
 				case err != nil && faulty:
@@ -184,15 +184,15 @@ func TestLeasePoolModel(t *testing.T) {
 				}
 			case op == 9: // a refund, as the engine does it
 				c := charge(rapid.Int64Range(1, 12).Draw(rt, fmt.Sprintf("refund %d", i)))
-				if err := p.pool.Reclaim(ctx, c); err != nil {
+				out := make([]quota.Outcome, len(c.Spans))
+				if err := p.pool.Reclaim(ctx, one(c, out)); err != nil {
 					if faulty {
 						break
 					}
 					rt.Fatalf("step %d: reclaim: %v", i, err)
 				}
-				out := make([]quota.Outcome, len(c.Spans))
 				err := p.ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
-					return tx.GiveBack(ctx, c, out)
+					return tx.GiveBack(ctx, one(c, out))
 				})
 				if err != nil {
 					rt.Fatalf("step %d: give back: %v", i, err)

@@ -45,11 +45,11 @@ func (h *hookedLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error 
 	return h.Ledger.Lease(ctx, r)
 }
 
-func (h *hookedLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+func (h *hookedLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 	if h.onTake != nil {
 		h.onTake()
 	}
-	return h.Ledger.Take(ctx, c, out)
+	return h.Ledger.Take(ctx, cs)
 }
 
 func (h *hookedLedger) Settle(ctx context.Context, s []quota.Settlement) error {
@@ -68,7 +68,7 @@ func newHookedPool(l *quotatest.Ledger) (*hookedLedger, *quota.LeasePool) {
 
 func mustTake(t *testing.T, p *quota.LeasePool, c *quota.Charge) bool {
 	t.Helper()
-	ok, err := p.Take(context.Background(), c, make([]quota.Outcome, len(c.Spans)))
+	ok, err := p.Take(context.Background(), one(c, make([]quota.Outcome, len(c.Spans))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 		t.Fatal("denied within the soft threshold")
 	}
 	before := store.Count(month.Key)
-	if err := pool.Undo(context.Background(), c); err != nil {
+	if err := pool.Undo(context.Background(), one(c, c.Out)); err != nil {
 		t.Fatal(err)
 	}
 	if got := store.Count(month.Key); got != before-5 {
@@ -225,7 +225,7 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	if n := pool.Held(day.Key); n != 0 {
 		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
 	}
-	if ok, err := rival.Take(context.Background(), leaseCharge(999, day), make([]quota.Outcome, 1)); err != nil || !ok {
+	if ok, err := rival.Take(context.Background(), one(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {
 		t.Fatalf("another process took the rest: %v %v", ok, err)
 	}
 	if mustTake(t, pool, leaseCharge(1, day)) {
@@ -246,7 +246,7 @@ func TestLeaseLostGrantIsRecovered(t *testing.T) {
 		h.Faults = nil
 		return quotatest.LoseAnswer
 	}
-	if _, err := pool.Take(context.Background(), leaseCharge(1, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), one(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant's answer was lost: %v, want unavailable", err)
 	}
 	if s := pool.Stats(); s.InDoubt != 1 {
@@ -278,7 +278,7 @@ func TestLeaseLateGrantIsFencedOff(t *testing.T) {
 		h.Faults = nil
 		return quotatest.Delay
 	}
-	if _, err := pool.Take(context.Background(), leaseCharge(1, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), one(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant was held up: %v, want unavailable", err)
 	}
 	if !mustTake(t, pool, leaseCharge(1, day)) { // resolves (not applied: fenced), then grants 11
@@ -313,7 +313,7 @@ func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 	<-asked
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := pool.Take(ctx, leaseCharge(5, day), make([]quota.Outcome, 1)); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(ctx, one(leaseCharge(5, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Errorf("a check behind a stuck refill: %v, want unavailable once its context ended", err)
 	}
 	close(release)
@@ -359,7 +359,7 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	refund := leaseCharge(2, day)
-	if err := other.GiveBack(context.Background(), refund, make([]quota.Outcome, 1)); err != nil {
+	if err := other.GiveBack(context.Background(), one(refund, make([]quota.Outcome, 1))); err != nil {
 		t.Fatal(err)
 	}
 	again := leaseCharge(2, day)

@@ -6,58 +6,84 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Take implements Counter: every span takes its cost from this process's
-// lease, refilled from the store when short. Beyond a limit, the ledger
-// decides, directly. Once a span denied the check, the others are only
+// Take implements Counter: every span of every charge takes its cost from
+// this process's lease, refilled from the store when short. Beyond a
+// limit, the ledger decides, directly, the spans of the set beyond theirs
+// in one transaction. Once a span denied the set, the others are only
 // reported: from what this process's leases know where they can.
-func (p *LeasePool) Take(ctx context.Context, c *Charge, out []Outcome) (bool, error) {
-	c.took = [maxLong]*lease{}
-	var direct [maxLong]int // spans beyond their limit
-	nd := 0
+func (p *LeasePool) Take(ctx context.Context, cs []Charge) (bool, error) {
+	var directBuf [maxLong]spanAt // spans beyond their limit
+	direct := directBuf[:0]
 	allowed := true
 	var err error
-	for i := range c.Spans {
-		if !allowed {
-			if used, ok := p.known(c, i); ok {
-				out[i] = c.Judge(i, used, 0)
-				continue
+	for ci := range cs {
+		cs[ci].took = [maxLong]*lease{}
+	}
+take:
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			if !allowed {
+				if used, ok := p.known(c, i); ok {
+					c.Out[i] = c.Judge(i, used, 0)
+					continue
+				}
 			}
-		}
-		var l *lease
-		if l, out[i], err = p.acquire(ctx, c, i); err != nil {
-			break
-		}
-		switch {
-		case out[i].Passed:
-			c.took[i] = l
-		case c.Spans[i].Rule.Beyond():
-			direct[nd] = i
-			nd++
-		default:
-			allowed = false
+			var l *lease
+			if l, c.Out[i], err = p.acquire(ctx, c, i); err != nil {
+				break take
+			}
+			switch {
+			case c.Out[i].Passed:
+				c.took[i] = l
+			case c.Spans[i].Rule.Beyond():
+				direct = append(direct, spanAt{ci, i})
+			default:
+				allowed = false
+			}
 		}
 	}
 	switch {
-	case err != nil || nd == 0:
+	case err != nil || len(direct) == 0:
 	case allowed:
-		allowed, err = p.takeDirect(ctx, c, direct[:nd], out)
+		allowed, err = p.takeDirect(ctx, cs, direct)
 	default:
-		p.judge(ctx, c, direct[:nd], out)
+		p.judge(ctx, cs, direct)
 	}
 	keep := err == nil && allowed
-	for _, l := range c.took[:len(c.Spans)] {
-		if l != nil && l.endTake(c.Cost, keep) {
-			p.returnToStore(ctx, l, c.Cost)
+	for ci := range cs {
+		c := &cs[ci]
+		for _, l := range c.took[:len(c.Spans)] {
+			if l != nil && l.endTake(c.Cost, keep) {
+				p.returnToStore(ctx, l, c.Cost)
+			}
+		}
+		if !keep {
+			c.took = [maxLong]*lease{}
 		}
 	}
 	if !keep {
-		c.took = [maxLong]*lease{}
 		return false, err
 	}
-	if nd == 0 {
-		p.globals.add(c, c.Cost)
+	for ci := range cs {
+		if !hasDirect(direct, ci) {
+			p.globals.add(&cs[ci], cs[ci].Cost)
+		}
 	}
 	return true, nil
+}
+
+// spanAt names span i of charge c of a set.
+type spanAt struct{ c, i int }
+
+// hasDirect reports whether a span of charge c is in direct.
+func hasDirect(direct []spanAt, c int) bool {
+	for _, d := range direct {
+		if d.c == c {
+			return true
+		}
+	}
+	return false
 }
 
 // known returns the admitted units of span i of c as this process's lease
@@ -71,33 +97,34 @@ func (p *LeasePool) known(c *Charge, i int) (int64, bool) {
 	return l.known(&c.Spans[i], c.Cost)
 }
 
-// judge reports spans idx of c, which their leases denied but which may
-// admit beyond their limits, in a check another span denied: as the
+// judge reports the spans idx of cs, which their leases denied but which
+// may admit beyond their limits, in a set another span denied: as the
 // ledger would decide them (a soft window's overage, spare capacity),
 // counting nothing. Spare capacity needs the metric's global usage; if it
 // cannot be read, those spans stay reported as their leases denied them.
-func (p *LeasePool) judge(ctx context.Context, c *Charge, idx []int, out []Outcome) {
+func (p *LeasePool) judge(ctx context.Context, cs []Charge, idx []spanAt) {
 	var globals []GlobalKey
-	for _, i := range idx {
-		if c.Spans[i].Rule.Spare {
-			globals = append(globals, c.Spans[i].Global)
+	for _, x := range idx {
+		if sp := &cs[x.c].Spans[x.i]; sp.Rule.Spare {
+			globals = append(globals, sp.Global)
 		}
 	}
 	var global []int64
 	if len(globals) > 0 {
 		var err error
 		_, global, err = p.Read(ctx, nil, globals)
-		c.Trips++
+		cs[0].Trips++
 		if err != nil {
 			return
 		}
 	}
-	for _, i := range idx {
+	for _, x := range idx {
+		c := &cs[x.c]
 		var g int64
-		if c.Spans[i].Rule.Spare {
+		if c.Spans[x.i].Rule.Spare {
 			g, global = global[0], global[1:]
 		}
-		out[i] = c.Judge(i, out[i].Used, g)
+		c.Out[x.i] = c.Judge(x.i, c.Out[x.i].Used, g)
 	}
 }
 
@@ -193,29 +220,36 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 }
 
 // Undo gives back the units of a take whose answer was not kept (the
-// call that was to keep it failed): to the leases they came from, and,
-// for spans the ledger decided directly (beyond their limit), to the
-// ledger.
-func (p *LeasePool) Undo(ctx context.Context, c *Charge) error {
-	var direct [maxLong]Span
-	nd := 0
-	for i := range c.Spans {
-		if l := c.took[i]; l != nil {
-			if err := p.putBack(ctx, l, c.Cost); err != nil {
-				return err
+// call that was to keep it failed, or another charge of its set was
+// denied): to the leases they came from, and, for spans the ledger
+// decided directly (beyond their limit), to the ledger.
+func (p *LeasePool) Undo(ctx context.Context, cs []Charge) error {
+	var rest []Charge
+	var spans [maxLong]Span
+	for ci := range cs {
+		c := &cs[ci]
+		nd := 0
+		for i := range c.Spans {
+			if l := c.took[i]; l != nil {
+				if err := p.putBack(ctx, l, c.Cost); err != nil {
+					return err
+				}
+				continue
 			}
+			spans[nd] = c.Spans[i]
+			nd++
+		}
+		if nd == 0 {
+			p.globals.add(c, -c.Cost)
 			continue
 		}
-		direct[nd] = c.Spans[i]
-		nd++
+		rest = append(rest, Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
+			Spans: append([]Span(nil), spans[:nd]...), Out: make([]Outcome, nd), Globals: unleasedGlobals(c)})
 	}
-	if nd == 0 {
-		p.globals.add(c, -c.Cost)
+	if len(rest) == 0 {
 		return nil
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: direct[:nd], Globals: unleasedGlobals(c)}
-	var o [maxLong]Outcome
-	return p.store.GiveBack(ctx, &d, o[:nd])
+	return p.store.GiveBack(ctx, rest)
 }
 
 // putBack returns n units a check kept to l, and has the store told at
@@ -239,46 +273,58 @@ func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
 // lease held unused, so the store still counts them. If the store cannot
 // be told, they stay counted: fewer units admitted, never more.
 func (p *LeasePool) returnToStore(ctx context.Context, l *lease, n int64) {
-	c := Charge{Customer: l.key.Customer, Metric: l.key.Metric, Cost: n, At: l.key.Start, Spans: []Span{{Key: l.key}}}
+	c := Charge{Customer: l.key.Customer, Metric: l.key.Metric, Subject: l.key.Subject, Cost: n, At: l.key.Start,
+		Spans: []Span{{Key: l.key}}, Out: make([]Outcome, 1)}
 	if l.global.Metric != "" {
 		c.Globals = []GlobalKey{l.global}
 	}
-	var o [1]Outcome
-	_ = p.store.GiveBack(ctx, &c, o[:])
+	_ = p.store.GiveBack(ctx, []Charge{c})
 }
 
 // Peek implements Counter: each span as this process's lease of it knows
 // it, as Take would report it; spans without one (or that need global
 // usage) from the counts in the store, less what this process holds
-// unused, with the global usage it has not written yet. So a check the
-// short windows denied, or a dry run, of a customer with leases costs no
-// round trip.
-func (p *LeasePool) Peek(ctx context.Context, c *Charge, out []Outcome) error {
-	var rest [maxLong]Span
-	var at [maxLong]int
-	n := 0
-	for i := range c.Spans {
-		if used, ok := p.known(c, i); ok {
-			out[i] = c.Judge(i, used, 0)
-			continue
+// unused, with the global usage it has not written yet, in one read for
+// the whole set. So a check the short windows denied, or a dry run, of a
+// customer with leases costs no round trip.
+func (p *LeasePool) Peek(ctx context.Context, cs []Charge) error {
+	var rest []Charge
+	var at [][]int // per charge of rest: the spans' indexes in their charge of cs
+	var from []int // per charge of rest: its charge in cs
+	for ci := range cs {
+		c := &cs[ci]
+		var spans []Span
+		var idx []int
+		for i := range c.Spans {
+			if used, ok := p.known(c, i); ok {
+				c.Out[i] = c.Judge(i, used, 0)
+				continue
+			}
+			spans = append(spans, c.Spans[i])
+			idx = append(idx, i)
 		}
-		rest[n], at[n] = c.Spans[i], i
-		n++
+		if len(spans) > 0 {
+			rest = append(rest, Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
+				Spans: spans, Out: make([]Outcome, len(spans))})
+			at = append(at, idx)
+			from = append(from, ci)
+		}
 	}
-	if n == 0 {
+	if len(rest) == 0 {
 		return nil
 	}
-	d := Charge{Customer: c.Customer, Metric: c.Metric, Cost: c.Cost, At: c.At, Spans: rest[:n]}
-	var o [maxLong]Outcome
-	err := d.PeekWith(func(counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
+	err := PeekWith(rest, func(counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
 		return p.Read(ctx, counters, globals)
-	}, o[:n])
-	c.Trips += d.Trips
+	})
+	cs[0].Trips += rest[0].Trips
 	if err != nil {
 		return err
 	}
-	for j, i := range at[:n] {
-		out[i] = o[j]
+	for j, d := range rest {
+		c := &cs[from[j]]
+		for k, i := range at[j] {
+			c.Out[i] = d.Out[k]
+		}
 	}
 	return nil
 }

@@ -146,13 +146,13 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	// there, or a month anchored on another day) its share is not known:
 	// counting too much there only makes elastic limits more cautious,
 	// where counting too little would let them pass the declared capacity.
-	s.short.Globals = knownShares(s.short)
-	s.long.Globals = knownShares(s.long)
+	s.short.Globals = knownShares(*s.short)
+	s.long.Globals = knownShares(*s.long)
 	replayed := false
 	if e.leases != nil && s.hasLong() {
 		// The ledger gives back admitted units only: leases of these
 		// counters come home first.
-		if err := e.leases.Reclaim(ctx, &s.long); err != nil {
+		if err := e.leases.Reclaim(ctx, s.longs()); err != nil {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
@@ -179,7 +179,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 			if !s.hasLong() {
 				return nil
 			}
-			return tx.GiveBack(ctx, &s.long, s.longOut)
+			return tx.GiveBack(ctx, s.longs())
 		})
 		if err != nil && !errors.Is(err, errDecided) {
 			if errors.Is(err, tiers.ErrUnavailable) {
@@ -190,7 +190,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	}
 	var res RefundResult
 	if !replayed {
-		if err := e.short.GiveBack(ctx, &s.short, s.shortOut); err != nil {
+		if err := e.short.GiveBack(ctx, s.shorts()); err != nil {
 			return RefundResult{}, err
 		}
 		// The refund took back the most any window gave back: min(cost,
@@ -198,12 +198,12 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		// window is above its limit.
 		var overage int64
 		for i := range s.short.Spans {
-			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.shortOut[i].Used)))
-			overage = max(overage, s.short.Spans[i].Rule.Overage(s.shortOut[i].Used, r.Cost))
+			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.short.Out[i].Used)))
+			overage = max(overage, s.short.Spans[i].Rule.Overage(s.short.Out[i].Used, r.Cost))
 		}
 		for i := range s.long.Spans {
-			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.longOut[i].Used)))
-			overage = max(overage, s.long.Spans[i].Rule.Overage(s.longOut[i].Used, r.Cost))
+			res.Refunded = max(res.Refunded, min(r.Cost, max(0, s.long.Out[i].Used)))
+			overage = max(overage, s.long.Spans[i].Rule.Overage(s.long.Out[i].Used, r.Cost))
 		}
 		// Today's history loses as many, so that a refund larger than what
 		// was used takes no other units off the bill; a metric without a
@@ -221,8 +221,8 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	if !replayed {
 		for i := range res.Usage {
 			u := &res.Usage[i]
-			u.Refunded = refundedFrom(s.short.Spans, s.shortOut, u.Window, r.Cost) +
-				refundedFrom(s.long.Spans, s.longOut, u.Window, r.Cost)
+			u.Refunded = refundedFrom(s.short.Spans, s.short.Out, u.Window, r.Cost) +
+				refundedFrom(s.long.Spans, s.long.Out, u.Window, r.Cost)
 		}
 	}
 	return res, nil
@@ -298,14 +298,13 @@ func (e *Engine) usage(ctx context.Context, acct tiers.Account, now time.Time, m
 			if err != nil {
 				return nil, err
 			}
-			c := Charge{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now, MetricCapacity: shortCapacity(m),
+			c := []Charge{{Customer: key.Customer, Metric: key.Metric, Cost: 1, At: now, MetricCapacity: shortCapacity(m),
 				Spans: []Span{{Key: key, End: end, Rule: Rule{Algorithm: el.Algorithm, Limit: el.Limit.Limit,
-					Size: el.Size(), Threshold: tiers.MaxLimit}}}}
-			var o [1]Outcome
-			if err := e.short.Peek(ctx, &c, o[:]); err != nil {
+					Size: el.Size(), Threshold: tiers.MaxLimit}}}, Out: make([]Outcome, 1)}}
+			if err := e.short.Peek(ctx, c); err != nil {
 				return nil, err
 			}
-			u.Used, u.ResetAt = o[0].Used, o[0].resetAt(&c.Spans[0], false)
+			u.Used, u.ResetAt = c[0].Out[0].Used, c[0].Out[0].resetAt(&c[0].Spans[0], false)
 		} else {
 			keys = append(keys, key)
 			long = append(long, len(out))

@@ -291,7 +291,7 @@ func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, 
 	rsv := Reservation{ID: newReservationID(), Customer: r.Customer, Metric: r.Metric, Cost: r.Cost,
 		State: ReservationHeld, ExpiresAt: now.Add(r.TTL), CreatedAt: s.short.At, RequestID: r.RequestID}
 	rsv.Windows = make([]ReservedWindow, 0, len(s.short.Spans)+len(s.long.Spans))
-	for _, c := range []*Charge{&s.short, &s.long} {
+	for _, c := range []*Charge{s.short, s.long} {
 		for _, sp := range c.Spans {
 			rsv.Windows = append(rsv.Windows, ReservedWindow{Window: sp.Key.Window, Start: sp.Key.Start, End: sp.End})
 		}
@@ -342,10 +342,10 @@ func (e *Engine) reserveTake(ctx context.Context, r Request, s *scope) (Decision
 func (e *Engine) undoTake(ctx context.Context, s *scope) {
 	if s.hasLong() {
 		if e.leases != nil {
-			_ = e.leases.Undo(ctx, &s.long)
+			_ = e.leases.Undo(ctx, s.longs())
 		} else {
 			var out [maxLong]Outcome
-			_ = e.ledger.GiveBack(ctx, &s.long, out[:len(s.long.Spans)])
+			_ = e.ledger.GiveBack(ctx, undoCopy(s.long, out[:]))
 		}
 	}
 	e.undoShort(ctx, s)
@@ -494,21 +494,21 @@ func (e *Engine) giveBackHeld(ctx context.Context, rsv Reservation, acct tiers.A
 	}
 	gb := e.newScope(acct, m, back, rsv.CreatedAt)
 	defer e.freeScope(gb)
-	keepReserved(&gb.short, rsv.Windows, now, gb.short.Spans)
-	keepReserved(&gb.long, rsv.Windows, now, gb.long.Spans)
-	gb.shortOut, gb.longOut = gb.shortOuts[:len(gb.short.Spans)], gb.longOuts[:len(gb.long.Spans)]
+	keepReserved(gb.short, rsv.Windows, now, gb.short.Spans)
+	keepReserved(gb.long, rsv.Windows, now, gb.long.Spans)
+	gb.trimOuts()
 	var overage int64
 	if len(gb.short.Spans)+len(gb.short.Globals) > 0 {
-		if err := e.short.GiveBack(ctx, &gb.short, gb.shortOut); err != nil {
+		if err := e.short.GiveBack(ctx, gb.shorts()); err != nil {
 			return err
 		}
 		for i := range gb.short.Spans {
-			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.shortOut[i].Used, back))
+			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.short.Out[i].Used, back))
 		}
 	}
 	// Long windows: to this process's leases where it holds them; the
 	// rest, with the global windows no lease counted, to the ledger.
-	rest := gb.long
+	rest := *gb.long
 	rest.Spans = gb.long.Spans[:0:0]
 	var restOut [maxLong]Outcome
 	for i := range gb.long.Spans {
@@ -530,7 +530,8 @@ func (e *Engine) giveBackHeld(ctx context.Context, rsv Reservation, acct tiers.A
 		rest.Globals = globals
 	}
 	if len(rest.Spans)+len(rest.Globals) > 0 {
-		if err := e.long.GiveBack(ctx, &rest, restOut[:len(rest.Spans)]); err != nil {
+		rest.Out = restOut[:len(rest.Spans)]
+		if err := e.long.GiveBack(ctx, []Charge{rest}); err != nil {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
@@ -553,11 +554,11 @@ func (e *Engine) giveBackHeld(ctx context.Context, rsv Reservation, acct tiers.A
 func (e *Engine) peekUsage(ctx context.Context, acct tiers.Account, m tiers.Metric, now time.Time) ([]Usage, error) {
 	s := e.newScope(acct, m, 1, now)
 	defer e.freeScope(s)
-	if err := e.short.Peek(ctx, &s.short, s.shortOut); err != nil {
+	if err := e.short.Peek(ctx, s.shorts()); err != nil {
 		return nil, err
 	}
 	if len(s.long.Spans) > 0 {
-		if err := e.long.Peek(ctx, &s.long, s.longOut); err != nil {
+		if err := e.long.Peek(ctx, s.longs()); err != nil {
 			if errors.Is(err, tiers.ErrUnavailable) {
 				e.storeErrs.Add(1)
 			}
@@ -578,10 +579,10 @@ func (e *Engine) peekUsage(ctx context.Context, acct tiers.Account, m tiers.Metr
 		out = append(out, u)
 	}
 	for i := range s.short.Spans {
-		add(&s.short.Spans[i], &s.shortOut[i])
+		add(&s.short.Spans[i], &s.short.Out[i])
 	}
 	for i := range s.long.Spans {
-		add(&s.long.Spans[i], &s.longOut[i])
+		add(&s.long.Spans[i], &s.long.Out[i])
 	}
 	return out, nil
 }
@@ -709,12 +710,12 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 	// whatever their limit.
 	ex := e.newScope(acct, m, max(1, extra), now)
 	defer e.freeScope(ex)
-	keepReserved(&gb.short, rsv.Windows, now, gb.short.Spans)
-	keepReserved(&gb.long, rsv.Windows, now, gb.long.Spans)
-	keepReserved(&ex.short, rsv.Windows, now, ex.short.Spans)
-	keepReserved(&ex.long, rsv.Windows, now, ex.long.Spans)
-	gb.shortOut, gb.longOut = gb.shortOuts[:len(gb.short.Spans)], gb.longOuts[:len(gb.long.Spans)]
-	ex.shortOut, ex.longOut = ex.shortOuts[:len(ex.short.Spans)], ex.longOuts[:len(ex.long.Spans)]
+	keepReserved(gb.short, rsv.Windows, now, gb.short.Spans)
+	keepReserved(gb.long, rsv.Windows, now, gb.long.Spans)
+	keepReserved(ex.short, rsv.Windows, now, ex.short.Spans)
+	keepReserved(ex.long, rsv.Windows, now, ex.long.Spans)
+	gb.trimOuts()
+	ex.trimOuts()
 	limits := [2][maxLong]Rule{}
 	for i := range ex.short.Spans {
 		limits[0][i] = ex.short.Spans[i].Rule
@@ -732,24 +733,24 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 		// that what this process and others hold unused, reported late, is
 		// not taken for admitted units, nor for units over the limit.
 		if giveLong {
-			if err := e.leases.Reclaim(ctx, &gb.long); err != nil {
+			if err := e.leases.Reclaim(ctx, gb.longs()); err != nil {
 				return CommitResult{}, false, err
 			}
 		}
 		if takeLong {
-			if err := e.leases.Reclaim(ctx, &ex.long); err != nil {
+			if err := e.leases.Reclaim(ctx, ex.longs()); err != nil {
 				return CommitResult{}, false, err
 			}
 		}
 	}
 	won, err := e.reservations.SettleReservation(ctx, set, func(ctx context.Context, tx Tx) error {
 		if giveLong {
-			if err := tx.GiveBack(ctx, &gb.long, gb.longOut); err != nil {
+			if err := tx.GiveBack(ctx, gb.longs()); err != nil {
 				return err
 			}
 		}
 		if takeLong {
-			ok, err := tx.Take(ctx, &ex.long, ex.longOut)
+			ok, err := tx.Take(ctx, ex.longs())
 			if err != nil {
 				return err
 			}
@@ -771,16 +772,16 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 	// The transition is committed: the short windows follow. A failure
 	// here leaves units counted until the short window ends.
 	if back > 0 && len(gb.short.Spans)+len(gb.short.Globals) > 0 {
-		_ = e.short.GiveBack(ctx, &gb.short, gb.shortOut)
+		_ = e.short.GiveBack(ctx, gb.shorts())
 	}
 	if extra > 0 && len(ex.short.Spans)+len(ex.short.Globals) > 0 {
-		_, _ = e.short.Take(ctx, &ex.short, ex.shortOut)
+		_, _ = e.short.Take(ctx, ex.shorts())
 	}
 	if e.watcher != nil && takeLong {
 		// Webhooks hear of the thresholds the extra units crossed.
 		for i := range ex.long.Spans {
 			sp, r := &ex.long.Spans[i], limits[1][i]
-			after := ex.longOut[i].Used + extra
+			after := ex.long.Out[i].Used + extra
 			e.watcher.Observe(Observation{Key: sp.Key, End: sp.End, Mode: r.Mode, Limit: r.Limit, Used: after,
 				State: r.State(after, true, false), At: now})
 		}
@@ -788,19 +789,19 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 	var overage int64
 	if extra > 0 {
 		for i := range ex.short.Spans {
-			res.Over = max(res.Over, beyond(limits[0][i], ex.shortOut[i].Used, extra))
-			overage = max(overage, limits[0][i].Overage(ex.shortOut[i].Used+extra, extra))
+			res.Over = max(res.Over, beyond(limits[0][i], ex.short.Out[i].Used, extra))
+			overage = max(overage, limits[0][i].Overage(ex.short.Out[i].Used+extra, extra))
 		}
 		for i := range ex.long.Spans {
-			res.Over = max(res.Over, beyond(limits[1][i], ex.longOut[i].Used, extra))
-			overage = max(overage, limits[1][i].Overage(ex.longOut[i].Used+extra, extra))
+			res.Over = max(res.Over, beyond(limits[1][i], ex.long.Out[i].Used, extra))
+			overage = max(overage, limits[1][i].Overage(ex.long.Out[i].Used+extra, extra))
 		}
 	} else {
 		for i := range gb.short.Spans {
-			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.shortOut[i].Used, back))
+			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.short.Out[i].Used, back))
 		}
 		for i := range gb.long.Spans {
-			overage = max(overage, gb.long.Spans[i].Rule.Overage(gb.longOut[i].Used, back))
+			overage = max(overage, gb.long.Spans[i].Rule.Overage(gb.long.Out[i].Used, back))
 		}
 		overage = -min(overage, back)
 	}

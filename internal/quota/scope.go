@@ -19,9 +19,9 @@ const (
 // what the counters answer. The slices point into the arrays, so a scope
 // costs one allocation at most (it is pooled; see Engine.newScope).
 type scope struct {
-	short, long Charge
-	shortOut    []Outcome
-	longOut     []Outcome
+	// short and long point into charges: each kind is a set of one.
+	short, long *Charge
+	charges     [2]Charge
 
 	shortSpans   [maxShort]Span
 	longSpans    [maxLong]Span
@@ -49,8 +49,9 @@ func (s *scope) budgetFor(ctx context.Context, d time.Duration) *budget {
 // for a charge of cost units. Spans come shortest window first.
 func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time.Time) {
 	customer := acct.Customer.ID
-	s.short = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.shortSpans[:0], Globals: s.shortGlobals[:0]}
-	s.long = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.longSpans[:0], Globals: s.longGlobals[:0]}
+	s.short, s.long = &s.charges[0], &s.charges[1]
+	*s.short = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.shortSpans[:0], Globals: s.shortGlobals[:0]}
+	*s.long = Charge{Customer: customer, Metric: m.Key, Cost: cost, At: now, Spans: s.longSpans[:0], Globals: s.longGlobals[:0]}
 	var globals [tiers.Month + 1]GlobalKey // by window, where the metric declares a capacity
 	for _, w := range tiers.Windows {
 		if _, ok := m.Capacity[w]; !ok {
@@ -92,9 +93,18 @@ func (s *scope) resolve(acct tiers.Account, m tiers.Metric, cost int64, now time
 			s.long.Spans = append(s.long.Spans, sp)
 		}
 	}
-	s.shortOut = s.shortOuts[:len(s.short.Spans)]
-	s.longOut = s.longOuts[:len(s.long.Spans)]
+	s.trimOuts()
 }
+
+// trimOuts makes each charge's Out as long as its spans.
+func (s *scope) trimOuts() {
+	s.short.Out = s.shortOuts[:len(s.short.Spans)]
+	s.long.Out = s.longOuts[:len(s.long.Spans)]
+}
+
+// shorts and longs return the scope's short and long charges as sets.
+func (s *scope) shorts() []Charge { return s.charges[0:1] }
+func (s *scope) longs() []Charge  { return s.charges[1:2] }
 
 // hasLong reports whether a check of this scope concerns the long-window
 // store: a long limit, or a long window with declared capacity, where every

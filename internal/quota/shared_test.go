@@ -48,7 +48,7 @@ func waitersFail(t *testing.T) {
 			Key:  quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: tiers.Second, Start: at},
 			Rule: quota.RuleFor(tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 10}, tiers.Metric{}),
 		}}}
-		_, err := shared.Take(context.Background(), c, make([]quota.Outcome, 1))
+		_, err := shared.Take(context.Background(), one(c, make([]quota.Outcome, 1)))
 		return err
 	}
 	const waiting = 8

@@ -73,7 +73,7 @@ var errBadState = errors.New("a shared key holds no short-window state")
 
 // slotOf returns the index in sh.slots of the entry of a key, or -1. sh
 // must be locked.
-func (sh *shard) slotOf(h uint32, customer, metric string, w tiers.Window) int {
+func (sh *shard) slotOf(h uint32, l *lookup, w tiers.Window) int {
 	if len(sh.slots) == 0 {
 		return -1
 	}
@@ -85,7 +85,7 @@ func (sh *shard) slotOf(h uint32, customer, metric string, w tiers.Window) int {
 		case tombSlot:
 		default:
 			e := sh.entry(n - 1)
-			if e.hash == h && e.window == w && e.customer == customer && e.metric == metric {
+			if e.hash == h && e.window == w && e.customer == l.customer && e.metric == l.metric && e.subject == l.subject {
 				return i
 			}
 		}
@@ -95,7 +95,7 @@ func (sh *shard) slotOf(h uint32, customer, metric string, w tiers.Window) int {
 // appendKey appends the state of l's key in window w to b, nothing when
 // the counter holds none. The shard must be locked.
 func appendKey(b []byte, l *lookup, w tiers.Window) []byte {
-	e := l.sh.find(windowHash(l.pair, w), l.customer, l.metric, w)
+	e := l.sh.find(windowHash(l.pair, w), l, w)
 	if e == nil {
 		return b
 	}
@@ -124,7 +124,7 @@ func appendKey(b []byte, l *lookup, w tiers.Window) []byte {
 // must be locked.
 func (s *slidingCounters) loadKey(l *lookup, w tiers.Window, v string) error {
 	h := windowHash(l.pair, w)
-	i := l.sh.slotOf(h, l.customer, l.metric, w)
+	i := l.sh.slotOf(h, l, w)
 	if v == "" {
 		if i >= 0 {
 			l.sh.remove(i)
@@ -143,7 +143,7 @@ func (s *slidingCounters) loadKey(l *lookup, w tiers.Window, v string) error {
 			l.sh.logs.drop(uint32(at.prev - 1))
 		}
 	} else {
-		at = l.sh.add(h, l.customer, l.metric, w)
+		at = l.sh.add(h, l, w)
 		s.keys.Add(1)
 	}
 	at.algo, at.bucket = e.algo, e.bucket
@@ -223,7 +223,7 @@ func idleFrom(e *entry, length, nowMs int64) (int64, bool) {
 func expiresMs(l *lookup, nowMs int64) int64 {
 	var ttl int64 = 1
 	for _, w := range sharedWindows {
-		e := l.sh.find(windowHash(l.pair, w), l.customer, l.metric, w)
+		e := l.sh.find(windowHash(l.pair, w), l, w)
 		if e == nil {
 			continue
 		}
@@ -247,7 +247,7 @@ const maxExpiresMs = 1 << 40
 func (s *slidingCounters) dropExpired(l *lookup, nowMs int64) {
 	var slots [2]int
 	for i, w := range sharedWindows {
-		slots[i] = l.sh.slotOf(windowHash(l.pair, w), l.customer, l.metric, w)
+		slots[i] = l.sh.slotOf(windowHash(l.pair, w), l, w)
 		if slots[i] < 0 {
 			continue
 		}

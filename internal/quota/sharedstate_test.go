@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 // stateOf returns the shared state of customer's api_calls in s.
 func stateOf(s *slidingCounters, customer string) string {
-	l := s.lookupOf(&s.shards, customer, "api_calls")
+	l := s.lookupOf(&s.shards, customer, "api_calls", "")
 	l.sh.mu.Lock()
 	defer l.sh.mu.Unlock()
 	return encodeState(&l)
@@ -17,10 +18,17 @@ func stateOf(s *slidingCounters, customer string) string {
 
 // loadInto loads state v as customer's api_calls into s.
 func loadInto(s *slidingCounters, customer, v string) error {
-	l := s.lookupOf(&s.shards, customer, "api_calls")
+	l := s.lookupOf(&s.shards, customer, "api_calls", "")
 	l.sh.mu.Lock()
 	defer l.sh.mu.Unlock()
 	return s.loadState(&l, v)
+}
+
+// takeOne takes c, filling out, on s.
+func takeOne(s *slidingCounters, c *Charge, out []Outcome) bool {
+	c.Out = out
+	ok, _ := s.Take(context.Background(), []Charge{*c})
+	return ok
 }
 
 // A state written by one counter and loaded by another reads back the
@@ -41,7 +49,7 @@ func TestSharedStateRoundTrip(t *testing.T) {
 			}
 			out := make([]Outcome, 2)
 			for _, ms := range []int64{0, 7, 7, 400, 1300} {
-				if ok := a.decide(charge(ms), out, true); !ok {
+				if ok := takeOne(a, charge(ms), out); !ok {
 					t.Fatalf("take at +%dms denied", ms)
 				}
 			}
@@ -56,7 +64,7 @@ func TestSharedStateRoundTrip(t *testing.T) {
 				t.Fatalf("loaded %q, reads back %q", v, got)
 			}
 			outA, outB := make([]Outcome, 2), make([]Outcome, 2)
-			okA, okB := a.decide(charge(1500), outA, true), b.decide(charge(1500), outB, true)
+			okA, okB := takeOne(a, charge(1500), outA), takeOne(b, charge(1500), outB)
 			if okA != okB || outA[0] != outB[0] || outA[1] != outB[1] {
 				t.Errorf("next take: %t %+v where it was written, %t %+v where it was loaded", okA, outA, okB, outB)
 			}

@@ -2,14 +2,15 @@ package quota
 
 import (
 	"context"
+	"math/bits"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // slidingCounters implements Counter for short windows, in this process.
-// Every span of a charge is decided under the customer's shard lock, and
-// the metric's global windows under their shard's lock taken after it, so
-// a charge is all or nothing. It never fails.
+// Every span of a set of charges is decided under its charges' shard
+// locks (see lockSet), and the metrics' global windows under their shards'
+// locks taken after them, so a set is all or nothing. It never fails.
 var _ Counter = (*slidingCounters)(nil)
 
 // NewSliding returns an in-process Counter of short windows: the sliding
@@ -17,33 +18,75 @@ var _ Counter = (*slidingCounters)(nil)
 func NewSliding() Counter { return newSlidingCounters() }
 
 // Take implements Counter.
-func (s *slidingCounters) Take(_ context.Context, c *Charge, out []Outcome) (bool, error) {
-	return s.decide(c, out, true), nil
+func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
+	var allowed bool
+	s.locked(cs, func(k, g []lookup) { allowed = s.takeLocked(cs, cs[0].At.UnixMilli(), k, g) })
+	return allowed, nil
 }
 
 // Peek implements Counter.
-func (s *slidingCounters) Peek(_ context.Context, c *Charge, out []Outcome) error {
-	s.decide(c, out, false)
+func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
+	s.locked(cs, func(k, g []lookup) { s.peekLocked(cs, cs[0].At.UnixMilli(), k, g) })
 	return nil
 }
 
-// decide evaluates every span of c at once and, when all admit the cost
-// and charge is set, counts it in each span and each global window.
-func (s *slidingCounters) decide(c *Charge, out []Outcome, charge bool) bool {
-	var k, g lookup
-	s.lock(c, &k, &g)
-	defer s.unlock(&k, &g)
-	return s.decideLocked(c, out, charge, c.At.UnixMilli(), &k, &g)
+// locked runs f with the shards of cs locked, each charge's lookups in k
+// and g (see lockSet).
+func (s *slidingCounters) locked(cs []Charge, f func(k, g []lookup)) {
+	if len(cs) == 0 {
+		return
+	}
+	var kb, gb [4]lookup
+	k, g := kb[:0], gb[:0]
+	if len(cs) > len(kb) {
+		k, g = make([]lookup, 0, len(cs)), make([]lookup, 0, len(cs))
+	}
+	k, g = k[:len(cs)], g[:len(cs)]
+	km, gm := s.lockSet(cs, k, g)
+	defer s.unlockSet(km, gm)
+	f(k, g)
 }
 
-// decideLocked is decide at nowMs, with c's shards locked (see lock).
-func (s *slidingCounters) decideLocked(c *Charge, out []Outcome, charge bool, nowMs int64, k, g *lookup) bool {
+// takeLocked decides every charge of cs at nowMs, with their shards
+// locked, and counts them all when every span of every charge admits its
+// cost.
+func (s *slidingCounters) takeLocked(cs []Charge, nowMs int64, k, g []lookup) bool {
+	if len(cs) == 1 {
+		return s.decideLocked(&cs[0], true, nowMs, &k[0], &g[0])
+	}
+	// Every charge is judged before any is counted: a charge's units
+	// counted in a global window must not be seen by another's judgement.
+	allowed := true
+	for i := range cs {
+		if !s.decideLocked(&cs[i], false, nowMs, &k[i], &g[i]) {
+			allowed = false
+		}
+	}
+	if allowed {
+		for i := range cs {
+			s.countLocked(&cs[i], nowMs, &k[i], &g[i])
+		}
+	}
+	return allowed
+}
+
+// peekLocked judges every charge of cs at nowMs, counting nothing.
+func (s *slidingCounters) peekLocked(cs []Charge, nowMs int64, k, g []lookup) {
+	for i := range cs {
+		s.decideLocked(&cs[i], false, nowMs, &k[i], &g[i])
+	}
+}
+
+// decideLocked evaluates every span of c at once and, when all admit the
+// cost and charge is set, counts it in each span and each global window.
+func (s *slidingCounters) decideLocked(c *Charge, charge bool, nowMs int64, k, g *lookup) bool {
 	// Sliding and fixed windows are read and counted here without a meter
 	// (a call and a struct per span): the default's is the hot path.
 	var buckets [maxShort]*bucket
 	var meters [maxShort]meter // of the other algorithms' spans
 	var scratch [maxShort]bucket
 	allowed := true
+	out := c.Out
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		b := s.state(k, sp, nowMs, charge, &scratch[i])
@@ -90,22 +133,50 @@ func (s *slidingCounters) decideLocked(c *Charge, out []Outcome, charge bool, no
 			if sp := &c.Spans[i]; sp.Rule.Algorithm <= tiers.FixedWindow {
 				buckets[i].cur = addCap(buckets[i].cur, c.Cost)
 			} else {
-				m := &meters[i]
-				m.add(c.Cost)
-				switch m.alg {
-				case tiers.TokenBucket:
-					c.tookDebt[i] = m.next // the debt add stored: what an undo may give back
-				case tiers.SlidingLog:
-					c.tookLogMs[i] = m.b.start // the entry add counted in: where an undo finds them
-				}
+				s.record(c, i, &meters[i])
 			}
 		}
-		for _, gk := range c.Globals {
-			b := s.get(g, gk.Window, nowMs, true, nil)
-			b.cur = addCap(b.cur, c.Cost)
-		}
+		s.countGlobals(c, nowMs, g)
 	}
 	return allowed
+}
+
+// countLocked counts c, which decideLocked admitted at nowMs with its
+// shards locked since, in each span and each global window.
+func (s *slidingCounters) countLocked(c *Charge, nowMs int64, k, g *lookup) {
+	for i := range c.Spans {
+		sp := &c.Spans[i]
+		b := s.state(k, sp, nowMs, true, nil)
+		if sp.Rule.Algorithm <= tiers.FixedWindow {
+			b.cur = addCap(b.cur, c.Cost)
+			continue
+		}
+		m := meterOf(sp, b, k.sh.logs, nowMs)
+		m.resetAfter(c.Cost) // what add stores, for a token bucket
+		s.record(c, i, &m)
+	}
+	s.countGlobals(c, nowMs, g)
+}
+
+// record adds c.Cost to span i's meter m (a sliding log or a token
+// bucket), keeping in c what an undo of it needs.
+func (s *slidingCounters) record(c *Charge, i int, m *meter) {
+	m.add(c.Cost)
+	switch m.alg {
+	case tiers.TokenBucket:
+		c.tookDebt[i] = m.next // the debt add stored: what an undo may give back
+	case tiers.SlidingLog:
+		c.tookLogMs[i] = m.b.start // the entry add counted in: where an undo finds them
+	}
+}
+
+// countGlobals counts c.Cost in c's global windows at nowMs; their shard
+// is locked.
+func (s *slidingCounters) countGlobals(c *Charge, nowMs int64, g *lookup) {
+	for _, gk := range c.Globals {
+		b := s.get(g, gk.Window, nowMs, true, nil)
+		b.cur = addCap(b.cur, c.Cost)
+	}
 }
 
 // wait returns the milliseconds until span sp, whose meter is m, admits
@@ -129,18 +200,21 @@ func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
 // millisecond first, then its newest; a token bucket pays its debt down.
 // A take being undone passes the take's time, so its units leave where
 // they were counted; a refund passes now.
-func (s *slidingCounters) GiveBack(_ context.Context, c *Charge, out []Outcome) error {
-	var k, g lookup
-	s.lock(c, &k, &g)
-	defer s.unlock(&k, &g)
-	s.giveBackLocked(c, out, c.At.UnixMilli(), c.undoNow, &k, &g)
+func (s *slidingCounters) GiveBack(_ context.Context, cs []Charge) error {
+	s.locked(cs, func(k, g []lookup) {
+		for i := range cs {
+			c := &cs[i]
+			s.giveBackLocked(c, c.At.UnixMilli(), c.undoNow, &k[i], &g[i])
+		}
+	})
 	return nil
 }
 
 // giveBackLocked is GiveBack with c's shards locked (see lock): at nowMs
 // (a take being undone: the take's time), and for an undo at undoNow (the
 // time of the undo; 0 for a refund) instead of c.undoNow.
-func (s *slidingCounters) giveBackLocked(c *Charge, out []Outcome, nowMs, undoNow int64, k, g *lookup) {
+func (s *slidingCounters) giveBackLocked(c *Charge, nowMs, undoNow int64, k, g *lookup) {
+	out := c.Out
 	// What each span gave back, from the buckets that start at start and
 	// at start - length.
 	var given [maxShort]struct{ start, cur, prev int64 }
@@ -225,25 +299,39 @@ func (b *bucket) takeFrom(start, length, n int64) {
 	}
 }
 
-// lock sets k and g to c's customer and global lookups and takes the
-// shard locks c needs: the customer's, then the metric's global one.
-func (s *slidingCounters) lock(c *Charge, k, g *lookup) {
-	if len(c.Spans) > 0 {
-		*k = s.lookupOf(&s.shards, c.Customer, c.Metric)
-		k.sh.mu.Lock()
+// lockSet sets k[i] and g[i] to the customer's and the metric's global
+// lookups of charge cs[i] (g[i] only where the charge counts or reads
+// global usage) and locks their shards, each once, in the one order every
+// set takes them: customers' shards by number, then global shards by
+// number. It returns the shards it locked, as bit masks, for unlockSet.
+func (s *slidingCounters) lockSet(cs []Charge, k, g []lookup) (km, gm uint64) {
+	for i := range cs {
+		c := &cs[i]
+		if len(c.Spans) > 0 {
+			k[i] = s.lookupOf(&s.shards, c.Customer, c.Metric, c.Subject)
+			km |= 1 << k[i].shard
+		}
+		if len(c.Globals) > 0 || spare(c.Spans) {
+			g[i] = s.lookupOf(&s.global, "", c.Metric, "")
+			gm |= 1 << g[i].shard
+		}
 	}
-	if len(c.Globals) > 0 || spare(c.Spans) {
-		*g = s.lookupOf(&s.global, "", c.Metric)
-		g.sh.mu.Lock()
+	for m := km; m != 0; m &= m - 1 {
+		s.shards[bits.TrailingZeros64(m)].mu.Lock()
 	}
+	for m := gm; m != 0; m &= m - 1 {
+		s.global[bits.TrailingZeros64(m)].mu.Lock()
+	}
+	return km, gm
 }
 
-func (s *slidingCounters) unlock(k, g *lookup) {
-	if g.sh != nil {
-		g.sh.mu.Unlock()
+// unlockSet unlocks the shards lockSet locked.
+func (s *slidingCounters) unlockSet(km, gm uint64) {
+	for m := gm; m != 0; m &= m - 1 {
+		s.global[bits.TrailingZeros64(m)].mu.Unlock()
 	}
-	if k.sh != nil {
-		k.sh.mu.Unlock()
+	for m := km; m != 0; m &= m - 1 {
+		s.shards[bits.TrailingZeros64(m)].mu.Unlock()
 	}
 }
 

@@ -64,11 +64,13 @@ func (b *bucket) idle(nowMs, length int64) bool {
 // index, whatever the length of the id, and counting allocates nothing.
 // Go's maps cost about twice that per key (a measured 105 to 134 bytes).
 
-// entry is one counter: a customer's metric in one short window or, with
-// an empty customer, the metric's global usage in this process.
+// entry is one counter: a customer's metric (or one subject's of it) in
+// one short window or, with an empty customer, the metric's global usage
+// in this process.
 type entry struct {
 	customer string
 	metric   string
+	subject  string
 	hash     uint32
 	window   tiers.Window    // 0: a free entry
 	algo     tiers.Algorithm // how bucket is read; global counters slide
@@ -113,11 +115,17 @@ func newSlidingCounters() *slidingCounters {
 	return &slidingCounters{seed: maphash.MakeSeed()}
 }
 
-// pairHash hashes a customer and a metric; the shard and each window's
-// slot derive from it.
-func (s *slidingCounters) pairHash(customer, metric string) uint64 {
+// pairHash hashes a customer and a metric, and a subject if any; the
+// shard and each window's slot derive from it. A customer's subjects
+// spread over the shards.
+func (s *slidingCounters) pairHash(customer, metric, subject string) uint64 {
 	c, m := maphash.String(s.seed, customer), maphash.String(s.seed, metric)
-	return c ^ (m*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 + c<<6 + c>>2)
+	h := c ^ (m*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 + c<<6 + c>>2)
+	if subject != "" {
+		x := maphash.String(s.seed, subject)
+		h ^= x*0xbf58476d1ce4e5b9 + 0x94d049bb133111eb + h<<6 + h>>2
+	}
+	return h
 }
 
 // windowHash mixes a window into a pair's hash.
@@ -131,7 +139,7 @@ func (sh *shard) entry(n uint32) *entry {
 }
 
 // find returns the entry of a key, or nil. sh must be locked.
-func (sh *shard) find(h uint32, customer, metric string, w tiers.Window) *entry {
+func (sh *shard) find(h uint32, l *lookup, w tiers.Window) *entry {
 	if len(sh.slots) == 0 {
 		return nil
 	}
@@ -143,7 +151,7 @@ func (sh *shard) find(h uint32, customer, metric string, w tiers.Window) *entry 
 		case tombSlot:
 		default:
 			e := sh.entry(n - 1)
-			if e.hash == h && e.window == w && e.customer == customer && e.metric == metric {
+			if e.hash == h && e.window == w && e.customer == l.customer && e.metric == l.metric && e.subject == l.subject {
 				return e
 			}
 		}
@@ -152,7 +160,7 @@ func (sh *shard) find(h uint32, customer, metric string, w tiers.Window) *entry 
 
 // add files a key find did not find and returns its entry, zeroed but for
 // the key. sh must be locked.
-func (sh *shard) add(h uint32, customer, metric string, w tiers.Window) *entry {
+func (sh *shard) add(h uint32, l *lookup, w tiers.Window) *entry {
 	if (sh.live+sh.tombs+1)*100 > len(sh.slots)*maxLoadPct {
 		sh.resize()
 	}
@@ -167,7 +175,7 @@ func (sh *shard) add(h uint32, customer, metric string, w tiers.Window) *entry {
 		sh.used++
 	}
 	e := sh.entry(n)
-	*e = entry{customer: customer, metric: metric, hash: h, window: w}
+	*e = entry{customer: l.customer, metric: l.metric, subject: l.subject, hash: h, window: w}
 	sh.place(h, n)
 	sh.live++
 	return e
@@ -233,18 +241,22 @@ func (sh *shard) scan(drop func(e *entry) bool) int {
 	return n
 }
 
-// lookup is a check's view of one customer's (or, customer "", the
-// global) counters of a metric: their shard and the pair's hash.
+// lookup is a check's view of one customer's (or one of its subjects', or,
+// customer "", the global) counters of a metric: their shard, its number
+// and the pair's hash.
 type lookup struct {
 	sh       *shard
+	shard    uint8
 	pair     uint64
 	customer string
 	metric   string
+	subject  string
 }
 
-func (s *slidingCounters) lookupOf(group *[numShards]shard, customer, metric string) lookup {
-	pair := s.pairHash(customer, metric)
-	return lookup{sh: &group[pair>>58], pair: pair, customer: customer, metric: metric}
+func (s *slidingCounters) lookupOf(group *[numShards]shard, customer, metric, subject string) lookup {
+	pair := s.pairHash(customer, metric, subject)
+	n := uint8(pair >> 58)
+	return lookup{sh: &group[n], shard: n, pair: pair, customer: customer, metric: metric, subject: subject}
 }
 
 // get returns the bucket of window w rolled to nowMs, creating it when
@@ -254,11 +266,11 @@ func (s *slidingCounters) get(l *lookup, w tiers.Window, nowMs int64, create boo
 	length := w.Length().Milliseconds()
 	start := nowMs - mod(nowMs, length)
 	h := windowHash(l.pair, w)
-	e := l.sh.find(h, l.customer, l.metric, w)
+	e := l.sh.find(h, l, w)
 	switch {
 	case e != nil:
 	case create:
-		e = l.sh.add(h, l.customer, l.metric, w)
+		e = l.sh.add(h, l, w)
 		e.start = start
 		s.keys.Add(1)
 	default:
@@ -284,7 +296,7 @@ func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, s
 	w := sp.Key.Window
 	alg := sp.Rule.Algorithm
 	h := windowHash(l.pair, w)
-	e := l.sh.find(h, l.customer, l.metric, w)
+	e := l.sh.find(h, l, w)
 	switch {
 	case e != nil:
 		switch { // the common cases, kept short
@@ -300,7 +312,7 @@ func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, s
 			return &e.bucket
 		}
 	case create:
-		e = l.sh.add(h, l.customer, l.metric, w)
+		e = l.sh.add(h, l, w)
 		e.algo = alg
 		s.keys.Add(1)
 		m := meterOf(sp, &e.bucket, l.sh.logTable(), nowMs)
@@ -354,23 +366,18 @@ func (s *slidingCounters) evict(nowMs int64) int {
 	return n
 }
 
-// forget drops a customer's counters: of one metric, or of all when metric
-// is empty.
+// forget drops a customer's counters, its subjects' included: of one
+// metric, or of all when metric is empty. A customer's subjects spread
+// over every shard: forgetting visits them all.
 func (s *slidingCounters) forget(customer, metric string) {
 	n := 0
-	drop := func(sh *shard) {
+	for i := range s.shards {
+		sh := &s.shards[i]
 		sh.mu.Lock()
 		n += sh.scan(func(e *entry) bool {
 			return e.customer == customer && (metric == "" || e.metric == metric)
 		})
 		sh.mu.Unlock()
-	}
-	if metric != "" {
-		drop(s.lookupOf(&s.shards, customer, metric).sh)
-	} else {
-		for i := range s.shards {
-			drop(&s.shards[i])
-		}
 	}
 	s.keys.Add(-int64(n))
 }

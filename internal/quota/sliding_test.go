@@ -29,17 +29,18 @@ func TestShardIndex(t *testing.T) {
 		for i := range rapid.IntRange(1, 2000).Draw(rt, "steps") {
 			k := key{fmt.Sprintf("c%d", rapid.IntRange(0, customers-1).Draw(rt, "customer")),
 				rapid.SampledFrom([]tiers.Window{tiers.Second, tiers.Minute}).Draw(rt, "window")}
-			pair := s.pairHash(k.customer, "m")
+			pair := s.pairHash(k.customer, "m", "")
+			l := lookup{customer: k.customer, metric: "m"}
 			h := windowHash(pair, k.w)
 			switch op := rapid.IntRange(0, 9).Draw(rt, "op"); {
 			case op < 6: // look up, adding when missing
-				e := sh.find(h, k.customer, "m", k.w)
+				e := sh.find(h, &l, k.w)
 				want, ok := model[k]
 				if (e != nil) != ok {
 					rt.Fatalf("step %d: %v found %v, want %v", i, k, e != nil, ok)
 				}
 				if e == nil {
-					e = sh.add(h, k.customer, "m", k.w)
+					e = sh.add(h, &l, k.w)
 					want = int64(i)
 					e.cur = want
 					model[k] = want
@@ -85,16 +86,16 @@ func TestUndoGivesGlobalUsageBackWhereCounted(t *testing.T) {
 	}
 	out := make([]Outcome, 1)
 	take := charge(at)
-	if ok, err := s.Take(ctx, take, out); !ok || err != nil {
+	if ok, err := s.Take(ctx, one(take, out)); !ok || err != nil {
 		t.Fatalf("take: %v %v", ok, err)
 	}
-	if err := s.Peek(ctx, charge(at.Add(time.Second)), out); err != nil {
+	if err := s.Peek(ctx, one(charge(at.Add(time.Second)), out)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.GiveBack(ctx, take, out); err != nil {
+	if err := s.GiveBack(ctx, one(take, out)); err != nil {
 		t.Fatal(err)
 	}
-	g := s.lookupOf(&s.global, "", "m")
+	g := s.lookupOf(&s.global, "", "m", "")
 	g.sh.mu.Lock()
 	var scratch bucket
 	b := *s.get(&g, tiers.Second, at.UnixMilli(), false, &scratch)
@@ -145,20 +146,20 @@ func TestUndoGivesBackOnlyTheTakesOwnUnits(t *testing.T) {
 			}
 			out := make([]Outcome, 1)
 			a := charge(0, 1)
-			if ok, _ := s.Take(ctx, a, out); !ok {
+			if ok, _ := s.Take(ctx, one(a, out)); !ok {
 				t.Fatal("take A denied")
 			}
-			if ok, _ := s.Take(ctx, charge(tt.gap, 10), out); !ok {
+			if ok, _ := s.Take(ctx, one(charge(tt.gap, 10), out)); !ok {
 				t.Fatal("take B, 10 of 10, denied")
 			}
 			a.undoNow = base + tt.gap // A's long window denied only now
-			if err := s.GiveBack(ctx, a, out); err != nil {
+			if err := s.GiveBack(ctx, one(a, out)); err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Peek(ctx, charge(tt.gap, 1), out); err != nil || out[0].Used != 10 {
+			if err := s.Peek(ctx, one(charge(tt.gap, 1), out)); err != nil || out[0].Used != 10 {
 				t.Errorf("after undoing A, the key counts %d (%v), want B's 10", out[0].Used, err)
 			}
-			g := s.lookupOf(&s.global, "", "m")
+			g := s.lookupOf(&s.global, "", "m", "")
 			g.sh.mu.Lock()
 			var scratch bucket
 			gb := *s.get(&g, tiers.Minute, base+tt.gap, false, &scratch)

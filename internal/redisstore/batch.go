@@ -60,7 +60,7 @@ func (s *Store) Run(_ context.Context, op *quota.SharedOp) error {
 	}
 	p := &pending{op: op}
 	p.keys, p.args = s.call(op)
-	l := s.laneOf(s.Shard(op.Charge))
+	l := s.laneOf(s.Shard(&op.Charges[0]))
 	l.mu.Lock()
 	if l.sending < lanesInFlight {
 		l.sending++

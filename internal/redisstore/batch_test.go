@@ -45,8 +45,8 @@ func TestWaitingChecksShareOneCall(t *testing.T) {
 	for i := range ops {
 		c := fmt.Sprintf("c%d", i)
 		ops[i] = &quota.SharedOp{Write: true, Expect: []string{""}, Set: []string{"0 1000 0 " + strconv.Itoa(i+1) + "|"}, TTLMs: []int64{60_000},
-			Charge: &quota.Charge{Customer: c, Metric: "api_calls", Cost: 1, At: at, Spans: []quota.Span{{
-				Key: quota.CounterKey{Customer: c, Metric: "api_calls", Window: tiers.Second, Start: at}}}}}
+			Charges: []quota.Charge{{Customer: c, Metric: "api_calls", Cost: 1, At: at, Spans: []quota.Span{{
+				Key: quota.CounterKey{Customer: c, Metric: "api_calls", Window: tiers.Second, Start: at}}}}}}
 		go func() { errs <- s.Run(ctx, ops[i]) }()
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; { // a bound on the wait
@@ -86,7 +86,7 @@ func TestWaitingChecksShareOneCall(t *testing.T) {
 		if !wantWritten {
 			want = "held|"
 		}
-		if got, _ := redis.Do(ctx, redis.B().Get().Key(s.key(op.Charge.Customer, "api_calls", false)).Build()).ToString(); got != want {
+		if got, _ := redis.Do(ctx, redis.B().Get().Key(s.key(op.Charges[0].Customer, "api_calls", "", false)).Build()).ToString(); got != want {
 			t.Errorf("check %d: key holds %q, want %q", i, got, want)
 		}
 	}

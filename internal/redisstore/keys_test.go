@@ -35,7 +35,7 @@ func TestKeysOfACallShareOneHashTag(t *testing.T) {
 			"api_calls"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			keys, _ := s.call(&quota.SharedOp{Charge: &c.charge, Expect: make([]string, 1+len(c.charge.Globals))})
+			keys, _ := s.call(&quota.SharedOp{Charges: []quota.Charge{c.charge}, Expect: make([]string, 1+len(c.charge.Globals))})
 			if len(keys) != 1+len(c.charge.Globals) { // the customer's, and the metric's if it counts
 				t.Fatalf("keys %q", keys)
 			}
@@ -49,7 +49,7 @@ func TestKeysOfACallShareOneHashTag(t *testing.T) {
 			}
 			cleared := map[string]bool{}
 			for _, byMetric := range []bool{false, true} {
-				cleared[s.key("acme:eu@1", "api_calls", byMetric)] = true
+				cleared[s.key("acme:eu@1", "api_calls", "", byMetric)] = true
 			}
 			if !cleared[keys[0]] {
 				t.Errorf("key %q is not among those a reset deletes", keys[0])

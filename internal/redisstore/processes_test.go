@@ -27,12 +27,13 @@ func TestDecidedAgainOnWhatAnotherProcessWrote(t *testing.T) {
 			End:  at.Truncate(time.Minute).Add(time.Minute),
 			Rule: quota.RuleFor(tiers.Limit{Metric: "api_calls", Window: tiers.Minute, Limit: 12}, tiers.Metric{}),
 		}}}
-		out := make([]quota.Outcome, 1)
-		ok, err := c.Take(context.Background(), ch, out)
+		ch.Out = make([]quota.Outcome, 1)
+		cs := []quota.Charge{*ch}
+		ok, err := c.Take(context.Background(), cs)
 		if err != nil {
 			t.Fatalf("take %d: %v", cost, err)
 		}
-		return ok, out[0].Used, ch.Trips
+		return ok, cs[0].Out[0].Used, cs[0].Trips
 	}
 	for i, step := range []struct {
 		process   *quota.SharedCounters

@@ -197,7 +197,7 @@ func (s *Store) Shard(c *quota.Charge) int {
 	var k string
 	switch customer, global := c.SharedKeys(); {
 	case customer:
-		k = s.key(c.Customer, c.Metric, c.MetricCapacity)
+		k = s.key(c.Customer, c.Metric, c.Subject, c.MetricCapacity)
 	case global:
 		k = s.globalKey(c.Metric)
 	}
@@ -208,14 +208,16 @@ func (s *Store) Shard(c *quota.Charge) int {
 // its number of keys, whether to write, and per key what to expect, what
 // to write and its expiry.
 func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
-	c := op.Charge
-	keys = make([]string, 0, 2)
-	customer, global := c.SharedKeys()
-	if customer {
-		keys = append(keys, s.key(c.Customer, c.Metric, c.MetricCapacity))
-	}
-	if global {
-		keys = append(keys, s.globalKey(c.Metric))
+	keys = make([]string, 0, 2*len(op.Charges))
+	for i := range op.Charges {
+		c := &op.Charges[i]
+		customer, global := c.SharedKeys()
+		if customer {
+			keys = append(keys, s.key(c.Customer, c.Metric, c.Subject, c.MetricCapacity))
+		}
+		if global {
+			keys = append(keys, s.globalKey(c.Metric))
+		}
 	}
 	args = make([]string, 2, 2+3*len(keys))
 	args[0], args[1] = strconv.Itoa(len(keys)), "0"
@@ -232,11 +234,13 @@ func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 	return keys, args
 }
 
-// key returns the key of a customer's metric: tagged by the metric alone
-// when the metric's global windows count with it.
-func (s *Store) key(customer, metric string, byMetric bool) string {
+// key returns the key of a customer's metric, or of one of its subjects':
+// tagged by the metric alone when the metric's global windows count with
+// it, else by the metric and the customer, so that a customer's subjects
+// share the slot of the customer's own key.
+func (s *Store) key(customer, metric, subject string, byMetric bool) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + len(metric) + len(customer) + 6)
+	b.Grow(len(s.prefix) + len(metric) + len(customer) + len(subject) + 7)
 	b.WriteString(s.prefix)
 	b.WriteByte('{')
 	b.WriteString(metric)
@@ -247,6 +251,11 @@ func (s *Store) key(customer, metric string, byMetric bool) string {
 		b.WriteByte('/')
 		b.WriteString(customer)
 		b.WriteByte('}')
+	}
+	if subject != "" {
+		// Customer ids hold no '/', subjects no '}': keys stay apart.
+		b.WriteByte('/')
+		b.WriteString(subject)
 	}
 	b.WriteString(":s")
 	return b.String()
@@ -268,7 +277,7 @@ func (s *Store) Clear(ctx context.Context, customer string, metrics []string) er
 	cmds := make(rueidis.Commands, 0, 2*len(metrics))
 	for _, m := range metrics {
 		for _, byMetric := range []bool{false, true} { // a key a command: they are in two slots
-			cmds = append(cmds, client.B().Unlink().Key(s.key(customer, m, byMetric)).Build())
+			cmds = append(cmds, client.B().Unlink().Key(s.key(customer, m, "", byMetric)).Build())
 		}
 	}
 	for _, r := range client.DoMulti(ctx, cmds...) {

@@ -113,7 +113,7 @@ type Chart struct {
 type lane struct {
 	name    string
 	counter quota.Counter // nil: the exact reference
-	charge  quota.Charge
+	charge  [1]quota.Charge
 	span    [1]quota.Span
 	out     [1]quota.Outcome
 	windows []Window // per customer: what this algorithm admitted
@@ -276,8 +276,8 @@ func (l *lane) take(ctx context.Context, w tiers.Window, customer string, c Chec
 	start, end := quota.Bounds(w, at, tiers.Anchor{})
 	l.span[0].Key = quota.CounterKey{Customer: customer, Metric: metric, Window: w, Start: start}
 	l.span[0].End = end
-	l.charge = quota.Charge{Customer: customer, Metric: metric, Cost: c.Cost, At: at, Spans: l.span[:]}
-	return l.counter.Take(ctx, &l.charge, l.out[:])
+	l.charge[0] = quota.Charge{Customer: customer, Metric: metric, Cost: c.Cost, At: at, Spans: l.span[:], Out: l.out[:]}
+	return l.counter.Take(ctx, l.charge[:])
 }
 
 func appendDetail(b []byte, c Check, customer, alg string, admitted, exact bool, used, algUsed int64) []byte {

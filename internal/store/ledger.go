@@ -50,21 +50,22 @@ const globalQ = `
 	SELECT coalesce(sum(used), 0)::bigint FROM metric_usage
 	WHERE metric = $1 AND quota_window = $2 AND window_start = $3`
 
-// Take implements quota.Counter: every span's conditional upsert runs in
-// one transaction, pipelined in one round trip; if any span denies, the
-// transaction rolls back and nothing is charged.
-func (db *DB) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
-	if len(c.Spans)+len(c.Globals) == 0 {
+// Take implements quota.Counter: every span's conditional upsert, of
+// every charge of the set, runs in one transaction, pipelined in one round
+// trip; if any span denies, the transaction rolls back and nothing is
+// charged.
+func (db *DB) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
+	if !counts(cs) {
 		return true, nil
 	}
-	c.Trips++
-	if len(c.Spans) == 1 && !c.Spans[0].Rule.Spare && len(c.Globals) == 0 {
-		return db.takeOne(ctx, c, out)
+	cs[0].Trips++
+	if c := &cs[0]; len(cs) == 1 && len(c.Spans) == 1 && !c.Spans[0].Rule.Spare && len(c.Globals) == 0 {
+		return db.takeOne(ctx, c)
 	}
 	var ok bool
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		if ok, err = take(ctx, tx, c, out); err == nil && !ok {
+		if ok, err = take(ctx, tx, cs); err == nil && !ok {
 			err = errRollback
 		}
 		return err
@@ -73,67 +74,84 @@ func (db *DB) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (b
 	case errors.Is(err, errRollback):
 		return false, nil
 	case err != nil:
-		return false, chargeErr("charge", c, err)
+		return false, chargeErr("charge", cs, err)
 	}
 	return true, nil
 }
 
+// counts reports whether the set cs counts anywhere: in a span or in a
+// global window.
+func counts(cs []quota.Charge) bool {
+	for i := range cs {
+		if len(cs[i].Spans)+len(cs[i].Globals) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // chargeErr names a failed charge, or reports a customer deleted meanwhile.
-func chargeErr(op string, c *quota.Charge, err error) error {
+func chargeErr(op string, cs []quota.Charge, err error) error {
 	if isCode(err, "23503") { // foreign_key_violation: the customer (or metric) is gone
 		return tiers.ErrCustomerNotFound
 	}
-	return fmt.Errorf("%s %s/%s: %w", op, c.Customer, c.Metric, mapErr(err))
+	return fmt.Errorf("%s %s/%s: %w", op, cs[0].Customer, cs[0].Metric, mapErr(err))
 }
 
 // takeOne charges a single window with nothing else to count: the
 // conditional upsert alone is atomic, so it runs as one statement, in one
 // round trip, holding the row lock only while it executes and commits.
-func (db *DB) takeOne(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	sp := &c.Spans[0]
 	var after int64
 	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Threshold).Scan(&after)
 	switch {
 	case err == nil:
-		out[0] = quota.Outcome{Used: after - c.Cost, Passed: true}
+		c.Out[0] = quota.Outcome{Used: after - c.Cost, Passed: true}
 		return true, nil
 	case !errors.Is(err, pgx.ErrNoRows):
-		return false, chargeErr("charge", c, err)
+		return false, chargeErr("charge", []quota.Charge{*c}, err)
 	}
 	var used int64
 	c.Trips++
 	if err := db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
 		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
-	out[0] = c.Judge(0, used, 0)
+	c.Out[0] = c.Judge(0, used, 0)
 	return false, nil
 }
 
-// take runs the conditional upserts of c's spans on tx, then settles the
-// spans that denied: elastic ones may still admit on spare capacity; the
-// others report their count. When every span admits, the units count in
-// c's global windows too. It changes nothing the caller must keep unless
-// it returns true.
-func take(ctx context.Context, tx pgx.Tx, c *quota.Charge, out []quota.Outcome) (bool, error) {
-	if len(c.Spans) > 0 {
-		b := &pgx.Batch{}
+// take runs the conditional upserts of the spans of every charge of cs on
+// tx, in one batch, then settles the spans that denied: elastic ones may
+// still admit on spare capacity; the others report their count. When
+// every span admits, the units count in each charge's global windows too.
+// It changes nothing the caller must keep unless it returns true.
+func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
+	b := &pgx.Batch{}
+	for ci := range cs {
+		c := &cs[ci]
 		for i := range c.Spans {
 			sp := &c.Spans[i]
 			b.Queue(chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost, sp.Rule.Threshold)
 		}
+	}
+	if b.Len() > 0 {
 		res := tx.SendBatch(ctx, b)
-		for i := range c.Spans {
-			var after int64
-			err := res.QueryRow().Scan(&after)
-			switch {
-			case errors.Is(err, pgx.ErrNoRows):
-				out[i] = quota.Outcome{}
-			case err != nil:
-				res.Close()
-				return false, err
-			default:
-				out[i] = quota.Outcome{Used: after - c.Cost, Passed: true}
+		for ci := range cs {
+			c := &cs[ci]
+			for i := range c.Spans {
+				var after int64
+				err := res.QueryRow().Scan(&after)
+				switch {
+				case errors.Is(err, pgx.ErrNoRows):
+					c.Out[i] = quota.Outcome{}
+				case err != nil:
+					res.Close()
+					return false, err
+				default:
+					c.Out[i] = quota.Outcome{Used: after - c.Cost, Passed: true}
+				}
 			}
 		}
 		if err := res.Close(); err != nil {
@@ -141,32 +159,41 @@ func take(ctx context.Context, tx pgx.Tx, c *quota.Charge, out []quota.Outcome) 
 		}
 	}
 	ok := true
-	for i := range c.Spans {
-		if out[i].Passed {
-			continue
-		}
-		sp := &c.Spans[i]
-		if sp.Rule.Spare {
-			passed, err := chargeElastic(ctx, tx, c, i, out)
-			if err != nil {
-				return false, err
-			}
-			if passed {
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			if c.Out[i].Passed {
 				continue
 			}
-		} else {
-			var used int64
-			if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
-				return false, err
+			sp := &c.Spans[i]
+			if sp.Rule.Spare {
+				passed, err := chargeElastic(ctx, tx, c, i)
+				if err != nil {
+					return false, err
+				}
+				if passed {
+					continue
+				}
+			} else {
+				var used int64
+				if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+					return false, err
+				}
+				c.Out[i] = c.Judge(i, used, 0)
 			}
-			out[i] = c.Judge(i, used, 0)
+			ok = false
 		}
-		ok = false
 	}
 	if !ok {
 		return false, nil
 	}
-	return true, countGlobal(ctx, tx, c.Globals, c.Cost)
+	var d globalDeltas
+	for ci := range cs {
+		for _, g := range cs[ci].Globals {
+			d.add(g, cs[ci].Cost)
+		}
+	}
+	return true, d.exec(ctx, tx)
 }
 
 // chargeElastic admits span i's cost beyond its threshold when the
@@ -175,7 +202,8 @@ func take(ctx context.Context, tx pgx.Tx, c *quota.Charge, out []quota.Outcome) 
 // serialized by an advisory lock, so that two of them never spend the same
 // spare capacity; the count is then charged with the ceiling as the
 // upsert's condition.
-func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int, out []quota.Outcome) (bool, error) {
+func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int) (bool, error) {
+	out := c.Out
 	sp := &c.Spans[i]
 	g := sp.Global
 	key := "quotad.elastic:" + g.Metric + ":" + g.Window.String() + ":" + strconv.FormatInt(g.Start.Unix(), 10)
@@ -232,15 +260,6 @@ func (d *globalDeltas) exec(ctx context.Context, q querier) error {
 	return err
 }
 
-// countGlobal adds admitted units to the metric's global usage.
-func countGlobal(ctx context.Context, q querier, globals []quota.GlobalKey, cost int64) error {
-	var d globalDeltas
-	for _, g := range globals {
-		d.add(g, cost)
-	}
-	return d.exec(ctx, q)
-}
-
 // AddGlobal implements quota.Ledger, in one statement.
 func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
 	var d globalDeltas
@@ -254,17 +273,18 @@ func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
 }
 
 // Peek implements quota.Counter.
-func (db *DB) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, db.pool, db.holderID(), c, out)
+func (db *DB) Peek(ctx context.Context, cs []quota.Charge) error {
+	return peek(ctx, db.pool, db.holderID(), cs)
 }
 
-// peek reads the counts of c's spans on q and judges them.
-func peek(ctx context.Context, q conn, holder int64, c *quota.Charge, out []quota.Outcome) error {
-	err := c.PeekWith(func(counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+// peek reads the counts of cs's spans on q, in one round trip, and judges
+// them.
+func peek(ctx context.Context, q conn, holder int64, cs []quota.Charge) error {
+	err := quota.PeekWith(cs, func(counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
 		return read(ctx, q, holder, counters, globals)
-	}, out)
+	})
 	if err != nil {
-		return fmt.Errorf("peek %s/%s: %w", c.Customer, c.Metric, err)
+		return fmt.Errorf("peek %s/%s: %w", cs[0].Customer, cs[0].Metric, err)
 	}
 	return nil
 }
@@ -302,18 +322,28 @@ func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey
 	return used, global, nil
 }
 
-// GiveBack implements quota.Counter: a refund of every span, with the
-// global windows, in one transaction.
-func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	if len(c.Spans)+len(c.Globals) == 0 {
+// GiveBack implements quota.Counter: a refund of every span of every
+// charge, with the global windows, in one transaction.
+func (db *DB) GiveBack(ctx context.Context, cs []quota.Charge) error {
+	if !counts(cs) {
 		return nil
 	}
-	c.Trips++
+	cs[0].Trips++
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return giveBack(ctx, tx, db.channel, db.freedPayload, c, out)
+		return giveBackAll(ctx, tx, db.channel, db.freedPayload, cs)
 	})
 	if err != nil {
-		return chargeErr("give back", c, err)
+		return chargeErr("give back", cs, err)
+	}
+	return nil
+}
+
+// giveBackAll gives back every charge of cs on q (see giveBack).
+func giveBackAll(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, cs []quota.Charge) error {
+	for i := range cs {
+		if err := giveBack(ctx, q, channel, payload, &cs[i]); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -325,7 +355,8 @@ func (db *DB) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome
 // beyond the bound. That includes the leases of processes that seem dead:
 // one may only have lost its listening session for a moment, and the
 // settlement of one that did die may still arrive.
-func giveBack(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge, out []quota.Outcome) error {
+func giveBack(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge) error {
+	out := c.Out
 	// A counter that a process knew full (watched) is told that units
 	// came back to it.
 	const refundQ = `
@@ -397,12 +428,12 @@ func (l txLedger) Keep(ctx context.Context, c quota.Claim, answer []byte) error 
 
 // Take implements quota.Counter within the transaction. A denial takes
 // back, in the same transaction, what the spans that admitted counted.
-func (l txLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
-	if len(c.Spans)+len(c.Globals) == 0 {
+func (l txLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
+	if !counts(cs) {
 		return true, nil
 	}
-	c.Trips++
-	ok, err := take(ctx, l.tx, c, out)
+	cs[0].Trips++
+	ok, err := take(ctx, l.tx, cs)
 	if err != nil || ok {
 		return ok, err
 	}
@@ -410,26 +441,29 @@ func (l txLedger) Take(ctx context.Context, c *quota.Charge, out []quota.Outcome
 		UPDATE usage_counters SET used = used - $5
 		WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4`
 	b := &pgx.Batch{}
-	for i := range c.Spans {
-		if sp := &c.Spans[i]; out[i].Passed {
-			b.Queue(undoQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost)
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			if sp := &c.Spans[i]; c.Out[i].Passed {
+				b.Queue(undoQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost)
+			}
 		}
 	}
 	return false, sendBatch(ctx, l.tx, b)
 }
 
 // GiveBack implements quota.Counter within the transaction.
-func (l txLedger) GiveBack(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	if len(c.Spans)+len(c.Globals) == 0 {
+func (l txLedger) GiveBack(ctx context.Context, cs []quota.Charge) error {
+	if !counts(cs) {
 		return nil
 	}
-	c.Trips++
-	return giveBack(ctx, l.tx, l.db.channel, l.db.freedPayload, c, out)
+	cs[0].Trips++
+	return giveBackAll(ctx, l.tx, l.db.channel, l.db.freedPayload, cs)
 }
 
 // Peek implements quota.Counter within the transaction.
-func (l txLedger) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return peek(ctx, l.tx, l.db.holderID(), c, out)
+func (l txLedger) Peek(ctx context.Context, cs []quota.Charge) error {
+	return peek(ctx, l.tx, l.db.holderID(), cs)
 }
 
 // sendBatch runs b on q, if it holds anything, and reads every result.

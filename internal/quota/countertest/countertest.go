@@ -223,10 +223,30 @@ func (s suite) hardCharge(customer string, cost int64, thresholds ...int64) *quo
 	return s.charge(plain, customer, cost, 0, ls...)
 }
 
+// set runs op on ch as a set of one, with outcomes of their own, and
+// keeps in ch what the counter kept there (for an undo of a take).
+func set(ch *quota.Charge, op func(cs []quota.Charge) error) ([]quota.Outcome, error) {
+	cs := []quota.Charge{*ch}
+	cs[0].Out = make([]quota.Outcome, len(ch.Spans))
+	err := op(cs)
+	*ch = cs[0]
+	return cs[0].Out, err
+}
+
+// tryTake takes ch, as take does, and returns the error rather than
+// failing the test (from goroutines).
+func tryTake(c quota.Counter, ch *quota.Charge) (bool, []quota.Outcome, error) {
+	var ok bool
+	out, err := set(ch, func(cs []quota.Charge) (err error) {
+		ok, err = c.Take(context.Background(), cs)
+		return err
+	})
+	return ok, out, err
+}
+
 func take(t *testing.T, c quota.Counter, ch *quota.Charge) (bool, []quota.Outcome) {
 	t.Helper()
-	out := make([]quota.Outcome, len(ch.Spans))
-	ok, err := c.Take(context.Background(), ch, out)
+	ok, out, err := tryTake(c, ch)
 	if err != nil {
 		t.Fatalf("take: %v", err)
 	}
@@ -235,8 +255,8 @@ func take(t *testing.T, c quota.Counter, ch *quota.Charge) (bool, []quota.Outcom
 
 func peek(t *testing.T, c quota.Counter, ch *quota.Charge) []quota.Outcome {
 	t.Helper()
-	out := make([]quota.Outcome, len(ch.Spans))
-	if err := c.Peek(context.Background(), ch, out); err != nil {
+	out, err := set(ch, func(cs []quota.Charge) error { return c.Peek(context.Background(), cs) })
+	if err != nil {
 		t.Fatalf("peek: %v", err)
 	}
 	return out
@@ -244,8 +264,8 @@ func peek(t *testing.T, c quota.Counter, ch *quota.Charge) []quota.Outcome {
 
 func giveBack(t *testing.T, c quota.Counter, ch *quota.Charge) []quota.Outcome {
 	t.Helper()
-	out := make([]quota.Outcome, len(ch.Spans))
-	if err := c.GiveBack(context.Background(), ch, out); err != nil {
+	out, err := set(ch, func(cs []quota.Charge) error { return c.GiveBack(context.Background(), cs) })
+	if err != nil {
 		t.Fatalf("give back: %v", err)
 	}
 	return out
@@ -407,8 +427,7 @@ func concurrentExact(t *testing.T, s suite) {
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				out := make([]quota.Outcome, 1)
-				ok, err := c.Take(context.Background(), s.hardCharge("acme", 1, threshold), out)
+				ok, _, err := tryTake(c, s.hardCharge("acme", 1, threshold))
 				if err != nil {
 					t.Error(err)
 					return
@@ -439,14 +458,13 @@ func concurrentUndo(t *testing.T, s suite) {
 		wg.Go(func() {
 			for j := range each {
 				ch := s.charge(plain, "acme", 1, int64(w+j)%spread, ls...)
-				out := make([]quota.Outcome, len(ch.Spans))
-				ok, err := c.Take(context.Background(), ch, out)
+				ok, out, err := tryTake(c, ch)
 				if err != nil || !ok {
 					t.Errorf("take of 1 under a limit of 1000: %v %v %+v", ok, err, out)
 					return
 				}
 				ch.Undoing(s.ms(spread))
-				if err := c.GiveBack(context.Background(), ch, out); err != nil {
+				if _, err := set(ch, func(cs []quota.Charge) error { return c.GiveBack(context.Background(), cs) }); err != nil {
 					t.Errorf("undo: %v", err)
 					return
 				}

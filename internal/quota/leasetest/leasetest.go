@@ -368,9 +368,9 @@ func reportsAndRefunds(t *testing.T, s Store) {
 	if used := read(t, b, k); used != 6 {
 		t.Errorf("b reads %d after a reported 4 unused of 10, want 6", used)
 	}
-	refund := &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: 100, At: At, Spans: []quota.Span{{Key: k}}}
 	out := make([]quota.Outcome, 1)
-	if err := b.GiveBack(ctx, refund, out); err != nil || out[0].Used != 6 {
+	refund := []quota.Charge{{Customer: "acme", Metric: "api_calls", Cost: 100, At: At, Spans: []quota.Span{{Key: k}}, Out: out}}
+	if err := b.GiveBack(ctx, refund); err != nil || out[0].Used != 6 {
 		t.Fatalf("give back: %+v, %v; want 6 admitted before", out, err)
 	}
 	if n := s.Count(t, k); n != 4 {
@@ -441,8 +441,9 @@ func freedNotices(t *testing.T, s Store) {
 	}
 	refused(1)
 	// A refund gives units back: b hears of it.
-	refund := &quota.Charge{Customer: "acme", Metric: "api_calls", Cost: 1, At: At, Spans: []quota.Span{{Key: k}}}
-	if err := a.GiveBack(ctx, refund, make([]quota.Outcome, 1)); err != nil {
+	refund := []quota.Charge{{Customer: "acme", Metric: "api_calls", Cost: 1, At: At, Spans: []quota.Span{{Key: k}},
+		Out: make([]quota.Outcome, 1)}}
+	if err := a.GiveBack(ctx, refund); err != nil {
 		t.Fatal(err)
 	}
 	mustHear(t, b.Freed, k, "notice after a refund")

@@ -177,27 +177,34 @@ func (u *undoLog) add(f func()) {
 	}
 }
 
-// take implements Take with s.mu held.
-func (l *Ledger) take(c *quota.Charge, out []quota.Outcome, undo *undoLog) bool {
+// take implements Take with s.mu held: every charge of cs is judged, then
+// counted if all admit.
+func (l *Ledger) take(cs []quota.Charge, undo *undoLog) bool {
 	s := l.s
 	l.Charges++
 	ok := true
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		out[i] = c.Judge(i, s.counters[sp.Key], s.global[sp.Global])
-		ok = ok && out[i].Passed
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			sp := &c.Spans[i]
+			c.Out[i] = c.Judge(i, s.counters[sp.Key], s.global[sp.Global])
+			ok = ok && c.Out[i].Passed
+		}
 	}
 	if !ok {
 		return false
 	}
-	for i := range c.Spans {
-		k := c.Spans[i].Key
-		s.counters[k] += c.Cost
-		undo.add(func() { s.counters[k] -= c.Cost })
-	}
-	for _, g := range c.Globals {
-		s.global[g] += c.Cost
-		undo.add(func() { s.global[g] -= c.Cost })
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			k := c.Spans[i].Key
+			s.counters[k] += c.Cost
+			undo.add(func() { s.counters[k] -= c.Cost })
+		}
+		for _, g := range c.Globals {
+			s.global[g] += c.Cost
+			undo.add(func() { s.global[g] -= c.Cost })
+		}
 	}
 	return true
 }
@@ -205,62 +212,68 @@ func (l *Ledger) take(c *quota.Charge, out []quota.Outcome, undo *undoLog) bool 
 // giveBack implements GiveBack with s.mu held: only admitted units go
 // back, not those held in leases, by live processes or not (see the
 // PostgreSQL store's giveBack).
-func (l *Ledger) giveBack(c *quota.Charge, out []quota.Outcome, undo *undoLog) {
+func (l *Ledger) giveBack(cs []quota.Charge, undo *undoLog) {
 	s := l.s
-	for i := range c.Spans {
-		k := c.Spans[i].Key
-		before := s.counters[k]
-		admitted := max(0, before-s.reserved(k))
-		out[i] = quota.Outcome{Used: admitted, Passed: true}
-		s.counters[k] = before - min(admitted, c.Cost)
-		undo.add(func() { s.counters[k] = before })
-		if min(admitted, c.Cost) > 0 {
-			s.free(k)
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			k := c.Spans[i].Key
+			before := s.counters[k]
+			admitted := max(0, before-s.reserved(k))
+			c.Out[i] = quota.Outcome{Used: admitted, Passed: true}
+			s.counters[k] = before - min(admitted, c.Cost)
+			undo.add(func() { s.counters[k] = before })
+			if min(admitted, c.Cost) > 0 {
+				s.free(k)
+			}
 		}
-	}
-	for _, g := range c.Globals {
-		n := c.Cost
-		if i := c.SpanOf(g); i >= 0 {
-			n = min(n, out[i].Used)
+		for _, g := range c.Globals {
+			n := c.Cost
+			if i := c.SpanOf(g); i >= 0 {
+				n = min(n, c.Out[i].Used)
+			}
+			n = min(n, s.global[g])
+			s.global[g] -= n
+			undo.add(func() { s.global[g] += n })
 		}
-		n = min(n, s.global[g])
-		s.global[g] -= n
-		undo.add(func() { s.global[g] += n })
 	}
 }
 
 // Take implements quota.Counter.
-func (l *Ledger) Take(_ context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+func (l *Ledger) Take(_ context.Context, cs []quota.Charge) (bool, error) {
 	if err := l.lock(); err != nil {
 		return false, err
 	}
 	defer l.s.mu.Unlock()
-	c.Trips++
-	return l.take(c, out, nil), nil
+	cs[0].Trips++
+	return l.take(cs, nil), nil
 }
 
 // GiveBack implements quota.Counter.
-func (l *Ledger) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+func (l *Ledger) GiveBack(_ context.Context, cs []quota.Charge) error {
 	if err := l.lock(); err != nil {
 		return err
 	}
 	defer l.s.unlock()
-	c.Trips++
-	l.giveBack(c, out, nil)
+	cs[0].Trips++
+	l.giveBack(cs, nil)
 	return nil
 }
 
 // Peek implements quota.Counter.
-func (l *Ledger) Peek(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+func (l *Ledger) Peek(_ context.Context, cs []quota.Charge) error {
 	if err := l.lock(); err != nil {
 		return err
 	}
 	defer l.s.mu.Unlock()
-	c.Trips++
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		leased, _ := l.s.leased(sp.Key, l.holder)
-		out[i] = c.Judge(i, l.s.counters[sp.Key]-leased, l.s.global[sp.Global])
+	cs[0].Trips++
+	for ci := range cs {
+		c := &cs[ci]
+		for i := range c.Spans {
+			sp := &c.Spans[i]
+			leased, _ := l.s.leased(sp.Key, l.holder)
+			c.Out[i] = c.Judge(i, l.s.counters[sp.Key]-leased, l.s.global[sp.Global])
+		}
 	}
 	return nil
 }
@@ -337,27 +350,27 @@ type ledgerTx struct {
 	undo undoLog
 }
 
-func (t *ledgerTx) Take(_ context.Context, c *quota.Charge, out []quota.Outcome) (bool, error) {
+func (t *ledgerTx) Take(_ context.Context, cs []quota.Charge) (bool, error) {
 	if err := t.l.lock(); err != nil {
 		return false, err
 	}
 	defer t.l.s.mu.Unlock()
-	c.Trips++
-	return t.l.take(c, out, &t.undo), nil
+	cs[0].Trips++
+	return t.l.take(cs, &t.undo), nil
 }
 
-func (t *ledgerTx) GiveBack(_ context.Context, c *quota.Charge, out []quota.Outcome) error {
+func (t *ledgerTx) GiveBack(_ context.Context, cs []quota.Charge) error {
 	if err := t.l.lock(); err != nil {
 		return err
 	}
 	defer t.l.s.unlock()
-	c.Trips++
-	t.l.giveBack(c, out, &t.undo)
+	cs[0].Trips++
+	t.l.giveBack(cs, &t.undo)
 	return nil
 }
 
-func (t *ledgerTx) Peek(ctx context.Context, c *quota.Charge, out []quota.Outcome) error {
-	return t.l.Peek(ctx, c, out)
+func (t *ledgerTx) Peek(ctx context.Context, cs []quota.Charge) error {
+	return t.l.Peek(ctx, cs)
 }
 
 // Claim implements quota.Ledger: the claims of c one after the other, in
