@@ -164,7 +164,7 @@ type Usage struct {
 	// Subject is the subject a limit per subject counts for; "" for the
 	// customer's limits.
 	Subject string
-	Window tiers.Window
+	Window  tiers.Window
 	// Algorithm and Burst are the short window's, as its limit names them.
 	Algorithm tiers.Algorithm
 	Burst     *int64
