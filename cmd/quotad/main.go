@@ -132,7 +132,7 @@ func openRedis(ctx context.Context, cfg *config, log *slog.Logger) (*redisstore.
 
 // forgetShared deletes a deleted customer's short windows of every metric
 // from the shared store.
-func forgetShared(ctx context.Context, catalog *tiers.Service, engine *quota.Engine, customer string) error {
+func forgetShared(ctx context.Context, catalog *tiers.Service, shared *redisstore.Store, customer string) error {
 	var metrics []string
 	page := tiers.Page{Limit: 500}
 	for {
@@ -148,8 +148,16 @@ func forgetShared(ctx context.Context, catalog *tiers.Service, engine *quota.Eng
 		}
 		page.After = ms[len(ms)-1].Key
 	}
-	return engine.ForgetShared(ctx, customer, metrics...)
+	if len(metrics) == 0 {
+		return nil
+	}
+	return shared.Clear(ctx, customer, metrics)
 }
+
+// releaseTimeout bounds the settlement of a lease another process
+// recalled: a store that went silent holds up no recall for long (the
+// periodic flush settles the lease later).
+const releaseTimeout = 5 * time.Second
 
 // applyNotification applies a change another process committed. A
 // process's own changes were applied when they committed (see onChange and
@@ -162,8 +170,8 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 	if n.Kind == store.NotifyFreed {
 		// Units came back to a counter that this process, like any other,
 		// may deny from memory: its own give-backs included.
-		if k, ok := store.ParseCounterKey(n.Key); ok {
-			engine.Freed(k)
+		if k, ok := store.ParseCounterKey(n.Key); ok && engine.Leases() != nil {
+			engine.Leases().Freed(k)
 		}
 		return
 	}
@@ -175,8 +183,12 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		// Another process recalled units this one may hold: give them
 		// back, without holding up the notifications that follow. A
 		// failure leaves the lease to the periodic flush.
-		if k, ok := store.ParseCounterKey(n.Key); ok {
-			background.Go(func() { _ = engine.Release(ctx, k) })
+		if k, ok := store.ParseCounterKey(n.Key); ok && engine.Leases() != nil {
+			background.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+				defer cancel()
+				_ = engine.Leases().Release(ctx, k)
+			})
 		}
 	case store.NotifyMetric:
 		cache.Invalidate(tiers.Change{Kind: tiers.MetricChanged, Key: n.Key})

@@ -17,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -85,7 +86,7 @@ type instance struct {
 	cache    *tiers.Cache
 	detector *webhooks.Detector
 	engine   *quota.Engine
-	shared   bool // short windows are shared in Redis
+	redis    *redisstore.Store // short windows are shared in Redis; nil when not
 	catalog  *tiers.Service
 	registry *prometheus.Registry
 	// verifier holds the live API keys; keys issues and revokes them.
@@ -161,7 +162,7 @@ func (p *instance) buildEngine(ctx context.Context) error {
 			return err
 		}
 		p.onClose(shared.Close)
-		p.shared = true
+		p.redis = shared
 		opts.Shared, opts.SharedClock = shared, true
 		// Heard once per change of mode, not per hash slot of a cluster.
 		opts.OnSharedChange = func(up bool, err error) {
@@ -190,11 +191,11 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 	}
 	p.verifier.ForgetCustomer(ch.Key) // its keys went with it
 	p.engine.Forget(ch.Key, "")
-	if !p.shared {
+	if p.redis == nil {
 		return
 	}
 	p.background.Go(func() {
-		if err := forgetShared(p.bg, p.catalog, p.engine, ch.Key); err != nil {
+		if err := forgetShared(p.bg, p.catalog, p.redis, ch.Key); err != nil {
 			p.log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
 		}
 	})
@@ -216,7 +217,15 @@ func (p *instance) listen() {
 		}
 		p.applyKeyNotification(n)
 		applyNotification(p.bg, &p.background, n, p.cache, p.engine)
-	}, func() { p.cache.Purge(); p.engine.ClearMarks(); worker.Wake(); p.detector.Changed(); p.loadKeys() },
+	}, func() {
+		p.cache.Purge()
+		if l := p.engine.Leases(); l != nil {
+			l.ClearMarks()
+		}
+		worker.Wake()
+		p.detector.Changed()
+		p.loadKeys()
+	},
 		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening

@@ -17,7 +17,7 @@ import (
 type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
 	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
-	Usage(ctx context.Context, customer string) (tiers.Account, []quota.Usage, error)
+	Usage(ctx context.Context, customer, subject string) (tiers.Account, []quota.Usage, error)
 	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
@@ -286,7 +286,7 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 }
 
 func (s *Server) usage(c echo.Context) error {
-	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"))
+	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"), "")
 	if err != nil {
 		return err
 	}

@@ -813,7 +813,7 @@ func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) (quota.Ref
 	return quota.RefundResult{}, nil
 }
 
-func (fuzzChecker) Usage(context.Context, string) (tiers.Account, []quota.Usage, error) {
+func (fuzzChecker) Usage(context.Context, string, string) (tiers.Account, []quota.Usage, error) {
 	panic("fuzzChecker: unexpected call")
 }
 

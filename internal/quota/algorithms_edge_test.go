@@ -93,7 +93,7 @@ func TestResetAtFollowsTheReportedCount(t *testing.T) {
 
 			f.catalog.PutCustomer("dayless", tiers.Anchor{}, []tiers.Limit{limitOf(alg, tiers.Second, 10, nil), hard(tiers.Day, 0)})
 			d, _ := f.engine.Check(ctx, quota.Request{Customer: "dayless", Metric: "api_calls", Cost: 5})
-			_, usage, _ := f.engine.Usage(ctx, "dayless")
+			_, usage, _ := f.engine.Usage(ctx, "dayless", "")
 			if d.Allowed || !d.Limits[0].ResetAt.Equal(algoStart) || !usage[0].ResetAt.Equal(algoStart) {
 				t.Errorf("denied by the day: reset_at %v, usage's %v; want both now, nothing counted",
 					d.Limits[0].ResetAt, usage[0].ResetAt)

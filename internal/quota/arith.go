@@ -51,6 +51,25 @@ func threshold(l tiers.Limit) int64 {
 	return l.Size()
 }
 
+// mulDivCeil returns ceil(a*b/c) for a, b >= 0 and c > 0, at most most.
+func mulDivCeil(a, b, c, most int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return most // the quotient does not fit 64 bits
+	}
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r > 0 {
+		q++
+	}
+	if q == 0 || q > uint64(most) {
+		return most
+	}
+	return int64(q)
+}
+
 // ceilDiv returns ceil(a/b) for a >= 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 

@@ -67,12 +67,11 @@ func TestBudgetUnarmed(t *testing.T) {
 	b2.stop()
 }
 
-// A scope hands its budget to its next check only if nothing looked at it;
+// A set hands its budget to its next check only if nothing looked at it;
 // one that was looked at (a store call may still hold it) is never reused,
 // and a reused budget carries the new check's values and deadline.
 func TestBudgetReuse(t *testing.T) {
 	t.Parallel()
-	e := &Engine{}
 	first := context.WithValue(context.Background(), budgetKey{}, "first")
 	second := context.WithValue(context.Background(), budgetKey{}, "second")
 	cases := []struct {
@@ -89,11 +88,11 @@ func TestBudgetReuse(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &scope{}
+			s := &set{}
 			b := s.budgetFor(first, time.Hour)
 			c.look(b)
 			b.stop()
-			e.freeScope(s)
+			s.release()
 			next := s.budgetFor(second, time.Minute)
 			defer next.stop()
 			if (next == b) != c.reuse {

@@ -7,6 +7,12 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
+// Most windows a charge has of each kind: one limit per window.
+const (
+	maxShort = 2 // second, minute
+	maxLong  = 4 // hour, day, week, month
+)
+
 // CounterKey names one counter: a customer's count of a metric in one
 // window, the one that starts at Start, for the customer as a whole or
 // (Subject set) for one of its subjects. Start is in UTC without a
@@ -75,6 +81,11 @@ type Charge struct {
 	// degraded: the short windows were counted in this process, the
 	// shared store out of reach (see Failover).
 	degraded bool
+	// admitted: a GiveBack of the charge returns units a take admitted
+	// earlier (what a reservation held beyond its cost), not a refund's:
+	// the lease pool may put them back in its lease of the counter, where
+	// they are counted already, without a round trip.
+	admitted bool
 	// tookMs is, after a take from a shared store, the store's time of it
 	// (Unix ms): where an undo gives its units back.
 	tookMs int64

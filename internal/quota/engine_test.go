@@ -49,7 +49,7 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 // admitted, as usage reports them.
 func (f *fixture) used(t testing.TB, customer string, w tiers.Window) int64 {
 	t.Helper()
-	_, usage, err := f.engine.Usage(context.Background(), customer)
+	_, usage, err := f.engine.Usage(context.Background(), customer, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,7 +766,7 @@ func TestResetZeroesShortAndLong(t *testing.T) {
 		if err := f.engine.Reset(ctx, "ops", "acme", "api_calls"); err != nil {
 			t.Fatal(err)
 		}
-		_, usage, err := f.engine.Usage(ctx, "acme")
+		_, usage, err := f.engine.Usage(ctx, "acme", "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,3 +18,7 @@ const (
 func NewFailover(shared *SharedCounters, local Counter) *Failover {
 	return newFailover(shared, local, nil)
 }
+
+// EvictIdle drops short-window counters that count nothing any more and
+// returns how many it dropped (Run does it every evictEvery).
+func (e *Engine) EvictIdle() int { return e.sliding.evict(e.clock.Now().UnixMilli()) }

@@ -72,7 +72,7 @@ func (e *Engine) MetricUsage(ctx context.Context, metric string) (tiers.Metric, 
 		out = append(out, GlobalUsage{Window: w, Capacity: capacity, ResetAt: end, Shared: !w.Short()})
 	}
 	if len(short.Globals) > 0 {
-		p, ok := e.short.(globalPeeker)
+		p, ok := e.counters.short.(globalPeeker)
 		if !ok {
 			return tiers.Metric{}, nil, errors.New("quota: the short-window counter cannot read global usage")
 		}
@@ -86,16 +86,9 @@ func (e *Engine) MetricUsage(ctx context.Context, metric string) (tiers.Metric, 
 		}
 	}
 	if len(long) > 0 {
-		read := e.ledger.Read
-		if e.leases != nil {
-			read = e.leases.Read
-		}
-		_, used, err := read(ctx, nil, long)
+		_, used, err := e.counters.read(ctx, nil, long)
 		if err != nil {
-			if errors.Is(err, tiers.ErrUnavailable) {
-				e.storeErrs.Add(1)
-			}
-			return tiers.Metric{}, nil, err
+			return tiers.Metric{}, nil, e.health.unavailable(err)
 		}
 		for i, j := range longAt {
 			out[j].Used = used[i]

@@ -100,3 +100,9 @@ func (h *historyBuffer) flush(ctx context.Context) error {
 	}
 	return nil
 }
+
+// day returns the UTC date of t, as history keeps it.
+func day(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}

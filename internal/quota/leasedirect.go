@@ -84,13 +84,95 @@ func unleasedGlobals(c *Charge) []GlobalKey {
 	return out
 }
 
-// GiveBack implements Counter: the counters' leases come home first (see
-// Reclaim), then the ledger gives the units back.
+// GiveBack implements Counter. An undone take (see Charge.Undoing) gives
+// its units back to the leases they came from (see Undo). Units admitted
+// earlier (Charge.admitted: what a reservation held beyond its cost) go to
+// this process's lease of their counter where it holds a sound one (its
+// units are counted in the store as the lease's: no round trip, and its
+// next report tells the store), the rest to the ledger. A refund's go to
+// the ledger, once the counters' leases came home (see Reclaim), as the
+// ledger gives back admitted units only.
 func (p *LeasePool) GiveBack(ctx context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	if cs[0].undoNow != 0 {
+		return p.Undo(ctx, cs)
+	}
+	if cs[0].admitted {
+		return p.giveBackAdmitted(ctx, cs)
+	}
 	if err := p.Reclaim(ctx, cs); err != nil {
 		return err
 	}
 	return p.store.GiveBack(ctx, cs)
+}
+
+// giveBackAdmitted gives back units admitted earlier (see GiveBack): to
+// this process's sound leases where it holds them, the rest, with the
+// global windows no lease counted, to the ledger.
+func (p *LeasePool) giveBackAdmitted(ctx context.Context, cs []Charge) error {
+	var rest []Charge
+	var from [][]int // per charge of rest: its spans' indexes in their charge of cs
+	var of []int     // per charge of rest: its charge in cs
+	for ci := range cs {
+		c := &cs[ci]
+		r := Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At}
+		var idx []int
+		for i := range c.Spans {
+			if p.giveToLease(ctx, &c.Spans[i], c.Cost) {
+				continue
+			}
+			r.Spans = append(r.Spans, c.Spans[i])
+			idx = append(idx, i)
+		}
+		// A lease counted its units in its span's global window when it
+		// was granted: they stay counted there, as the lease's.
+		for _, g := range c.Globals {
+			if spanOf(c.Spans, g) < 0 || spanOf(r.Spans, g) >= 0 {
+				r.Globals = append(r.Globals, g)
+			}
+		}
+		if len(r.Spans)+len(r.Globals) > 0 {
+			r.Out = make([]Outcome, len(r.Spans))
+			rest, from, of = append(rest, r), append(from, idx), append(of, ci)
+		}
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	if err := p.Reclaim(ctx, rest); err != nil {
+		return err
+	}
+	err := p.store.GiveBack(ctx, rest)
+	for j := range rest {
+		cs[0].Trips += rest[j].Trips
+		for k, i := range from[j] {
+			cs[of[j]].Out[i] = rest[j].Out[k]
+		}
+	}
+	return err
+}
+
+// giveToLease gives n units of span sp's counter, admitted before, to this
+// process's lease of it, if it holds one that is sound (held, not in
+// doubt, not being verified, its limit unchanged): they become units the
+// lease holds unused, counted in the store as before. It reports whether
+// it did.
+func (p *LeasePool) giveToLease(ctx context.Context, sp *Span, n int64) bool {
+	l := p.existing(sp.Key)
+	if l == nil {
+		return false
+	}
+	l.mu.Lock()
+	ok := l.held && !l.gone && !l.verify && l.doubt.kind == noCall && !l.changed(sp)
+	l.mu.Unlock()
+	if !ok {
+		return false
+	}
+	// A lease settled meanwhile sends them to the store (putBack).
+	_ = p.putBack(ctx, l, n)
+	return true
 }
 
 // Reclaim prepares cs's counters for a give-back in the ledger, which must

@@ -37,8 +37,9 @@ func (SystemClock) Now() time.Time { return time.Now().UTC() }
 // MaxCost is the largest cost one check may carry.
 const MaxCost = 1_000_000_000
 
-// MaxItems is the most items one check may carry.
-const MaxItems = 16
+// MaxItems is the most items one check may carry: an Envoy request's
+// descriptors are items, up to 64 of them (POST /v1/check takes 16).
+const MaxItems = 64
 
 // Request is one check: may Customer use Cost units of Metric now (as
 // Subject, where the metric has limits per subject)? A check of several
@@ -52,7 +53,8 @@ type Request struct {
 	// an IP, an API key's id): limits per subject count for it alone.
 	Subject string
 	// Items, when set, stand for Metric, Cost and Subject (which are
-	// then empty): 1 to MaxItems of them, no metric and subject twice.
+	// then empty): 1 to MaxItems of them, no customer, metric and subject
+	// twice.
 	Items     []Item
 	DryRun    bool
 	RequestID string

@@ -15,7 +15,7 @@ import (
 // known only afterwards: an LLM call's tokens).
 //
 // A reserve is an admitted check of the estimate, through the check's own
-// path (all or nothing over the windows, soft and elastic rules, leases
+// primitive (all or nothing over the windows, soft and elastic rules, leases
 // for long windows, the shared store for short ones), plus a row in
 // PostgreSQL that says the units are held and in which window instances.
 // A commit keeps the actual cost in those windows: it gives back what the
@@ -87,11 +87,17 @@ const (
 )
 
 // ReservedWindow is one window instance that holds a reservation's units:
-// a window from Start, ending (a short window's bucket ending) at End.
+// a window from Start, ending (a short window's bucket ending) at End, of
+// the metric's counter (the reservation's, or the credit pool's it draws
+// on), the customer's or (Subject set) the subject's. Windows kept before
+// quotad knew pools and subjects name neither: they are the customer's
+// count of the reservation's metric.
 type ReservedWindow struct {
-	Window tiers.Window `json:"window"`
-	Start  time.Time    `json:"start"`
-	End    time.Time    `json:"end"`
+	Metric  string       `json:"metric,omitempty"`
+	Subject string       `json:"subject,omitempty"`
+	Window  tiers.Window `json:"window"`
+	Start   time.Time    `json:"start"`
+	End     time.Time    `json:"end"`
 }
 
 // Reservation is a held estimate, as stored.
@@ -99,6 +105,7 @@ type Reservation struct {
 	ID        string
 	Customer  string
 	Metric    string
+	Subject   string
 	Cost      int64 // the estimate
 	State     ReservationState
 	Committed int64 // the actual cost, once committed
@@ -185,7 +192,7 @@ type ReserveRequest struct {
 
 // Validate checks a reserve's fields.
 func (r ReserveRequest) Validate() error {
-	err := validateCall(r.Customer, r.Metric, r.Cost, r.RequestID)
+	err := validateCall(r.Customer, r.Metric, r.Cost, r.Subject, r.RequestID)
 	var fields []tiers.FieldError
 	if ve, ok := err.(*tiers.ValidationError); ok {
 		fields = ve.Fields
@@ -243,11 +250,33 @@ func newReservationID() string {
 	return "rsv_" + hex.EncodeToString(b[:])
 }
 
+
+// reservations keeps reservations for an engine: a reserve is the
+// engine's take of a set, a settlement its give-back (or, above the
+// estimate, a forced take), on the same primitive (counters).
+type reservations struct {
+	e     *Engine
+	store ReservationStore
+	// inserts gathers the inserts of reserves made while others are in
+	// flight, transitions their settlements.
+	inserts     batcher[ReservationInsert]
+	transitions batcher[ReservationTransition]
+}
+
+func newReservations(e *Engine, store ReservationStore) *reservations {
+	return &reservations{e: e, store: store,
+		inserts: batcher[ReservationInsert]{send: store.InsertReservations, max: insertBatch,
+			inFlight: insertsInFlight, timeout: backgroundTimeout},
+		transitions: batcher[ReservationTransition]{send: store.TransitionReservations, max: insertBatch,
+			inFlight: insertsInFlight, timeout: backgroundTimeout}}
+}
+
 // errNoReservations: the engine has no reservation store.
 var errNoReservations = errors.New("quota: reservations need a reservation store")
 
 // Reserve holds r.Cost units as an admitted check of them would count
-// them, and stores the reservation. A denied reserve holds nothing and
+// them (its metric's windows, its subject's, the credit pool's it draws
+// on), and stores the reservation. A denied reserve holds nothing and
 // answers as the check did (ID empty). A repeated request id returns the
 // first answer. Errors: those of Check, and tiers.ErrUnavailable when the
 // store cannot keep the reservation (a reservation is never degraded).
@@ -258,102 +287,78 @@ func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, 
 	if e.reservations == nil {
 		return ReserveResult{}, errNoReservations
 	}
-	s := e.scopes.Get().(*scope)
-	defer e.freeScope(s)
-	b := s.budgetFor(ctx, max(e.storeTimeout, reserveStoreTimeout))
-	defer b.stop()
-	ctx = b
-	now := e.clock.Now().UTC()
-	acct, m, err := e.lookup(ctx, r.Customer, r.Metric)
-	if err != nil {
-		if errors.Is(err, tiers.ErrUnavailable) {
-			e.storeErrs.Add(1)
-		}
-		return ReserveResult{}, err
+	return e.reservations.reserve(ctx, r)
+}
+
+func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
+	e := rs.e
+	s, ctx, done := e.set(ctx, max(e.timeout, reserveStoreTimeout))
+	defer done()
+	req := Request{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}
+	if err := e.resolve(ctx, s, []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}); err != nil {
+		return ReserveResult{}, e.health.unavailable(err)
 	}
-	s.resolve(acct, m, r.Cost, now)
-	req := Request{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost}
-	d, overage, err := e.reserveTake(ctx, req, s)
+	d, err := e.counters.take(ctx, s, &req, false)
 	if err != nil {
 		return ReserveResult{}, err
 	}
 	if !d.Allowed {
 		if r.RequestID != "" {
-			if found, err := e.reservations.ReservationByRequestID(ctx, r.Customer, r.RequestID); err != nil {
-				return ReserveResult{}, err
+			if found, err := rs.store.ReservationByRequestID(ctx, r.Customer, r.RequestID); err != nil {
+				return ReserveResult{}, e.health.unavailable(err)
 			} else if found != nil {
 				return replayReservation(r, found)
 			}
 		}
-		e.record(req, d, overage, now)
+		s.record(e.history, false, s.at)
 		return ReserveResult{Decision: d}, nil
 	}
-	rsv := Reservation{ID: newReservationID(), Customer: r.Customer, Metric: r.Metric, Cost: r.Cost,
-		State: ReservationHeld, ExpiresAt: now.Add(r.TTL), CreatedAt: s.short.At, RequestID: r.RequestID}
-	rsv.Windows = make([]ReservedWindow, 0, len(s.short.Spans)+len(s.long.Spans))
-	for _, c := range []*Charge{s.short, s.long} {
-		for _, sp := range c.Spans {
-			rsv.Windows = append(rsv.Windows, ReservedWindow{Window: sp.Key.Window, Start: sp.Key.Start, End: sp.End})
-		}
-	}
+	rsv := Reservation{ID: newReservationID(), Customer: r.Customer, Metric: r.Metric, Subject: r.Subject, Cost: r.Cost,
+		State: ReservationHeld, ExpiresAt: s.at.Add(r.TTL), CreatedAt: s.at, RequestID: r.RequestID, Windows: s.reserved()}
 	if rsv.Answer, err = encodeAnswer(d); err != nil {
-		e.undoTake(ctx, s)
+		e.counters.undo(ctx, s, true, true)
 		return ReserveResult{}, err
 	}
-	ins, sent, err := e.inserts.do(ctx, ReservationInsert{Reservation: rsv})
-	s.long.Trips++
+	ins, sent, err := rs.inserts.do(ctx, ReservationInsert{Reservation: rsv})
+	s.trip()
 	if err != nil {
 		// An insert sent may have been applied: its units stay counted
 		// (the sweep gives them back if it was). One never sent is undone.
 		if !sent {
-			e.undoTake(ctx, s)
+			e.counters.undo(ctx, s, true, true)
 		}
-		if errors.Is(err, tiers.ErrUnavailable) {
-			e.storeErrs.Add(1)
-		}
-		return ReserveResult{}, err
+		return ReserveResult{}, e.health.unavailable(err)
 	}
 	if ins.Found != nil {
-		e.undoTake(ctx, s)
+		e.counters.undo(ctx, s, true, true)
 		return replayReservation(r, ins.Found)
 	}
-	d.StoreTrips = s.short.Trips + s.long.Trips
-	e.record(req, d, overage, now)
+	d.StoreTrips = s.trips()
+	s.record(e.history, true, s.at)
 	if e.watcher != nil {
-		e.watch(req, s, &d)
+		s.watch(e.watcher, true)
 	}
 	return ReserveResult{Decision: d, ID: rsv.ID, ExpiresAt: rsv.ExpiresAt}, nil
 }
 
-// reserveTake takes a reserve's estimate as take takes a check's cost,
-// but never degraded: a long window that cannot be reached fails the
-// reserve, the short units given back.
-func (e *Engine) reserveTake(ctx context.Context, r Request, s *scope) (Decision, int64, error) {
-	return e.takeThen(ctx, r, s, func(ctx context.Context, _ Request, s *scope, err error) (Decision, int64, error) {
-		e.undoShort(ctx, s)
-		if errors.Is(err, tiers.ErrUnavailable) {
-			e.storeErrs.Add(1)
-		}
-		return Decision{}, 0, err
-	})
-}
-
-// undoTake gives back the units a reserve took and does not keep.
-func (e *Engine) undoTake(ctx context.Context, s *scope) {
-	if s.hasLong() {
-		if e.leases != nil {
-			_ = e.leases.Undo(ctx, s.longs())
-		} else {
-			var out [maxLong]Outcome
-			_ = e.ledger.GiveBack(ctx, undoCopy(s.long, out[:]))
+// reserved returns the window instances set s counted in: every span of
+// every charge.
+func (s *set) reserved() []ReservedWindow {
+	var out []ReservedWindow
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			for _, sp := range cs[i].Spans {
+				out = append(out, ReservedWindow{Metric: sp.Key.Metric, Subject: sp.Key.Subject, Window: sp.Key.Window,
+					Start: sp.Key.Start, End: sp.End})
+			}
 		}
 	}
-	e.undoShort(ctx, s)
+	return out
 }
 
 // replayReservation answers a reserve whose request id names rsv.
 func replayReservation(r ReserveRequest, rsv *Reservation) (ReserveResult, error) {
-	if rsv.Metric != r.Metric || rsv.Cost != r.Cost {
+	if rsv.Metric != r.Metric || rsv.Cost != r.Cost || rsv.Subject != r.Subject {
 		return ReserveResult{}, fmt.Errorf("%w: request_id %q was used for a reservation of %d %s",
 			tiers.ErrConflict, r.RequestID, rsv.Cost, rsv.Metric)
 	}
@@ -374,11 +379,15 @@ func (e *Engine) Reservation(ctx context.Context, id string) (Reservation, error
 	if e.reservations == nil {
 		return Reservation{}, errNoReservations
 	}
-	rsv, err := e.reservations.Reservation(ctx, id)
+	return e.reservations.get(ctx, id)
+}
+
+func (rs *reservations) get(ctx context.Context, id string) (Reservation, error) {
+	rsv, err := rs.store.Reservation(ctx, id)
 	if err != nil {
-		return Reservation{}, err
+		return Reservation{}, rs.e.health.unavailable(err)
 	}
-	if rsv.State == ReservationHeld && !e.clock.Now().Before(rsv.ExpiresAt) {
+	if rsv.State == ReservationHeld && !rs.e.clock.Now().Before(rsv.ExpiresAt) {
 		rsv.State = ReservationExpired
 	}
 	return rsv, nil
@@ -404,23 +413,27 @@ func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitRes
 	if e.reservations == nil {
 		return CommitResult{}, errNoReservations
 	}
-	now := e.clock.Now().UTC()
-	rsv, err := e.transition(ctx, id, ReservationCommitted, actual, now)
+	return e.reservations.commit(ctx, id, actual)
+}
+
+func (rs *reservations) commit(ctx context.Context, id string, actual int64) (CommitResult, error) {
+	now := rs.e.clock.Now().UTC()
+	rsv, err := rs.transition(ctx, id, ReservationCommitted, actual, now)
 	if err != nil {
 		return CommitResult{}, err
 	}
 	if rsv != nil {
-		return e.settled(ctx, *rsv, actual, now, true)
+		return rs.settled(ctx, *rsv, actual, now, true)
 	}
 	// Not moved: no longer held, expired, or committed above its estimate.
 	for range 2 {
-		held, err := e.Reservation(ctx, id)
+		held, err := rs.get(ctx, id)
 		if err != nil {
 			return CommitResult{}, err
 		}
 		switch held.State {
 		case ReservationHeld:
-			res, won, err := e.settle(ctx, held, ReservationCommitted, actual)
+			res, won, err := rs.settle(ctx, held, ReservationCommitted, actual)
 			if err != nil || won {
 				return res, err
 			}
@@ -429,9 +442,9 @@ func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitRes
 			if held.Committed != actual {
 				return CommitResult{}, fmt.Errorf("%w: reservation %s was committed at %d units", tiers.ErrConflict, id, held.Committed)
 			}
-			return e.commitAnswer(ctx, held)
+			return rs.commitAnswer(ctx, held)
 		case ReservationExpired:
-			if err := e.expire(ctx, id); err != nil {
+			if _, err := rs.expire(ctx, id); err != nil {
 				return CommitResult{}, err
 			}
 			return CommitResult{}, tiers.ErrReservationExpired
@@ -446,163 +459,211 @@ func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitRes
 // transition moves reservation id from held to state (see
 // ReservationTransition) with the transitions other requests make
 // meanwhile, and returns it as it was held, or nil if it did not move.
-func (e *Engine) transition(ctx context.Context, id string, state ReservationState, committed int64, now time.Time) (*Reservation, error) {
-	t, _, err := e.transitions.do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
+func (rs *reservations) transition(ctx context.Context, id string, state ReservationState, committed int64, now time.Time) (*Reservation, error) {
+	t, _, err := rs.transitions.do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
 	if err != nil {
 		// Sent, it may have been applied: the reservation is then settled
 		// and its units stay counted (too few given back, never too many).
-		if errors.Is(err, tiers.ErrUnavailable) {
-			e.storeErrs.Add(1)
-		}
-		return nil, err
+		return nil, rs.e.health.unavailable(err)
 	}
 	return t.Settled, nil
 }
 
 // settled finishes a commit, release or expiry of rsv, moved from held at
-// now: the estimate beyond actual goes back, and, with answer, the answer
-// is made.
-func (e *Engine) settled(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
+// now, at actual units: the estimate beyond actual goes back (see
+// giveBackHeld), and, with answer, the answer is made.
+func (rs *reservations) settled(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: rsv.Cost - actual}
-	acct, m, err := e.lookup(ctx, rsv.Customer, rsv.Metric)
+	e := rs.e
+	s, ctx, done := e.set(ctx, e.timeout)
+	defer done()
+	err := rs.heldSet(ctx, s, rsv, rsv.CreatedAt, now, func(g *group) int64 {
+		return poolCost(rsv.Cost, g.credits, g.per) - poolCost(actual, g.credits, g.per)
+	})
 	switch {
 	case errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound):
 		res.Usage = []Usage{} // its counters went with it
 		return res, nil
 	case err != nil:
-		return CommitResult{}, err
+		return CommitResult{}, e.health.unavailable(err)
 	}
-	if err := e.giveBackHeld(ctx, rsv, acct, m, rsv.Cost-actual, now); err != nil || !answer {
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			cs[i].admitted = true
+		}
+	}
+	if err := e.counters.giveBack(ctx, s); err != nil {
 		return res, err
 	}
-	if res.Usage, err = e.peekUsage(ctx, acct, m, now); err != nil {
+	// The reserve counted the estimate in today's history: it now counts
+	// what was kept. (Overage units given back to a lease are not known:
+	// they stay billed, never the other way.)
+	s.refunded(e.history)
+	if !answer {
+		return res, nil
+	}
+	if res.Usage, err = rs.usage(ctx, rsv); err != nil {
 		return CommitResult{}, err
 	}
 	return res, nil
 }
 
-// giveBackHeld gives back units of rsv, moved from held, to the window
-// instances that hold them and are still current: the short windows where
-// they were counted; a long window to this process's lease of it, when it
-// holds one (its units are counted in the store as the lease's: no round
-// trip, and its next report tells the store), else to the ledger (after
-// the leases of its counter come home: see LeasePool.GiveBack).
-func (e *Engine) giveBackHeld(ctx context.Context, rsv Reservation, acct tiers.Account, m tiers.Metric, back int64, now time.Time) error {
-	if back <= 0 {
-		e.history.add(HistoryDelta{Customer: rsv.Customer, Metric: rsv.Metric, Date: day(now)})
-		return nil
+// heldSet resolves into s (a set from Engine.set) the charges of
+// reservation rsv at at (its creation, for what it held; now, for what a
+// commit counts beyond it), keeping the window instances that hold it and
+// are still current at now, each charge costing what cost says of its
+// group (none, where that is not above 0).
+func (rs *reservations) heldSet(ctx context.Context, s *set, rsv Reservation, at, now time.Time, cost func(g *group) int64) error {
+	s.at = at
+	items := []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: rsv.Cost, Subject: rsv.Subject}}
+	if err := rs.e.resolve(ctx, s, items); err != nil {
+		var ie *ItemError
+		if errors.As(err, &ie) {
+			return ie.Err
+		}
+		return err
 	}
-	gb := e.newScope(acct, m, back, rsv.CreatedAt)
-	defer e.freeScope(gb)
-	keepReserved(gb.short, rsv.Windows, now, gb.short.Spans)
-	keepReserved(gb.long, rsv.Windows, now, gb.long.Spans)
-	gb.trimOuts()
-	var overage int64
-	if len(gb.short.Spans)+len(gb.short.Globals) > 0 {
-		if err := e.short.GiveBack(ctx, gb.shorts()); err != nil {
-			return err
-		}
-		for i := range gb.short.Spans {
-			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.short.Out[i].Used, back))
-		}
+	for g := range s.groups {
+		s.groups[g].cost = max(0, cost(&s.groups[g]))
 	}
-	// Long windows: to this process's leases where it holds them; the
-	// rest, with the global windows no lease counted, to the ledger.
-	rest := *gb.long
-	rest.Spans = gb.long.Spans[:0:0]
-	var restOut [maxLong]Outcome
-	for i := range gb.long.Spans {
-		sp := &gb.long.Spans[i]
-		if e.leases != nil && e.leases.giveToLease(ctx, sp, back) {
-			continue
-		}
-		rest.Spans = append(rest.Spans, *sp)
-	}
-	if len(rest.Spans) < len(gb.long.Spans) {
-		// A lease counted its units in its span's global window when it was
-		// granted: they stay counted there, as the lease's.
-		var globals []GlobalKey
-		for _, g := range gb.long.Globals {
-			if spanOf(gb.long.Spans, g) < 0 || spanOf(rest.Spans, g) >= 0 {
-				globals = append(globals, g)
-			}
-		}
-		rest.Globals = globals
-	}
-	if len(rest.Spans)+len(rest.Globals) > 0 {
-		rest.Out = restOut[:len(rest.Spans)]
-		if err := e.long.GiveBack(ctx, []Charge{rest}); err != nil {
-			if errors.Is(err, tiers.ErrUnavailable) {
-				e.storeErrs.Add(1)
-			}
-			return err
-		}
-		for i := range rest.Spans {
-			overage = max(overage, rest.Spans[i].Rule.Overage(restOut[i].Used, back))
-		}
-	}
-	// The reserve counted the estimate in today's history: it now counts
-	// what was kept. (Overage units given back to a lease are not known:
-	// they stay billed, never the other way.)
-	e.history.add(HistoryDelta{Customer: rsv.Customer, Metric: rsv.Metric, Date: day(now),
-		Used: -back, Overage: -min(overage, back)})
+	s.keep(func(c *Charge, g *group) bool {
+		c.Cost = g.cost
+		keepReserved(c, rsv, now)
+		return c.Cost > 0 && len(c.Spans)+len(c.Globals) > 0
+	})
 	return nil
 }
 
-// peekUsage returns the usage of the customer's windows of metric m as a
-// dry run would find it: from memory where this process holds leases.
-func (e *Engine) peekUsage(ctx context.Context, acct tiers.Account, m tiers.Metric, now time.Time) ([]Usage, error) {
-	s := e.newScope(acct, m, 1, now)
-	defer e.freeScope(s)
-	if err := e.short.Peek(ctx, s.shorts()); err != nil {
+// keep keeps the charges of s that f (which may change them) keeps, each
+// with its group, and has every group find its charges again.
+func (s *set) keep(f func(c *Charge, g *group) bool) {
+	for g := range s.groups {
+		gr := &s.groups[g]
+		if gr.short >= 0 && !f(&s.short[gr.short], gr) {
+			s.short[gr.short].Spans = nil
+		}
+		if gr.long >= 0 && !f(&s.long[gr.long], gr) {
+			s.long[gr.long].Spans = nil
+		}
+	}
+	s.short, s.long = kept(s.short), kept(s.long)
+	for g := range s.groups {
+		gr := &s.groups[g]
+		gr.short, gr.long = index(s.short, gr), index(s.long, gr)
+	}
+}
+
+// kept drops the charges of cs left without spans nor global windows.
+func kept(cs []Charge) []Charge {
+	out := cs[:0]
+	for _, c := range cs {
+		if len(c.Spans)+len(c.Globals) > 0 && c.Cost > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// index returns the index of g's charge in cs, or -1.
+func index(cs []Charge, g *group) int {
+	for i := range cs {
+		if c := &cs[i]; c.Customer == g.customer && c.Metric == g.metric && c.Subject == g.subject {
+			return i
+		}
+	}
+	return -1
+}
+
+// keepReserved keeps, of c's spans (resolved from rsv's customer, metric
+// and subject), those that hold rsv and are still current at now: the
+// same counter and window instance, not yet ended. Its global windows are
+// kept while current.
+func keepReserved(c *Charge, rsv Reservation, now time.Time) {
+	spans, outs := c.Spans[:0], c.Out[:0]
+	for i, sp := range c.Spans {
+		for _, w := range rsv.Windows {
+			metric := w.Metric
+			if metric == "" {
+				metric = rsv.Metric // kept before windows named their metric
+			}
+			if metric == sp.Key.Metric && w.Subject == sp.Key.Subject && w.Window == sp.Key.Window &&
+				w.Start.Equal(sp.Key.Start) && now.Before(w.End) && now.Before(sp.End) {
+				spans, outs = append(spans, sp), append(outs, c.Out[i])
+				break
+			}
+		}
+	}
+	c.Spans, c.Out = spans, outs
+	globals := c.Globals[:0]
+	for _, g := range c.Globals {
+		if start, _ := Bounds(g.Window, now, tiers.Anchor{}); start.Equal(g.Start) {
+			globals = append(globals, g)
+		}
+	}
+	c.Globals = globals
+}
+
+// usage returns the usage of rsv's windows (its metric's and the pool's,
+// the customer's and the subject's) as a dry run would find them: from
+// memory where this process holds leases.
+func (rs *reservations) usage(ctx context.Context, rsv Reservation) ([]Usage, error) {
+	e := rs.e
+	s, ctx, done := e.set(ctx, e.timeout)
+	defer done()
+	req := Request{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}
+	err := e.resolve(ctx, s, []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}})
+	if err != nil {
+		if errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound) {
+			return []Usage{}, nil // its counters went with it
+		}
+		return nil, e.health.unavailable(err)
+	}
+	if _, err := e.counters.look(ctx, s, &req); err != nil {
 		return nil, err
 	}
-	if len(s.long.Spans) > 0 {
-		if err := e.long.Peek(ctx, s.longs()); err != nil {
-			if errors.Is(err, tiers.ErrUnavailable) {
-				e.storeErrs.Add(1)
+	return s.usage(), nil
+}
+
+// usage returns the count of every span of set s, looked at with a cost
+// of 1, as Usage.
+func (s *set) usage() []Usage {
+	var out []Usage
+	for g := range s.groups {
+		for _, c := range s.chargesOf(g) {
+			if c == nil {
+				continue
 			}
-			return nil, err
+			for i := range c.Spans {
+				sp, o := &c.Spans[i], &c.Out[i]
+				u := Usage{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Algorithm: sp.Rule.Algorithm,
+					Limit: sp.Rule.Limit, Used: o.Used, Remaining: max(0, sp.Rule.Size-o.Used), ResetAt: o.resetAt(sp, false)}
+				if sp.Key.Window.Short() && sp.Rule.Algorithm == tiers.TokenBucket {
+					burst := sp.Rule.Size
+					u.Burst = &burst
+				}
+				if sp.Rule.Mode == tiers.Soft {
+					u.Overage = max(0, o.Used-sp.Rule.Size)
+				}
+				out = append(out, u)
+			}
 		}
 	}
-	out := make([]Usage, 0, len(s.short.Spans)+len(s.long.Spans))
-	add := func(sp *Span, o *Outcome) {
-		u := Usage{Metric: m.Key, Window: sp.Key.Window, Algorithm: sp.Rule.Algorithm, Limit: sp.Rule.Limit,
-			Used: o.Used, Remaining: max(0, sp.Rule.Size-o.Used), ResetAt: o.resetAt(sp, false)}
-		if sp.Key.Window.Short() && sp.Rule.Algorithm == tiers.TokenBucket {
-			burst := sp.Rule.Size
-			u.Burst = &burst
-		}
-		if sp.Rule.Mode == tiers.Soft {
-			u.Overage = max(0, o.Used-sp.Rule.Size)
-		}
-		out = append(out, u)
+	if out == nil {
+		out = []Usage{}
 	}
-	for i := range s.short.Spans {
-		add(&s.short.Spans[i], &s.short.Out[i])
-	}
-	for i := range s.long.Spans {
-		add(&s.long.Spans[i], &s.long.Out[i])
-	}
-	return out, nil
+	return out
 }
 
 // commitAnswer answers a commit of rsv, committed before: the same
 // figures, the usage as it is now.
-func (e *Engine) commitAnswer(ctx context.Context, rsv Reservation) (CommitResult, error) {
+func (rs *reservations) commitAnswer(ctx context.Context, rsv Reservation) (CommitResult, error) {
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: rsv.Committed,
 		Released: max(0, rsv.Cost-rsv.Committed), Over: rsv.Over}
-	acct, m, err := e.lookup(ctx, rsv.Customer, rsv.Metric)
-	switch {
-	case errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound):
-		res.Usage = []Usage{}
-		return res, nil
-	case err != nil:
+	usage, err := rs.usage(ctx, rsv)
+	if err != nil {
 		return CommitResult{}, err
 	}
-	if res.Usage, err = e.peekUsage(ctx, acct, m, e.clock.Now().UTC()); err != nil {
-		return CommitResult{}, err
-	}
+	res.Usage = usage
 	return res, nil
 }
 
@@ -616,22 +677,27 @@ func (e *Engine) ReleaseReservation(ctx context.Context, id string) error {
 	if e.reservations == nil {
 		return errNoReservations
 	}
-	now := e.clock.Now().UTC()
-	rsv, err := e.transition(ctx, id, ReservationReleased, 0, now)
+	return e.reservations.release(ctx, id)
+}
+
+func (rs *reservations) release(ctx context.Context, id string) error {
+	now := rs.e.clock.Now().UTC()
+	rsv, err := rs.transition(ctx, id, ReservationReleased, 0, now)
 	if err != nil {
 		return err
 	}
 	if rsv != nil {
-		_, err := e.settled(ctx, *rsv, 0, now, false)
+		_, err := rs.settled(ctx, *rsv, 0, now, false)
 		return err
 	}
-	held, err := e.Reservation(ctx, id)
+	held, err := rs.get(ctx, id)
 	if err != nil {
 		return err
 	}
 	switch held.State {
 	case ReservationExpired:
-		return e.expire(ctx, id)
+		_, err := rs.expire(ctx, id)
+		return err
 	case ReservationReleased:
 		return nil
 	case ReservationCommitted:
@@ -648,14 +714,18 @@ func (e *Engine) ExpireReservations(ctx context.Context) (int, error) {
 	if e.reservations == nil {
 		return 0, nil
 	}
-	ids, err := e.reservations.DueReservations(ctx, e.clock.Now().UTC(), sweepBatch)
+	return e.reservations.expireDue(ctx)
+}
+
+func (rs *reservations) expireDue(ctx context.Context) (int, error) {
+	ids, err := rs.store.DueReservations(ctx, rs.e.clock.Now().UTC(), sweepBatch)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	var errs []error
 	for _, id := range ids {
-		moved, err := e.expireOne(ctx, id)
+		moved, err := rs.expire(ctx, id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("expire reservation %s: %w", id, err))
 		}
@@ -667,90 +737,75 @@ func (e *Engine) ExpireReservations(ctx context.Context) (int, error) {
 }
 
 // expire moves reservation id, held past its expiry, to expired (if no
-// other request did meanwhile) and gives its units back.
-func (e *Engine) expire(ctx context.Context, id string) error {
-	_, err := e.expireOne(ctx, id)
-	return err
-}
-
-func (e *Engine) expireOne(ctx context.Context, id string) (bool, error) {
-	now := e.clock.Now().UTC()
-	rsv, err := e.transition(ctx, id, ReservationExpired, 0, now)
+// other request did meanwhile) and gives its units back; it reports
+// whether this call moved it.
+func (rs *reservations) expire(ctx context.Context, id string) (bool, error) {
+	now := rs.e.clock.Now().UTC()
+	rsv, err := rs.transition(ctx, id, ReservationExpired, 0, now)
 	if err != nil || rsv == nil {
 		return false, err
 	}
-	_, err = e.settled(ctx, *rsv, 0, now, false)
+	_, err = rs.settled(ctx, *rsv, 0, now, false)
 	return true, err
 }
 
 // settle moves held reservation rsv to state to, its windows keeping
 // actual units (0 for a release or an expiry): the difference with the
 // estimate goes back to, or is counted in, the windows that hold the
-// estimate and are still current. won is false when another request
-// settled it first: then nothing changed.
-func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationState, actual int64) (CommitResult, bool, error) {
+// estimate and are still current, in the transaction of the transition.
+// won is false when another request settled it first: then nothing
+// changed.
+func (rs *reservations) settle(ctx context.Context, rsv Reservation, to ReservationState, actual int64) (CommitResult, bool, error) {
+	e := rs.e
 	now := e.clock.Now().UTC()
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: max(0, rsv.Cost-actual)}
 	set := ReservationSettlement{ID: rsv.ID, State: to, Committed: actual, At: now}
-	acct, m, err := e.lookup(ctx, rsv.Customer, rsv.Metric)
+	// back: the estimate's windows as they were counted, still current.
+	gb, ctx, done := e.set(ctx, e.timeout)
+	defer done()
+	err := rs.heldSet(ctx, gb, rsv, rsv.CreatedAt, now, func(g *group) int64 {
+		return poolCost(rsv.Cost, g.credits, g.per) - poolCost(actual, g.credits, g.per)
+	})
 	if errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound) {
 		// Its counters went with it: nothing to give back or count.
-		won, err := e.reservations.SettleReservation(ctx, set, func(context.Context, Tx) error { return nil })
+		won, err := rs.store.SettleReservation(ctx, set, func(context.Context, Tx) error { return nil })
 		res.Usage = []Usage{}
-		return res, won, err
+		return res, won, e.health.unavailable(err)
 	}
 	if err != nil {
-		return CommitResult{}, false, err
+		return CommitResult{}, false, e.health.unavailable(err)
 	}
-	back, extra := max(0, rsv.Cost-actual), max(0, actual-rsv.Cost)
-	// back: the estimate's windows as they were counted, still current.
-	gb := e.newScope(acct, m, max(1, back), rsv.CreatedAt)
-	defer e.freeScope(gb)
 	// extra: counted now, in those of the same windows still current,
-	// whatever their limit.
-	ex := e.newScope(acct, m, max(1, extra), now)
-	defer e.freeScope(ex)
-	keepReserved(gb.short, rsv.Windows, now, gb.short.Spans)
-	keepReserved(gb.long, rsv.Windows, now, gb.long.Spans)
-	keepReserved(ex.short, rsv.Windows, now, ex.short.Spans)
-	keepReserved(ex.long, rsv.Windows, now, ex.long.Spans)
-	gb.trimOuts()
-	ex.trimOuts()
-	limits := [2][maxLong]Rule{}
-	for i := range ex.short.Spans {
-		limits[0][i] = ex.short.Spans[i].Rule
-		ex.short.Spans[i].Rule = forced(ex.short.Spans[i].Rule)
+	// whatever their limit (the work is done).
+	ex, _, exDone := e.set(ctx, e.timeout)
+	defer exDone()
+	if err := rs.heldSet(ctx, ex, rsv, now, now, func(g *group) int64 {
+		return poolCost(actual, g.credits, g.per) - poolCost(rsv.Cost, g.credits, g.per)
+	}); err != nil {
+		return CommitResult{}, false, e.health.unavailable(err)
 	}
-	for i := range ex.long.Spans {
-		limits[1][i] = ex.long.Spans[i].Rule
-		ex.long.Spans[i].Rule = forced(ex.long.Spans[i].Rule)
-	}
-	giveLong := back > 0 && len(gb.long.Spans)+len(gb.long.Globals) > 0
-	takeLong := extra > 0 && len(ex.long.Spans)+len(ex.long.Globals) > 0
+	limits := ex.force()
 	if e.leases != nil {
 		// The ledger gives back and judges admitted units only: the leases
 		// of these counters come home first (see LeasePool.Reclaim), so
 		// that what this process and others hold unused, reported late, is
 		// not taken for admitted units, nor for units over the limit.
-		if giveLong {
-			if err := e.leases.Reclaim(ctx, gb.longs()); err != nil {
-				return CommitResult{}, false, err
-			}
-		}
-		if takeLong {
-			if err := e.leases.Reclaim(ctx, ex.longs()); err != nil {
-				return CommitResult{}, false, err
+		for _, cs := range [2][]Charge{gb.long, ex.long} {
+			if len(cs) > 0 {
+				if err := e.leases.Reclaim(ctx, cs); err != nil {
+					return CommitResult{}, false, e.health.unavailable(err)
+				}
 			}
 		}
 	}
-	won, err := e.reservations.SettleReservation(ctx, set, func(ctx context.Context, tx Tx) error {
-		if giveLong {
-			if err := tx.GiveBack(ctx, gb.longs()); err != nil {
+	won, err := rs.store.SettleReservation(ctx, set, func(ctx context.Context, tx Tx) error {
+		if len(gb.long) > 0 {
+			if err := tx.GiveBack(ctx, gb.long); err != nil {
 				return err
 			}
 		}
-		if takeLong {
-			ok, err := tx.Take(ctx, ex.longs())
+		if len(ex.long) > 0 {
+			ok, err := tx.Take(ctx, ex.long)
 			if err != nil {
 				return err
 			}
@@ -761,123 +816,90 @@ func (e *Engine) settle(ctx context.Context, rsv Reservation, to ReservationStat
 		return nil
 	})
 	if err != nil {
-		if errors.Is(err, tiers.ErrUnavailable) {
-			e.storeErrs.Add(1)
-		}
-		return CommitResult{}, false, err
+		return CommitResult{}, false, e.health.unavailable(err)
 	}
 	if !won {
 		return CommitResult{}, false, nil
 	}
 	// The transition is committed: the short windows follow. A failure
 	// here leaves units counted until the short window ends.
-	if back > 0 && len(gb.short.Spans)+len(gb.short.Globals) > 0 {
-		_ = e.short.GiveBack(ctx, gb.shorts())
+	if len(gb.short) > 0 {
+		_ = e.counters.short.GiveBack(ctx, gb.short)
 	}
-	if extra > 0 && len(ex.short.Spans)+len(ex.short.Globals) > 0 {
-		_, _ = e.short.Take(ctx, ex.shorts())
+	if len(ex.short) > 0 {
+		_, _ = e.counters.short.Take(ctx, ex.short)
 	}
-	if e.watcher != nil && takeLong {
+	ex.unforce(limits)
+	if e.watcher != nil {
 		// Webhooks hear of the thresholds the extra units crossed.
-		for i := range ex.long.Spans {
-			sp, r := &ex.long.Spans[i], limits[1][i]
-			after := ex.long.Out[i].Used + extra
-			e.watcher.Observe(Observation{Key: sp.Key, End: sp.End, Mode: r.Mode, Limit: r.Limit, Used: after,
-				State: r.State(after, true, false), At: now})
-		}
-	}
-	var overage int64
-	if extra > 0 {
-		for i := range ex.short.Spans {
-			res.Over = max(res.Over, beyond(limits[0][i], ex.short.Out[i].Used, extra))
-			overage = max(overage, limits[0][i].Overage(ex.short.Out[i].Used+extra, extra))
-		}
-		for i := range ex.long.Spans {
-			res.Over = max(res.Over, beyond(limits[1][i], ex.long.Out[i].Used, extra))
-			overage = max(overage, limits[1][i].Overage(ex.long.Out[i].Used+extra, extra))
-		}
-	} else {
-		for i := range gb.short.Spans {
-			overage = max(overage, gb.short.Spans[i].Rule.Overage(gb.short.Out[i].Used, back))
-		}
-		for i := range gb.long.Spans {
-			overage = max(overage, gb.long.Spans[i].Rule.Overage(gb.long.Out[i].Used, back))
-		}
-		overage = -min(overage, back)
-	}
-	if res.Over > 0 {
-		if err := e.reservations.RecordOver(ctx, rsv.ID, res.Over); err != nil {
-			return CommitResult{}, true, err
-		}
+		ex.watch(e.watcher, true)
 	}
 	// The reserve counted the estimate in today's history: it now counts
 	// what was committed.
-	e.history.add(HistoryDelta{Customer: rsv.Customer, Metric: rsv.Metric, Date: day(now),
-		Used: actual - rsv.Cost, Overage: overage})
+	if actual > rsv.Cost {
+		res.Over = ex.over(rsv.Metric)
+		ex.record(e.history, true, now)
+	} else {
+		gb.refunded(e.history)
+	}
+	if res.Over > 0 {
+		if err := rs.store.RecordOver(ctx, rsv.ID, res.Over); err != nil {
+			return CommitResult{}, true, e.health.unavailable(err)
+		}
+	}
 	if to != ReservationCommitted {
 		return res, true, nil
 	}
-	if res.Usage, err = e.usage(ctx, acct, now, rsv.Metric); err != nil {
+	if res.Usage, err = rs.usage(ctx, rsv); err != nil {
 		return CommitResult{}, true, err
 	}
 	return res, true, nil
 }
 
-// keepReserved keeps, of c's spans (resolved from the reservation's
-// customer and metric), those that hold the reservation and are still
-// current at now: the same window instance, not yet ended. Its global
-// windows are kept while current.
-func keepReserved(c *Charge, ws []ReservedWindow, now time.Time, spans []Span) {
-	kept := c.Spans[:0]
-	for _, sp := range spans {
-		for _, w := range ws {
-			if w.Window == sp.Key.Window && w.Start.Equal(sp.Key.Start) && now.Before(w.End) && now.Before(sp.End) {
-				kept = append(kept, sp)
-				break
+// force makes every span of set s admit any count (a commit's units
+// beyond its estimate are counted, the work being done) and returns the
+// rules they had, for unforce.
+func (s *set) force() []Rule {
+	var rules []Rule
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			for j := range cs[i].Spans {
+				r := &cs[i].Spans[j].Rule
+				rules = append(rules, *r)
+				r.Threshold, r.Spare = tiers.MaxLimit, false
 			}
 		}
 	}
-	c.Spans = kept
-	globals := c.Globals[:0]
-	for _, g := range c.Globals {
-		if start, _ := Bounds(g.Window, now, tiers.Anchor{}); start.Equal(g.Start) {
-			globals = append(globals, g)
+	return rules
+}
+
+// unforce gives set s's spans back the rules force returned.
+func (s *set) unforce(rules []Rule) {
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			for j := range cs[i].Spans {
+				cs[i].Spans[j].Rule, rules = rules[0], rules[1:]
+			}
 		}
 	}
-	c.Globals = globals
 }
 
-// forced is rule r admitting any count: a commit's units beyond its
-// estimate are counted, the work being done.
-func forced(r Rule) Rule {
-	r.Threshold, r.Spare = tiers.MaxLimit, false
-	return r
-}
-
-// beyond returns how many of extra units added to count lie beyond what
-// rule r admits a check up to (its threshold: a hard limit, or a soft
-// limit with its overage allowance).
-func beyond(r Rule, count, extra int64) int64 {
-	return min(extra, max(0, count+extra-r.Threshold))
-}
-
-// giveToLease gives n units of span sp's counter, admitted before, to this
-// process's lease of it, if it holds one that is sound (held, not in
-// doubt, not being verified, its limit unchanged): they become units the
-// lease holds unused, counted in the store as before. It reports whether
-// it did.
-func (p *LeasePool) giveToLease(ctx context.Context, sp *Span, n int64) bool {
-	l := p.existing(sp.Key)
-	if l == nil {
-		return false
+// over returns how many units of metric of a forced take of set s (its
+// rules given back), in the window that had most, went beyond what a check
+// could have been admitted up to: a hard limit, or a soft limit with its
+// allowance.
+func (s *set) over(metric string) int64 {
+	var over int64
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			c := &cs[i]
+			if c.Metric != metric {
+				continue
+			}
+			for j := range c.Spans {
+				over = max(over, min(c.Cost, max(0, c.Out[j].Used+c.Cost-c.Spans[j].Rule.Threshold)))
+			}
+		}
 	}
-	l.mu.Lock()
-	ok := l.held && !l.gone && !l.verify && l.doubt.kind == noCall && !l.changed(sp)
-	l.mu.Unlock()
-	if !ok {
-		return false
-	}
-	// A lease settled meanwhile sends them to the store (putBack).
-	_ = p.putBack(ctx, l, n)
-	return true
+	return over
 }

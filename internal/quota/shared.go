@@ -159,6 +159,9 @@ func (s *SharedCounters) now(c *Charge) int64 {
 // or nothing; a set spread over shards is taken shard by shard, what was
 // taken given back when one denies or fails.
 func (s *SharedCounters) Take(ctx context.Context, cs []Charge) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
 	if groups := s.groups(cs); groups != nil {
 		return s.takeGroups(ctx, cs, groups)
 	}
@@ -251,6 +254,9 @@ func (s *SharedCounters) takeGroups(ctx context.Context, cs []Charge, groups [][
 
 // Peek implements Counter.
 func (s *SharedCounters) Peek(ctx context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	if groups := s.groups(cs); groups != nil {
 		return s.eachGroup(cs, groups, func(sub []Charge) error { return s.Peek(ctx, sub) })
 	}
@@ -262,6 +268,9 @@ func (s *SharedCounters) Peek(ctx context.Context, cs []Charge) error {
 // GiveBack implements Counter. An undone take gives back where and when
 // it counted: at the time the take was decided at.
 func (s *SharedCounters) GiveBack(ctx context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	if groups := s.groups(cs); groups != nil {
 		return s.eachGroup(cs, groups, func(sub []Charge) error { return s.GiveBack(ctx, sub) })
 	}
@@ -326,6 +335,7 @@ func (s *SharedCounters) run(ctx context.Context, cs []Charge, decide func(k, g 
 		s.mirror.locked(cs, func(k, g []lookup) { decide(k, g, s.now(&cs[0])) })
 		return nil
 	}
+	// (cs is not empty: every caller returns first on an empty set.)
 	turns, failures, err := s.takeTurns(ctx, cs)
 	if err != nil {
 		return err

@@ -19,6 +19,9 @@ func NewSliding() Counter { return newSlidingCounters() }
 
 // Take implements Counter.
 func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
+	if len(cs) == 0 {
+		return true, nil
+	}
 	var allowed bool
 	s.locked(cs, func(k, g []lookup) { allowed = s.takeLocked(cs, cs[0].At.UnixMilli(), k, g) })
 	return allowed, nil
@@ -26,6 +29,9 @@ func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
 
 // Peek implements Counter.
 func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	s.locked(cs, func(k, g []lookup) { s.peekLocked(cs, cs[0].At.UnixMilli(), k, g) })
 	return nil
 }
@@ -33,9 +39,6 @@ func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
 // locked runs f with the shards of cs locked, each charge's lookups in k
 // and g (see lockSet).
 func (s *slidingCounters) locked(cs []Charge, f func(k, g []lookup)) {
-	if len(cs) == 0 {
-		return
-	}
 	var kb, gb [4]lookup
 	k, g := kb[:0], gb[:0]
 	if len(cs) > len(kb) {
@@ -201,6 +204,9 @@ func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
 // A take being undone passes the take's time, so its units leave where
 // they were counted; a refund passes now.
 func (s *slidingCounters) GiveBack(_ context.Context, cs []Charge) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	s.locked(cs, func(k, g []lookup) {
 		for i := range cs {
 			c := &cs[i]

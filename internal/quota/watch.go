@@ -21,7 +21,7 @@ type Observation struct {
 }
 
 // Watcher hears how every long window a check covers stands once the
-// check is decided, to notice thresholds, overage and denials beside the
+// check is decided (the customer's own: not those of its subjects), to notice thresholds, overage and denials beside the
 // check path. Dry runs, replays and windows the store could not consult
 // are not observed. Observe runs on the check path, once per long window
 // of every check: it must be quick and must not block.
@@ -29,16 +29,23 @@ type Watcher interface {
 	Observe(o Observation)
 }
 
-// watch passes the long windows of a decided check to the engine's
-// watcher.
-func (e *Engine) watch(r Request, s *scope, d *Decision) {
-	short, long := len(s.short.Spans), len(s.long.Spans)
-	if long == 0 || r.DryRun || d.Replayed || len(d.Limits) != short+long {
-		return
-	}
-	for i := range s.long.Spans {
-		sp, w := &s.long.Spans[i], &d.Limits[short+i]
-		e.watcher.Observe(Observation{Key: sp.Key, End: sp.End, Mode: w.Mode, Limit: w.Limit, Used: w.Used,
-			State: w.State, At: s.long.At})
+// watch passes the customers' long windows of a decided set to w (the
+// windows of limits per subject are not watched: thresholds are a
+// customer's). allowed: the set was counted.
+func (s *set) watch(w Watcher, allowed bool) {
+	for i := range s.long {
+		c := &s.long[i]
+		if c.Subject != "" {
+			continue
+		}
+		for j := range c.Spans {
+			sp, o := &c.Spans[j], &c.Out[j]
+			used := o.Used
+			if allowed {
+				used = addCap(used, c.Cost)
+			}
+			w.Observe(Observation{Key: sp.Key, End: sp.End, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: used,
+				State: sp.Rule.State(addCap(o.Used, c.Cost), o.Passed, o.Elastic), At: c.At})
+		}
 	}
 }

@@ -16,20 +16,23 @@ const (
 	DefaultCustomerKey = "customer"
 	DefaultAPIKeyKey   = "api_key"
 	DefaultMetricKey   = "metric"
+	DefaultSubjectKey  = "subject"
 )
 
-// Rules say how descriptors become checks: which entry keys name the
-// customer, the API key and the metric, and what a descriptor naming an
-// unknown customer, key or metric gets. A Rules is immutable.
+// Rules say how descriptors become items of a check: which entry keys
+// name the customer, the API key, the metric and the subject, and what a
+// descriptor naming an unknown customer, key or metric gets. A Rules is
+// immutable.
 type Rules struct {
-	customerKey, apiKeyKey, metricKey string
-	allowUnknown                      bool
+	customerKey, apiKeyKey, metricKey, subjectKey string
+	allowUnknown                                  bool
 }
 
-// DefaultRules are the rules without a file: entries customer, api_key
-// and metric; unknown names deny.
+// DefaultRules are the rules without a file: entries customer, api_key,
+// metric and subject; unknown names deny.
 func DefaultRules() *Rules {
-	return &Rules{customerKey: DefaultCustomerKey, apiKeyKey: DefaultAPIKeyKey, metricKey: DefaultMetricKey}
+	return &Rules{customerKey: DefaultCustomerKey, apiKeyKey: DefaultAPIKeyKey, metricKey: DefaultMetricKey,
+		subjectKey: DefaultSubjectKey}
 }
 
 // LoadRules reads the rules from the YAML file at path.
@@ -48,7 +51,7 @@ func LoadRules(path string) (*Rules, error) {
 // The file's fields, by section ("" is the top level).
 var fileFields = map[string][]string{
 	"":        {"entries", "unknown"},
-	"entries": {"customer", "api_key", "metric"},
+	"entries": {"customer", "api_key", "metric", "subject"},
 }
 
 // ParseRules parses rules from YAML:
@@ -57,6 +60,7 @@ var fileFields = map[string][]string{
 //	  customer: customer
 //	  api_key: api_key
 //	  metric: metric
+//	  subject: subject  # who within the customer: limits per subject
 //	unknown: deny       # or allow
 //
 // Every field is optional. Unknown fields, duplicate keys, values of the
@@ -94,7 +98,8 @@ func ParseRules(data []byte) (*Rules, error) {
 				if s == "" {
 					return fmt.Errorf("line %d: entries.%s: want an entry key, got an empty one", v.Line, k.Value)
 				}
-				*map[string]*string{"customer": &r.customerKey, "api_key": &r.apiKeyKey, "metric": &r.metricKey}[k.Value] = s
+				*map[string]*string{"customer": &r.customerKey, "api_key": &r.apiKeyKey, "metric": &r.metricKey,
+					"subject": &r.subjectKey}[k.Value] = s
 				return nil
 			})
 		default: // unknown
@@ -115,9 +120,10 @@ func ParseRules(data []byte) (*Rules, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.customerKey == r.apiKeyKey || r.customerKey == r.metricKey || r.apiKeyKey == r.metricKey {
-		return nil, fmt.Errorf("entries: customer %q, api_key %q and metric %q must be three different keys",
-			r.customerKey, r.apiKeyKey, r.metricKey)
+	keys := map[string]bool{r.customerKey: true, r.apiKeyKey: true, r.metricKey: true, r.subjectKey: true}
+	if len(keys) != 4 {
+		return nil, fmt.Errorf("entries: customer %q, api_key %q, metric %q and subject %q must be four different keys",
+			r.customerKey, r.apiKeyKey, r.metricKey, r.subjectKey)
 	}
 	return r, nil
 }

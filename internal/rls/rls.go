@@ -2,10 +2,11 @@
 // (envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit) over gRPC,
 // so that Envoy, Istio, Envoy Gateway, Contour, Emissary and Gloo ask
 // quotad as they ask Envoy's own ratelimit service. Each descriptor of a
-// request is one check (see Rules): its customer (or API key), its metric
-// (or the request's domain) and its cost (hits_addend). All descriptors of
-// one request are decided together, all or nothing (quota.Engine.CheckAll):
-// when any is over its limit, none is counted. The answer carries, for
+// request is one item of a check (see Rules): its customer (or API key),
+// its metric (or the request's domain), its subject, if any, and its cost
+// (hits_addend). All descriptors of one request are decided together, one
+// check of items, all or nothing: when any is over its limit, none is
+// counted. The answer carries, for
 // each descriptor, its code, the most constraining window as Envoy's
 // current_limit, the units left and the time until reset, and the
 // RateLimit, RateLimit-Policy and Retry-After headers as the HTTP check
@@ -53,11 +54,12 @@ type Keys interface {
 	Customer(ctx context.Context, key string) (customer string, err error)
 }
 
-// Checker decides checks all or nothing. *quota.Engine implements it; its
-// errors are *quota.BatchError, *tiers.ValidationError and
+// Checker decides checks, all of a check's items or none. *quota.Engine
+// implements it; its errors are *quota.ItemError (an unknown customer or
+// metric, a subject required), *tiers.ValidationError and
 // tiers.ErrUnavailable.
 type Checker interface {
-	CheckAll(ctx context.Context, rs []quota.Request) ([]quota.Decision, error)
+	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
 }
 
 var _ Checker = (*quota.Engine)(nil)
@@ -189,10 +191,13 @@ func (s *Service) authenticate(ctx context.Context) error {
 	return nil
 }
 
-// descriptor is one descriptor read: the check it stands for, unless it
-// names an unknown customer, API key or metric.
+// descriptor is one descriptor read: the item of a check it stands for,
+// unless it names an unknown customer, API key or metric. A look (a
+// hits_addend of 0) asks whether the descriptor is over its limit without
+// counting: a dry run of one unit.
 type descriptor struct {
-	req     quota.Request
+	item    quota.Item
+	look    bool
 	unknown bool
 }
 
@@ -258,8 +263,8 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 	if len(r.GetDescriptors()) == 0 {
 		return nil, invalid("want at least one descriptor")
 	}
-	if len(r.GetDescriptors()) > quota.MaxBatch {
-		return nil, invalid("want at most %d descriptors, got %d", quota.MaxBatch, len(r.GetDescriptors()))
+	if len(r.GetDescriptors()) > quota.MaxItems {
+		return nil, invalid("want at most %d descriptors, got %d", quota.MaxItems, len(r.GetDescriptors()))
 	}
 	if r.GetHitsAddend() > quota.MaxCost {
 		return nil, invalid("hits_addend %d: want at most %d", r.GetHitsAddend(), quota.MaxCost)
@@ -272,8 +277,8 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 		if d.GetIsNegativeHits() {
 			return nil, invalid("descriptors[%d]: is_negative_hits: quotad does not take units back through this service (POST /v1/refund does)", i)
 		}
-		var customer, key, metric string
-		var hasCustomer, hasKey, hasMetric bool
+		var customer, key, metric, subject string
+		var hasCustomer, hasKey, hasMetric, hasSubject bool
 		for j, e := range d.GetEntries() {
 			if e.GetKey() == "" || e.GetValue() == "" {
 				return nil, invalid("descriptors[%d].entries[%d]: want a key and a value", i, j)
@@ -287,6 +292,8 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 				v, has = &key, &hasKey
 			case s.rules.metricKey:
 				v, has = &metric, &hasMetric
+			case s.rules.subjectKey:
+				v, has = &subject, &hasSubject
 			default:
 				continue // entries quotad does not read (remote_address, path...)
 			}
@@ -307,7 +314,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 			}
 			metric = r.GetDomain()
 		}
-		q := quota.Request{Customer: customer, Metric: metric, Cost: 1}
+		q := quota.Request{Customer: customer, Metric: metric, Cost: 1, Subject: subject}
 		switch {
 		case d.GetHitsAddend() != nil:
 			n := d.GetHitsAddend().GetValue()
@@ -316,7 +323,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 			}
 			// 0 asks whether the descriptor is over its limit without
 			// counting: a dry run of one unit.
-			q.Cost, q.DryRun = max(int64(n), 1), n == 0
+			q.Cost, ds[i].look = max(int64(n), 1), n == 0
 		case r.GetHitsAddend() > 0:
 			q.Cost = int64(r.GetHitsAddend())
 		}
@@ -338,7 +345,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 		if err := v.Validate(); err != nil {
 			return nil, invalid("descriptors[%d]: %v", i, fieldErrors(err))
 		}
-		ds[i].req = q
+		ds[i].item = quota.Item{Customer: q.Customer, Metric: q.Metric, Cost: q.Cost, Subject: q.Subject}
 	}
 	return ds, nil
 }
@@ -369,57 +376,103 @@ func fieldErrors(err error) string {
 	return strings.Join(parts, "; ")
 }
 
-// decide checks the known descriptors all or nothing; a descriptor that
-// names an unknown customer or metric is found unknown here. With an
-// unknown descriptor and unknown: deny, nothing is counted: the others
-// are looked at as dry runs. It returns a decision per descriptor (zero
-// for the unknown ones).
+// decide checks the known descriptors all or nothing, as one check of
+// items; a descriptor that names an unknown customer or metric is found
+// unknown here. Looks (hits_addend 0) are looked at first, as a dry run: a
+// look over its limit denies the request, and the other descriptors are
+// then only looked at too, as they are when a descriptor is unknown and
+// unknown ones deny. Descriptors of one customer's metric and subject
+// count as one item of their costs together. It returns a decision per
+// descriptor (zero for the unknown ones).
 func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision, error) {
 	out := make([]quota.Decision, len(ds))
-	for attempt := 0; ; attempt++ {
-		var idx []int
-		var rs []quota.Request
+	for attempt := 0; attempt <= len(ds); attempt++ {
 		denyAll := false
 		for i := range ds {
-			if ds[i].unknown {
-				denyAll = denyAll || !s.rules.allowUnknown
-				continue
+			denyAll = denyAll || ds[i].unknown && !s.rules.allowUnknown
+		}
+		looks, lookOf := s.items(ds, true)
+		takes, takeOf := s.items(ds, false)
+		var err error
+		var of []int // the descriptors' items of the check that failed
+		lookedOver := false
+		if len(looks) > 0 {
+			d, e := s.checker.Check(ctx, quota.Request{Items: looks, DryRun: true})
+			if e != nil {
+				err, of = e, lookOf
+			} else {
+				lookedOver = !d.Allowed
+				fill(out, lookOf, &d)
 			}
-			idx = append(idx, i)
-			rs = append(rs, ds[i].req)
 		}
-		if len(rs) == 0 {
-			return out, nil
-		}
-		if denyAll {
-			for j := range rs {
-				rs[j].DryRun = true
+		if err == nil && len(takes) > 0 {
+			d, e := s.checker.Check(ctx, quota.Request{Items: takes, DryRun: denyAll || lookedOver})
+			if e != nil {
+				err, of = e, takeOf
+			} else {
+				fill(out, takeOf, &d)
 			}
 		}
-		decisions, err := s.checker.CheckAll(ctx, rs)
-		var be *quota.BatchError
+		var ie *quota.ItemError
 		switch {
-		case errors.As(err, &be) && attempt == 0:
-			for j, e := range be.Errs {
-				switch {
-				case e == nil:
-				case errors.Is(e, tiers.ErrCustomerNotFound), errors.Is(e, tiers.ErrMetricNotFound):
-					ds[idx[j]].unknown = true
-				default:
-					return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %s", idx[j], fieldErrors(e))
+		case err == nil:
+			return out, nil
+		case errors.As(err, &ie) && (errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound)):
+			// Once more, without the descriptors of the unknown item.
+			for i, j := range of {
+				if j == ie.Index {
+					ds[i].unknown = true
 				}
 			}
-			continue // once more, without the unknown ones
+			continue
 		case errors.Is(err, tiers.ErrUnavailable):
 			return nil, status.Error(codes.Unavailable, "the store cannot be reached and checks fail closed")
-		case err != nil:
-			s.log.Error("rls: check failed", "error", err)
-			return nil, status.Error(codes.Internal, "internal error")
+		case errors.As(err, &ie):
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors: %s", fieldErrors(ie.Err))
+		case errors.As(err, new(*tiers.ValidationError)):
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors: %s", fieldErrors(err))
 		}
-		for j, i := range idx {
-			out[i] = decisions[j]
+		s.log.Error("rls: check failed", "error", err)
+		return nil, status.Error(codes.Internal, "internal error")
+	}
+	return out, nil
+}
+
+// items returns the items of the known descriptors of ds that look (or,
+// look false, that count), descriptors of one customer's metric and
+// subject as one item of their costs together, and, per descriptor, the
+// index of its item (-1: none).
+func (s *Service) items(ds []descriptor, look bool) ([]quota.Item, []int) {
+	var items []quota.Item
+	of := make([]int, len(ds))
+	for i := range ds {
+		of[i] = -1
+		d := &ds[i]
+		if d.unknown || d.look != look {
+			continue
 		}
-		return out, nil
+		for j := range items {
+			if it := &items[j]; it.Customer == d.item.Customer && it.Metric == d.item.Metric && it.Subject == d.item.Subject {
+				it.Cost = min(it.Cost+d.item.Cost, quota.MaxCost)
+				of[i] = j
+				break
+			}
+		}
+		if of[i] < 0 {
+			of[i] = len(items)
+			items = append(items, d.item)
+		}
+	}
+	return items, of
+}
+
+// fill sets the decision of every descriptor whose item (per of) d
+// decided.
+func fill(out []quota.Decision, of []int, d *quota.Decision) {
+	for i, j := range of {
+		if j >= 0 {
+			out[i] = d.Item(j)
+		}
 	}
 }
 

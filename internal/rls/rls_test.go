@@ -79,7 +79,7 @@ func withCost(d *commonrl.RateLimitDescriptor, n uint64) *commonrl.RateLimitDesc
 
 func (f *fixture) used(t *testing.T, customer, metric string, w tiers.Window) int64 {
 	t.Helper()
-	_, usage, err := f.engine.Usage(context.Background(), customer)
+	_, usage, err := f.engine.Usage(context.Background(), customer, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestShouldRateLimitRefusals(t *testing.T) {
 	auth := func(v ...string) context.Context {
 		return metadata.NewIncomingContext(context.Background(), metadata.Pairs(append([]string{}, v...)...))
 	}
-	many := make([]*commonrl.RateLimitDescriptor, quota.MaxBatch+1)
+	many := make([]*commonrl.RateLimitDescriptor, quota.MaxItems+1)
 	for i := range many {
 		many[i] = desc("customer", "acme")
 	}
@@ -285,13 +285,13 @@ func TestParseRules(t *testing.T) {
 		{"empty", "", ""},
 		{"full", "entries:\n  customer: tenant\n  api_key: key\n  metric: resource\nunknown: allow\n", ""},
 		{"unknown field", "entries: {}\nunknwn: allow\n", `line 2: unknown field "unknwn" at the top level: want one of entries, unknown`},
-		{"unknown entry", "entries:\n  customer: c\n  metrc: m\n", `line 3: unknown field "metrc" in entries: want one of customer, api_key, metric`},
+		{"unknown entry", "entries:\n  customer: c\n  metrc: m\n", `line 3: unknown field "metrc" in entries: want one of customer, api_key, metric, subject`},
 		{"bad unknown", "unknown: maybe\n", `line 1: unknown: want deny or allow, got "maybe"`},
 		{"empty entry key", "entries:\n  metric: \"\"\n", `line 2: entries.metric: want an entry key, got an empty one`},
 		{"not a string", "entries:\n  metric: [a]\n", `line 2: entries.metric: want a string`},
-		{"same key twice", "entries:\n  customer: c\n  metric: c\n", `entries: customer "c", api_key "api_key" and metric "c" must be three different keys`},
+		{"same key twice", "entries:\n  customer: c\n  metric: c\n", `entries: customer "c", api_key "api_key", metric "c" and subject "subject" must be four different keys`},
 		{"duplicate field", "unknown: allow\nunknown: deny\n", `line 2: field "unknown" at the top level given twice`},
-		{"entries not a mapping", "entries: customer\n", `line 1: entries: want a mapping with customer, api_key, metric`},
+		{"entries not a mapping", "entries: customer\n", `line 1: entries: want a mapping with customer, api_key, metric, subject`},
 		{"two documents", "unknown: allow\n---\nunknown: deny\n", "want one YAML document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

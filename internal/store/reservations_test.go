@@ -47,7 +47,7 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 // usageByWindow reads acme's usage of api_calls by window.
 func usageByWindow(t *testing.T, e *quota.Engine) map[tiers.Window]int64 {
 	t.Helper()
-	_, us, err := e.Usage(context.Background(), "acme")
+	_, us, err := e.Usage(context.Background(), "acme", "")
 	if err != nil {
 		t.Fatal(err)
 	}
