@@ -250,7 +250,6 @@ func newReservationID() string {
 	return "rsv_" + hex.EncodeToString(b[:])
 }
 
-
 // reservations keeps reservations for an engine: a reserve is the
 // engine's take of a set, a settlement its give-back (or, above the
 // estimate, a forced take), on the same primitive (counters).
