@@ -319,8 +319,8 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	s, ctx, done := e.set(ctx, e.timeout)
-	defer done()
+	s, ctx := e.set(ctx, e.timeout)
+	defer s.free(&e.sets)
 	if err := e.resolve(ctx, s, items); err != nil {
 		if errors.Is(err, tiers.ErrUnavailable) && e.health.degrade(err) {
 			return unconsulted(r, items), nil
@@ -351,17 +351,13 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 }
 
 // set returns a set from the pool for a call that may wait d for the
-// stores, the call's context bounded by it, and the function that gives
-// both back.
-func (e *Engine) set(ctx context.Context, d time.Duration) (*set, context.Context, func()) {
+// stores, and the call's context bounded by it. Give it back with
+// s.free(&e.sets) once the call is answered.
+func (e *Engine) set(ctx context.Context, d time.Duration) (*set, context.Context) {
 	s := e.sets.Get().(*set)
 	b := s.budgetFor(ctx, d)
 	s.reset(e.clock.Now().UTC())
-	return s, b, func() {
-		b.stop()
-		s.release()
-		e.sets.Put(s)
-	}
+	return s, b
 }
 
 // resolve fills s with the charges of items, from the catalog: every

@@ -107,8 +107,8 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	if err := r.Validate(); err != nil {
 		return RefundResult{}, err
 	}
-	s, ctx, done := e.set(ctx, e.timeout)
-	defer done()
+	s, ctx := e.set(ctx, e.timeout)
+	defer s.free(&e.sets)
 	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}
 	if err := e.resolve(ctx, s, items); err != nil {
 		return RefundResult{}, e.health.unavailable(err)

@@ -291,8 +291,8 @@ func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) (ReserveResult, 
 
 func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveResult, error) {
 	e := rs.e
-	s, ctx, done := e.set(ctx, max(e.timeout, reserveStoreTimeout))
-	defer done()
+	s, ctx := e.set(ctx, max(e.timeout, reserveStoreTimeout))
+	defer s.free(&e.sets)
 	req := Request{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}
 	if err := e.resolve(ctx, s, []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}); err != nil {
 		return ReserveResult{}, e.health.unavailable(err)
@@ -474,8 +474,8 @@ func (rs *reservations) transition(ctx context.Context, id string, state Reserva
 func (rs *reservations) settled(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: rsv.Cost - actual}
 	e := rs.e
-	s, ctx, done := e.set(ctx, e.timeout)
-	defer done()
+	s, ctx := e.set(ctx, e.timeout)
+	defer s.free(&e.sets)
 	err := rs.heldSet(ctx, s, rsv, rsv.CreatedAt, now, func(g *group) int64 {
 		return poolCost(rsv.Cost, g.credits, g.per) - poolCost(actual, g.credits, g.per)
 	})
@@ -607,8 +607,8 @@ func keepReserved(c *Charge, rsv Reservation, now time.Time) {
 // memory where this process holds leases.
 func (rs *reservations) usage(ctx context.Context, rsv Reservation) ([]Usage, error) {
 	e := rs.e
-	s, ctx, done := e.set(ctx, e.timeout)
-	defer done()
+	s, ctx := e.set(ctx, e.timeout)
+	defer s.free(&e.sets)
 	req := Request{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}
 	err := e.resolve(ctx, s, []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}})
 	if err != nil {
@@ -760,8 +760,8 @@ func (rs *reservations) settle(ctx context.Context, rsv Reservation, to Reservat
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: max(0, rsv.Cost-actual)}
 	set := ReservationSettlement{ID: rsv.ID, State: to, Committed: actual, At: now}
 	// back: the estimate's windows as they were counted, still current.
-	gb, ctx, done := e.set(ctx, e.timeout)
-	defer done()
+	gb, ctx := e.set(ctx, e.timeout)
+	defer gb.free(&e.sets)
 	err := rs.heldSet(ctx, gb, rsv, rsv.CreatedAt, now, func(g *group) int64 {
 		return poolCost(rsv.Cost, g.credits, g.per) - poolCost(actual, g.credits, g.per)
 	})
@@ -776,8 +776,8 @@ func (rs *reservations) settle(ctx context.Context, rsv Reservation, to Reservat
 	}
 	// extra: counted now, in those of the same windows still current,
 	// whatever their limit (the work is done).
-	ex, _, exDone := e.set(ctx, e.timeout)
-	defer exDone()
+	ex, _ := e.set(ctx, e.timeout)
+	defer ex.free(&e.sets)
 	if err := rs.heldSet(ctx, ex, rsv, now, now, func(g *group) int64 {
 		return poolCost(actual, g.credits, g.per) - poolCost(rsv.Cost, g.credits, g.per)
 	}); err != nil {

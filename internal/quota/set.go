@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -140,8 +141,16 @@ func reuse[T any](x, buf []T) []T {
 	return x[:0]
 }
 
-// release empties s once its call is answered, for the pool: its budget
-// stays for the next call if no one looked at it.
+// free gives s, whose call is answered, back to pool: its budget stays
+// for the next call if no one looked at it.
+func (s *set) free(pool *sync.Pool) {
+	s.budget.stop()
+	s.release()
+	pool.Put(s)
+}
+
+// release empties s once its call is answered: its budget stays for the
+// next call if no one looked at it.
 func (s *set) release() {
 	s.reset(time.Time{})
 	if b := s.budget; b != nil && !b.seen.Load() {

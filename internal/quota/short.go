@@ -22,8 +22,11 @@ func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
 	if len(cs) == 0 {
 		return true, nil
 	}
-	var allowed bool
-	s.locked(cs, func(k, g []lookup) { allowed = s.takeLocked(cs, cs[0].At.UnixMilli(), k, g) })
+	var kb, gb [4]lookup
+	k, g := lookups(len(cs), &kb, &gb)
+	km, gm := s.lockSet(cs, k, g)
+	allowed := s.takeLocked(cs, cs[0].At.UnixMilli(), k, g)
+	s.unlockSet(km, gm)
 	return allowed, nil
 }
 
@@ -40,14 +43,19 @@ func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
 // and g (see lockSet).
 func (s *slidingCounters) locked(cs []Charge, f func(k, g []lookup)) {
 	var kb, gb [4]lookup
-	k, g := kb[:0], gb[:0]
-	if len(cs) > len(kb) {
-		k, g = make([]lookup, 0, len(cs)), make([]lookup, 0, len(cs))
-	}
-	k, g = k[:len(cs)], g[:len(cs)]
+	k, g := lookups(len(cs), &kb, &gb)
 	km, gm := s.lockSet(cs, k, g)
 	defer s.unlockSet(km, gm)
 	f(k, g)
+}
+
+// lookups returns room for the lookups of n charges: kb and gb, or, for
+// more than they hold, slices of their own.
+func lookups(n int, kb, gb *[4]lookup) (k, g []lookup) {
+	if n > len(kb) {
+		return make([]lookup, n), make([]lookup, n)
+	}
+	return kb[:n], gb[:n]
 }
 
 // takeLocked decides every charge of cs at nowMs, with their shards
