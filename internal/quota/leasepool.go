@@ -160,6 +160,9 @@ func (p *LeasePool) Held(k CounterKey) int64 {
 // hash hashes a counter key; its low bits choose the shard.
 func (p *LeasePool) hash(k CounterKey) uint64 {
 	h := maphash.String(p.seed, k.Customer) ^ maphash.String(p.seed, k.Metric)*0x9e3779b97f4a7c15
+	if k.Subject != "" {
+		h ^= maphash.String(p.seed, k.Subject) * 0x94d049bb133111eb
+	}
 	h ^= (uint64(k.Window) + uint64(k.Start.Unix())<<8) * 0xbf58476d1ce4e5b9
 	return h ^ h>>31
 }

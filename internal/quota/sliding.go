@@ -235,10 +235,45 @@ func (sh *shard) scan(drop func(e *entry) bool) int {
 			n++
 		}
 	}
-	if sh.tombs > 0 && sh.tombs*4 > len(sh.slots) {
+	switch {
+	case sh.used > 0 && sh.live*4 <= int(sh.used) && (sh.live == 0 || sh.used > 1<<chunkBits):
+		sh.compact()
+	case sh.tombs > 0 && sh.tombs*4 > len(sh.slots):
 		sh.resize()
 	}
 	return n
+}
+
+// compact moves the live entries into as few chunks as hold them and
+// rebuilds the index, so that the room of the entries dropped goes back to
+// the collector: a shard whose keys all went idle (a million subjects
+// seen once) holds no memory, one that kept a quarter of them a quarter.
+func (sh *shard) compact() {
+	old, oldSlots := sh.chunks, sh.slots
+	sh.chunks, sh.free, sh.used, sh.tombs = nil, nil, 0, 0
+	sh.slots = nil
+	if sh.live == 0 {
+		sh.logs = nil
+		return
+	}
+	size := minSlots
+	for size*maxLoadPct < (sh.live+1)*2*100 {
+		size *= 2
+	}
+	sh.slots = make([]uint32, size)
+	for _, slot := range oldSlots {
+		if slot == emptySlot || slot == tombSlot {
+			continue
+		}
+		e := &old[(slot-1)>>chunkBits][(slot-1)&(1<<chunkBits-1)]
+		if sh.used>>chunkBits == uint32(len(sh.chunks)) {
+			sh.chunks = append(sh.chunks, make([]entry, 1<<chunkBits))
+		}
+		n := sh.used
+		sh.used++
+		*sh.entry(n) = *e
+		sh.place(e.hash, n)
+	}
 }
 
 // lookup is a check's view of one customer's (or one of its subjects', or,

@@ -164,7 +164,7 @@ func (l *Ledger) lease(r *quota.LeaseRequest) {
 		r.Granted = min(r.Need+r.Extra, r.Bound-used)
 		used += r.Granted
 		s.counters[r.Key] = used
-		s.leases[mine] = leaseRow{held: true, unused: r.Granted - r.Need + r.InFlight, seq: r.Seq, granted: r.Granted}
+		s.setLease(mine, leaseRow{held: true, unused: r.Granted - r.Need + r.InFlight, seq: r.Seq, granted: r.Granted})
 		if r.Global.Metric != "" {
 			s.global[r.Global] += r.Granted
 		}
@@ -198,7 +198,7 @@ func (l *Ledger) settle(set []quota.Settlement) {
 		if !ok || !row.held || row.seq >= x.Seq {
 			continue
 		}
-		s.leases[k] = leaseRow{seq: x.Seq}
+		s.setLease(k, leaseRow{seq: x.Seq})
 		back := min(x.Unused, s.counters[x.Key])
 		s.counters[x.Key] -= back
 		if x.Global.Metric != "" {
@@ -232,7 +232,7 @@ func (l *Ledger) report(set []quota.Settlement) {
 			s.free(x.Key)
 		}
 		row.unused, row.seq, row.fenced = x.Unused, x.Seq, false
-		s.leases[k] = row
+		s.setLease(k, row)
 	}
 }
 
@@ -262,7 +262,7 @@ func (l *Ledger) resolve(d []quota.Resolution) {
 				s.counters[x.Key] = 0
 			}
 			row.seq, row.fenced = x.Seq, true
-			s.leases[k] = row
+			s.setLease(k, row)
 		}
 	}
 }

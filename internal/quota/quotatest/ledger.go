@@ -20,12 +20,14 @@ type Store struct {
 	global   map[quota.GlobalKey]int64
 	requests map[requestKey]requestRecord
 	leases   map[leaseKey]leaseRow
-	alive    map[int64]bool
-	recall   map[int64]func(quota.CounterKey)
-	freed    map[int64]func(quota.CounterKey)
-	holders  int64
-	late     []func() // calls held back by a Delay fault, to arrive later
-	notes    []func() // notifications to send once mu is unlocked
+	// holders indexes leases by counter: the holders of a lease of each.
+	byKey   map[quota.CounterKey][]int64
+	alive   map[int64]bool
+	recall  map[int64]func(quota.CounterKey)
+	freed   map[int64]func(quota.CounterKey)
+	holders int64
+	late    []func() // calls held back by a Delay fault, to arrive later
+	notes   []func() // notifications to send once mu is unlocked
 }
 
 type requestKey struct {
@@ -63,6 +65,7 @@ func NewStore() *Store {
 		global:   map[quota.GlobalKey]int64{},
 		requests: map[requestKey]requestRecord{},
 		leases:   map[leaseKey]leaseRow{},
+		byKey:    map[quota.CounterKey][]int64{},
 		alive:    map[int64]bool{},
 		recall:   map[int64]func(quota.CounterKey){},
 		freed:    map[int64]func(quota.CounterKey){},
@@ -144,11 +147,19 @@ func (l *Ledger) lock() error {
 	return nil
 }
 
+// setLease stores the lease row of k, indexing a new one by its counter.
+func (s *Store) setLease(k leaseKey, row leaseRow) {
+	if _, ok := s.leases[k]; !ok {
+		s.byKey[k.key] = append(s.byKey[k.key], k.holder)
+	}
+	s.leases[k] = row
+}
+
 // leased returns the units live holders other than but (0: none) report
 // holding unused in leases of k, and how many such leases there are.
 func (s *Store) leased(k quota.CounterKey, but int64) (units int64, leases int) {
-	for lk, row := range s.leases {
-		if lk.key == k && lk.holder != but && s.alive[lk.holder] && row.unused > 0 {
+	for _, h := range s.byKey[k] {
+		if row := s.leases[leaseKey{k, h}]; h != but && s.alive[h] && row.unused > 0 {
 			units += row.unused
 			leases++
 		}
@@ -160,10 +171,8 @@ func (s *Store) leased(k quota.CounterKey, but int64) (units int64, leases int) 
 // unused in leases of k.
 func (s *Store) reserved(k quota.CounterKey) int64 {
 	var n int64
-	for lk, row := range s.leases {
-		if lk.key == k {
-			n += row.unused
-		}
+	for _, h := range s.byKey[k] {
+		n += s.leases[leaseKey{k, h}].unused
 	}
 	return n
 }
@@ -437,7 +446,7 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 	// calls: a call from before the reset arriving late changes nothing.
 	for k, row := range l.s.leases {
 		if k.key.Customer == customer && k.key.Metric == metric {
-			l.s.leases[k] = leaseRow{seq: row.seq, fenced: row.fenced}
+			l.s.setLease(k, leaseRow{seq: row.seq, fenced: row.fenced})
 		}
 	}
 	for k := range l.s.watched {

@@ -65,6 +65,23 @@ func (c *Catalog) PutMetric(key string, capacity map[tiers.Window]int64) {
 	c.Metrics[key] = tiers.Metric{Key: key, Capacity: capacity}
 }
 
+// PutPool declares metric pool a credit pool that the metrics of rates
+// draw on (declaring those that are not yet), as the catalog reads a
+// pool's credit_schema: each drawing metric's Draws names the pool.
+func (c *Catalog) PutPool(pool string, rates ...tiers.CreditRate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.Metrics[pool]
+	p.Key, p.CreditSchema = pool, rates
+	c.Metrics[pool] = p
+	for _, r := range rates {
+		m := c.Metrics[r.Metric]
+		m.Key = r.Metric
+		m.Draws = &tiers.Draw{Pool: pool, Credits: r.Credits, Per: max(r.Per, 1)}
+		c.Metrics[r.Metric] = m
+	}
+}
+
 // PutCustomer puts a customer on a plan made of limits, with overrides.
 func (c *Catalog) PutCustomer(id string, anchor tiers.Anchor, limits []tiers.Limit, overrides ...tiers.Override) {
 	c.mu.Lock()
