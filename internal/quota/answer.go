@@ -12,8 +12,10 @@ import (
 // any quotad process, possibly of a newer version: it is stored in this
 // wire form, tagged and versioned, never as Decision happens to marshal.
 
-// answerVersion is the version encodeAnswer writes.
-const answerVersion = 1
+// answerVersion is the version encodeAnswer writes: 2 added the items of
+// a check of items and each window's metric and subject; version 1's
+// windows are all of the answer's metric, the customer's own.
+const answerVersion = 2
 
 type wireAnswer struct {
 	Version    int          `json:"v"`
@@ -26,9 +28,23 @@ type wireAnswer struct {
 	RetryAfter *int64       `json:"retry_after"` // null: never
 	Degraded   bool         `json:"degraded"`
 	Limits     []wireWindow `json:"limits"`
+	Items      []wireItem   `json:"items,omitempty"`
+}
+
+type wireItem struct {
+	Customer   string       `json:"customer"`
+	Metric     string       `json:"metric"`
+	Subject    string       `json:"subject,omitempty"`
+	Cost       int64        `json:"cost"`
+	Allowed    bool         `json:"allowed"`
+	Remaining  *int64       `json:"remaining"`
+	RetryAfter *int64       `json:"retry_after"` // null: never
+	Limits     []wireWindow `json:"limits"`
 }
 
 type wireWindow struct {
+	Metric    string       `json:"metric,omitempty"`
+	Subject   string       `json:"subject,omitempty"`
 	Window    tiers.Window `json:"window"`
 	Mode      tiers.Mode   `json:"mode"`
 	Limit     int64        `json:"limit"`
@@ -43,16 +59,45 @@ type wireWindow struct {
 func encodeAnswer(d Decision) ([]byte, error) {
 	w := wireAnswer{
 		Version: answerVersion, Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Limits: make([]wireWindow, len(d.Limits)),
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Limits: toWireWindows(d.Limits),
+		RetryAfter: wireRetry(d.RetryAfter, d.Never),
 	}
-	if !d.Never {
-		w.RetryAfter = &d.RetryAfter
-	}
-	for i, l := range d.Limits {
-		w.Limits[i] = wireWindow{Window: l.Window, Mode: l.Mode, Limit: l.Limit, Used: l.Used,
-			Remaining: l.Remaining, ResetAt: l.ResetAt, State: l.State, LengthMs: l.Length.Milliseconds()}
+	for _, it := range d.Items {
+		w.Items = append(w.Items, wireItem{Customer: it.Customer, Metric: it.Metric, Subject: it.Subject, Cost: it.Cost,
+			Allowed: it.Allowed, Remaining: it.Remaining, RetryAfter: wireRetry(it.RetryAfter, it.Never),
+			Limits: toWireWindows(it.Limits)})
 	}
 	return json.Marshal(w)
+}
+
+// wireRetry is retry_after as the wire form keeps it: null for never.
+func wireRetry(after int64, never bool) *int64 {
+	if never {
+		return nil
+	}
+	return &after
+}
+
+func toWireWindows(ls []WindowResult) []wireWindow {
+	out := make([]wireWindow, len(ls))
+	for i, l := range ls {
+		out[i] = wireWindow{Metric: l.Metric, Subject: l.Subject, Window: l.Window, Mode: l.Mode, Limit: l.Limit, Used: l.Used,
+			Remaining: l.Remaining, ResetAt: l.ResetAt, State: l.State, LengthMs: l.Length.Milliseconds()}
+	}
+	return out
+}
+
+func fromWireWindows(ws []wireWindow, metric string) []WindowResult {
+	out := make([]WindowResult, len(ws))
+	for i, l := range ws {
+		if l.Metric == "" {
+			l.Metric = metric // version 1: the answer's metric
+		}
+		out[i] = WindowResult{Metric: l.Metric, Subject: l.Subject, Window: l.Window, Mode: l.Mode, Limit: l.Limit,
+			Used: l.Used, Remaining: l.Remaining, ResetAt: l.ResetAt, State: l.State,
+			Length: time.Duration(l.LengthMs) * time.Millisecond}
+	}
+	return out
 }
 
 // decodeAnswer reads an answer in the wire form, or in the form quotad
@@ -68,7 +113,7 @@ func decodeAnswer(b []byte) (Decision, error) {
 	if probe.Version == nil {
 		return decodeUntagged(b)
 	}
-	if *probe.Version != answerVersion {
+	if *probe.Version < 1 || *probe.Version > answerVersion {
 		return Decision{}, fmt.Errorf("decode recorded answer: unknown version %d", *probe.Version)
 	}
 	var w wireAnswer
@@ -77,13 +122,17 @@ func decodeAnswer(b []byte) (Decision, error) {
 	}
 	d := Decision{Allowed: w.Allowed, Customer: w.Customer, Metric: w.Metric, Cost: w.Cost,
 		Overage: w.Overage, Elastic: w.Elastic, Degraded: w.Degraded, Never: w.RetryAfter == nil,
-		Limits: make([]WindowResult, len(w.Limits))}
+		Limits: fromWireWindows(w.Limits, w.Metric)}
 	if w.RetryAfter != nil {
 		d.RetryAfter = *w.RetryAfter
 	}
-	for i, l := range w.Limits {
-		d.Limits[i] = WindowResult{Window: l.Window, Mode: l.Mode, Limit: l.Limit, Used: l.Used,
-			Remaining: l.Remaining, ResetAt: l.ResetAt, State: l.State, Length: time.Duration(l.LengthMs) * time.Millisecond}
+	for _, it := range w.Items {
+		r := ItemResult{Customer: it.Customer, Metric: it.Metric, Subject: it.Subject, Cost: it.Cost, Allowed: it.Allowed,
+			Remaining: it.Remaining, Never: it.RetryAfter == nil, Limits: fromWireWindows(it.Limits, it.Metric)}
+		if it.RetryAfter != nil {
+			r.RetryAfter = *it.RetryAfter
+		}
+		d.Items = append(d.Items, r)
 	}
 	return d, nil
 }
@@ -113,7 +162,7 @@ func decodeUntagged(b []byte) (Decision, error) {
 		Overage: u.Overage, Elastic: u.Elastic, RetryAfter: u.RetryAfter, Never: u.Never, Degraded: u.Degraded,
 		Limits: make([]WindowResult, len(u.Limits))}
 	for i, l := range u.Limits {
-		d.Limits[i] = WindowResult{Window: l.Window, Mode: l.Mode, Limit: l.Limit, Used: l.Used,
+		d.Limits[i] = WindowResult{Metric: u.Metric, Window: l.Window, Mode: l.Mode, Limit: l.Limit, Used: l.Used,
 			Remaining: l.Remaining, ResetAt: l.ResetAt, State: l.State, Length: l.Length}
 	}
 	return d, nil

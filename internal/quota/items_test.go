@@ -743,3 +743,35 @@ func TestEngineSurface(t *testing.T) {
 		t.Errorf("quota.Engine has %d methods, want at most 25: %v", len(methods), methods)
 	}
 }
+
+// A check of items with a request id is answered once: a repeat replays
+// the first answer, items included, and charges nothing again; a repeat
+// with other items is a conflict.
+func TestCheckItemsRequestID(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, leases bool) {
+		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
+		f.catalog.PutMetric("api_calls", nil)
+		f.catalog.PutMetric("exports", nil)
+		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, 10), lim("exports", tiers.Day, 10)})
+		ctx := context.Background()
+		r := quota.Request{Customer: "acme", RequestID: "job-1", Items: []quota.Item{item("api_calls", 2), item("exports", 3)}}
+		first, err := f.engine.Check(ctx, r)
+		if err != nil || !first.Allowed || first.Replayed {
+			t.Fatalf("first: %+v, %v", first, err)
+		}
+		again, err := f.engine.Check(ctx, r)
+		if err != nil || !again.Replayed || len(again.Items) != 2 || again.Items[1].Metric != "exports" ||
+			again.Items[1].Limits[0].Used != 3 {
+			t.Fatalf("repeat: %+v, %v; want the first answer replayed", again, err)
+		}
+		if got := usedOf(t, f.engine, "acme", "", "exports", tiers.Day); got != 3 {
+			t.Errorf("exports counts %d after a repeat, want 3", got)
+		}
+		other := r
+		other.Items = []quota.Item{item("api_calls", 2), item("exports", 4)}
+		if _, err := f.engine.Check(ctx, other); !errors.Is(err, tiers.ErrConflict) {
+			t.Errorf("the id with other items: %v, want a conflict", err)
+		}
+	})
+}
