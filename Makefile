@@ -21,13 +21,14 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "make bench takes BENCH_CONC=64 BENCH_DURATION=8s BENCH_WARMUP=2s BENCH_ROUNDS=2,"
-	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit\""
+	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects\""
 	@echo "(a subset runs only those; the *-redis ones need redis-cli and a Redis at"
 	@echo "BENCH_REDIS_URL=redis://127.0.0.1:6379/0, their keys under BENCH_REDIS_PREFIX=bench:,"
 	@echo "deleted when the run starts and ends; cold, longtail, sparse and upsert are not in"
 	@echo "the default: the first three restart quotad and check unprimed customers, upsert"
 	@echo "sends sparse's load to a one-commit-per-check server, see docs/benchmarks.md),"
 	@echo "BENCH_KEYS=10000 (customers per set), BENCH_LONGTAIL_KEYS=100000 (longtail's, Zipf 1.1),"
+	@echo "BENCH_SUBJECT_KEYS=100000 (subjects' end users, 100 per customer, Zipf 1.1),"
 	@echo "BENCH_SPARSE_KEYS=1000000 (sparse's, bulk-inserted; it reports quotad's bytes per customer),"
 	@echo "grpc, not in the default either, measures mixed's checks over Envoy's gRPC rate limit service"
 	@echo "against quotad's HTTP check on the same process (BENCH_SCENARIOS=\"mixed grpc\"),"

@@ -28,14 +28,19 @@
 #   BENCH_DURATION=8s     measured time of each run
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
-#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit"
+#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects"
 #                         the default; the others are cold, longtail,
 #                         sparse, upsert (BENCH_SCENARIOS="cold longtail
 #                         sparse upsert") and short-apikey (short's load
 #                         sent by API key, one key per customer), grpc
 #                         (mixed's checks over Envoy's rate limit service,
 #                         gRPC, paired with quotad's HTTP check rather than
-#                         the baseline).
+#                         the baseline); items (a check of two metrics,
+#                         api_calls and exports, all or nothing), credits (a
+#                         check of tokens, which draw on the credit pool
+#                         credits at a credit per 100) and subjects (limits
+#                         per subject: BENCH_SUBJECT_KEYS subjects, 100 per
+#                         customer, drawn Zipf-distributed, exponent 1.1).
 #                         reserve-commit's requests are
 #                         pairs: a reservation of 10 units, then its commit
 #                         at a cost drawn from 0..9 (loadgen -commit-below;
@@ -50,6 +55,9 @@
 #   BENCH_SPARSE_KEYS=1000000
 #                         customers of sparse, drawn uniformly (inserted
 #                         only when sparse runs)
+#   BENCH_SUBJECT_KEYS=100000
+#                         subjects of the subjects scenario, a hundred per
+#                         customer (inserted only when it runs)
 #   BENCH_ALGORITHM=      the algorithm of the plans' short windows
 #                         (sliding_window when empty; a sliding_log's limits
 #                         are 10000, which the hot scenario passes: leave
@@ -96,10 +104,11 @@ CONC=${BENCH_CONC:-64}
 DURATION=${BENCH_DURATION:-8s}
 WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
-SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit}
+SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects}
 KEYS=${BENCH_KEYS:-10000}
 LONGTAIL_KEYS=${BENCH_LONGTAIL_KEYS:-100000}
 SPARSE_KEYS=${BENCH_SPARSE_KEYS:-1000000}
+SUBJECT_KEYS=${BENCH_SUBJECT_KEYS:-100000}
 ALGORITHM=${BENCH_ALGORITHM:-}
 CLIENT=${BENCH_CLIENT:-net/http}
 PROFILE_DIR=${BENCH_PROFILE:-}
@@ -419,7 +428,7 @@ check() {
 }
 
 # scenario NAME ROUND: sets, for it, BODY, URLS, SET, SET_KEYS, DRAW,
-# REDIS, FRESH, PRIME, WARM, RUNS and FIRST_REPORTED.
+# REDIS, FRESH, PRIME, PRIME_BODY, WARM, RUNS and FIRST_REPORTED.
 scenario() {
   URLS="http://$QUOTAD1/v1/check"
   # The customer set the scenario checks: l (plan long) or s (plan short),
@@ -430,6 +439,7 @@ scenario() {
   REDIS=""  # 1: its quotad processes keep short windows in Redis
   FRESH=""  # 1: quotad is restarted right before its first run (caches empty)
   PRIME=1   # 1: quotad is primed (a check per customer) before its first run
+  PRIME_BODY=""  # the priming checks' body, when not a check of api_calls per customer of SET
   WARM=$WARMUP  # the warm-up of its quotad runs (its baseline runs keep WARMUP)
   RUNS=1 FIRST_REPORTED=1  # quotad runs per round (each after a baseline run), and the first reported
   NAIVE=""  # 1: not quotad but tools/upsertserver, one commit per check
@@ -466,10 +476,23 @@ scenario() {
     # same process and customers, primed over HTTP before both.
     grpc) URLS="grpc://$GRPC1/api_calls" PRIME="" VERSUS_URL="http://$QUOTAD1/v1/check"
       VERSUS_BODY="{\"customer\":\"l{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert, short-apikey or grpc)" ;;
+    # A request that is a call and an export: two metrics, all or nothing
+    # (plan long limits both, a second and a day each).
+    items) BODY="{\"customer\":\"l{{key}}\",\"items\":[{\"metric\":\"api_calls\",\"cost\":1},{\"metric\":\"exports\",\"cost\":1}]}"
+      PRIME_BODY=$BODY ;;
+    # An LLM call of 100 tokens: tokens (limited a second) draw on the
+    # credit pool credits (a second and a day), a credit per 100 tokens.
+    credits) BODY="{\"customer\":\"l{{key}}\",\"metric\":\"tokens\",\"cost\":100}" PRIME_BODY=$BODY ;;
+    # Limits per subject: SUBJECT_KEYS end users, a hundred per customer
+    # (plan subjects: a second and a minute per subject, a second and a
+    # day per customer), Zipf-distributed as longtail's; primed for every
+    # subject.
+    subjects) SET=p SET_KEYS=$SUBJECT_KEYS DRAW="-zipf 1.1"
+      BODY="{\"customer\":\"p{{key/100}}\",\"metric\":\"api_calls\",\"cost\":1,\"subject\":\"u{{key}}\"}" PRIME_BODY=$BODY ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert, short-apikey, grpc, items, credits or subjects)" ;;
   esac
   case $1 in
-    hot | mixed-request-id | short-apikey) ;;
+    hot | mixed-request-id | short-apikey | items | credits | subjects) ;;
     reserve-commit) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":10}" ;;
     grpc) BODY="customer=$SET{{key}}" ;;
     *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
@@ -481,16 +504,18 @@ scenario() {
 # reserves a block of a customer's long-window units on its first check
 # (given back after 30 s idle): priming right before a run makes it measure
 # checks, not first-time loads and reservations.
-# The processes are primed at the same time.
+# The processes are primed at the same time. A scenario that sets
+# PRIME_BODY is primed with it, each of its SET_KEYS keys once.
 prime() {
-  local set=$1 url i=0 pids=""
+  local set=$1 url i=0 pids="" keys=$KEYS body="{\"customer\":\"$1{{key}}\",\"metric\":\"api_calls\",\"cost\":1}"
   shift
+  if [ -n "$PRIME_BODY" ]; then keys=$SET_KEYS body=$PRIME_BODY; fi
   for url in "$@"; do
     i=$((i + 1))
     case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac  # reserve-commit: primed by checks
-    bin/loadgen -json -sweep -keys "$KEYS" -c "$CONC" -d 5m -url "$url" \
+    bin/loadgen -json -sweep -keys "$keys" -c "$CONC" -d 5m -url "$url" \
       -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
-      -body "{\"customer\":\"$set{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" > "bin/bench-prime$i.out" 2>&1 &
+      -body "$body" > "bin/bench-prime$i.out" 2>&1 &
     pids="$pids $!"
   done
   # shellcheck disable=SC2086 # pids is a list
@@ -501,8 +526,8 @@ prime() {
     case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac
     { echo "== priming $set on $url"; cat "bin/bench-prime$i.out"; } >> "$LOADGEN_LOG"
     parse "bin/bench-prime$i.out"
-    if [ "$REQUESTS" != "$KEYS" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
-      cat "bin/bench-prime$i.out" >&2; die "priming $set on $url: not $KEYS admitted checks"
+    if [ "$REQUESTS" != "$keys" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
+      cat "bin/bench-prime$i.out" >&2; die "priming $set on $url: not $keys admitted checks"
     fi
   done
 }
@@ -518,6 +543,7 @@ for s in $SCENARIOS; do  # reject unknown names early
 done
 [[ $LONGTAIL_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_LONGTAIL_KEYS=$LONGTAIL_KEYS: want a number of customers"
 [[ $SPARSE_KEYS =~ ^[1-9][0-9]*$ ]] || die "BENCH_SPARSE_KEYS=$SPARSE_KEYS: want a number of customers"
+[[ $SUBJECT_KEYS =~ ^[1-9][0-9]*00$ ]] || die "BENCH_SUBJECT_KEYS=$SUBJECT_KEYS: want a number of subjects, a multiple of 100"
 case " $SCENARIOS " in
   *" sparse "*) [ -r /proc/self/status ] || die "sparse reads quotad's memory (VmRSS) in /proc/PID/status: no /proc here; leave sparse out of BENCH_SCENARIOS" ;;
 esac
@@ -585,13 +611,30 @@ SECOND_LIMIT=1000000 MINUTE_LIMIT=60000000 ALG=""
 if [ -n "$ALGORITHM" ]; then ALG=",\"algorithm\":\"$ALGORITHM\""; fi
 if [ "$ALGORITHM" = sliding_log ]; then SECOND_LIMIT=10000 MINUTE_LIMIT=10000; fi
 admin /v1/plans/short "{\"name\":\"Short\",\"limits\":[{\"metric\":\"api_calls\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"api_calls\",\"window\":\"minute\",\"limit\":$MINUTE_LIMIT$ALG}]}"
-admin /v1/plans/long "{\"name\":\"Long\",\"limits\":[{\"metric\":\"api_calls\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"api_calls\",\"window\":\"day\",\"limit\":1000000000}]}"
+# items checks exports beside api_calls; credits checks tokens, which draw
+# on the pool credits; the subjects scenario's plan limits per subject.
+admin /v1/metrics/exports '{}'
+admin /v1/metrics/tokens '{}'
+admin /v1/metrics/credits '{"credit_schema":[{"metric":"tokens","credits":1,"per":100}]}'
+admin /v1/plans/long "{\"name\":\"Long\",\"limits\":[{\"metric\":\"api_calls\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"api_calls\",\"window\":\"day\",\"limit\":1000000000},
+  {\"metric\":\"exports\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"exports\",\"window\":\"day\",\"limit\":1000000000},
+  {\"metric\":\"tokens\",\"window\":\"second\",\"limit\":1000000000},
+  {\"metric\":\"credits\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"credits\",\"window\":\"day\",\"limit\":1000000000}]}"
+admin /v1/plans/subjects "{\"name\":\"Subjects\",\"limits\":[{\"metric\":\"api_calls\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG},{\"metric\":\"api_calls\",\"window\":\"day\",\"limit\":1000000000},
+  {\"metric\":\"api_calls\",\"window\":\"second\",\"limit\":$SECOND_LIMIT$ALG,\"per\":\"subject\"},{\"metric\":\"api_calls\",\"window\":\"minute\",\"limit\":$MINUTE_LIMIT$ALG,\"per\":\"subject\"}]}"
 # Customers straight into the table: the admin API's per-write audit and
 # notification make 20,000 PUTs a slow way to seed a benchmark.
 psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
   INSERT INTO customers (id, plan_key, created_at, updated_at)
   SELECT p || i, CASE p WHEN 's' THEN 'short' ELSE 'long' END, now(), now()
   FROM generate_series(0, $KEYS - 1) AS i, unnest(ARRAY['s', 'l']) AS p"
+# The customers of the subjects scenario, a hundred subjects each.
+case " $SCENARIOS " in
+  *" subjects "*)
+    psql -q -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d "$DB" -v ON_ERROR_STOP=1 -c "
+      INSERT INTO customers (id, plan_key, created_at, updated_at)
+      SELECT 'p' || i, 'subjects', now(), now() FROM generate_series(0, $SUBJECT_KEYS / 100 - 1) AS i" ;;
+esac
 # The sets of longtail and sparse, only when they run (a million rows take
 # seconds), in the order of the primary key's index. VACUUM ANALYZE, so
 # that the runs neither set the new rows' hint bits as they first read them

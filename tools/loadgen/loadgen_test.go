@@ -28,6 +28,20 @@ func TestTemplateExpansion(t *testing.T) {
 	if got != want {
 		t.Errorf("expand = %s, want %s", got, want)
 	}
+	tmpl, err = parseTemplate(`{"customer":"c{{key/100}}","subject":"u{{key}}"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[int]string{
+		0:     `{"customer":"c0","subject":"u0"}`,
+		99:    `{"customer":"c0","subject":"u99"}`,
+		100:   `{"customer":"c1","subject":"u100"}`,
+		54321: `{"customer":"c543","subject":"u54321"}`,
+	} {
+		if got := string(tmpl.expand(nil, key, 0, 0)); got != want {
+			t.Errorf("expand key %d = %s, want %s", key, got, want)
+		}
+	}
 	for _, s := range []string{"", "plain", "{}", "{ {key}}", "}}"} {
 		tmpl, err := parseTemplate(s)
 		if err != nil {
@@ -38,7 +52,7 @@ func TestTemplateExpansion(t *testing.T) {
 			t.Errorf("expand(%q) = %q, want it unchanged", s, got)
 		}
 	}
-	for _, bad := range []string{"{{keys}}", "{{ key }}", `{"a":"{{`, "{{seq}"} {
+	for _, bad := range []string{"{{keys}}", "{{ key }}", `{"a":"{{`, "{{seq}", "{{key/0}}", "{{key/-2}}", "{{key/x}}", "{{key/}}"} {
 		if _, err := parseTemplate(bad); err == nil {
 			t.Errorf("parseTemplate(%q) succeeded, want an error", bad)
 		}

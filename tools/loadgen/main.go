@@ -12,7 +12,8 @@
 // once per request (every {{key}} of a request gets the same one):
 // uniform, or with -zipf s Zipf-distributed, key k drawn with a
 // probability proportional to (k+1)^-s, so key 0 is the most frequent;
-// {{seq}} is unique per request in the run: the worker's number and its
+// {{key/N}} is that key divided by N (the group it is in: the customer of
+// a subject, say); {{seq}} is unique per request in the run: the worker's number and its
 // request counter, such as 12-3456. Repeat -url to spread the workers
 // round-robin over several servers. A grpc://host:port/DOMAIN URL loads
 // Envoy's rate limit service instead (see grpc.go).
