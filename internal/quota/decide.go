@@ -9,6 +9,7 @@ import (
 // degraded: the store could not be consulted), each item's part of the
 // decision for a check of items, and the figures of the whole.
 func (s *set) answer(r *Request, allowed, degraded bool) Decision {
+	s.unconsulted = degraded
 	d := Decision{Allowed: allowed, Customer: r.Customer, Degraded: degraded}
 	for i := range s.short {
 		d.Degraded = d.Degraded || s.short[i].degraded

@@ -343,7 +343,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	d.StoreTrips = s.trips()
 	if !r.DryRun && !d.Replayed {
 		s.record(e.history, d.Allowed, s.at)
-		if e.watcher != nil && !d.Degraded {
+		if e.watcher != nil && !s.unconsulted {
 			s.watch(e.watcher, d.Allowed)
 		}
 	}

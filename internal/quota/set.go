@@ -77,6 +77,9 @@ type set struct {
 	// calls counts round trips made for the set beyond its charges' (a
 	// request id's claim).
 	calls int
+	// unconsulted: the set was answered without its long windows, the
+	// store out of reach (see answer).
+	unconsulted bool
 
 	shortBuf [setGroups]Charge
 	longBuf  [setGroups]Charge
@@ -105,7 +108,7 @@ func (s *set) reset(at time.Time) {
 	s.globs = reuse(s.globs, s.globBuf[:])
 	s.accts = reuse(s.accts, s.acctBuf[:])
 	s.mets = reuse(s.mets, s.metBuf[:])
-	s.calls = 0
+	s.calls, s.unconsulted = 0, false
 }
 
 // account returns the account of customer the set looked up, or nil.
