@@ -220,7 +220,7 @@ func (s *Server) listOverrides(c echo.Context) error {
 }
 
 func (s *Server) getOverride(c echo.Context) error {
-	o, err := s.catalog.Override(c.Request().Context(), param(c, "customer"), param(c, "metric"), param(c, "window"))
+	o, err := s.catalog.Override(c.Request().Context(), param(c, "customer"), param(c, "metric"), param(c, "window"), "")
 	if err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (s *Server) putOverride(c echo.Context) error {
 		return err
 	}
 	o, created, err := s.catalog.PutOverride(c.Request().Context(), s.write(c),
-		param(c, "customer"), param(c, "metric"), param(c, "window"), spec)
+		param(c, "customer"), param(c, "metric"), param(c, "window"), "", spec)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (s *Server) putOverride(c echo.Context) error {
 
 func (s *Server) deleteOverride(c echo.Context) error {
 	err := s.catalog.DeleteOverride(c.Request().Context(), s.write(c),
-		param(c, "customer"), param(c, "metric"), param(c, "window"))
+		param(c, "customer"), param(c, "metric"), param(c, "window"), "")
 	if err != nil {
 		return err
 	}

@@ -183,7 +183,7 @@ func (n *normalizer) account(id string, f *Customer) Account {
 			// What the server holds stands, expired or not.
 			now = time.Time{}
 		}
-		o, err := fo.spec().Validate(id, fo.Metric, fo.Window, now)
+		o, err := fo.spec().Validate(id, fo.Metric, fo.Window, "", now)
 		n.fromTiers(err, opath, map[string]string{"customer": path})
 		if err != nil {
 			continue
@@ -191,7 +191,7 @@ func (n *normalizer) account(id string, f *Customer) Account {
 		canonLimit(&o.Limit)
 		o.Expired = o.ExpiredAt(n.now)
 		if j, dup := seen[o.Key()]; dup {
-			n.fail(opath, fmt.Sprintf("duplicates overrides[%d]: a metric+window appears at most once", j))
+			n.fail(opath, fmt.Sprintf("duplicates overrides[%d]: %s", j, tiers.UniqueLimitRule))
 			continue
 		}
 		seen[o.Key()] = i

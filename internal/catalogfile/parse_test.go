@@ -206,7 +206,7 @@ func TestBadFiles(t *testing.T) {
 				"      - {metric: api_calls, window: day, limit: 5}",
 				"      - {metric: api_calls, window: day, limit: 6}",
 			),
-			want: []string{"catalog.yaml:6: plans.pro.limits[1]: duplicates limits[0]: a metric+window appears at most once"},
+			want: []string{"catalog.yaml:6: plans.pro.limits[1]: duplicates limits[0]: a metric+window+per appears at most once"},
 		},
 		{
 			name: "bad keys",
@@ -270,7 +270,7 @@ func TestBadFiles(t *testing.T) {
 				"      - {metric: exports, window: day, limit: 5}",
 				"      - {metric: exports, window: day, limit: 6}",
 			),
-			want: []string{"catalog.yaml:6: customers.acme.overrides[1]: duplicates overrides[0]: a metric+window appears at most once"},
+			want: []string{"catalog.yaml:6: customers.acme.overrides[1]: duplicates overrides[0]: a metric+window+per appears at most once"},
 		},
 		{
 			name: "every problem, in line order",

@@ -88,6 +88,12 @@ func (p *problems) err() error {
 	return &ValidationError{Fields: p.list}
 }
 
+// sortFields orders field errors by field, those of one list's entries
+// (credit_schema[2] and credit_schema[10]) in the order they came.
 func sortFields(list []FieldError) {
-	slices.SortFunc(list, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	name := func(f FieldError) string {
+		n, _, _ := strings.Cut(f.Field, "[")
+		return n
+	}
+	slices.SortStableFunc(list, func(a, b FieldError) int { return strings.Compare(name(a), name(b)) })
 }

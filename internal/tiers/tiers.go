@@ -254,6 +254,16 @@ type LimitKey struct {
 	Per    Per
 }
 
+// String names the key as logs and cursors do: metric/window, then
+// /subject for a limit per subject.
+func (k LimitKey) String() string {
+	s := k.Metric + "/" + k.Window.String()
+	if k.Per == PerSubject {
+		s += "/" + k.Per.String()
+	}
+	return s
+}
+
 // Per is whom a limit counts for.
 type Per uint8
 
