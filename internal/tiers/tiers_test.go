@@ -456,3 +456,27 @@ func TestPreconditionCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestLimitKeyString(t *testing.T) {
+	tests := []struct {
+		key  LimitKey
+		want string
+	}{
+		{LimitKey{Metric: "api_calls", Window: Day}, "api_calls/day"},
+		{LimitKey{Metric: "api_calls", Window: Second, Per: PerSubject}, "api_calls/second/subject"},
+	}
+	for _, tc := range tests {
+		if got := tc.key.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.key, got, tc.want)
+		}
+		if back, ok := ParseLimitKey(tc.want); !ok || back != tc.key {
+			t.Errorf("ParseLimitKey(%q) = %#v, %v; want %#v", tc.want, back, ok, tc.key)
+		}
+	}
+	for _, bad := range []string{"", "api_calls", "api_calls/", "api_calls/year", "API/day", "/day",
+		"api_calls/day/", "api_calls/day/customer", "api_calls/day/subject/x", "api_calls/day/Subject"} {
+		if k, ok := ParseLimitKey(bad); ok {
+			t.Errorf("ParseLimitKey(%q) = %#v, want no key", bad, k)
+		}
+	}
+}
