@@ -110,6 +110,14 @@ func CheckCustomerID(field, id string) error {
 	return nil
 }
 
+// CheckPer returns a ValidationError naming field unless s names a per
+// (customer or subject).
+func CheckPer(field, s string) error {
+	var p problems
+	p.checkPer(field, s)
+	return p.err()
+}
+
 // checkText validates free text: valid UTF-8, no NUL, at most max runes.
 func (p *problems) checkText(field, s string, max int) {
 	switch {
