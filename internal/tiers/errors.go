@@ -14,7 +14,8 @@ var (
 	ErrCustomerNotFound = errors.New("customer not found")
 	ErrOverrideNotFound = errors.New("override not found")
 
-	// ErrMetricInUse: a plan or an override (expired ones too) limits the metric.
+	// ErrMetricInUse: a plan or an override (expired ones too) limits the
+	// metric, or a credit pool's schema names it.
 	ErrMetricInUse = errors.New("metric is in use")
 	// ErrPlanInUse: customers are on the plan.
 	ErrPlanInUse = errors.New("plan is in use")

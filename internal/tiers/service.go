@@ -61,7 +61,8 @@ func (s *Service) Metrics(ctx context.Context, page Page) ([]Metric, bool, error
 	return s.store.FindMetrics(ctx, page)
 }
 
-// PutMetric creates or replaces the metric key.
+// PutMetric creates or replaces the metric key. The rules of credit pools
+// that span metrics are the store's to check, in the write's transaction.
 func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec MetricSpec) (Metric, bool, error) {
 	m, err := spec.Validate(key)
 	if err != nil {
@@ -75,7 +76,8 @@ func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec Metri
 	return m, created, nil
 }
 
-// DeleteMetric deletes the metric key unless a plan or override uses it.
+// DeleteMetric deletes the metric key unless a plan or override uses it or
+// a credit pool names it; a pool's schema goes with it.
 func (s *Service) DeleteMetric(ctx context.Context, w Write, key string) error {
 	if err := CheckKey("metric", key); err != nil {
 		return err
