@@ -351,6 +351,8 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "reason too long", method: "PUT", path: override, body: ovr(`"limit":1,"reason":"` + strings.Repeat("r", 501) + `"`), want: 400, code: v400, field: "reason"},
 		{name: "override per unknown", method: "PUT", path: override + "?per=user", body: ovr(`"limit":1`), want: 400, code: v400, field: "per", message: "must be one of customer, subject"},
 		{name: "override per empty", method: "PUT", path: override + "?per=", body: ovr(`"limit":1`), want: 400, code: v400, field: "per"},
+		{name: "override per empty, text body", method: "PUT", path: override + "?per=", body: ovr(`"limit":1`), headers: text, want: 415, code: "unsupported_media_type"},
+		{name: "override per unknown, text body", method: "PUT", path: override + "?per=user", body: ovr(`"limit":1`), headers: text, want: 415, code: "unsupported_media_type"},
 		{name: "override per upper case", method: "GET", path: override + "?per=SUBJECT", want: 400, code: v400, field: "per"},
 		{name: "override per empty on get", method: "GET", path: override + "?per", want: 400, code: v400, field: "per"},
 		{name: "override per unknown on delete", method: "DELETE", path: override + "?per=subjects", want: 400, code: v400, field: "per"},

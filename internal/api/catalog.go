@@ -241,12 +241,12 @@ func (s *Server) getOverride(c echo.Context) error {
 // body's per, if any, must agree (tiers.OverrideSpec.Validate), so that a
 // body never says which override it is.
 func (s *Server) putOverride(c echo.Context) error {
-	per, err := overridePer(c)
-	if err != nil {
-		return err
-	}
 	var spec tiers.OverrideSpec
 	if err := decodeBody(c, &spec); err != nil {
+		return err // 415 and 413 come before a 400 of the address
+	}
+	per, err := overridePer(c)
+	if err != nil {
 		return err
 	}
 	o, created, err := s.catalog.PutOverride(c.Request().Context(), s.write(c),

@@ -529,6 +529,8 @@ func (s OverrideSpec) Validate(customer, metric, window, per string, now time.Ti
 	var p problems
 	k := p.overrideKey(customer, metric, window, per)
 	o := Override{Customer: customer, Limit: Limit{Metric: metric, Window: k.Window, Per: k.Per}}
+	// The body's per, if any, must repeat the address's; an address whose
+	// per is none is reported once, above.
 	if _, addressed := ParsePer(per); s.Per != nil && (addressed || per == "") {
 		if body, ok := p.checkPer("per", *s.Per); ok && body != k.Per {
 			p.add("per", fmt.Sprintf("must be %s, as the override's address says (per-subject overrides are addressed with ?per=subject)", k.Per))
