@@ -140,7 +140,8 @@ func checkCreditPools(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
 	for i, r := range m.CreditSchema {
 		names[i] = r.Metric
 	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM metrics WHERE key = ANY($1) FOR KEY SHARE`, names); err != nil {
+	const lock = `SELECT 1 FROM metrics WHERE key = ANY($1) FOR KEY SHARE`
+	if _, err := tx.Exec(ctx, lock, names); err != nil {
 		return err
 	}
 	// Metrics are few: the rules read them all.
@@ -162,7 +163,8 @@ func checkCreditPools(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
 
 // replaceCreditSchema writes m's credit schema in place of the one it had.
 func replaceCreditSchema(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM credit_rates WHERE pool = $1`, m.Key); err != nil {
+	const deleteRates = `DELETE FROM credit_rates WHERE pool = $1`
+	if _, err := tx.Exec(ctx, deleteRates, m.Key); err != nil {
 		return err
 	}
 	if len(m.CreditSchema) == 0 {
