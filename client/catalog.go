@@ -255,29 +255,68 @@ func (c *Client) Overrides(ctx context.Context, customer string) iter.Seq2[Overr
 	})
 }
 
-// Override gets one override; ErrOverrideNotFound if there is none.
+// Override gets one customer-wide override; ErrOverrideNotFound if there
+// is none.
 func (c *Client) Override(ctx context.Context, customer, metric, window string) (*Override, error) {
+	return c.OverridePer(ctx, customer, metric, window, "")
+}
+
+// OverridePer gets the override per says, PerCustomer or PerSubject (""
+// is PerCustomer); ErrOverrideNotFound if there is none.
+func (c *Client) OverridePer(ctx context.Context, customer, metric, window, per string) (*Override, error) {
 	var o Override
-	if err := c.get(ctx, pathf("/v1/customers/%s/overrides/%s/%s", customer, metric, window), &o, &o.Meta); err != nil {
+	r, err := c.do(ctx, call{method: http.MethodGet, path: overridePath(customer, metric, window), query: perQuery(per),
+		retry: true, out: &o})
+	if err != nil {
 		return nil, err
 	}
+	setETag(&o.Meta, r)
 	return &o, nil
 }
 
-// PutOverride creates or replaces an override, and says whether it created
-// it.
+// PutOverride creates or replaces a customer-wide override, and says
+// whether it created it.
 func (c *Client) PutOverride(ctx context.Context, customer, metric, window string, spec OverrideSpec, opts ...WriteOption) (*Override, bool, error) {
+	return c.PutOverridePer(ctx, customer, metric, window, "", spec, opts...)
+}
+
+// PutOverridePer creates or replaces the override per says, PerCustomer
+// or PerSubject ("" is PerCustomer), and says whether it created it.
+func (c *Client) PutOverridePer(ctx context.Context, customer, metric, window, per string, spec OverrideSpec, opts ...WriteOption) (*Override, bool, error) {
 	var o Override
-	created, err := c.put(ctx, pathf("/v1/customers/%s/overrides/%s/%s", customer, metric, window), spec, &o, &o.Meta, opts)
+	r, err := c.do(ctx, call{method: http.MethodPut, path: overridePath(customer, metric, window), query: perQuery(per),
+		body: spec, header: writeHeader(opts), retry: true, ok: []int{http.StatusOK, http.StatusCreated}, out: &o})
 	if err != nil {
 		return nil, false, err
 	}
-	return &o, created, nil
+	setETag(&o.Meta, r)
+	return &o, r.status == http.StatusCreated, nil
 }
 
-// DeleteOverride deletes an override.
+// DeleteOverride deletes a customer-wide override.
 func (c *Client) DeleteOverride(ctx context.Context, customer, metric, window string, opts ...WriteOption) error {
-	return c.del(ctx, pathf("/v1/customers/%s/overrides/%s/%s", customer, metric, window), opts)
+	return c.DeleteOverridePer(ctx, customer, metric, window, "", opts...)
+}
+
+// DeleteOverridePer deletes the override per says, PerCustomer or
+// PerSubject ("" is PerCustomer).
+func (c *Client) DeleteOverridePer(ctx context.Context, customer, metric, window, per string, opts ...WriteOption) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: overridePath(customer, metric, window), query: perQuery(per),
+		header: writeHeader(opts), retry: true, ok: []int{http.StatusNoContent, http.StatusOK}})
+	return err
+}
+
+func overridePath(customer, metric, window string) string {
+	return pathf("/v1/customers/%s/overrides/%s/%s", customer, metric, window)
+}
+
+// perQuery addresses an override by its per; the customer-wide one needs
+// none.
+func perQuery(per string) url.Values {
+	if per == "" || per == PerCustomer {
+		return nil
+	}
+	return url.Values{"per": {per}}
 }
 
 // AuditEvents lists the audit log, newest first.

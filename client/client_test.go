@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +301,82 @@ func TestRequests(t *testing.T) {
 	}
 	if !created || o.ETag != `"7"` || o.Version != 7 || o.Customer != "a/b" || o.Limit != 5 {
 		t.Errorf("PutOverride = %+v, created %v; want version 7, ETag \"7\", created", o, created)
+	}
+}
+
+// An override is addressed by its per: the customer-wide one without a
+// query, the one per subject with ?per=subject; the bodies carry the new
+// fields only when set.
+func TestOverridesPerAndCreditSchemas(t *testing.T) {
+	type seen struct{ method, uri, body string }
+	var got seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = seen{r.Method, r.URL.RequestURI(), string(body)}
+		w.Header().Set("ETag", `"3"`)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Write([]byte(`{"customer":"acme","metric":"m","window":"day","per":"subject","limit":5,"version":3,
+			"credit_schema":[{"metric":"m","credits":3,"per":100}]}`))
+	}))
+	defer srv.Close()
+	c := quotad.New(srv.URL, noRetry)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		call func() error
+		want seen
+	}{
+		{"get the customer-wide override", func() error { _, err := c.Override(ctx, "acme", "m", quotad.Day); return err },
+			seen{"GET", "/v1/customers/acme/overrides/m/day", ""}},
+		{"get it by its per", func() error {
+			_, err := c.OverridePer(ctx, "acme", "m", quotad.Day, quotad.PerCustomer)
+			return err
+		}, seen{"GET", "/v1/customers/acme/overrides/m/day", ""}},
+		{"get the override per subject", func() error {
+			o, err := c.OverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
+			if err == nil && (o.Per != quotad.PerSubject || o.ETag != `"3"`) {
+				err = fmt.Errorf("override = %+v, want per subject, ETag \"3\"", o)
+			}
+			return err
+		}, seen{"GET", "/v1/customers/acme/overrides/m/day?per=subject", ""}},
+		{"put the override per subject", func() error {
+			_, _, err := c.PutOverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 5}, quotad.IfMatch(`"2"`))
+			return err
+		}, seen{"PUT", "/v1/customers/acme/overrides/m/day?per=subject", `{"limit":5}`}},
+		{"put the customer-wide override", func() error {
+			_, _, err := c.PutOverride(ctx, "acme", "m", quotad.Day, quotad.OverrideSpec{Limit: 5})
+			return err
+		}, seen{"PUT", "/v1/customers/acme/overrides/m/day", `{"limit":5}`}},
+		{"delete the override per subject", func() error {
+			return c.DeleteOverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
+		}, seen{"DELETE", "/v1/customers/acme/overrides/m/day?per=subject", ""}},
+		{"a plan's limit per subject", func() error {
+			_, _, err := c.PutPlan(ctx, "team", quotad.PlanSpec{Limits: []quotad.Limit{
+				{Metric: "m", Window: quotad.Day, Limit: 10}, {Metric: "m", Window: quotad.Day, Limit: 1, Per: quotad.PerSubject}}})
+			return err
+		}, seen{"PUT", "/v1/plans/team", `{"limits":[{"metric":"m","window":"day","limit":10},{"metric":"m","window":"day","limit":1,"per":"subject"}]}`}},
+		{"a credit pool", func() error {
+			m, _, err := c.PutMetric(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
+				{Metric: "m", Credits: 3, Per: 100}, {Metric: "images", Credits: 10}}})
+			if err == nil && !reflect.DeepEqual(m.CreditSchema, []quotad.CreditRate{{Metric: "m", Credits: 3, Per: 100}}) {
+				err = fmt.Errorf("metric = %+v", m)
+			}
+			return err
+		}, seen{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"m","credits":3,"per":100},{"metric":"images","credits":10}]}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("request = %+v\nwant      %+v", got, tc.want)
+			}
+		})
 	}
 }
 

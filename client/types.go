@@ -37,6 +37,14 @@ const (
 	TokenBucket   = "token_bucket"
 )
 
+// Whom a limit counts for: the customer as a whole (the default, "" in a
+// Limit), or each subject of the customer apart (an end user, an IP, an
+// API key), beside the customer-wide limits of the metric.
+const (
+	PerCustomer = "customer"
+	PerSubject  = "subject"
+)
+
 // Meta is what every stored resource carries.
 type Meta struct {
 	// Version grows by one on every write.
@@ -58,6 +66,18 @@ type Capacity map[string]int64
 type MetricSpec struct {
 	Description string   `json:"description,omitempty"`
 	Capacity    Capacity `json:"capacity,omitempty"`
+	// CreditSchema makes the metric a credit pool: a check of a metric it
+	// names also charges the pool ceil(cost * Credits / Per) units. A
+	// metric draws on at most one pool, and a pool on none.
+	CreditSchema []CreditRate `json:"credit_schema,omitempty"`
+}
+
+// CreditRate is how one metric draws on a credit pool: Credits units of
+// the pool for every Per units of the metric (Per 1 when 0).
+type CreditRate struct {
+	Metric  string `json:"metric"`
+	Credits int64  `json:"credits"`
+	Per     int64  `json:"per,omitempty"`
 }
 
 // Metric is a declared metric.
@@ -86,6 +106,10 @@ type Limit struct {
 	Algorithm string `json:"algorithm,omitempty"`
 	// Burst is a token bucket's size; Limit when nil.
 	Burst *int64 `json:"burst,omitempty"`
+	// Per is PerCustomer (the default when empty) or PerSubject. A plan
+	// may have a customer-wide limit and a limit per subject on one
+	// metric and window.
+	Per string `json:"per,omitempty"`
 }
 
 // Price is what a plan costs per interval.
@@ -163,11 +187,15 @@ type OverrideSpec struct {
 	Reason    string     `json:"reason,omitempty"`
 }
 
-// Override is a limit set for one customer on one metric and window.
+// Override is a limit set for one customer on one metric and window,
+// customer-wide or per subject.
 type Override struct {
 	Customer string `json:"customer"`
 	Metric   string `json:"metric"`
 	Window   string `json:"window"`
+	// Per is PerSubject for an override per subject, else empty: with
+	// customer, metric and window, it is the override's address.
+	Per string `json:"per,omitempty"`
 	OverrideSpec
 	// Expired: ExpiresAt has passed; the override no longer counts.
 	Expired bool `json:"expired"`

@@ -22,6 +22,9 @@ func fromMetric(m quotad.Metric) *catalogfile.Metric {
 			f.Capacity[w] = &v
 		}
 	}
+	for _, r := range m.CreditSchema {
+		f.CreditSchema = append(f.CreditSchema, catalogfile.CreditRate{Metric: r.Metric, Credits: &r.Credits, Per: nonZero(r.Per)})
+	}
 	return f
 }
 
@@ -35,6 +38,9 @@ func toMetric(f *catalogfile.Metric) quotad.MetricSpec {
 			}
 		}
 	}
+	for _, r := range f.CreditSchema {
+		s.CreditSchema = append(s.CreditSchema, quotad.CreditRate{Metric: r.Metric, Credits: deref(r.Credits), Per: deref(r.Per)})
+	}
 	return s
 }
 
@@ -45,7 +51,7 @@ func fromPlan(p quotad.Plan) *catalogfile.Plan {
 	}
 	for _, l := range p.Limits {
 		f.Limits = append(f.Limits, catalogfile.Limit{
-			Metric: l.Metric, Window: l.Window, Limit: &l.Limit, Mode: nonEmpty(l.Mode),
+			Metric: l.Metric, Window: l.Window, Per: nonEmpty(l.Per), Limit: &l.Limit, Mode: nonEmpty(l.Mode),
 			OveragePercent: nonZero(int64(l.OveragePercent)), OveragePriceMicros: l.OveragePriceMicros,
 			Ceiling: l.Ceiling, Algorithm: nonEmpty(l.Algorithm), Burst: l.Burst,
 		})
@@ -60,7 +66,7 @@ func toPlan(f *catalogfile.Plan) quotad.PlanSpec {
 	}
 	for _, l := range f.Limits {
 		s.Limits = append(s.Limits, quotad.Limit{
-			Metric: l.Metric, Window: l.Window, Limit: deref(l.Limit), Mode: deref(l.Mode),
+			Metric: l.Metric, Window: l.Window, Per: deref(l.Per), Limit: deref(l.Limit), Mode: deref(l.Mode),
 			OveragePercent: int(deref(l.OveragePercent)), OveragePriceMicros: l.OveragePriceMicros,
 			Ceiling: l.Ceiling, Algorithm: deref(l.Algorithm), Burst: l.Burst,
 		})
@@ -96,13 +102,15 @@ func toCustomer(f *catalogfile.Customer) (quotad.CustomerSpec, error) {
 
 func fromOverride(o quotad.Override) catalogfile.Override {
 	return catalogfile.Override{
-		Metric: o.Metric, Window: o.Window, Limit: &o.Limit, Mode: nonEmpty(o.Mode),
+		Metric: o.Metric, Window: o.Window, Per: nonEmpty(o.Per), Limit: &o.Limit, Mode: nonEmpty(o.Mode),
 		OveragePercent: nonZero(int64(o.OveragePercent)), OveragePriceMicros: o.OveragePriceMicros,
 		Ceiling: o.Ceiling, Algorithm: nonEmpty(o.Algorithm), Burst: o.Burst,
 		ExpiresAt: o.ExpiresAt, Reason: nonEmpty(o.Reason),
 	}
 }
 
+// toOverride leaves out the override's metric, window and per: they are
+// its address.
 func toOverride(f *catalogfile.Override) quotad.OverrideSpec {
 	return quotad.OverrideSpec{
 		Limit: deref(f.Limit), Mode: deref(f.Mode),

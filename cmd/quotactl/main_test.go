@@ -437,3 +437,113 @@ func TestMetadataDigits(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsPerSubjectAndCreditPools applies a file with limits and
+// overrides per subject and credit pools to quotad: they arrive as
+// written, apply again changes nothing, export gives them back, and an
+// edit that moves a metric from one pool to another (named before it) and
+// prunes an override per subject is made in an order quotad takes.
+func TestLimitsPerSubjectAndCreditPools(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	ctx, c := context.Background(), admin(srv)
+	const file = `metrics:
+  gpt4_tokens: {}
+  images: {}
+  z_credits:
+    credit_schema:
+      - {metric: gpt4_tokens, credits: 3, per: 100}
+      - {metric: images, credits: 10}
+plans:
+  team:
+    limits:
+      - {metric: gpt4_tokens, window: day, limit: 1000000}
+      - {metric: gpt4_tokens, window: day, per: subject, limit: 50000}
+      - {metric: images, window: minute, per: subject, limit: 5}
+customers:
+  acme:
+    plan: team
+    overrides:
+      - {metric: gpt4_tokens, window: day, per: subject, limit: 80000, reason: power users}
+      - {metric: gpt4_tokens, window: day, limit: 2000000}
+`
+	out := mustApply(t, srv, 0, "-f", mustWrite(t, file))
+	want := "+ metric gpt4_tokens\n+ metric images\n+ metric z_credits\n+ plan team\n+ customer acme\n" +
+		"+ override acme gpt4_tokens/day\n+ override acme gpt4_tokens/day/subject\n" +
+		"\n7 to create, 0 to update, 0 to delete.\nApplied 7 changes.\n"
+	if out != want {
+		t.Errorf("apply printed\n%s\nwant\n%s", out, want)
+	}
+	pool, err := c.Metric(ctx, "z_credits")
+	mustOK(t, err)
+	if len(pool.CreditSchema) != 2 || pool.CreditSchema[1] != (quotad.CreditRate{Metric: "images", Credits: 10, Per: 1}) {
+		t.Errorf("pool = %+v", pool.CreditSchema)
+	}
+	o, err := c.OverridePer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject)
+	mustOK(t, err)
+	if o.Limit != 80000 || o.Reason != "power users" {
+		t.Errorf("override per subject = %+v", o)
+	}
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, file), "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("second apply printed\n%s", out)
+	}
+	code, exported, errOut := mustRun(t, srv, "catalog", "export", "--customers")
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	for _, w := range []string{"        per: subject\n        limit: 50000\n", "    credit_schema:\n      - metric: gpt4_tokens\n        credits: 3\n        per: 100\n"} {
+		if !strings.Contains(exported, w) {
+			t.Errorf("export\n%s\nwant it to contain\n%s", exported, w)
+		}
+	}
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("apply of the export printed\n%s", out)
+	}
+
+	// images moves to a pool whose key sorts before z_credits: z_credits
+	// lets it go first. The override per subject goes, the other stays.
+	edited := strings.Replace(file, "      - {metric: images, credits: 10}\n", "", 1)
+	edited = strings.Replace(edited, "  images: {}\n", "  images: {}\n  a_bonus:\n    credit_schema: [{metric: images, credits: 1}]\n", 1)
+	edited = strings.Replace(edited, "      - {metric: gpt4_tokens, window: day, per: subject, limit: 80000, reason: power users}\n", "", 1)
+	out = mustApply(t, srv, 0, "-f", mustWrite(t, edited), "--prune")
+	want = "~ metric z_credits\n    credit_schema[images].credits: 10 → (none)\n+ metric a_bonus\n" +
+		"- override acme gpt4_tokens/day/subject\n" +
+		"\n1 to create, 1 to update, 1 to delete.\nApplied 3 changes.\n"
+	if out != want {
+		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
+	}
+	images, err := c.Metric(ctx, "a_bonus")
+	mustOK(t, err)
+	if len(images.CreditSchema) != 1 || images.CreditSchema[0].Metric != "images" {
+		t.Errorf("a_bonus = %+v", images)
+	}
+	if _, err := c.OverridePer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject); !errors.Is(err, quotad.ErrOverrideNotFound) {
+		t.Errorf("the pruned override per subject: %v, want ErrOverrideNotFound", err)
+	}
+	if _, err := c.Override(ctx, "acme", "gpt4_tokens", "day"); err != nil {
+		t.Errorf("the customer-wide override went too: %v", err)
+	}
+}
+
+// TestBadPoolsAndPers: the file's credit pools and pers are checked before
+// anything is written, each problem with its line.
+func TestBadPoolsAndPers(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	file := mustWrite(t, "metrics:\n  a: {}\n  credits:\n    credit_schema: [{metric: a, credits: 1}, {metric: b, credits: 1}]\n"+
+		"  bonus:\n    credit_schema: [{metric: a, credits: 2}]\n"+
+		"plans:\n  pro:\n    limits:\n      - {metric: a, window: day, per: users, limit: 5}\n")
+	code, out, errOut := mustRun(t, srv, "catalog", "apply", "-f", file)
+	if code != 1 || out != "" {
+		t.Errorf("exit %d, stdout %q; want 1 and nothing", code, out)
+	}
+	want := file + `:4: metrics.credits.credit_schema[0].metric: metric "a" draws on pool "bonus" already, and a metric draws on at most one` + "\n" +
+		file + `:4: metrics.credits.credit_schema[1].metric: metric "b" is not declared` + "\n" +
+		file + `:6: metrics.bonus.credit_schema[0].metric: metric "a" draws on pool "credits" already, and a metric draws on at most one` + "\n" +
+		file + ":10: plans.pro.limits[0].per: must be one of customer, subject\n" +
+		file + ": 4 problems; nothing was written.\n"
+	if errOut != want {
+		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
+	}
+	if n := auditCount(t, srv); n != 0 {
+		t.Errorf("audit log has %d events, want 0", n)
+	}
+}

@@ -50,8 +50,9 @@ func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfi
 			if err != nil {
 				return nil, nil, err
 			}
-			fc.Overrides = append(fc.Overrides, fromOverride(o))
-			etags[catalogfile.OverrideRef(id, o.Metric, o.Window)] = o.ETag
+			fo := fromOverride(o)
+			fc.Overrides = append(fc.Overrides, fo)
+			etags[catalogfile.OverrideRef(id, fo.Key())] = o.ETag
 		}
 	}
 	return f, etags, nil
@@ -89,9 +90,9 @@ func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change) error {
 	case catalogfile.KindOverride:
 		o := ch.Override
 		if del {
-			return c.DeleteOverride(ctx, ch.Key, o.Metric, o.Window, opts...)
+			return c.DeleteOverridePer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), opts...)
 		}
-		_, _, err = c.PutOverride(ctx, ch.Key, o.Metric, o.Window, toOverride(o), opts...)
+		_, _, err = c.PutOverridePer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), toOverride(o), opts...)
 	default:
 		err = fmt.Errorf("%s: unknown kind of change", ch.Ref)
 	}

@@ -444,7 +444,7 @@ func TestAdminResponseShapes(t *testing.T) {
 		fields []string
 		name   map[string]string
 	}{
-		{"/v1/metrics/api_calls", []string{"key", "description", "capacity", "version", "created_at", "updated_at"},
+		{"/v1/metrics/api_calls", []string{"key", "description", "capacity", "credit_schema", "version", "created_at", "updated_at"},
 			map[string]string{"key": "api_calls"}},
 		{"/v1/plans/pro", []string{"key", "name", "description", "price", "limits", "version", "created_at", "updated_at"},
 			map[string]string{"key": "pro"}},
@@ -509,6 +509,9 @@ func TestAdminNotFound(t *testing.T) {
 		{"delete override of undeclared metric", "DELETE", "/v1/customers/acme/overrides/ghost/day", "", "metric_not_found"},
 		{"get missing override", "GET", "/v1/customers/acme/overrides/api_calls/day", "", "override_not_found"},
 		{"delete missing override", "DELETE", "/v1/customers/acme/overrides/api_calls/day", "", "override_not_found"},
+		{"get missing override per subject", "GET", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", "override_not_found"},
+		{"delete missing override per subject", "DELETE", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", "override_not_found"},
+		{"get override per subject of missing customer", "GET", "/v1/customers/ghost/overrides/api_calls/day?per=subject", "", "customer_not_found"},
 		{"unknown route", "GET", "/v1/nothing", "", "not_found"},
 		{"root", "GET", "/", "", "not_found"},
 		{"version prefix only", "GET", "/v1", "", "not_found"},
@@ -529,15 +532,16 @@ func TestAdminNotFound(t *testing.T) {
 }
 
 // TestAdminConflicts covers 409: a metric in use by a plan or an override
-// (expired ones too), a plan with customers. A refused delete changes
-// nothing and records nothing.
+// (expired ones too) or named by a credit pool, a plan with customers. A
+// refused delete changes nothing and records nothing.
 func TestAdminConflicts(t *testing.T) {
 	t.Parallel()
 	s := MustStartServer(t, nil, nil)
 	future := time.Now().UTC().Add(time.Hour).Format(time.RFC3339)
-	for _, m := range []string{"in_plan", "in_override", "in_expired", "free"} {
+	for _, m := range []string{"in_plan", "in_override", "in_expired", "free", "in_pool"} {
 		s.mustDo(201, "PUT", "/v1/metrics/"+m, `{}`)
 	}
+	s.mustDo(201, "PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"in_pool","credits":2}]}`)
 	s.mustDo(201, "PUT", "/v1/plans/pro", `{"limits":[{"metric":"in_plan","window":"day","limit":1}]}`)
 	s.mustDo(201, "PUT", "/v1/plans/empty", `{}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme", `{"plan":"pro"}`)
@@ -564,6 +568,9 @@ func TestAdminConflicts(t *testing.T) {
 		{"metric used by an override", "DELETE", "/v1/metrics/in_override", "", 409, nil},
 		{"metric used by an expired override", "DELETE", "/v1/metrics/in_expired", "", 409, nil},
 		{"metric used by a plan, if-match any", "DELETE", "/v1/metrics/in_plan", "", 409, []string{"If-Match", "*"}},
+		{"metric named by a credit pool", "DELETE", "/v1/metrics/in_pool", "", 409, nil},
+		{"the pool goes, its schema with it", "DELETE", "/v1/metrics/credits", "", 204, nil},
+		{"metric no longer named by a pool", "DELETE", "/v1/metrics/in_pool", "", 204, nil},
 		{"plan with a customer", "DELETE", "/v1/plans/pro", "", 409, nil},
 		{"unused metric", "DELETE", "/v1/metrics/free", "", 204, nil},
 		{"plan without customers", "DELETE", "/v1/plans/empty", "", 204, nil},
@@ -750,6 +757,170 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			MustEqualJSON(t, "limits of "+st.customer, got, st.want)
 		})
 	}
+}
+
+// TestAdminLimitsPerSubject: a plan's limit per subject beside its
+// customer-wide limit of the same metric and window, and the customer's
+// overrides of each, addressed by ?per=. per shows on limits per subject
+// only, in plans, overrides and effective limits alike.
+func TestAdminLimitsPerSubject(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	s.mustDo(201, "PUT", "/v1/metrics/api_calls", `{}`)
+	plan := s.mustDo(201, "PUT", "/v1/plans/team", `{"limits":[
+		{"metric":"api_calls","window":"day","limit":100,"per":"subject"},
+		{"metric":"api_calls","window":"day","limit":1000,"per":"customer"},
+		{"metric":"api_calls","window":"second","limit":2,"per":"subject","algorithm":"token_bucket"}]}`).JSON(t)
+	MustEqualJSON(t, "plan limits", plan["limits"], `[
+		{"metric":"api_calls","window":"day","per":"subject","limit":100,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+		{"metric":"api_calls","window":"day","limit":1000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+		{"metric":"api_calls","window":"second","per":"subject","limit":2,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"token_bucket","burst":2}]`)
+	s.mustDo(201, "PUT", "/v1/customers/acme", `{"plan":"team"}`)
+
+	const (
+		subjectDay  = `{"metric":"api_calls","window":"day","per":"subject","limit":100,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+		customerDay = `{"metric":"api_calls","window":"day","limit":1000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+		subjectSec  = `{"metric":"api_calls","window":"second","per":"subject","limit":2,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"token_bucket","burst":2,"source":"plan","expires_at":null}`
+	)
+	steps := []struct {
+		name       string
+		method     string
+		path       string
+		body       string
+		want       int
+		wantLimits string // the effective limits after the step
+	}{
+		{name: "the plan's limits, the customer's before the one per subject",
+			wantLimits: `[` + subjectSec + `,` + customerDay + `,` + subjectDay + `]`},
+		{name: "an override per subject replaces the plan's limit per subject",
+			method: "PUT", path: "/v1/customers/acme/overrides/api_calls/day?per=subject", body: `{"limit":300,"reason":"big team"}`, want: 201,
+			wantLimits: `[` + subjectSec + `,` + customerDay + `,
+				{"metric":"api_calls","window":"day","per":"subject","limit":300,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}]`},
+		{name: "a customer-wide override replaces the customer's limit only",
+			method: "PUT", path: "/v1/customers/acme/overrides/api_calls/day", body: `{"limit":5000}`, want: 201,
+			wantLimits: `[` + subjectSec + `,
+				{"metric":"api_calls","window":"day","limit":5000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
+				{"metric":"api_calls","window":"day","per":"subject","limit":300,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}]`},
+		{name: "deleting the override per subject gives the plan's back",
+			method: "DELETE", path: "/v1/customers/acme/overrides/api_calls/day?per=subject", want: 204,
+			wantLimits: `[` + subjectSec + `,
+				{"metric":"api_calls","window":"day","limit":5000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},` +
+				subjectDay + `]`},
+		{name: "an override per subject on a window the plan lacks adds one",
+			method: "PUT", path: "/v1/customers/acme/overrides/api_calls/hour?per=subject", body: `{"limit":40,"per":"subject"}`, want: 201,
+			wantLimits: `[` + subjectSec + `,
+				{"metric":"api_calls","window":"hour","per":"subject","limit":40,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
+				{"metric":"api_calls","window":"day","limit":5000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},` +
+				subjectDay + `]`},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			c := s.forT(t)
+			if st.method != "" {
+				c.mustDo(st.want, st.method, st.path, st.body)
+			}
+			got := c.mustDo(200, "GET", "/v1/customers/acme/limits", "").JSON(t)
+			MustEqualJSON(t, "limits", got["limits"], st.wantLimits)
+		})
+	}
+
+	t.Run("the list shows per on overrides per subject only, in order", func(t *testing.T) {
+		body := s.forT(t).mustDo(200, "GET", "/v1/customers/acme/overrides", "").JSON(t)
+		var got []string
+		for _, o := range body["overrides"].([]any) {
+			m := o.(map[string]any)
+			per, shown := m["per"]
+			got = append(got, fmt.Sprintf("%s/%s per=%v shown=%v", m["metric"], m["window"], per, shown))
+		}
+		want := []string{"api_calls/hour per=subject shown=true", "api_calls/day per=<nil> shown=false"}
+		if !slices.Equal(got, want) {
+			t.Errorf("overrides = %q, want %q", got, want)
+		}
+	})
+	t.Run("each override is its own resource, with its own version", func(t *testing.T) {
+		c := s.forT(t)
+		c.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":7}`)
+		r := c.mustDo(200, "GET", "/v1/customers/acme/overrides/api_calls/day?per=subject", "")
+		if got := r.JSON(t); got["limit"] != float64(7) || got["version"] != float64(1) || r.Header.Get("ETag") != etagOf(1) {
+			t.Errorf("override per subject = %v (ETag %s), want limit 7 at version 1", got, r.Header.Get("ETag"))
+		}
+		r = c.mustDo(200, "GET", "/v1/customers/acme/overrides/api_calls/day", "")
+		if got := r.JSON(t); got["limit"] != float64(5000) || got["version"] != float64(1) {
+			t.Errorf("customer-wide override = %v, want limit 5000 at version 1", got)
+		}
+		c.mustDo(200, "PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":8}`, "If-Match", etagOf(1))
+		MustProblem(t, c.do("DELETE", "/v1/customers/acme/overrides/api_calls/day", "", "If-Match", etagOf(2)),
+			http.StatusPreconditionFailed, "precondition_failed")
+	})
+	t.Run("audit names an override per subject by its URL", func(t *testing.T) {
+		names, _ := MustList(t, s.forT(t), "/v1/audit?customer=acme&limit=1", "events", "resource")
+		if want := []string{"customers/acme/overrides/api_calls/day?per=subject"}; !slices.Equal(names, want) {
+			t.Errorf("last audit event about %q, want %q", names, want)
+		}
+	})
+}
+
+// TestAdminCreditPools: a metric's credit_schema, shown always ([] when
+// none); the rules that span metrics, each a 400 naming its field; a metric
+// a pool names cannot be deleted.
+func TestAdminCreditPools(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	for _, m := range []string{"gpt4_tokens", "images", "audio"} {
+		got := s.mustDo(201, "PUT", "/v1/metrics/"+m, `{}`).JSON(t)
+		MustEqualJSON(t, m+" credit_schema", got["credit_schema"], `[]`)
+	}
+	pool := s.mustDo(201, "PUT", "/v1/metrics/credits",
+		`{"credit_schema":[{"metric":"gpt4_tokens","credits":3,"per":100},{"metric":"images","credits":10}]}`).JSON(t)
+	MustEqualJSON(t, "pool", pool["credit_schema"], `[{"metric":"gpt4_tokens","credits":3,"per":100},{"metric":"images","credits":10,"per":1}]`)
+	list := s.mustDo(200, "GET", "/v1/metrics", "").JSON(t)
+	for _, m := range list["metrics"].([]any) {
+		if _, ok := m.(map[string]any)["credit_schema"]; !ok {
+			t.Errorf("listed metric without credit_schema: %v", m)
+		}
+	}
+
+	bad := []struct {
+		name, path, body string
+		field, message   string
+	}{
+		{"undeclared", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"audio","credits":1},{"metric":"video","credits":1}]}`,
+			"credit_schema[1].metric", `metric "video" is not declared`},
+		{"draws on another pool already", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"images","credits":1}]}`,
+			"credit_schema[0].metric", `metric "images" draws on pool "credits" already, and a metric draws on at most one`},
+		{"a pool named", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"credits","credits":1}]}`,
+			"credit_schema[0].metric", `metric "credits" is a credit pool, and a pool draws on none`},
+		{"a metric that draws made a pool", "/v1/metrics/images", `{"credit_schema":[{"metric":"audio","credits":1}]}`,
+			"credit_schema", `must be empty: the metric draws on pool "credits", and a pool draws on none`},
+		{"itself", "/v1/metrics/credits", `{"credit_schema":[{"metric":"credits","credits":1}]}`,
+			"credit_schema[0].metric", "must name another metric: a pool cannot draw on itself"},
+		{"twice", "/v1/metrics/credits", `{"credit_schema":[{"metric":"audio","credits":1},{"metric":"audio","credits":2}]}`,
+			"credit_schema[1].metric", "duplicates credit_schema[0]: a metric appears at most once"},
+		{"credits 0", "/v1/metrics/credits", `{"credit_schema":[{"metric":"audio","credits":0}]}`,
+			"credit_schema[0].credits", "must be an integer between 1 and 9007199254740991"},
+		{"per above 2^53-1", "/v1/metrics/credits", `{"credit_schema":[{"metric":"audio","credits":1,"per":9007199254740992}]}`,
+			"credit_schema[0].per", "must be an integer between 1 and 9007199254740991"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			p := MustProblem(t, s.forT(t).do("PUT", tc.path, tc.body), http.StatusBadRequest, "validation_failed")
+			MustEqualJSON(t, "errors", p["errors"], fmt.Sprintf(`[{"field":%q,"message":%q}]`, tc.field, tc.message))
+		})
+	}
+
+	t.Run("a metric a pool names cannot be deleted", func(t *testing.T) {
+		p := MustProblem(t, s.forT(t).do("DELETE", "/v1/metrics/images", ""), http.StatusConflict, "conflict")
+		if d, _ := p["detail"].(string); !strings.Contains(d, "credit pool") {
+			t.Errorf("detail = %q, want it to name the credit pool", d)
+		}
+	})
+	t.Run("a pool moves a metric to another once it lets it go", func(t *testing.T) {
+		c := s.forT(t)
+		c.mustDo(200, "PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"gpt4_tokens","credits":3,"per":100}]}`)
+		c.mustDo(201, "PUT", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"images","credits":1}]}`)
+		c.mustDo(204, "DELETE", "/v1/metrics/bonus", "")
+		c.mustDo(204, "DELETE", "/v1/metrics/images", "")
+	})
 }
 
 // TestAdminDeleteCustomerRemovesOverrides checks that a customer's overrides
@@ -1053,6 +1224,9 @@ func TestAdminPagination(t *testing.T) {
 	for _, o := range overrides {
 		s.mustDo(201, "PUT", "/v1/customers/alpha/overrides/"+o, `{"limit":1}`)
 	}
+	for _, o := range []string{"m0/day?per=subject", "m0/day", "m1/day?per=subject", "m0/second?per=subject", "m0/hour"} {
+		s.mustDo(201, "PUT", "/v1/customers/Beta/overrides/"+o, `{"limit":1}`)
+	}
 
 	tests := []struct {
 		name  string
@@ -1072,6 +1246,15 @@ func TestAdminPagination(t *testing.T) {
 		{"overrides", "/v1/customers/alpha/overrides?", "overrides",
 			func(m map[string]any) string { return fmt.Sprintf("%s/%s", m["metric"], m["window"]) },
 			[]string{"m0/second", "m0/minute", "m0/hour", "m0/day", "m0/week", "m0/month", "m1/day"}},
+		{"overrides per subject beside the customer's", "/v1/customers/Beta/overrides?", "overrides",
+			func(m map[string]any) string {
+				k := fmt.Sprintf("%s/%s", m["metric"], m["window"])
+				if per, ok := m["per"]; ok {
+					k += fmt.Sprintf("/%s", per)
+				}
+				return k
+			},
+			[]string{"m0/second/subject", "m0/hour", "m0/day", "m0/day/subject", "m1/day/subject"}},
 	}
 	for _, tt := range tests {
 		for _, limit := range []int{1, 3, 6, 7, 100} {

@@ -522,6 +522,13 @@ func TestOpenAPITraffic(t *testing.T) {
 			}
 		}
 	}
+	header := func(name, want string) func(t *testing.T, r response) {
+		return func(t *testing.T, r response) {
+			if got := r.Header.Get(name); got != want {
+				t.Errorf("header %s = %q, want %q", name, got, want)
+			}
+		}
+	}
 
 	cases := []apiCase{
 		// Operations and routing.
@@ -581,6 +588,23 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "metric usage of missing metric", apiCall: apiCall{"GET", "/v1/metrics/ghost/usage", "", nil}, want: 404, code: "metric_not_found"},
 		{name: "metric usage bad key", apiCall: apiCall{"GET", "/v1/metrics/-x/usage", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "metric usage with check token", apiCall: apiCall{"GET", "/v1/metrics/api_calls/usage", "", asCheck}, want: 403, code: "forbidden"},
+		{name: "create metric drawing on a pool", apiCall: apiCall{"PUT", "/v1/metrics/images", `{}`, nil}, want: 201,
+			check: field("credit_schema", []any{})},
+		{name: "create credit pool", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"description":"Credits","credit_schema":[{"metric":"images","credits":10},{"metric":"exports","credits":3,"per":100}]}`, nil}, want: 201,
+			check: field("credit_schema", []any{map[string]any{"metric": "images", "credits": 10, "per": 1}, map[string]any{"metric": "exports", "credits": 3, "per": 100}})},
+		{name: "replace credit pool as returned", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"description":"Credits","capacity":{},"credit_schema":[{"metric":"images","credits":10,"per":1},{"metric":"exports","credits":3,"per":null}]}`, ifMatch(`"1"`)}, want: 200,
+			check: field("version", 2)},
+		{name: "credit pool naming an undeclared metric", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"ghost","credits":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "credit pool naming itself", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"credits","credits":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "credit pool naming a metric twice", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"images","credits":1},{"metric":"images","credits":2}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "second pool naming a metric that draws on a pool", apiCall: apiCall{"PUT", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"images","credits":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "second pool naming a pool", apiCall: apiCall{"PUT", "/v1/metrics/bonus", `{"credit_schema":[{"metric":"credits","credits":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "pool schema on a metric that draws on a pool", apiCall: apiCall{"PUT", "/v1/metrics/images", `{"credit_schema":[{"metric":"history","credits":1}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "credit pool with zero credits", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"images","credits":0}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "credit pool with per above 2^53-1", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"images","credits":1,"per":9007199254740992}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "credit pool without credits", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"images"}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "credit pool with an unknown rate field", apiCall: apiCall{"PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"images","credits":1,"cost":1}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "get credit pool", apiCall: apiCall{"GET", "/v1/metrics/credits", "", nil}, want: 200, check: field("version", 2)},
 
 		// Plans.
 		{name: "create plan", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","description":"For teams",
@@ -634,6 +658,17 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "get plan", apiCall: apiCall{"GET", "/v1/plans/pro", "", nil}, want: 200, check: hasHeader("ETag", true)},
 		{name: "get missing plan", apiCall: apiCall{"GET", "/v1/plans/ghost", "", nil}, want: 404, code: "plan_not_found"},
 		{name: "get plan bad key", apiCall: apiCall{"GET", "/v1/plans/PRO", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "create plan with limits per subject", apiCall: apiCall{"PUT", "/v1/plans/team", `{"name":"Team","limits":[
+			{"metric":"api_calls","window":"day","limit":1000},
+			{"metric":"api_calls","window":"day","limit":100,"per":"subject"},
+			{"metric":"api_calls","window":"second","limit":5,"per":"customer"}]}`, nil}, want: 201},
+		{name: "replace plan with limits per subject as returned", apiCall: apiCall{"PUT", "/v1/plans/team", `{"name":"Team","limits":[
+			{"metric":"api_calls","window":"day","limit":1000,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+			{"metric":"api_calls","window":"day","per":"subject","limit":100,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null},
+			{"metric":"api_calls","window":"second","limit":5,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window"}]}`, ifMatch(`"1"`)}, want: 200},
+		{name: "plan two limits per subject on one metric+window", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"per":"subject"},{"metric":"api_calls","window":"day","limit":2,"per":"subject"}]}`, nil}, want: 400, code: "validation_failed"},
+		{name: "plan unknown per", apiCall: apiCall{"PUT", "/v1/plans/bad", `{"limits":[{"metric":"api_calls","window":"day","limit":1,"per":"user"}]}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "get plan with limits per subject", apiCall: apiCall{"GET", "/v1/plans/team", "", nil}, want: 200},
 
 		// Customers.
 		{name: "create customer", apiCall: apiCall{"PUT", "/v1/customers/acme", `{"plan":"pro","name":"Acme","billing_anchor_day":15,"metadata":{"crm":{"id":42}}}`, nil}, want: 201,
@@ -698,6 +733,27 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "get override of undeclared metric", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/ghost/day", "", nil}, want: 404, code: "metric_not_found"},
 		{name: "get override of missing customer", apiCall: apiCall{"GET", "/v1/customers/ghost/overrides/api_calls/day", "", nil}, want: 404, code: "customer_not_found"},
 		{name: "get override bad window", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/days", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "create override per subject", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":50}`, nil}, want: 201,
+			check: all(header("Location", "/v1/customers/acme/overrides/api_calls/day?per=subject"), field("per", "subject"), field("version", 1))},
+		{name: "replace override per subject, the body agreeing", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":60,"per":"subject"}`, ifMatch(`"1"`)}, want: 200,
+			check: field("limit", 60)},
+		{name: "override body per contradicting the query", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":1,"per":"customer"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "override body per without the query", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":1,"per":"subject"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "override unknown per", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day?per=user", `{"limit":1}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "override body unknown per", apiCall: apiCall{"PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit":1,"per":"user"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "get override per subject", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", nil}, want: 200,
+			check: all(field("per", "subject"), field("limit", 60), hasHeader("ETag", true))},
+		{name: "get customer-wide override by its per", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/day?per=customer", "", nil}, want: 200,
+			check: all(hasField("per", false), field("limit", 6000))},
+		{name: "get override unknown per", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/day?per=users", "", nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "get missing override per subject", apiCall: apiCall{"GET", "/v1/customers/acme/overrides/api_calls/hour?per=subject", "", nil}, want: 404, code: "override_not_found"},
+		{name: "list overrides with one per subject", apiCall: apiCall{"GET", "/v1/customers/acme/overrides?limit=2", "", nil}, want: 200, check: hasField("next_cursor", true)},
+		{name: "list overrides after one per subject", apiCall: apiCall{"GET", "/v1/customers/acme/overrides?limit=2&cursor={next}", "", nil}, want: 200},
+		{name: "limits with an override per subject", apiCall: apiCall{"GET", "/v1/customers/acme/limits", "", nil}, want: 200},
+		{name: "delete override per subject stale if match", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", ifMatch(`"1"`)}, want: 412, code: "precondition_failed"},
+		{name: "delete override per subject", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", ifMatch(`"2"`)}, want: 204},
+		{name: "delete missing override per subject", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/day?per=subject", "", nil}, want: 404, code: "override_not_found"},
+		{name: "delete override unknown per", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/day?per=Subject", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "limits with overrides", apiCall: apiCall{"GET", "/v1/customers/acme/limits", "", nil}, want: 200},
 		{name: "delete override stale if match", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/minute", "", ifMatch(`"7"`)}, want: 412, code: "precondition_failed"},
 		{name: "delete override", apiCall: apiCall{"DELETE", "/v1/customers/acme/overrides/api_calls/minute", "", ifMatch(`"1"`)}, want: 204},
@@ -801,6 +857,9 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "delete metric in use by plan", apiCall: apiCall{"DELETE", "/v1/metrics/api_calls", "", nil}, want: 409, code: "conflict"},
 		{name: "drop plan limits on llm_tokens", apiCall: apiCall{"PUT", "/v1/plans/pro", `{"name":"Pro","limits":[{"metric":"api_calls","window":"second","limit":50}]}`, nil}, want: 200},
 		{name: "delete metric used only by override", apiCall: apiCall{"DELETE", "/v1/metrics/llm_tokens", "", nil}, want: 409, code: "conflict"},
+		{name: "delete metric named by a credit pool", apiCall: apiCall{"DELETE", "/v1/metrics/images", "", nil}, want: 409, code: "conflict"},
+		{name: "delete credit pool", apiCall: apiCall{"DELETE", "/v1/metrics/credits", "", ifMatch(`"2"`)}, want: 204},
+		{name: "delete metric its pool's deletion freed", apiCall: apiCall{"DELETE", "/v1/metrics/images", "", nil}, want: 204},
 		{name: "delete metric stale if match", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", ifMatch(`"5"`)}, want: 412, code: "precondition_failed"},
 		{name: "delete metric", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", ifMatch(`"1"`)}, want: 204},
 		{name: "delete missing metric", apiCall: apiCall{"DELETE", "/v1/metrics/exports", "", nil}, want: 404, code: "metric_not_found"},

@@ -193,13 +193,8 @@ func (s *Server) getLimits(c echo.Context) error {
 // Overrides.
 
 func validOverrideCursor(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			_, ok := tiers.ParseWindow(s[i+1:])
-			return tiers.ValidKey(s[:i]) && ok
-		}
-	}
-	return false
+	_, ok := tiers.ParseLimitKey(s)
+	return ok
 }
 
 func (s *Server) listOverrides(c echo.Context) error {
@@ -213,36 +208,66 @@ func (s *Server) listOverrides(c echo.Context) error {
 	}
 	last := ""
 	if len(items) > 0 {
-		o := items[len(items)-1]
-		last = o.Metric + "/" + o.Window.String()
+		last = items[len(items)-1].Key().String()
 	}
 	return respond(c, http.StatusOK, list("overrides", items, nextCursor(more, last)))
 }
 
+// overridePer returns the per of the override a request addresses, its
+// query's ?per= ("" when it has none: the customer-wide override). The
+// service judges the value with the rest of the address; an empty one is
+// refused here, as an empty limit or cursor is.
+func overridePer(c echo.Context) (string, error) {
+	per := c.QueryParam("per")
+	if per == "" && c.QueryParams().Has("per") {
+		return "", tiers.CheckPer("per", per)
+	}
+	return per, nil
+}
+
 func (s *Server) getOverride(c echo.Context) error {
-	o, err := s.catalog.Override(c.Request().Context(), param(c, "customer"), param(c, "metric"), param(c, "window"))
+	per, err := overridePer(c)
+	if err != nil {
+		return err
+	}
+	o, err := s.catalog.Override(c.Request().Context(), param(c, "customer"), param(c, "metric"), param(c, "window"), per)
 	if err != nil {
 		return err
 	}
 	return respondResource(c, false, o.Version, o)
 }
 
+// putOverride writes the override its URL addresses, per included: the
+// body's per, if any, must agree (tiers.OverrideSpec.Validate), so that a
+// body never says which override it is.
 func (s *Server) putOverride(c echo.Context) error {
 	var spec tiers.OverrideSpec
 	if err := decodeBody(c, &spec); err != nil {
-		return err
+		return err // 415 and 413 come before a 400 of the address
 	}
-	o, created, err := s.catalog.PutOverride(c.Request().Context(), s.write(c),
-		param(c, "customer"), param(c, "metric"), param(c, "window"), spec)
+	per, err := overridePer(c)
 	if err != nil {
 		return err
 	}
-	return respondResource(c, created, o.Version, o)
+	o, created, err := s.catalog.PutOverride(c.Request().Context(), s.write(c),
+		param(c, "customer"), param(c, "metric"), param(c, "window"), per, spec)
+	if err != nil {
+		return err
+	}
+	location := c.Request().URL.Path
+	if o.Per != tiers.PerCustomer {
+		location += "?per=" + o.Per.String()
+	}
+	return respondResourceAt(c, created, o.Version, o, location)
 }
 
 func (s *Server) deleteOverride(c echo.Context) error {
-	err := s.catalog.DeleteOverride(c.Request().Context(), s.write(c),
-		param(c, "customer"), param(c, "metric"), param(c, "window"))
+	per, err := overridePer(c)
+	if err != nil {
+		return err
+	}
+	err = s.catalog.DeleteOverride(c.Request().Context(), s.write(c),
+		param(c, "customer"), param(c, "metric"), param(c, "window"), per)
 	if err != nil {
 		return err
 	}

@@ -315,13 +315,19 @@ func respond(c echo.Context, status int, v any) error {
 }
 
 // respondResource writes a versioned resource with its ETag: 201 when it
-// was created (with Location), else 200.
+// was created (with Location, the request's path), else 200.
 func respondResource(c echo.Context, created bool, version int64, v any) error {
+	return respondResourceAt(c, created, version, v, c.Request().URL.Path)
+}
+
+// respondResourceAt is respondResource for a resource whose address is
+// location, where the path alone does not name it.
+func respondResourceAt(c echo.Context, created bool, version int64, v any, location string) error {
 	c.Response().Header().Set(headerETag, etag(version))
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
-		c.Response().Header().Set(echo.HeaderLocation, c.Request().URL.Path)
+		c.Response().Header().Set(echo.HeaderLocation, location)
 	}
 	return respond(c, status, v)
 }

@@ -189,7 +189,7 @@ var fuzzRoutes = []fuzzRoute{
 		status: http.StatusCreated,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(s tiers.OverrideSpec) (any, error) {
-				return s.Validate("acme", "api_calls", "day", fuzzNow)
+				return s.Validate("acme", "api_calls", "day", "", fuzzNow)
 			}, sameOverrideSpec)
 		},
 		answer: func(passed any) any { return passed },

@@ -117,7 +117,7 @@ var details = map[string]string{
 	codeCustomerNotFound:    "no customer has this id",
 	codePlanNotFound:        "no plan has this key",
 	codeMetricNotFound:      "no metric with this key is declared",
-	codeOverrideNotFound:    "the customer has no override on this metric and window",
+	codeOverrideNotFound:    "the customer has no override on this metric and window (and per)",
 	codePreconditionFailed:  "If-Match does not match the current version of the resource",
 	codeUnavailable:         "the database cannot be reached; nothing was changed",
 	codeInvalidAPIKey:       "the API key is not valid: unknown, revoked or expired",
@@ -148,7 +148,7 @@ func toProblem(err error) (Problem, bool) {
 		if errors.Is(err, row.err) {
 			detail := details[row.code]
 			if errors.Is(err, tiers.ErrMetricInUse) {
-				detail = "a plan or an override (expired ones too) still uses this metric"
+				detail = "a plan or an override (expired ones too) still uses this metric, or a credit pool's schema names it"
 			}
 			if errors.Is(err, tiers.ErrPlanInUse) {
 				detail = "customers are still on this plan"

@@ -38,10 +38,10 @@ type Catalog interface {
 	PutCustomer(ctx context.Context, w tiers.Write, id string, spec tiers.CustomerSpec) (tiers.Customer, bool, error)
 	DeleteCustomer(ctx context.Context, w tiers.Write, id string) error
 
-	Override(ctx context.Context, customer, metric, window string) (tiers.Override, error)
+	Override(ctx context.Context, customer, metric, window, per string) (tiers.Override, error)
 	Overrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error)
-	PutOverride(ctx context.Context, w tiers.Write, customer, metric, window string, spec tiers.OverrideSpec) (tiers.Override, bool, error)
-	DeleteOverride(ctx context.Context, w tiers.Write, customer, metric, window string) error
+	PutOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string, spec tiers.OverrideSpec) (tiers.Override, bool, error)
+	DeleteOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string) error
 
 	Limits(ctx context.Context, id string) (tiers.Account, []tiers.EffectiveLimit, error)
 	AuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error)

@@ -1,7 +1,6 @@
 package catalogfile
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -31,11 +30,19 @@ type Account struct {
 // Validate checks a parsed file and returns the catalog it describes. The
 // metrics limits and overrides name must be declared by the file or, when
 // it has no metrics section, by server; likewise the plans customers are
-// on. Overrides must expire after now. Every problem is returned, those
-// Parse found with the others, as Errors, each with its line and field.
+// on. The file's credit pools keep their rules among the file's metrics
+// (tiers.CheckCreditPools). Overrides must expire after now. Every problem
+// is returned, those Parse found with the others, as Errors, each with its
+// line and field.
 func Validate(doc *Document, server *Catalog, now time.Time) (*Catalog, error) {
 	n := &normalizer{name: doc.Name, line: doc.Line, now: now}
 	c := n.catalog(doc.File)
+	for _, key := range sortedKeys(c.Metrics) {
+		if !n.invalid[key] { // else its schema lost entries: their indexes say nothing
+			n.fromTiers(tiers.CheckCreditPools(c.Metrics[key], c.Metrics), "metrics."+key, nil)
+		}
+	}
+	canonSchemas(c)
 	metrics, plans := c.Metrics, c.Plans
 	if metrics == nil && server != nil {
 		metrics = server.Metrics
@@ -80,7 +87,16 @@ func Normalize(f *File, now time.Time) (*Catalog, error) {
 	if len(n.errs) > 0 {
 		return nil, n.errs
 	}
+	canonSchemas(c)
 	return c, nil
+}
+
+// canonSchemas sorts the credit schemas of c by metric: a schema's order
+// says nothing, so it is compared and exported in one.
+func canonSchemas(c *Catalog) {
+	for _, m := range c.Metrics {
+		slices.SortFunc(m.CreditSchema, func(a, b tiers.CreditRate) int { return strings.Compare(a.Metric, b.Metric) })
+	}
 }
 
 type normalizer struct {
@@ -90,6 +106,8 @@ type normalizer struct {
 	// read: the values come from a server, whose expired overrides stand.
 	read bool
 	errs Errors
+	// invalid holds the metrics whose entries validation refused.
+	invalid map[string]bool
 }
 
 func (n *normalizer) fail(field, msg string) {
@@ -133,6 +151,12 @@ func (n *normalizer) catalog(f *File) *Catalog {
 		for _, key := range sortedKeys(f.Metrics) {
 			m, err := f.Metrics[key].spec().Validate(key)
 			n.fromTiers(err, "metrics."+key, map[string]string{"metric": "metrics." + key})
+			if err != nil {
+				if n.invalid == nil {
+					n.invalid = map[string]bool{}
+				}
+				n.invalid[key] = true
+			}
 			c.Metrics[key] = m
 		}
 	}
@@ -144,7 +168,7 @@ func (n *normalizer) catalog(f *File) *Catalog {
 			for i := range p.Limits {
 				canonLimit(&p.Limits[i])
 			}
-			slices.SortFunc(p.Limits, func(a, b tiers.Limit) int { return compareKeys(a.Key(), b.Key()) })
+			slices.SortFunc(p.Limits, func(a, b tiers.Limit) int { return tiers.CompareLimitKeys(a.Key(), b.Key()) })
 			c.Plans[key] = p
 		}
 	}
@@ -183,7 +207,7 @@ func (n *normalizer) account(id string, f *Customer) Account {
 			// What the server holds stands, expired or not.
 			now = time.Time{}
 		}
-		o, err := fo.spec().Validate(id, fo.Metric, fo.Window, now)
+		o, err := fo.spec().Validate(id, fo.Metric, fo.Window, deref(fo.Per), now)
 		n.fromTiers(err, opath, map[string]string{"customer": path})
 		if err != nil {
 			continue
@@ -191,7 +215,7 @@ func (n *normalizer) account(id string, f *Customer) Account {
 		canonLimit(&o.Limit)
 		o.Expired = o.ExpiredAt(n.now)
 		if j, dup := seen[o.Key()]; dup {
-			n.fail(opath, fmt.Sprintf("duplicates overrides[%d]: a metric+window appears at most once", j))
+			n.fail(opath, fmt.Sprintf("duplicates overrides[%d]: %s", j, tiers.UniqueLimitRule))
 			continue
 		}
 		seen[o.Key()] = i
@@ -208,16 +232,19 @@ func canonLimit(l *tiers.Limit) {
 	}
 }
 
-func compareKeys(a, b tiers.LimitKey) int {
-	return cmp.Or(strings.Compare(a.Metric, b.Metric), cmp.Compare(a.Window, b.Window))
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
 func (m *Metric) spec() tiers.MetricSpec {
-	return tiers.MetricSpec{Description: m.Description, Capacity: m.Capacity}
+	s := tiers.MetricSpec{Description: m.Description, Capacity: m.Capacity}
+	if m.CreditSchema != nil {
+		s.CreditSchema = make([]tiers.CreditRateSpec, len(m.CreditSchema))
+		for i, r := range m.CreditSchema {
+			s.CreditSchema[i] = tiers.CreditRateSpec{Metric: r.Metric, Credits: r.Credits, Per: r.Per}
+		}
+	}
+	return s
 }
 
 func (p *Plan) spec() tiers.PlanSpec {
@@ -229,7 +256,7 @@ func (p *Plan) spec() tiers.PlanSpec {
 		s.Limits[i] = tiers.LimitSpec{
 			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: deref(l.Mode),
 			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros,
-			Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst,
+			Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst, Per: l.Per,
 		}
 	}
 	return s

@@ -1,6 +1,7 @@
 package catalogfile
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -26,7 +27,8 @@ var kindNames = [...]string{"", "metric", "plan", "customer", "override"}
 func (k Kind) String() string { return kindNames[k] }
 
 // Ref names one resource: a metric or plan by key, a customer by id, an
-// override as "customer metric/window".
+// override as "customer metric/window", "customer metric/window/subject"
+// for one per subject.
 type Ref struct {
 	Kind Kind
 	Name string
@@ -39,9 +41,24 @@ func MetricRef(key string) Ref  { return Ref{KindMetric, key} }
 func PlanRef(key string) Ref    { return Ref{KindPlan, key} }
 func CustomerRef(id string) Ref { return Ref{KindCustomer, id} }
 
-// OverrideRef names customer's override on metric and window.
-func OverrideRef(customer, metric, window string) Ref {
-	return Ref{KindOverride, customer + " " + metric + "/" + window}
+// OverrideRef names customer's override on the metric, window and per of
+// k.
+func OverrideRef(customer string, k tiers.LimitKey) Ref {
+	return Ref{KindOverride, customer + " " + k.String()}
+}
+
+// Key returns the metric, window and per the override is on; a window or
+// per that is not one is the zero value.
+func (o *Override) Key() tiers.LimitKey { return fileKey(o.Metric, o.Window, o.Per) }
+
+// fileKey returns the key a file's limit or override names.
+func fileKey(metric, window string, per *string) tiers.LimitKey {
+	k := tiers.LimitKey{Metric: metric}
+	k.Window, _ = tiers.ParseWindow(window)
+	if per != nil {
+		k.Per, _ = tiers.ParsePer(*per)
+	}
+	return k
 }
 
 // Op is what a change does.
@@ -65,7 +82,7 @@ type Change struct {
 	Key string
 	// The resource's new value, one of them set to match Ref.Kind, for
 	// Create and Update: the body to PUT. A Delete of an override has
-	// Override set with its metric and window only.
+	// Override set with its metric, window and per only.
 	Metric   *Metric
 	Plan     *Plan
 	Customer *Customer // without overrides: they are changes of their own
@@ -88,8 +105,11 @@ const none = "(none)"
 
 // Diff returns the changes that make have (a server's catalog, with the
 // ETag of every resource in etags) what want (a file's) says, in the order
-// they can be made: metrics, plans, customers then overrides created or
-// updated, then overrides, customers, plans and metrics deleted. Sections
+// they can be made: metrics (those without a credit schema first, then
+// the credit pools, a pool that lets a metric go before the one that takes
+// it: see orderPools), plans, customers then overrides created or
+// updated, then overrides, customers, plans and metrics (pools first)
+// deleted. Sections
 // want leaves out are left alone. Nothing is deleted unless prune is set,
 // and then only what a section of want leaves out: a customer's overrides
 // are deleted with it, and expired overrides are never pruned (they count
@@ -120,8 +140,13 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 			old, ok := have.Metrics[key]
 			put(MetricRef(key), key, ok, metricFields(fromMetric(old)), metricFields(m), Change{Metric: m})
 		}
+		upserts[KindMetric] = orderPools(upserts[KindMetric], want.Metrics, have.Metrics)
 		if prune {
-			for _, key := range missing(have.Metrics, want.Metrics) {
+			// A pool goes before the metrics it names.
+			gone := missing(have.Metrics, want.Metrics)
+			isPool := func(key string) int { return min(1, len(have.Metrics[key].CreditSchema)) }
+			slices.SortStableFunc(gone, func(a, b string) int { return cmp.Compare(isPool(b), isPool(a)) })
+			for _, key := range gone {
 				del(MetricRef(key), key, Change{})
 			}
 		}
@@ -147,13 +172,13 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 			for _, key := range sortedLimitKeys(a.Overrides) {
 				o := fromOverride(a.Overrides[key])
 				oldO, ok := old.Overrides[key]
-				put(OverrideRef(id, o.Metric, o.Window), id, ok, overrideFields(fromOverride(oldO)), overrideFields(o), Change{Override: o})
+				put(OverrideRef(id, key), id, ok, overrideFields(fromOverride(oldO)), overrideFields(o), Change{Override: o})
 			}
 			if prune {
 				for _, key := range sortedLimitKeys(old.Overrides) {
 					if _, ok := a.Overrides[key]; !ok && !old.Overrides[key].Expired {
-						w := key.Window.String()
-						del(OverrideRef(id, key.Metric, w), id, Change{Override: &Override{Metric: key.Metric, Window: w}})
+						o := &Override{Metric: key.Metric, Window: key.Window.String(), Per: perField(key.Per)}
+						del(OverrideRef(id, key), id, Change{Override: o})
 					}
 				}
 			}
@@ -170,6 +195,70 @@ func Diff(want, have *Catalog, etags map[Ref]string, prune bool) []Change {
 	}
 	for k := KindOverride; k >= KindMetric; k-- {
 		out = append(out, deletes[k]...)
+	}
+	return out
+}
+
+// orderPools orders the changes of metrics (in key order) so that the
+// server can make each in turn: first the metrics without a credit schema
+// in want (a pool names only declared metrics, and a metric that stops
+// being a pool lets its metrics go), then the pools, each after the pools
+// that let go, in have, a metric it takes or the pool itself (a metric
+// draws on at most one pool, a pool on none). Pools that wait on each
+// other in a ring stay in key order: the server refuses the first, and
+// the file has to be applied in two steps.
+func orderPools(changes []Change, want, have map[string]tiers.Metric) []Change {
+	var plain, pools []Change
+	for _, c := range changes {
+		if len(want[c.Key].CreditSchema) == 0 {
+			plain = append(plain, c)
+		} else {
+			pools = append(pools, c)
+		}
+	}
+	names := func(m tiers.Metric, metric string) bool {
+		return slices.ContainsFunc(m.CreditSchema, func(r tiers.CreditRate) bool { return r.Metric == metric })
+	}
+	// before[q] counts the pools q waits for.
+	before := make(map[string]int, len(pools))
+	after := make(map[string][]string, len(pools)) // p → the pools that wait for p
+	for _, p := range pools {
+		for _, r := range have[p.Key].CreditSchema {
+			if names(want[p.Key], r.Metric) {
+				continue // p keeps it
+			}
+			for _, q := range pools {
+				if q.Key != p.Key && (names(want[q.Key], r.Metric) || q.Key == r.Metric) {
+					before[q.Key]++
+					after[p.Key] = append(after[p.Key], q.Key)
+				}
+			}
+		}
+	}
+	out := plain
+	done := make(map[string]bool, len(pools))
+	for len(out) < len(changes) {
+		next := -1
+		for i, p := range pools {
+			if !done[p.Key] && before[p.Key] == 0 {
+				next = i
+				break
+			}
+		}
+		if next < 0 { // a ring: the first left, in key order
+			for i, p := range pools {
+				if !done[p.Key] {
+					next = i
+					break
+				}
+			}
+		}
+		p := pools[next]
+		done[p.Key] = true
+		out = append(out, p)
+		for _, q := range after[p.Key] {
+			before[q]--
+		}
 	}
 	return out
 }
@@ -259,6 +348,10 @@ func metricFields(m *Metric) []field {
 	for _, w := range tiers.Windows {
 		fs = append(fs, field{"capacity." + w.String(), num(m.Capacity[w.String()])})
 	}
+	for _, r := range m.CreditSchema {
+		prefix := "credit_schema[" + r.Metric + "]."
+		fs = append(fs, field{prefix + "credits", num(r.Credits)}, field{prefix + "per", num(r.Per)})
+	}
 	return fs
 }
 
@@ -271,7 +364,7 @@ func planFields(p *Plan) []field {
 			field{"price.interval", str(p.Price.Interval)})
 	}
 	for _, l := range p.Limits {
-		prefix := fmt.Sprintf("limits[%s/%s].", l.Metric, l.Window)
+		prefix := fmt.Sprintf("limits[%s].", fileKey(l.Metric, l.Window, l.Per))
 		for _, f := range limitFields(&Override{
 			Limit: l.Limit, Mode: l.Mode, OveragePercent: l.OveragePercent,
 			OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst,

@@ -84,7 +84,7 @@ func sortedLimitKeys(m map[tiers.LimitKey]tiers.Override) []tiers.LimitKey {
 	for k := range m {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, compareKeys)
+	slices.SortFunc(keys, tiers.CompareLimitKeys)
 	return keys
 }
 
@@ -107,6 +107,13 @@ func fromMetric(m tiers.Metric) *Metric {
 			f.Capacity[w.String()] = ptr(v)
 		}
 	}
+	for _, r := range m.CreditSchema {
+		rate := CreditRate{Metric: r.Metric, Credits: ptr(r.Credits)}
+		if r.Per != 1 { // the default
+			rate.Per = ptr(r.Per)
+		}
+		f.CreditSchema = append(f.CreditSchema, rate)
+	}
 	return f
 }
 
@@ -117,11 +124,11 @@ func fromPlan(p tiers.Plan) *Plan {
 		Price:       &Price{AmountCents: ptr(p.Price.AmountCents), Currency: ptr(p.Price.Currency), Interval: ptr(p.Price.Interval)},
 	}
 	limits := slices.Clone(p.Limits)
-	slices.SortFunc(limits, func(a, b tiers.Limit) int { return compareKeys(a.Key(), b.Key()) })
+	slices.SortFunc(limits, func(a, b tiers.Limit) int { return tiers.CompareLimitKeys(a.Key(), b.Key()) })
 	for _, l := range limits {
 		t := fromLimit(l)
 		f.Limits = append(f.Limits, Limit{
-			Metric: l.Metric, Window: l.Window.String(), Limit: t.Limit, Mode: t.Mode,
+			Metric: l.Metric, Window: l.Window.String(), Per: t.Per, Limit: t.Limit, Mode: t.Mode,
 			OveragePercent: t.OveragePercent, OveragePriceMicros: t.OveragePriceMicros,
 			Ceiling: t.Ceiling, Algorithm: t.Algorithm, Burst: t.Burst,
 		})
@@ -133,7 +140,7 @@ func fromPlan(p tiers.Plan) *Plan {
 func fromLimit(l tiers.Limit) *Override {
 	canonLimit(&l)
 	o := &Override{
-		Metric: l.Metric, Window: l.Window.String(), Limit: ptr(l.Limit), Mode: ptr(l.Mode.String()),
+		Metric: l.Metric, Window: l.Window.String(), Per: perField(l.Per), Limit: ptr(l.Limit), Mode: ptr(l.Mode.String()),
 		OveragePercent: nonZero(l.OveragePercent), OveragePriceMicros: l.OveragePriceMicros,
 		Ceiling: l.Ceiling, Burst: l.Burst,
 	}
@@ -141,6 +148,15 @@ func fromLimit(l tiers.Limit) *Override {
 		o.Algorithm = ptr(l.Algorithm.String())
 	}
 	return o
+}
+
+// perField is the per a file writes for p: none for the customer, the
+// default.
+func perField(p tiers.Per) *string {
+	if p == tiers.PerCustomer {
+		return nil
+	}
+	return ptr(p.String())
 }
 
 func fromCustomer(c tiers.Customer) *Customer {

@@ -13,17 +13,22 @@
 //	  api_calls:
 //	    description: Calls to the public API
 //	    capacity: {day: 10000000}
+//	  credits:
+//	    credit_schema:
+//	      - {metric: api_calls, credits: 3, per: 100}
 //	plans:
 //	  pro:
 //	    name: Pro
 //	    price: {amount_cents: 4900, currency: USD, interval: month}
 //	    limits:
 //	      - {metric: api_calls, window: second, limit: 50}
+//	      - {metric: api_calls, window: second, per: subject, limit: 5}
 //	customers:
 //	  acme:
 //	    plan: pro
 //	    overrides:
 //	      - {metric: api_calls, window: day, limit: 200000, reason: launch week}
+//	      - {metric: api_calls, window: second, per: subject, limit: 10}
 //
 // A section left out of a file is not managed by it: nothing in it is
 // compared, and --prune deletes nothing there. A section present, even
@@ -56,8 +61,17 @@ type File struct {
 
 // Metric is a metric's entry: the body of PUT /v1/metrics/{metric}.
 type Metric struct {
-	Description *string           `yaml:"description,omitempty"`
-	Capacity    map[string]*int64 `yaml:"capacity,omitempty"`
+	Description  *string           `yaml:"description,omitempty"`
+	Capacity     map[string]*int64 `yaml:"capacity,omitempty"`
+	CreditSchema []CreditRate      `yaml:"credit_schema,omitempty"`
+}
+
+// CreditRate is one entry of a credit pool's schema: a metric that draws
+// on the pool, and at what rate.
+type CreditRate struct {
+	Metric  string `yaml:"metric"`
+	Credits *int64 `yaml:"credits"`
+	Per     *int64 `yaml:"per,omitempty"`
 }
 
 // Plan is a plan's entry: the body of PUT /v1/plans/{plan}.
@@ -79,6 +93,7 @@ type Price struct {
 type Limit struct {
 	Metric             string  `yaml:"metric"`
 	Window             string  `yaml:"window"`
+	Per                *string `yaml:"per,omitempty"`
 	Limit              *int64  `yaml:"limit"`
 	Mode               *string `yaml:"mode,omitempty"`
 	OveragePercent     *int64  `yaml:"overage_percent,omitempty"`
@@ -100,11 +115,13 @@ type Customer struct {
 	Overrides []Override `yaml:"overrides,omitempty"`
 }
 
-// Override is one override of a customer: metric and window name it, the
-// rest is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
+// Override is one override of a customer: metric, window and per name it
+// (per left out: the customer-wide one), the rest is the body of
+// PUT /v1/customers/{customer}/overrides/{metric}/{window}?per={per}.
 type Override struct {
 	Metric             string     `yaml:"metric"`
 	Window             string     `yaml:"window"`
+	Per                *string    `yaml:"per,omitempty"`
 	Limit              *int64     `yaml:"limit"`
 	Mode               *string    `yaml:"mode,omitempty"`
 	OveragePercent     *int64     `yaml:"overage_percent,omitempty"`

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -28,6 +30,12 @@ metrics:
   api_calls: {description: Calls to the public API, capacity: {day: 10000000}}
   exports: {}
   old_metric: {}
+  credits:
+    credit_schema:
+      - {metric: api_calls, credits: 3, per: 100}
+      - {metric: exports, credits: 1}
+  old_pool:
+    credit_schema: [{metric: old_metric, credits: 1}]
 plans:
   pro:
     name: Pro
@@ -36,6 +44,7 @@ plans:
       - {metric: api_calls, window: second, limit: 50, algorithm: sliding_window}
       - {metric: api_calls, window: hour, limit: 5000}
       - {metric: api_calls, window: day, limit: 100000, mode: soft, overage_percent: 20, overage_price_micros: 1000}
+      - {metric: api_calls, window: day, per: subject, limit: 1000}
   legacy: {}
 customers:
   acme:
@@ -46,6 +55,7 @@ customers:
     overrides:
       - {metric: api_calls, window: day, limit: 150000, expires_at: 2030-01-01T00:00:00Z, reason: launch week}
       - {metric: exports, window: day, limit: 7}
+      - {metric: api_calls, window: day, per: subject, limit: 2000}
   gone: {plan: legacy}
 `
 
@@ -57,6 +67,10 @@ metrics:
     capacity: {day: 20000000, second: 5000}
   exports: {description: Data exports}
   new_metric: {}
+  credits:
+    credit_schema:
+      - {metric: new_metric, credits: 2}
+      - {metric: api_calls, credits: 5, per: 100}
 plans:
   pro:
     name: Pro
@@ -64,6 +78,8 @@ plans:
     limits:
       - {metric: api_calls, window: day, limit: 200000, mode: soft, overage_percent: 20, overage_price_micros: 1000}
       - {metric: api_calls, window: second, limit: 50, algorithm: token_bucket, burst: 50}
+      - {metric: api_calls, window: second, per: subject, limit: 5}
+      - {metric: api_calls, window: day, per: subject, limit: 1500}
       - {metric: new_metric, window: month, limit: 10}
   team: {name: Team}
 customers:
@@ -74,6 +90,7 @@ customers:
     metadata: {region: us, tier: 2}
     overrides:
       - {metric: api_calls, window: day, limit: 200000, mode: elastic, ceiling: 400000, expires_at: 2030-01-01T00:00:00Z, reason: launch week}
+      - {metric: api_calls, window: hour, per: subject, limit: 100}
   newco: {plan: team}
 `
 
@@ -84,7 +101,9 @@ func TestPrintedPlan(t *testing.T) {
 	w := mustCatalog(t, want, &Catalog{})
 	etags := map[Ref]string{
 		MetricRef("api_calls"): `"3"`, PlanRef("pro"): `"7"`, CustomerRef("acme"): `"2"`,
-		OverrideRef("acme", "exports", "day"): `"1"`, CustomerRef("gone"): `"4"`,
+		OverrideRef("acme", tiers.LimitKey{Metric: "exports", Window: tiers.Day}): `"1"`, CustomerRef("gone"): `"4"`,
+		MetricRef("credits"): `"2"`, MetricRef("old_pool"): `"1"`,
+		OverrideRef("acme", tiers.LimitKey{Metric: "api_calls", Window: tiers.Day, Per: tiers.PerSubject}): `"5"`,
 	}
 	for _, prune := range []bool{false, true} {
 		name := "plan.golden"
@@ -154,10 +173,15 @@ func TestExportRoundTrip(t *testing.T) {
 
 // TestServerDefaults: what a server shows for fields left to their
 // defaults (mode hard, the default algorithm named, a bucket's burst, a
-// zero percent) counts as the file that leaves them out.
+// zero percent, a credit rate per 1) counts as the file that leaves them
+// out, or names the default (per customer); a credit schema's order says
+// nothing.
 func TestServerDefaults(t *testing.T) {
 	server := `
-metrics: {api_calls: {description: "", capacity: {}}}
+metrics:
+  api_calls: {description: "", capacity: {}, credit_schema: []}
+  images: {}
+  credits: {credit_schema: [{metric: images, credits: 10, per: 1}, {metric: api_calls, credits: 3, per: 100}]}
 plans:
   pro:
     name: pro
@@ -166,18 +190,30 @@ plans:
     limits:
       - {metric: api_calls, window: second, limit: 50, mode: hard, overage_percent: 0, algorithm: sliding_window, ceiling: null}
       - {metric: api_calls, window: minute, limit: 60, mode: hard, algorithm: token_bucket, burst: 60}
+      - {metric: api_calls, window: minute, per: subject, limit: 6, mode: hard, algorithm: sliding_window}
 customers:
-  acme: {plan: pro, name: "", metadata: {}, billing_anchor_day: null}
+  acme:
+    plan: pro
+    name: ""
+    metadata: {}
+    billing_anchor_day: null
+    overrides: [{metric: api_calls, window: day, per: subject, limit: 5, mode: hard}]
 `
 	file := `
-metrics: {api_calls: {}}
+metrics:
+  api_calls: {}
+  images: {}
+  credits: {credit_schema: [{metric: api_calls, credits: 3, per: 100}, {metric: images, credits: 10}]}
 plans:
   pro:
     limits:
-      - {metric: api_calls, window: minute, limit: 60, algorithm: token_bucket}
+      - {metric: api_calls, window: minute, per: subject, limit: 6}
+      - {metric: api_calls, window: minute, limit: 60, algorithm: token_bucket, per: customer}
       - {metric: api_calls, window: second, limit: 50}
 customers:
-  acme: {plan: pro}
+  acme:
+    plan: pro
+    overrides: [{metric: api_calls, window: day, per: subject, limit: 5}]
 `
 	doc, err := Parse("server", []byte(server))
 	if err != nil {
@@ -247,5 +283,67 @@ func TestReadmeCatalog(t *testing.T) {
 		var b bytes.Buffer
 		Print(&b, changes, nil)
 		t.Errorf("README's catalog differs from examples/catalog.yaml:\n%s", b.String())
+	}
+}
+
+// TestMetricOrder: metrics are written in an order the server takes one
+// at a time: a pool after the metrics it names, a pool that lets a metric
+// go before the one that takes it, a pool deleted before its metrics.
+func TestMetricOrder(t *testing.T) {
+	tests := []struct {
+		name       string
+		have, want string
+		prune      bool
+		order      []string
+	}{
+		{
+			name:  "a new pool after the new metrics it names",
+			have:  `metrics: {}`,
+			want:  `metrics: {credits: {credit_schema: [{metric: images, credits: 1}, {metric: gpt4, credits: 3}]}, gpt4: {}, images: {}}`,
+			order: []string{"+ metric gpt4", "+ metric images", "+ metric credits"},
+		},
+		{
+			name:  "a metric moves to a pool of a lower key",
+			have:  `metrics: {audio: {}, b_pool: {credit_schema: [{metric: audio, credits: 1}]}}`,
+			want:  `metrics: {audio: {}, a_pool: {credit_schema: [{metric: audio, credits: 1}]}, b_pool: {credit_schema: [{metric: zzz, credits: 1}]}, zzz: {}}`,
+			order: []string{"+ metric zzz", "~ metric b_pool", "+ metric a_pool"},
+		},
+		{
+			name:  "a pool that stops being one, first",
+			have:  `metrics: {audio: {}, z_pool: {credit_schema: [{metric: audio, credits: 1}]}}`,
+			want:  `metrics: {audio: {}, a_pool: {credit_schema: [{metric: audio, credits: 1}]}, z_pool: {}}`,
+			order: []string{"~ metric z_pool", "+ metric a_pool"},
+		},
+		{
+			name:  "a metric becomes a pool once its pool lets it go",
+			have:  `metrics: {a_talk: {}, audio: {}, minutes: {credit_schema: [{metric: a_talk, credits: 1}, {metric: audio, credits: 1}]}}`,
+			want:  `metrics: {a_talk: {credit_schema: [{metric: audio, credits: 2}]}, audio: {}, minutes: {credit_schema: [{metric: images, credits: 1}]}, images: {}}`,
+			order: []string{"+ metric images", "~ metric minutes", "~ metric a_talk"},
+		},
+		{
+			name:  "pools that swap their metrics stay in key order (the server refuses the first)",
+			have:  `metrics: {x: {}, y: {}, p: {credit_schema: [{metric: x, credits: 1}]}, q: {credit_schema: [{metric: y, credits: 1}]}}`,
+			want:  `metrics: {x: {}, y: {}, p: {credit_schema: [{metric: y, credits: 1}]}, q: {credit_schema: [{metric: x, credits: 1}]}}`,
+			order: []string{"~ metric p", "~ metric q"},
+		},
+		{
+			name:  "a pool deleted before the metrics it names",
+			have:  `metrics: {a_metric: {}, keep: {}, z_pool: {credit_schema: [{metric: a_metric, credits: 1}]}}`,
+			want:  `metrics: {keep: {}}`,
+			prune: true,
+			order: []string{"- metric z_pool", "- metric a_metric"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, w := mustCatalog(t, tc.have, &Catalog{}), mustCatalog(t, tc.want, &Catalog{})
+			var got []string
+			for _, c := range Diff(w, h, nil, tc.prune) {
+				got = append(got, c.Op.sign()+" "+c.Ref.String())
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.order, "\n") {
+				t.Errorf("changes\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tc.order, "\n  "))
+			}
+		})
 	}
 }

@@ -230,6 +230,87 @@ func TestClientCatalog(t *testing.T) {
 	}
 }
 
+// TestClientLimitsPerSubjectAndCreditPools drives the client's calls of
+// limits per subject and credit pools against quotad: what is written is
+// read back, and a plan, override or metric read can be written back.
+func TestClientLimitsPerSubjectAndCreditPools(t *testing.T) {
+	s := quotadtest.MustStart(t, nil)
+	c := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
+	ctx := t.Context()
+	for _, m := range []string{"gpt4_tokens", "images"} {
+		if _, _, err := c.PutMetric(ctx, m, quotad.MetricSpec{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, _, err := c.PutMetric(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
+		{Metric: "gpt4_tokens", Credits: 3, Per: 100}, {Metric: "images", Credits: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []quotad.CreditRate{{Metric: "gpt4_tokens", Credits: 3, Per: 100}, {Metric: "images", Credits: 10, Per: 1}}
+	if !slices.Equal(pool.CreditSchema, want) {
+		t.Errorf("pool = %+v, want schema %+v", pool, want)
+	}
+	read, err := c.Metric(ctx, "credits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, created, err := c.PutMetric(ctx, "credits", read.MetricSpec, quotad.IfMatch(read.ETag)); err != nil || created {
+		t.Errorf("pool written back: created %v, %v", created, err)
+	}
+	_, _, err = c.PutMetric(ctx, "bonus", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{{Metric: "images", Credits: 1}}})
+	var p *quotad.Problem
+	if !errors.As(err, &p) || !errors.Is(err, quotad.ErrValidation) || len(p.Errors) != 1 || p.Errors[0].Field != "credit_schema[0].metric" {
+		t.Errorf("a second pool of images: %v, want a validation problem naming credit_schema[0].metric", err)
+	}
+
+	limits := []quotad.Limit{
+		{Metric: "gpt4_tokens", Window: quotad.Day, Limit: 100000},
+		{Metric: "gpt4_tokens", Window: quotad.Day, Limit: 5000, Per: quotad.PerSubject},
+	}
+	plan, _, err := c.PutPlan(ctx, "team", quotad.PlanSpec{Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Limits) != 2 || plan.Limits[0].Per != "" || plan.Limits[1].Per != quotad.PerSubject {
+		t.Errorf("plan limits = %+v, want the customer's, then one per subject", plan.Limits)
+	}
+	if _, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "team"}); err != nil {
+		t.Fatal(err)
+	}
+	o, created, err := c.PutOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 9000})
+	mustCreated(t, "PutOverridePer", created, err, true)
+	if o.Per != quotad.PerSubject || o.ETag != `"1"` {
+		t.Errorf("override = %+v, want per subject, ETag \"1\"", o)
+	}
+	if _, err := c.Override(ctx, "acme", "gpt4_tokens", quotad.Day); !errors.Is(err, quotad.ErrOverrideNotFound) {
+		t.Errorf("the customer-wide override: %v, want ErrOverrideNotFound", err)
+	}
+	got, err := c.OverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject)
+	if err != nil || got.Limit != 9000 || got.ETag != `"1"` {
+		t.Fatalf("OverridePer = %+v, %v", got, err)
+	}
+	_, created, err = c.PutOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, got.Per, got.OverrideSpec, quotad.IfMatch(got.ETag))
+	mustCreated(t, "override written back", created, err, false)
+	if list := collect(t, c.Overrides(ctx, "acme")); len(list) != 1 || list[0].Per != quotad.PerSubject {
+		t.Errorf("overrides = %+v", list)
+	}
+	eff, err := c.Limits(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown []string
+	for _, l := range eff.Limits {
+		shown = append(shown, fmt.Sprintf("%s/%s/%s=%d(%s)", l.Metric, l.Window, l.Per, l.Limit.Limit, l.Source))
+	}
+	if want := []string{"gpt4_tokens/day/=100000(plan)", "gpt4_tokens/day/subject=9000(override)"}; !slices.Equal(shown, want) {
+		t.Errorf("limits = %q, want %q", shown, want)
+	}
+	if err := c.DeleteOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.IfMatch(`"2"`)); err != nil {
+		t.Errorf("DeleteOverridePer: %v", err)
+	}
+}
+
 // limitsEqual compares limits by what they send.
 func limitsEqual(a, b quotad.Limit) bool {
 	ja, errA := json.Marshal(a)

@@ -78,6 +78,17 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"DeleteOverride": func(ctx context.Context, c *quotad.Client) error {
 		return c.DeleteOverride(ctx, "acme", "api_calls", quotad.Day)
 	},
+	"OverridePer": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.OverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
+		return err
+	},
+	"PutOverridePer": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 1})
+		return err
+	},
+	"DeleteOverridePer": func(ctx context.Context, c *quotad.Client) error {
+		return c.DeleteOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
+	},
 	"Check": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"})
 		return err

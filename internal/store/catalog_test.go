@@ -2,9 +2,11 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -336,6 +338,193 @@ func TestLimitAlgorithmConstraints(t *testing.T) {
 					t.Errorf("refused: %v\n%s", err, q)
 				case !tc.ok && (!errors.As(err, &pgErr) || pgErr.Code != "23514"):
 					t.Errorf("err = %v, want a check violation\n%s", err, q)
+				}
+			}
+		})
+	}
+}
+
+// Limits per subject beside customer-wide ones on the same metric and
+// window, in plans and overrides: each is read back with its per, found by
+// its key, listed and paged in order (the customer's first), and deleted
+// alone.
+func TestLimitsPerSubjectRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustPutMetrics(t, db, "api_calls", "tokens")
+	limits := []tiers.Limit{
+		{Metric: "api_calls", Window: tiers.Day, Limit: 1000, Mode: tiers.Hard, Per: tiers.PerSubject},
+		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
+		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard, Algorithm: tiers.TokenBucket,
+			Burst: ptr[int64](10), Per: tiers.PerSubject},
+	}
+	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	mustPut(t, err)
+	found, err := db.FindPlan(ctx, "pro")
+	mustPut(t, err)
+	for _, p := range []tiers.Plan{saved, found} {
+		if !reflect.DeepEqual(p.Limits, limits) {
+			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
+		}
+	}
+	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	mustPut(t, err)
+
+	perSubject := tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 300, Mode: tiers.Hard, Per: tiers.PerSubject}
+	customerWide := tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 200000, Mode: tiers.Soft, OveragePercent: 5}
+	tokens := tiers.Limit{Metric: "tokens", Window: tiers.Hour, Limit: 9, Mode: tiers.Hard, Per: tiers.PerSubject}
+	for _, l := range []tiers.Limit{perSubject, customerWide, tokens} {
+		o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: l})
+		mustPut(t, err)
+		if !created || !reflect.DeepEqual(o.Limit, l) {
+			t.Errorf("override = %+v (created %v), want %+v", o.Limit, created, l)
+		}
+	}
+	// A replace finds the one per subject, not the customer's.
+	perSubject.Limit = 400
+	o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: perSubject})
+	mustPut(t, err)
+	if created || o.Version != 2 || !reflect.DeepEqual(o.Limit, perSubject) {
+		t.Errorf("replaced override = %+v (created %v), want version 2 of %+v", o, created, perSubject)
+	}
+	for _, l := range []tiers.Limit{perSubject, customerWide} {
+		one, err := db.FindOverride(ctx, "acme", l.Key())
+		mustPut(t, err)
+		if !reflect.DeepEqual(one.Limit, l) {
+			t.Errorf("FindOverride(%s) = %+v, want %+v", l.Key(), one.Limit, l)
+		}
+	}
+
+	want := []tiers.Limit{customerWide, perSubject, tokens}
+	list, _, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
+	mustPut(t, err)
+	if got := overrideLimits(list); !reflect.DeepEqual(got, want) {
+		t.Errorf("overrides =\n  %+v\nwant\n  %+v", got, want)
+	}
+	var paged []tiers.Override
+	for after := ""; ; {
+		page, more, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 1, After: after})
+		mustPut(t, err)
+		paged = append(paged, page...)
+		if !more {
+			break
+		}
+		after = page[len(page)-1].Key().String()
+	}
+	if got := overrideLimits(paged); !reflect.DeepEqual(got, want) {
+		t.Errorf("overrides page by page =\n  %+v\nwant\n  %+v", got, want)
+	}
+	a, err := db.FindAccount(ctx, "acme")
+	mustPut(t, err)
+	accounts, err := db.FindAccounts(ctx, []string{"acme"})
+	mustPut(t, err)
+	for name, a := range map[string]tiers.Account{"FindAccount": a, "FindAccounts": accounts["acme"]} {
+		if !reflect.DeepEqual(a.Plan.Limits, limits) || !reflect.DeepEqual(overrideLimits(a.Overrides), want) {
+			t.Errorf("%s = plan %+v, overrides %+v", name, a.Plan.Limits, overrideLimits(a.Overrides))
+		}
+	}
+
+	mustPut(t, db.DeleteOverride(ctx, write("ops"), "acme", perSubject.Key()))
+	if _, err := db.FindOverride(ctx, "acme", perSubject.Key()); !errors.Is(err, tiers.ErrOverrideNotFound) {
+		t.Errorf("deleted override: err = %v, want ErrOverrideNotFound", err)
+	}
+	if _, err := db.FindOverride(ctx, "acme", customerWide.Key()); err != nil {
+		t.Errorf("the customer-wide override went with the one per subject: %v", err)
+	}
+
+	// The audit log names an override per subject as its URL does, and
+	// its images show per.
+	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 100})
+	mustPut(t, err)
+	var resources []string
+	for _, e := range events {
+		resources = append(resources, e.Action+" "+e.Resource)
+	}
+	wantResources := []string{
+		"delete customers/acme/overrides/api_calls/day?per=subject",
+		"update customers/acme/overrides/api_calls/day?per=subject",
+		"create customers/acme/overrides/tokens/hour?per=subject",
+		"create customers/acme/overrides/api_calls/day",
+		"create customers/acme/overrides/api_calls/day?per=subject",
+		"create customers/acme",
+	}
+	if !reflect.DeepEqual(resources, wantResources) {
+		t.Errorf("audit =\n  %q\nwant\n  %q", resources, wantResources)
+	}
+	var before map[string]any
+	if err := json.Unmarshal(events[0].Before, &before); err != nil {
+		t.Fatal(err)
+	}
+	if before["per"] != "subject" || before["limit"] != float64(400) {
+		t.Errorf("audit image of the deleted override = %s, want per subject, limit 400", events[0].Before)
+	}
+	planEvents, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 100})
+	mustPut(t, err)
+	for _, e := range planEvents {
+		if e.Resource == "plans/pro" && !strings.Contains(string(e.After), `"per": "subject"`) {
+			t.Errorf("audit image of the plan shows no limit per subject: %s", e.After)
+		}
+	}
+}
+
+func overrideLimits(list []tiers.Override) []tiers.Limit {
+	out := make([]tiers.Limit, len(list))
+	for i, o := range list {
+		out[i] = o.Limit
+	}
+	return out
+}
+
+// The schema refuses a per that is no scope, and two limits of one
+// metric+window+per, whoever writes; a customer-wide limit and one per
+// subject on a metric+window are two rows.
+func TestLimitPerConstraints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := MustOpenSchema(t)
+	MustPutMetrics(t, db, "m")
+	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd})
+	mustPut(t, err)
+	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
+	mustPut(t, err)
+	tests := []struct {
+		name     string
+		pers     []any // the per of each row written, nil for the default
+		wantCode string
+	}{
+		{"default", []any{nil}, ""},
+		{"customer and subject", []any{"customer", "subject"}, ""},
+		{"default and subject", []any{nil, "subject"}, ""},
+		{"unknown per", []any{"user"}, "23514"},
+		{"per in upper case", []any{"SUBJECT"}, "23514"},
+		{"two customer-wide", []any{nil, "customer"}, "23505"},
+		{"two per subject", []any{"subject", "subject"}, "23505"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, q := range []string{
+				`INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode, per)
+				 VALUES ('p', 'm', 'day', $1, 1, 'hard', coalesce($2, 'customer'))`,
+				`INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, per, created_at, updated_at)
+				 SELECT 'c', 'm', 'day', 1, 'hard', coalesce($2, 'customer'), now(), now() WHERE $1::int >= 0`,
+			} {
+				tx, err := s.Pool.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, per := range tc.pers {
+					if _, err = tx.Exec(ctx, q, i, per); err != nil {
+						break
+					}
+				}
+				_ = tx.Rollback(ctx)
+				var pgErr *pgconn.PgError
+				switch {
+				case tc.wantCode == "" && err != nil:
+					t.Errorf("refused: %v\n%s", err, q)
+				case tc.wantCode != "" && (!errors.As(err, &pgErr) || pgErr.Code != tc.wantCode):
+					t.Errorf("err = %v, want SQLSTATE %s\n%s", err, tc.wantCode, q)
 				}
 			}
 		})

@@ -178,7 +178,7 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 			if a.Plan, err = findPlan(ctx, tx, a.Customer.Plan, false); err != nil {
 				return err
 			}
-			a.Overrides, err = findOverrides(ctx, tx, id, "", 0, 0)
+			a.Overrides, err = findOverrides(ctx, tx, id, tiers.LimitKey{}, 0)
 			return err
 		})
 	if err != nil {

@@ -15,29 +15,54 @@ type metricRow struct {
 	Key         string
 	Description string
 	Capacity    map[string]int64
-	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// CreditSchema and Draws decode from the JSON built by metricColumns.
+	CreditSchema []creditRateRow
+	Draws        *creditRateRow
+	Version      int64
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// creditRateRow is a row of credit_rates as metricColumns builds it.
+type creditRateRow struct {
+	Pool    string `json:"pool"`
+	Metric  string `json:"metric"`
+	Credits int64  `json:"credits"`
+	Per     int64  `json:"per"`
 }
 
 func toMetric(r metricRow) tiers.Metric {
 	m := tiers.Metric{
 		Key: r.Key, Description: r.Description, Capacity: make(map[tiers.Window]int64, len(r.Capacity)),
-		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+		CreditSchema: make([]tiers.CreditRate, len(r.CreditSchema)),
+		Version:      r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
 	}
 	for name, v := range r.Capacity {
 		if w, ok := tiers.ParseWindow(name); ok {
 			m.Capacity[w] = v
 		}
 	}
+	for i, c := range r.CreditSchema {
+		m.CreditSchema[i] = tiers.CreditRate{Metric: c.Metric, Credits: c.Credits, Per: c.Per}
+	}
+	if r.Draws != nil {
+		m.Draws = &tiers.Draw{Pool: r.Draws.Pool, Credits: r.Draws.Credits, Per: r.Draws.Per}
+	}
 	return m
 }
 
-// metricColumns selects a metricRow from metrics m.
+// metricColumns selects a metricRow from metrics m: its own credit schema,
+// if it is a pool, and the rate of the pool it draws on, if any.
 const metricColumns = `
 	m.key, m.description,
 	coalesce((SELECT jsonb_object_agg(c.quota_window, c.capacity)
 	          FROM metric_capacities c WHERE c.metric = m.key), '{}') AS capacity,
+	coalesce((SELECT jsonb_agg(jsonb_build_object('metric', r.metric, 'credits', r.credits, 'per', r.per)
+	                           ORDER BY r.position)
+	          FROM credit_rates r WHERE r.pool = m.key), '[]') AS credit_schema,
+	-- At most one: credit_rates_one_pool.
+	(SELECT jsonb_build_object('pool', r.pool, 'credits', r.credits, 'per', r.per)
+	 FROM credit_rates r WHERE r.metric = m.key) AS draws,
 	m.version, m.created_at, m.updated_at`
 
 func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Metric, error) {
@@ -48,7 +73,7 @@ func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Me
 	return findOne(ctx, q, sql, tiers.ErrMetricNotFound, toMetric, key)
 }
 
-// FindMetric returns the metric key.
+// FindMetric returns the metric key, with the pool it draws on (Draws).
 func (db *DB) FindMetric(ctx context.Context, key string) (tiers.Metric, error) {
 	m, err := findMetric(ctx, db.pool, key, false)
 	if err != nil {
@@ -63,7 +88,9 @@ func (db *DB) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric,
 	return findPage(ctx, db.pool, "metrics", page.Limit, toMetric, q, page.After)
 }
 
-// PutMetric creates or replaces a metric and its capacities.
+// PutMetric creates or replaces a metric, its capacities and its credit
+// schema. A schema that breaks the rules of credit pools with the other
+// metrics (tiers.CheckCreditPools) is a *tiers.ValidationError.
 func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Metric]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Metric, error) {
@@ -88,7 +115,10 @@ func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tie
 					return err
 				}
 			}
-			return nil
+			if err := checkCreditPools(ctx, tx, m); err != nil {
+				return err
+			}
+			return replaceCreditSchema(ctx, tx, m)
 		},
 		resource: "metrics/" + m.Key,
 		notify:   NotifyMetric,
@@ -96,7 +126,75 @@ func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tie
 	})
 }
 
-// DeleteMetric deletes a metric unless a plan or an override uses it.
+// checkCreditPools returns a *tiers.ValidationError unless m's credit
+// schema keeps the rules of credit pools with the metrics as tx sees them.
+// m is locked already (FOR UPDATE), so no pool can name it meanwhile; the
+// metrics its schema names are locked against becoming pools (FOR KEY
+// SHARE conflicts with their writers' FOR UPDATE) or going away. Two pools
+// that name one metric at once meet at credit_rates_one_pool.
+func checkCreditPools(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
+	if len(m.CreditSchema) == 0 {
+		return nil
+	}
+	names := make([]string, len(m.CreditSchema))
+	for i, r := range m.CreditSchema {
+		names[i] = r.Metric
+	}
+	const lock = `SELECT 1 FROM metrics WHERE key = ANY($1) FOR KEY SHARE`
+	if _, err := tx.Exec(ctx, lock, names); err != nil {
+		return err
+	}
+	// Metrics are few: the rules read them all.
+	const q = `SELECT ` + metricColumns + ` FROM metrics m`
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		return err
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[metricRow])
+	if err != nil {
+		return err
+	}
+	metrics := make(map[string]tiers.Metric, len(list))
+	for _, r := range list {
+		metrics[r.Key] = toMetric(r)
+	}
+	return tiers.CheckCreditPools(m, metrics)
+}
+
+// replaceCreditSchema writes m's credit schema in place of the one it had.
+func replaceCreditSchema(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
+	const deleteRates = `DELETE FROM credit_rates WHERE pool = $1`
+	if _, err := tx.Exec(ctx, deleteRates, m.Key); err != nil {
+		return err
+	}
+	if len(m.CreditSchema) == 0 {
+		return nil
+	}
+	n := len(m.CreditSchema)
+	var (
+		metrics   = make([]string, n)
+		credits   = make([]int64, n)
+		pers      = make([]int64, n)
+		positions = make([]int16, n)
+	)
+	for i, r := range m.CreditSchema {
+		metrics[i], credits[i], pers[i], positions[i] = r.Metric, r.Credits, r.Per, int16(i)
+	}
+	const q = `
+		INSERT INTO credit_rates (pool, metric, credits, per, position)
+		SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::bigint[], $5::smallint[])`
+	_, err := tx.Exec(ctx, q, m.Key, metrics, credits, pers, positions)
+	if isCode(err, "23505") || isCode(err, "23503") {
+		// unique_violation: another pool named one of the metrics
+		// meanwhile; foreign_key_violation: one went away. Run again:
+		// checkCreditPools then says which.
+		return errRetry
+	}
+	return err
+}
+
+// DeleteMetric deletes a metric unless a plan or an override uses it, or a
+// credit pool's schema names it; a pool's schema goes with it.
 func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
 	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findMetric(ctx, tx, key, true)
@@ -111,7 +209,8 @@ func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error
 		}
 		const inUse = `
 			SELECT EXISTS (SELECT 1 FROM plan_limits WHERE metric = $1)
-			    OR EXISTS (SELECT 1 FROM overrides WHERE metric = $1)`
+			    OR EXISTS (SELECT 1 FROM overrides WHERE metric = $1)
+			    OR EXISTS (SELECT 1 FROM credit_rates WHERE metric = $1)`
 		var used bool
 		if err := tx.QueryRow(ctx, inUse, key).Scan(&used); err != nil {
 			return err

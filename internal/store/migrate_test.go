@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
 )
 
@@ -91,4 +92,46 @@ func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 		t.Fatal(err)
 	}
 	return defs
+}
+
+// Migrating below 13 drops what a quotad of 12 cannot read: limits per
+// subject and credit pools; customer-wide limits stay as they were.
+func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := MustOpenSchema(t)
+	MustPutMetrics(t, db, "m", "pool")
+	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "pool", CreditSchema: []tiers.CreditRate{rate("m", 1, 1)}})
+	mustPut(t, err)
+	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+		{Metric: "m", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
+		{Metric: "m", Window: tiers.Day, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
+	}})
+	mustPut(t, err)
+	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
+	mustPut(t, err)
+	for _, per := range []tiers.Per{tiers.PerCustomer, tiers.PerSubject} {
+		_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "c",
+			Limit: tiers.Limit{Metric: "m", Window: tiers.Day, Limit: 5, Mode: tiers.Hard, Per: per}})
+		mustPut(t, err)
+	}
+	if err := db.MigrateTo(12); err != nil {
+		t.Fatalf("migrate to 12: %v", err)
+	}
+	var limits, overrides int
+	var rates bool
+	err = s.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM plan_limits), (SELECT count(*) FROM overrides),
+		to_regclass('credit_rates') IS NOT NULL`).Scan(&limits, &overrides, &rates)
+	if err != nil || limits != 1 || overrides != 1 || rates {
+		t.Errorf("after migrating down: %d plan limits, %d overrides, credit_rates %v (%v); want 1, 1, gone",
+			limits, overrides, rates, err)
+	}
+	if err := db.MigrateUp(ctx); err != nil {
+		t.Fatalf("migrate up again: %v", err)
+	}
+	p, err := db.FindPlan(ctx, "p")
+	mustPut(t, err)
+	if len(p.Limits) != 1 || p.Limits[0].Per != tiers.PerCustomer {
+		t.Errorf("plan after the round trip = %+v", p.Limits)
+	}
 }

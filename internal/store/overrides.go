@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +24,7 @@ type overrideRow struct {
 	Ceiling            *int64     `json:"ceiling"`
 	Algorithm          *string    `json:"algorithm"`
 	Burst              *int64     `json:"burst"`
+	Per                string     `json:"per"`
 	ExpiresAt          *time.Time `json:"expires_at"`
 	Reason             string     `json:"reason"`
 	Version            int64      `json:"version"`
@@ -35,6 +35,7 @@ type overrideRow struct {
 func toOverride(r overrideRow) tiers.Override {
 	w, _ := tiers.ParseWindow(r.QuotaWindow) // the schema admits only valid windows
 	m, _ := tiers.ParseMode(r.Mode)
+	per, _ := tiers.ParsePer(r.Per)
 	var a tiers.Algorithm // null: the default
 	if r.Algorithm != nil {
 		a, _ = tiers.ParseAlgorithm(*r.Algorithm)
@@ -44,7 +45,7 @@ func toOverride(r overrideRow) tiers.Override {
 		Limit: tiers.Limit{
 			Metric: r.Metric, Window: w, Limit: r.LimitValue, Mode: m,
 			OveragePercent: int64(r.OveragePercent), OveragePriceMicros: r.OveragePriceMicros, Ceiling: r.Ceiling,
-			Algorithm: a, Burst: r.Burst,
+			Algorithm: a, Burst: r.Burst, Per: per,
 		},
 		ExpiresAt: utcPtr(r.ExpiresAt), Reason: r.Reason,
 		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
@@ -53,21 +54,25 @@ func toOverride(r overrideRow) tiers.Override {
 
 const overrideColumns = `
 	o.customer_id, o.metric, o.quota_window, o.limit_value, o.mode, o.overage_percent,
-	o.overage_price_micros, o.ceiling, o.algorithm, o.burst, o.expires_at, o.reason, o.version, o.created_at, o.updated_at`
+	o.overage_price_micros, o.ceiling, o.algorithm, o.burst, o.per, o.expires_at, o.reason, o.version,
+	o.created_at, o.updated_at`
 
-// findOverrides lists a customer's overrides by metric, then window, after
-// (afterMetric, afterRank); limit 0 means all.
-func findOverrides(ctx context.Context, q querier, customer, afterMetric string, afterRank, limit int) ([]tiers.Override, error) {
+// findOverrides lists a customer's overrides by metric, then window, then
+// per (the customer's before the one per subject: 'customer' < 'subject'),
+// after the override on after (the zero key: from the first); limit 0
+// means all.
+func findOverrides(ctx context.Context, q querier, customer string, after tiers.LimitKey, limit int) ([]tiers.Override, error) {
 	const sql = `SELECT ` + overrideColumns + `
 		FROM overrides o
-		WHERE o.customer_id = $1 AND (o.metric, window_rank(o.quota_window)) > ($2, $3)
-		ORDER BY o.metric, window_rank(o.quota_window)
-		LIMIT $4`
+		WHERE o.customer_id = $1 AND (o.metric, window_rank(o.quota_window), o.per) > ($2, $3, $4)
+		ORDER BY o.metric, window_rank(o.quota_window), o.per
+		LIMIT $5`
 	var lim *int
 	if limit > 0 {
 		lim = &limit
 	}
-	rows, err := q.Query(ctx, sql, customer, afterMetric, afterRank, lim)
+	// The zero key sorts before every override: no metric is "".
+	rows, err := q.Query(ctx, sql, customer, after.Metric, int(after.Window), after.Per.String(), lim)
 	if err != nil {
 		return nil, err
 	}
@@ -84,24 +89,20 @@ func findOverrides(ctx context.Context, q querier, customer, afterMetric string,
 
 func findOverride(ctx context.Context, q querier, customer string, k tiers.LimitKey, lock bool) (tiers.Override, error) {
 	sql := `SELECT ` + overrideColumns + ` FROM overrides o
-		WHERE o.customer_id = $1 AND o.metric = $2 AND o.quota_window = $3`
+		WHERE o.customer_id = $1 AND o.metric = $2 AND o.quota_window = $3 AND o.per = $4`
 	if lock {
 		sql += ` FOR UPDATE`
 	}
-	return findOne(ctx, q, sql, tiers.ErrOverrideNotFound, toOverride, customer, k.Metric, k.Window.String())
+	return findOne(ctx, q, sql, tiers.ErrOverrideNotFound, toOverride, customer, k.Metric, k.Window.String(), k.Per.String())
 }
 
-// OverrideCursor is the page position after an override: its metric and
-// window.
-func OverrideCursor(o tiers.Override) string { return o.Metric + "/" + o.Window.String() }
-
-func parseOverrideCursor(s string) (metric string, rank int) {
-	if s == "" {
-		return "", 0
+// overrideResource names an override in the audit log as its URL does.
+func overrideResource(customer string, k tiers.LimitKey) string {
+	r := fmt.Sprintf("customers/%s/overrides/%s/%s", customer, k.Metric, k.Window)
+	if k.Per != tiers.PerCustomer {
+		r += "?per=" + k.Per.String()
 	}
-	m, w, _ := strings.Cut(s, "/")
-	win, _ := tiers.ParseWindow(w)
-	return m, int(win)
+	return r
 }
 
 // requireCustomer returns tiers.ErrCustomerNotFound unless the customer
@@ -155,22 +156,29 @@ func (db *DB) FindOverride(ctx context.Context, customer string, k tiers.LimitKe
 		return err
 	})
 	if err != nil {
-		return tiers.Override{}, fmt.Errorf("find override[%s/%s/%s]: %w", customer, k.Metric, k.Window, mapErr(err))
+		return tiers.Override{}, fmt.Errorf("find override[%s/%s]: %w", customer, k, mapErr(err))
 	}
 	return o, nil
 }
 
-// FindOverrides returns one page of a customer's overrides, by metric then
-// window; page.After is an OverrideCursor.
+// FindOverrides returns one page of a customer's overrides, by metric, then
+// window, then per; page.After is the tiers.LimitKey (as its String) of
+// the last override of the page before.
 func (db *DB) FindOverrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error) {
 	var list []tiers.Override
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
-		metric, rank := parseOverrideCursor(page.After)
+		var after tiers.LimitKey
+		if page.After != "" {
+			var ok bool
+			if after, ok = tiers.ParseLimitKey(page.After); !ok {
+				return tiers.Invalid("cursor", "is not a cursor this service returned")
+			}
+		}
 		var err error
-		list, err = findOverrides(ctx, tx, customer, metric, rank, page.Limit+1)
+		list, err = findOverrides(ctx, tx, customer, after, page.Limit+1)
 		return err
 	})
 	if err != nil {
@@ -202,18 +210,18 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 				UPDATE overrides SET limit_value = $4, mode = $5, overage_percent = $6, overage_price_micros = $7,
 				       ceiling = $8, algorithm = $12, burst = $13, expires_at = $9, reason = $10,
 				       version = version + 1, updated_at = $11
-				WHERE customer_id = $1 AND metric = $2 AND quota_window = $3`
+				WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND per = $14`
 			const insert = `
 				INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, overage_percent,
 				                       overage_price_micros, ceiling, expires_at, reason, created_at, updated_at,
-				                       algorithm, burst)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13)
-				ON CONFLICT (customer_id, metric, quota_window) DO NOTHING`
+				                       algorithm, burst, per)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14)
+				ON CONFLICT (customer_id, metric, quota_window, per) DO NOTHING`
 			return upsert(ctx, tx, exists, update, insert, o.Customer, o.Metric, o.Window.String(), o.Limit.Limit,
 				o.Mode.String(), o.OveragePercent, o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At,
-				algorithmColumn(o.Limit), o.Burst)
+				algorithmColumn(o.Limit), o.Burst, o.Per.String())
 		},
-		resource: fmt.Sprintf("customers/%s/overrides/%s/%s", o.Customer, o.Metric, o.Window),
+		resource: overrideResource(o.Customer, o.Key()),
 		customer: o.Customer,
 		notify:   NotifyCustomer,
 		key:      o.Customer,
@@ -222,7 +230,7 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 
 // DeleteOverride deletes a customer's override.
 func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string, k tiers.LimitKey) error {
-	resource := fmt.Sprintf("customers/%s/overrides/%s/%s", customer, k.Metric, k.Window)
+	resource := overrideResource(customer, k)
 	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
@@ -240,8 +248,8 @@ func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string
 		if err := w.IfMatch.Check(true, old.Version); err != nil {
 			return err
 		}
-		const q = `DELETE FROM overrides WHERE customer_id = $1 AND metric = $2 AND quota_window = $3`
-		if _, err := tx.Exec(ctx, q, customer, k.Metric, k.Window.String()); err != nil {
+		const q = `DELETE FROM overrides WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND per = $4`
+		if _, err := tx.Exec(ctx, q, customer, k.Metric, k.Window.String(), k.Per.String()); err != nil {
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: resource, customer: customer, before: old}

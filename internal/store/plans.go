@@ -40,6 +40,7 @@ type limitRow struct {
 	Ceiling            *int64           `json:"ceiling"`
 	Algorithm          *tiers.Algorithm `json:"algorithm"`
 	Burst              *int64           `json:"burst"`
+	Per                tiers.Per        `json:"per"`
 }
 
 func toPlan(r planRow) tiers.Plan {
@@ -48,7 +49,7 @@ func toPlan(r planRow) tiers.Plan {
 		limits[i] = tiers.Limit{
 			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
 			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
-			Burst: l.Burst,
+			Burst: l.Burst, Per: l.Per,
 		}
 		if l.Algorithm != nil {
 			limits[i].Algorithm = *l.Algorithm
@@ -79,7 +80,7 @@ const planColumns = `
 	              'metric', l.metric, 'window', l.quota_window, 'limit', l.limit_value,
 	              'mode', l.mode, 'overage_percent', l.overage_percent,
 	              'overage_price_micros', l.overage_price_micros, 'ceiling', l.ceiling,
-	              'algorithm', l.algorithm, 'burst', l.burst)
+	              'algorithm', l.algorithm, 'burst', l.burst, 'per', l.per)
 	              ORDER BY l.position)
 	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
 	p.version, p.created_at, p.updated_at`
@@ -201,20 +202,21 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 		ceilings   = make([]*int64, n)
 		algorithms = make([]*string, n)
 		bursts     = make([]*int64, n)
+		pers       = make([]string, n)
 	)
 	for i, l := range p.Limits {
 		metrics[i], windows[i], positions[i] = l.Metric, l.Window.String(), int16(i)
 		values[i], modes[i], percents[i] = l.Limit, l.Mode.String(), l.OveragePercent
 		prices[i], ceilings[i] = l.OveragePriceMicros, l.Ceiling
-		algorithms[i], bursts[i] = algorithmColumn(l), l.Burst
+		algorithms[i], bursts[i], pers[i] = algorithmColumn(l), l.Burst, l.Per.String()
 	}
 	const q = `
 		INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode,
-		                         overage_percent, overage_price_micros, ceiling, algorithm, burst)
+		                         overage_percent, overage_price_micros, ceiling, algorithm, burst, per)
 		SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::text[],
-		                         $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[])`
+		                         $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $12::text[])`
 	_, err := tx.Exec(ctx, q, p.Key, metrics, windows, positions, values, modes, percents, prices, ceilings,
-		algorithms, bursts)
+		algorithms, bursts, pers)
 	if isCode(err, "23503") { // foreign_key_violation: a metric went away meanwhile
 		return errRetry
 	}

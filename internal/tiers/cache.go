@@ -12,7 +12,8 @@ import (
 )
 
 // CacheSource is what a Cache loads from; the PostgreSQL store implements
-// it. FindMetric returns ErrMetricNotFound and FindPlan ErrPlanNotFound
+// it. FindMetric fills the metric's Draws from its pool's credit schema.
+// FindMetric returns ErrMetricNotFound and FindPlan ErrPlanNotFound
 // for what does not exist; every method returns ErrUnavailable when the
 // source cannot be reached. Implementations are safe for concurrent use.
 type CacheSource interface {
@@ -190,13 +191,17 @@ func NewCache(src CacheSource, maxCustomers int) *Cache {
 	}
 }
 
-// Invalidate drops what the cache holds for the changed entry.
+// Invalidate drops what the cache holds for the changed entry: the
+// customer or the plan, or, for a metric, every metric (a metric's Draws
+// comes from another's credit schema).
 func (c *Cache) Invalidate(ch Change) {
 	c.gen.Add(1)
 	c.mu.Lock()
 	switch ch.Kind {
 	case MetricChanged:
-		delete(c.metrics, ch.Key)
+		// A metric's Draws is its pool's schema: a change of one metric
+		// may change another. Metrics are few; all of them go.
+		clear(c.metrics)
 	case PlanChanged:
 		delete(c.plans, ch.Key)
 	case CustomerChanged:
@@ -221,7 +226,8 @@ func (c *Cache) Purge() {
 	c.mu.Unlock()
 }
 
-// Metric returns the metric key, or ErrMetricNotFound.
+// Metric returns the metric key, Draws filled as the source fills it, or
+// ErrMetricNotFound.
 func (c *Cache) Metric(ctx context.Context, key string) (Metric, error) {
 	c.mu.RLock()
 	m, ok := c.metrics[key]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -78,7 +79,23 @@ func (s *fakeSource) FindMetric(ctx context.Context, key string) (Metric, error)
 	case !ok:
 		return Metric{}, fmt.Errorf("find metric %q: %w", key, ErrMetricNotFound)
 	}
+	m.Draws = s.draws(key)
 	return m, nil
+}
+
+// draws fills a metric's Draws as the store does: from the schema of the
+// pool that names it.
+func (s *fakeSource) draws(key string) *Draw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pool, m := range s.metrics {
+		for _, r := range m.CreditSchema {
+			if r.Metric == key {
+				return &Draw{Pool: pool, Credits: r.Credits, Per: r.Per}
+			}
+		}
+	}
+	return nil
 }
 
 func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
@@ -183,15 +200,18 @@ func TestCacheMetric(t *testing.T) {
 		{name: "a change without invalidation is not seen",
 			before: func() { src.setMetric(Metric{Key: "api_calls", Description: "v2", Version: 2}) },
 			key:    "api_calls", wantDesc: "v1", wantLoads: 1},
-		{name: "invalidating another metric keeps this one",
-			before: func() { c.Invalidate(Change{Kind: MetricChanged, Key: "tokens"}) },
-			key:    "api_calls", wantDesc: "v1", wantLoads: 1},
 		{name: "invalidating a plan of the same name keeps the metric",
 			before: func() { c.Invalidate(Change{Kind: PlanChanged, Key: "api_calls"}) },
 			key:    "api_calls", wantDesc: "v1", wantLoads: 1},
-		{name: "invalidation reloads",
-			before: func() { c.Invalidate(Change{Kind: MetricChanged, Key: "api_calls"}) },
+		{name: "invalidating another metric drops this one too (its pool's schema may have changed)",
+			before: func() { c.Invalidate(Change{Kind: MetricChanged, Key: "tokens"}) },
 			key:    "api_calls", wantDesc: "v2", wantLoads: 2},
+		{name: "invalidation reloads",
+			before: func() {
+				src.setMetric(Metric{Key: "api_calls", Description: "v3", Version: 3})
+				c.Invalidate(Change{Kind: MetricChanged, Key: "api_calls"})
+			},
+			key: "api_calls", wantDesc: "v3", wantLoads: 3},
 		{name: "missing metric", key: "nope", wantErr: ErrMetricNotFound, wantLoads: 1},
 		{name: "missing metric is remembered", key: "nope", wantErr: ErrMetricNotFound, wantLoads: 1},
 		{name: "declared metric appears after invalidation",
@@ -210,7 +230,7 @@ func TestCacheMetric(t *testing.T) {
 			key: "nope", wantErr: ErrMetricNotFound, wantLoads: 3},
 		{name: "purge reloads everything",
 			before: func() { c.Purge() },
-			key:    "api_calls", wantDesc: "v2", wantLoads: 3},
+			key:    "api_calls", wantDesc: "v3", wantLoads: 4},
 	}
 	for _, st := range steps {
 		if st.before != nil {
@@ -227,6 +247,56 @@ func TestCacheMetric(t *testing.T) {
 		}
 		if got := src.count("m:" + st.key); got != st.wantLoads {
 			t.Errorf("%s: %d loads of %q, want %d", st.name, got, st.key, st.wantLoads)
+		}
+	}
+}
+
+// A metric's Draws is its pool's: the cache hands it out as the source
+// fills it, and a change of the pool reaches the metrics that draw on it.
+func TestCacheMetricDraws(t *testing.T) {
+	ctx := context.Background()
+	src := newFakeSource()
+	src.setMetric(Metric{Key: "gpt4_tokens"})
+	src.setMetric(Metric{Key: "images"})
+	src.setMetric(Metric{Key: "credits", CreditSchema: []CreditRate{{Metric: "gpt4_tokens", Credits: 3, Per: 100}}})
+	c := NewCache(src, 0)
+
+	steps := []struct {
+		name   string
+		before func()
+		key    string
+		want   *Draw
+	}{
+		{name: "a metric the pool names", key: "gpt4_tokens", want: &Draw{Pool: "credits", Credits: 3, Per: 100}},
+		{name: "a metric no pool names", key: "images"},
+		{name: "the pool itself draws on none", key: "credits"},
+		{name: "a new rate reaches the metric once the pool is invalidated",
+			before: func() {
+				src.setMetric(Metric{Key: "credits", CreditSchema: []CreditRate{
+					{Metric: "gpt4_tokens", Credits: 5, Per: 100}, {Metric: "images", Credits: 10, Per: 1}}})
+				c.Invalidate(Change{Kind: MetricChanged, Key: "credits"})
+			},
+			key: "gpt4_tokens", want: &Draw{Pool: "credits", Credits: 5, Per: 100}},
+		{name: "a metric the pool names now", key: "images", want: &Draw{Pool: "credits", Credits: 10, Per: 1}},
+		{name: "the pool's deletion frees the metrics",
+			before: func() {
+				src.mu.Lock()
+				delete(src.metrics, "credits")
+				src.mu.Unlock()
+				c.Invalidate(Change{Kind: MetricChanged, Key: "credits", Deleted: true})
+			},
+			key: "images"},
+	}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		m, err := c.Metric(ctx, st.key)
+		if err != nil {
+			t.Fatalf("%s: Metric(%q): %v", st.name, st.key, err)
+		}
+		if !reflect.DeepEqual(m.Draws, st.want) {
+			t.Errorf("%s: Metric(%q).Draws = %+v, want %+v", st.name, st.key, m.Draws, st.want)
 		}
 	}
 }

@@ -23,9 +23,12 @@ type EffectiveLimit struct {
 }
 
 // Effective lays the customer's unexpired overrides over its plan's limits:
-// an override replaces the plan's limit on its metric+window, or adds one.
-// The result is ordered by metric, then window from shortest to longest. It
-// is a pure function of its inputs, so callers may run it on cached values.
+// an override replaces the plan's limit on its metric+window+per (a
+// per-subject override the plan's limit per subject, a customer-wide one
+// the customer-wide limit), or adds one. The result is ordered by metric,
+// then window from shortest to longest, then the customer's limit before
+// the one per subject. It is a pure function of its inputs, so callers
+// may run it on cached values.
 func Effective(plan Plan, overrides []Override, now time.Time) []EffectiveLimit {
 	out := make([]EffectiveLimit, 0, len(plan.Limits)+len(overrides))
 	live := make(map[LimitKey]Override, len(overrides))
@@ -47,9 +50,16 @@ func Effective(plan Plan, overrides []Override, now time.Time) []EffectiveLimit 
 		out = append(out, EffectiveLimit{Limit: o.Limit, Source: FromOverride, ExpiresAt: o.ExpiresAt})
 	}
 	slices.SortFunc(out, func(a, b EffectiveLimit) int {
-		return cmp.Or(cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.Window, b.Window))
+		return CompareLimitKeys(a.Key(), b.Key())
 	})
 	return out
+}
+
+// CompareLimitKeys orders limit keys as the catalog lists limits: by
+// metric, then window from shortest to longest, then the customer's before
+// the one per subject.
+func CompareLimitKeys(a, b LimitKey) int {
+	return cmp.Or(cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.Window, b.Window), cmp.Compare(a.Per, b.Per))
 }
 
 // NextExpiry returns the earliest expiry after now among overrides, or the

@@ -19,6 +19,12 @@ func override(l Limit, expires *time.Time) Override {
 	return Override{Customer: "acme", Limit: l, ExpiresAt: expires}
 }
 
+// subject returns l per subject.
+func subject(l Limit) Limit {
+	l.Per = PerSubject
+	return l
+}
+
 func fromPlan(l Limit) EffectiveLimit { return EffectiveLimit{Limit: l, Source: FromPlan} }
 
 func fromOverride(l Limit, expires *time.Time) EffectiveLimit {
@@ -42,8 +48,8 @@ func describe(list []EffectiveLimit) string {
 		if e.ExpiresAt != nil {
 			exp = e.ExpiresAt.Format(time.RFC3339Nano)
 		}
-		fmt.Fprintf(&b, "  %s/%s limit=%d mode=%s pct=%d price=%s ceiling=%s source=%s expires=%s\n",
-			e.Metric, e.Window, e.Limit.Limit, e.Mode, e.OveragePercent, opt(e.OveragePriceMicros), opt(e.Ceiling), e.Source, exp)
+		fmt.Fprintf(&b, "  %s limit=%d mode=%s pct=%d price=%s ceiling=%s source=%s expires=%s\n",
+			e.Key(), e.Limit.Limit, e.Mode, e.OveragePercent, opt(e.OveragePriceMicros), opt(e.Ceiling), e.Source, exp)
 	}
 	return b.String()
 }
@@ -191,6 +197,63 @@ func TestEffective(t *testing.T) {
 			want:      []EffectiveLimit{fromOverride(hard("api_calls", Day, 10), nil)},
 		},
 		{
+			name: "limits per subject beside the customer's, the customer's first",
+			plan: []Limit{subject(hard("api_calls", Day, 100)), hard("api_calls", Day, 1000), subject(hard("api_calls", Second, 1))},
+			want: []EffectiveLimit{
+				fromPlan(subject(hard("api_calls", Second, 1))),
+				fromPlan(hard("api_calls", Day, 1000)),
+				fromPlan(subject(hard("api_calls", Day, 100))),
+			},
+		},
+		{
+			name:      "a per-subject override replaces the plan's limit per subject, not the customer's",
+			plan:      []Limit{hard("api_calls", Day, 1000), subject(hard("api_calls", Day, 100))},
+			overrides: []Override{override(subject(hard("api_calls", Day, 300)), &later)},
+			want: []EffectiveLimit{
+				fromPlan(hard("api_calls", Day, 1000)),
+				fromOverride(subject(hard("api_calls", Day, 300)), &later),
+			},
+		},
+		{
+			name:      "a customer-wide override replaces the customer's limit, not the one per subject",
+			plan:      []Limit{hard("api_calls", Day, 1000), subject(hard("api_calls", Day, 100))},
+			overrides: []Override{override(hard("api_calls", Day, 5000), nil)},
+			want: []EffectiveLimit{
+				fromOverride(hard("api_calls", Day, 5000), nil),
+				fromPlan(subject(hard("api_calls", Day, 100))),
+			},
+		},
+		{
+			name:      "a per-subject override adds a limit per subject beside the plan's customer-wide one",
+			plan:      []Limit{hard("api_calls", Day, 1000)},
+			overrides: []Override{override(subject(hard("api_calls", Day, 50)), nil)},
+			want: []EffectiveLimit{
+				fromPlan(hard("api_calls", Day, 1000)),
+				fromOverride(subject(hard("api_calls", Day, 50)), nil),
+			},
+		},
+		{
+			name: "overrides of both kinds on one metric+window",
+			plan: []Limit{hard("api_calls", Day, 1000), subject(hard("api_calls", Day, 100))},
+			overrides: []Override{
+				override(subject(hard("api_calls", Day, 200)), nil),
+				override(hard("api_calls", Day, 2000), &later),
+			},
+			want: []EffectiveLimit{
+				fromOverride(hard("api_calls", Day, 2000), &later),
+				fromOverride(subject(hard("api_calls", Day, 200)), nil),
+			},
+		},
+		{
+			name:      "an expired per-subject override gives the plan's limit per subject back",
+			plan:      []Limit{hard("api_calls", Day, 1000), subject(hard("api_calls", Day, 100))},
+			overrides: []Override{override(subject(hard("api_calls", Day, 300)), &earlier)},
+			want: []EffectiveLimit{
+				fromPlan(hard("api_calls", Day, 1000)),
+				fromPlan(subject(hard("api_calls", Day, 100))),
+			},
+		},
+		{
 			name:      "expired elastic override leaves the soft plan limit untouched",
 			plan:      []Limit{soft},
 			overrides: []Override{override(elastic, &earlier)},
@@ -215,10 +278,12 @@ func TestEffectiveDeterministic(t *testing.T) {
 	later := t0.Add(time.Hour)
 	expired := t0.Add(-time.Second)
 	limits := []Limit{
-		hard("a", Second, 1), hard("a", Day, 2), hard("b", Minute, 3), hard("b", Month, 4), hard("c", Week, 5),
+		hard("a", Second, 1), subject(hard("a", Day, 7)), hard("a", Day, 2), hard("b", Minute, 3), hard("b", Month, 4),
+		hard("c", Week, 5),
 	}
 	overrides := []Override{
 		override(hard("a", Day, 20), nil),
+		override(subject(hard("b", Minute, 33)), nil),
 		override(hard("b", Hour, 30), &later),
 		override(hard("c", Week, 50), &expired),
 		override(hard("d", Second, 60), nil),
@@ -226,7 +291,9 @@ func TestEffectiveDeterministic(t *testing.T) {
 	want := []EffectiveLimit{
 		fromPlan(hard("a", Second, 1)),
 		fromOverride(hard("a", Day, 20), nil),
+		fromPlan(subject(hard("a", Day, 7))),
 		fromPlan(hard("b", Minute, 3)),
+		fromOverride(subject(hard("b", Minute, 33)), nil),
 		fromOverride(hard("b", Hour, 30), &later),
 		fromPlan(hard("b", Month, 4)),
 		fromPlan(hard("c", Week, 5)),

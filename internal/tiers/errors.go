@@ -14,7 +14,8 @@ var (
 	ErrCustomerNotFound = errors.New("customer not found")
 	ErrOverrideNotFound = errors.New("override not found")
 
-	// ErrMetricInUse: a plan or an override (expired ones too) limits the metric.
+	// ErrMetricInUse: a plan or an override (expired ones too) limits the
+	// metric, or a credit pool's schema names it.
 	ErrMetricInUse = errors.New("metric is in use")
 	// ErrPlanInUse: customers are on the plan.
 	ErrPlanInUse = errors.New("plan is in use")
@@ -88,6 +89,12 @@ func (p *problems) err() error {
 	return &ValidationError{Fields: p.list}
 }
 
+// sortFields orders field errors by field, those of one list's entries
+// (credit_schema[2] and credit_schema[10]) in the order they came.
 func sortFields(list []FieldError) {
-	slices.SortFunc(list, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
+	name := func(f FieldError) string {
+		n, _, _ := strings.Cut(f.Field, "[")
+		return n
+	}
+	slices.SortStableFunc(list, func(a, b FieldError) int { return strings.Compare(name(a), name(b)) })
 }

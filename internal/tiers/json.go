@@ -7,8 +7,10 @@ import (
 
 // How limits look in JSON: in API answers (plans, overrides, effective
 // limits) and in the audit log's images of plans and overrides. Every
-// field is always there, except two:
+// field is always there, except three:
 //
+//   - "per" is shown on limits per subject only ("per": "subject"): a
+//     customer-wide limit looks as it did before limits per subject;
 //   - "algorithm" is shown on short windows only, the default named
 //     ("sliding_window" when the limit names none); long windows have none;
 //   - "burst" is shown for token buckets only: the bucket's size, the burst
@@ -21,12 +23,13 @@ import (
 //
 // Decoding (by the struct tags) reads the fields as they are: a shown limit
 // decodes into one that counts the same, a token bucket's burst set even
-// where it was not.
+// where it was not, and either value of per ("customer" or "subject").
 
 // limitJSON is a Limit as JSON shows it.
 type limitJSON struct {
 	Metric             string     `json:"metric"`
 	Window             Window     `json:"window"`
+	Per                *Per       `json:"per,omitempty"`
 	Limit              int64      `json:"limit"`
 	Mode               Mode       `json:"mode"`
 	OveragePercent     int64      `json:"overage_percent"`
@@ -38,10 +41,20 @@ type limitJSON struct {
 
 func (l Limit) toJSON() limitJSON {
 	return limitJSON{
-		Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
+		Metric: l.Metric, Window: l.Window, Per: l.ShownPer(), Limit: l.Limit, Mode: l.Mode,
 		OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
 		Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(),
 	}
+}
+
+// ShownPer returns the per the API shows for l: nil for a customer-wide
+// limit (the default, left out), else its own (PerSubject).
+func (l Limit) ShownPer() *Per {
+	if l.Per == PerCustomer {
+		return nil
+	}
+	p := l.Per
+	return &p
 }
 
 // ShownAlgorithm returns the algorithm the API shows for l: its own on a

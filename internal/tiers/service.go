@@ -61,7 +61,8 @@ func (s *Service) Metrics(ctx context.Context, page Page) ([]Metric, bool, error
 	return s.store.FindMetrics(ctx, page)
 }
 
-// PutMetric creates or replaces the metric key.
+// PutMetric creates or replaces the metric key. The rules of credit pools
+// that span metrics are the store's to check, in the write's transaction.
 func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec MetricSpec) (Metric, bool, error) {
 	m, err := spec.Validate(key)
 	if err != nil {
@@ -75,7 +76,8 @@ func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec Metri
 	return m, created, nil
 }
 
-// DeleteMetric deletes the metric key unless a plan or override uses it.
+// DeleteMetric deletes the metric key unless a plan or override uses it or
+// a credit pool names it; a pool's schema goes with it.
 func (s *Service) DeleteMetric(ctx context.Context, w Write, key string) error {
 	if err := CheckKey("metric", key); err != nil {
 		return err
@@ -171,9 +173,10 @@ func (s *Service) DeleteCustomer(ctx context.Context, w Write, id string) error 
 	return nil
 }
 
-// Override returns the customer's override on metric+window.
-func (s *Service) Override(ctx context.Context, customer, metric, window string) (Override, error) {
-	k, err := overrideKey(customer, metric, window)
+// Override returns the customer's override on metric+window, customer-wide
+// or per subject as per says ("" is "customer").
+func (s *Service) Override(ctx context.Context, customer, metric, window, per string) (Override, error) {
+	k, err := overrideKey(customer, metric, window, per)
 	if err != nil {
 		return Override{}, err
 	}
@@ -202,48 +205,41 @@ func (s *Service) Overrides(ctx context.Context, customer string, page Page) ([]
 	return list, more, nil
 }
 
-// PutOverride creates or replaces the customer's override on metric+window.
-func (s *Service) PutOverride(ctx context.Context, w Write, customer, metric, window string, spec OverrideSpec) (Override, bool, error) {
+// PutOverride creates or replaces the customer's override on metric+window,
+// customer-wide or per subject as per says ("" is "customer").
+func (s *Service) PutOverride(ctx context.Context, w Write, customer, metric, window, per string, spec OverrideSpec) (Override, bool, error) {
 	w = s.stamp(w)
-	o, err := spec.Validate(customer, metric, window, w.At)
+	o, err := spec.Validate(customer, metric, window, per, w.At)
 	if err != nil {
 		return Override{}, false, err
 	}
 	o, created, err := s.store.PutOverride(ctx, w, o)
 	if err != nil {
-		return Override{}, false, fmt.Errorf("put override[%s/%s/%s]: %w", customer, metric, window, err)
+		return Override{}, false, fmt.Errorf("put override[%s/%s]: %w", customer, o.Key(), err)
 	}
 	o.Expired = o.ExpiredAt(w.At)
 	s.onChange(Change{Kind: CustomerChanged, Key: customer})
 	return o, created, nil
 }
 
-// DeleteOverride deletes the customer's override on metric+window.
-func (s *Service) DeleteOverride(ctx context.Context, w Write, customer, metric, window string) error {
-	k, err := overrideKey(customer, metric, window)
+// DeleteOverride deletes the customer's override on metric+window,
+// customer-wide or per subject as per says ("" is "customer").
+func (s *Service) DeleteOverride(ctx context.Context, w Write, customer, metric, window, per string) error {
+	k, err := overrideKey(customer, metric, window, per)
 	if err != nil {
 		return err
 	}
 	if err := s.store.DeleteOverride(ctx, s.stamp(w), customer, k); err != nil {
-		return fmt.Errorf("delete override[%s/%s/%s]: %w", customer, metric, window, err)
+		return fmt.Errorf("delete override[%s/%s]: %w", customer, k, err)
 	}
 	s.onChange(Change{Kind: CustomerChanged, Key: customer})
 	return nil
 }
 
-func overrideKey(customer, metric, window string) (LimitKey, error) {
+func overrideKey(customer, metric, window, per string) (LimitKey, error) {
 	var p problems
-	if !ValidCustomerID(customer) {
-		p.add("customer", customerIDRule)
-	}
-	if !ValidKey(metric) {
-		p.add("metric", keyRule)
-	}
-	w, ok := ParseWindow(window)
-	if !ok {
-		p.add("window", "must be one of second, minute, hour, day, week, month")
-	}
-	return LimitKey{Metric: metric, Window: w}, p.err()
+	k := p.overrideKey(customer, metric, window, per)
+	return k, p.err()
 }
 
 // Limits returns the customer's account and its effective limits now.

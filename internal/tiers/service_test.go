@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -234,7 +235,7 @@ func (s *memStore) FindOverride(_ context.Context, customer string, k LimitKey) 
 }
 
 func (s *memStore) overridesOf(customer string) []Override {
-	return sortedValues(s.overrides[customer], func(o Override) string { return o.Metric + "/" + o.Window.String() })
+	return sortedValues(s.overrides[customer], func(o Override) string { return o.Key().String() })
 }
 
 func (s *memStore) FindOverrides(_ context.Context, customer string, _ Page) ([]Override, bool, error) {
@@ -370,18 +371,33 @@ func TestServiceRejectsBadInputBeforeTheStore(t *testing.T) {
 			return err
 		}, "plan"},
 		{"put override, expires now", func(s *Service) error {
-			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", OverrideSpec{Limit: ptr[int64](1), ExpiresAt: ptr(t0)})
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](1), ExpiresAt: ptr(t0)})
 			return err
 		}, "expires_at"},
 		{"put override, bad window", func(s *Service) error {
-			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "year", OverrideSpec{Limit: ptr[int64](1)})
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "year", "", OverrideSpec{Limit: ptr[int64](1)})
 			return err
 		}, "window"},
 		{"delete override, bad metric", func(s *Service) error {
-			return s.DeleteOverride(ctx, Write{}, "acme", "API", "day")
+			return s.DeleteOverride(ctx, Write{}, "acme", "API", "day", "")
 		}, "metric"},
+		{"put override, bad per", func(s *Service) error {
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "users", OverrideSpec{Limit: ptr[int64](1)})
+			return err
+		}, "per"},
+		{"put override, a body that contradicts its address", func(s *Service) error {
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](1), Per: ptr("subject")})
+			return err
+		}, "per"},
+		{"delete override, bad per", func(s *Service) error {
+			return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day", "SUBJECT")
+		}, "per"},
+		{"get override, bad per", func(s *Service) error {
+			_, err := s.Override(ctx, "acme", "api_calls", "day", "customers")
+			return err
+		}, "per"},
 		{"get override, bad customer", func(s *Service) error {
-			_, err := s.Override(ctx, "", "api_calls", "day")
+			_, err := s.Override(ctx, "", "api_calls", "day", "")
 			return err
 		}, "customer"},
 		{"list overrides, bad customer", func(s *Service) error {
@@ -411,8 +427,10 @@ func TestServiceRejectsBadInputBeforeTheStore(t *testing.T) {
 
 func TestServiceOverrideKeyNamesEveryBadPart(t *testing.T) {
 	ts := newTestService()
-	err := ts.DeleteOverride(context.Background(), Write{}, "", "", "")
+	err := ts.DeleteOverride(context.Background(), Write{}, "", "", "", "")
 	checkFields(t, err, "customer", "metric", "window")
+	err = ts.DeleteOverride(context.Background(), Write{}, "", "", "", "all")
+	checkFields(t, err, "customer", "metric", "per", "window")
 }
 
 // TestServiceAnnouncesCommittedWrites runs a sequence of writes and checks
@@ -448,15 +466,15 @@ func TestServiceAnnouncesCommittedWrites(t *testing.T) {
 			return c, cu.Version, err
 		}, true, 1, Change{Kind: CustomerChanged, Key: "acme"}},
 		{"create override", func() (bool, int64, error) {
-			o, c, err := ts.PutOverride(ctx, w, "acme", "api_calls", "day", OverrideSpec{Limit: ptr[int64](5000)})
+			o, c, err := ts.PutOverride(ctx, w, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](5000)})
 			return c, o.Version, err
 		}, true, 1, Change{Kind: CustomerChanged, Key: "acme"}},
 		{"replace override", func() (bool, int64, error) {
-			o, c, err := ts.PutOverride(ctx, w, "acme", "api_calls", "day", OverrideSpec{Limit: ptr[int64](6000)})
+			o, c, err := ts.PutOverride(ctx, w, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](6000)})
 			return c, o.Version, err
 		}, false, 2, Change{Kind: CustomerChanged, Key: "acme"}},
 		{"delete override", func() (bool, int64, error) {
-			return false, 0, ts.DeleteOverride(ctx, w, "acme", "api_calls", "day")
+			return false, 0, ts.DeleteOverride(ctx, w, "acme", "api_calls", "day", "")
 		}, false, 0, Change{Kind: CustomerChanged, Key: "acme"}},
 		{"delete customer", func() (bool, int64, error) {
 			return false, 0, ts.DeleteCustomer(ctx, w, "acme")
@@ -508,10 +526,10 @@ func TestServiceStoreErrors(t *testing.T) {
 		}},
 		{"delete customer", func(s *Service) error { return s.DeleteCustomer(ctx, Write{}, "acme") }},
 		{"put override", func(s *Service) error {
-			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", OverrideSpec{Limit: ptr[int64](1)})
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](1)})
 			return err
 		}},
-		{"delete override", func(s *Service) error { return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day") }},
+		{"delete override", func(s *Service) error { return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day", "") }},
 	}
 	for _, storeErr := range []error{ErrUnavailable, ErrPreconditionFailed, ErrConflict} {
 		for _, op := range ops {
@@ -543,18 +561,18 @@ func TestServiceMissingResources(t *testing.T) {
 		{"customer", func(s *Service) error { _, err := s.Customer(ctx, "nope"); return err }, ErrCustomerNotFound},
 		{"limits of unknown customer", func(s *Service) error { _, _, err := s.Limits(ctx, "nope"); return err }, ErrCustomerNotFound},
 		{"override of unknown customer", func(s *Service) error {
-			_, err := s.Override(ctx, "nope", "api_calls", "day")
+			_, err := s.Override(ctx, "nope", "api_calls", "day", "")
 			return err
 		}, ErrCustomerNotFound},
 		{"missing override", func(s *Service) error {
-			_, err := s.Override(ctx, "acme", "api_calls", "hour")
+			_, err := s.Override(ctx, "acme", "api_calls", "hour", "")
 			return err
 		}, ErrOverrideNotFound},
 		{"delete missing override", func(s *Service) error {
-			return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "hour")
+			return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "hour", "")
 		}, ErrOverrideNotFound},
 		{"override on undeclared metric", func(s *Service) error {
-			_, _, err := s.PutOverride(ctx, Write{}, "acme", "tokens", "day", OverrideSpec{Limit: ptr[int64](1)})
+			_, _, err := s.PutOverride(ctx, Write{}, "acme", "tokens", "day", "", OverrideSpec{Limit: ptr[int64](1)})
 			return err
 		}, ErrMetricNotFound},
 		{"delete a plan customers are on", func(s *Service) error { return s.DeletePlan(ctx, Write{}, "pro") }, ErrPlanInUse},
@@ -629,16 +647,16 @@ func TestServiceOverrideLifecycle(t *testing.T) {
 	expires := t0.Add(time.Hour)
 
 	ts.now = expires // a write at the expiry instant is refused
-	_, _, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "day", OverrideSpec{Limit: ptr[int64](5000), ExpiresAt: &expires})
+	_, _, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](5000), ExpiresAt: &expires})
 	checkFields(t, err, "expires_at")
 
 	ts.now = t0
-	o, created, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "day",
+	o, created, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "",
 		OverrideSpec{Limit: ptr[int64](5000), Mode: "soft", OveragePercent: ptr[int64](10), ExpiresAt: &expires, Reason: ptr("launch")})
 	if err != nil || !created || o.Expired {
 		t.Fatalf("PutOverride = %+v, created %v, %v; want a new unexpired override", o, created, err)
 	}
-	if _, _, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "minute", OverrideSpec{Limit: ptr[int64](7)}); err != nil {
+	if _, _, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "minute", "", OverrideSpec{Limit: ptr[int64](7)}); err != nil {
 		t.Fatalf("PutOverride(minute): %v", err)
 	}
 
@@ -658,7 +676,7 @@ func TestServiceOverrideLifecycle(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ts.now = tc.now
-			o, err := ts.Override(ctx, "acme", "api_calls", "day")
+			o, err := ts.Override(ctx, "acme", "api_calls", "day", "")
 			if err != nil {
 				t.Fatalf("Override: %v", err)
 			}
@@ -691,6 +709,75 @@ func TestServiceOverrideLifecycle(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.wantLimits) {
 				t.Errorf("Limits = %q, want %q", got, tc.wantLimits)
+			}
+		})
+	}
+}
+
+// A customer's override per subject and its customer-wide override on the
+// same metric+window are two resources, each addressed by its per.
+func TestServiceOverridePerSubject(t *testing.T) {
+	ctx := context.Background()
+	ts := newTestService()
+	ts.seed(t)
+	put := func(per string, limit int64) {
+		t.Helper()
+		o, created, err := ts.PutOverride(ctx, Write{}, "acme", "api_calls", "day", per, OverrideSpec{Limit: ptr(limit)})
+		if err != nil || !created {
+			t.Fatalf("PutOverride(%q) = %+v, created %v, %v; want a new override", per, o, created, err)
+		}
+		if want, _ := ParsePer(cmp.Or(per, "customer")); o.Per != want {
+			t.Fatalf("PutOverride(%q).Per = %v, want %v", per, o.Per, want)
+		}
+	}
+	put("subject", 10)
+
+	steps := []struct {
+		name       string
+		before     func()
+		per        string
+		wantLimit  int64 // 0: not found
+		wantLimits []string
+	}{
+		{name: "the override per subject", per: "subject", wantLimit: 10,
+			wantLimits: []string{"api_calls/second=50(plan)", "api_calls/day=1000(plan)", "api_calls/day/subject=10(override)"}},
+		{name: "no customer-wide one yet", per: "",
+			wantLimits: []string{"api_calls/second=50(plan)", "api_calls/day=1000(plan)", "api_calls/day/subject=10(override)"}},
+		{name: "a customer-wide one beside it", before: func() { put("customer", 5000) }, per: "customer", wantLimit: 5000,
+			wantLimits: []string{"api_calls/second=50(plan)", "api_calls/day=5000(override)", "api_calls/day/subject=10(override)"}},
+		{name: "deleting the one per subject keeps the customer's",
+			before: func() {
+				if err := ts.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day", "subject"); err != nil {
+					t.Fatalf("DeleteOverride(subject): %v", err)
+				}
+			},
+			per: "", wantLimit: 5000,
+			wantLimits: []string{"api_calls/second=50(plan)", "api_calls/day=5000(override)"}},
+		{name: "the one per subject is gone", per: "subject",
+			wantLimits: []string{"api_calls/second=50(plan)", "api_calls/day=5000(override)"}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if st.before != nil {
+				st.before()
+			}
+			o, err := ts.Override(ctx, "acme", "api_calls", "day", st.per)
+			switch {
+			case st.wantLimit == 0 && !errors.Is(err, ErrOverrideNotFound):
+				t.Errorf("Override(%q) = %+v, %v; want ErrOverrideNotFound", st.per, o, err)
+			case st.wantLimit != 0 && (err != nil || o.Limit.Limit != st.wantLimit):
+				t.Errorf("Override(%q) = %+v, %v; want limit %d", st.per, o, err, st.wantLimit)
+			}
+			_, limits, err := ts.Limits(ctx, "acme")
+			if err != nil {
+				t.Fatalf("Limits: %v", err)
+			}
+			var got []string
+			for _, l := range limits {
+				got = append(got, fmt.Sprintf("%s=%d(%s)", l.Key(), l.Limit.Limit, l.Source))
+			}
+			if !slices.Equal(got, st.wantLimits) {
+				t.Errorf("Limits = %q, want %q", got, st.wantLimits)
 			}
 		})
 	}

@@ -31,12 +31,23 @@ type LimitSpec struct {
 	Ceiling            *int64  `json:"ceiling" nullable:"true"`
 	Algorithm          *string `json:"algorithm" nullable:"true"`
 	Burst              *int64  `json:"burst" nullable:"true"`
+	// Per is "customer" (the default) or "subject".
+	Per *string `json:"per" nullable:"true"`
 }
 
 // MetricSpec is the body of PUT /v1/metrics/{metric}.
 type MetricSpec struct {
-	Description *string           `json:"description" nullable:"true"`
-	Capacity    map[string]*int64 `json:"capacity" nullable:"true"`
+	Description  *string           `json:"description" nullable:"true"`
+	Capacity     map[string]*int64 `json:"capacity" nullable:"true"`
+	CreditSchema []CreditRateSpec  `json:"credit_schema" nullable:"true"`
+}
+
+// CreditRateSpec is one entry of a metric's credit_schema as a client
+// writes it: the metric that draws on the pool, and at what rate.
+type CreditRateSpec struct {
+	Metric  string `json:"metric"`
+	Credits *int64 `json:"credits"`
+	Per     *int64 `json:"per" nullable:"true"`
 }
 
 // PriceSpec is a plan's price as a client writes it.
@@ -63,6 +74,9 @@ type CustomerSpec struct {
 }
 
 // OverrideSpec is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
+// Its address (customer, metric, window and per) is the request's: Per,
+// when set, must repeat the per the override is addressed by (see
+// Validate), so that a body never contradicts its URL.
 type OverrideSpec struct {
 	Limit              *int64     `json:"limit"`
 	Mode               string     `json:"mode" nullable:"true"`
@@ -73,6 +87,7 @@ type OverrideSpec struct {
 	Burst              *int64     `json:"burst" nullable:"true"`
 	ExpiresAt          *time.Time `json:"expires_at" nullable:"true"`
 	Reason             *string    `json:"reason" nullable:"true"`
+	Per                *string    `json:"per" nullable:"true"`
 }
 
 // Validate returns the metric key describes, with Version and times unset.
@@ -100,8 +115,54 @@ func (s MetricSpec) Validate(key string) (Metric, error) {
 		p.checkCount(field, *v)
 		m.Capacity[w] = *v
 	}
+	m.CreditSchema = s.validateCreditSchema(key, &p)
 	sortFields(p.list)
 	return m, p.err()
+}
+
+// validateCreditSchema checks the rules of a credit schema that need no
+// other metric: every entry names a metric other than pool, once, with
+// credits and per in 1..MaxLimit (per 1 when left out). Whether the
+// metrics it names may draw on pool is CheckCreditPools'.
+func (s MetricSpec) validateCreditSchema(pool string, p *problems) []CreditRate {
+	out := make([]CreditRate, 0, len(s.CreditSchema))
+	if len(s.CreditSchema) > maxCreditRates {
+		p.add("credit_schema", fmt.Sprintf("must have at most %d entries", maxCreditRates))
+	}
+	seen := make(map[string]int, len(s.CreditSchema))
+	for i, rs := range s.CreditSchema {
+		path := fmt.Sprintf("credit_schema[%d]", i)
+		before := len(p.list)
+		r := CreditRate{Metric: rs.Metric, Per: 1}
+		switch {
+		case rs.Metric == "":
+			p.add(path+".metric", "is required")
+		case !ValidKey(rs.Metric):
+			p.add(path+".metric", keyRule)
+		case rs.Metric == pool:
+			p.add(path+".metric", "must name another metric: a pool cannot draw on itself")
+		}
+		if rs.Credits == nil {
+			p.add(path+".credits", "is required")
+		} else {
+			p.checkRate(path+".credits", *rs.Credits)
+			r.Credits = *rs.Credits
+		}
+		if rs.Per != nil {
+			p.checkRate(path+".per", *rs.Per)
+			r.Per = *rs.Per
+		}
+		if len(p.list) > before {
+			continue
+		}
+		if j, dup := seen[r.Metric]; dup {
+			p.add(path+".metric", fmt.Sprintf("duplicates credit_schema[%d]: a metric appears at most once", j))
+			continue
+		}
+		seen[r.Metric] = i
+		out = append(out, r)
+	}
+	return out
 }
 
 // Validate returns the plan key describes, with Version and times unset.
@@ -142,7 +203,7 @@ func (s PlanSpec) Validate(key string) (Plan, error) {
 			continue
 		}
 		if j, dup := seen[l.Key()]; dup {
-			p.add(path, fmt.Sprintf("duplicates limits[%d]: a metric+window appears at most once", j))
+			p.add(path, fmt.Sprintf("duplicates limits[%d]: %s", j, UniqueLimitRule))
 			continue
 		}
 		seen[l.Key()] = i
@@ -204,9 +265,12 @@ func (s LimitSpec) validate(path string, p *problems) (Limit, bool) {
 	case s.Window == "":
 		p.add(path+".window", "is required")
 	case !ok:
-		p.add(path+".window", "must be one of second, minute, hour, day, week, month")
+		p.add(path+".window", windowRule)
 	}
 	l.Window = w
+	if s.Per != nil {
+		l.Per, _ = p.checkPer(path+".per", *s.Per)
+	}
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
@@ -458,20 +522,20 @@ func checkJSONText(v any, depth int) error {
 const maxYear = 9999
 
 // Validate returns the override the spec describes for customer on
-// metric+window, with Version and times unset. expires_at must lie after now.
-func (s OverrideSpec) Validate(customer, metric, window string, now time.Time) (Override, error) {
+// metric+window, customer-wide or per subject as per says ("" is
+// "customer"), with Version and times unset. The spec's own per, if set,
+// must be the same. expires_at must lie after now.
+func (s OverrideSpec) Validate(customer, metric, window, per string, now time.Time) (Override, error) {
 	var p problems
-	if !ValidCustomerID(customer) {
-		p.add("customer", customerIDRule)
+	k := p.overrideKey(customer, metric, window, per)
+	o := Override{Customer: customer, Limit: Limit{Metric: metric, Window: k.Window, Per: k.Per}}
+	// The body's per, if any, must repeat the address's; an address whose
+	// per is none is reported once, above.
+	if _, addressed := ParsePer(per); s.Per != nil && (addressed || per == "") {
+		if body, ok := p.checkPer("per", *s.Per); ok && body != k.Per {
+			p.add("per", fmt.Sprintf("must be %s, as the override's address says (per-subject overrides are addressed with ?per=subject)", k.Per))
+		}
 	}
-	if !ValidKey(metric) {
-		p.add("metric", keyRule)
-	}
-	w, ok := ParseWindow(window)
-	if !ok {
-		p.add("window", "must be one of second, minute, hour, day, week, month")
-	}
-	o := Override{Customer: customer, Limit: Limit{Metric: metric, Window: w}}
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,

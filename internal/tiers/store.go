@@ -12,7 +12,8 @@ import (
 //
 // Errors: ErrMetricNotFound, ErrPlanNotFound, ErrCustomerNotFound,
 // ErrOverrideNotFound for missing resources (a parent before its child);
-// *ValidationError when the input names an undeclared metric or unknown plan;
+// *ValidationError when the input names an undeclared metric or unknown plan,
+// or a credit schema breaks CheckCreditPools;
 // ErrMetricInUse and ErrPlanInUse on deletes that would orphan rows;
 // ErrPreconditionFailed; ErrUnavailable when PostgreSQL cannot be reached.
 // Implementations are safe for concurrent use.

@@ -10,6 +10,7 @@ package tiers
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -252,6 +253,35 @@ type LimitKey struct {
 	Metric string
 	Window Window
 	Per    Per
+}
+
+// String names the key as logs and cursors do: metric/window, then
+// /subject for a limit per subject.
+func (k LimitKey) String() string {
+	s := k.Metric + "/" + k.Window.String()
+	if k.Per != PerCustomer {
+		s += "/" + k.Per.String()
+	}
+	return s
+}
+
+// ParseLimitKey returns the key String names s, and whether s names one
+// (a valid metric key, a window, and "subject" or nothing after them).
+func ParseLimitKey(s string) (LimitKey, bool) {
+	metric, rest, _ := strings.Cut(s, "/")
+	window, per, hasPer := strings.Cut(rest, "/")
+	k := LimitKey{Metric: metric}
+	var ok bool
+	if k.Window, ok = ParseWindow(window); !ok || !ValidKey(metric) {
+		return LimitKey{}, false
+	}
+	if hasPer {
+		if per != PerSubject.String() {
+			return LimitKey{}, false
+		}
+		k.Per = PerSubject
+	}
+	return k, true
 }
 
 // Per is whom a limit counts for.

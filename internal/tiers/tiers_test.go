@@ -220,6 +220,68 @@ func TestLimitJSONShortWindows(t *testing.T) {
 	}
 }
 
+// per is shown on limits per subject only: a customer-wide limit looks as
+// it did before limits per subject. Either value decodes.
+func TestLimitJSONPer(t *testing.T) {
+	const terms = `"limit":5,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null`
+	exp := t0.Add(time.Hour)
+	subject := Limit{Metric: "m", Window: Day, Limit: 5, Mode: Hard, Per: PerSubject}
+	tests := []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"customer-wide limit", Limit{Metric: "m", Window: Day, Limit: 5, Mode: Hard},
+			`{"metric":"m","window":"day",` + terms + `}`},
+		{"limit per subject", subject,
+			`{"metric":"m","window":"day","per":"subject",` + terms + `}`},
+		{"short limit per subject", Limit{Metric: "m", Window: Second, Limit: 5, Mode: Hard, Per: PerSubject},
+			`{"metric":"m","window":"second","per":"subject",` + terms + `,"algorithm":"sliding_window"}`},
+		{"override per subject", Override{Customer: "acme", Limit: subject, ExpiresAt: &exp, CreatedAt: t0, UpdatedAt: t0},
+			`{"customer":"acme","metric":"m","window":"day","per":"subject",` + terms + `,"expires_at":"2026-11-22T11:00:00Z",` +
+				`"reason":"","expired":false,"version":0,"created_at":"2026-11-22T10:00:00Z","updated_at":"2026-11-22T10:00:00Z"}`},
+		{"effective limit per subject", EffectiveLimit{Limit: subject, Source: FromPlan},
+			`{"metric":"m","window":"day","per":"subject",` + terms + `,"source":"plan","expires_at":null}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := json.Marshal(tc.v)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
+			}
+		})
+	}
+
+	decodes := []struct {
+		json string
+		want Per
+	}{
+		{`{"metric":"m","window":"day","limit":5,"mode":"hard"}`, PerCustomer},
+		{`{"metric":"m","window":"day","per":"customer","limit":5,"mode":"hard"}`, PerCustomer},
+		{`{"metric":"m","window":"day","per":"subject","limit":5,"mode":"hard"}`, PerSubject},
+	}
+	for _, tc := range decodes {
+		var got Limit
+		if err := json.Unmarshal([]byte(tc.json), &got); err != nil {
+			t.Errorf("Unmarshal(%s): %v", tc.json, err)
+			continue
+		}
+		if got.Per != tc.want {
+			t.Errorf("Unmarshal(%s).Per = %v, want %v", tc.json, got.Per, tc.want)
+		}
+	}
+	var bad Limit
+	if err := json.Unmarshal([]byte(`{"metric":"m","window":"day","per":"user"}`), &bad); err == nil {
+		t.Errorf("an unknown per decoded without error")
+	}
+	if _, err := json.Marshal(Limit{Metric: "m", Window: Day, Mode: Hard, Per: PerSubject + 1}); err == nil {
+		t.Errorf("a limit with an unknown per marshalled without error")
+	}
+}
+
 // Override and EffectiveLimit marshal through methods of their own: every
 // field of theirs and of their limit must be in the answer, in order, and a
 // long window's answer is what plain reflection gave before limits had
@@ -264,10 +326,10 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 		})
 	}
 
-	// Every field the types declare is in the answer of a token bucket: a
-	// field added to Override or EffectiveLimit must be added to its
-	// MarshalJSON too.
-	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket}
+	// Every field the types declare is in the answer of a token bucket per
+	// subject: a field added to Override or EffectiveLimit must be added
+	// to its MarshalJSON too.
+	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject}
 	for _, v := range []any{Override{Limit: tb}, EffectiveLimit{Limit: tb, Source: FromPlan}} {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -392,5 +454,29 @@ func TestPreconditionCheck(t *testing.T) {
 				t.Errorf("Check(%v, %d) = %v, want ErrPreconditionFailed", tc.exists, tc.version, err)
 			}
 		})
+	}
+}
+
+func TestLimitKeyString(t *testing.T) {
+	tests := []struct {
+		key  LimitKey
+		want string
+	}{
+		{LimitKey{Metric: "api_calls", Window: Day}, "api_calls/day"},
+		{LimitKey{Metric: "api_calls", Window: Second, Per: PerSubject}, "api_calls/second/subject"},
+	}
+	for _, tc := range tests {
+		if got := tc.key.String(); got != tc.want {
+			t.Errorf("%#v.String() = %q, want %q", tc.key, got, tc.want)
+		}
+		if back, ok := ParseLimitKey(tc.want); !ok || back != tc.key {
+			t.Errorf("ParseLimitKey(%q) = %#v, %v; want %#v", tc.want, back, ok, tc.key)
+		}
+	}
+	for _, bad := range []string{"", "api_calls", "api_calls/", "api_calls/year", "API/day", "/day",
+		"api_calls/day/", "api_calls/day/customer", "api_calls/day/subject/x", "api_calls/day/Subject"} {
+		if k, ok := ParseLimitKey(bad); ok {
+			t.Errorf("ParseLimitKey(%q) = %#v, want no key", bad, k)
+		}
 	}
 }

@@ -13,6 +13,7 @@ const (
 	maxDescriptionLen = 2000
 	maxReasonLen      = 500
 	maxLimitsPerPlan  = 500
+	maxCreditRates    = 500
 )
 
 // Longest metric or plan key, customer id and subject.
@@ -77,7 +78,14 @@ func ValidSubject(s string) bool {
 	return true
 }
 
+// UniqueLimitRule is the rule that keeps a plan's limits, and a
+// customer's overrides, apart: a customer-wide limit and a limit per
+// subject may share a metric and window, two customer-wide ones may not.
+const UniqueLimitRule = "a metric+window+per appears at most once"
+
 const (
+	perRule        = "must be one of customer, subject"
+	windowRule     = "must be one of second, minute, hour, day, week, month"
 	keyRule        = "must match ^[a-z0-9][a-z0-9_.-]{0,62}$"
 	customerIDRule = "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 	// SubjectRule is what a subject must match, as a client is told.
@@ -102,6 +110,14 @@ func CheckCustomerID(field, id string) error {
 	return nil
 }
 
+// CheckPer returns a ValidationError naming field unless s names a per
+// (customer or subject).
+func CheckPer(field, s string) error {
+	var p problems
+	p.checkPer(field, s)
+	return p.err()
+}
+
 // checkText validates free text: valid UTF-8, no NUL, at most max runes.
 func (p *problems) checkText(field, s string, max int) {
 	switch {
@@ -111,6 +127,43 @@ func (p *problems) checkText(field, s string, max int) {
 		p.add(field, "must not contain NUL characters")
 	case utf8.RuneCountInString(s) > max:
 		p.add(field, fmt.Sprintf("must be at most %d characters", max))
+	}
+}
+
+// checkPer parses a limit's per, reporting field unless it names one; ok
+// is false then.
+func (p *problems) checkPer(field, s string) (per Per, ok bool) {
+	per, ok = ParsePer(s)
+	if !ok {
+		p.add(field, perRule)
+	}
+	return per, ok
+}
+
+// overrideKey checks an override's address as a request names it and
+// returns its key; per "" is the customer.
+func (p *problems) overrideKey(customer, metric, window, per string) LimitKey {
+	if !ValidCustomerID(customer) {
+		p.add("customer", customerIDRule)
+	}
+	if !ValidKey(metric) {
+		p.add("metric", keyRule)
+	}
+	w, ok := ParseWindow(window)
+	if !ok {
+		p.add("window", windowRule)
+	}
+	k := LimitKey{Metric: metric, Window: w}
+	if per != "" {
+		k.Per, _ = p.checkPer("per", per)
+	}
+	return k
+}
+
+// checkRate validates a credit rate's credits or per: 1..MaxLimit.
+func (p *problems) checkRate(field string, v int64) {
+	if v < 1 || v > MaxLimit {
+		p.add(field, fmt.Sprintf("must be an integer between 1 and %d", MaxLimit))
 	}
 }
 

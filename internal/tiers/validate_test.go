@@ -143,6 +143,46 @@ func TestMetricSpecValidate(t *testing.T) {
 			Description: ptr("\x00"),
 			Capacity:    map[string]*int64{"week": ptr[int64](-5), "fortnight": ptr[int64](1)},
 		}, wantFields: []string{"capacity.fortnight", "capacity.week", "description", "metric"}},
+
+		// Credit schemas: the rules a schema keeps on its own.
+		{name: "credit schema", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{
+			{Metric: "gpt4_tokens", Credits: ptr[int64](3), Per: ptr[int64](100)},
+			{Metric: "images", Credits: ptr[int64](10)},
+		}}},
+		{name: "empty credit schema", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{}}},
+		{name: "credit rate bounds inclusive", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{
+			{Metric: "a", Credits: ptr[int64](1), Per: ptr(MaxLimit)},
+			{Metric: "b", Credits: ptr(MaxLimit), Per: ptr[int64](1)},
+		}}},
+		{name: "credit schema of 500 entries", key: "credits", spec: MetricSpec{CreditSchema: rates(maxCreditRates)}},
+		{name: "credit schema of 501 entries", key: "credits", spec: MetricSpec{CreditSchema: rates(maxCreditRates + 1)},
+			wantFields: []string{"credit_schema"}},
+		{name: "credit rate without metric", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Credits: ptr[int64](1)}}},
+			wantFields: []string{"credit_schema[0].metric"}},
+		{name: "credit rate on a bad key", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "GPT4", Credits: ptr[int64](1)}}},
+			wantFields: []string{"credit_schema[0].metric"}},
+		{name: "pool naming itself", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{
+			{Metric: "images", Credits: ptr[int64](1)}, {Metric: "credits", Credits: ptr[int64](1)},
+		}}, wantFields: []string{"credit_schema[1].metric"}},
+		{name: "metric twice in a schema", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{
+			{Metric: "images", Credits: ptr[int64](1)}, {Metric: "gpt4_tokens", Credits: ptr[int64](1)},
+			{Metric: "images", Credits: ptr[int64](2), Per: ptr[int64](5)},
+		}}, wantFields: []string{"credit_schema[2].metric"}},
+		{name: "credit rate without credits", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images"}}},
+			wantFields: []string{"credit_schema[0].credits"}},
+		{name: "credits 0", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images", Credits: ptr[int64](0)}}},
+			wantFields: []string{"credit_schema[0].credits"}},
+		{name: "credits negative", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images", Credits: ptr[int64](-3)}}},
+			wantFields: []string{"credit_schema[0].credits"}},
+		{name: "credits above 2^53-1", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images", Credits: ptr(MaxLimit + 1)}}},
+			wantFields: []string{"credit_schema[0].credits"}},
+		{name: "per 0", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images", Credits: ptr[int64](1), Per: ptr[int64](0)}}},
+			wantFields: []string{"credit_schema[0].per"}},
+		{name: "per above 2^53-1", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{{Metric: "images", Credits: ptr[int64](1), Per: ptr(MaxLimit + 1)}}},
+			wantFields: []string{"credit_schema[0].per"}},
+		{name: "every rate field wrong", key: "credits", spec: MetricSpec{CreditSchema: []CreditRateSpec{
+			{Metric: "credits", Credits: ptr[int64](0), Per: ptr[int64](-1)},
+		}}, wantFields: []string{"credit_schema[0].credits", "credit_schema[0].metric", "credit_schema[0].per"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,6 +190,15 @@ func TestMetricSpecValidate(t *testing.T) {
 			checkFields(t, err, tc.wantFields...)
 		})
 	}
+}
+
+// rates returns a credit schema of n valid entries.
+func rates(n int) []CreditRateSpec {
+	out := make([]CreditRateSpec, n)
+	for i := range out {
+		out[i] = CreditRateSpec{Metric: fmt.Sprintf("m%d", i), Credits: ptr[int64](1)}
+	}
+	return out
 }
 
 func TestMetricSpecValidateResult(t *testing.T) {
@@ -160,24 +209,50 @@ func TestMetricSpecValidateResult(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	want := Metric{Key: "llm_tokens", Description: "tokens", Capacity: map[Window]int64{Second: 5000, Day: 10_000_000}}
+	want := Metric{Key: "llm_tokens", Description: "tokens", Capacity: map[Window]int64{Second: 5000, Day: 10_000_000},
+		CreditSchema: []CreditRate{}}
 	if !reflect.DeepEqual(m, want) {
 		t.Errorf("Validate = %+v, want %+v", m, want)
+	}
+
+	m, err = MetricSpec{CreditSchema: []CreditRateSpec{
+		{Metric: "gpt4_tokens", Credits: ptr[int64](3), Per: ptr[int64](100)},
+		{Metric: "images", Credits: ptr[int64](10)},
+	}}.Validate("credits")
+	if err != nil {
+		t.Fatalf("Validate(credits): %v", err)
+	}
+	wantRates := []CreditRate{{Metric: "gpt4_tokens", Credits: 3, Per: 100}, {Metric: "images", Credits: 10, Per: 1}}
+	if !reflect.DeepEqual(m.CreditSchema, wantRates) {
+		t.Errorf("Validate(credits).CreditSchema = %+v, want %+v (per 1 when left out, in the order written)", m.CreditSchema, wantRates)
+	}
+	if m.Draws != nil {
+		t.Errorf("Validate(credits).Draws = %+v, want nil: it is the store's to fill", m.Draws)
 	}
 
 	m, err = MetricSpec{}.Validate("m")
 	if err != nil {
 		t.Fatalf("Validate(empty): %v", err)
 	}
-	if m.Capacity == nil || len(m.Capacity) != 0 || m.Description != "" {
-		t.Errorf("Validate(empty) = %+v, want empty non-nil capacity and no description", m)
+	if m.Capacity == nil || len(m.Capacity) != 0 || m.Description != "" || m.CreditSchema == nil || len(m.CreditSchema) != 0 {
+		t.Errorf("Validate(empty) = %+v, want empty non-nil capacity and credit schema, and no description", m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"capacity":{},"credit_schema":[]`; !bytes.Contains(b, []byte(want)) {
+		t.Errorf("Validate(empty) shows %s, want %s in it: an empty schema is shown as capacity is", b, want)
 	}
 }
 
 func TestMetricSpecValidateSortsFields(t *testing.T) {
+	schema := rates(11)
+	schema[2].Credits, schema[10].Per = ptr[int64](0), ptr[int64](0)
 	_, err := MetricSpec{
-		Description: ptr("\x00"),
-		Capacity:    map[string]*int64{"zz": ptr[int64](1), "aa": ptr[int64](1), "day": ptr[int64](-1)},
+		Description:  ptr("\x00"),
+		Capacity:     map[string]*int64{"zz": ptr[int64](1), "aa": ptr[int64](1), "day": ptr[int64](-1)},
+		CreditSchema: schema,
 	}.Validate("Bad")
 	ve, ok := err.(*ValidationError)
 	if !ok {
@@ -187,9 +262,10 @@ func TestMetricSpecValidateSortsFields(t *testing.T) {
 	for _, f := range ve.Fields {
 		got = append(got, f.Field)
 	}
-	want := []string{"capacity.aa", "capacity.day", "capacity.zz", "description", "metric"}
+	want := []string{"capacity.aa", "capacity.day", "capacity.zz", "credit_schema[2].credits", "credit_schema[10].per",
+		"description", "metric"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("fields in order %q, want %q (map order must not leak into the answer)", got, want)
+		t.Errorf("fields in order %q, want %q (map order must not leak into the answer; a list's entries keep theirs)", got, want)
 	}
 }
 
@@ -230,6 +306,16 @@ func TestPlanSpecValidateFields(t *testing.T) {
 			limitSpec("a", "day", 1), limitSpec("b", "day", 1),
 		}}},
 		{name: "as many limits as allowed", key: "p", spec: PlanSpec{Limits: manyLimits(maxLimitsPerPlan)}},
+		{name: "a customer-wide and a per-subject limit on one metric+window", key: "p", spec: PlanSpec{Limits: []LimitSpec{
+			limitSpec("m", "day", 1000), perSubject(limitSpec("m", "day", 10)),
+		}}},
+		{name: "per customer named, beside one per subject", key: "p", spec: PlanSpec{Limits: []LimitSpec{
+			perSubject(limitSpec("m", "minute", 10)), withPer(limitSpec("m", "minute", 100), "customer"),
+		}}},
+		{name: "limits per subject on every window", key: "p", spec: PlanSpec{Limits: []LimitSpec{
+			perSubject(limitSpec("m", "second", 1)), perSubject(limitSpec("m", "minute", 1)), perSubject(limitSpec("m", "hour", 1)),
+			perSubject(limitSpec("m", "day", 1)), perSubject(limitSpec("m", "week", 1)), perSubject(limitSpec("m", "month", 1)),
+		}}},
 
 		{name: "bad key", key: "Pro", wantFields: []string{"plan"}},
 		{name: "empty key", key: "", wantFields: []string{"plan"}},
@@ -266,6 +352,12 @@ func TestPlanSpecValidateFields(t *testing.T) {
 			limitSpec("m", "hour", 1), limitSpec("x", "hour", 1),
 			{Metric: "m", Window: "hour", Limit: ptr[int64](5), Mode: "soft", OveragePercent: ptr[int64](10)},
 		}}, wantFields: []string{"limits[2]"}},
+		{name: "two per-subject limits on one metric+window", key: "p", spec: PlanSpec{Limits: []LimitSpec{
+			perSubject(limitSpec("m", "day", 1)), limitSpec("m", "day", 1), perSubject(limitSpec("m", "day", 2)),
+		}}, wantFields: []string{"limits[2]"}},
+		{name: "per customer named and left out are the same per", key: "p", spec: PlanSpec{Limits: []LimitSpec{
+			limitSpec("m", "day", 1), withPer(limitSpec("m", "day", 2), "customer"),
+		}}, wantFields: []string{"limits[1]"}},
 		{name: "every copy after the first is reported", key: "p", spec: PlanSpec{Limits: []LimitSpec{
 			limitSpec("m", "day", 1), limitSpec("m", "day", 2), limitSpec("m", "day", 3),
 		}}, wantFields: []string{"limits[1]", "limits[2]"}},
@@ -290,6 +382,15 @@ func TestPlanSpecValidateFields(t *testing.T) {
 		})
 	}
 }
+
+// withPer returns l with per set to per.
+func withPer(l LimitSpec, per string) LimitSpec {
+	l.Per = &per
+	return l
+}
+
+// perSubject returns l per subject.
+func perSubject(l LimitSpec) LimitSpec { return withPer(l, "subject") }
 
 // manyLimits returns n valid limits on distinct metrics.
 func manyLimits(n int) []LimitSpec {
@@ -345,6 +446,13 @@ func TestLimitSpecFields(t *testing.T) {
 		{"ceiling below limit", LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](10), Mode: "elastic", Ceiling: ptr[int64](9)}, "ceiling"},
 		{"negative ceiling", LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](0), Mode: "elastic", Ceiling: ptr[int64](-1)}, "ceiling"},
 		{"ceiling above 2^53-1", LimitSpec{Metric: "m", Window: "day", Limit: ptr[int64](1), Mode: "elastic", Ceiling: ptr(MaxLimit + 1)}, "ceiling"},
+		{"per subject", perSubject(limitSpec("m", "day", 10)), ""},
+		{"per customer", withPer(limitSpec("m", "day", 10), "customer"), ""},
+		{"per subject, token bucket", perSubject(LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10),
+			Algorithm: ptr("token_bucket"), Burst: ptr[int64](20)}), ""},
+		{"unknown per", withPer(limitSpec("m", "day", 10), "user"), "per"},
+		{"empty per", withPer(limitSpec("m", "day", 10), ""), "per"},
+		{"per in wrong case", withPer(limitSpec("m", "day", 10), "Subject"), "per"},
 	}
 	tests = append(tests, algorithmCases()...)
 	for _, tc := range tests {
@@ -425,7 +533,7 @@ func TestOverrideSpecAlgorithms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := OverrideSpec{Limit: tc.limit.Limit, Mode: tc.limit.Mode, OveragePercent: tc.limit.OveragePercent,
 				Ceiling: tc.limit.Ceiling, Algorithm: tc.limit.Algorithm, Burst: tc.limit.Burst}
-			_, err := spec.Validate("acme", "api_calls", tc.limit.Window, t0)
+			_, err := spec.Validate("acme", "api_calls", tc.limit.Window, "", t0)
 			if tc.wantField == "" {
 				checkFields(t, err)
 			} else {
@@ -525,6 +633,25 @@ func TestPlanSpecValidateResult(t *testing.T) {
 					{Metric: "b", Window: Minute, Limit: 60, Mode: Hard, Algorithm: TokenBucket, Burst: ptr[int64](10)},
 					{Metric: "c", Window: Second, Limit: 7, Mode: Soft, Algorithm: TokenBucket},
 					{Metric: "c", Window: Day, Limit: 700, Mode: Hard},
+				},
+			},
+		},
+		{
+			name: "per converted, customer when left out or null",
+			key:  "per",
+			spec: PlanSpec{Limits: []LimitSpec{
+				limitSpec("a", "day", 1000),
+				perSubject(limitSpec("a", "day", 10)),
+				withPer(limitSpec("a", "minute", 100), "customer"),
+				perSubject(LimitSpec{Metric: "a", Window: "minute", Limit: ptr[int64](5), Algorithm: ptr("token_bucket")}),
+			}},
+			want: Plan{
+				Key: "per", Name: "per", Price: Price{Currency: "USD", Interval: "month"},
+				Limits: []Limit{
+					{Metric: "a", Window: Day, Limit: 1000, Mode: Hard},
+					{Metric: "a", Window: Day, Limit: 10, Mode: Hard, Per: PerSubject},
+					{Metric: "a", Window: Minute, Limit: 100, Mode: Hard, Per: PerCustomer},
+					{Metric: "a", Window: Minute, Limit: 5, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject},
 				},
 			},
 		},
@@ -795,7 +922,7 @@ func TestOverrideSpecValidateFields(t *testing.T) {
 	hour := t0.Add(time.Hour)
 	tests := []struct {
 		name       string
-		args       string // customer/metric/window; "" means acme/api_calls/day
+		args       string // customer/metric/window[/per]; "" means acme/api_calls/day
 		spec       OverrideSpec
 		wantFields []string
 	}{
@@ -807,6 +934,20 @@ func TestOverrideSpecValidateFields(t *testing.T) {
 		{name: "expires one nanosecond from now", spec: OverrideSpec{Limit: ptr[int64](1), ExpiresAt: ptr(t0.Add(time.Nanosecond))}},
 		{name: "reason at max length", spec: OverrideSpec{Limit: ptr[int64](1), Reason: ptr(strings.Repeat("ä", maxReasonLen))}},
 		{name: "week window", args: "acme/api_calls/week", spec: OverrideSpec{Limit: ptr[int64](1)}},
+		{name: "addressed per subject", args: "acme/api_calls/day/subject", spec: OverrideSpec{Limit: ptr[int64](1)}},
+		{name: "addressed per customer", args: "acme/api_calls/day/customer", spec: OverrideSpec{Limit: ptr[int64](1)}},
+		{name: "body repeats per subject", args: "acme/api_calls/day/subject", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("subject")}},
+		{name: "body repeats the default per", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("customer")}},
+		{name: "body repeats per customer", args: "acme/api_calls/day/customer", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("customer")}},
+
+		{name: "unknown per in the address", args: "acme/api_calls/day/user", spec: OverrideSpec{Limit: ptr[int64](1)}, wantFields: []string{"per"}},
+		{name: "per in the address in upper case", args: "acme/api_calls/day/Subject", spec: OverrideSpec{Limit: ptr[int64](1)}, wantFields: []string{"per"}},
+		{name: "body per subject, addressed per customer", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("subject")}, wantFields: []string{"per"}},
+		{name: "body per customer, addressed per subject", args: "acme/api_calls/day/subject", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("customer")},
+			wantFields: []string{"per"}},
+		{name: "unknown per in the body", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("")}, wantFields: []string{"per"}},
+		{name: "unknown per in both, reported once", args: "acme/api_calls/day/user", spec: OverrideSpec{Limit: ptr[int64](1), Per: ptr("subject")},
+			wantFields: []string{"per"}},
 
 		{name: "bad customer", args: "a b/api_calls/day", spec: OverrideSpec{Limit: ptr[int64](1)}, wantFields: []string{"customer"}},
 		{name: "bad metric", args: "acme/API/day", spec: OverrideSpec{Limit: ptr[int64](1)}, wantFields: []string{"metric"}},
@@ -848,8 +989,8 @@ func TestOverrideSpecValidateFields(t *testing.T) {
 			if args == "" {
 				args = "acme/api_calls/day"
 			}
-			parts := strings.Split(args, "/")
-			_, err := tc.spec.Validate(parts[0], parts[1], parts[2], t0)
+			parts := append(strings.Split(args, "/"), "")
+			_, err := tc.spec.Validate(parts[0], parts[1], parts[2], parts[3], t0)
 			checkFields(t, err, tc.wantFields...)
 		})
 	}
@@ -861,6 +1002,7 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 	tests := []struct {
 		name   string
 		window string // "" means day
+		per    string // as addressed; "" is the customer
 		spec   OverrideSpec
 		want   Override
 	}{
@@ -892,6 +1034,24 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 				Algorithm: TokenBucket, Burst: ptr[int64](40)}},
 		},
 		{
+			name: "addressed per subject",
+			per:  "subject",
+			spec: OverrideSpec{Limit: ptr[int64](10)},
+			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Day, Limit: 10, Mode: Hard, Per: PerSubject}},
+		},
+		{
+			name: "addressed per subject, the body agreeing",
+			per:  "subject",
+			spec: OverrideSpec{Limit: ptr[int64](10), Per: ptr("subject")},
+			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Day, Limit: 10, Mode: Hard, Per: PerSubject}},
+		},
+		{
+			name: "addressed per customer by name",
+			per:  "customer",
+			spec: OverrideSpec{Limit: ptr[int64](10)},
+			want: Override{Customer: "acme", Limit: Limit{Metric: "api_calls", Window: Day, Limit: 10, Mode: Hard}},
+		},
+		{
 			name:   "sliding log",
 			window: "minute",
 			spec:   OverrideSpec{Limit: ptr[int64](10), Algorithm: ptr("sliding_log")},
@@ -905,7 +1065,7 @@ func TestOverrideSpecValidateResult(t *testing.T) {
 			if window == "" {
 				window = "day"
 			}
-			got, err := tc.spec.Validate("acme", "api_calls", window, t0)
+			got, err := tc.spec.Validate("acme", "api_calls", window, tc.per, t0)
 			if err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
