@@ -67,19 +67,20 @@ func TermsOf(c tiers.Customer, p tiers.Plan) Terms {
 
 // OveragePrices returns the overage price per metric of a plan's limits:
 // the soft limits' overage_price_micros. A metric whose soft limits on
-// several windows carry a price takes the longest window's, since history
-// is kept per day and cannot say which window's overage a unit was.
+// several windows carry a price takes the customer's limits' before those
+// per subject, then the longest window's, since history is kept per day
+// and per metric and cannot say which window's overage a unit was.
 func OveragePrices(limits []tiers.Limit) map[string]int64 {
 	out := map[string]int64{}
-	window := map[string]tiers.Window{}
+	chosen := map[string]tiers.Limit{}
 	for _, l := range limits {
 		if l.OveragePriceMicros == nil {
 			continue
 		}
-		if w, ok := window[l.Metric]; ok && w > l.Window {
+		if c, ok := chosen[l.Metric]; ok && (c.Per < l.Per || c.Per == l.Per && c.Window > l.Window) {
 			continue
 		}
-		out[l.Metric], window[l.Metric] = *l.OveragePriceMicros, l.Window
+		out[l.Metric], chosen[l.Metric] = *l.OveragePriceMicros, l
 	}
 	return out
 }

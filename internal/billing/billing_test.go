@@ -241,3 +241,29 @@ func TestOveragePrices(t *testing.T) {
 		t.Errorf("OveragePrices = %v, want %v (the longest window's)", got, want)
 	}
 }
+
+// A metric's overage price is its customer's soft limits' before its
+// subjects', then the longest window's, whatever the limits' order.
+func TestOveragePricesPerSubject(t *testing.T) {
+	price := func(n int64) *int64 { return &n }
+	soft := func(w tiers.Window, per tiers.Per, p int64) tiers.Limit {
+		return tiers.Limit{Metric: "api_calls", Window: w, Mode: tiers.Soft, Per: per, OveragePriceMicros: price(p)}
+	}
+	for _, tc := range []struct {
+		name   string
+		limits []tiers.Limit
+		want   int64
+	}{
+		{"one", []tiers.Limit{soft(tiers.Day, tiers.PerCustomer, 10)}, 10},
+		{"the longest window", []tiers.Limit{soft(tiers.Month, tiers.PerCustomer, 30), soft(tiers.Day, tiers.PerCustomer, 10)}, 30},
+		{"the customer's before a subject's", []tiers.Limit{soft(tiers.Month, tiers.PerSubject, 30), soft(tiers.Day, tiers.PerCustomer, 10)}, 10},
+		{"the customer's, the other order", []tiers.Limit{soft(tiers.Day, tiers.PerCustomer, 10), soft(tiers.Month, tiers.PerSubject, 30)}, 10},
+		{"a subject's alone", []tiers.Limit{soft(tiers.Hour, tiers.PerSubject, 5), soft(tiers.Day, tiers.PerSubject, 7)}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := OveragePrices(tc.limits)["api_calls"]; got != tc.want {
+				t.Errorf("price %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
