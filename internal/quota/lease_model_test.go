@@ -246,6 +246,11 @@ func TestLeasePoolModel(t *testing.T) {
 				rt.Logf("step %d: %d late calls arrive", i, store.DeliverLate())
 			}
 			faulty = false
+			line := fmt.Sprintf("step %d: processes:", i)
+			for n, q := range procs {
+				line += fmt.Sprintf(" %d(alive %v, %+v)", n, q.alive, q.pool.Stats())
+			}
+			rt.Logf("%s", line)
 			for _, m := range modelMetrics {
 				for j, sp := range charge(m, 1).Spans {
 					k := sp.Key
@@ -253,8 +258,7 @@ func TestLeasePoolModel(t *testing.T) {
 						store.Count(k), admitted[k])
 					for n, q := range procs {
 						held, unused := store.Lease(q.ledger, k)
-						line += fmt.Sprintf(" %d(alive %v, row %v %d, holds %d, %+v)", n, q.alive, held, unused, q.pool.Held(k),
-							q.pool.Stats())
+						line += fmt.Sprintf(" %d(row %v %d, holds %d)", n, held, unused, q.pool.Held(k))
 					}
 					rt.Logf("%s", line)
 				}
