@@ -368,3 +368,35 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 	}
 	mustAdmitted(t, pool, store, day.Key, 5)
 }
+
+// A set of a customer's charge and its subject's counts its units in the
+// metric's global window once: the customer's charge lists the window,
+// the subject's spans only name it (where spare capacity is measured). So
+// the lease of the subject's counter counts none of its grants there,
+// while the customer's counts its grant, cost and block, until settled.
+func TestLeaseOfASubjectCountsNothingInGlobalWindows(t *testing.T) {
+	t.Parallel()
+	l := quotatest.NewLedger()
+	pool := quota.NewLeasePool(l, quotatest.NewClock(leaseAt))
+	own := leaseSpan(tiers.Day, 1000) // blocks of 10
+	g := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: own.Key.Start}
+	own.Global = g
+	subject := own
+	subject.Key.Subject = "alice"
+	acme, alice := leaseCharge(3, own), leaseCharge(3, subject)
+	acme.Globals, alice.Subject = []quota.GlobalKey{g}, "alice"
+	set := []quota.Charge{*acme, *alice}
+	for i := range set {
+		set[i].Out = make([]quota.Outcome, 1)
+	}
+	if ok, err := pool.Take(context.Background(), set); err != nil || !ok {
+		t.Fatalf("take: %v %v", ok, err)
+	}
+	if got := l.Global(g); got != 13 {
+		t.Errorf("global usage %d while acme's lease holds 10 unused, want 13: the set's 3 once, and acme's block", got)
+	}
+	mustAdmitted(t, pool, l, subject.Key, 3)
+	if got := l.Global(g); got != 3 {
+		t.Errorf("global usage %d, every lease settled; want the set's 3, once", got)
+	}
+}

@@ -120,7 +120,8 @@ func (p *LeasePool) giveBackAdmitted(ctx context.Context, cs []Charge) error {
 		r := Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At}
 		var idx []int
 		for i := range c.Spans {
-			if p.giveToLease(ctx, &c.Spans[i], c.Cost) {
+			var buf Span
+			if p.giveToLease(ctx, leaseSpan(c, i, &buf), c.Cost) {
 				continue
 			}
 			r.Spans = append(r.Spans, c.Spans[i])

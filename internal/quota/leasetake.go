@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"slices"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -94,7 +95,24 @@ func (p *LeasePool) known(c *Charge, i int) (int64, bool) {
 	if l == nil {
 		return 0, false
 	}
-	return l.known(&c.Spans[i], c.Cost)
+	var buf Span
+	return l.known(leaseSpan(c, i, &buf), c.Cost)
+}
+
+// leaseSpan returns span i of c as the lease of its counter counts it (in
+// buf when that differs from the span): the lease counts what it is
+// granted in the span's global window only if c counts there, listing the
+// window in its Globals. A subject's charge does not: its customer's
+// charge of the same set counts the set's units there, once, though the
+// subject's spans name the window, where spare capacity is measured.
+func leaseSpan(c *Charge, i int, buf *Span) *Span {
+	sp := &c.Spans[i]
+	if sp.Global.Metric == "" || slices.Contains(c.Globals, sp.Global) {
+		return sp
+	}
+	*buf = *sp
+	buf.Global = GlobalKey{}
+	return buf
 }
 
 // judge reports the spans idx of cs, which their leases denied but which
@@ -134,7 +152,8 @@ func (p *LeasePool) judge(ctx context.Context, cs []Charge, idx []spanAt) {
 // units admitted before the check as this process knows them. It returns
 // tiers.ErrUnavailable when the store cannot be had before ctx ends.
 func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outcome, error) {
-	sp := &c.Spans[i]
+	var buf Span
+	sp := leaseSpan(c, i, &buf)
 	for attempt := 0; ; {
 		l := p.lookup(sp)
 		st := l.next(sp, c.Cost, p.tick.Load())

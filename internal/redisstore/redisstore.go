@@ -21,6 +21,15 @@
 //	<prefix>{<metric>}/<customer>:s
 //	<prefix>{<metric>}:global:s
 //
+// A subject's count of a metric (where the metric has limits per subject)
+// has a key of its own, with its customer's tag, so that the charges of a
+// check of one metric, the customer's and the subject's, are one call:
+//
+//	<prefix>{<metric>/<customer>}/<subject>:s
+//	<prefix>{<metric>}/<customer>/<subject>:s
+//
+// A reset finds the subjects' keys by SCAN (see Clear).
+//
 // (Earlier versions of quotad kept hashes per window under the same names
 // without ":s"; the two never read each other's keys.) A key expires once
 // it counts nothing, and a window later (see quota's expiresMs), but for
@@ -266,24 +275,146 @@ func (s *Store) globalKey(metric string) string {
 }
 
 // Clear implements quota.SharedStore: it deletes the customer's key of
-// each metric, under either tag.
+// each metric, under either tag, and its subjects' keys of those metrics,
+// found by SCAN on every server (each node of a Redis Cluster; see
+// subjectKeys). Each call to Redis has the store's timeout; ctx bounds
+// them all.
 func (s *Store) Clear(ctx context.Context, customer string, metrics []string) error {
+	if len(metrics) == 0 {
+		return nil
+	}
 	client, err := s.conn()
 	if err != nil {
 		return unavailable(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	cmds := make(rueidis.Commands, 0, 2*len(metrics))
+	keys := make([]string, 0, 2*len(metrics))
 	for _, m := range metrics {
-		for _, byMetric := range []bool{false, true} { // a key a command: they are in two slots
-			cmds = append(cmds, client.B().Unlink().Key(s.key(customer, m, "", byMetric)).Build())
+		for _, byMetric := range []bool{false, true} {
+			keys = append(keys, s.key(customer, m, "", byMetric))
 		}
 	}
-	for _, r := range client.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
+	subjects, err := s.subjectKeys(ctx, client, customer, metrics)
+	if err != nil {
+		return unavailable(err)
+	}
+	keys = append(keys, subjects...)
+	// A key a command (keys of several hash slots cannot share one), in
+	// pipelines of clearBatch.
+	for len(keys) > 0 {
+		n := min(len(keys), clearBatch)
+		cmds := make(rueidis.Commands, n)
+		for i, k := range keys[:n] {
+			cmds[i] = client.B().Unlink().Key(k).Build()
+		}
+		keys = keys[n:]
+		if err := s.doMulti(ctx, client, cmds); err != nil {
 			return unavailable(err)
 		}
 	}
 	return nil
+}
+
+// clearBatch bounds the keys of one SCAN page, and the UNLINKs of one
+// pipeline.
+const clearBatch = 1000
+
+// doMulti sends cmds in one pipeline, within the store's timeout.
+func (s *Store) doMulti(ctx context.Context, client rueidis.Client, cmds rueidis.Commands) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	for _, r := range client.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subjectKeys returns the keys of the customer's subjects of metrics (see
+// key), whose names no one keeps: it scans every server for the keys that
+// match, under either tag,
+//
+//	<prefix>{<metric>/<customer>}/*:s
+//	<prefix>{<metric>}/<customer>/*:s
+//
+// with the prefix, the metric and the customer escaped (a glob character
+// in them matches only itself). For several metrics, each pattern matches
+// any metric, and the keys found are kept for those named: one scan of
+// each server per pattern, however many metrics, as when a customer is
+// deleted. A Redis Cluster's nodes are each scanned (a node scans only
+// its own keys), replicas included: a key found twice is listed once.
+func (s *Store) subjectKeys(ctx context.Context, client rueidis.Client, customer string, metrics []string) ([]string, error) {
+	metric := "*"
+	if len(metrics) == 1 {
+		metric = globEscape(metrics[0])
+	}
+	prefix, c := globEscape(s.prefix), globEscape(customer)
+	patterns := [2]string{prefix + "{" + metric + "/" + c + "}/*:s", prefix + "{" + metric + "}/" + c + "/*:s"}
+	named := make(map[string]bool, len(metrics))
+	for _, m := range metrics {
+		named[m] = true
+	}
+	seen := map[string]bool{}
+	var keys []string
+	for _, node := range client.Nodes() {
+		for _, pattern := range patterns {
+			for cursor := uint64(0); ; {
+				callCtx, cancel := context.WithTimeout(ctx, s.timeout)
+				e, err := node.Do(callCtx, node.B().Scan().Cursor(cursor).Match(pattern).Count(clearBatch).Build()).AsScanEntry()
+				cancel()
+				if err != nil {
+					return nil, err
+				}
+				for _, k := range e.Elements {
+					if !seen[k] && s.subjectKey(k, customer, named) {
+						seen[k] = true
+						keys = append(keys, k)
+					}
+				}
+				if cursor = e.Cursor; cursor == 0 {
+					break
+				}
+			}
+		}
+	}
+	return keys, nil
+}
+
+// subjectKey reports whether k is the key of one of customer's subjects
+// of a metric of metrics: <prefix>{<metric>/<customer>}/<subject>:s, or
+// <prefix>{<metric>}/<customer>/<subject>:s (metrics and customer ids
+// hold no '/' or '}'; see key).
+func (s *Store) subjectKey(k, customer string, metrics map[string]bool) bool {
+	rest, ok := strings.CutPrefix(k, s.prefix+"{")
+	if !ok {
+		return false
+	}
+	if rest, ok = strings.CutSuffix(rest, ":s"); !ok {
+		return false
+	}
+	tag, after, ok := strings.Cut(rest, "}/")
+	if !ok {
+		return false
+	}
+	if metric, c, byCustomer := strings.Cut(tag, "/"); byCustomer {
+		return metrics[metric] && c == customer && after != ""
+	}
+	c, subject, ok := strings.Cut(after, "/")
+	return ok && metrics[tag] && c == customer && subject != ""
+}
+
+// globEscape returns s with the characters a Redis glob pattern gives a
+// meaning to escaped, so that the pattern matches s itself.
+func globEscape(s string) string {
+	if !strings.ContainsAny(s, `*?[]\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte(`*?[]\`, s[i]) >= 0 {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

@@ -25,8 +25,8 @@ import (
 // Harness is what the suite needs of an implementation.
 type Harness struct {
 	// New returns a fresh counter, sharing no state with any other, in
-	// which the customers exist (and the metric api_calls, the only one
-	// the suite charges).
+	// which the customers exist, and the metrics the suite charges (see
+	// Metrics).
 	New func(t *testing.T, customers ...string) quota.Counter
 	// Windows are two windows the counter counts (short ones, or long).
 	Windows [2]tiers.Window
@@ -50,7 +50,24 @@ type Harness struct {
 	// differ from the other counters' then: the cases that count global
 	// usage exactly are skipped, and one checks the bounds it keeps.
 	HoldsInGlobals bool
+	// Subjects says the counter names a subject's counters apart from its
+	// customer's (Charge.Subject, and the Subject of its spans' keys): the
+	// cases of sets then charge a customer and one of its subjects
+	// together. Without it they leave subjects out.
+	Subjects bool
+	// OneOrder says the counter is not held to concurrent sets that list
+	// the same counters in different orders: the concurrent cases of sets
+	// then list every set's charges in one order. The contract has no
+	// such exception (the engine lists a check's charges in the order of
+	// its items, so two checks may list the same counters in two orders);
+	// a harness sets it only for a counter known to break it, saying why.
+	OneOrder bool
 }
+
+// Metrics returns the metrics the suite charges: api_calls, and two more
+// that sets of charges count in besides it (an item of another metric,
+// and a credit pool).
+func Metrics() []string { return []string{calls.name(), exports.name(), credits.name()} }
 
 // suite is a harness with the algorithm a run of the cases counts short
 // windows by (long windows: the zero value, which they ignore).
@@ -91,6 +108,10 @@ func cases() []testCase {
 		{name: "an undone take gives back its own units", run: undoTake, short: true},
 		{name: "a refund gives back from now first", run: refundsOverTime, short: true},
 		{name: "concurrent takes undone give back all their units", run: concurrentUndo, short: true},
+		{name: "a set is admitted only when every charge admits, and a denied one counts nothing", run: setAllOrNothing},
+		{name: "concurrent sets are all or nothing, within every limit", run: concurrentSets},
+		{name: "concurrent sets undone give back all their units", run: concurrentSetUndo},
+		{name: "a set counts once in each global window of its metrics", run: setGlobals},
 	}
 }
 
@@ -163,13 +184,39 @@ func elastic(n, ceiling int64) lim {
 	return lim{mode: tiers.Elastic, limit: n, size: n, threshold: n, ceiling: ceiling}
 }
 
-// metric is the metric api_calls as a case declares it: its capacity in
-// each window of the harness (0: none declared). Every charge of a metric
-// with capacity counts in its global windows.
-type metric struct{ capacity [2]int64 }
+// metric is a metric as a case declares it: its key (api_calls when
+// empty) and its capacity in each window of the harness (0: none
+// declared). Every charge of a metric with capacity counts in its global
+// windows.
+type metric struct {
+	key      string
+	capacity [2]int64
+}
 
-// plain declares no capacity.
+// plain is api_calls without capacity.
 var plain metric
+
+// The metrics of sets of charges, without capacity: api_calls, an item of
+// another metric, a credit pool.
+var (
+	calls   = metric{}
+	exports = metric{key: "exports"}
+	credits = metric{key: "credits"}
+)
+
+// name returns the metric's key.
+func (m metric) name() string {
+	if m.key == "" {
+		return "api_calls"
+	}
+	return m.key
+}
+
+// with returns m declaring capacity.
+func (m metric) with(capacity [2]int64) metric {
+	m.capacity = capacity
+	return m
+}
 
 func (m metric) declared() bool { return m.capacity[0] > 0 || m.capacity[1] > 0 }
 
@@ -177,20 +224,46 @@ func (m metric) declared() bool { return m.capacity[0] > 0 || m.capacity[1] > 0 
 func (s suite) ms(ms int64) time.Time { return s.At.Add(time.Duration(ms) * time.Millisecond) }
 
 // global returns the key of m's global usage in window i at ms.
-func (s suite) global(i int, ms int64) quota.GlobalKey {
+func (s suite) global(m metric, i int, ms int64) quota.GlobalKey {
 	start, _ := quota.Bounds(s.Windows[i], s.ms(ms), tiers.Anchor{})
-	return quota.GlobalKey{Metric: "api_calls", Window: s.Windows[i], Start: start}
+	return quota.GlobalKey{Metric: m.name(), Window: s.Windows[i], Start: start}
+}
+
+// owner is whose counters a charge counts in: a customer's metric, for
+// the customer as a whole or (subject set) for one of its subjects.
+type owner struct {
+	customer string
+	subject  string
+	metric   metric
+}
+
+func (o owner) String() string {
+	if o.subject != "" {
+		return fmt.Sprintf("%s's %s of %s", o.customer, o.metric.name(), o.subject)
+	}
+	return fmt.Sprintf("%s's %s", o.customer, o.metric.name())
 }
 
 // charge returns a charge of cost units of customer's metric m at ms, with
 // a span per window of the harness that ls limits (in order), and every
 // global window of m, as the engine resolves a check.
 func (s suite) charge(m metric, customer string, cost, ms int64, ls ...lim) *quota.Charge {
-	at := s.ms(ms)
-	c := &quota.Charge{Customer: customer, Metric: "api_calls", Cost: cost, At: at, MetricCapacity: m.declared()}
+	return s.chargeOf(owner{customer: customer, metric: m}, cost, ms, ls...)
+}
+
+// chargeOf returns a charge of cost units of o's counters at ms, with a
+// span per window of the harness that ls limits (in order), as the engine
+// resolves a check: a customer's own charge lists every global window of
+// its metric, where every unit the set admits counts; a subject's lists
+// none (its customer's charge of the set counts them), though its spans
+// still name their global window, where spare capacity is measured.
+func (s suite) chargeOf(o owner, cost, ms int64, ls ...lim) *quota.Charge {
+	at, m := s.ms(ms), o.metric
+	c := &quota.Charge{Customer: o.customer, Metric: m.name(), Subject: o.subject, Cost: cost, At: at,
+		MetricCapacity: m.declared()}
 	for i, w := range s.Windows {
-		if m.capacity[i] > 0 {
-			c.Globals = append(c.Globals, s.global(i, ms))
+		if m.capacity[i] > 0 && o.subject == "" {
+			c.Globals = append(c.Globals, s.global(m, i, ms))
 		}
 		if i >= len(ls) || ls[i].absent {
 			continue
@@ -198,13 +271,13 @@ func (s suite) charge(m metric, customer string, cost, ms int64, ls ...lim) *quo
 		l := ls[i]
 		start, end := quota.Bounds(w, at, tiers.Anchor{})
 		sp := quota.Span{
-			Key: quota.CounterKey{Customer: customer, Metric: "api_calls", Window: w, Start: start},
+			Key: quota.CounterKey{Customer: o.customer, Metric: m.name(), Subject: o.subject, Window: w, Start: start},
 			End: end,
 			Rule: quota.Rule{Mode: l.mode, Limit: l.limit, Algorithm: s.alg, Size: l.size, Threshold: l.threshold,
 				Ceiling: l.ceiling},
 		}
 		if m.capacity[i] > 0 {
-			sp.Global = s.global(i, ms)
+			sp.Global = s.global(m, i, ms)
 			if l.mode == tiers.Elastic {
 				sp.Rule.Spare, sp.Rule.Capacity = true, m.capacity[i]
 			}
@@ -226,11 +299,8 @@ func (s suite) hardCharge(customer string, cost int64, thresholds ...int64) *quo
 // set runs op on ch as a set of one, with outcomes of their own, and
 // keeps in ch what the counter kept there (for an undo of a take).
 func set(ch *quota.Charge, op func(cs []quota.Charge) error) ([]quota.Outcome, error) {
-	cs := []quota.Charge{*ch}
-	cs[0].Out = make([]quota.Outcome, len(ch.Spans))
-	err := op(cs)
-	*ch = cs[0]
-	return cs[0].Out, err
+	err := runSet([]*quota.Charge{ch}, op)
+	return ch.Out, err
 }
 
 // tryTake takes ch, as take does, and returns the error rather than

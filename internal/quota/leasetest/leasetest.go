@@ -4,7 +4,9 @@
 // the bound, settlements and reports, calls numbered so that a late copy
 // changes nothing, resolutions of calls whose answer was lost, recalls of
 // live holders only, resets, and the notice that units came back to a
-// counter a process was refused.
+// counter a process was refused; and, under the lease pools of several
+// processes at once, sets of charges taken all or nothing within every
+// bound, every unit accounted for once the pools settle.
 package leasetest
 
 import (
@@ -69,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 		{"a reset ends leases and keeps their calls fenced", resetEndsLeases},
 		{"recalls reach live holders only; dead holders' units stay counted", recallLiveOnly},
 		{"a process refused with nothing to recall hears when units come back", freedNotices},
+		{"the lease pools of several processes take sets all or nothing, within every bound", poolSets},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
