@@ -45,10 +45,10 @@ func CounterKeyString(k quota.CounterKey) string {
 	return s
 }
 
-// ParseCounterKey reads what CounterKeyString wrote. It reports false for
-// anything else: a short window, a start that is not a number, an empty
-// customer, metric or subject (a customer's own counter names none), or a
-// subject that is not valid.
+// ParseCounterKey reads what CounterKeyString wrote, and nothing else: a
+// key has one spelling. It reports false for a short window, a start that
+// is not a number as FormatInt writes it, an empty customer, metric or
+// subject (a customer's own counter names none), or an invalid subject.
 func ParseCounterKey(s string) (quota.CounterKey, bool) {
 	parts := strings.SplitN(s, "/", 5)
 	if len(parts) < 4 || parts[0] == "" || parts[1] == "" {
@@ -56,7 +56,7 @@ func ParseCounterKey(s string) (quota.CounterKey, bool) {
 	}
 	w, ok := tiers.ParseWindow(parts[2])
 	start, err := strconv.ParseInt(parts[3], 10, 64)
-	if !ok || err != nil || w.Short() {
+	if !ok || err != nil || w.Short() || strconv.FormatInt(start, 10) != parts[3] {
 		return quota.CounterKey{}, false
 	}
 	k := quota.CounterKey{Customer: parts[0], Metric: parts[1], Window: w, Start: time.Unix(start, 0).UTC()}
