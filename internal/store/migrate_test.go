@@ -10,13 +10,15 @@ import (
 	"testing"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
 )
 
 // The newest migration's down brings back what the one before it defined:
-// the functions and views of a schema migrated up to that one afresh. Then
-// it applies again.
+// the functions, views, columns, constraints and indexes of a schema
+// migrated up to that one from nothing. Then the one before goes down and
+// up again, and the newest applies again.
 func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 	t.Parallel()
 	db, s := MustOpenSchema(t)
@@ -26,17 +28,21 @@ func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 		t.Fatalf("migrations %v: want at least three", versions)
 	}
 	last, before, beforeThat := versions[len(versions)-1], versions[len(versions)-2], versions[len(versions)-3]
-	migrate := func(v uint) {
+	migrate := func(db *store.DB, v uint) {
 		t.Helper()
 		if err := db.MigrateTo(v); err != nil {
 			t.Fatalf("migrate to %d: %v", v, err)
 		}
 	}
-	migrate(before)
+	migrate(db, before)
 	down := MustDefinitions(t, s)
-	migrate(beforeThat)
-	migrate(before)
-	fresh := MustDefinitions(t, s)
+	e := dbtest.NewEmpty(t)
+	fromNothing, err := store.New(context.Background(), e.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(fromNothing, before)
+	fresh := MustDefinitions(t, e)
 	for _, name := range slices.Sorted(maps.Keys(fresh)) {
 		if down[name] != fresh[name] {
 			t.Errorf("after migrating down, %s is\n%s\nwant\n%s", name, down[name], fresh[name])
@@ -47,7 +53,9 @@ func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 			t.Errorf("after migrating down, %s is left", name)
 		}
 	}
-	migrate(last)
+	migrate(db, beforeThat)
+	migrate(db, before)
+	migrate(db, last)
 }
 
 // MustVersions returns the versions of the migration files, ascending.
@@ -67,15 +75,35 @@ func MustVersions(t testing.TB) []uint {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// MustDefinitions returns the definitions of the schema's functions and
-// views, by name.
+// MustDefinitions returns the definitions of the schema's functions,
+// views, tables' columns, constraints and indexes, by name.
 func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 	t.Helper()
 	rows, err := s.Pool.Query(context.Background(), `
 		SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
 		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
 		UNION ALL
-		SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = current_schema()`)
+		SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = current_schema()
+		UNION ALL
+		-- A column as its table declares it (where it stands among the
+		-- others aside: a column added after others stands last).
+		SELECT 'column ' || c.relname || '.' || a.attname,
+		       format_type(a.atttypid, a.atttypmod)
+		       || CASE WHEN a.attcollation <> t.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
+		       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+		       || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
+		       || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+		  AND a.attnum > 0 AND NOT a.attisdropped
+		UNION ALL
+		SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname, pg_get_constraintdef(oid)
+		FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+		UNION ALL
+		SELECT 'index ' || indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +114,8 @@ func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 		if err := rows.Scan(&name, &def); err != nil {
 			t.Fatal(err)
 		}
-		defs[name] = def
+		// Definitions name their schema: two schemas' compare without.
+		defs[name] = strings.ReplaceAll(def, s.Name+".", "")
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
