@@ -8,8 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
@@ -162,5 +164,107 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 	mustPut(t, err)
 	if len(p.Limits) != 1 || p.Limits[0].Per != tiers.PerCustomer {
 		t.Errorf("plan after the round trip = %+v", p.Limits)
+	}
+}
+
+// Migration 000014 (counters per subject): the counters, leases and
+// reservations from before it are the customers' own. Migrated down, the
+// subjects' counters go with their leases, and a held reservation keeps
+// only the windows of its customer's counters; the customers' own
+// counters, leases and reservations stay as they were.
+func TestCountersPerSubjectMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := MustOpenSchema(t)
+	MustSeed(t, db, nil, "acme")
+	const subject = "org/7:jane.doe@example.com"
+	migrate := func(v uint) {
+		t.Helper()
+		if err := db.MigrateTo(v); err != nil {
+			t.Fatalf("migrate to %d: %v", v, err)
+		}
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	const (
+		dayWindow     = `{"window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+		ownWindow     = `{"metric": "api_calls", "window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+		subjectWindow = `{"metric": "api_calls", "subject": "` + subject + `", "window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+	)
+	insertReservation := func(id, state, windows string) {
+		t.Helper()
+		var committed *int64
+		if state == "committed" {
+			committed = ptr(int64(3))
+		}
+		exec(`INSERT INTO reservations (id, customer_id, metric, cost, state, committed, expires_at, created_at,
+			windows, answer) VALUES ($1, 'acme', 'api_calls', 3, $2, $3, $4, $4, $5, '{}')`,
+			id, state, committed, day0.Add(time.Hour), windows)
+	}
+
+	// Before: a counter, a lease of it and a reservation, as 000013 kept
+	// them.
+	migrate(13)
+	exec(`INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+		VALUES ('acme', 'api_calls', 'day', $1, 5)`, day0)
+	exec(`INSERT INTO counter_leases (customer_id, metric, quota_window, window_start, holder, unused, seq)
+		VALUES ('acme', 'api_calls', 'day', $1, 7, 2, 1)`, day0)
+	insertReservation("rsv_before", "held", "["+dayWindow+"]")
+
+	migrate(14)
+	own, sub := subjectSpan("acme", "", 10), subjectSpan("acme", subject, 10)
+	if got := MustRaw(t, s, own.Key); got != 5 {
+		t.Errorf("the customer's counter from before, read as its own: %d, want 5", got)
+	}
+	if rsv, err := db.Reservation(ctx, "rsv_before"); err != nil || rsv.Subject != "" {
+		t.Errorf("the reservation from before: %+v, %v; want the customer's own", rsv, err)
+	}
+	// The subject's counter, a lease of it, and reservations of the
+	// subject: one held, one committed.
+	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: subject, Cost: 3,
+		At: day0, Spans: []quota.Span{sub}}); !ok {
+		t.Fatal(out)
+	}
+	exec(`INSERT INTO counter_leases (customer_id, metric, subject, quota_window, window_start, holder, unused, seq)
+		VALUES ('acme', 'api_calls', $1, 'day', $2, 7, 1, 1)`, subject, day0)
+	insertReservation("rsv_held", "held", "["+ownWindow+", "+subjectWindow+", "+dayWindow+"]")
+	insertReservation("rsv_committed", "committed", "["+ownWindow+", "+subjectWindow+"]")
+	exec(`UPDATE reservations SET subject = $1 WHERE id IN ('rsv_held', 'rsv_committed')`, subject)
+
+	migrate(13)
+	var counters, leases int
+	var used, unused int64
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), sum(used) FROM usage_counters`).Scan(&counters, &used); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), sum(unused) FROM counter_leases`).Scan(&leases, &unused); err != nil {
+		t.Fatal(err)
+	}
+	if counters != 1 || used != 5 || leases != 1 || unused != 2 {
+		t.Errorf("after migrating down: %d counters of %d units, %d leases of %d unused; want the customer's: 1 of 5, 1 of 2",
+			counters, used, leases, unused)
+	}
+	for _, tt := range []struct {
+		id, windows string
+	}{
+		{"rsv_before", "[" + dayWindow + "]"},
+		{"rsv_held", "[" + ownWindow + ", " + dayWindow + "]"},          // the subject's window goes with its counter
+		{"rsv_committed", "[" + ownWindow + ", " + subjectWindow + "]"}, // settled: gives back nothing more
+	} {
+		var same bool
+		var got string
+		err := s.Pool.QueryRow(ctx, `SELECT windows = $2::jsonb, windows::text FROM reservations WHERE id = $1`,
+			tt.id, tt.windows).Scan(&same, &got)
+		if err != nil || !same {
+			t.Errorf("after migrating down, %s's windows are %s (%v), want %s", tt.id, got, err, tt.windows)
+		}
+	}
+	migrate(14)
+	if got := MustRaw(t, s, own.Key); got != 5 {
+		t.Errorf("migrated up again: the customer's counter %d, want 5", got)
 	}
 }
