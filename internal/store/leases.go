@@ -15,10 +15,9 @@ import (
 // Leases are granted, settled, reported, resolved and recalled by the
 // functions of migration 000014 (which gave them subjects; their rules are
 // those of 000003 to 000010), each one round trip that takes the counters'
-// row locks first. A process is a holder, named
-// by a random key; it holds the advisory lock of that key on its listening
-// session (see Listener), so that the others know it runs and hears their
-// recalls. Every call that changes a lease carries the pool's number for
+// row locks first. A process is a holder, named by a random key; it holds
+// the advisory lock of that key on its listening session (see Listener),
+// so that the others know it runs and hears their recalls. Every call that changes a lease carries the pool's number for
 // it (see quota.Leaser), which the functions compare with the lease row's.
 
 // Lease implements quota.Leaser: leaseBatch grants per statement, each

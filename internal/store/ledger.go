@@ -121,7 +121,8 @@ func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	}
 	var used int64
 	c.Trips++
-	if err := db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+	err = db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	if err != nil {
 		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
 	c.Out[0] = c.Judge(0, used, 0)
@@ -139,7 +140,8 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 		c := &cs[ci]
 		for i := range c.Spans {
 			sp := &c.Spans[i]
-			b.Queue(chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost, sp.Rule.Threshold)
+			b.Queue(chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost,
+				sp.Rule.Threshold)
 		}
 	}
 	if b.Len() > 0 {
@@ -182,7 +184,9 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 				}
 			} else {
 				var used int64
-				if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+				err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(),
+					sp.Key.Start).Scan(&used)
+				if err != nil {
 					return false, err
 				}
 				c.Out[i] = c.Judge(i, used, 0)
@@ -220,14 +224,15 @@ func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int) (bool
 	if err := tx.QueryRow(ctx, globalQ, g.Metric, g.Window.String(), g.Start).Scan(&global); err != nil {
 		return false, err
 	}
-	if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+	err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	if err != nil {
 		return false, err
 	}
 	if out[i] = c.Judge(i, used, global); !out[i].Passed {
 		return false, nil
 	}
 	var after int64
-	err := tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
+	err = tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Ceiling).Scan(&after)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another check took the room between the read and now.
