@@ -396,20 +396,25 @@ func TestReservationOfASubject(t *testing.T) {
 
 // subjectFixture is an engine over PostgreSQL for customer acme, whose
 // api_calls are limited to 10 a day, and to 3 a day for each of its
-// subjects. The catalog is the test's (the limits per subject are not
-// stored in PostgreSQL yet); the customer and the metric are in
-// PostgreSQL, for the counters' foreign keys.
+// subjects.
 func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *store.DB) {
 	t.Helper()
+	ctx := context.Background()
 	db := MustOpen(t)
-	MustSeed(t, db, nil, "acme")
-	catalog := quotatest.NewCatalog()
-	catalog.PutMetric("api_calls", nil)
-	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{
+	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 3, Mode: tiers.Hard, Per: tiers.PerSubject},
-	})
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: db, History: db, Clock: quotatest.NewClock(at),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: quotatest.NewClock(at),
 		Leases: leases, Reservations: db, StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
