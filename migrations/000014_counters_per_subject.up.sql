@@ -12,9 +12,13 @@
 -- counters of a metric before its subjects'.
 --
 -- Every function that names a counter takes its subject (arrays of subjects
--- beside the arrays of customers and metrics) and is otherwise as the
--- migration named above it left it. Their old forms are dropped: a binary
--- that calls them without subjects does not run on this schema.
+-- beside the arrays of customers and metrics); its rules are those of 000008
+-- to 000010, unchanged. The forms without a subject are dropped: a binary
+-- that calls them does not run on this schema.
+--
+-- The two primary keys and the purge's index are built anew: usage_counters
+-- and counter_leases are locked while they build (a few seconds per million
+-- counters), and checks that need the ledger wait meanwhile.
 
 -- The lease rows' foreign key and the view of live leases go first: both
 -- stand on the keys and columns changed below.
