@@ -106,6 +106,22 @@ type Schema struct {
 // whose connections work in it. Both are dropped when t ends.
 func New(t testing.TB) *Schema {
 	t.Helper()
+	s := NewEmpty(t)
+	db, err := store.New(context.Background(), s.Pool)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	if err := db.MigrateUp(context.Background()); err != nil {
+		t.Fatalf("migrate schema %s: %v", s.Name, err)
+	}
+	return s
+}
+
+// NewEmpty creates a fresh schema with no migration applied, for tests of
+// the migrations, and returns a pool whose connections work in it. Both are
+// dropped when t ends.
+func NewEmpty(t testing.TB) *Schema {
+	t.Helper()
 	base := ServerURL(t)
 	ctx := context.Background()
 
@@ -141,13 +157,6 @@ func New(t testing.TB) *Schema {
 		t.Fatalf("open pool: %v", err)
 	}
 	t.Cleanup(pool.Close)
-	db, err := store.New(ctx, pool)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	if err := db.MigrateUp(ctx); err != nil {
-		t.Fatalf("migrate schema %s: %v", name, err)
-	}
 	return &Schema{URL: url, Name: name, Pool: pool}
 }
 

@@ -11,9 +11,8 @@ import (
 )
 
 // The counter contract, run against PostgreSQL: the ledger charging
-// directly, and the lease pool over it. Subjects are left out: the
-// ledger's counters have no subject yet, so a subject's counter would be
-// its customer's. The ledger charging directly is run on sets in one
+// directly, and the lease pool over it, subjects' counters apart from
+// their customers'. The ledger charging directly is run on sets in one
 // order (OneOrder): its transaction locks a set's counters in the order
 // the set lists them, so two sets of the same counters in two orders may
 // deadlock, and fail once PostgreSQL found that four times. The lease
@@ -24,7 +23,8 @@ func TestCounterContract(t *testing.T) {
 	for name, leases := range map[string]bool{"ledger": false, "lease pool": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			countertest.Run(t, countertest.Harness{Windows: long, At: at, HoldsInGlobals: leases, OneOrder: !leases,
+			countertest.Run(t, countertest.Harness{Windows: long, At: at, HoldsInGlobals: leases, Subjects: true,
+				OneOrder: !leases,
 				New: func(t *testing.T, customers ...string) quota.Counter {
 					db := MustOpen(t)
 					MustSeed(t, db, nil, customers...)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,18 +13,18 @@ import (
 )
 
 // Leases are granted, settled, reported, resolved and recalled by the
-// functions of migrations 000003, 000004 and 000008, each one round trip
-// that takes the counters' row locks first. A process is a holder, named
-// by a random key; it holds the advisory lock of that key on its listening
-// session (see Listener), so that the others know it runs and hears their
-// recalls. Every call that changes a lease carries the pool's number for
+// functions of migration 000014 (which gave them subjects; their rules are
+// those of 000003 to 000010), each one round trip that takes the counters'
+// row locks first. A process is a holder, named by a random key; it holds
+// the advisory lock of that key on its listening session (see Listener),
+// so that the others know it runs and hears their recalls. Every call that changes a lease carries the pool's number for
 // it (see quota.Leaser), which the functions compare with the lease row's.
 
 // Lease implements quota.Leaser: leaseBatch grants per statement, each
 // statement a transaction of its own.
 func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 	const q = `SELECT o_i, o_granted, o_used, o_others, o_lost, o_gone
-		FROM quotad_lease_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`
+		FROM quotad_lease_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 	for len(r) > 0 {
 		batch := r[:min(len(r), leaseBatch)]
 		r = r[len(batch):]
@@ -46,8 +44,8 @@ func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 			channel = &db.channel
 		}
 		err := retry(func() error {
-			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs,
-				bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
+			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(),
+				a.seqs, bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
 			if err != nil {
 				return err
 			}
@@ -84,8 +82,8 @@ func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 // counters are locked first, then global usage.
 func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
-		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs, a.unused, a.globals,
+		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused, a.globals,
 			db.channel, db.freedPayloads(s))
 		return err
 	})
@@ -94,8 +92,8 @@ func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 // Report implements quota.Leaser, in one statement.
 func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
-		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-			a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs, a.unused,
+		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused,
 			db.channel, db.freedPayloads(s))
 		if err != nil {
 			return err
@@ -113,7 +111,7 @@ func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 
 // Resolve implements quota.Leaser, in one statement per leaseBatch calls.
 func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
-	const q = `SELECT o_i, o_applied, o_held, o_unused, o_granted FROM quotad_resolve($1, $2, $3, $4, $5, $6)`
+	const q = `SELECT o_i, o_applied, o_held, o_unused, o_granted FROM quotad_resolve($1, $2, $3, $4, $5, $6, $7)`
 	for len(d) > 0 {
 		batch := d[:min(len(d), leaseBatch)]
 		d = d[len(batch):]
@@ -122,7 +120,7 @@ func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
 			a.add(x.Key, x.Seq, 0, quota.GlobalKey{})
 		}
 		err := retry(func() error {
-			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.windows, a.starts, db.holderID(), a.seqs)
+			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs)
 			if err != nil {
 				return err
 			}
@@ -184,15 +182,16 @@ const leaseBatch = 1000
 // leaseArrays are lease calls as columns, for the functions that take
 // many at once.
 type leaseArrays struct {
-	customers, metrics, windows []string
-	starts                      []time.Time
-	seqs, unused                []int64
-	globals                     []*time.Time
+	customers, metrics, subjects, windows []string
+	starts                                []time.Time
+	seqs, unused                          []int64
+	globals                               []*time.Time
 }
 
 func (a *leaseArrays) add(k quota.CounterKey, seq, unused int64, g quota.GlobalKey) {
 	a.customers = append(a.customers, k.Customer)
 	a.metrics = append(a.metrics, k.Metric)
+	a.subjects = append(a.subjects, k.Subject)
 	a.windows = append(a.windows, k.Window.String())
 	a.starts = append(a.starts, k.Start)
 	a.seqs = append(a.seqs, seq)
@@ -219,35 +218,14 @@ func (db *DB) Alone(ctx context.Context) (bool, error) {
 
 // Recall implements quota.Leaser.
 func (db *DB) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
-	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7)`
+	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7, $8)`
 	var n int
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Window.String(), k.Start, db.holderID(),
+	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, db.holderID(),
 		db.channel, db.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("recall %s: %w", CounterKeyString(k), mapErr(err))
 	}
 	return n, nil
-}
-
-// CounterKeyString names a counter in a notification:
-// customer/metric/window/start, start in Unix seconds (window starts are
-// whole seconds; customer ids and metric keys hold no slash).
-func CounterKeyString(k quota.CounterKey) string {
-	return k.Customer + "/" + k.Metric + "/" + k.Window.String() + "/" + strconv.FormatInt(k.Start.Unix(), 10)
-}
-
-// ParseCounterKey reads what CounterKeyString wrote.
-func ParseCounterKey(s string) (quota.CounterKey, bool) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 4 {
-		return quota.CounterKey{}, false
-	}
-	w, ok := tiers.ParseWindow(parts[2])
-	start, err := strconv.ParseInt(parts[3], 10, 64)
-	if !ok || err != nil || w.Short() {
-		return quota.CounterKey{}, false
-	}
-	return quota.CounterKey{Customer: parts[0], Metric: parts[1], Window: w, Start: time.Unix(start, 0).UTC()}, true
 }
 
 // globalStart is the start of a lease's global window, or NULL where the

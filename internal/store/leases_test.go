@@ -37,8 +37,8 @@ func TestLeaseAllRunsInATransactionOfItsOwn(t *testing.T) {
 	MustSeed(t, db, nil, "acme", "globex")
 	ctx := context.Background()
 	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	const grant = `SELECT o_granted FROM quotad_lease_all(ARRAY[$1::text], ARRAY['api_calls'], ARRAY['day'],
-		ARRAY[$2::timestamptz], 1, ARRAY[1::bigint], ARRAY[10::bigint], ARRAY[1::bigint], ARRAY[0::bigint],
+	const grant = `SELECT o_granted FROM quotad_lease_all(ARRAY[$1::text], ARRAY['api_calls'], ARRAY[''],
+		ARRAY['day'], ARRAY[$2::timestamptz], 1, ARRAY[1::bigint], ARRAY[10::bigint], ARRAY[1::bigint], ARRAY[0::bigint],
 		ARRAY[1::bigint], ARRAY[false], ARRAY[NULL::timestamptz], NULL, ARRAY[''])`
 	tx, err := s.Pool.Begin(ctx)
 	if err != nil {
@@ -128,8 +128,8 @@ func MustRaw(t testing.TB, s *dbtest.Schema, k quota.CounterKey) int64 {
 	var used int64
 	err := s.Pool.QueryRow(context.Background(), `
 		SELECT coalesce((SELECT used FROM usage_counters
-		WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4), 0)`,
-		k.Customer, k.Metric, k.Window.String(), k.Start).Scan(&used)
+		WHERE customer_id = $1 AND metric = $2 AND subject = $3 AND quota_window = $4 AND window_start = $5), 0)`,
+		k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start).Scan(&used)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,8 +233,8 @@ func TestSettleAndReportCommitWithoutWaitingForTheDisk(t *testing.T) {
 	}
 	before := show(conn)
 	for _, call := range []string{
-		`SELECT quotad_settle_all('{}', '{}', '{}', '{}', 1, '{}', '{}', '{}', NULL, '{}')`,
-		`SELECT quotad_report('{}', '{}', '{}', '{}', 1, '{}', '{}', NULL, '{}')`,
+		`SELECT quotad_settle_all('{}', '{}', '{}', '{}', '{}', 1, '{}', '{}', '{}', NULL, '{}')`,
+		`SELECT quotad_report('{}', '{}', '{}', '{}', '{}', 1, '{}', '{}', NULL, '{}')`,
 	} {
 		tx, err := conn.Begin(ctx)
 		if err != nil {

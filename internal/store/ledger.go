@@ -17,34 +17,40 @@ import (
 // denial) without committing anything.
 var errRollback = errors.New("rollback")
 
-// chargeQ adds $5 units to a counter if, and only if, the result stays
-// within the threshold $6. It never reads and then writes: the condition
+// The statements below name a counter by its key: customer $1, metric $2,
+// subject $3 ("" for the customer's own counter), window $4 and start $5.
+
+// chargeQ adds $6 units to a counter if, and only if, the result stays
+// within the threshold $7. It never reads and then writes: the condition
 // and the increment are one atomic upsert. A missing row is created only
 // when the cost alone fits.
 const chargeQ = `
-	INSERT INTO usage_counters AS c (customer_id, metric, quota_window, window_start, used)
-	SELECT $1, $2, $3, $4, $5::bigint
-	WHERE $5::bigint <= $6::bigint
-	ON CONFLICT (customer_id, metric, quota_window, window_start)
+	INSERT INTO usage_counters AS c (customer_id, metric, subject, quota_window, window_start, used)
+	SELECT $1, $2, $3, $4, $5, $6::bigint
+	WHERE $6::bigint <= $7::bigint
+	ON CONFLICT (customer_id, metric, subject, quota_window, window_start)
 	DO UPDATE SET used = c.used + EXCLUDED.used
-	WHERE c.used + EXCLUDED.used <= $6::bigint
+	WHERE c.used + EXCLUDED.used <= $7::bigint
 	RETURNING used`
 
 const counterQ = `
 	SELECT coalesce((SELECT used FROM usage_counters
-	                 WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4), 0)`
+	                 WHERE customer_id = $1 AND metric = $2 AND subject = $3
+	                   AND quota_window = $4 AND window_start = $5), 0)`
 
 // admittedQ reads a counter as admitted units: without the units other
-// live processes (than holder $5) report holding unused in leases. The
+// live processes (than holder $6) report holding unused in leases. The
 // units of a process that died stay counted.
 const admittedQ = `
 	SELECT coalesce((
 	    SELECT c.used - coalesce((
 	        SELECT sum(l.unused) FROM quotad_live_leases l
-	        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.quota_window = c.quota_window
-	          AND l.window_start = c.window_start AND l.holder <> $5 AND l.unused > 0), 0)
+	        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.subject = c.subject
+	          AND l.quota_window = c.quota_window AND l.window_start = c.window_start
+	          AND l.holder <> $6 AND l.unused > 0), 0)
 	    FROM usage_counters c
-	    WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4), 0)`
+	    WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = $3
+	      AND c.quota_window = $4 AND c.window_start = $5), 0)`
 
 const globalQ = `
 	SELECT coalesce(sum(used), 0)::bigint FROM metric_usage
@@ -104,7 +110,7 @@ func chargeErr(op string, cs []quota.Charge, err error) error {
 func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	sp := &c.Spans[0]
 	var after int64
-	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start,
+	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Threshold).Scan(&after)
 	switch {
 	case err == nil:
@@ -115,7 +121,8 @@ func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	}
 	var used int64
 	c.Trips++
-	if err := db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+	err = db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	if err != nil {
 		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
 	c.Out[0] = c.Judge(0, used, 0)
@@ -133,7 +140,8 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 		c := &cs[ci]
 		for i := range c.Spans {
 			sp := &c.Spans[i]
-			b.Queue(chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost, sp.Rule.Threshold)
+			b.Queue(chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost,
+				sp.Rule.Threshold)
 		}
 	}
 	if b.Len() > 0 {
@@ -176,7 +184,9 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 				}
 			} else {
 				var used int64
-				if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+				err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(),
+					sp.Key.Start).Scan(&used)
+				if err != nil {
 					return false, err
 				}
 				c.Out[i] = c.Judge(i, used, 0)
@@ -214,14 +224,15 @@ func chargeElastic(ctx context.Context, tx pgx.Tx, c *quota.Charge, i int) (bool
 	if err := tx.QueryRow(ctx, globalQ, g.Metric, g.Window.String(), g.Start).Scan(&global); err != nil {
 		return false, err
 	}
-	if err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start).Scan(&used); err != nil {
+	err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	if err != nil {
 		return false, err
 	}
 	if out[i] = c.Judge(i, used, global); !out[i].Passed {
 		return false, nil
 	}
 	var after int64
-	err := tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start,
+	err = tx.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Ceiling).Scan(&after)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another check took the room between the read and now.
@@ -302,7 +313,7 @@ func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey
 	}
 	b := &pgx.Batch{}
 	for _, k := range counters {
-		b.Queue(admittedQ, k.Customer, k.Metric, k.Window.String(), k.Start, holder)
+		b.Queue(admittedQ, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, holder)
 	}
 	for _, g := range globals {
 		b.Queue(globalQ, g.Metric, g.Window.String(), g.Start)
@@ -362,24 +373,25 @@ func giveBack(ctx context.Context, q conn, channel string, payload func(quota.Co
 	const refundQ = `
 		WITH old AS MATERIALIZED (
 		    SELECT used, watched FROM usage_counters
-		    WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4
+		    WHERE customer_id = $1 AND metric = $2 AND subject = $3 AND quota_window = $4 AND window_start = $5
 		    FOR UPDATE
 		), leased AS MATERIALIZED (
 		    SELECT coalesce(sum(l.unused), 0) AS unused FROM counter_leases l
-		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.quota_window = $3 AND l.window_start = $4
-		      AND l.unused > 0
+		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.subject = $3 AND l.quota_window = $4
+		      AND l.window_start = $5 AND l.unused > 0
 		), back AS (
-		    SELECT LEAST(GREATEST(old.used - leased.unused, 0), $5) AS units FROM old, leased
+		    SELECT LEAST(GREATEST(old.used - leased.unused, 0), $6) AS units FROM old, leased
 		)
 		UPDATE usage_counters c SET used = c.used - back.units, watched = old.watched AND back.units = 0
 		FROM old, leased, back
-		WHERE c.customer_id = $1 AND c.metric = $2 AND c.quota_window = $3 AND c.window_start = $4
+		WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = $3 AND c.quota_window = $4 AND c.window_start = $5
 		RETURNING GREATEST(old.used - leased.unused, 0), old.watched AND back.units > 0`
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		var before int64
 		var freed bool
-		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost).Scan(&before, &freed)
+		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
+			c.Cost).Scan(&before, &freed)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -438,14 +450,14 @@ func (l txLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 		return ok, err
 	}
 	const undoQ = `
-		UPDATE usage_counters SET used = used - $5
-		WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND window_start = $4`
+		UPDATE usage_counters SET used = used - $6
+		WHERE customer_id = $1 AND metric = $2 AND subject = $3 AND quota_window = $4 AND window_start = $5`
 	b := &pgx.Batch{}
 	for ci := range cs {
 		c := &cs[ci]
 		for i := range c.Spans {
 			if sp := &c.Spans[i]; c.Out[i].Passed {
-				b.Queue(undoQ, c.Customer, c.Metric, sp.Key.Window.String(), sp.Key.Start, c.Cost)
+				b.Queue(undoQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost)
 			}
 		}
 	}
@@ -474,13 +486,17 @@ func sendBatch(ctx context.Context, q conn, b *pgx.Batch) error {
 	return q.SendBatch(ctx, b).Close()
 }
 
-// Reset implements quota.Ledger: it deletes the customer's counters of
-// metric, records the reset in the audit log and tells every process.
+// Reset implements quota.Ledger: it zeroes the customer's counters of
+// metric, its own and every subject's, records the reset in the audit log
+// and tells every process.
 func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time.Time) error {
+	// zeroed is a counter the reset zeroed, as the audit event shows it:
+	// a subject's names it, the customer's own names none.
 	type zeroed struct {
-		Window string    `json:"window"`
-		Start  time.Time `json:"window_start"`
-		Used   int64     `json:"used"`
+		Subject string    `json:"subject,omitempty"`
+		Window  string    `json:"window"`
+		Start   time.Time `json:"window_start"`
+		Used    int64     `json:"used"`
 	}
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
@@ -488,19 +504,22 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		}
 		// The counters go to zero rather than away, and their leases end
 		// but keep their rows: a lease call still in flight from before
-		// the reset then finds its number taken, not an empty table.
+		// the reset then finds its number taken, not an empty table. The
+		// customer and metric are a prefix of the key: every subject's
+		// counters are found with the customer's, and locked in the key's
+		// order (the customer's own first).
 		const q = `
 			WITH old AS MATERIALIZED (
-			    SELECT quota_window, window_start, used FROM usage_counters
+			    SELECT subject, quota_window, window_start, used FROM usage_counters
 			    WHERE customer_id = $1 AND metric = $2 AND used > 0
-			    ORDER BY quotad_window_rank(quota_window), window_start
+			    ORDER BY subject, quotad_window_rank(quota_window), window_start
 			    FOR UPDATE
 			)
 			UPDATE usage_counters c SET used = 0, watched = false
 			FROM old
-			WHERE c.customer_id = $1 AND c.metric = $2
+			WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = old.subject
 			  AND c.quota_window = old.quota_window AND c.window_start = old.window_start
-			RETURNING c.quota_window, c.window_start, old.used`
+			RETURNING c.subject, c.quota_window, c.window_start, old.used`
 		const leasesQ = `
 			UPDATE counter_leases SET held = false, unused = 0, granted = 0
 			WHERE customer_id = $1 AND metric = $2 AND held`
@@ -510,7 +529,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		}
 		list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (zeroed, error) {
 			var z zeroed
-			err := row.Scan(&z.Window, &z.Start, &z.Used)
+			err := row.Scan(&z.Subject, &z.Window, &z.Start, &z.Used)
 			z.Start = z.Start.UTC()
 			return z, err
 		})

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -439,6 +441,194 @@ func TestRefundResetPurge(t *testing.T) {
 	if used := MustRead(t, db, old.Key, key); used[0] != 0 || used[1] != 1 {
 		t.Errorf("after purge: %v, want the old window gone and today kept", used)
 	}
+}
+
+// A customer's counter of a metric and window and its subjects' counters
+// of the same metric and window count apart: every charge counts in its
+// own, decides on its own, and gives back to its own; a set of charges of
+// the customer and its subjects is all or nothing; a reset of the metric
+// zeroes all of them, and shows each with its subject; a purge takes the
+// subjects' old counters too.
+func TestSubjectsCountApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustSeed(t, db, map[tiers.Window]int64{tiers.Day: 100}, "acme", "globex")
+	const u1, u2 = "org/7:user@example.com", "10.0.0.0/8"
+	global := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: day0}
+	// The counters watched, all of api_calls on day0.
+	counters := []quota.CounterKey{
+		subjectSpan("acme", "", 0).Key,
+		subjectSpan("acme", u1, 0).Key,
+		subjectSpan("acme", u2, 0).Key,
+		subjectSpan("globex", u1, 0).Key,
+	}
+	type ask struct {
+		customer, subject string
+		cost, threshold   int64
+		elastic           bool // beyond the threshold up to 10, on the metric's spare capacity
+	}
+	const (
+		take       = "take"
+		takeInTx   = "take in a transaction"
+		peek       = "peek"
+		giveBack   = "give back"
+		giveBackTx = "give back in a transaction"
+	)
+	steps := []struct {
+		name   string
+		op     string
+		set    []ask
+		wantOK bool    // take: admitted
+		used   []int64 // each charge's count before, as its outcome says
+		passed []bool  // each charge's span passed (take, peek)
+		want   []int64 // counters, as stored, after
+	}{
+		{"the customer takes", take, []ask{{"acme", "", 5, 10, false}},
+			true, []int64{0}, []bool{true}, []int64{5, 0, 0, 0}},
+		{"a subject takes: its own count, from zero", take, []ask{{"acme", u1, 3, 3, false}},
+			true, []int64{0}, []bool{true}, []int64{5, 3, 0, 0}},
+		{"the subject is full, the customer is not", take, []ask{{"acme", u1, 1, 3, false}},
+			false, []int64{3}, []bool{false}, []int64{5, 3, 0, 0}},
+		{"the customer takes beside its full subject", take, []ask{{"acme", "", 1, 10, false}},
+			true, []int64{5}, []bool{true}, []int64{6, 3, 0, 0}},
+		{"another subject, and the same subject of another customer", take,
+			[]ask{{"acme", u2, 2, 3, false}, {"globex", u1, 1, 3, false}},
+			true, []int64{0, 0}, []bool{true, true}, []int64{6, 3, 2, 1}},
+		{"each counter looked at as it is", peek,
+			[]ask{{"acme", "", 4, 10, false}, {"acme", u1, 1, 3, false}, {"acme", u2, 1, 3, false}},
+			false, []int64{6, 3, 2}, []bool{true, false, true}, []int64{6, 3, 2, 1}},
+		{"the customer and its subject at once: the subject denies, nothing counts", take,
+			[]ask{{"acme", "", 1, 10, false}, {"acme", u2, 2, 3, false}},
+			false, []int64{6, 2}, []bool{true, false}, []int64{6, 3, 2, 1}},
+		{"the customer and its subject at once, within both", take,
+			[]ask{{"acme", "", 1, 10, false}, {"acme", u2, 1, 3, false}},
+			true, []int64{6, 2}, []bool{true, true}, []int64{7, 3, 3, 1}},
+		{"in a transaction, the customer denies: its subjects' takes are undone", takeInTx,
+			[]ask{{"acme", "", 4, 10, false}, {"acme", u1, 1, 5, false}, {"acme", u2, 1, 5, false}},
+			false, []int64{7, 3, 3}, []bool{false, true, true}, []int64{7, 3, 3, 1}},
+		{"a full subject admits on spare capacity, up to its ceiling", take, []ask{{"acme", u2, 2, 3, true}},
+			true, []int64{3}, []bool{true}, []int64{7, 3, 5, 1}},
+		{"a subject gives back its own units", giveBack, []ask{{"acme", u1, 2, 0, false}},
+			false, []int64{3}, nil, []int64{7, 1, 5, 1}},
+		{"the customer gives back its own, in a transaction", giveBackTx, []ask{{"acme", "", 5, 0, false}},
+			false, []int64{7}, nil, []int64{2, 1, 5, 1}},
+	}
+	for _, step := range steps {
+		cs := make([]quota.Charge, len(step.set))
+		for i, a := range step.set {
+			sp := subjectSpan(a.customer, a.subject, a.threshold)
+			if a.elastic {
+				sp.Rule.Mode, sp.Rule.Spare, sp.Rule.Capacity, sp.Rule.Ceiling, sp.Global = tiers.Elastic, true, 100, 10, global
+			}
+			cs[i] = *charge(a.customer, a.cost, sp)
+			cs[i].Subject, cs[i].Out = a.subject, make([]quota.Outcome, 1)
+		}
+		var ok bool
+		var err error
+		switch step.op {
+		case take:
+			ok, err = db.Take(ctx, cs)
+		case takeInTx:
+			err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+				ok, err = tx.Take(ctx, cs)
+				return err
+			})
+		case peek:
+			err = db.Peek(ctx, cs)
+		case giveBack:
+			err = db.GiveBack(ctx, cs)
+		case giveBackTx:
+			err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error { return tx.GiveBack(ctx, cs) })
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if ok != step.wantOK {
+			t.Errorf("%s: admitted %v, want %v", step.name, ok, step.wantOK)
+		}
+		for i := range cs {
+			o := cs[i].Out[0]
+			if o.Used != step.used[i] || (step.passed != nil && o.Passed != step.passed[i]) {
+				t.Errorf("%s: charge %d (%q): %+v, want used %d, passed %v", step.name, i, cs[i].Subject, o, step.used[i],
+					step.passed != nil && step.passed[i])
+			}
+		}
+		if got := MustRead(t, db, counters...); !slices.Equal(got, step.want) {
+			t.Errorf("%s: counters %v, want %v", step.name, got, step.want)
+		}
+	}
+
+	// A reset of acme's api_calls zeroes its counter and every subject's,
+	// and the audit event shows each with its subject; globex's stay.
+	old := subjectSpan("acme", u1, 10)
+	old.Key.Start = day0.AddDate(0, 0, -3)
+	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
+		At: old.Key.Start, Spans: []quota.Span{old}}); !ok {
+		t.Fatal(out)
+	}
+	if err := db.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := MustRead(t, db, append(counters, old.Key)...), []int64{0, 0, 0, 1, 0}; !slices.Equal(got, want) {
+		t.Errorf("after the reset: counters %v, want %v", got, want)
+	}
+	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
+	if err != nil || len(events) != 1 {
+		t.Fatalf("audit events %+v (%v), want the reset", events, err)
+	}
+	type zeroed struct {
+		Subject string    `json:"subject"`
+		Window  string    `json:"window"`
+		Start   time.Time `json:"window_start"`
+		Used    int64     `json:"used"`
+	}
+	var before struct {
+		Metric   string   `json:"metric"`
+		Counters []zeroed `json:"counters"`
+	}
+	if err := json.Unmarshal(events[0].Before, &before); err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(before.Counters, func(a, b zeroed) int {
+		return cmp.Or(cmp.Compare(a.Subject, b.Subject), a.Start.Compare(b.Start))
+	})
+	wantZeroed := []zeroed{
+		{Window: "day", Start: day0, Used: 2},
+		{Subject: u2, Window: "day", Start: day0, Used: 5},
+		{Subject: u1, Window: "day", Start: old.Key.Start, Used: 1},
+		{Subject: u1, Window: "day", Start: day0, Used: 1},
+	}
+	if before.Metric != "api_calls" || !slices.Equal(before.Counters, wantZeroed) {
+		t.Errorf("the reset's audit image: %s, want the counters %+v", events[0].Before, wantZeroed)
+	}
+	if strings.Contains(string(events[0].Before), `"subject":""`) {
+		t.Errorf("the reset's audit image names a subject for the customer's own counter: %s", events[0].Before)
+	}
+
+	// A purge takes the subjects' old counters as it takes the customer's.
+	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
+		At: old.Key.Start, Spans: []quota.Span{old}}); !ok {
+		t.Fatal(out)
+	}
+	if err := db.Purge(ctx, day0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := db.Pool().QueryRow(ctx, `SELECT count(*) FROM usage_counters WHERE window_start < $1`, day0).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d counters of windows long past left after the purge", left)
+	}
+}
+
+// subjectSpan is customer's day window of api_calls from day0, counted for
+// subject ("" for the customer's own), admitting up to threshold.
+func subjectSpan(customer, subject string, threshold int64) quota.Span {
+	sp := daySpan(customer, threshold)
+	sp.Key.Subject = subject
+	return sp
 }
 
 func TestHistoryNeverNegativeAndOutlivesCustomer(t *testing.T) {

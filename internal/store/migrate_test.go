@@ -8,15 +8,19 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
 )
 
 // The newest migration's down brings back what the one before it defined:
-// the functions and views of a schema migrated up to that one afresh. Then
-// it applies again.
+// the functions, views, columns, constraints and indexes of a schema
+// migrated up to that one from nothing. Then the one before goes down and
+// up again, and the newest applies again.
 func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 	t.Parallel()
 	db, s := MustOpenSchema(t)
@@ -26,17 +30,21 @@ func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 		t.Fatalf("migrations %v: want at least three", versions)
 	}
 	last, before, beforeThat := versions[len(versions)-1], versions[len(versions)-2], versions[len(versions)-3]
-	migrate := func(v uint) {
+	migrate := func(db *store.DB, v uint) {
 		t.Helper()
 		if err := db.MigrateTo(v); err != nil {
 			t.Fatalf("migrate to %d: %v", v, err)
 		}
 	}
-	migrate(before)
+	migrate(db, before)
 	down := MustDefinitions(t, s)
-	migrate(beforeThat)
-	migrate(before)
-	fresh := MustDefinitions(t, s)
+	e := dbtest.NewEmpty(t)
+	fromNothing, err := store.New(context.Background(), e.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	migrate(fromNothing, before)
+	fresh := MustDefinitions(t, e)
 	for _, name := range slices.Sorted(maps.Keys(fresh)) {
 		if down[name] != fresh[name] {
 			t.Errorf("after migrating down, %s is\n%s\nwant\n%s", name, down[name], fresh[name])
@@ -47,7 +55,9 @@ func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 			t.Errorf("after migrating down, %s is left", name)
 		}
 	}
-	migrate(last)
+	migrate(db, beforeThat)
+	migrate(db, before)
+	migrate(db, last)
 }
 
 // MustVersions returns the versions of the migration files, ascending.
@@ -67,15 +77,35 @@ func MustVersions(t testing.TB) []uint {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// MustDefinitions returns the definitions of the schema's functions and
-// views, by name.
+// MustDefinitions returns the definitions of the schema's functions,
+// views, tables' columns, constraints and indexes, by name.
 func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 	t.Helper()
 	rows, err := s.Pool.Query(context.Background(), `
 		SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
 		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
 		UNION ALL
-		SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = current_schema()`)
+		SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = current_schema()
+		UNION ALL
+		-- A column as its table declares it (where it stands among the
+		-- others aside: a column added after others stands last).
+		SELECT 'column ' || c.relname || '.' || a.attname,
+		       format_type(a.atttypid, a.atttypmod)
+		       || CASE WHEN a.attcollation <> t.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
+		       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
+		       || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
+		       || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
+		FROM pg_attribute a
+		JOIN pg_class c ON c.oid = a.attrelid
+		JOIN pg_type t ON t.oid = a.atttypid
+		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
+		  AND a.attnum > 0 AND NOT a.attisdropped
+		UNION ALL
+		SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname, pg_get_constraintdef(oid)
+		FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+		UNION ALL
+		SELECT 'index ' || indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +116,8 @@ func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 		if err := rows.Scan(&name, &def); err != nil {
 			t.Fatal(err)
 		}
-		defs[name] = def
+		// Definitions name their schema: two schemas' compare without.
+		defs[name] = strings.ReplaceAll(def, s.Name+".", "")
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -133,5 +164,107 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 	mustPut(t, err)
 	if len(p.Limits) != 1 || p.Limits[0].Per != tiers.PerCustomer {
 		t.Errorf("plan after the round trip = %+v", p.Limits)
+	}
+}
+
+// Migration 000014 (counters per subject): the counters, leases and
+// reservations from before it are the customers' own. Migrated down, the
+// subjects' counters go with their leases, and a held reservation keeps
+// only the windows of its customer's counters; the customers' own
+// counters, leases and reservations stay as they were.
+func TestCountersPerSubjectMigration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := MustOpenSchema(t)
+	MustSeed(t, db, nil, "acme")
+	const subject = "org/7:jane.doe@example.com"
+	migrate := func(v uint) {
+		t.Helper()
+		if err := db.MigrateTo(v); err != nil {
+			t.Fatalf("migrate to %d: %v", v, err)
+		}
+	}
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := s.Pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	const (
+		dayWindow     = `{"window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+		ownWindow     = `{"metric": "api_calls", "window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+		subjectWindow = `{"metric": "api_calls", "subject": "` + subject + `", "window": "day", "start": "2026-11-22T00:00:00Z", "end": "2026-11-23T00:00:00Z"}`
+	)
+	insertReservation := func(id, state, windows string) {
+		t.Helper()
+		var committed *int64
+		if state == "committed" {
+			committed = ptr(int64(3))
+		}
+		exec(`INSERT INTO reservations (id, customer_id, metric, cost, state, committed, expires_at, created_at,
+			windows, answer) VALUES ($1, 'acme', 'api_calls', 3, $2, $3, $4, $4, $5, '{}')`,
+			id, state, committed, day0.Add(time.Hour), windows)
+	}
+
+	// Before: a counter, a lease of it and a reservation, as 000013 kept
+	// them.
+	migrate(13)
+	exec(`INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+		VALUES ('acme', 'api_calls', 'day', $1, 5)`, day0)
+	exec(`INSERT INTO counter_leases (customer_id, metric, quota_window, window_start, holder, unused, seq)
+		VALUES ('acme', 'api_calls', 'day', $1, 7, 2, 1)`, day0)
+	insertReservation("rsv_before", "held", "["+dayWindow+"]")
+
+	migrate(14)
+	own, sub := subjectSpan("acme", "", 10), subjectSpan("acme", subject, 10)
+	if got := MustRaw(t, s, own.Key); got != 5 {
+		t.Errorf("the customer's counter from before, read as its own: %d, want 5", got)
+	}
+	if rsv, err := db.Reservation(ctx, "rsv_before"); err != nil || rsv.Subject != "" {
+		t.Errorf("the reservation from before: %+v, %v; want the customer's own", rsv, err)
+	}
+	// The subject's counter, a lease of it, and reservations of the
+	// subject: one held, one committed.
+	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: subject, Cost: 3,
+		At: day0, Spans: []quota.Span{sub}}); !ok {
+		t.Fatal(out)
+	}
+	exec(`INSERT INTO counter_leases (customer_id, metric, subject, quota_window, window_start, holder, unused, seq)
+		VALUES ('acme', 'api_calls', $1, 'day', $2, 7, 1, 1)`, subject, day0)
+	insertReservation("rsv_held", "held", "["+ownWindow+", "+subjectWindow+", "+dayWindow+"]")
+	insertReservation("rsv_committed", "committed", "["+ownWindow+", "+subjectWindow+"]")
+	exec(`UPDATE reservations SET subject = $1 WHERE id IN ('rsv_held', 'rsv_committed')`, subject)
+
+	migrate(13)
+	var counters, leases int
+	var used, unused int64
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), sum(used) FROM usage_counters`).Scan(&counters, &used); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pool.QueryRow(ctx, `SELECT count(*), sum(unused) FROM counter_leases`).Scan(&leases, &unused); err != nil {
+		t.Fatal(err)
+	}
+	if counters != 1 || used != 5 || leases != 1 || unused != 2 {
+		t.Errorf("after migrating down: %d counters of %d units, %d leases of %d unused; want the customer's: 1 of 5, 1 of 2",
+			counters, used, leases, unused)
+	}
+	for _, tt := range []struct {
+		id, windows string
+	}{
+		{"rsv_before", "[" + dayWindow + "]"},
+		{"rsv_held", "[" + ownWindow + ", " + dayWindow + "]"},          // the subject's window goes with its counter
+		{"rsv_committed", "[" + ownWindow + ", " + subjectWindow + "]"}, // settled: gives back nothing more
+	} {
+		var same bool
+		var got string
+		err := s.Pool.QueryRow(ctx, `SELECT windows = $2::jsonb, windows::text FROM reservations WHERE id = $1`,
+			tt.id, tt.windows).Scan(&same, &got)
+		if err != nil || !same {
+			t.Errorf("after migrating down, %s's windows are %s (%v), want %s", tt.id, got, err, tt.windows)
+		}
+	}
+	migrate(14)
+	if got := MustRaw(t, s, own.Key); got != 5 {
+		t.Errorf("migrated up again: the customer's counter %d, want 5", got)
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // Notification payloads are "<kind>:<instance>:<key>", instance naming the
@@ -17,13 +21,53 @@ const (
 	NotifyMetric   = "metric"   // key: metric
 	NotifyPlan     = "plan"     // key: plan
 	NotifyCustomer = "customer" // key: customer; its overrides changed too
-	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset
+	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset (every subject's with the customer's)
 	NotifyForget   = "forget"   // key: customer, deleted
-	NotifyRecall   = "recall"   // key: a counter (CounterKeyString) whose leased units a process needs
-	NotifyFreed    = "freed"    // key: a counter (CounterKeyString) that units came back to, which a process knew full
+	NotifyRecall   = "recall"   // key: a counter (CounterKeyString, with its subject) whose leased units a process needs
+	NotifyFreed    = "freed"    // key: a counter (CounterKeyString, with its subject) that units came back to, which a process knew full
 	NotifyWebhook  = "webhook"  // key: webhook id, created, replaced or deleted
 	NotifyDelivery = "delivery" // key: empty; webhook deliveries were queued
 )
+
+// CounterKeyString names a counter in a notification:
+// customer/metric/window/start for a customer's own counter, and
+// customer/metric/window/start/subject for a subject's, start in Unix
+// seconds (window starts are whole seconds). Customer ids, metric keys,
+// windows and starts hold no slash, so everything after the fourth slash
+// is the subject, slashes and all. A customer's own counter is named as
+// it was before counters had subjects: a key without a subject, from
+// whichever version of quotad, is the customer's.
+func CounterKeyString(k quota.CounterKey) string {
+	s := k.Customer + "/" + k.Metric + "/" + k.Window.String() + "/" + strconv.FormatInt(k.Start.Unix(), 10)
+	if k.Subject != "" {
+		s += "/" + k.Subject
+	}
+	return s
+}
+
+// ParseCounterKey reads what CounterKeyString wrote, and nothing else: a
+// key has one spelling. It reports false for a short window, a start that
+// is not a number as FormatInt writes it, an empty customer, metric or
+// subject (a customer's own counter names none), or an invalid subject.
+func ParseCounterKey(s string) (quota.CounterKey, bool) {
+	parts := strings.SplitN(s, "/", 5)
+	if len(parts) < 4 || parts[0] == "" || parts[1] == "" {
+		return quota.CounterKey{}, false
+	}
+	w, ok := tiers.ParseWindow(parts[2])
+	start, err := strconv.ParseInt(parts[3], 10, 64)
+	if !ok || err != nil || w.Short() || strconv.FormatInt(start, 10) != parts[3] {
+		return quota.CounterKey{}, false
+	}
+	k := quota.CounterKey{Customer: parts[0], Metric: parts[1], Window: w, Start: time.Unix(start, 0).UTC()}
+	if len(parts) == 5 {
+		if !tiers.ValidSubject(parts[4]) {
+			return quota.CounterKey{}, false
+		}
+		k.Subject = parts[4]
+	}
+	return k, true
+}
 
 // payload is the notification of kind about key, from this process.
 func (db *DB) payload(kind, key string) string { return kind + ":" + db.instance + ":" + key }

@@ -17,7 +17,7 @@ import (
 
 var _ quota.ReservationStore = (*DB)(nil)
 
-const reservationColumns = `id, customer_id, metric, cost, state, committed, over, expires_at, created_at,
+const reservationColumns = `id, customer_id, metric, subject, cost, state, committed, over, expires_at, created_at,
 	coalesce(request_id, '') AS request_id, windows, answer`
 
 // reservationRow is a row of reservations.
@@ -25,6 +25,7 @@ type reservationRow struct {
 	ID         string    `db:"id"`
 	CustomerID string    `db:"customer_id"`
 	Metric     string    `db:"metric"`
+	Subject    string    `db:"subject"`
 	Cost       int64     `db:"cost"`
 	State      string    `db:"state"`
 	Committed  *int64    `db:"committed"`
@@ -37,7 +38,7 @@ type reservationRow struct {
 }
 
 func (r reservationRow) reservation() (quota.Reservation, error) {
-	rsv := quota.Reservation{ID: r.ID, Customer: r.CustomerID, Metric: r.Metric, Cost: r.Cost,
+	rsv := quota.Reservation{ID: r.ID, Customer: r.CustomerID, Metric: r.Metric, Subject: r.Subject, Cost: r.Cost,
 		State: quota.ReservationState(r.State), Over: r.Over, ExpiresAt: utc(r.ExpiresAt), CreatedAt: utc(r.CreatedAt),
 		RequestID: r.RequestID, Answer: r.Answer}
 	if r.Committed != nil {
@@ -91,12 +92,13 @@ func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInser
 		return cmp.Or(cmp.Compare(x.Customer, y.Customer), cmp.Compare(x.RequestID, y.RequestID), cmp.Compare(a, b))
 	})
 	n := len(r)
-	ids, customers, metrics := make([]string, n), make([]string, n), make([]string, n)
+	ids, customers, metrics, subjects := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	costs, expires, created := make([]int64, n), make([]time.Time, n), make([]time.Time, n)
 	requestIDs, windows, answers := make([]*string, n), make([][]byte, n), make([][]byte, n)
 	for j, i := range order {
 		x := &r[i].Reservation
-		ids[j], customers[j], metrics[j], costs[j], expires[j], created[j] = x.ID, x.Customer, x.Metric, x.Cost, x.ExpiresAt, x.CreatedAt
+		ids[j], customers[j], metrics[j], subjects[j] = x.ID, x.Customer, x.Metric, x.Subject
+		costs[j], expires[j], created[j] = x.Cost, x.ExpiresAt, x.CreatedAt
 		if x.RequestID != "" {
 			requestIDs[j] = &x.RequestID
 		}
@@ -107,14 +109,16 @@ func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInser
 		windows[j], answers[j] = w, x.Answer
 	}
 	const insertQ = `
-		INSERT INTO reservations (id, customer_id, metric, cost, expires_at, created_at, request_id, windows, answer)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[],
-		                     $7::text[], $8::jsonb[], $9::jsonb[])
+		INSERT INTO reservations (id, customer_id, metric, subject, cost, expires_at, created_at, request_id, windows,
+		                          answer)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[],
+		                     $7::timestamptz[], $8::text[], $9::jsonb[], $10::jsonb[])
 		ON CONFLICT (customer_id, request_id) WHERE request_id IS NOT NULL DO NOTHING
 		RETURNING id`
 	var inserted map[string]bool
 	err := retry(func() error {
-		rows, err := db.pool.Query(ctx, insertQ, ids, customers, metrics, costs, expires, created, requestIDs, windows, answers)
+		rows, err := db.pool.Query(ctx, insertQ, ids, customers, metrics, subjects, costs, expires, created, requestIDs,
+			windows, answers)
 		if err != nil {
 			return err
 		}
@@ -278,8 +282,8 @@ func (db *DB) TransitionReservations(ctx context.Context, t []quota.ReservationT
 		UPDATE reservations r SET state = u.state, committed = u.committed, settled_at = u.at
 		FROM u, old
 		WHERE r.id = u.id AND old.id = r.id AND r.state = 'held'
-		RETURNING old.id, old.customer_id, old.metric, old.cost, old.state, old.committed, old.over, old.expires_at,
-		    old.created_at, coalesce(old.request_id, '') AS request_id, old.windows, old.answer,
+		RETURNING old.id, old.customer_id, old.metric, old.subject, old.cost, old.state, old.committed, old.over,
+		    old.expires_at, old.created_at, coalesce(old.request_id, '') AS request_id, old.windows, old.answer,
 		    u.state AS new_state, u.committed AS new_committed`
 	var moved []transitionRow
 	err := retry(func() error {

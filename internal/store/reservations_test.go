@@ -3,6 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -248,4 +251,175 @@ func TestReservationHistoryCountsCommittedUnits(t *testing.T) {
 	if got := usageByWindow(t, e)[tiers.Day]; got != 170 {
 		t.Errorf("day usage = %d, want 170", got)
 	}
+}
+
+// A reservation's subject and its windows (each with the metric and
+// subject of its counter, or neither, as windows kept before pools and
+// subjects were) come back from every read as they were stored.
+func TestReservationSubjectRoundTrips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	at := day0.Add(10 * time.Hour)
+	minute := at.Truncate(time.Minute)
+	const subject = "org/7:jane.doe@example.com"
+	held := func(id, subject, requestID string, windows ...quota.ReservedWindow) quota.Reservation {
+		return quota.Reservation{ID: id, Customer: "acme", Metric: "api_calls", Subject: subject, Cost: 5,
+			State: quota.ReservationHeld, ExpiresAt: at.Add(time.Minute), CreatedAt: at, RequestID: requestID,
+			Windows: windows, Answer: []byte(`{"allowed": true}`)}
+	}
+	tests := []struct {
+		name string
+		rsv  quota.Reservation
+	}{
+		{"the customer's own, windows naming no counter", held("rsv_own", "", "",
+			quota.ReservedWindow{Window: tiers.Minute, Start: minute, End: minute.Add(time.Minute)},
+			quota.ReservedWindow{Window: tiers.Day, Start: day0, End: day0.AddDate(0, 0, 1)})},
+		{"a subject's, windows of the customer and of the subject", held("rsv_subject", subject, "req-1",
+			quota.ReservedWindow{Metric: "api_calls", Window: tiers.Day, Start: day0, End: day0.AddDate(0, 0, 1)},
+			quota.ReservedWindow{Metric: "api_calls", Subject: subject, Window: tiers.Minute, Start: minute,
+				End: minute.Add(time.Minute)},
+			quota.ReservedWindow{Metric: "api_calls", Subject: subject, Window: tiers.Day, Start: day0,
+				End: day0.AddDate(0, 0, 1)})},
+		{"a subject's drawing on a credit pool", held("rsv_pool", "key_0123456789abcdef", "req-2",
+			quota.ReservedWindow{Metric: "credits", Window: tiers.Month, Start: day0, End: day0.AddDate(0, 1, 0)},
+			quota.ReservedWindow{Metric: "api_calls", Subject: "key_0123456789abcdef", Window: tiers.Hour, Start: at,
+				End: at.Add(time.Hour)})},
+	}
+	ins := make([]quota.ReservationInsert, len(tests))
+	for i, tt := range tests {
+		ins[i].Reservation = tt.rsv
+	}
+	if err := db.InsertReservations(ctx, ins); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := db.Reservation(ctx, tt.rsv.ID)
+			if err != nil || !reflect.DeepEqual(got, tt.rsv) {
+				t.Errorf("Reservation(%s) = %+v, %v\nwant %+v", tt.rsv.ID, got, err, tt.rsv)
+			}
+			if tt.rsv.RequestID != "" {
+				got, err := db.ReservationByRequestID(ctx, "acme", tt.rsv.RequestID)
+				if err != nil || got == nil || !reflect.DeepEqual(*got, tt.rsv) {
+					t.Errorf("ReservationByRequestID(%s) = %+v, %v\nwant %+v", tt.rsv.RequestID, got, err, tt.rsv)
+				}
+			}
+			// A request id used again finds the reservation, subject and all.
+			again := []quota.ReservationInsert{{Reservation: held("rsv_again", "", tt.rsv.RequestID)}}
+			if tt.rsv.RequestID != "" {
+				if err := db.InsertReservations(ctx, again); err != nil {
+					t.Fatal(err)
+				}
+				if f := again[0].Found; f == nil || !reflect.DeepEqual(*f, tt.rsv) {
+					t.Errorf("a reservation's request id used again found %+v\nwant %+v", f, tt.rsv)
+				}
+			}
+			// Settled, it is returned as it was held.
+			tr := []quota.ReservationTransition{{ID: tt.rsv.ID, State: quota.ReservationReleased, At: at}}
+			if err := db.TransitionReservations(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			if s := tr[0].Settled; s == nil || !reflect.DeepEqual(*s, tt.rsv) {
+				t.Errorf("the released reservation was held as %+v\nwant %+v", s, tt.rsv)
+			}
+		})
+	}
+}
+
+// A reservation of a subject counts in the subject's windows and the
+// customer's, gives back to both, and its request id, used again with the
+// same subject, is the same reservation.
+func TestReservationOfASubject(t *testing.T) {
+	t.Parallel()
+	for _, leases := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ledger", true: "leases"}[leases], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e, db := subjectFixture(t, day0.Add(10*time.Hour), leases)
+			const u1, u2 = "org/7:jane.doe@example.com", "10.0.0.1"
+			r := quota.ReserveRequest{Customer: "acme", Metric: "api_calls", Cost: 3, Subject: u1, TTL: time.Hour,
+				RequestID: "req-1"}
+			first, err := e.Reserve(ctx, r)
+			if err != nil || !first.Allowed {
+				t.Fatalf("reserve: %+v, %v", first, err)
+			}
+			again, err := e.Reserve(ctx, r)
+			if err != nil || !again.Replayed || again.ID != first.ID {
+				t.Errorf("the reserve again: %+v, %v; want reservation %s replayed", again, err, first.ID)
+			}
+			rsv, err := db.Reservation(ctx, first.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var subjects []string
+			for _, w := range rsv.Windows {
+				subjects = append(subjects, w.Subject)
+			}
+			slices.Sort(subjects)
+			if rsv.Subject != u1 || !slices.Equal(subjects, []string{"", u1}) {
+				t.Errorf("stored: subject %q, windows %+v; want %q, a window of the customer's and one of the subject's",
+					rsv.Subject, rsv.Windows, u1)
+			}
+			// u1 is full (3 of 3); u2 is not.
+			for _, c := range []struct {
+				subject string
+				allowed bool
+			}{{u1, false}, {u2, true}} {
+				d, err := e.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: c.subject})
+				if err != nil || d.Allowed != c.allowed {
+					t.Errorf("check of %q: %+v, %v; want allowed %v", c.subject, d, err, c.allowed)
+				}
+			}
+			if _, err := e.Commit(ctx, first.ID, 1); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				subject         string
+				customer, owned int64 // the customer's day usage, the subject's
+			}{{u1, 2, 1}, {u2, 2, 1}} {
+				_, us, err := e.Usage(ctx, "acme", c.subject)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]int64{}
+				for _, u := range us {
+					got[u.Subject] = u.Used
+				}
+				if want := map[string]int64{"": c.customer, c.subject: c.owned}; !maps.Equal(got, want) {
+					t.Errorf("usage seen by %q: %v, want %v", c.subject, got, want)
+				}
+			}
+		})
+	}
+}
+
+// subjectFixture is an engine over PostgreSQL for customer acme, whose
+// api_calls are limited to 10 a day, and to 3 a day for each of its
+// subjects.
+func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *store.DB) {
+	t.Helper()
+	ctx := context.Background()
+	db := MustOpen(t)
+	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
+		{Metric: "api_calls", Window: tiers.Day, Limit: 3, Mode: tiers.Hard, Per: tiers.PerSubject},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: quotatest.NewClock(at),
+		Leases: leases, Reservations: db, StoreTimeout: 30 * time.Second})
+	t.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return e, db
 }

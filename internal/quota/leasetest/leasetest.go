@@ -3,10 +3,11 @@
 // the in-memory test double are held to the same protocol: grants within
 // the bound, settlements and reports, calls numbered so that a late copy
 // changes nothing, resolutions of calls whose answer was lost, recalls of
-// live holders only, resets, and the notice that units came back to a
-// counter a process was refused; and, under the lease pools of several
-// processes at once, sets of charges taken all or nothing within every
-// bound, every unit accounted for once the pools settle.
+// live holders only, resets, the notice that units came back to a counter
+// a process was refused, and a subject's counters kept apart from their
+// customer's; and, under the lease pools of several processes at once,
+// sets of charges taken all or nothing within every bound, every unit
+// accounted for once the pools settle.
 package leasetest
 
 import (
@@ -71,6 +72,10 @@ func Run(t *testing.T, h Harness) {
 		{"a reset ends leases and keeps their calls fenced", resetEndsLeases},
 		{"recalls reach live holders only; dead holders' units stay counted", recallLiveOnly},
 		{"a process refused with nothing to recall hears when units come back", freedNotices},
+		{"a subject's leases and its customer's are apart: grants, reports, resolutions, settlements, refunds",
+			subjectsApart},
+		{"recalls and notices name a subject's counter or its customer's, never both", subjectNotices},
+		{"a reset of a metric ends its subjects' leases with its customer's", resetEndsSubjectLeases},
 		{"the lease pools of several processes take sets all or nothing, within every bound", poolSets},
 	}
 	for _, tt := range tests {
@@ -85,6 +90,33 @@ func Run(t *testing.T, h Harness) {
 func key(customer string) quota.CounterKey {
 	start, _ := quota.Bounds(tiers.Day, At, tiers.Anchor{})
 	return quota.CounterKey{Customer: customer, Metric: "api_calls", Window: tiers.Day, Start: start}
+}
+
+// subjectKey is customer's subject's api_calls counter of At's day.
+func subjectKey(customer, subject string) quota.CounterKey {
+	k := key(customer)
+	k.Subject = subject
+	return k
+}
+
+// Subjects as tricky as they come: slashes (a notification's key is
+// slash-separated), colons, at signs.
+const (
+	subject1 = "org/7:jane.doe@example.com"
+	subject2 = "10.0.0.0/8"
+)
+
+// refund gives back cost units of counter k through p, and returns what
+// k counted admitted before.
+func refund(t *testing.T, p *Process, k quota.CounterKey, cost int64) int64 {
+	t.Helper()
+	out := make([]quota.Outcome, 1)
+	cs := []quota.Charge{{Customer: k.Customer, Metric: k.Metric, Subject: k.Subject, Cost: cost, At: At,
+		Spans: []quota.Span{{Key: k}}, Out: out}}
+	if err := p.GiveBack(context.Background(), cs); err != nil {
+		t.Fatalf("give back %d of %v: %v", cost, k, err)
+	}
+	return out[0].Used
 }
 
 // global is api_calls's global usage in At's day.
@@ -145,6 +177,19 @@ func globalUsage(t *testing.T, p *Process) int64 {
 		t.Fatal(err)
 	}
 	return g[0]
+}
+
+// mustHearNext waits for the next counter on ch, which must be k.
+func mustHearNext(t *testing.T, ch <-chan quota.CounterKey, k quota.CounterKey, what string) {
+	t.Helper()
+	select {
+	case got := <-ch:
+		if got != k {
+			t.Fatalf("%s: heard of %+v, want %+v", what, got, k)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s of %v", what, k)
+	}
 }
 
 // mustHear waits for k on ch.
@@ -465,5 +510,174 @@ func freedNotices(t *testing.T, s Store) {
 	mustHear(t, b.Freed, k, "notice after a settlement")
 	if n := s.Count(t, k); n != 4 {
 		t.Errorf("counter = %d, want 4", n)
+	}
+}
+
+func subjectsApart(t *testing.T, s Store) {
+	a, b := s.Process(t), s.Process(t)
+	own, sub, other := key("acme"), subjectKey("acme", subject1), subjectKey("acme", subject2)
+	keys := []quota.CounterKey{own, sub, other}
+	// One batch grants all three, each within its own bound, with the
+	// same call number: each lease numbers its own calls. Only the
+	// customer's counts in the metric's global window, as the lease pool
+	// asks (a check's units count there once, with its customer's charge).
+	batch := []quota.LeaseRequest{
+		{Key: own, Seq: 1, Bound: 100, Need: 2, Extra: 8, InFlight: 2, Global: global()},
+		{Key: sub, Seq: 1, Bound: 5, Need: 1, Extra: 9, InFlight: 1},
+		{Key: other, Seq: 1, Bound: 3, Need: 3, InFlight: 3},
+	}
+	if err := a.Lease(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ granted, used int64 }{{10, 10}, {5, 5}, {3, 3}} {
+		if r := batch[i]; r.Granted != want.granted || r.Used != want.used || r.Others != 0 || r.Lost || r.Gone {
+			t.Errorf("grant %d of the batch: %+v, want %d granted, counter %d", i, r, want.granted, want.used)
+		}
+	}
+	steps := []struct {
+		name string
+		call func(t *testing.T)
+		// Each counter (the customer's, the subject's, the other
+		// subject's) as stored, and as b reads it (admitted units).
+		count, read [3]int64
+	}{
+		{"the batch", func(*testing.T) {}, [3]int64{10, 5, 3}, [3]int64{0, 0, 0}},
+		{"a report on the subject's lease", func(t *testing.T) {
+			if set := report(t, a, quota.Settlement{Key: sub, Seq: 2, Unused: 2}); set[0].Lost {
+				t.Error("the subject's lease lost")
+			}
+		}, [3]int64{10, 5, 3}, [3]int64{0, 3, 0}},
+		{"a report on the customer's", func(t *testing.T) {
+			if set := report(t, a, quota.Settlement{Key: own, Seq: 2, Unused: 4}); set[0].Lost {
+				t.Error("the customer's lease lost")
+			}
+		}, [3]int64{10, 5, 3}, [3]int64{6, 3, 0}},
+		{"a grant on the subject's lease, within its own bound", func(t *testing.T) {
+			r := lease(t, a, quota.LeaseRequest{Key: sub, Seq: 3, Bound: 8, Need: 1, Extra: 1, InFlight: 1, Held: true})
+			if r.Granted != 2 || r.Used != 7 {
+				t.Errorf("grant: %+v, want 2 granted, counter 7", r)
+			}
+		}, [3]int64{10, 7, 3}, [3]int64{6, 5, 0}},
+		{"a resolution of the subject's applied grant", func(t *testing.T) {
+			if d := resolve(t, a, sub, 3); !d.Applied || !d.Held || d.Granted != 2 || d.Unused != 2 {
+				t.Errorf("resolution: %+v, want applied, held, 2 granted, 2 unused", d)
+			}
+		}, [3]int64{10, 7, 3}, [3]int64{6, 5, 0}},
+		{"a resolution fences off the customer's call 3; the subject's call 4 is made", func(t *testing.T) {
+			if d := resolve(t, a, own, 3); d.Applied || !d.Held || d.Unused != 4 {
+				t.Errorf("resolution: %+v, want not applied, held with 4 unused", d)
+			}
+			if r := lease(t, a, quota.LeaseRequest{Key: own, Seq: 3, Bound: 100, Need: 1, InFlight: 1, Held: true}); r.Granted != 0 {
+				t.Errorf("the customer's fenced-off grant granted %d", r.Granted)
+			}
+			r := lease(t, a, quota.LeaseRequest{Key: sub, Seq: 4, Bound: 8, Need: 1, InFlight: 1, Held: true})
+			if r.Granted != 1 || r.Used != 8 {
+				t.Errorf("the subject's grant: %+v, want 1 granted, counter 8", r)
+			}
+		}, [3]int64{10, 8, 3}, [3]int64{6, 7, 0}},
+		{"a settlement of the subject's lease gives back to it alone", func(t *testing.T) {
+			settle(t, a, quota.Settlement{Key: sub, Seq: 5, Unused: 1})
+		}, [3]int64{10, 7, 3}, [3]int64{6, 7, 0}},
+		{"a late copy of that settlement; the customer's lease goes on, the subject's is ended", func(t *testing.T) {
+			settle(t, a, quota.Settlement{Key: sub, Seq: 5, Unused: 1})
+			if set := report(t, a, quota.Settlement{Key: own, Seq: 4, Unused: 3}); set[0].Lost {
+				t.Error("the customer's lease lost")
+			}
+			if set := report(t, a, quota.Settlement{Key: sub, Seq: 6, Unused: 1}); !set[0].Lost {
+				t.Error("a report on the settled subject's lease does not find it lost")
+			}
+		}, [3]int64{10, 7, 3}, [3]int64{7, 7, 0}},
+		{"a refund of the subject's counter gives back its admitted units", func(t *testing.T) {
+			if before := refund(t, b, sub, 100); before != 7 {
+				t.Errorf("refund: %d admitted before, want 7", before)
+			}
+		}, [3]int64{10, 0, 3}, [3]int64{7, 0, 0}},
+		{"a refund of the customer's counter leaves what a holds unused", func(t *testing.T) {
+			if before := refund(t, b, own, 100); before != 7 {
+				t.Errorf("refund: %d admitted before, want 7", before)
+			}
+		}, [3]int64{3, 0, 3}, [3]int64{0, 0, 0}},
+	}
+	for _, step := range steps {
+		step.call(t)
+		var count, reads [3]int64
+		for i, k := range keys {
+			count[i], reads[i] = s.Count(t, k), read(t, b, k)
+		}
+		if count != step.count || reads != step.read {
+			t.Errorf("%s: counters %v, read %v; want %v, read %v", step.name, count, reads, step.count, step.read)
+		}
+		if g := globalUsage(t, b); g != 10 {
+			t.Errorf("%s: global usage %d, want the customer's 10", step.name, g)
+		}
+	}
+}
+
+func subjectNotices(t *testing.T, s Store) {
+	ctx := context.Background()
+	a, b := s.Process(t), s.Process(t)
+	own, sub := key("acme"), subjectKey("acme", subject1)
+	// a takes the whole bound of both and reports it used; b is refused
+	// both with nothing to recall.
+	for _, k := range []quota.CounterKey{own, sub} {
+		lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
+		report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 0})
+		if r := lease(t, b, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
+			t.Fatalf("b's grant of %v: %+v, want refused with nothing to recall", k, r)
+		}
+	}
+	// A unit of the subject's comes back: b hears of the subject's
+	// counter, not of the customer's; then the other way round.
+	refund(t, a, sub, 1)
+	mustHearNext(t, b.Freed, sub, "notice after a refund of the subject's")
+	refund(t, a, own, 1)
+	mustHearNext(t, b.Freed, own, "notice after a refund of the customer's")
+	// a takes the subject's unit back and reports it unused: b, refused,
+	// recalls it from a, which hears of the subject's counter.
+	lease(t, a, quota.LeaseRequest{Key: sub, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	r := lease(t, b, quota.LeaseRequest{Key: sub, Seq: 2, Bound: 5, Need: 1, Recall: true})
+	if r.Granted != 0 || r.Others != 1 || !r.RecallHelps() {
+		t.Fatalf("b's grant of the subject's: %+v, want nothing granted and a's unit to recall", r)
+	}
+	mustHearNext(t, a.Recalls, sub, "recall of the subject's")
+	if n, err := b.Recall(ctx, sub); err != nil || n != 1 {
+		t.Errorf("recall of the subject's: %d leases (%v), want a's", n, err)
+	}
+	mustHearNext(t, a.Recalls, sub, "recall of the subject's")
+	// a holds nothing unused of the customer's: nothing to recall there.
+	if n, err := b.Recall(ctx, own); err != nil || n != 0 {
+		t.Errorf("recall of the customer's: %d leases (%v), want none", n, err)
+	}
+	// And the other way round.
+	lease(t, a, quota.LeaseRequest{Key: own, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	if r := lease(t, b, quota.LeaseRequest{Key: own, Seq: 2, Bound: 5, Need: 1, Recall: true}); r.Others != 1 {
+		t.Fatalf("b's grant of the customer's: %+v, want a's unit to recall", r)
+	}
+	mustHearNext(t, a.Recalls, own, "recall of the customer's")
+}
+
+func resetEndsSubjectLeases(t *testing.T, s Store) {
+	a := s.Process(t)
+	keys := []quota.CounterKey{key("acme"), subjectKey("acme", subject1), subjectKey("acme", subject2),
+		subjectKey("globex", subject1)}
+	for _, k := range keys {
+		lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	}
+	s.Reset(t, "acme")
+	for i, k := range keys {
+		want, lost := int64(0), true
+		if k.Customer == "globex" {
+			want, lost = 10, false
+		}
+		if n := s.Count(t, k); n != want {
+			t.Errorf("counter %d = %d after acme's reset, want %d", i, n, want)
+		}
+		if set := report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost != lost {
+			t.Errorf("a report on lease %d after acme's reset: lost %v, want %v", i, set[0].Lost, lost)
+		}
+	}
+	// A new lease of a subject's counter begins.
+	if r := lease(t, a, quota.LeaseRequest{Key: keys[1], Seq: 3, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
+		t.Errorf("a new lease after the reset: %+v, want 2 granted", r)
 	}
 }
