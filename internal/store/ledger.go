@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,31 +138,28 @@ func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 // every span admits, the units count in each charge's global windows too.
 // It changes nothing the caller must keep unless it returns true.
 func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
+	order := lockOrder(cs)
 	b := &pgx.Batch{}
-	for ci := range cs {
-		c := &cs[ci]
-		for i := range c.Spans {
-			sp := &c.Spans[i]
-			b.Queue(chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost,
-				sp.Rule.Threshold)
-		}
+	for _, x := range order {
+		c := &cs[x.c]
+		sp := &c.Spans[x.i]
+		b.Queue(chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost,
+			sp.Rule.Threshold)
 	}
 	if b.Len() > 0 {
 		res := tx.SendBatch(ctx, b)
-		for ci := range cs {
-			c := &cs[ci]
-			for i := range c.Spans {
-				var after int64
-				err := res.QueryRow().Scan(&after)
-				switch {
-				case errors.Is(err, pgx.ErrNoRows):
-					c.Out[i] = quota.Outcome{}
-				case err != nil:
-					res.Close()
-					return false, err
-				default:
-					c.Out[i] = quota.Outcome{Used: after - c.Cost, Passed: true}
-				}
+		for _, x := range order {
+			c := &cs[x.c]
+			var after int64
+			err := res.QueryRow().Scan(&after)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				c.Out[x.i] = quota.Outcome{}
+			case err != nil:
+				res.Close()
+				return false, err
+			default:
+				c.Out[x.i] = quota.Outcome{Used: after - c.Cost, Passed: true}
 			}
 		}
 		if err := res.Close(); err != nil {
@@ -167,32 +167,30 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 		}
 	}
 	ok := true
-	for ci := range cs {
-		c := &cs[ci]
-		for i := range c.Spans {
-			if c.Out[i].Passed {
+	for _, x := range order {
+		c := &cs[x.c]
+		if c.Out[x.i].Passed {
+			continue
+		}
+		sp := &c.Spans[x.i]
+		if sp.Rule.Spare {
+			passed, err := chargeElastic(ctx, tx, c, x.i)
+			if err != nil {
+				return false, err
+			}
+			if passed {
 				continue
 			}
-			sp := &c.Spans[i]
-			if sp.Rule.Spare {
-				passed, err := chargeElastic(ctx, tx, c, i)
-				if err != nil {
-					return false, err
-				}
-				if passed {
-					continue
-				}
-			} else {
-				var used int64
-				err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(),
-					sp.Key.Start).Scan(&used)
-				if err != nil {
-					return false, err
-				}
-				c.Out[i] = c.Judge(i, used, 0)
+		} else {
+			var used int64
+			err := tx.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(),
+				sp.Key.Start).Scan(&used)
+			if err != nil {
+				return false, err
 			}
-			ok = false
+			c.Out[x.i] = c.Judge(x.i, used, 0)
 		}
+		ok = false
 	}
 	if !ok {
 		return false, nil
@@ -204,6 +202,32 @@ func take(ctx context.Context, tx pgx.Tx, cs []quota.Charge) (bool, error) {
 		}
 	}
 	return true, d.exec(ctx, tx)
+}
+
+// spanAt names span i of charge c of a set.
+type spanAt struct{ c, i int }
+
+// lockOrder returns the spans of set cs in the one order every statement
+// that locks counters takes them: by the counters' key (customer, metric,
+// subject, window, start), the order the lease functions lock in too. So
+// two sets of the same counters, listed in other orders (items in another
+// order, an item and the pool it draws on), never wait for each other in a
+// circle: no deadlock.
+func lockOrder(cs []quota.Charge) []spanAt {
+	var order []spanAt
+	for ci := range cs {
+		for i := range cs[ci].Spans {
+			order = append(order, spanAt{ci, i})
+		}
+	}
+	if len(cs) > 1 {
+		slices.SortFunc(order, func(a, b spanAt) int {
+			x, y := &cs[a.c].Spans[a.i].Key, &cs[b.c].Spans[b.i].Key
+			return cmp.Or(strings.Compare(x.Customer, y.Customer), strings.Compare(x.Metric, y.Metric),
+				strings.Compare(x.Subject, y.Subject), cmp.Compare(x.Window, y.Window), x.Start.Compare(y.Start))
+		})
+	}
+	return order
 }
 
 // chargeElastic admits span i's cost beyond its threshold when the
@@ -349,25 +373,37 @@ func (db *DB) GiveBack(ctx context.Context, cs []quota.Charge) error {
 	return nil
 }
 
-// giveBackAll gives back every charge of cs on q (see giveBack).
+// giveBackAll gives back every charge of cs on q (see giveBack), the
+// counters in lock order (see lockOrder).
 func giveBackAll(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, cs []quota.Charge) error {
-	for i := range cs {
-		if err := giveBack(ctx, q, channel, payload, &cs[i]); err != nil {
+	for _, x := range lockOrder(cs) {
+		if err := giveBackSpan(ctx, q, channel, payload, &cs[x.c], x.i); err != nil {
 			return err
 		}
 	}
-	return nil
+	var d globalDeltas
+	for ci := range cs {
+		c := &cs[ci]
+		for _, g := range c.Globals {
+			n := c.Cost
+			if i := c.SpanOf(g); i >= 0 {
+				n = min(c.Cost, c.Out[i].Used)
+			}
+			d.add(g, -n)
+		}
+	}
+	return d.exec(ctx, q)
 }
 
-// giveBack takes up to c.Cost off every span's counter on q, never below
-// zero, and off c's global windows what the span of the same window gave
-// back (c.Cost where there is none). A counter gives back only admitted
+// giveBackSpan takes up to c.Cost off span i's counter on q, never below
+// zero (giveBackAll then takes off c's global windows what the span of the
+// same window gave back, c.Cost where there is none). A counter gives back
+// only admitted
 // units: what leases hold unused stays, so that their holders never admit
 // beyond the bound. That includes the leases of processes that seem dead:
 // one may only have lost its listening session for a moment, and the
 // settlement of one that did die may still arrive.
-func giveBack(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge) error {
-	out := c.Out
+func giveBackSpan(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge, i int) error {
 	// A counter that a process knew full (watched) is told that units
 	// came back to it.
 	const refundQ = `
@@ -386,31 +422,21 @@ func giveBack(ctx context.Context, q conn, channel string, payload func(quota.Co
 		FROM old, leased, back
 		WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = $3 AND c.quota_window = $4 AND c.window_start = $5
 		RETURNING GREATEST(old.used - leased.unused, 0), old.watched AND back.units > 0`
-	for i := range c.Spans {
-		sp := &c.Spans[i]
-		var before int64
-		var freed bool
-		err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
-			c.Cost).Scan(&before, &freed)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	sp := &c.Spans[i]
+	var before int64
+	var freed bool
+	err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
+		c.Cost).Scan(&before, &freed)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	c.Out[i] = quota.Outcome{Used: before, Passed: true}
+	if freed {
+		if _, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload(sp.Key)); err != nil {
 			return err
 		}
-		out[i] = quota.Outcome{Used: before, Passed: true}
-		if freed {
-			if _, err := q.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload(sp.Key)); err != nil {
-				return err
-			}
-		}
 	}
-	var d globalDeltas
-	for _, g := range c.Globals {
-		n := c.Cost
-		if i := c.SpanOf(g); i >= 0 {
-			n = min(c.Cost, out[i].Used)
-		}
-		d.add(g, -n)
-	}
-	return d.exec(ctx, q)
+	return nil
 }
 
 // Atomically implements quota.Ledger.
@@ -453,12 +479,10 @@ func (l txLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 		UPDATE usage_counters SET used = used - $6
 		WHERE customer_id = $1 AND metric = $2 AND subject = $3 AND quota_window = $4 AND window_start = $5`
 	b := &pgx.Batch{}
-	for ci := range cs {
-		c := &cs[ci]
-		for i := range c.Spans {
-			if sp := &c.Spans[i]; c.Out[i].Passed {
-				b.Queue(undoQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost)
-			}
+	for _, x := range lockOrder(cs) {
+		if c := &cs[x.c]; c.Out[x.i].Passed {
+			sp := &c.Spans[x.i]
+			b.Queue(undoQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start, c.Cost)
 		}
 	}
 	return false, sendBatch(ctx, l.tx, b)

@@ -55,13 +55,6 @@ type Harness struct {
 	// cases of sets then charge a customer and one of its subjects
 	// together. Without it they leave subjects out.
 	Subjects bool
-	// OneOrder says the counter is not held to concurrent sets that list
-	// the same counters in different orders: the concurrent cases of sets
-	// then list every set's charges in one order. The contract has no
-	// such exception (the engine lists a check's charges in the order of
-	// its items, so two checks may list the same counters in two orders);
-	// a harness sets it only for a counter known to break it, saying why.
-	OneOrder bool
 }
 
 // Metrics returns the metrics the suite charges: api_calls, and two more
