@@ -87,7 +87,7 @@ func unleasedGlobals(c *quota.Charge) []quota.GlobalKey {
 
 // GiveBack implements quota.Counter. An undone take (see quota.Charge.Undoing) gives
 // its units back to the leases they came from (see Undo). Units admitted
-// earlier (quota.Charge.admitted: what a reservation held beyond its cost) go to
+// earlier (quota.Charge.Admitted: what a reservation held beyond its cost) go to
 // this process's lease of their counter where it holds a sound one (its
 // units are counted in the store as the lease's: no round trip, and its
 // next report tells the store), the rest to the ledger. A refund's go to
