@@ -28,6 +28,7 @@ import (
 
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -166,12 +167,13 @@ const releaseTimeout = 5 * time.Second
 // joins background, which counts the listener that calls it (so the count
 // is above zero when it grows, as sync.WaitGroup requires), and which
 // shutdown waits for.
-func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.Notification, cache *tiers.Cache, engine *quota.Engine) {
+func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.Notification, cache *tiers.Cache, engine *quota.Engine,
+	leases *lease.Pool) {
 	if n.Kind == store.NotifyFreed {
 		// Units came back to a counter that this process, like any other,
 		// may deny from memory: its own give-backs included.
-		if k, ok := store.ParseCounterKey(n.Key); ok && engine.Leases() != nil {
-			engine.Leases().Freed(k)
+		if k, ok := store.ParseCounterKey(n.Key); ok && leases != nil {
+			leases.Freed(k)
 		}
 		return
 	}
@@ -183,11 +185,11 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		// Another process recalled units this one may hold: give them
 		// back, without holding up the notifications that follow. A
 		// failure leaves the lease to the periodic flush.
-		if k, ok := store.ParseCounterKey(n.Key); ok && engine.Leases() != nil {
+		if k, ok := store.ParseCounterKey(n.Key); ok && leases != nil {
 			background.Go(func() {
 				ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 				defer cancel()
-				_ = engine.Leases().Release(ctx, k)
+				_ = leases.Release(ctx, k)
 			})
 		}
 	case store.NotifyMetric:

@@ -17,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/store"
@@ -86,6 +87,7 @@ type instance struct {
 	cache    *tiers.Cache
 	detector *webhooks.Detector
 	engine   *quota.Engine
+	leases   *lease.Pool       // nil without leases
 	redis    *redisstore.Store // short windows are shared in Redis; nil when not
 	catalog  *tiers.Service
 	registry *prometheus.Registry
@@ -151,7 +153,6 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		Ledger:       p.db,
 		History:      p.db,
 		FailClosed:   p.cfg.StoreFailure == "closed",
-		Leases:       p.cfg.Leases,
 		Watcher:      p.detector,
 		StoreTimeout: p.cfg.StoreTimeout,
 		Reservations: p.db,
@@ -173,6 +174,10 @@ func (p *instance) buildEngine(ctx context.Context) error {
 					"error", redactRedis(err.Error(), p.cfg.RedisURL))
 			}
 		}
+	}
+	if p.cfg.Leases {
+		p.leases = lease.NewPool(p.db, quota.SystemClock{})
+		opts.Leases = p.leases
 	}
 	p.engine = quota.New(opts)
 	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
@@ -216,11 +221,11 @@ func (p *instance) listen() {
 			p.detector.Changed()
 		}
 		p.applyKeyNotification(n)
-		applyNotification(p.bg, &p.background, n, p.cache, p.engine)
+		applyNotification(p.bg, &p.background, n, p.cache, p.engine, p.leases)
 	}, func() {
 		p.cache.Purge()
-		if l := p.engine.Leases(); l != nil {
-			l.ClearMarks()
+		if p.leases != nil {
+			p.leases.ClearMarks()
 		}
 		worker.Wake()
 		p.detector.Changed()

@@ -184,35 +184,6 @@ func BenchmarkShortKeysMemory(b *testing.B) {
 	benchKeysMemory(b, 500_000, 1, tiers.SlidingWindow, 1<<40, 2)
 }
 
-// nopLedger is a Ledger that grants every lease in full and does nothing
-// else: for measuring the lease pool's own cost.
-type nopLedger struct{ Ledger }
-
-func (nopLedger) Lease(_ context.Context, rs []LeaseRequest) error {
-	for i := range rs {
-		r := &rs[i]
-		r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
-	}
-	return nil
-}
-
-// BenchmarkEngineCheckLeased measures a whole decision of a second and a
-// day window, the day served from a lease: what a check costs once its
-// customer holds a block.
-func BenchmarkEngineCheckLeased(b *testing.B) {
-	cat := &benchCatalog{
-		metric: tiers.Metric{Key: "api_calls"},
-		acct: tiers.Account{
-			Customer: tiers.Customer{Plan: "pro"},
-			Plan: tiers.Plan{Key: "pro", Limits: []tiers.Limit{
-				{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 40, Mode: tiers.Hard},
-				{Metric: "api_calls", Window: tiers.Day, Limit: 1 << 40, Mode: tiers.Hard},
-			}},
-		},
-	}
-	benchChecks(b, New(Options{Catalog: cat, Ledger: nopLedger{}, Clock: fixedClock(benchNow), Leases: true}))
-}
-
 // withAlgorithm sets every span of c to count by alg. A sliding log's
 // limit is bounded, so it gets the largest it may have.
 func withAlgorithm(c *Charge, alg tiers.Algorithm) {

@@ -10,7 +10,7 @@ import (
 // Most windows a charge has of each kind: one limit per window.
 const (
 	maxShort = 2 // second, minute
-	maxLong  = 4 // hour, day, week, month
+	MaxLong  = 4 // hour, day, week, month
 )
 
 // CounterKey names one counter: a customer's count of a metric in one
@@ -81,18 +81,19 @@ type Charge struct {
 	// degraded: the short windows were counted in this process, the
 	// shared store out of reach (see Failover).
 	degraded bool
-	// admitted: a GiveBack of the charge returns units a take admitted
+	// Admitted: a GiveBack of the charge returns units a take admitted
 	// earlier (what a reservation held beyond its cost), not a refund's:
 	// the lease pool may put them back in its lease of the counter, where
 	// they are counted already, without a round trip.
-	admitted bool
+	Admitted bool
 	// tookMs is, after a take from a shared store, the store's time of it
 	// (Unix ms): where an undo gives its units back.
 	tookMs int64
-	// took is, for the lease pool, the lease each span's units came from
-	// in the last Take that counted them (nil: the ledger decided the span
-	// directly); Undo gives them back there.
-	took [maxLong]*lease
+	// Memo is the counter's own record of its last take of the charge,
+	// span by span, for an undo of it (the lease pool: the lease each
+	// span's units came from; nil where the ledger decided the span).
+	// Only the counter that took the charge reads it.
+	Memo [MaxLong]any
 	// undoNow is, when the engine gives back the units of a take it undoes
 	// (not a refund), the time of the undo, Unix ms; tookDebt is what each
 	// token bucket span owed right after that take. A bucket gives back
@@ -116,6 +117,10 @@ type Charge struct {
 func (c *Charge) Undoing(now time.Time) {
 	c.undoNow = max(now.UnixMilli(), c.At.UnixMilli())
 }
+
+// Undone reports whether c is a take being undone (see Undoing), rather
+// than units a refund gives back.
+func (c *Charge) Undone() bool { return c.undoNow != 0 }
 
 // Outcome is what a Counter found for one span of a Charge.
 type Outcome struct {

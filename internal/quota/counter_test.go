@@ -8,6 +8,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/countertest"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
@@ -30,7 +31,7 @@ func TestCounterContract(t *testing.T) {
 			New: func(*testing.T, ...string) quota.Counter { return quotatest.NewLedger() }},
 		"lease pool": {Windows: long, At: at, HoldsInGlobals: true, Subjects: true,
 			New: func(*testing.T, ...string) quota.Counter {
-				return quota.NewLeasePool(quotatest.NewLedger(), quotatest.NewClock(at))
+				return lease.NewPool(quotatest.NewLedger(), quotatest.NewClock(at))
 			}},
 		"short windows": {Windows: short, At: at, ShortWindows: true, Subjects: true,
 			New: func(*testing.T, ...string) quota.Counter { return quota.NewSliding() }},

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/quotad/quotad/internal/batch"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -22,9 +23,9 @@ type Options struct {
 	// the long windows left out.
 	FailClosed bool
 	// Leases serves long windows from blocks of units leased from the
-	// ledger (see LeasePool); without, every check with a long window
-	// charges the ledger directly.
-	Leases bool
+	// ledger (package lease's Pool); without, every check with a long
+	// window charges the ledger directly.
+	Leases Leases
 	// Shared keeps short windows in a store every quotad process shares
 	// (see SharedStore, Failover); without, each process counts its own.
 	Shared SharedStore
@@ -75,10 +76,10 @@ type Engine struct {
 	// with a shared store, what failover falls back on.
 	sliding  *slidingCounters
 	failover *Failover // nil without a shared store
-	leases   *LeasePool
+	leases   Leases    // nil without leases
 	ledger   Ledger
 	// claims gathers the request-id claims of checks (see keep).
-	claims       batcher[Claim]
+	claims       *batch.Group[Claim]
 	reservations *reservations
 	history      *historyBuffer
 	watcher      Watcher
@@ -108,11 +109,11 @@ func New(o Options) *Engine {
 	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock}
 	if o.Ledger != nil {
 		e.counters.long, e.counters.read = o.Ledger, o.Ledger.Read
-		e.claims = batcher[Claim]{send: o.Ledger.Claim, max: claimBatch, inFlight: claimsInFlight, timeout: backgroundTimeout}
+		e.claims = batch.New(o.Ledger.Claim, claimBatch, claimsInFlight, backgroundTimeout)
 	}
-	if o.Leases {
-		e.leases = NewLeasePool(o.Ledger, o.Clock)
-		e.counters.long, e.counters.read = e.leases, e.leases.Read
+	if o.Leases != nil {
+		e.leases = o.Leases
+		e.counters.long, e.counters.read = o.Leases, o.Leases.Read
 	}
 	if o.Reservations != nil {
 		e.reservations = newReservations(e, o.Reservations)
@@ -124,10 +125,6 @@ func New(o Options) *Engine {
 	return e
 }
 
-// Leases returns the engine's lease pool, nil without leases: the process
-// tells it what other processes ask and tell (recalls, freed counters).
-func (e *Engine) Leases() *LeasePool { return e.leases }
-
 // Stats are the engine's counters for monitoring.
 type Stats struct {
 	StoreErrors uint64 // ledger or history calls that failed
@@ -136,10 +133,10 @@ type Stats struct {
 	Shared      SharedStats
 	// Claims counts the statements request-id claims went in (with
 	// leases), and the claims.
-	Claims BatchStats
+	Claims batch.Stats
 	// ReservationInserts counts the statements reservations were stored
 	// in, and the reservations.
-	ReservationInserts BatchStats
+	ReservationInserts batch.Stats
 }
 
 // SharedStats describe the shared store of short windows.
@@ -155,9 +152,9 @@ type SharedStats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{StoreErrors: e.health.errs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.stats()}
+	s := Stats{StoreErrors: e.health.errs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.Stats()}
 	if e.reservations != nil {
-		s.ReservationInserts = e.reservations.inserts.stats()
+		s.ReservationInserts = e.reservations.inserts.Stats()
 	}
 	if e.leases != nil {
 		s.Leases = e.leases.Stats()
@@ -444,7 +441,7 @@ func (e *Engine) keep(ctx context.Context, s *set, r *Request, d Decision) (Deci
 	answer, err := encodeAnswer(d)
 	if err == nil {
 		claim.Answer = answer
-		claim, sent, err = e.claims.do(ctx, claim)
+		claim, sent, err = e.claims.Do(ctx, claim)
 		s.trip()
 		if err == nil && claim.Found == nil {
 			return d, nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -21,6 +22,9 @@ type fixture struct {
 	ledger  *quotatest.Ledger
 	history *quotatest.History
 	engine  *quota.Engine
+	// leases is the engine's lease pool (nil: long windows charged to
+	// the ledger directly).
+	leases *lease.Pool
 }
 
 // testStoreTimeout is how long the engines of tests wait for their stores,
@@ -40,9 +44,22 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 		ledger:  quotatest.NewLedger(),
 		history: quotatest.NewHistory(),
 	}
-	f.engine = quota.New(quota.Options{Catalog: f.catalog, Ledger: f.ledger, History: f.history,
-		Clock: f.clock, FailClosed: failClosed, Leases: leases, StoreTimeout: testStoreTimeout})
+	o := quota.Options{Catalog: f.catalog, Ledger: f.ledger, History: f.history,
+		Clock: f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
+	if leases {
+		f.leases = lease.NewPool(f.ledger, f.clock)
+		o.Leases = f.leases
+	}
+	f.engine = quota.New(o)
 	return f
+}
+
+// leasesOf returns a lease pool over s when on, nil otherwise.
+func leasesOf(on bool, s lease.Store, clock quota.Clock) quota.Leases {
+	if !on {
+		return nil
+	}
+	return lease.NewPool(s, clock)
 }
 
 // used returns the units the customer's window of api_calls counts as
@@ -939,7 +956,7 @@ func (s *silentLedger) hang(ctx context.Context) error {
 	return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
 }
 
-func (s *silentLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error {
+func (s *silentLedger) Lease(ctx context.Context, r []lease.Request) error {
 	if err := s.hang(ctx); err != nil {
 		return err
 	}
@@ -968,9 +985,9 @@ func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
 				// Each check of the silent store waits out the store
 				// timeout; the check once it answers must not reach it,
 				// which a busy machine could make it do in milliseconds.
+				clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 				engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
-					Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), FailClosed: closed,
-					Leases: leases, StoreTimeout: time.Second})
+					Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
 				ledger.silent.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // the client went away: the store timeout still decides

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -588,7 +589,7 @@ func TestIdleSubjectsFreeTheirMemory(t *testing.T) {
 		}
 		// Leases idle for IdleAfter are given back by the flushes.
 		f.clock.Advance(time.Minute)
-		pool := f.engine.Leases()
+		pool := f.leases
 		for range int(quota.IdleAfter/quota.FlushEvery) + 2 {
 			if err := pool.Flush(ctx, f.clock.Now()); err != nil {
 				t.Fatal(err)
@@ -659,8 +660,9 @@ func TestCheckItemsAcrossProcesses(t *testing.T) {
 	store := quotatest.NewStore()
 	engines := make([]*quota.Engine, 2)
 	for i := range engines {
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: store.Process(), History: quotatest.NewHistory(),
-			Clock: clock, Leases: true, StoreTimeout: testStoreTimeout})
+		ledger := store.Process()
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
+			Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64

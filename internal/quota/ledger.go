@@ -6,18 +6,18 @@ import (
 )
 
 // Ledger keeps what every quotad process shares, in a store: long-window
-// counters, the metrics' global usage in long windows, leases, request
-// ids, resets. It is the sum of four roles, each a small interface, so that
-// a part of quotad (or a test's fake) asks only for the role it needs:
-// Counts (charging and reading counters), Leaser (leases), Requests
-// (request ids) and Maintenance (resets and purges). Implementations are
+// counters, the metrics' global usage in long windows, request ids,
+// resets (and leases: package lease's Leaser, which the store implements
+// beside it). It is the sum of three roles, each a small interface, so
+// that a part of quotad (or a test's fake) asks only for the role it
+// needs: Counts (charging and reading counters), Requests (request ids)
+// and Maintenance (resets and purges). Implementations are
 // safe for concurrent use. Errors: tiers.ErrUnavailable when the store
 // cannot be reached (for calls that change nothing but one row or one
 // transaction, nothing was changed), tiers.ErrCustomerNotFound when the
 // customer went away.
 type Ledger interface {
 	Counts
-	Leaser
 	Requests
 	Maintenance
 }

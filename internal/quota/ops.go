@@ -125,7 +125,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	}
 	replayed := false
 	if r.RequestID != "" {
-		c, _, err := e.claims.do(ctx, Claim{Customer: r.Customer, Kind: KindRefund, ID: r.RequestID,
+		c, _, err := e.claims.Do(ctx, Claim{Customer: r.Customer, Kind: KindRefund, ID: r.RequestID,
 			Metric: r.Metric, Cost: r.Cost, At: s.at})
 		if err != nil {
 			return RefundResult{}, e.health.unavailable(err)

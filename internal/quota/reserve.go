@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quotad/quotad/internal/batch"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -258,16 +259,14 @@ type reservations struct {
 	store ReservationStore
 	// inserts gathers the inserts of reserves made while others are in
 	// flight, transitions their settlements.
-	inserts     batcher[ReservationInsert]
-	transitions batcher[ReservationTransition]
+	inserts     *batch.Group[ReservationInsert]
+	transitions *batch.Group[ReservationTransition]
 }
 
 func newReservations(e *Engine, store ReservationStore) *reservations {
 	return &reservations{e: e, store: store,
-		inserts: batcher[ReservationInsert]{send: store.InsertReservations, max: insertBatch,
-			inFlight: insertsInFlight, timeout: backgroundTimeout},
-		transitions: batcher[ReservationTransition]{send: store.TransitionReservations, max: insertBatch,
-			inFlight: insertsInFlight, timeout: backgroundTimeout}}
+		inserts:     batch.New(store.InsertReservations, insertBatch, insertsInFlight, backgroundTimeout),
+		transitions: batch.New(store.TransitionReservations, insertBatch, insertsInFlight, backgroundTimeout)}
 }
 
 // errNoReservations: the engine has no reservation store.
@@ -318,7 +317,7 @@ func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveR
 		e.counters.undo(ctx, s, true, true)
 		return ReserveResult{}, err
 	}
-	ins, sent, err := rs.inserts.do(ctx, ReservationInsert{Reservation: rsv})
+	ins, sent, err := rs.inserts.Do(ctx, ReservationInsert{Reservation: rsv})
 	s.trip()
 	if err != nil {
 		// An insert sent may have been applied: its units stay counted
@@ -459,7 +458,7 @@ func (rs *reservations) commit(ctx context.Context, id string, actual int64) (Co
 // ReservationTransition) with the transitions other requests make
 // meanwhile, and returns it as it was held, or nil if it did not move.
 func (rs *reservations) transition(ctx context.Context, id string, state ReservationState, committed int64, now time.Time) (*Reservation, error) {
-	t, _, err := rs.transitions.do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
+	t, _, err := rs.transitions.Do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
 	if err != nil {
 		// Sent, it may have been applied: the reservation is then settled
 		// and its units stay counted (too few given back, never too many).
@@ -488,7 +487,7 @@ func (rs *reservations) settled(ctx context.Context, rsv Reservation, actual int
 	}
 	for _, cs := range [2][]Charge{s.short, s.long} {
 		for i := range cs {
-			cs[i].admitted = true
+			cs[i].Admitted = true
 		}
 	}
 	if err := e.counters.giveBack(ctx, s); err != nil {

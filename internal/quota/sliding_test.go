@@ -111,9 +111,6 @@ func TestShardsFillCacheLines(t *testing.T) {
 	if n := unsafe.Sizeof(shard{}); n != 128 {
 		t.Errorf("a sliding-window shard takes %d bytes, want 128", n)
 	}
-	if n := unsafe.Sizeof(leaseShard{}); n != 64 {
-		t.Errorf("a lease shard takes %d bytes, want 64", n)
-	}
 }
 
 // Undoing a take whose units a token bucket already refilled, or a log

@@ -6,6 +6,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/countertest"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -31,7 +32,7 @@ func TestCounterContract(t *testing.T) {
 						}
 					}
 					if leases {
-						return quota.NewLeasePool(db, quotatest.NewClock(at))
+						return lease.NewPool(db, quotatest.NewClock(at))
 					}
 					return db
 				}})

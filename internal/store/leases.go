@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -18,11 +19,11 @@ import (
 // row locks first. A process is a holder, named by a random key; it holds
 // the advisory lock of that key on its listening session (see Listener),
 // so that the others know it runs and hears their recalls. Every call that changes a lease carries the pool's number for
-// it (see quota.Leaser), which the functions compare with the lease row's.
+// it (see lease.Leaser), which the functions compare with the lease row's.
 
-// Lease implements quota.Leaser: leaseBatch grants per statement, each
+// Lease implements lease.Leaser: leaseBatch grants per statement, each
 // statement a transaction of its own.
-func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
+func (db *DB) Lease(ctx context.Context, r []lease.Request) error {
 	const q = `SELECT o_i, o_granted, o_used, o_others, o_lost, o_gone
 		FROM quotad_lease_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 	for len(r) > 0 {
@@ -50,7 +51,7 @@ func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 				return err
 			}
 			var i int32
-			var g quota.LeaseRequest
+			var g lease.Request
 			_, err = pgx.ForEachRow(rows, []any{&i, &g.Granted, &g.Used, &g.Others, &g.Lost, &g.Gone}, func() error {
 				x := &batch[i-1]
 				x.Granted, x.Used, x.Others, x.Lost, x.Gone = g.Granted, g.Used, g.Others, g.Lost, g.Gone
@@ -78,10 +79,10 @@ func (db *DB) Lease(ctx context.Context, r []quota.LeaseRequest) error {
 	return nil
 }
 
-// Settle implements quota.Leaser: one call settles them all; their
+// Settle implements lease.Leaser: one call settles them all; their
 // counters are locked first, then global usage.
-func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
-	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
+func (db *DB) Settle(ctx context.Context, s []lease.Settlement) error {
+	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
 		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
 			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused, a.globals,
 			db.channel, db.freedPayloads(s))
@@ -89,9 +90,9 @@ func (db *DB) Settle(ctx context.Context, s []quota.Settlement) error {
 	})
 }
 
-// Report implements quota.Leaser, in one statement.
-func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
-	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []quota.Settlement, a leaseArrays) error {
+// Report implements lease.Leaser, in one statement.
+func (db *DB) Report(ctx context.Context, s []lease.Settlement) error {
+	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
 		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused,
 			db.channel, db.freedPayloads(s))
@@ -109,8 +110,8 @@ func (db *DB) Report(ctx context.Context, s []quota.Settlement) error {
 	})
 }
 
-// Resolve implements quota.Leaser, in one statement per leaseBatch calls.
-func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
+// Resolve implements lease.Leaser, in one statement per leaseBatch calls.
+func (db *DB) Resolve(ctx context.Context, d []lease.Resolution) error {
 	const q = `SELECT o_i, o_applied, o_held, o_unused, o_granted FROM quotad_resolve($1, $2, $3, $4, $5, $6, $7)`
 	for len(d) > 0 {
 		batch := d[:min(len(d), leaseBatch)]
@@ -125,7 +126,7 @@ func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
 				return err
 			}
 			var i int32
-			var r quota.Resolution
+			var r lease.Resolution
 			_, err = pgx.ForEachRow(rows, []any{&i, &r.Applied, &r.Held, &r.Unused, &r.Granted}, func() error {
 				x := &batch[i-1]
 				x.Applied, x.Held, x.Unused, x.Granted = r.Applied, r.Held, r.Unused, r.Granted
@@ -142,7 +143,7 @@ func (db *DB) Resolve(ctx context.Context, d []quota.Resolution) error {
 
 // freedPayloads returns, for each of s, the notification that units came
 // back to its counter.
-func (db *DB) freedPayloads(s []quota.Settlement) []string {
+func (db *DB) freedPayloads(s []lease.Settlement) []string {
 	out := make([]string, len(s))
 	for i, x := range s {
 		out[i] = db.freedPayload(x.Key)
@@ -161,8 +162,8 @@ func (db *DB) freedPayload(k quota.CounterKey) string {
 // their transactions commit without waiting for the disk: a settlement or
 // a report lost in a crash of PostgreSQL only leaves units counted, or
 // reported unused, that were not, never the other way round.
-func (db *DB) leaseBatches(ctx context.Context, op string, s []quota.Settlement,
-	fn func(ctx context.Context, s []quota.Settlement, a leaseArrays) error) error {
+func (db *DB) leaseBatches(ctx context.Context, op string, s []lease.Settlement,
+	fn func(ctx context.Context, s []lease.Settlement, a leaseArrays) error) error {
 	for len(s) > 0 {
 		n := min(len(s), leaseBatch)
 		batch := s[:n]
@@ -199,7 +200,7 @@ func (a *leaseArrays) add(k quota.CounterKey, seq, unused int64, g quota.GlobalK
 	a.globals = append(a.globals, globalStart(g))
 }
 
-func toLeaseArrays(s []quota.Settlement) leaseArrays {
+func toLeaseArrays(s []lease.Settlement) leaseArrays {
 	var a leaseArrays
 	for _, x := range s {
 		a.add(x.Key, x.Seq, x.Unused, x.Global)
@@ -207,7 +208,7 @@ func toLeaseArrays(s []quota.Settlement) leaseArrays {
 	return a
 }
 
-// Alone implements quota.Leaser.
+// Alone implements lease.Leaser.
 func (db *DB) Alone(ctx context.Context) (bool, error) {
 	var others bool
 	if err := db.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, db.holderID()).Scan(&others); err != nil {
@@ -216,7 +217,7 @@ func (db *DB) Alone(ctx context.Context) (bool, error) {
 	return !others, nil
 }
 
-// Recall implements quota.Leaser.
+// Recall implements lease.Leaser.
 func (db *DB) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
 	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7, $8)`
 	var n int

@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/leasetest"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -111,7 +112,7 @@ func (p pgStore) Process(t *testing.T) *leasetest.Process {
 			runtime.Gosched()
 		}
 	}
-	return &leasetest.Process{LeaseStore: db, Recalls: recalls, Freed: freed, Kill: kill}
+	return &leasetest.Process{Store: db, Recalls: recalls, Freed: freed, Kill: kill}
 }
 
 func (p pgStore) Count(t *testing.T, k quota.CounterKey) int64 { return MustRaw(t, p.s, k) }
@@ -169,15 +170,15 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 				// counters' order, as the lease pool sorts them.
 				for j := range counters {
 					k := daySpan(customers[(i+j+r)%counters], 0).Key
-					lr := quota.LeaseRequest{Key: k, Seq: int64(1 + 2*r), Bound: 1 << 40, Need: 1, Extra: 2, InFlight: 1, Global: global}
-					if err := p.Lease(ctx, []quota.LeaseRequest{lr}); err != nil {
+					lr := lease.Request{Key: k, Seq: int64(1 + 2*r), Bound: 1 << 40, Need: 1, Extra: 2, InFlight: 1, Global: global}
+					if err := p.Lease(ctx, []lease.Request{lr}); err != nil {
 						t.Errorf("process %d, round %d: %v", i, r, err)
 						return
 					}
 				}
-				set := make([]quota.Settlement, counters)
+				set := make([]lease.Settlement, counters)
 				for j, c := range customers {
-					set[j] = quota.Settlement{Key: daySpan(c, 0).Key, Seq: int64(2 + 2*r), Unused: 2, Global: global}
+					set[j] = lease.Settlement{Key: daySpan(c, 0).Key, Seq: int64(2 + 2*r), Unused: 2, Global: global}
 				}
 				if err := p.Settle(ctx, set); err != nil {
 					t.Errorf("process %d, round %d: %v", i, r, err)
@@ -266,7 +267,7 @@ func TestLeaseBatchWithADeletedCustomer(t *testing.T) {
 	if err := db.DeleteCustomer(ctx, write("ops"), "globex"); err != nil {
 		t.Fatal(err)
 	}
-	batch := []quota.LeaseRequest{
+	batch := []lease.Request{
 		{Key: daySpan("acme", 0).Key, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
 		{Key: daySpan("globex", 0).Key, Seq: 2, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
 	}

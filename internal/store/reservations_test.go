@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -38,7 +39,7 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 	}
 	clock := quotatest.NewClock(at)
 	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
-		Leases: leases, Reservations: db, StoreTimeout: 30 * time.Second})
+		Leases: leasesOf(leases, db, clock), Reservations: db, StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)
@@ -414,12 +415,21 @@ func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *st
 	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: quotatest.NewClock(at),
-		Leases: leases, Reservations: db, StoreTimeout: 30 * time.Second})
+	clock := quotatest.NewClock(at)
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
+		Leases: leasesOf(leases, db, clock), Reservations: db, StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
 	return e, db
+}
+
+// leasesOf returns a lease pool over s when on, nil otherwise.
+func leasesOf(on bool, s lease.Store, clock quota.Clock) quota.Leases {
+	if !on {
+		return nil
+	}
+	return lease.NewPool(s, clock)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
 )
@@ -28,13 +29,19 @@ func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, err
 // nopLedger grants every lease in full and does nothing else.
 type nopLedger struct{ quota.Ledger }
 
-func (nopLedger) Lease(_ context.Context, rs []quota.LeaseRequest) error {
+func (nopLedger) Lease(_ context.Context, rs []lease.Request) error {
 	for i := range rs {
 		r := &rs[i]
 		r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
 	}
 	return nil
 }
+
+func (nopLedger) Settle(context.Context, []lease.Settlement) error      { return nil }
+func (nopLedger) Report(context.Context, []lease.Settlement) error      { return nil }
+func (nopLedger) Resolve(context.Context, []lease.Resolution) error     { return nil }
+func (nopLedger) Recall(context.Context, quota.CounterKey) (int, error) { return 0, nil }
+func (nopLedger) Alone(context.Context) (bool, error)                   { return true, nil }
 
 type fixedClock time.Time
 
@@ -72,7 +79,7 @@ func BenchmarkCheckWatched(b *testing.B) {
 					}},
 				},
 			}
-			o := quota.Options{Catalog: cat, Ledger: nopLedger{}, Clock: fixedClock(t0), Leases: true}
+			o := quota.Options{Catalog: cat, Ledger: nopLedger{}, Clock: fixedClock(t0), Leases: lease.NewPool(nopLedger{}, fixedClock(t0))}
 			if c.watcher {
 				d := webhooks.NewDetector(newMemEvents(c.watch))
 				d.SetWatch(c.watch)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -90,8 +91,12 @@ func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ..
 	// With leases a check waits for a batch's goroutine, which a busy
 	// machine can hold up past the default store timeout (250ms): the check
 	// would then be answered as if the store were down.
-	f.engine = quota.New(quota.Options{Catalog: f.catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: f.clock, Leases: leases, Watcher: f.detector, StoreTimeout: 30 * time.Second})
+	o := quota.Options{Catalog: f.catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
+		Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
+	if leases {
+		o.Leases = lease.NewPool(o.Ledger.(*quotatest.Ledger), f.clock)
+	}
+	f.engine = quota.New(o)
 	return f
 }
 

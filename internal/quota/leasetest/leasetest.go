@@ -1,4 +1,4 @@
-// Package leasetest is the contract of quota.Leaser, the store side of
+// Package leasetest is the contract of lease.Leaser, the store side of
 // leases, written once as a test suite, so that the PostgreSQL store and
 // the in-memory test double are held to the same protocol: grants within
 // the bound, settlements and reports, calls numbered so that a late copy
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -41,10 +42,10 @@ type Store interface {
 
 // Process is one quotad process's view of the store.
 type Process struct {
-	quota.LeaseStore
+	lease.Store
 	// Recalls and Freed receive the counters other processes recalled
 	// units of, and those units came back to after this process was
-	// refused (see quota.Leaser.Lease).
+	// refused (see lease.Leaser.Lease).
 	Recalls <-chan quota.CounterKey
 	Freed   <-chan quota.CounterKey
 	// Kill ends the process as a SIGKILL would, and returns once the
@@ -125,24 +126,24 @@ func global() quota.GlobalKey {
 	return quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: start}
 }
 
-// lease makes r on p and returns it with its results.
-func lease(t *testing.T, p *Process, r quota.LeaseRequest) quota.LeaseRequest {
+// grant makes r on p and returns it with its results.
+func grant(t *testing.T, p *Process, r lease.Request) lease.Request {
 	t.Helper()
-	rs := []quota.LeaseRequest{r}
+	rs := []lease.Request{r}
 	if err := p.Lease(context.Background(), rs); err != nil {
 		t.Fatalf("lease %+v: %v", r, err)
 	}
 	return rs[0]
 }
 
-func settle(t *testing.T, p *Process, s ...quota.Settlement) {
+func settle(t *testing.T, p *Process, s ...lease.Settlement) {
 	t.Helper()
 	if err := p.Settle(context.Background(), s); err != nil {
 		t.Fatalf("settle: %v", err)
 	}
 }
 
-func report(t *testing.T, p *Process, s ...quota.Settlement) []quota.Settlement {
+func report(t *testing.T, p *Process, s ...lease.Settlement) []lease.Settlement {
 	t.Helper()
 	if err := p.Report(context.Background(), s); err != nil {
 		t.Fatalf("report: %v", err)
@@ -150,9 +151,9 @@ func report(t *testing.T, p *Process, s ...quota.Settlement) []quota.Settlement 
 	return s
 }
 
-func resolve(t *testing.T, p *Process, k quota.CounterKey, seq int64) quota.Resolution {
+func resolve(t *testing.T, p *Process, k quota.CounterKey, seq int64) lease.Resolution {
 	t.Helper()
-	d := []quota.Resolution{{Key: k, Seq: seq}}
+	d := []lease.Resolution{{Key: k, Seq: seq}}
 	if err := p.Resolve(context.Background(), d); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
@@ -211,14 +212,14 @@ func mustHear(t *testing.T, ch <-chan quota.CounterKey, k quota.CounterKey, what
 func grantsWithinBound(t *testing.T, s Store) {
 	a := s.Process(t)
 	k := key("acme")
-	ask := quota.LeaseRequest{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()}
-	if r := lease(t, a, ask); r.Granted != 8 || r.Used != 8 || r.Others != 0 || r.Lost {
+	ask := lease.Request{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()}
+	if r := grant(t, a, ask); r.Granted != 8 || r.Used != 8 || r.Others != 0 || r.Lost {
 		t.Fatalf("first grant: %+v, want 8 granted", r)
 	}
 	ask.Held = true
 	for i, want := range []struct{ granted, used int64 }{{8, 16}, {4, 20}, {0, 20}} {
 		ask.Seq = int64(2 + i)
-		if r := lease(t, a, ask); r.Granted != want.granted || r.Used != want.used {
+		if r := grant(t, a, ask); r.Granted != want.granted || r.Used != want.used {
 			t.Errorf("grant %d: %+v, want %d granted, counter %d", ask.Seq, r, want.granted, want.used)
 		}
 	}
@@ -227,7 +228,7 @@ func grantsWithinBound(t *testing.T, s Store) {
 	}
 	// A need above the bound is never granted, and creates nothing.
 	other := key("globex")
-	if r := lease(t, a, quota.LeaseRequest{Key: other, Seq: 5, Bound: 2, Need: 3, Extra: 1}); r.Granted != 0 || r.Used != 0 || r.Lost {
+	if r := grant(t, a, lease.Request{Key: other, Seq: 5, Bound: 2, Need: 3, Extra: 1}); r.Granted != 0 || r.Used != 0 || r.Lost {
 		t.Errorf("need above the bound: %+v", r)
 	}
 	if n := s.Count(t, other); n != 0 {
@@ -238,8 +239,8 @@ func grantsWithinBound(t *testing.T, s Store) {
 func batchOfGrants(t *testing.T, s Store) {
 	a := s.Process(t)
 	acme, globex := key("acme"), key("globex")
-	lease(t, a, quota.LeaseRequest{Key: acme, Seq: 1, Bound: 10, Need: 5, InFlight: 5})
-	batch := []quota.LeaseRequest{
+	grant(t, a, lease.Request{Key: acme, Seq: 1, Bound: 10, Need: 5, InFlight: 5})
+	batch := []lease.Request{
 		{Key: acme, Seq: 2, Bound: 10, Need: 3, Extra: 4, InFlight: 3, Held: true}, // 5 left: takes them
 		{Key: globex, Seq: 3, Bound: 2, Need: 3, Extra: 1},                         // the need above the bound
 	}
@@ -272,8 +273,8 @@ func freshCounters(t *testing.T, s Store) {
 		return k
 	}
 	old, fresh, clamped, lost := key("acme"), key("globex"), nextDay("acme"), nextDay("globex")
-	lease(t, a, quota.LeaseRequest{Key: old, Seq: 1, Bound: 10, Need: 2, InFlight: 2})
-	batch := []quota.LeaseRequest{
+	grant(t, a, lease.Request{Key: old, Seq: 1, Bound: 10, Need: 2, InFlight: 2})
+	batch := []lease.Request{
 		{Key: old, Seq: 2, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Held: true},
 		{Key: fresh, Seq: 3, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Global: global()},
 		{Key: clamped, Seq: 4, Bound: 5, Need: 2, Extra: 9, InFlight: 2}, // the block cut at the bound
@@ -313,11 +314,11 @@ func freshCounters(t *testing.T, s Store) {
 	}
 	check("a late copy of the batch", true)
 	// The counters created are leased as any other.
-	if r := lease(t, a, quota.LeaseRequest{Key: fresh, Seq: 6, Bound: 10, Need: 2, Extra: 2, InFlight: 2, Held: true,
+	if r := grant(t, a, lease.Request{Key: fresh, Seq: 6, Bound: 10, Need: 2, Extra: 2, InFlight: 2, Held: true,
 		Global: global()}); r.Granted != 4 || r.Used != 8 {
 		t.Errorf("a grant on a counter the batch created: %+v, want 4 granted, counter 8", r)
 	}
-	if r := lease(t, a, quota.LeaseRequest{Key: lost, Seq: 7, Bound: 10, Need: 1, InFlight: 1}); r.Granted != 1 || r.Used != 1 || r.Lost {
+	if r := grant(t, a, lease.Request{Key: lost, Seq: 7, Bound: 10, Need: 1, InFlight: 1}); r.Granted != 1 || r.Used != 1 || r.Lost {
 		t.Errorf("a new lease where one was lost: %+v, want 1 granted, counter 1", r)
 	}
 }
@@ -325,17 +326,17 @@ func freshCounters(t *testing.T, s Store) {
 func settleOnce(t *testing.T, s Store) {
 	a := s.Process(t)
 	k := key("acme")
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()})
-	settle(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 6, Global: global()})
-	settle(t, a, quota.Settlement{Key: k, Seq: 3, Unused: 6, Global: global()})
+	grant(t, a, lease.Request{Key: k, Seq: 1, Bound: 20, Need: 3, Extra: 5, InFlight: 3, Global: global()})
+	settle(t, a, lease.Settlement{Key: k, Seq: 2, Unused: 6, Global: global()})
+	settle(t, a, lease.Settlement{Key: k, Seq: 3, Unused: 6, Global: global()})
 	if n, g := s.Count(t, k), globalUsage(t, a); n != 2 || g != 2 {
 		t.Errorf("after settling 6 of 8 twice: counter %d, global usage %d; want 2 and 2", n, g)
 	}
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 4, Bound: 20, Need: 1, Held: true}); !r.Lost || r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 4, Bound: 20, Need: 1, Held: true}); !r.Lost || r.Granted != 0 {
 		t.Errorf("a grant on a settled lease: %+v, want lost", r)
 	}
 	// A new lease of the same counter begins.
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 20, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 4 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 5, Bound: 20, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 4 {
 		t.Errorf("a new lease: %+v, want 2 granted, counter 4", r)
 	}
 }
@@ -343,22 +344,22 @@ func settleOnce(t *testing.T, s Store) {
 func lateCopies(t *testing.T, s Store) {
 	a, b := s.Process(t), s.Process(t)
 	k := key("acme")
-	first := quota.LeaseRequest{Key: k, Seq: 10, Bound: 100, Need: 1, Extra: 9, InFlight: 1}
-	lease(t, a, first)
+	first := lease.Request{Key: k, Seq: 10, Bound: 100, Need: 1, Extra: 9, InFlight: 1}
+	grant(t, a, first)
 	// The same grant again, and an older one: nothing.
 	for _, seq := range []int64{10, 9} {
 		r := first
 		r.Seq = seq
-		if r = lease(t, a, r); r.Granted != 0 {
+		if r = grant(t, a, r); r.Granted != 0 {
 			t.Errorf("a late copy of grant %d granted %d", seq, r.Granted)
 		}
 	}
-	report(t, a, quota.Settlement{Key: k, Seq: 11, Unused: 4})
+	report(t, a, lease.Settlement{Key: k, Seq: 11, Unused: 4})
 	// An older report, and an older settlement: nothing.
-	if set := report(t, a, quota.Settlement{Key: k, Seq: 10, Unused: 9}); set[0].Lost {
+	if set := report(t, a, lease.Settlement{Key: k, Seq: 10, Unused: 9}); set[0].Lost {
 		t.Error("a late report finds the lease lost")
 	}
-	settle(t, a, quota.Settlement{Key: k, Seq: 9, Unused: 4})
+	settle(t, a, lease.Settlement{Key: k, Seq: 9, Unused: 4})
 	if n, used := s.Count(t, k), read(t, b, k); n != 10 || used != 6 {
 		t.Errorf("after late copies: counter %d, read by another process %d; want 10 and 6 (a reports 4 unused)", n, used)
 	}
@@ -368,7 +369,7 @@ func resolution(t *testing.T, s Store) {
 	a := s.Process(t)
 	k := key("acme")
 	// A grant that was applied, its answer lost: asked twice, the same.
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 10, Bound: 100, Need: 2, Extra: 8, InFlight: 3})
+	grant(t, a, lease.Request{Key: k, Seq: 10, Bound: 100, Need: 2, Extra: 8, InFlight: 3})
 	for range 2 {
 		if d := resolve(t, a, k, 10); !d.Applied || !d.Held || d.Granted != 10 || d.Unused != 11 {
 			t.Errorf("resolution of an applied grant: %+v, want applied, held, 10 granted, 11 unused", d)
@@ -381,7 +382,7 @@ func resolution(t *testing.T, s Store) {
 			t.Errorf("resolution of a grant that never arrived: %+v, want not applied, the lease held with 11 unused", d)
 		}
 	}
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 11, Bound: 100, Need: 1, Extra: 9, InFlight: 1, Held: true}); r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 11, Bound: 100, Need: 1, Extra: 9, InFlight: 1, Held: true}); r.Granted != 0 {
 		t.Errorf("a fenced-off grant arrived and granted %d", r.Granted)
 	}
 	// The first grant of a counter that has no row yet, fenced off.
@@ -389,11 +390,11 @@ func resolution(t *testing.T, s Store) {
 	if d := resolve(t, a, other, 20); d.Applied || d.Held {
 		t.Errorf("resolution of a first grant that never arrived: %+v", d)
 	}
-	if r := lease(t, a, quota.LeaseRequest{Key: other, Seq: 20, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: other, Seq: 20, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
 		t.Errorf("a fenced-off first grant arrived and granted %d", r.Granted)
 	}
 	// A settlement that was applied.
-	settle(t, a, quota.Settlement{Key: k, Seq: 12, Unused: 8})
+	settle(t, a, lease.Settlement{Key: k, Seq: 12, Unused: 8})
 	if d := resolve(t, a, k, 12); !d.Applied || d.Held {
 		t.Errorf("resolution of an applied settlement: %+v, want applied, the lease ended", d)
 	}
@@ -406,11 +407,11 @@ func reportsAndRefunds(t *testing.T, s Store) {
 	ctx := context.Background()
 	a, b := s.Process(t), s.Process(t)
 	k := key("acme")
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	grant(t, a, lease.Request{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
 	if used := read(t, b, k); used != 0 {
 		t.Errorf("b reads %d while a reports all 10 unused, want 0", used)
 	}
-	if set := report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost {
+	if set := report(t, a, lease.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost {
 		t.Fatal("report: lost")
 	}
 	if used := read(t, b, k); used != 6 {
@@ -429,26 +430,26 @@ func reportsAndRefunds(t *testing.T, s Store) {
 func resetEndsLeases(t *testing.T, s Store) {
 	a := s.Process(t)
 	k := key("acme")
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	grant(t, a, lease.Request{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
 	s.Reset(t, "acme")
 	if n := s.Count(t, k); n != 0 {
 		t.Errorf("counter = %d after the reset", n)
 	}
-	if set := report(t, a, quota.Settlement{Key: k, Seq: 6, Unused: 4}); !set[0].Lost {
+	if set := report(t, a, lease.Settlement{Key: k, Seq: 6, Unused: 4}); !set[0].Lost {
 		t.Error("a report after the reset does not find the lease lost")
 	}
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 7, Bound: 100, Need: 1, Held: true}); !r.Lost {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 7, Bound: 100, Need: 1, Held: true}); !r.Lost {
 		t.Errorf("a grant on a reset lease: %+v, want lost", r)
 	}
 	if d := resolve(t, a, k, 8); d.Applied || d.Held {
 		t.Errorf("resolution after the reset: %+v, want not applied, no lease", d)
 	}
 	// A copy of the grant from before the reset arrives: nothing.
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 5, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
 		t.Errorf("a late copy from before the reset granted %d", r.Granted)
 	}
 	// A new lease begins.
-	if r := lease(t, a, quota.LeaseRequest{Key: k, Seq: 9, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 9, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
 		t.Errorf("a new lease after the reset: %+v, want 2 granted", r)
 	}
 }
@@ -456,10 +457,10 @@ func resetEndsLeases(t *testing.T, s Store) {
 func recallLiveOnly(t *testing.T, s Store) {
 	alive, dead, asker := s.Process(t), s.Process(t), s.Process(t)
 	k := key("acme")
-	lease(t, alive, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 3, InFlight: 1}) // 4 unused
-	lease(t, dead, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 5, InFlight: 1})  // 6 unused
+	grant(t, alive, lease.Request{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 3, InFlight: 1}) // 4 unused
+	grant(t, dead, lease.Request{Key: k, Seq: 1, Bound: 10, Need: 1, Extra: 5, InFlight: 1})  // 6 unused
 	dead.Kill()
-	r := lease(t, asker, quota.LeaseRequest{Key: k, Seq: 1, Bound: 10, Need: 2, Extra: 1, Recall: true})
+	r := grant(t, asker, lease.Request{Key: k, Seq: 1, Bound: 10, Need: 2, Extra: 1, Recall: true})
 	if r.Granted != 0 || r.Used != 10 || r.Others != 4 || !r.RecallHelps() {
 		t.Fatalf("grant on a full counter: %+v, want nothing granted and the live holder's 4 units to recall", r)
 	}
@@ -479,11 +480,11 @@ func freedNotices(t *testing.T, s Store) {
 	k := key("acme")
 	// a takes the whole bound and reports it used; b is refused with
 	// nothing to recall.
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
-	report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 0})
+	grant(t, a, lease.Request{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
+	report(t, a, lease.Settlement{Key: k, Seq: 2, Unused: 0})
 	refused := func(seq int64) {
 		t.Helper()
-		if r := lease(t, b, quota.LeaseRequest{Key: k, Seq: seq, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
+		if r := grant(t, b, lease.Request{Key: k, Seq: seq, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
 			t.Fatalf("b's grant: %+v, want refused with nothing to recall", r)
 		}
 	}
@@ -498,15 +499,15 @@ func freedNotices(t *testing.T, s Store) {
 	// a takes that unit back and reports it unused; b is refused, with a
 	// unit to recall this time; a reports it used, b is refused with
 	// nothing to recall; a reports it unused again: b hears.
-	lease(t, a, quota.LeaseRequest{Key: k, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
-	report(t, a, quota.Settlement{Key: k, Seq: 4, Unused: 0})
+	grant(t, a, lease.Request{Key: k, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	report(t, a, lease.Settlement{Key: k, Seq: 4, Unused: 0})
 	refused(2)
-	report(t, a, quota.Settlement{Key: k, Seq: 5, Unused: 1})
+	report(t, a, lease.Settlement{Key: k, Seq: 5, Unused: 1})
 	mustHear(t, b.Freed, k, "notice after a report of more unused units")
 	// a reports it used; b is refused; a settles a unit: b hears.
-	report(t, a, quota.Settlement{Key: k, Seq: 6, Unused: 0})
+	report(t, a, lease.Settlement{Key: k, Seq: 6, Unused: 0})
 	refused(3)
-	settle(t, a, quota.Settlement{Key: k, Seq: 7, Unused: 1})
+	settle(t, a, lease.Settlement{Key: k, Seq: 7, Unused: 1})
 	mustHear(t, b.Freed, k, "notice after a settlement")
 	if n := s.Count(t, k); n != 4 {
 		t.Errorf("counter = %d, want 4", n)
@@ -521,7 +522,7 @@ func subjectsApart(t *testing.T, s Store) {
 	// same call number: each lease numbers its own calls. Only the
 	// customer's counts in the metric's global window, as the lease pool
 	// asks (a check's units count there once, with its customer's charge).
-	batch := []quota.LeaseRequest{
+	batch := []lease.Request{
 		{Key: own, Seq: 1, Bound: 100, Need: 2, Extra: 8, InFlight: 2, Global: global()},
 		{Key: sub, Seq: 1, Bound: 5, Need: 1, Extra: 9, InFlight: 1},
 		{Key: other, Seq: 1, Bound: 3, Need: 3, InFlight: 3},
@@ -543,17 +544,17 @@ func subjectsApart(t *testing.T, s Store) {
 	}{
 		{"the batch", func(*testing.T) {}, [3]int64{10, 5, 3}, [3]int64{0, 0, 0}},
 		{"a report on the subject's lease", func(t *testing.T) {
-			if set := report(t, a, quota.Settlement{Key: sub, Seq: 2, Unused: 2}); set[0].Lost {
+			if set := report(t, a, lease.Settlement{Key: sub, Seq: 2, Unused: 2}); set[0].Lost {
 				t.Error("the subject's lease lost")
 			}
 		}, [3]int64{10, 5, 3}, [3]int64{0, 3, 0}},
 		{"a report on the customer's", func(t *testing.T) {
-			if set := report(t, a, quota.Settlement{Key: own, Seq: 2, Unused: 4}); set[0].Lost {
+			if set := report(t, a, lease.Settlement{Key: own, Seq: 2, Unused: 4}); set[0].Lost {
 				t.Error("the customer's lease lost")
 			}
 		}, [3]int64{10, 5, 3}, [3]int64{6, 3, 0}},
 		{"a grant on the subject's lease, within its own bound", func(t *testing.T) {
-			r := lease(t, a, quota.LeaseRequest{Key: sub, Seq: 3, Bound: 8, Need: 1, Extra: 1, InFlight: 1, Held: true})
+			r := grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 8, Need: 1, Extra: 1, InFlight: 1, Held: true})
 			if r.Granted != 2 || r.Used != 7 {
 				t.Errorf("grant: %+v, want 2 granted, counter 7", r)
 			}
@@ -567,23 +568,23 @@ func subjectsApart(t *testing.T, s Store) {
 			if d := resolve(t, a, own, 3); d.Applied || !d.Held || d.Unused != 4 {
 				t.Errorf("resolution: %+v, want not applied, held with 4 unused", d)
 			}
-			if r := lease(t, a, quota.LeaseRequest{Key: own, Seq: 3, Bound: 100, Need: 1, InFlight: 1, Held: true}); r.Granted != 0 {
+			if r := grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 100, Need: 1, InFlight: 1, Held: true}); r.Granted != 0 {
 				t.Errorf("the customer's fenced-off grant granted %d", r.Granted)
 			}
-			r := lease(t, a, quota.LeaseRequest{Key: sub, Seq: 4, Bound: 8, Need: 1, InFlight: 1, Held: true})
+			r := grant(t, a, lease.Request{Key: sub, Seq: 4, Bound: 8, Need: 1, InFlight: 1, Held: true})
 			if r.Granted != 1 || r.Used != 8 {
 				t.Errorf("the subject's grant: %+v, want 1 granted, counter 8", r)
 			}
 		}, [3]int64{10, 8, 3}, [3]int64{6, 7, 0}},
 		{"a settlement of the subject's lease gives back to it alone", func(t *testing.T) {
-			settle(t, a, quota.Settlement{Key: sub, Seq: 5, Unused: 1})
+			settle(t, a, lease.Settlement{Key: sub, Seq: 5, Unused: 1})
 		}, [3]int64{10, 7, 3}, [3]int64{6, 7, 0}},
 		{"a late copy of that settlement; the customer's lease goes on, the subject's is ended", func(t *testing.T) {
-			settle(t, a, quota.Settlement{Key: sub, Seq: 5, Unused: 1})
-			if set := report(t, a, quota.Settlement{Key: own, Seq: 4, Unused: 3}); set[0].Lost {
+			settle(t, a, lease.Settlement{Key: sub, Seq: 5, Unused: 1})
+			if set := report(t, a, lease.Settlement{Key: own, Seq: 4, Unused: 3}); set[0].Lost {
 				t.Error("the customer's lease lost")
 			}
-			if set := report(t, a, quota.Settlement{Key: sub, Seq: 6, Unused: 1}); !set[0].Lost {
+			if set := report(t, a, lease.Settlement{Key: sub, Seq: 6, Unused: 1}); !set[0].Lost {
 				t.Error("a report on the settled subject's lease does not find it lost")
 			}
 		}, [3]int64{10, 7, 3}, [3]int64{7, 7, 0}},
@@ -620,9 +621,9 @@ func subjectNotices(t *testing.T, s Store) {
 	// a takes the whole bound of both and reports it used; b is refused
 	// both with nothing to recall.
 	for _, k := range []quota.CounterKey{own, sub} {
-		lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
-		report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 0})
-		if r := lease(t, b, quota.LeaseRequest{Key: k, Seq: 1, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
+		grant(t, a, lease.Request{Key: k, Seq: 1, Bound: 5, Need: 5, InFlight: 5})
+		report(t, a, lease.Settlement{Key: k, Seq: 2, Unused: 0})
+		if r := grant(t, b, lease.Request{Key: k, Seq: 1, Bound: 5, Need: 1, Recall: true}); r.Granted != 0 || r.Others != 0 {
 			t.Fatalf("b's grant of %v: %+v, want refused with nothing to recall", k, r)
 		}
 	}
@@ -634,8 +635,8 @@ func subjectNotices(t *testing.T, s Store) {
 	mustHearNext(t, b.Freed, own, "notice after a refund of the customer's")
 	// a takes the subject's unit back and reports it unused: b, refused,
 	// recalls it from a, which hears of the subject's counter.
-	lease(t, a, quota.LeaseRequest{Key: sub, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
-	r := lease(t, b, quota.LeaseRequest{Key: sub, Seq: 2, Bound: 5, Need: 1, Recall: true})
+	grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	r := grant(t, b, lease.Request{Key: sub, Seq: 2, Bound: 5, Need: 1, Recall: true})
 	if r.Granted != 0 || r.Others != 1 || !r.RecallHelps() {
 		t.Fatalf("b's grant of the subject's: %+v, want nothing granted and a's unit to recall", r)
 	}
@@ -649,8 +650,8 @@ func subjectNotices(t *testing.T, s Store) {
 		t.Errorf("recall of the customer's: %d leases (%v), want none", n, err)
 	}
 	// And the other way round.
-	lease(t, a, quota.LeaseRequest{Key: own, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
-	if r := lease(t, b, quota.LeaseRequest{Key: own, Seq: 2, Bound: 5, Need: 1, Recall: true}); r.Others != 1 {
+	grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	if r := grant(t, b, lease.Request{Key: own, Seq: 2, Bound: 5, Need: 1, Recall: true}); r.Others != 1 {
 		t.Fatalf("b's grant of the customer's: %+v, want a's unit to recall", r)
 	}
 	mustHearNext(t, a.Recalls, own, "recall of the customer's")
@@ -661,7 +662,7 @@ func resetEndsSubjectLeases(t *testing.T, s Store) {
 	keys := []quota.CounterKey{key("acme"), subjectKey("acme", subject1), subjectKey("acme", subject2),
 		subjectKey("globex", subject1)}
 	for _, k := range keys {
-		lease(t, a, quota.LeaseRequest{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+		grant(t, a, lease.Request{Key: k, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
 	}
 	s.Reset(t, "acme")
 	for i, k := range keys {
@@ -672,12 +673,12 @@ func resetEndsSubjectLeases(t *testing.T, s Store) {
 		if n := s.Count(t, k); n != want {
 			t.Errorf("counter %d = %d after acme's reset, want %d", i, n, want)
 		}
-		if set := report(t, a, quota.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost != lost {
+		if set := report(t, a, lease.Settlement{Key: k, Seq: 2, Unused: 4}); set[0].Lost != lost {
 			t.Errorf("a report on lease %d after acme's reset: lost %v, want %v", i, set[0].Lost, lost)
 		}
 	}
 	// A new lease of a subject's counter begins.
-	if r := lease(t, a, quota.LeaseRequest{Key: keys[1], Seq: 3, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
+	if r := grant(t, a, lease.Request{Key: keys[1], Seq: 3, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
 		t.Errorf("a new lease after the reset: %+v, want 2 granted", r)
 	}
 }

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// The case of this file runs the store's one client, quota.LeasePool, in
+// The case of this file runs the store's one client, lease.Pool, in
 // several processes at once over it: whatever order the store's calls
 // come in, the pools keep the lease rules (see quota's lease.go) on sets
 // of charges, all or nothing.
@@ -67,7 +68,7 @@ func poolSets(t *testing.T, s Store) {
 	done := make(chan struct{}) // the listeners stop
 	type proc struct {
 		*Process
-		pool     *quota.LeasePool
+		pool     *lease.Pool
 		flushing sync.Mutex
 	}
 	ps := make([]*proc, procs)
@@ -75,7 +76,7 @@ func poolSets(t *testing.T, s Store) {
 	var listening sync.WaitGroup
 	for i := range ps {
 		p := &proc{Process: s.Process(t)}
-		p.pool = quota.NewLeasePool(p.LeaseStore, atClock{})
+		p.pool = lease.NewPool(p.Store, atClock{})
 		p.pool.IdleAfter = 2 * quota.FlushEvery
 		ps[i] = p
 		listening.Go(func() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -129,10 +130,10 @@ func call[T any](l *Ledger, op LeaseOp, arg T, clone func(T) T, apply func(T)) e
 
 func cloneSlice[T any](s []T) []T { return append([]T(nil), s...) }
 
-// Lease implements quota.Leaser: the grants of r are one call, which meets
+// Lease implements lease.Leaser: the grants of r are one call, which meets
 // one fault.
-func (l *Ledger) Lease(_ context.Context, r []quota.LeaseRequest) error {
-	return call(l, OpLease, r, cloneSlice, func(r []quota.LeaseRequest) {
+func (l *Ledger) Lease(_ context.Context, r []lease.Request) error {
+	return call(l, OpLease, r, cloneSlice, func(r []lease.Request) {
 		for i := range r {
 			l.lease(&r[i])
 		}
@@ -140,7 +141,7 @@ func (l *Ledger) Lease(_ context.Context, r []quota.LeaseRequest) error {
 }
 
 // lease applies a Lease call; s.mu is held.
-func (l *Ledger) lease(r *quota.LeaseRequest) {
+func (l *Ledger) lease(r *lease.Request) {
 	s := l.s
 	r.Granted, r.Used, r.Others, r.Lost = 0, 0, 0, false
 	used, exists := s.counters[r.Key]
@@ -184,13 +185,13 @@ func (l *Ledger) lease(r *quota.LeaseRequest) {
 	}
 }
 
-// Settle implements quota.Leaser.
-func (l *Ledger) Settle(_ context.Context, set []quota.Settlement) error {
+// Settle implements lease.Leaser.
+func (l *Ledger) Settle(_ context.Context, set []lease.Settlement) error {
 	return call(l, OpSettle, set, cloneSlice, l.settle)
 }
 
 // settle applies a Settle call; s.mu is held.
-func (l *Ledger) settle(set []quota.Settlement) {
+func (l *Ledger) settle(set []lease.Settlement) {
 	s := l.s
 	for _, x := range set {
 		k := leaseKey{x.Key, l.holder}
@@ -210,13 +211,13 @@ func (l *Ledger) settle(set []quota.Settlement) {
 	}
 }
 
-// Report implements quota.Leaser.
-func (l *Ledger) Report(_ context.Context, set []quota.Settlement) error {
+// Report implements lease.Leaser.
+func (l *Ledger) Report(_ context.Context, set []lease.Settlement) error {
 	return call(l, OpReport, set, cloneSlice, l.report)
 }
 
 // report applies a Report call; s.mu is held.
-func (l *Ledger) report(set []quota.Settlement) {
+func (l *Ledger) report(set []lease.Settlement) {
 	s := l.s
 	for i, x := range set {
 		k := leaseKey{x.Key, l.holder}
@@ -236,13 +237,13 @@ func (l *Ledger) report(set []quota.Settlement) {
 	}
 }
 
-// Resolve implements quota.Leaser.
-func (l *Ledger) Resolve(_ context.Context, d []quota.Resolution) error {
+// Resolve implements lease.Leaser.
+func (l *Ledger) Resolve(_ context.Context, d []lease.Resolution) error {
 	return call(l, OpResolve, d, cloneSlice, l.resolve)
 }
 
 // resolve applies a Resolve call; s.mu is held.
-func (l *Ledger) resolve(d []quota.Resolution) {
+func (l *Ledger) resolve(d []lease.Resolution) {
 	s := l.s
 	for i := range d {
 		x := &d[i]
@@ -267,7 +268,7 @@ func (l *Ledger) resolve(d []quota.Resolution) {
 	}
 }
 
-// Alone implements quota.Leaser.
+// Alone implements lease.Leaser.
 func (l *Ledger) Alone(context.Context) (bool, error) {
 	if err := l.lock(); err != nil {
 		return false, err
@@ -281,7 +282,7 @@ func (l *Ledger) Alone(context.Context) (bool, error) {
 	return true, nil
 }
 
-// Recall implements quota.Leaser.
+// Recall implements lease.Leaser.
 func (l *Ledger) Recall(_ context.Context, k quota.CounterKey) (int, error) {
 	if err := l.lock(); err != nil {
 		return 0, err

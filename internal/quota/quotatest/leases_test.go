@@ -22,7 +22,7 @@ func (f fakeStore) Process(*testing.T) *leasetest.Process {
 	recalls, freed := make(chan quota.CounterKey, 64), make(chan quota.CounterKey, 64)
 	l.OnRecall(func(k quota.CounterKey) { recalls <- k })
 	l.OnFreed(func(k quota.CounterKey) { freed <- k })
-	return &leasetest.Process{LeaseStore: l, Recalls: recalls, Freed: freed, Kill: func() { f.s.Kill(l) }}
+	return &leasetest.Process{Store: l, Recalls: recalls, Freed: freed, Kill: func() { f.s.Kill(l) }}
 }
 
 func (f fakeStore) Count(_ *testing.T, k quota.CounterKey) int64 { return f.s.Count(k) }

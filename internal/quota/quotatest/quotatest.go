@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
@@ -174,3 +175,10 @@ var (
 	_ quota.Catalog      = (*Catalog)(nil)
 	_ quota.HistoryStore = (*History)(nil)
 )
+
+// One returns c as a set of one, with outcomes out: the set is c itself
+// (what a counter keeps in the charge for an undo stays in c).
+func One(c *quota.Charge, out []quota.Outcome) []quota.Charge {
+	c.Out = out[:len(c.Spans)]
+	return unsafe.Slice(c, 1)
+}

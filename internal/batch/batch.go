@@ -1,20 +1,28 @@
-package quota
+// Package batch sends calls to a store in batches, so that the calls made
+// while round trips are in flight share the next one: a group commit. The
+// quota engine's request-id claims and reservation writes, and the lease
+// pool's grants, go through it.
+package batch
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
-// batcher sends calls to a store in batches, so that the calls checks make
+// Group sends calls to a store in batches, so that the calls checks make
 // while round trips are in flight share the next one: a group commit. No
 // timer holds a call back: a call made while fewer than inFlight batches
 // are in flight goes at once; one made while they all are waits for one of
 // them to return, then goes with every call that waited meanwhile (at most
 // max in one batch). So an idle store costs a call one round trip, and a
 // busy one gathers more calls into each.
-type batcher[T any] struct {
+// It is safe for concurrent use.
+type Group[T any] struct {
 	// send makes one batch's calls, in one round trip, and fills in their
 	// results; an error fails them all.
 	send     func(ctx context.Context, calls []T) error
@@ -24,26 +32,36 @@ type batcher[T any] struct {
 	timeout time.Duration
 
 	mu      sync.Mutex
-	queue   []*batchCall[T]
+	queue   []*call[T]
 	sending int // batches in flight, or about to be
 
 	// batches and calls count what was sent, for monitoring.
 	batches, calls atomic.Uint64
 }
 
-// BatchStats count a batcher's round trips and the calls they carried.
-type BatchStats struct {
+// New returns a Group that makes its calls with send, one round trip per
+// batch of at most max calls, inFlight batches at most at once, a batch
+// whose callers have no deadline bounded by timeout.
+func New[T any](send func(ctx context.Context, calls []T) error, max, inFlight int, timeout time.Duration) *Group[T] {
+	return &Group[T]{send: send, max: max, inFlight: inFlight, timeout: timeout}
+}
+
+// Stats count a Group's round trips and the calls they carried.
+type Stats struct {
 	Batches uint64
 	Calls   uint64
 }
 
-// stats returns what b sent.
-func (b *batcher[T]) stats() BatchStats {
-	return BatchStats{Batches: b.batches.Load(), Calls: b.calls.Load()}
+// Stats returns what b sent (zero for a nil Group).
+func (b *Group[T]) Stats() Stats {
+	if b == nil {
+		return Stats{}
+	}
+	return Stats{Batches: b.batches.Load(), Calls: b.calls.Load()}
 }
 
-// batchCall is one call waiting in a batcher.
-type batchCall[T any] struct {
+// call is one call waiting in a Group.
+type call[T any] struct {
 	call     T
 	deadline time.Time // the caller's, or zero
 	done     chan struct{}
@@ -53,12 +71,13 @@ type batchCall[T any] struct {
 	sent, gaveUp bool
 }
 
-// do makes call in the next batch and returns it with its results, or the
-// batch's error. If ctx ends first it returns ctx's error (as the store
-// being out of reach in time) and whether the call was sent: a call sent
-// may have been applied, one not sent never will be.
-func (b *batcher[T]) do(ctx context.Context, call T) (result T, sent bool, err error) {
-	c := &batchCall[T]{call: call, done: make(chan struct{})}
+// Do makes c in the next batch and returns it with its results, or the
+// batch's error. If ctx ends first it returns ctx's error, wrapping
+// tiers.ErrUnavailable (the store out of reach in time), and whether the
+// call was sent: a call sent may have been applied, one not sent never
+// will be.
+func (b *Group[T]) Do(ctx context.Context, c0 T) (result T, sent bool, err error) {
+	c := &call[T]{call: c0, done: make(chan struct{})}
 	c.deadline, _ = ctx.Deadline()
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
@@ -88,11 +107,11 @@ func (b *batcher[T]) do(ctx context.Context, call T) (result T, sent bool, err e
 			}
 		}
 	}
-	return call, c.sent, outOfTime(ctx.Err())
+	return c0, c.sent, fmt.Errorf("%w: waiting for the store: %w", tiers.ErrUnavailable, ctx.Err())
 }
 
 // run sends batches until no call waits.
-func (b *batcher[T]) run() {
+func (b *Group[T]) run() {
 	for {
 		b.mu.Lock()
 		n := min(len(b.queue), b.max)
@@ -101,7 +120,7 @@ func (b *batcher[T]) run() {
 			b.mu.Unlock()
 			return
 		}
-		batch := make([]*batchCall[T], n)
+		batch := make([]*call[T], n)
 		copy(batch, b.queue)
 		b.queue = b.queue[:copy(b.queue, b.queue[n:])]
 		var deadline time.Time

@@ -1,7 +1,8 @@
-package quota
+package lease
 
 import (
 	"context"
+	"github.com/quotad/quotad/internal/quota"
 )
 
 // Beyond a window's limit (a soft window's overage, an elastic window's
@@ -14,11 +15,11 @@ import (
 // limit, in one transaction, with the global windows of their charges
 // that leases did not count in, after writing the global usage this
 // process counted so that the ledger sees all of it.
-func (p *LeasePool) takeDirect(ctx context.Context, cs []Charge, direct []spanAt) (bool, error) {
+func (p *Pool) takeDirect(ctx context.Context, cs []quota.Charge, direct []spanAt) (bool, error) {
 	for _, x := range direct {
 		// The ledger counts the units this process holds unused as
 		// admitted: they go back first (other processes' were recalled).
-		if l := p.existing(cs[x.c].Spans[x.i].Key); l != nil {
+		if l := p.leases.existing(cs[x.c].Spans[x.i].Key); l != nil {
 			trips, err := p.settleNow(ctx, l)
 			cs[0].Trips += trips
 			if err != nil {
@@ -29,18 +30,18 @@ func (p *LeasePool) takeDirect(ctx context.Context, cs []Charge, direct []spanAt
 	if err := p.FlushGlobals(ctx); err != nil {
 		return false, err
 	}
-	var ds []Charge
+	var ds []quota.Charge
 	var from []int // ds[j]'s charge in cs
 	for _, x := range direct {
 		if len(from) == 0 || from[len(from)-1] != x.c {
 			c := &cs[x.c]
-			ds = append(ds, Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
+			ds = append(ds, quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
 				Globals: unleasedGlobals(c)})
 			from = append(from, x.c)
 		}
 		d := &ds[len(ds)-1]
 		d.Spans = append(d.Spans, cs[x.c].Spans[x.i])
-		d.Out = append(d.Out, Outcome{})
+		d.Out = append(d.Out, quota.Outcome{})
 	}
 	ok, err := p.store.Take(ctx, ds)
 	for j := range ds {
@@ -63,9 +64,9 @@ func (p *LeasePool) takeDirect(ctx context.Context, cs []Charge, direct []spanAt
 // leased reports whether a span of c took its units from a lease that
 // counts in global window g: a lease counts the units it is granted in
 // its span's global window, at once.
-func leased(c *Charge, g GlobalKey) bool {
-	for _, l := range c.took[:len(c.Spans)] {
-		if l != nil && l.global == g {
+func leased(c *quota.Charge, g quota.GlobalKey) bool {
+	for i := range c.Spans {
+		if l := took(c, i); l != nil && l.global == g {
 			return true
 		}
 	}
@@ -74,8 +75,8 @@ func leased(c *Charge, g GlobalKey) bool {
 
 // unleasedGlobals returns the global windows of c that no lease c took
 // units from counts in: where the ledger counts a direct take.
-func unleasedGlobals(c *Charge) []GlobalKey {
-	var out []GlobalKey
+func unleasedGlobals(c *quota.Charge) []quota.GlobalKey {
+	var out []quota.GlobalKey
 	for _, g := range c.Globals {
 		if !leased(c, g) {
 			out = append(out, g)
@@ -84,22 +85,22 @@ func unleasedGlobals(c *Charge) []GlobalKey {
 	return out
 }
 
-// GiveBack implements Counter. An undone take (see Charge.Undoing) gives
+// GiveBack implements quota.Counter. An undone take (see quota.Charge.Undoing) gives
 // its units back to the leases they came from (see Undo). Units admitted
-// earlier (Charge.admitted: what a reservation held beyond its cost) go to
+// earlier (quota.Charge.Admitted: what a reservation held beyond its cost) go to
 // this process's lease of their counter where it holds a sound one (its
 // units are counted in the store as the lease's: no round trip, and its
 // next report tells the store), the rest to the ledger. A refund's go to
 // the ledger, once the counters' leases came home (see Reclaim), as the
 // ledger gives back admitted units only.
-func (p *LeasePool) GiveBack(ctx context.Context, cs []Charge) error {
+func (p *Pool) GiveBack(ctx context.Context, cs []quota.Charge) error {
 	if len(cs) == 0 {
 		return nil
 	}
-	if cs[0].undoNow != 0 {
+	if cs[0].Undone() {
 		return p.Undo(ctx, cs)
 	}
-	if cs[0].admitted {
+	if cs[0].Admitted {
 		return p.giveBackAdmitted(ctx, cs)
 	}
 	if err := p.Reclaim(ctx, cs); err != nil {
@@ -111,16 +112,16 @@ func (p *LeasePool) GiveBack(ctx context.Context, cs []Charge) error {
 // giveBackAdmitted gives back units admitted earlier (see GiveBack): to
 // this process's sound leases where it holds them, the rest, with the
 // global windows no lease counted, to the ledger.
-func (p *LeasePool) giveBackAdmitted(ctx context.Context, cs []Charge) error {
-	var rest []Charge
+func (p *Pool) giveBackAdmitted(ctx context.Context, cs []quota.Charge) error {
+	var rest []quota.Charge
 	var from [][]int // per charge of rest: its spans' indexes in their charge of cs
 	var of []int     // per charge of rest: its charge in cs
 	for ci := range cs {
 		c := &cs[ci]
-		r := Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At}
+		r := quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At}
 		var idx []int
 		for i := range c.Spans {
-			var buf Span
+			var buf quota.Span
 			if p.giveToLease(ctx, leaseSpan(c, i, &buf), c.Cost) {
 				continue
 			}
@@ -130,12 +131,12 @@ func (p *LeasePool) giveBackAdmitted(ctx context.Context, cs []Charge) error {
 		// A lease counted its units in its span's global window when it
 		// was granted: they stay counted there, as the lease's.
 		for _, g := range c.Globals {
-			if spanOf(c.Spans, g) < 0 || spanOf(r.Spans, g) >= 0 {
+			if c.SpanOf(g) < 0 || r.SpanOf(g) >= 0 {
 				r.Globals = append(r.Globals, g)
 			}
 		}
 		if len(r.Spans)+len(r.Globals) > 0 {
-			r.Out = make([]Outcome, len(r.Spans))
+			r.Out = make([]quota.Outcome, len(r.Spans))
 			rest, from, of = append(rest, r), append(from, idx), append(of, ci)
 		}
 	}
@@ -160,8 +161,8 @@ func (p *LeasePool) giveBackAdmitted(ctx context.Context, cs []Charge) error {
 // doubt, not being verified, its limit unchanged): they become units the
 // lease holds unused, counted in the store as before. It reports whether
 // it did.
-func (p *LeasePool) giveToLease(ctx context.Context, sp *Span, n int64) bool {
-	l := p.existing(sp.Key)
+func (p *Pool) giveToLease(ctx context.Context, sp *quota.Span, n int64) bool {
+	l := p.leases.existing(sp.Key)
 	if l == nil {
 		return false
 	}
@@ -182,10 +183,10 @@ func (p *LeasePool) giveToLease(ctx context.Context, sp *Span, n int64) bool {
 // asked to settle theirs (it waits a little for them; units of processes
 // that do not answer stay counted, so a refund gives back too few rather
 // than too many).
-func (p *LeasePool) Reclaim(ctx context.Context, cs []Charge) error {
+func (p *Pool) Reclaim(ctx context.Context, cs []quota.Charge) error {
 	for ci := range cs {
 		for i := range cs[ci].Spans {
-			if l := p.existing(cs[ci].Spans[i].Key); l != nil {
+			if l := p.leases.existing(cs[ci].Spans[i].Key); l != nil {
 				if _, err := p.settleNow(ctx, l); err != nil {
 					return err
 				}

@@ -1,25 +1,26 @@
-package quota
+package lease
 
 import (
 	"context"
 	"errors"
+	"github.com/quotad/quotad/internal/quota"
 )
 
 // Calls that end leases (settle), tell the store what they hold (report)
 // and ask what happened to a call whose answer was lost (resolve), for
 // one lease or many at once.
 
-// batch is leases gathered for one store call, each with its part of the
+// gather is leases gathered for one store call, each with its part of the
 // call: they are busy until it ends.
-type batch[T any] struct {
+type gather[T any] struct {
 	busy   chan struct{}
 	leases []*lease
 	calls  []T
 }
 
-func newBatch[T any]() *batch[T] { return &batch[T]{busy: make(chan struct{})} }
+func newGather[T any]() *gather[T] { return &gather[T]{busy: make(chan struct{})} }
 
-func (b *batch[T]) add(l *lease, call T) {
+func (b *gather[T]) add(l *lease, call T) {
 	b.leases = append(b.leases, l)
 	b.calls = append(b.calls, call)
 }
@@ -27,10 +28,10 @@ func (b *batch[T]) add(l *lease, call T) {
 // settleNow gives l's unused units back and drops it, after resolving a
 // call of it in doubt, and waiting for a call in flight. It returns how
 // many store calls it made.
-func (p *LeasePool) settleNow(ctx context.Context, l *lease) (int, error) {
+func (p *Pool) settleNow(ctx context.Context, l *lease) (int, error) {
 	trips := 0
 	for {
-		b := newBatch[Settlement]()
+		b := newGather[Settlement]()
 		st, busy, s := l.beginSettle(p.nextSeq(), b.busy)
 		switch st {
 		case settleNothing:
@@ -41,7 +42,7 @@ func (p *LeasePool) settleNow(ctx context.Context, l *lease) (int, error) {
 			}
 			continue
 		case settleResolve:
-			r := newBatch[Resolution]()
+			r := newGather[Resolution]()
 			if res, ok := l.beginResolve(r.busy); ok {
 				r.add(l, res)
 				trips++
@@ -59,7 +60,7 @@ func (p *LeasePool) settleNow(ctx context.Context, l *lease) (int, error) {
 // settle settles b's leases: they go. If the store cannot be told, they
 // stay with their units in limbo, not to be spent (the store may have
 // applied the settlement before failing), until a resolution tells.
-func (p *LeasePool) settle(ctx context.Context, b *batch[Settlement]) error {
+func (p *Pool) settle(ctx context.Context, b *gather[Settlement]) error {
 	defer close(b.busy) // once every lease is free again
 	if len(b.leases) == 0 {
 		return nil
@@ -75,7 +76,7 @@ func (p *LeasePool) settle(ctx context.Context, b *batch[Settlement]) error {
 
 // report tells the store what b's leases hold unused (reports change only
 // this process's own leases: no order needed).
-func (p *LeasePool) report(ctx context.Context, b *batch[Settlement]) error {
+func (p *Pool) report(ctx context.Context, b *gather[Settlement]) error {
 	defer close(b.busy)
 	if len(b.leases) == 0 {
 		return nil
@@ -89,7 +90,7 @@ func (p *LeasePool) report(ctx context.Context, b *batch[Settlement]) error {
 
 // resolve asks the store what became of b's calls in doubt, and applies
 // what it tells.
-func (p *LeasePool) resolve(ctx context.Context, b *batch[Resolution]) error {
+func (p *Pool) resolve(ctx context.Context, b *gather[Resolution]) error {
 	defer close(b.busy)
 	if len(b.leases) == 0 {
 		return nil
@@ -106,8 +107,8 @@ func (p *LeasePool) resolve(ctx context.Context, b *batch[Resolution]) error {
 // Release settles this process's lease of k, because another process
 // recalled its units. On failure the lease stays, to be resolved and
 // settled later.
-func (p *LeasePool) Release(ctx context.Context, k CounterKey) error {
-	l := p.existing(k)
+func (p *Pool) Release(ctx context.Context, k quota.CounterKey) error {
+	l := p.leases.existing(k)
 	if l == nil {
 		return nil
 	}
@@ -120,16 +121,16 @@ func (p *LeasePool) Release(ctx context.Context, k CounterKey) error {
 
 // Close resolves every call in doubt, settles every lease and writes the
 // global usage counted: on shutdown, units held unused go back.
-func (p *LeasePool) Close(ctx context.Context) error {
-	resolving := newBatch[Resolution]()
-	p.each(func(l *lease) {
+func (p *Pool) Close(ctx context.Context) error {
+	resolving := newGather[Resolution]()
+	p.leases.each(func(l *lease) {
 		if r, ok := l.beginResolve(resolving.busy); ok {
 			resolving.add(l, r)
 		}
 	})
 	err := p.resolve(ctx, resolving)
-	settling := newBatch[Settlement]()
-	p.each(func(l *lease) {
+	settling := newGather[Settlement]()
+	p.leases.each(func(l *lease) {
 		if st, _, s := l.beginSettle(p.nextSeq(), settling.busy); st == settleSend {
 			settling.add(l, s)
 		}

@@ -1,8 +1,16 @@
-package quota
+// Package lease serves quotad's long windows (hour, day, week, month) at
+// memory speed, exactly across processes: a Pool holds blocks of each
+// counter's units, leased from the PostgreSQL ledger (a Leaser), and
+// admits checks from them in memory. To the quota engine it is the
+// counter of long windows (quota.Leases); the rules that keep it exact
+// follow.
+package lease
 
 import (
 	"context"
 	"time"
+
+	"github.com/quotad/quotad/internal/quota"
 )
 
 // Leases serve long windows at memory speed. A process (a holder) reserves
@@ -20,12 +28,12 @@ import (
 //     but other live processes hold unused, the store asks them to give
 //     theirs back (a recall), and the check tries again for a few
 //     milliseconds.
-//   - Unused units go back (a settlement) when a lease is idle (IdleAfter),
+//   - Unused units go back (a settlement) when a lease is idle (quota.IdleAfter),
 //     on shutdown, when the window's limit changes and when recalled. A
 //     process that dies keeps its unused units counted until the window
 //     ends.
 //   - Every process reports what its leases hold unused once they are idle
-//     for a flush interval (FlushEvery), so usage reads, which count
+//     for a flush interval (quota.FlushEvery), so usage reads, which count
 //     admitted units, are exact once traffic stops for that long. (A
 //     process alone on the store reads its own leases from memory and
 //     reports nothing until another one runs.)
@@ -57,27 +65,18 @@ import (
 // store) and an elastic window's spare capacity are decided by the ledger
 // directly, after other processes' units were recalled.
 
-// Lease timing.
+// Limits of the pool's calls.
 const (
-	// FlushEvery is how often the pool resolves calls in doubt, reports
-	// idle leases' unused units, writes the global usage it counted and
-	// settles idle leases: usage reads are exact at most 2 × FlushEvery
-	// after traffic stops.
-	FlushEvery = 500 * time.Millisecond
-	// IdleAfter is how long a lease goes unused before its units are
-	// given back. Other processes need not wait for it (they recall
-	// units), nor do usage reads (leases report their unused units once
-	// idle for FlushEvery); a customer who checks less often than this
-	// reserves a block, a commit, on every check.
-	IdleAfter = 30 * time.Second
 	// recallAttempts bounds how long a check waits for other processes to
 	// give back the units it needs: with backoff, about half a second, or
 	// less if the check's context ends first.
 	recallAttempts = 20
 	// grantBatch bounds the grants of one round trip, grantsInFlight the
-	// round trips of grants at once (see batcher).
+	// round trips of grants at once (see package batch).
 	grantBatch     = 256
 	grantsInFlight = 2
+	// callTimeout bounds a batch of calls whose callers have no deadline.
+	callTimeout = 5 * time.Second
 )
 
 // Leaser is the store side of leases; the PostgreSQL ledger implements it.
@@ -94,7 +93,7 @@ type Leaser interface {
 	// when none does, it remembers that this process may deny checks from
 	// memory, and tells it (a freed notification) once units come back. An
 	// error fails every grant of r, each perhaps applied.
-	Lease(ctx context.Context, r []LeaseRequest) error
+	Lease(ctx context.Context, r []Request) error
 	// Settle ends this process's leases s: their unused units are given
 	// back. A lease the store no longer holds (a reset ended it) gives
 	// nothing back.
@@ -109,21 +108,21 @@ type Leaser interface {
 	Resolve(ctx context.Context, d []Resolution) error
 	// Recall asks the other live processes holding units of k unused to
 	// settle their leases, and returns how many such leases there are.
-	Recall(ctx context.Context, k CounterKey) (int, error)
+	Recall(ctx context.Context, k quota.CounterKey) (int, error)
 	// Alone reports whether no other process runs on the store: then no
 	// one but this process reads what its leases report.
 	Alone(ctx context.Context) (bool, error)
 }
 
-// LeaseStore is what a LeasePool needs of the store: counting, and leases.
-type LeaseStore interface {
-	Counts
+// Store is what a Pool needs of the store: counting, and leases.
+type Store interface {
+	quota.Counts
 	Leaser
 }
 
-// LeaseRequest is a Lease call: what is asked, then what was granted.
-type LeaseRequest struct {
-	Key   CounterKey
+// Request is a Lease call: what is asked, then what was granted.
+type Request struct {
+	Key   quota.CounterKey
 	Seq   int64 // the call's number
 	Bound int64 // the counter never goes above it: the window's limit
 	Need  int64 // units the asking check needs now: all or none
@@ -138,7 +137,7 @@ type LeaseRequest struct {
 	Recall   bool // recall other processes' units if nothing is granted
 	// Global, where the metric declares a capacity for the window (else
 	// its Metric is ""), counts the granted units at once.
-	Global GlobalKey
+	Global quota.GlobalKey
 
 	Granted int64 // 0, or between Need and Need+Extra
 	Used    int64 // the counter after the grant: admitted and leased units
@@ -150,23 +149,23 @@ type LeaseRequest struct {
 // RecallHelps reports whether a grant that gave nothing would pass once
 // other live processes give back the units they hold unused: worth
 // waiting for, after the store recalled them.
-func (r *LeaseRequest) RecallHelps() bool {
+func (r *Request) RecallHelps() bool {
 	return r.Granted == 0 && !r.Lost && !r.Gone && r.Others > 0 && r.Need <= r.Bound-r.Used+r.Others
 }
 
 // Settlement is one of this process's leases as it stands, in a Settle or
 // a Report call.
 type Settlement struct {
-	Key    CounterKey
+	Key    quota.CounterKey
 	Seq    int64 // the call's number for this lease
 	Unused int64
-	Global GlobalKey // as granted: settling gives the units back there too
-	Lost   bool      // Report: the store no longer holds this lease
+	Global quota.GlobalKey // as granted: settling gives the units back there too
+	Lost   bool            // Report: the store no longer holds this lease
 }
 
 // Resolution asks about one call whose answer was lost, then tells.
 type Resolution struct {
-	Key CounterKey
+	Key quota.CounterKey
 	Seq int64 // the call in doubt
 
 	Applied bool  // the store applied the call
@@ -177,18 +176,3 @@ type Resolution struct {
 
 // block is the most units a lease holds for a window whose bound is b.
 func block(b int64) int64 { return max(1, b/100) }
-
-// LeaseStats are the lease pool's counters for monitoring.
-type LeaseStats struct {
-	Refills  uint64 // leases granted or topped up
-	Recalls  uint64 // checks that asked other processes for units
-	Released uint64 // leases this process gave back when other processes recalled them
-	// DeniedFromMemory counts spans denied without a store call: their
-	// counter was full and no other process held units of it.
-	DeniedFromMemory uint64
-	Leases           int64 // leases held
-	Units            int64 // units held unused in them
-	InDoubt          int64 // leases with a call whose answer was lost
-	// Grants counts the statements grants went in, and the grants.
-	Grants BatchStats
-}

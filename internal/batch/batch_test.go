@@ -1,4 +1,4 @@
-package quota
+package batch
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// A batcher sends a call at once when nothing is in flight, and gathers the
+// A Group sends a call at once when nothing is in flight, and gathers the
 // calls made while a batch is in flight into the next one: 1 call in the
 // first batch, the 50 that waited in the second.
 func TestBatcherGathersWhileInFlight(t *testing.T) {
@@ -18,7 +18,7 @@ func TestBatcherGathersWhileInFlight(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var sizes []int
-	b := &batcher[int]{max: 256, inFlight: 1, timeout: time.Minute, send: func(_ context.Context, calls []int) error {
+	b := New[int](func(_ context.Context, calls []int) error {
 		mu.Lock()
 		sizes = append(sizes, len(calls))
 		first := len(sizes) == 1
@@ -31,11 +31,11 @@ func TestBatcherGathersWhileInFlight(t *testing.T) {
 			calls[i] *= 10
 		}
 		return nil
-	}}
+	}, 256, 1, time.Minute)
 	var wg sync.WaitGroup
 	results := make([]int, 51)
 	do := func(i int) {
-		r, sent, err := b.do(context.Background(), i)
+		r, sent, err := b.Do(context.Background(), i)
 		if err != nil || !sent {
 			t.Errorf("call %d: sent %v, %v", i, sent, err)
 		}
@@ -76,7 +76,7 @@ func TestBatcherCallerLeaves(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var made []int
-	b := &batcher[int]{max: 256, inFlight: 1, timeout: time.Minute, send: func(_ context.Context, calls []int) error {
+	b := New[int](func(_ context.Context, calls []int) error {
 		mu.Lock()
 		made = append(made, calls...)
 		mu.Unlock()
@@ -85,11 +85,11 @@ func TestBatcherCallerLeaves(t *testing.T) {
 			<-release
 		}
 		return nil
-	}}
+	}, 256, 1, time.Minute)
 	inFlight := make(chan error)
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	go func() {
-		_, sent, err := b.do(ctx1, 1)
+		_, sent, err := b.Do(ctx1, 1)
 		if !sent {
 			t.Error("the call in flight: sent = false")
 		}
@@ -98,7 +98,7 @@ func TestBatcherCallerLeaves(t *testing.T) {
 	<-entered
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	cancel2()
-	if _, sent, err := b.do(ctx2, 2); sent || !errors.Is(err, tiers.ErrUnavailable) {
+	if _, sent, err := b.Do(ctx2, 2); sent || !errors.Is(err, tiers.ErrUnavailable) {
 		t.Errorf("a queued call whose caller left: sent %v, %v; want not sent, unavailable", sent, err)
 	}
 	cancel1()
@@ -106,7 +106,7 @@ func TestBatcherCallerLeaves(t *testing.T) {
 		t.Errorf("a call in flight whose caller left: %v, want unavailable", err)
 	}
 	close(release)
-	if _, _, err := b.do(context.Background(), 3); err != nil {
+	if _, _, err := b.Do(context.Background(), 3); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

@@ -1,24 +1,25 @@
-package quota
+package lease
 
 import (
 	"context"
+	"github.com/quotad/quotad/internal/quota"
 	"slices"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Take implements Counter: every span of every charge takes its cost from
+// Take implements quota.Counter: every span of every charge takes its cost from
 // this process's lease, refilled from the store when short. Beyond a
 // limit, the ledger decides, directly, the spans of the set beyond theirs
 // in one transaction. Once a span denied the set, the others are only
 // reported: from what this process's leases know where they can.
-func (p *LeasePool) Take(ctx context.Context, cs []Charge) (bool, error) {
-	var directBuf [maxLong]spanAt // spans beyond their limit
+func (p *Pool) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
+	var directBuf [quota.MaxLong]spanAt // spans beyond their limit
 	direct := directBuf[:0]
 	allowed := true
 	var err error
 	for ci := range cs {
-		cs[ci].took = [maxLong]*lease{}
+		cs[ci].Memo = [quota.MaxLong]any{}
 	}
 take:
 	for ci := range cs {
@@ -36,7 +37,7 @@ take:
 			}
 			switch {
 			case c.Out[i].Passed:
-				c.took[i] = l
+				c.Memo[i] = l
 			case c.Spans[i].Rule.Beyond():
 				direct = append(direct, spanAt{ci, i})
 			default:
@@ -54,13 +55,13 @@ take:
 	keep := err == nil && allowed
 	for ci := range cs {
 		c := &cs[ci]
-		for _, l := range c.took[:len(c.Spans)] {
-			if l != nil && l.endTake(c.Cost, keep) {
+		for i := range c.Spans {
+			if l := took(c, i); l != nil && l.endTake(c.Cost, keep) {
 				p.returnToStore(ctx, l, c.Cost)
 			}
 		}
 		if !keep {
-			c.took = [maxLong]*lease{}
+			c.Memo = [quota.MaxLong]any{}
 		}
 	}
 	if !keep {
@@ -90,12 +91,12 @@ func hasDirect(direct []spanAt, c int) bool {
 // known returns the admitted units of span i of c as this process's lease
 // of it knows them, when that is enough to judge the span without the
 // store: how a check already denied reports its other spans.
-func (p *LeasePool) known(c *Charge, i int) (int64, bool) {
-	l := p.existing(c.Spans[i].Key)
+func (p *Pool) known(c *quota.Charge, i int) (int64, bool) {
+	l := p.leases.existing(c.Spans[i].Key)
 	if l == nil {
 		return 0, false
 	}
-	var buf Span
+	var buf quota.Span
 	return l.known(leaseSpan(c, i, &buf), c.Cost)
 }
 
@@ -105,13 +106,13 @@ func (p *LeasePool) known(c *Charge, i int) (int64, bool) {
 // window in its Globals. A subject's charge does not: its customer's
 // charge of the same set counts the set's units there, once, though the
 // subject's spans name the window, where spare capacity is measured.
-func leaseSpan(c *Charge, i int, buf *Span) *Span {
+func leaseSpan(c *quota.Charge, i int, buf *quota.Span) *quota.Span {
 	sp := &c.Spans[i]
 	if sp.Global.Metric == "" || slices.Contains(c.Globals, sp.Global) {
 		return sp
 	}
 	*buf = *sp
-	buf.Global = GlobalKey{}
+	buf.Global = quota.GlobalKey{}
 	return buf
 }
 
@@ -120,8 +121,8 @@ func leaseSpan(c *Charge, i int, buf *Span) *Span {
 // ledger would decide them (a soft window's overage, spare capacity),
 // counting nothing. Spare capacity needs the metric's global usage; if it
 // cannot be read, those spans stay reported as their leases denied them.
-func (p *LeasePool) judge(ctx context.Context, cs []Charge, idx []spanAt) {
-	var globals []GlobalKey
+func (p *Pool) judge(ctx context.Context, cs []quota.Charge, idx []spanAt) {
+	var globals []quota.GlobalKey
 	for _, x := range idx {
 		if sp := &cs[x.c].Spans[x.i]; sp.Rule.Spare {
 			globals = append(globals, sp.Global)
@@ -151,61 +152,61 @@ func (p *LeasePool) judge(ctx context.Context, cs []Charge, idx []spanAt) {
 // processes' units when the store has none left. The outcome reports the
 // units admitted before the check as this process knows them. It returns
 // tiers.ErrUnavailable when the store cannot be had before ctx ends.
-func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outcome, error) {
-	var buf Span
+func (p *Pool) acquire(ctx context.Context, c *quota.Charge, i int) (*lease, quota.Outcome, error) {
+	var buf quota.Span
 	sp := leaseSpan(c, i, &buf)
 	for attempt := 0; ; {
-		l := p.lookup(sp)
+		l := p.leases.lookup(sp, p.tick.Load())
 		st := l.next(sp, c.Cost, p.tick.Load())
 		switch st.kind {
 		case stepAgain:
 			continue
 		case stepWait:
 			if err := waitFor(ctx, st.busy); err != nil {
-				return nil, Outcome{}, err
+				return nil, quota.Outcome{}, err
 			}
 			continue
 		case stepResolve:
 			c.Trips++
-			b := &batch[Resolution]{busy: st.busy, leases: []*lease{l}, calls: []Resolution{st.res}}
+			b := &gather[Resolution]{busy: st.busy, leases: []*lease{l}, calls: []Resolution{st.res}}
 			if err := p.resolve(ctx, b); err != nil {
-				return nil, Outcome{}, err
+				return nil, quota.Outcome{}, err
 			}
 			continue
 		case stepVerify:
 			c.Trips++
-			b := &batch[Settlement]{busy: st.busy}
+			b := &gather[Settlement]{busy: st.busy}
 			rep := st.rep
 			rep.Seq = p.nextSeq()
 			b.add(l, rep)
 			if err := p.report(ctx, b); err != nil {
-				return nil, Outcome{}, err
+				return nil, quota.Outcome{}, err
 			}
 			continue
 		case stepSettle:
 			trips, err := p.settleNow(ctx, l)
 			c.Trips += trips
 			if err != nil {
-				return nil, Outcome{}, err
+				return nil, quota.Outcome{}, err
 			}
 			continue
 		case stepTaken:
-			return l, Outcome{Used: st.used, Passed: true}, nil
+			return l, quota.Outcome{Used: st.used, Passed: true}, nil
 		case stepFull:
 			p.fromMemory.Add(1)
-			return nil, Outcome{Used: st.used, Wait: sp.CalendarWait(st.used, c.Cost, c.At)}, nil
+			return nil, quota.Outcome{Used: st.used, Wait: sp.CalendarWait(st.used, c.Cost, c.At)}, nil
 		}
 		r := st.req
 		r.Seq = p.nextSeq()
 		freed := p.freed.Load()
-		r, sent, err := p.grants.do(ctx, r)
+		r, sent, err := p.grants.Do(ctx, r)
 		c.Trips++
 		st = l.landGrant(&r, st.had, c.Cost, p.tick.Load(), err, sent, p.freed.Load() == freed)
 		switch st.kind {
 		case stepFailed:
-			return nil, Outcome{}, err
+			return nil, quota.Outcome{}, err
 		case stepGone:
-			return nil, Outcome{}, tiers.ErrCustomerNotFound
+			return nil, quota.Outcome{}, tiers.ErrCustomerNotFound
 		case stepAgain:
 			if r.Granted > 0 && !r.Lost {
 				// The lease went meanwhile (a reset): what the store
@@ -217,7 +218,7 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 			continue
 		case stepTaken:
 			p.refills.Add(1)
-			return l, Outcome{Used: st.used, Passed: true}, nil
+			return l, quota.Outcome{Used: st.used, Passed: true}, nil
 		}
 		// The counter has no room for what this check needs. If other
 		// processes hold enough unused, they were asked for it: try again
@@ -227,14 +228,14 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 				p.recalls.Add(1)
 			}
 			if err := p.Wait(ctx, attempt); err != nil {
-				return nil, Outcome{}, outOfTime(err)
+				return nil, quota.Outcome{}, outOfTime(err)
 			}
 			attempt++
 			continue
 		}
 		// Denied by the lease; beyond its limit a span may still pass (soft
 		// overage, spare capacity), which the ledger decides.
-		return nil, Outcome{Used: st.used, Wait: sp.CalendarWait(st.used, c.Cost, c.At)}, nil
+		return nil, quota.Outcome{Used: st.used, Wait: sp.CalendarWait(st.used, c.Cost, c.At)}, nil
 	}
 }
 
@@ -242,14 +243,14 @@ func (p *LeasePool) acquire(ctx context.Context, c *Charge, i int) (*lease, Outc
 // call that was to keep it failed, or another charge of its set was
 // denied): to the leases they came from, and, for spans the ledger
 // decided directly (beyond their limit), to the ledger.
-func (p *LeasePool) Undo(ctx context.Context, cs []Charge) error {
-	var rest []Charge
-	var spans [maxLong]Span
+func (p *Pool) Undo(ctx context.Context, cs []quota.Charge) error {
+	var rest []quota.Charge
+	var spans [quota.MaxLong]quota.Span
 	for ci := range cs {
 		c := &cs[ci]
 		nd := 0
 		for i := range c.Spans {
-			if l := c.took[i]; l != nil {
+			if l := took(c, i); l != nil {
 				if err := p.putBack(ctx, l, c.Cost); err != nil {
 					return err
 				}
@@ -262,8 +263,8 @@ func (p *LeasePool) Undo(ctx context.Context, cs []Charge) error {
 			p.globals.add(c, -c.Cost)
 			continue
 		}
-		rest = append(rest, Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
-			Spans: append([]Span(nil), spans[:nd]...), Out: make([]Outcome, nd), Globals: unleasedGlobals(c)})
+		rest = append(rest, quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
+			Spans: append([]quota.Span(nil), spans[:nd]...), Out: make([]quota.Outcome, nd), Globals: unleasedGlobals(c)})
 	}
 	if len(rest) == 0 {
 		return nil
@@ -274,8 +275,8 @@ func (p *LeasePool) Undo(ctx context.Context, cs []Charge) error {
 // putBack returns n units a check kept to l, and has the store told at
 // once if l now holds more than it reported, so that other processes
 // recall them.
-func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
-	b := newBatch[Settlement]()
+func (p *Pool) putBack(ctx context.Context, l *lease, n int64) error {
+	b := newGather[Settlement]()
 	toStore, report := l.putBack(n, p.nextSeq(), b.busy)
 	switch {
 	case toStore:
@@ -291,28 +292,28 @@ func (p *LeasePool) putBack(ctx context.Context, l *lease, n int64) error {
 // did not keep, after l was settled: a settlement gives back what the
 // lease held unused, so the store still counts them. If the store cannot
 // be told, they stay counted: fewer units admitted, never more.
-func (p *LeasePool) returnToStore(ctx context.Context, l *lease, n int64) {
-	c := Charge{Customer: l.key.Customer, Metric: l.key.Metric, Subject: l.key.Subject, Cost: n, At: l.key.Start,
-		Spans: []Span{{Key: l.key}}, Out: make([]Outcome, 1)}
+func (p *Pool) returnToStore(ctx context.Context, l *lease, n int64) {
+	c := quota.Charge{Customer: l.key.Customer, Metric: l.key.Metric, Subject: l.key.Subject, Cost: n, At: l.key.Start,
+		Spans: []quota.Span{{Key: l.key}}, Out: make([]quota.Outcome, 1)}
 	if l.global.Metric != "" {
-		c.Globals = []GlobalKey{l.global}
+		c.Globals = []quota.GlobalKey{l.global}
 	}
-	_ = p.store.GiveBack(ctx, []Charge{c})
+	_ = p.store.GiveBack(ctx, []quota.Charge{c})
 }
 
-// Peek implements Counter: each span as this process's lease of it knows
+// Peek implements quota.Counter: each span as this process's lease of it knows
 // it, as Take would report it; spans without one (or that need global
 // usage) from the counts in the store, less what this process holds
 // unused, with the global usage it has not written yet, in one read for
 // the whole set. So a check the short windows denied, or a dry run, of a
 // customer with leases costs no round trip.
-func (p *LeasePool) Peek(ctx context.Context, cs []Charge) error {
-	var rest []Charge
+func (p *Pool) Peek(ctx context.Context, cs []quota.Charge) error {
+	var rest []quota.Charge
 	var at [][]int // per charge of rest: the spans' indexes in their charge of cs
 	var from []int // per charge of rest: its charge in cs
 	for ci := range cs {
 		c := &cs[ci]
-		var spans []Span
+		var spans []quota.Span
 		var idx []int
 		for i := range c.Spans {
 			if used, ok := p.known(c, i); ok {
@@ -323,8 +324,8 @@ func (p *LeasePool) Peek(ctx context.Context, cs []Charge) error {
 			idx = append(idx, i)
 		}
 		if len(spans) > 0 {
-			rest = append(rest, Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
-				Spans: spans, Out: make([]Outcome, len(spans))})
+			rest = append(rest, quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At,
+				Spans: spans, Out: make([]quota.Outcome, len(spans))})
 			at = append(at, idx)
 			from = append(from, ci)
 		}
@@ -332,7 +333,7 @@ func (p *LeasePool) Peek(ctx context.Context, cs []Charge) error {
 	if len(rest) == 0 {
 		return nil
 	}
-	err := PeekWith(rest, func(counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
+	err := quota.PeekWith(rest, func(counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
 		return p.Read(ctx, counters, globals)
 	})
 	cs[0].Trips += rest[0].Trips
@@ -349,17 +350,25 @@ func (p *LeasePool) Peek(ctx context.Context, cs []Charge) error {
 }
 
 // Read returns the admitted units of counters and the global usage of
-// globals, as Counts.Read does, counting this process's leases too.
-func (p *LeasePool) Read(ctx context.Context, counters []CounterKey, globals []GlobalKey) ([]int64, []int64, error) {
+// globals, as quota.Counts.Read does, counting this process's leases too.
+func (p *Pool) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
 	used, global, err := p.store.Read(ctx, counters, globals)
 	if err != nil {
 		return nil, nil, err
 	}
 	for i, k := range counters {
-		if l := p.existing(k); l != nil {
+		if l := p.leases.existing(k); l != nil {
 			used[i] = max(0, used[i]-l.unusedHeld())
 		}
 	}
 	p.globals.addTo(globals, global)
 	return used, global, nil
+}
+
+// took returns the lease span i of c took its units from in the last Take
+// that counted them (kept in the charge's Memo), or nil: the ledger
+// decided the span directly.
+func took(c *quota.Charge, i int) *lease {
+	l, _ := c.Memo[i].(*lease)
+	return l
 }

@@ -1,4 +1,4 @@
-package quota_test
+package lease_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -19,7 +20,7 @@ import (
 // view of the shared store.
 type modelProc struct {
 	ledger *quotatest.Ledger
-	pool   *quota.LeasePool
+	pool   *lease.Pool
 	alive  bool
 	deaf   bool // alive, but it does not answer recalls
 	// unheard: the metrics it has not heard the last reset of yet (it
@@ -84,7 +85,7 @@ func TestLeasePoolModel(t *testing.T) {
 		start := func() {
 			l := store.Process()
 			l.Faults = faults
-			p := &modelProc{ledger: l, pool: quota.NewLeasePool(l, clock), alive: true, unheard: map[string]bool{}}
+			p := &modelProc{ledger: l, pool: lease.NewPool(l, clock), alive: true, unheard: map[string]bool{}}
 			p.pool.Wait = func(context.Context, int) error { return nil }
 			p.pool.IdleAfter = 3 * quota.FlushEvery // settle idle leases often
 			l.OnRecall(func(k quota.CounterKey) {

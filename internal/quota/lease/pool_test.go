@@ -1,4 +1,4 @@
-package quota_test
+package lease_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -31,12 +32,12 @@ func leaseCharge(cost int64, spans ...quota.Span) *quota.Charge {
 // hookedLedger runs hooks inside the store calls of one process.
 type hookedLedger struct {
 	*quotatest.Ledger
-	onLease  func(ctx context.Context, r *quota.LeaseRequest)
+	onLease  func(ctx context.Context, r *lease.Request)
 	onTake   func()
-	onSettle func(ctx context.Context, s []quota.Settlement) error // replaces Settle when set
+	onSettle func(ctx context.Context, s []lease.Settlement) error // replaces Settle when set
 }
 
-func (h *hookedLedger) Lease(ctx context.Context, r []quota.LeaseRequest) error {
+func (h *hookedLedger) Lease(ctx context.Context, r []lease.Request) error {
 	if h.onLease != nil {
 		for i := range r {
 			h.onLease(ctx, &r[i])
@@ -52,23 +53,23 @@ func (h *hookedLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error
 	return h.Ledger.Take(ctx, cs)
 }
 
-func (h *hookedLedger) Settle(ctx context.Context, s []quota.Settlement) error {
+func (h *hookedLedger) Settle(ctx context.Context, s []lease.Settlement) error {
 	if h.onSettle != nil {
 		return h.onSettle(ctx, s)
 	}
 	return h.Ledger.Settle(ctx, s)
 }
 
-func newHookedPool(l *quotatest.Ledger) (*hookedLedger, *quota.LeasePool) {
+func newHookedPool(l *quotatest.Ledger) (*hookedLedger, *lease.Pool) {
 	h := &hookedLedger{Ledger: l}
-	p := quota.NewLeasePool(h, quotatest.NewClock(leaseAt))
+	p := lease.NewPool(h, quotatest.NewClock(leaseAt))
 	p.Wait = func(context.Context, int) error { return nil }
 	return h, p
 }
 
-func mustTake(t *testing.T, p *quota.LeasePool, c *quota.Charge) bool {
+func mustTake(t *testing.T, p *lease.Pool, c *quota.Charge) bool {
 	t.Helper()
-	ok, err := p.Take(context.Background(), one(c, make([]quota.Outcome, len(c.Spans))))
+	ok, err := p.Take(context.Background(), quotatest.One(c, make([]quota.Outcome, len(c.Spans))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func mustTake(t *testing.T, p *quota.LeasePool, c *quota.Charge) bool {
 
 // mustAdmitted closes p, settling every lease, and checks that the store
 // then counts want units in k: those admitted.
-func mustAdmitted(t *testing.T, p *quota.LeasePool, store interface{ Count(quota.CounterKey) int64 }, k quota.CounterKey, want int64) {
+func mustAdmitted(t *testing.T, p *lease.Pool, store interface{ Count(quota.CounterKey) int64 }, k quota.CounterKey, want int64) {
 	t.Helper()
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
@@ -94,7 +95,7 @@ func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 	t.Parallel()
 	h, pool := newHookedPool(quotatest.NewLedger())
 	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 5)
-	h.onLease = func(_ context.Context, r *quota.LeaseRequest) {
+	h.onLease = func(_ context.Context, r *lease.Request) {
 		if r.Key == day.Key {
 			if err := pool.Release(context.Background(), hour.Key); err != nil {
 				t.Error(err)
@@ -118,7 +119,7 @@ func TestLeaseRefillKeepsUnitsPutBack(t *testing.T) {
 	}
 	dayAsked, dayGo := make(chan struct{}), make(chan struct{})
 	hourAsked, hourGo := make(chan struct{}), make(chan struct{})
-	h.onLease = func(_ context.Context, r *quota.LeaseRequest) {
+	h.onLease = func(_ context.Context, r *lease.Request) {
 		switch r.Key {
 		case day.Key:
 			close(dayAsked)
@@ -166,7 +167,7 @@ func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 		t.Fatal("denied within the soft threshold")
 	}
 	before := store.Count(month.Key)
-	if err := pool.Undo(context.Background(), one(c, c.Out)); err != nil {
+	if err := pool.Undo(context.Background(), quotatest.One(c, c.Out)); err != nil {
 		t.Fatal(err)
 	}
 	if got := store.Count(month.Key); got != before-5 {
@@ -182,7 +183,7 @@ func TestLeaseResetDuringRefill(t *testing.T) {
 	h, pool := newHookedPool(quotatest.NewLedger())
 	day := leaseSpan(tiers.Day, 1000)
 	resets := 0
-	h.onLease = func(ctx context.Context, _ *quota.LeaseRequest) {
+	h.onLease = func(ctx context.Context, _ *lease.Request) {
 		if resets == 0 {
 			resets++
 			if err := h.Ledger.Reset(ctx, "ops", "acme", "api_calls", leaseAt); err != nil {
@@ -212,7 +213,7 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10 unused
 		t.Fatal("denied")
 	}
-	h.onSettle = func(ctx context.Context, s []quota.Settlement) error {
+	h.onSettle = func(ctx context.Context, s []lease.Settlement) error {
 		h.onSettle = nil
 		if err := h.Ledger.Settle(ctx, s); err != nil {
 			return err
@@ -225,7 +226,7 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	if n := pool.Held(day.Key); n != 0 {
 		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
 	}
-	if ok, err := rival.Take(context.Background(), one(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {
+	if ok, err := rival.Take(context.Background(), quotatest.One(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {
 		t.Fatalf("another process took the rest: %v %v", ok, err)
 	}
 	if mustTake(t, pool, leaseCharge(1, day)) {
@@ -246,7 +247,7 @@ func TestLeaseLostGrantIsRecovered(t *testing.T) {
 		h.Faults = nil
 		return quotatest.LoseAnswer
 	}
-	if _, err := pool.Take(context.Background(), one(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), quotatest.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant's answer was lost: %v, want unavailable", err)
 	}
 	if s := pool.Stats(); s.InDoubt != 1 {
@@ -278,7 +279,7 @@ func TestLeaseLateGrantIsFencedOff(t *testing.T) {
 		h.Faults = nil
 		return quotatest.Delay
 	}
-	if _, err := pool.Take(context.Background(), one(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), quotatest.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant was held up: %v, want unavailable", err)
 	}
 	if !mustTake(t, pool, leaseCharge(1, day)) { // resolves (not applied: fenced), then grants 11
@@ -304,7 +305,7 @@ func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 		t.Fatal("denied")
 	}
 	asked, release := make(chan struct{}), make(chan struct{})
-	h.onLease = func(context.Context, *quota.LeaseRequest) {
+	h.onLease = func(context.Context, *lease.Request) {
 		close(asked)
 		<-release
 	}
@@ -313,7 +314,7 @@ func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 	<-asked
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := pool.Take(ctx, one(leaseCharge(5, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(ctx, quotatest.One(leaseCharge(5, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Errorf("a check behind a stuck refill: %v, want unavailable once its context ended", err)
 	}
 	close(release)
@@ -335,7 +336,7 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 	t.Parallel()
 	store := quotatest.NewStore()
 	l := store.Process()
-	pool := quota.NewLeasePool(l, quotatest.NewClock(leaseAt))
+	pool := lease.NewPool(l, quotatest.NewClock(leaseAt))
 	l.OnFreed(pool.Freed)
 	other := store.Process()
 	day := leaseSpan(tiers.Day, 5)
@@ -359,7 +360,7 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	refund := leaseCharge(2, day)
-	if err := other.GiveBack(context.Background(), one(refund, make([]quota.Outcome, 1))); err != nil {
+	if err := other.GiveBack(context.Background(), quotatest.One(refund, make([]quota.Outcome, 1))); err != nil {
 		t.Fatal(err)
 	}
 	again := leaseCharge(2, day)
@@ -377,7 +378,7 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 func TestLeaseOfASubjectCountsNothingInGlobalWindows(t *testing.T) {
 	t.Parallel()
 	l := quotatest.NewLedger()
-	pool := quota.NewLeasePool(l, quotatest.NewClock(leaseAt))
+	pool := lease.NewPool(l, quotatest.NewClock(leaseAt))
 	own := leaseSpan(tiers.Day, 1000) // blocks of 10
 	g := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: own.Key.Start}
 	own.Global = g

@@ -1,27 +1,28 @@
-package quota
+package lease
 
 import (
 	"context"
 	"errors"
+	"github.com/quotad/quotad/internal/quota"
 	"sync"
 	"time"
 )
 
 // Flush does the pool's periodic work at now: it drops leases of windows
-// that ended, resolves calls in doubt, settles leases idle for IdleAfter
+// that ended, resolves calls in doubt, settles leases idle for quota.IdleAfter
 // (or holding more than a block, after units were put back), reports the
 // unused units of leases idle since the last flush, and writes the global
-// usage it counted. Run calls it every FlushEvery; on failure it tries
+// usage it counted. Run calls it every quota.FlushEvery; on failure it tries
 // again the next time. Each kind of call is one statement for every lease
 // that needs it.
-func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
+func (p *Pool) Flush(ctx context.Context, now time.Time) error {
 	tick := p.tick.Add(1)
-	idle := max(1, int64(p.IdleAfter/FlushEvery))
+	idle := max(1, int64(p.IdleAfter/quota.FlushEvery))
 	// Reports are for other processes' reads: none when there is none.
 	alone, err := p.store.Alone(ctx)
 	reports := err != nil || !alone
-	resolving, settling, reporting := newBatch[Resolution](), newBatch[Settlement](), newBatch[Settlement]()
-	p.each(func(l *lease) {
+	resolving, settling, reporting := newGather[Resolution](), newGather[Settlement](), newGather[Settlement]()
+	p.leases.each(func(l *lease) {
 		switch l.duty(now, tick, idle, reports) {
 		case dutyResolve:
 			if r, ok := l.beginResolve(resolving.busy); ok {
@@ -47,12 +48,12 @@ func (p *LeasePool) Flush(ctx context.Context, now time.Time) error {
 // lease counting there add to it.
 type globalBuffer struct {
 	mu sync.Mutex
-	m  map[GlobalKey]int64
+	m  map[quota.GlobalKey]int64
 }
 
 // add counts n units (negative: gives back) in the global windows of c
 // that no lease c took units from counts in.
-func (g *globalBuffer) add(c *Charge, n int64) {
+func (g *globalBuffer) add(c *quota.Charge, n int64) {
 	if len(c.Globals) == 0 {
 		return
 	}
@@ -66,7 +67,7 @@ func (g *globalBuffer) add(c *Charge, n int64) {
 }
 
 // addTo adds what the buffer holds of globals to global, one for one.
-func (g *globalBuffer) addTo(globals []GlobalKey, global []int64) {
+func (g *globalBuffer) addTo(globals []quota.GlobalKey, global []int64) {
 	g.mu.Lock()
 	for i, k := range globals {
 		global[i] += g.m[k]
@@ -75,13 +76,13 @@ func (g *globalBuffer) addTo(globals []GlobalKey, global []int64) {
 }
 
 // take empties the buffer and returns what it held.
-func (g *globalBuffer) take() []GlobalDelta {
+func (g *globalBuffer) take() []quota.GlobalDelta {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	deltas := make([]GlobalDelta, 0, len(g.m))
+	deltas := make([]quota.GlobalDelta, 0, len(g.m))
 	for k, n := range g.m {
 		if n != 0 {
-			deltas = append(deltas, GlobalDelta{Key: k, Units: n})
+			deltas = append(deltas, quota.GlobalDelta{Key: k, Units: n})
 		}
 	}
 	clear(g.m)
@@ -89,7 +90,7 @@ func (g *globalBuffer) take() []GlobalDelta {
 }
 
 // restore puts back deltas that could not be written.
-func (g *globalBuffer) restore(deltas []GlobalDelta) {
+func (g *globalBuffer) restore(deltas []quota.GlobalDelta) {
 	g.mu.Lock()
 	for _, d := range deltas {
 		g.m[d.Key] += d.Units
@@ -98,7 +99,7 @@ func (g *globalBuffer) restore(deltas []GlobalDelta) {
 }
 
 // FlushGlobals writes the global usage counted since the last flush.
-func (p *LeasePool) FlushGlobals(ctx context.Context) error {
+func (p *Pool) FlushGlobals(ctx context.Context) error {
 	deltas := p.globals.take()
 	if len(deltas) == 0 {
 		return nil

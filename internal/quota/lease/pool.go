@@ -1,8 +1,10 @@
-package quota
+package lease
 
 import (
 	"context"
 	"fmt"
+	"github.com/quotad/quotad/internal/batch"
+	"github.com/quotad/quotad/internal/quota"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -11,17 +13,16 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// LeasePool is a Counter of long windows that answers from leases over a
-// LeaseStore (see the rules at the top of lease.go). It is safe for
+// Pool is a quota.Counter of long windows that answers from leases over a
+// Store (see the rules at the top of lease.go). It is safe for
 // concurrent use. Run its periodic work with Flush. Its work is split by
-// job: the leases themselves (leasestate.go), checks (leasetake.go),
-// decisions beyond a limit (leasedirect.go), calls that end, report and
-// resolve leases (leasesettle.go), and the periodic flush (leaseflush.go).
-type LeasePool struct {
-	store  LeaseStore
-	clock  Clock
-	seed   maphash.Seed
-	shards [leaseShards]leaseShard
+// job: the leases themselves (state.go), checks (take.go), decisions
+// beyond a limit (direct.go), calls that end, report and resolve leases
+// (settle.go), and the periodic flush (flush.go).
+type Pool struct {
+	store  Store
+	clock  quota.Clock
+	leases index
 	tick   atomic.Int64
 	// seq numbers store calls on leases: it starts at the wall clock in
 	// nanoseconds, so that calls of a process that restarted under the
@@ -32,7 +33,7 @@ type LeasePool struct {
 	freed   atomic.Uint64
 	globals globalBuffer
 	// grants gathers the grants checks ask for while others are in flight.
-	grants batcher[LeaseRequest]
+	grants *batch.Group[Request]
 
 	refills, recalls, released, fromMemory atomic.Uint64
 
@@ -41,11 +42,17 @@ type LeasePool struct {
 	// replace it before the pool is used.
 	Wait func(ctx context.Context, attempt int) error
 	// IdleAfter is how long a lease goes unused before Flush settles it:
-	// the package's IdleAfter by default.
+	// quota.IdleAfter by default.
 	IdleAfter time.Duration
 }
 
 const leaseShards = 64
+
+// index holds a pool's leases by their counter's key, over shards.
+type index struct {
+	seed   maphash.Seed
+	shards [leaseShards]leaseShard
+}
 
 // leaseShard holds leases by their key's hash (the one that chose the
 // shard), each hash's few leases compared by key: one hash per lookup.
@@ -57,7 +64,7 @@ type leaseShard struct {
 }
 
 // get returns the lease of k, hashed h, or nil. sh.mu must be held.
-func (sh *leaseShard) get(h uint64, k CounterKey) *lease {
+func (sh *leaseShard) get(h uint64, k quota.CounterKey) *lease {
 	for _, l := range sh.m[h] {
 		if l.key == k {
 			return l
@@ -97,14 +104,14 @@ func (sh *leaseShard) all() []*lease {
 	return out
 }
 
-// NewLeasePool returns a pool of leases over store, timed by clock.
-func NewLeasePool(store LeaseStore, clock Clock) *LeasePool {
-	p := &LeasePool{store: store, clock: clock, seed: maphash.MakeSeed(),
-		globals: globalBuffer{m: map[GlobalKey]int64{}}, Wait: backoff, IdleAfter: IdleAfter}
+// NewPool returns a pool of leases over store, timed by clock.
+func NewPool(store Store, clock quota.Clock) *Pool {
+	p := &Pool{store: store, clock: clock, leases: index{seed: maphash.MakeSeed()},
+		globals: globalBuffer{m: map[quota.GlobalKey]int64{}}, Wait: backoff, IdleAfter: quota.IdleAfter}
 	p.seq.Store(time.Now().UnixNano())
-	p.grants = batcher[LeaseRequest]{send: store.Lease, max: grantBatch, inFlight: grantsInFlight, timeout: backgroundTimeout}
-	for i := range p.shards {
-		p.shards[i].m = map[uint64][]*lease{}
+	p.grants = batch.New(store.Lease, grantBatch, grantsInFlight, callTimeout)
+	for i := range p.leases.shards {
+		p.leases.shards[i].m = map[uint64][]*lease{}
 	}
 	return p
 }
@@ -122,22 +129,22 @@ func backoff(ctx context.Context, attempt int) error {
 }
 
 // nextSeq numbers a store call on a lease.
-func (p *LeasePool) nextSeq() int64 { return p.seq.Add(1) }
+func (p *Pool) nextSeq() int64 { return p.seq.Add(1) }
 
 // each calls f for every lease.
-func (p *LeasePool) each(f func(*lease)) {
-	for i := range p.shards {
-		for _, l := range p.shards[i].all() {
+func (x *index) each(f func(*lease)) {
+	for i := range x.shards {
+		for _, l := range x.shards[i].all() {
 			f(l)
 		}
 	}
 }
 
 // Stats returns the pool's counters. It visits every lease.
-func (p *LeasePool) Stats() LeaseStats {
-	s := LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Released: p.released.Load(),
-		DeniedFromMemory: p.fromMemory.Load(), Grants: p.grants.stats()}
-	p.each(func(l *lease) {
+func (p *Pool) Stats() quota.LeaseStats {
+	s := quota.LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Released: p.released.Load(),
+		DeniedFromMemory: p.fromMemory.Load(), Grants: p.grants.Stats()}
+	p.leases.each(func(l *lease) {
 		s.Leases++
 		s.Units += l.spendable()
 		if l.inDoubt() {
@@ -149,8 +156,8 @@ func (p *LeasePool) Stats() LeaseStats {
 
 // Held returns the units this process holds unused in its lease of k,
 // that checks may take.
-func (p *LeasePool) Held(k CounterKey) int64 {
-	l := p.existing(k)
+func (p *Pool) Held(k quota.CounterKey) int64 {
+	l := p.leases.existing(k)
 	if l == nil {
 		return 0
 	}
@@ -158,35 +165,36 @@ func (p *LeasePool) Held(k CounterKey) int64 {
 }
 
 // hash hashes a counter key; its low bits choose the shard.
-func (p *LeasePool) hash(k CounterKey) uint64 {
-	h := maphash.String(p.seed, k.Customer) ^ maphash.String(p.seed, k.Metric)*0x9e3779b97f4a7c15
+func (x *index) hash(k quota.CounterKey) uint64 {
+	h := maphash.String(x.seed, k.Customer) ^ maphash.String(x.seed, k.Metric)*0x9e3779b97f4a7c15
 	if k.Subject != "" {
-		h ^= maphash.String(p.seed, k.Subject) * 0x94d049bb133111eb
+		h ^= maphash.String(x.seed, k.Subject) * 0x94d049bb133111eb
 	}
 	h ^= (uint64(k.Window) + uint64(k.Start.Unix())<<8) * 0xbf58476d1ce4e5b9
 	return h ^ h>>31
 }
 
-func (p *LeasePool) shard(h uint64) *leaseShard { return &p.shards[h%leaseShards] }
+func (x *index) shard(h uint64) *leaseShard { return &x.shards[h%leaseShards] }
 
 // existing returns the lease of k, or nil.
-func (p *LeasePool) existing(k CounterKey) *lease {
-	h := p.hash(k)
-	sh := p.shard(h)
+func (x *index) existing(k quota.CounterKey) *lease {
+	h := x.hash(k)
+	sh := x.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.get(h, k)
 }
 
-// lookup returns the lease of sp's counter, new and empty if there is none.
-func (p *LeasePool) lookup(sp *Span) *lease {
-	h := p.hash(sp.Key)
-	sh := p.shard(h)
+// lookup returns the lease of sp's counter, new and empty (touched at
+// tick) if there is none.
+func (x *index) lookup(sp *quota.Span, tick int64) *lease {
+	h := x.hash(sp.Key)
+	sh := x.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	l := sh.get(h, sp.Key)
 	if l == nil {
-		l = newLease(sp, sh, h, p.tick.Load())
+		l = newLease(sp, sh, h, tick)
 		sh.m[h] = append(sh.m[h], l)
 		sh.n++
 	}
@@ -198,8 +206,8 @@ func (p *LeasePool) lookup(sp *Span) *lease {
 // store, with their units: none of their units is spent until the store
 // says which still hold (those granted after it, before this process
 // heard of it).
-func (p *LeasePool) Forget(customer, metric string) {
-	p.each(func(l *lease) {
+func (p *Pool) Forget(customer, metric string) {
+	p.leases.each(func(l *lease) {
 		if l.key.Customer == customer && (metric == "" || l.key.Metric == metric) {
 			l.suspect()
 		}
@@ -209,18 +217,18 @@ func (p *LeasePool) Forget(customer, metric string) {
 // Freed tells the pool that units came back to counter k (a settlement,
 // a report of more unused units, a refund): a lease that knew it full
 // asks the store again.
-func (p *LeasePool) Freed(k CounterKey) {
+func (p *Pool) Freed(k quota.CounterKey) {
 	p.freed.Add(1)
-	if l := p.existing(k); l != nil {
+	if l := p.leases.existing(k); l != nil {
 		l.clearFull()
 	}
 }
 
 // ClearMarks forgets every counter known full: the process may have
 // missed that units came back (its notifications were interrupted).
-func (p *LeasePool) ClearMarks() {
+func (p *Pool) ClearMarks() {
 	p.freed.Add(1)
-	p.each(func(l *lease) { l.clearFull() })
+	p.leases.each(func(l *lease) { l.clearFull() })
 }
 
 // waitFor waits until busy is closed, or ctx ends: then the store could
@@ -240,4 +248,4 @@ func outOfTime(err error) error {
 	return fmt.Errorf("%w: waiting for the store: %w", tiers.ErrUnavailable, err)
 }
 
-var _ Counter = (*LeasePool)(nil)
+var _ quota.Counter = (*Pool)(nil)

@@ -1,6 +1,7 @@
-package quota
+package lease
 
 import (
+	"github.com/quotad/quotad/internal/quota"
 	"sync"
 	"time"
 )
@@ -21,12 +22,12 @@ import (
 //   - A lease dropped from the pool (gone) is never used again.
 type lease struct {
 	mu  sync.Mutex
-	key CounterKey
+	key quota.CounterKey
 	end time.Time // the window's end: the lease is dropped then
 	// bound is the limit it was granted under: leases hold units up to
 	// it, never beyond.
 	bound  int64
-	global GlobalKey // where its units count as global usage, if anywhere
+	global quota.GlobalKey // where its units count as global usage, if anywhere
 	// sh and h place the lease in its pool, for drop.
 	sh *leaseShard
 	h  uint64
@@ -80,7 +81,7 @@ type doubt struct {
 }
 
 // newLease returns an empty lease of sp's counter, placed in sh under h.
-func newLease(sp *Span, sh *leaseShard, h uint64, tick int64) *lease {
+func newLease(sp *quota.Span, sh *leaseShard, h uint64, tick int64) *lease {
 	return &lease{key: sp.Key, end: sp.End, bound: sp.Rule.Limit, global: sp.Global, sh: sh, h: h, touched: tick}
 }
 
@@ -109,7 +110,9 @@ func (l *lease) suspect() {
 }
 
 // changed reports whether l was granted under other terms than span sp's.
-func (l *lease) changed(sp *Span) bool { return l.bound != sp.Rule.Limit || l.global != sp.Global }
+func (l *lease) changed(sp *quota.Span) bool {
+	return l.bound != sp.Rule.Limit || l.global != sp.Global
+}
 
 // spendableLocked returns the units checks may take from l; l.mu is held.
 func (l *lease) spendableLocked() int64 {
@@ -162,12 +165,12 @@ type step struct {
 	rep  Settlement    // stepVerify: the report to make (without its Seq)
 	used int64         // stepTaken, stepFull, stepDenied: admitted units before the check
 	had  int64         // stepRefill: units the check took from the lease
-	req  LeaseRequest  // stepRefill: the call to make (without its Seq)
+	req  Request       // stepRefill: the call to make (without its Seq)
 }
 
 // next decides what a check of cost units in span sp does with l, at the
 // pool's tick: take the units, or the store call to make first.
-func (l *lease) next(sp *Span, cost, tick int64) step {
+func (l *lease) next(sp *quota.Span, cost, tick int64) step {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	changed := l.changed(sp)
@@ -201,7 +204,7 @@ func (l *lease) next(sp *Span, cost, tick int64) step {
 	had := l.unused
 	l.unused = 0
 	l.busy = make(chan struct{})
-	return step{kind: stepRefill, had: had, req: LeaseRequest{Key: sp.Key, Bound: sp.Rule.Limit,
+	return step{kind: stepRefill, had: had, req: Request{Key: sp.Key, Bound: sp.Rule.Limit,
 		Need: cost - had, Extra: block(sp.Rule.Limit), InFlight: l.inflight + cost, Held: l.held,
 		Recall: true, Global: l.global}}
 }
@@ -211,7 +214,7 @@ func (l *lease) next(sp *Span, cost, tick int64) step {
 // call reached the store, or may have (a failed call that was never sent
 // leaves no doubt). quiet: no freed notification was heard while the call
 // was in flight, so a refusal may mark the counter full.
-func (l *lease) landGrant(r *LeaseRequest, had, cost, tick int64, err error, sent, quiet bool) step {
+func (l *lease) landGrant(r *Request, had, cost, tick int64, err error, sent, quiet bool) step {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(l.busy)
@@ -301,7 +304,7 @@ func (l *lease) putBack(n, seq int64, busy chan struct{}) (toStore bool, report 
 // known returns the admitted units of span sp's counter as l knows them,
 // when it knows them well enough to judge a check of cost there without
 // the store: how a check already denied reports its other spans.
-func (l *lease) known(sp *Span, cost int64) (int64, bool) {
+func (l *lease) known(sp *quota.Span, cost int64) (int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone || !l.held || l.changed(sp) {
