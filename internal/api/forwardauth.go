@@ -55,7 +55,7 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		// unknown key is refused before anything else, as the file's are.
 		keyErr := error(forwardauth.ErrUnknownKey)
 		if s.keyResolver != nil {
-			call.Customer, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+			call.Customer, _, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
 		}
 		if keyErr != nil {
 			s.checkMetrics.decisions.get(decisionRejected).Inc()

@@ -571,8 +571,11 @@ func sameOverrideSpec(a, b tiers.OverrideSpec) bool {
 }
 
 // fuzzAPIKey is the one API key the fuzzed server knows, of customer
-// acme.
-const fuzzAPIKey = "qk_fuzz"
+// acme; fuzzKeyID is its id.
+const (
+	fuzzAPIKey = "qk_fuzz"
+	fuzzKeyID  = "key_FuzzFuzzFuzzFuzz"
+)
 
 // fuzzIdentify is what the handlers make of a check's or a refund's
 // customer and api_key, with fuzzKeys resolving keys.
@@ -591,11 +594,11 @@ func fuzzIdentify(customer, apiKey string) (string, error) {
 // fuzzKeys resolves fuzzAPIKey, and issues keys recording the spec.
 type fuzzKeys struct{ fs *fuzzServer }
 
-func (fuzzKeys) Customer(_ context.Context, key string) (string, error) {
+func (fuzzKeys) Customer(_ context.Context, key string) (string, string, error) {
 	if key == fuzzAPIKey {
-		return "acme", nil
+		return "acme", fuzzKeyID, nil
 	}
-	return "", tiers.ErrInvalidAPIKey
+	return "", "", tiers.ErrInvalidAPIKey
 }
 
 func (k fuzzKeys) CreateKey(_ context.Context, _ tiers.Write, _ string, spec keys.Spec) (keys.Created, error) {

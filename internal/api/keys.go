@@ -23,11 +23,11 @@ type Keys interface {
 
 var _ Keys = (*keys.Service)(nil)
 
-// KeyResolver resolves an API key to its customer, from memory. Unknown,
-// revoked and expired keys return an error wrapping
+// KeyResolver resolves an API key to its customer and the key's id, from
+// memory. Unknown, revoked and expired keys return an error wrapping
 // tiers.ErrInvalidAPIKey. *keys.Verifier implements it.
 type KeyResolver interface {
-	Customer(ctx context.Context, key string) (string, error)
+	Customer(ctx context.Context, key string) (customer, id string, err error)
 }
 
 var _ KeyResolver = (*keys.Verifier)(nil)
@@ -127,7 +127,7 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 	if r.Customer != "" {
 		return tiers.Invalid("api_key", "give either customer or api_key, not both")
 	}
-	customer, err := s.customerOfKey(ctx, r.APIKey)
+	customer, _, err := s.customerOfKey(ctx, r.APIKey)
 	if err != nil {
 		return err
 	}
@@ -135,11 +135,12 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 	return nil
 }
 
-// customerOfKey resolves an API key to its customer, from memory: an
-// error wrapping tiers.ErrInvalidAPIKey when no live key has this value.
-func (s *Server) customerOfKey(ctx context.Context, key string) (string, error) {
+// customerOfKey resolves an API key to its customer and the key's id,
+// from memory: an error wrapping tiers.ErrInvalidAPIKey when no live key
+// has this value.
+func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
 	if s.keyResolver == nil {
-		return "", tiers.ErrInvalidAPIKey
+		return "", "", tiers.ErrInvalidAPIKey
 	}
 	return s.keyResolver.Customer(ctx, key)
 }

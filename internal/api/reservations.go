@@ -114,7 +114,7 @@ func (s *Server) reserve(c echo.Context) error {
 	var customer string
 	if req.Customer != nil {
 		customer = *req.Customer
-	} else if customer, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
+	} else if customer, _, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
 		return err
 	}
 	start := time.Now()

@@ -46,12 +46,12 @@ import (
 // checking names it.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
-// Keys resolves API keys to the customers they belong to. An error
-// wrapping tiers.ErrInvalidAPIKey means the key is unknown, revoked or
-// expired; any other error is the store's. Implementations are safe for
-// concurrent use.
+// Keys resolves API keys to the customers they belong to, and gives each
+// key's id. An error wrapping tiers.ErrInvalidAPIKey means the key is
+// unknown, revoked or expired; any other error is the store's.
+// Implementations are safe for concurrent use.
 type Keys interface {
-	Customer(ctx context.Context, key string) (customer string, err error)
+	Customer(ctx context.Context, key string) (customer, id string, err error)
 }
 
 // Checker decides checks, all of a check's items or none. *quota.Engine
@@ -328,7 +328,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 			q.Cost = int64(r.GetHitsAddend())
 		}
 		if hasKey {
-			c, err := s.customerOf(ctx, key)
+			c, _, err := s.customerOf(ctx, key)
 			switch {
 			case errors.Is(err, tiers.ErrInvalidAPIKey):
 				ds[i].unknown = true
@@ -350,10 +350,11 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 	return ds, nil
 }
 
-// customerOf resolves an API key; without Keys, every key is unknown.
-func (s *Service) customerOf(ctx context.Context, key string) (string, error) {
+// customerOf resolves an API key to its customer and the key's id;
+// without Keys, every key is unknown.
+func (s *Service) customerOf(ctx context.Context, key string) (customer, id string, err error) {
 	if s.keys == nil {
-		return "", fmt.Errorf("%w: API keys are not served by this quotad", tiers.ErrInvalidAPIKey)
+		return "", "", fmt.Errorf("%w: API keys are not served by this quotad", tiers.ErrInvalidAPIKey)
 	}
 	return s.keys.Customer(ctx, key)
 }

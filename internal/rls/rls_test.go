@@ -24,14 +24,14 @@ import (
 // fakeKeys resolves the keys of a map; "broken" fails as a store would.
 type fakeKeys map[string]string
 
-func (k fakeKeys) Customer(_ context.Context, key string) (string, error) {
+func (k fakeKeys) Customer(_ context.Context, key string) (string, string, error) {
 	if key == "broken" {
-		return "", errors.New("keys store down")
+		return "", "", errors.New("keys store down")
 	}
 	if c, ok := k[key]; ok {
-		return c, nil
+		return c, "key_" + key, nil
 	}
-	return "", fmt.Errorf("%w: no such key", tiers.ErrInvalidAPIKey)
+	return "", "", fmt.Errorf("%w: no such key", tiers.ErrInvalidAPIKey)
 }
 
 var _ rls.Keys = fakeKeys{}
