@@ -510,7 +510,7 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 		}
 		if w, ok := rlheaders.MostConstraining(d.Limits); ok {
 			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-				Name:            d.Metric + "/" + w.Window.String(),
+				Name:            rlheaders.Name(d, &w),
 				RequestsPerUnit: clamp32(w.Limit),
 				Unit:            Unit(w.Window),
 			}
