@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/keys"
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -117,9 +119,11 @@ func (s *Server) revokeKey(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// identify fills in the customer of a check or refund made by API key.
-// Exactly one of customer and api_key may be given (a 400 otherwise; none
-// at all is left to the check, which requires the customer).
+// identify fills in the customer of a check or refund made by API key,
+// and the key's id as its subject where it names none (each item's, for
+// a check of items): limits per subject count each key apart. Exactly one
+// of customer and api_key may be given (a 400 otherwise; none at all is
+// left to the check, which requires the customer).
 func (s *Server) identify(ctx context.Context, r *call) error {
 	if r.APIKey == "" {
 		return nil
@@ -127,11 +131,19 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 	if r.Customer != "" {
 		return tiers.Invalid("api_key", "give either customer or api_key, not both")
 	}
-	customer, _, err := s.customerOfKey(ctx, r.APIKey)
+	customer, id, err := s.customerOfKey(ctx, r.APIKey)
 	if err != nil {
 		return err
 	}
 	r.Customer = customer
+	if r.Items == nil && r.Subject == "" {
+		r.Subject = id
+	}
+	for i := range r.Items {
+		if r.Items[i].Subject == "" {
+			r.Items[i].Subject = id
+		}
+	}
 	return nil
 }
 
@@ -147,9 +159,35 @@ func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id st
 
 // byKey turns the check's error about a customer that a key resolved to
 // but is gone (deleted since) into the key's refusal: the same answer as
-// for an unknown, revoked or expired key.
+// for an unknown, revoked or expired key. An item's error names the
+// item's field (see aboutItem).
 func byKey(r *call, err error) error {
-	return aboutCaller(r.APIKey != "", r.Customer, err)
+	return aboutCaller(r.APIKey != "", r.Customer, aboutItem(r, err))
+}
+
+// aboutItem names the field an item's error is about (a
+// *quota.ItemError: its Index is the item's): the subject a metric with
+// limits per subject requires ("subject", or "items[i].subject" in a
+// check of items), and the metric of an item that is not declared
+// ("items[i].metric"; a check of one metric says no more than before).
+func aboutItem(r *call, err error) error {
+	var ie *quota.ItemError
+	if err == nil || !errors.As(err, &ie) {
+		return err
+	}
+	prefix := ""
+	metric := r.Metric
+	if r.Items != nil && ie.Index >= 0 && ie.Index < len(r.Items) {
+		prefix = "items[" + strconv.Itoa(ie.Index) + "]."
+		metric = r.Items[ie.Index].Metric
+	}
+	switch {
+	case errors.Is(err, tiers.ErrSubjectRequired):
+		return &fieldCause{field: prefix + "subject", value: metric, err: err}
+	case errors.Is(err, tiers.ErrMetricNotFound) && prefix != "":
+		return &fieldCause{field: prefix + "metric", value: metric, err: err}
+	}
+	return err
 }
 
 // aboutCaller is byKey for a request that named its customer (byKey
