@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -210,8 +211,8 @@ func TestItemErrors(t *testing.T) {
 // limit a minute long. acme's plan: api_calls 5 a minute for the customer
 // and 2 a minute per subject; exports 1 a minute; credits 10 a minute, a
 // pool llm draws on at 3 credits per 2 units; free has no limit. qk_fuzz is acme's key,
-// fuzzKeyID its id.
-func engineServer(t *testing.T) *Server {
+// fuzzKeyID its id. The rules, if not nil, are forward-auth's.
+func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 	t.Helper()
 	catalog := quotatest.NewCatalog()
 	for _, m := range []string{"api_calls", "exports", "credits", "free"} {
@@ -229,7 +230,7 @@ func engineServer(t *testing.T) *Server {
 	clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
 		Clock: clock, StoreTimeout: 30 * time.Second})
-	return New(Config{Checker: e, KeyResolver: fuzzKeys{}})
+	return New(Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules})
 }
 
 // usedOf returns the counts of acme's usage (of subject, if any), by
@@ -273,7 +274,7 @@ func answerOf(t *testing.T, rec *httptest.ResponseRecorder, want int) checkRespo
 // subject, a subject required, usage and refunds by subject, a credit
 // pool's windows.
 func TestItemsAndSubjectsOverTheEngine(t *testing.T) {
-	srv := engineServer(t)
+	srv := engineServer(t, nil)
 	check := func(body string, want int) checkResponse {
 		t.Helper()
 		return answerOf(t, serveJSON(srv, http.MethodPost, "/v1/check", body), want)
@@ -376,5 +377,71 @@ func TestItemsAndSubjectsOverTheEngine(t *testing.T) {
 	free := check(`{"customer":"acme","items":[{"metric":"free","cost":7}]}`, http.StatusOK)
 	if it := free.Items[0]; it.Remaining != nil || it.Limits == nil || len(it.Limits) != 0 || !it.Allowed {
 		t.Errorf("an item without a limit: %+v, want remaining null and no limits", it)
+	}
+}
+
+// Forward-auth's subject: the header the rules name, else an issued key's
+// id; a metric with limits per subject without one is 400
+// subject_required naming the header.
+func TestForwardAuthSubject(t *testing.T) {
+	rules, err := forwardauth.Parse([]byte("headers: {subject: X-End-User}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey, err := forwardauth.Parse([]byte("headers: {api_key: X-Api-Key}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, keySrv := engineServer(t, rules), engineServer(t, byKey)
+	ask := func(srv *Server, kv ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/forward-auth", nil)
+		for i := 0; i+1 < len(kv); i += 2 {
+			req.Header.Set(kv[i], kv[i+1])
+		}
+		rec := httptest.NewRecorder()
+		srv.ServeHTTP(rec, req)
+		return rec
+	}
+	customer := []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls"}
+	for i, tc := range []struct {
+		srv  *Server
+		kv   []string
+		want int
+	}{
+		{srv, append(customer, "X-End-User", "alice"), 200},
+		{srv, append(customer, "X-End-User", "alice"), 200},
+		{srv, append(customer, "X-End-User", "alice"), 429},
+		{srv, append(customer, "X-End-User", "bob"), 200},
+		{keySrv, []string{"X-Api-Key", fuzzAPIKey, "X-Quotad-Metric", "api_calls"}, 200},
+		{keySrv, []string{"X-Api-Key", fuzzAPIKey, "X-Quotad-Metric", "api_calls", "X-End-User", "ignored"}, 200},
+		{keySrv, []string{"X-Api-Key", fuzzAPIKey, "X-Quotad-Metric", "api_calls"}, 429}, // the key's 2
+	} {
+		if rec := ask(tc.srv, tc.kv...); rec.Code != tc.want {
+			t.Errorf("request %d: %d %s, want %d", i, rec.Code, rec.Body, tc.want)
+		}
+	}
+	if u := usedOf(t, keySrv, fuzzKeyID); u["api_calls/minute/"+fuzzKeyID] != 2 {
+		t.Errorf("the key's usage: %v, want 2", u)
+	}
+	for _, tc := range []struct {
+		name   string
+		srv    *Server
+		kv     []string
+		code   string
+		fields []tiers.FieldError
+	}{
+		{"no subject", srv, customer, codeSubjectRequired,
+			[]tiers.FieldError{{Field: "X-End-User", Message: "is required: the metric has limits per subject"}}},
+		{"no subject header named", engineServer(t, nil), customer, codeSubjectRequired,
+			[]tiers.FieldError{{Field: "headers.subject", Message: "is required: the metric has limits per subject"}}},
+		{"a bad subject", srv, append(customer, "X-End-User", "a b"), codeValidation,
+			[]tiers.FieldError{{Field: "X-End-User", Message: tiers.SubjectRule}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustProblem(t, ask(tc.srv, tc.kv...), http.StatusBadRequest)
+			if p.Code != tc.code || !reflect.DeepEqual(p.Errors, tc.fields) {
+				t.Errorf("problem %s %+v, want %s %+v", p.Code, p.Errors, tc.code, tc.fields)
+			}
+		})
 	}
 }

@@ -171,8 +171,11 @@ func byKey(r *call, err error) error {
 // check of items), and the metric of an item that is not declared
 // ("items[i].metric"; a check of one metric says no more than before).
 func aboutItem(r *call, err error) error {
+	if err == nil {
+		return nil
+	}
 	var ie *quota.ItemError
-	if err == nil || !errors.As(err, &ie) {
+	if !errors.As(err, &ie) {
 		return err
 	}
 	prefix := ""
@@ -197,4 +200,9 @@ func aboutCaller(byKey bool, customer string, err error) error {
 		return tiers.ErrInvalidAPIKey
 	}
 	return aboutCustomer(customer, err)
+}
+
+// aboutMetric is aboutItem for a request of one metric.
+func aboutMetric(metric string, err error) error {
+	return aboutItem(&call{Metric: metric}, err)
 }

@@ -133,7 +133,7 @@ func (s *Server) reserve(c echo.Context) error {
 	// is not).
 	s.observeCheck(now.Sub(start), &res.Decision, err)
 	if err != nil {
-		return aboutCaller(req.APIKey != nil, customer, aboutItem(&call{Metric: req.Metric}, err))
+		return aboutCaller(req.APIKey != nil, customer, aboutMetric(req.Metric, err))
 	}
 	if !res.Allowed {
 		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
