@@ -134,3 +134,25 @@ func TestFastDecodeCallTakesUsualBodies(t *testing.T) {
 		}
 	}
 }
+
+// The fast path allocates once for a check's strings, subject included,
+// and once more for items: no reflection.
+func TestFastDecodeCallAllocations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want float64
+	}{
+		{"one metric", benchCheckBody, 1},
+		{"with a subject", benchSubjectBody, 1},
+		{"by key", benchKeyBody, 1},
+		{"items", benchItemsBody, 2},
+	} {
+		if _, ok := fastDecodeCall(tc.body, false); !ok {
+			t.Fatalf("%s: %s does not take the fast path", tc.name, tc.body)
+		}
+		if got := testing.AllocsPerRun(100, func() { fastDecodeCall(tc.body, false) }); got != tc.want {
+			t.Errorf("%s: %v allocations, want %v", tc.name, got, tc.want)
+		}
+	}
+}
