@@ -122,13 +122,6 @@ const (
 	fieldItems
 )
 
-// fastItem is an item as the fast path reads it: its strings alias the
-// body.
-type fastItem struct {
-	metric, subject []byte
-	cost            int64
-}
-
 // fastDecodeCall decodes, without reflection, a check or refund body of
 // the usual shape: one object whose keys are field names without escapes,
 // each at most once; strings without escapes; costs plain integers that
@@ -149,8 +142,10 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	var customer, apiKey, metric, subject, requestID []byte
 	var cost int64
 	var given *int64 // &cost once the body gives a cost
-	var items [maxCheckItems]fastItem
-	n := 0 // items read
+	// The items are read twice: checked and measured here, taken after
+	// (see withItems), so that a check of one metric needs no room for
+	// them.
+	var itemsAt, items, itemBytes int
 	if p.space() == '}' {
 		p.i++
 	} else {
@@ -196,7 +191,8 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 					return f, false
 				}
 				field = fieldItems
-				n, ok = p.items(&items)
+				itemsAt = p.i
+				items, itemBytes, ok = p.items(nil)
 			default:
 				return f, false
 			}
@@ -217,58 +213,75 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	if p.space() != 0 || p.i < len(p.b) {
 		return f, false // trailing data
 	}
-	if seen&fieldItems != 0 && (len(metric) > 0 || given != nil || len(subject) > 0) {
-		return f, false // refused: the canonical decoder says which field
+	if seen&fieldItems != 0 {
+		if len(metric) > 0 || given != nil || len(subject) > 0 {
+			return f, false // refused: the canonical decoder says which field
+		}
+		return withItems(f, body, itemsAt, items, itemBytes, customer, apiKey, requestID), true
 	}
-	// One allocation for every string.
-	size := len(customer) + len(apiKey) + len(metric) + len(subject) + len(requestID)
-	for i := range n {
-		size += len(items[i].metric) + len(items[i].subject)
-	}
+	// One allocation for the five strings.
+	var buf [128]byte
+	all := string(append(append(append(append(append(buf[:0], customer...), apiKey...), metric...), subject...), requestID...))
+	n := len(customer)
+	f.Customer = all[:n]
+	f.APIKey = all[n : n+len(apiKey)]
+	n += len(apiKey)
+	f.Metric = all[n : n+len(metric)]
+	n += len(metric)
+	f.Subject = all[n : n+len(subject)]
+	f.RequestID = all[n+len(subject):]
+	f.Cost = costOrOne(given)
+	return f, true
+}
+
+// withItems completes f, a check of items read by fastDecodeCall, with
+// its strings and its items: those of the array at body[at:], which holds
+// n items whose strings take size bytes. It allocates once for the
+// strings, once for the items.
+func withItems(f call, body []byte, at, n, size int, customer, apiKey, requestID []byte) call {
 	var sb strings.Builder
-	sb.Grow(size)
+	sb.Grow(len(customer) + len(apiKey) + len(requestID) + size)
 	take := func(b []byte) string {
 		start := sb.Len()
 		sb.Write(b)
 		return sb.String()[start:]
 	}
-	f.Customer, f.APIKey, f.Metric, f.Subject, f.RequestID = take(customer), take(apiKey), take(metric), take(subject), take(requestID)
-	f.Cost = costOrOne(given)
-	if seen&fieldItems != 0 {
-		f.Cost = 0
-		f.Items = make([]quota.Item, n)
-		for i := range n {
-			f.Items[i] = quota.Item{Metric: take(items[i].metric), Cost: items[i].cost, Subject: take(items[i].subject)}
-		}
-	}
-	return f, true
+	f.Customer, f.APIKey, f.RequestID = take(customer), take(apiKey), take(requestID)
+	f.Items = make([]quota.Item, 0, n)
+	p := fastParser{b: body, i: at}
+	p.items(func(metric, subject []byte, cost int64) {
+		f.Items = append(f.Items, quota.Item{Metric: take(metric), Cost: cost, Subject: take(subject)})
+	})
+	return f
 }
 
-// items reads an array of 1 to len(dst) item objects into dst, each with
-// metric, cost (1 when absent) and subject at most once, and returns how
-// many there were.
-func (p *fastParser) items(dst *[maxCheckItems]fastItem) (int, bool) {
+// items reads an array of 1 to maxCheckItems item objects, each with
+// metric, cost (1 when absent) and subject at most once, and tells item,
+// if not nil, of each. It returns how many there were, and how many bytes
+// their strings take.
+func (p *fastParser) items(item func(metric, subject []byte, cost int64)) (n, size int, ok bool) {
 	if p.i >= len(p.b) || p.b[p.i] != '[' {
-		return 0, false
+		return 0, 0, false
 	}
 	p.i++
-	for n := 0; n < len(dst); {
+	for n < maxCheckItems {
 		if p.space() != '{' {
-			return 0, false // an empty array too: refused
+			return 0, 0, false // an empty array too: refused
 		}
 		p.i++
-		it := fastItem{cost: 1}
+		var metric, subject []byte
+		cost := int64(1)
 		var seen int
 		if p.space() == '}' {
 			p.i++
 		} else {
 			for {
 				if p.space() != '"' {
-					return 0, false
+					return 0, 0, false
 				}
 				key, ok := p.plainString()
 				if !ok || p.space() != ':' {
-					return 0, false
+					return 0, 0, false
 				}
 				p.i++
 				p.space()
@@ -276,18 +289,18 @@ func (p *fastParser) items(dst *[maxCheckItems]fastItem) (int, bool) {
 				switch string(key) {
 				case "metric":
 					field = fieldMetric
-					it.metric, ok = p.plainString()
+					metric, ok = p.plainString()
 				case "subject":
 					field = fieldSubject
-					it.subject, ok = p.plainString()
+					subject, ok = p.plainString()
 				case "cost":
 					field = fieldCost
-					it.cost, ok = p.integer()
+					cost, ok = p.integer()
 				default:
-					return 0, false
+					return 0, 0, false
 				}
 				if !ok || seen&field != 0 {
-					return 0, false
+					return 0, 0, false
 				}
 				seen |= field
 				c := p.space()
@@ -296,22 +309,25 @@ func (p *fastParser) items(dst *[maxCheckItems]fastItem) (int, bool) {
 					break
 				}
 				if c != ',' {
-					return 0, false
+					return 0, 0, false
 				}
 			}
 		}
-		dst[n] = it
+		if item != nil {
+			item(metric, subject, cost)
+		}
 		n++
+		size += len(metric) + len(subject)
 		c := p.space()
 		p.i++
 		if c == ']' {
-			return n, true
+			return n, size, true
 		}
 		if c != ',' {
-			return 0, false
+			return 0, 0, false
 		}
 	}
-	return 0, false // too many: refused
+	return 0, 0, false // too many: refused
 }
 
 // fastParser reads a JSON text byte by byte.
