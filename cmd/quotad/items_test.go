@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/quotad/quotad/internal/dbtest"
+
 	commonrl "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -256,6 +258,74 @@ func TestCreditPools(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &refund); err != nil || byName(refund.Usage)["credits/day"] != 7 {
 		t.Errorf("a refund of 2 tokens gives back 3 credits: %s", r.Body)
 	}
+}
+
+// A reservation holds units for its subject (the key's id by key), and a
+// metric with limits per subject needs one.
+func TestReservationSubjects(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	MustSeed(t, s, "", perSubjectLimits, "acme")
+	k := MustCreateKey(t, s, "acme", `{}`)
+	r, alice := s.reserve(`{"customer":"acme","metric":"api_calls","cost":2,"subject":"alice"}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("reserve for alice: %d %s", r.Status, r.Body)
+	}
+	if r, _ := s.reserve(`{"customer":"acme","metric":"api_calls","cost":1,"subject":"alice"}`); r.Status != http.StatusTooManyRequests {
+		t.Errorf("alice's third unit: %d %s", r.Status, r.Body)
+	}
+	r, byKey := s.reserve(`{"api_key":"` + k.Key + `","metric":"api_calls","cost":1}`)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("reserve by key: %d %s", r.Status, r.Body)
+	}
+	for id, want := range map[string]string{alice.ID: "alice", byKey.ID: k.ID} {
+		v := s.mustDo(http.StatusOK, "GET", "/v1/reservations/"+id, "").JSON(t)
+		if v["subject"] != want {
+			t.Errorf("reservation %s: subject %v, want %s", id, v["subject"], want)
+		}
+	}
+	r = s.do("POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1}`, "Authorization", "Bearer "+checkToken)
+	MustProblem(t, r, http.StatusBadRequest, "subject_required")
+	if rr, _ := s.commit(alice.ID, 1); rr.Status != http.StatusOK {
+		t.Fatalf("commit: %d %s", rr.Status, rr.Body)
+	}
+	if got := s.subjectUsage(t, "acme", "alice"); got["api_calls/minute/alice"] != 1 || got["api_calls/minute"] != 2 {
+		t.Errorf("after alice's commit of 1: %v, want 1 for alice, 2 for acme", got)
+	}
+}
+
+// A day's limit per subject is kept in PostgreSQL for each subject apart,
+// exact across processes: alice's 3 units, checked on two servers, admit 3;
+// bob still has his, and the customer's own day counts them all.
+func TestSubjectsLongWindowsAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	a := MustStartServer(t, schema, nil)
+	b := MustStartServer(t, schema, nil)
+	MustSeed(t, a, "", `[{"metric":"api_calls","window":"day","limit":100},
+		{"metric":"api_calls","window":"day","limit":3,"per":"subject"}]`, "acme")
+	allowed := 0
+	for i := range 8 {
+		s := []*testServer{a, b}[i%2]
+		r := s.do("POST", "/v1/check", `{"customer":"acme","metric":"api_calls","subject":"alice"}`, "Authorization", "Bearer "+checkToken)
+		switch r.Status {
+		case http.StatusOK:
+			allowed++
+		case http.StatusTooManyRequests:
+		default:
+			t.Fatalf("check %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if allowed != 3 {
+		t.Errorf("alice's checks on two servers admitted %d, want 3", allowed)
+	}
+	if _, ans := b.checkItems(t, `{"customer":"acme","metric":"api_calls","subject":"bob","cost":3}`, http.StatusOK); len(ans.Limits) != 2 || ans.Limits[1].Used != 3 {
+		t.Errorf("bob's day: %+v, want 3 of his own", ans.Limits)
+	}
+	eventually(t, func() bool {
+		u := a.subjectUsage(t, "acme", "alice")
+		return u["api_calls/day"] == 6 && u["api_calls/day/alice"] == 3
+	}, "the usage of acme and alice to read 6 and 3")
 }
 
 // Forward-auth counts the subject of the header its file names, and by a

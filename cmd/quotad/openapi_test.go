@@ -1098,4 +1098,16 @@ func TestOpenAPIItemsAndSubjects(t *testing.T) {
 			}
 		})
 	}
+	// A reservation of a subject's units, read back.
+	reserve := apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1,"subject":"carol"}`, asCheck}
+	r := sendCall(t, s, reserve)
+	var held struct{ ID string }
+	if err := json.Unmarshal(r.Body, &held); err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("%s: %d %s", reserve, r.Status, r.Body)
+	}
+	get := apiCall{"GET", "/v1/reservations/" + held.ID, "", asCheck}
+	r = sendCall(t, s, get)
+	if err := v.validateResponse(s.URL, get, r); err != nil || r.JSON(t)["subject"] != "carol" {
+		t.Errorf("%s: %v\n%s", get, err, r.Body)
+	}
 }
