@@ -54,6 +54,18 @@ func (c *Client) Usage(ctx context.Context, customer string) (*Usage, error) {
 	return &u, nil
 }
 
+// SubjectUsage gets a customer's current usage of every effective limit,
+// and, for each limit per subject, the subject's (the entries whose
+// Subject is set).
+func (c *Client) SubjectUsage(ctx context.Context, customer, subject string) (*Usage, error) {
+	var u Usage
+	if _, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/usage", customer),
+		query: url.Values{"subject": {subject}}, retry: true, out: &u}); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
 // MetricUsage gets a metric's global usage (every customer's admitted
 // units) in each window for which it declares a capacity.
 func (c *Client) MetricUsage(ctx context.Context, metric string) (*MetricUsage, error) {

@@ -41,6 +41,7 @@ var allSentinels = map[string]error{
 	"ErrUnsupportedMediaType": quotad.ErrUnsupportedMediaType,
 	"ErrTooManyRequests":      quotad.ErrTooManyRequests,
 	"ErrUnavailable":          quotad.ErrUnavailable,
+	"ErrSubjectRequired":      quotad.ErrSubjectRequired,
 }
 
 func TestProblems(t *testing.T) {
@@ -70,6 +71,16 @@ func TestProblems(t *testing.T) {
 				Detail: "the request is invalid", Code: "validation_failed", Errors: []quotad.FieldError{
 					{Field: "limits[0].window", Message: "must be one of second, minute"}, {Field: "name", Message: "is required"}}},
 			wantText: "quotad: 400 validation_failed: the request is invalid (limits[0].window: must be one of second, minute; name: is required)",
+		},
+		{
+			name: "subject required", status: 400, contentType: "application/problem+json",
+			body: `{"type":"urn:quotad:problem:subject_required","title":"Bad Request","status":400,"detail":"the metric \"m\" has limits per subject: the request must name a subject","code":"subject_required",` +
+				`"errors":[{"field":"items[1].subject","message":"is required: the metric has limits per subject"}]}`,
+			want: []string{"ErrValidation", "ErrSubjectRequired"},
+			wantProblem: quotad.Problem{Type: "urn:quotad:problem:subject_required", Title: "Bad Request", Status: 400,
+				Detail: `the metric "m" has limits per subject: the request must name a subject`, Code: "subject_required",
+				Errors: []quotad.FieldError{{Field: "items[1].subject", Message: "is required: the metric has limits per subject"}}},
+			wantText: `quotad: 400 subject_required: the metric "m" has limits per subject: the request must name a subject (items[1].subject: is required: the metric has limits per subject)`,
 		},
 		{
 			name: "conflict", status: 409, contentType: "application/problem+json",

@@ -14,6 +14,21 @@
 //		// denied: a result, not an error; res.RetryAfter says when to try again
 //	}
 //
+// # Items and subjects
+//
+// One check may charge several metrics at once, all or none: Items in
+// place of Metric, Cost and Subject, each item answered in
+// CheckResult.Items. Subject names who within the customer spends the
+// units (an end user, an IP), which the metric's limits per subject count
+// apart; a check by APIKey without one counts for the key's id, and a
+// metric with such a limit checked without any is ErrSubjectRequired.
+// SubjectUsage reads a subject's windows beside the customer's.
+//
+//	res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Items: []quotad.CheckItem{
+//		{Metric: "api_calls", Subject: "user-42"},
+//		{Metric: "llm_tokens", Cost: 900, Subject: "user-42"},
+//	}})
+//
 // # Errors
 //
 // An error answer of quotad is returned as a *Problem, the RFC 9457 problem
@@ -59,7 +74,8 @@
 //
 // Client.Middleware returns a func(http.Handler) http.Handler that checks
 // quotad before the handler: the customer, metric and cost are functions of
-// the request (FromHeader, Static, StaticCost). A denied check is answered
+// the request (FromHeader, Static, StaticCost), and so is its subject, if
+// any (MiddlewareOptions.Subject). A denied check is answered
 // 429 with Retry-After and the RateLimit headers; an allowed one goes on to
 // the handler with the RateLimit headers set. When quotad cannot be reached
 // in time the request goes on (fail open, the default) or is answered 503

@@ -108,6 +108,10 @@ var (
 	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
 	// key that is unknown, revoked or expired.
 	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}
+	// ErrSubjectRequired: 400 subject_required, a check, refund or
+	// reserve of a metric with a limit per subject that names no subject
+	// (Problem.Errors names the field). It matches ErrValidation too.
+	ErrSubjectRequired error = &sentinel{"quotad: subject required", "subject_required", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
 	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check

@@ -30,6 +30,13 @@ type MiddlewareOptions struct {
 	Metric func(*http.Request) string
 	// Cost returns the units the request uses; 1 when nil.
 	Cost func(*http.Request) int64
+	// Subject returns who within the customer makes the request (an end
+	// user, an IP), e.g. FromHeader("X-User"), for the metric's limits
+	// per subject, which count each subject apart. When nil, or when it
+	// returns "", the check names none: by API key, quotad then counts the
+	// key's id as the subject; by customer, a metric with a limit per
+	// subject is refused (answered 403, as any check quotad refuses).
+	Subject func(*http.Request) string
 	// AllowAnonymous lets requests without a customer through unchecked.
 	AllowAnonymous bool
 	// Timeout bounds the check; DefaultMiddlewareTimeout when 0. The check
@@ -105,7 +112,7 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 				writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
 				return
 			}
-			req := CheckRequest{Customer: customer, APIKey: apiKey, Metric: opts.Metric(r), Cost: 1}
+			req := CheckRequest{Customer: customer, APIKey: apiKey, Metric: opts.Metric(r), Cost: 1, Subject: subjectOf(r, opts.Subject)}
 			if opts.Cost != nil {
 				req.Cost = opts.Cost(r)
 			}
@@ -140,6 +147,14 @@ func caller(r *http.Request, customer, apiKey func(*http.Request) string) (strin
 	return "", ""
 }
 
+// subjectOf returns the request's subject, as subject finds it (nil: none).
+func subjectOf(r *http.Request, subject func(*http.Request) string) string {
+	if subject == nil {
+		return ""
+	}
+	return subject(r)
+}
+
 // undecided answers a request whose check (or reserve) came to no
 // decision, after telling onError, and says whether it may go on to the
 // handler: quotad's 4xx refusal is a 403, whatever failClosed says; quotad
@@ -158,6 +173,8 @@ func undecided(w http.ResponseWriter, r *http.Request, err error, failClosed boo
 			detail = "the request's customer is not known"
 		case errors.Is(p, ErrInvalidAPIKey):
 			detail = "the request's API key is not valid"
+		case errors.Is(p, ErrSubjectRequired):
+			detail = "the request names no subject, which the metric's limits per subject need"
 		}
 		writeProblem(w, http.StatusForbidden, "forbidden", detail)
 	case r.Context().Err() != nil:

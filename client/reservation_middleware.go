@@ -27,6 +27,10 @@ type ReservationMiddlewareOptions struct {
 	APIKey func(*http.Request) string
 	// Metric returns the metric the request uses. Required.
 	Metric func(*http.Request) string
+	// Subject returns who within the customer makes the request, as
+	// MiddlewareOptions.Subject: nil or "", none (by API key, quotad
+	// holds the units for the key's id).
+	Subject func(*http.Request) string
 	// Estimate returns the units to reserve before the handler runs: the
 	// most the request may cost (an LLM call's max_tokens, say). Required.
 	// An error answers the request 400 (problem code validation_failed,
@@ -178,7 +182,7 @@ func (c *Client) ReservationMiddleware(opts ReservationMiddlewareOptions) func(h
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			req := ReserveRequest{Metric: opts.Metric(r), TTLSeconds: ttl}
+			req := ReserveRequest{Metric: opts.Metric(r), Subject: subjectOf(r, opts.Subject), TTLSeconds: ttl}
 			req.Customer, req.APIKey = caller(r, opts.Customer, opts.APIKey)
 			if req.APIKey == "" && req.Customer == "" {
 				if opts.AllowAnonymous {

@@ -32,6 +32,9 @@ type ReserveRequest struct {
 	// Cost is the estimate (1..10^9), counted in every window as an
 	// admitted check's cost would be.
 	Cost int64 `json:"cost"`
+	// Subject is who the units are held for, as CheckRequest.Subject (by
+	// key without one, the key's id).
+	Subject string `json:"subject,omitempty"`
 	// TTLSeconds (1..3600; quotad's default of 300 when 0): a reservation
 	// neither committed nor released by then is released by quotad, and
 	// its commit is ErrReservationExpired.
@@ -68,6 +71,8 @@ type Reservation struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	// RequestID is the reserve's request_id, if it had one (GET).
 	RequestID string `json:"request_id,omitempty"`
+	// Subject is who the units are held for, if anyone (GET).
+	Subject string `json:"subject,omitempty"`
 }
 
 // Settlement is quotad's answer to Commit: how the estimate was settled.

@@ -220,16 +220,28 @@ type EffectiveLimits struct {
 }
 
 // CheckRequest asks whether a customer may use Cost units of a metric, and
-// charges them if so.
+// charges them if so; or, with Items, units of several metrics at once, all
+// of them or none.
 type CheckRequest struct {
 	// Customer, or APIKey: exactly one of the two.
 	Customer string `json:"customer,omitempty"`
 	// APIKey is one of the customer's API keys, in place of Customer. An
-	// unknown, revoked or expired key is ErrInvalidAPIKey.
+	// unknown, revoked or expired key is ErrInvalidAPIKey. A check by key
+	// without a Subject counts for the key's id as its subject.
 	APIKey string `json:"api_key,omitempty"`
-	Metric string `json:"metric"`
+	Metric string `json:"metric,omitempty"`
 	// Cost is 1 when 0.
 	Cost int64 `json:"cost,omitempty"`
+	// Subject is who within the customer spends the units (an end user,
+	// an IP): the metric's limits per subject count for it alone. A metric
+	// with such a limit checked without a subject (and not by key) is
+	// ErrSubjectRequired.
+	Subject string `json:"subject,omitempty"`
+	// Items, when set, are what the check charges in place of Metric,
+	// Cost and Subject (which must then be empty): 1 to 16 metrics, each
+	// with its cost and subject, no metric and subject twice. The check is
+	// allowed on every item or none; CheckResult.Items answers each.
+	Items []CheckItem `json:"items,omitempty"`
 	// DryRun answers as if checked but charges nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 	// RequestID makes the check idempotent for 24 hours, and lets the
@@ -237,13 +249,24 @@ type CheckRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 }
 
+// CheckItem is one metric a check of items charges.
+type CheckItem struct {
+	Metric string `json:"metric"`
+	// Cost is 1 when 0.
+	Cost int64 `json:"cost,omitempty"`
+	// Subject is the item's subject, as CheckRequest.Subject.
+	Subject string `json:"subject,omitempty"`
+}
+
 // CheckResult is quotad's decision. A denied check is a result with
 // Allowed false, not an error.
 type CheckResult struct {
 	Allowed  bool   `json:"allowed"`
 	Customer string `json:"customer"`
-	Metric   string `json:"metric"`
-	Cost     int64  `json:"cost"`
+	// Metric and Cost are a check of one metric's; empty for a check of
+	// items, which Items answers.
+	Metric string `json:"metric"`
+	Cost   int64  `json:"cost"`
 	// Overage: some units land above a soft limit.
 	Overage bool `json:"overage"`
 	// Elastic: some window admitted the check on spare capacity.
@@ -252,11 +275,16 @@ type CheckResult struct {
 	// the same check could pass, or nil if it never can.
 	RetryAfter *int64 `json:"retry_after"`
 	// Degraded: quotad answered without a shared store it could not reach.
-	Degraded bool         `json:"degraded"`
-	Limits   []CheckLimit `json:"limits"`
+	Degraded bool `json:"degraded"`
+	// Limits are every window the check covered (of every item, once):
+	// the customer's, its subjects', the credit pools'.
+	Limits []CheckLimit `json:"limits"`
+	// Items, for a check of items, is each item's part, in the request's
+	// order.
+	Items []CheckItemResult `json:"items,omitempty"`
 	// Code and Detail are set on a 429 that can never pass (RetryAfter
 	// nil): Code is "cost_exceeds_limit", Detail names the window and its
-	// limit.
+	// limit (and, in a check of items, the item).
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
 
@@ -268,8 +296,29 @@ type CheckResult struct {
 	RateLimitPolicy string `json:"-"`
 }
 
+// CheckItemResult is one item's part of a check of items.
+type CheckItemResult struct {
+	Metric  string `json:"metric"`
+	Subject string `json:"subject,omitempty"`
+	Cost    int64  `json:"cost"`
+	// Allowed: every window of the item admits it. An item allowed in a
+	// denied check is not charged either.
+	Allowed bool `json:"allowed"`
+	// Remaining is the fewest units of the item's metric its windows
+	// still admit (a credit pool's credits counted as the units they
+	// buy); nil when no window limits the item.
+	Remaining *int64       `json:"remaining"`
+	Limits    []CheckLimit `json:"limits"`
+}
+
 // CheckLimit is one window a check covered.
 type CheckLimit struct {
+	// Metric is the metric the window counts: the check's (an item's),
+	// or the credit pool it draws on.
+	Metric string `json:"metric"`
+	// Subject is the subject a window of a limit per subject counts for;
+	// empty for the customer's windows.
+	Subject   string    `json:"subject,omitempty"`
 	Window    string    `json:"window"`
 	Limit     int64     `json:"limit"`
 	Used      int64     `json:"used"`
@@ -288,6 +337,9 @@ type RefundRequest struct {
 	Metric   string `json:"metric"`
 	// Cost is 1 when 0.
 	Cost int64 `json:"cost,omitempty"`
+	// Subject gets the units back too, as CheckRequest.Subject (by key
+	// without one, the key's id).
+	Subject string `json:"subject,omitempty"`
 	// RequestID makes the refund happen once, and lets the client retry it.
 	RequestID string `json:"request_id,omitempty"`
 }
@@ -304,7 +356,10 @@ type RefundResult struct {
 
 // UsageEntry is the current usage of one effective limit.
 type UsageEntry struct {
-	Metric    string    `json:"metric"`
+	Metric string `json:"metric"`
+	// Subject is the subject a window of a limit per subject counts for
+	// (SubjectUsage); empty for the customer's windows.
+	Subject   string    `json:"subject,omitempty"`
 	Window    string    `json:"window"`
 	Limit     int64     `json:"limit"`
 	Algorithm string    `json:"algorithm,omitempty"`

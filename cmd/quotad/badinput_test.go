@@ -471,6 +471,28 @@ func TestBadAdminInput(t *testing.T) {
 		{name: "refund by customer and api_key", method: "POST", path: refund, body: `{"customer":"acme","api_key":"qk_x","metric":"api_calls"}`, want: 400, code: v400, field: "api_key"},
 		{name: "refund unknown api_key", method: "POST", path: refund, body: `{"api_key":"qk_unknown","metric":"api_calls"}`, want: 403, code: "invalid_api_key"},
 
+		// Checks of items, and subjects.
+		{name: "check of 17 items", method: "POST", path: check, body: `{"customer":"acme","items":[` + strings.Repeat(`{"metric":"api_calls"},`, 16) + `{"metric":"tokens"}]}`, want: 400, code: v400, field: "items", message: "must hold 1 to 16 items"},
+		{name: "check of no items", method: "POST", path: check, body: `{"customer":"acme","items":[]}`, want: 400, code: v400, field: "items", message: "must hold 1 to 16 items"},
+		{name: "check items null", method: "POST", path: check, body: `{"customer":"acme","items":null}`, want: 400, code: v400, field: "items", message: null},
+		{name: "check items and metric", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","items":[{"metric":"tokens"}]}`, want: 400, code: v400, field: "metric"},
+		{name: "check items and cost", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"tokens"}],"cost":2}`, want: 400, code: v400, field: "cost"},
+		{name: "check items and subject", method: "POST", path: check, body: `{"customer":"acme","subject":"u","items":[{"metric":"tokens"}]}`, want: 400, code: v400, field: "subject"},
+		{name: "check items naming a metric and subject twice", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls","subject":"u"},{"metric":"api_calls","subject":"u","cost":2}]}`, want: 400, code: v400, field: "items[1]"},
+		{name: "check item without metric", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls"},{"cost":2}]}`, want: 400, code: v400, field: "items[1].metric", message: required},
+		{name: "check item cost null", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls","cost":null}]}`, want: 400, code: v400, field: "items[0].cost", message: null},
+		{name: "check item unknown field", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls","customer":"other"}]}`, want: 400, code: v400, field: "items[0].customer"},
+		{name: "check item bad subject", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls","subject":"a b"}]}`, want: 400, code: v400, field: "items[0].subject"},
+		{name: "check item undeclared metric", method: "POST", path: check, body: `{"customer":"acme","items":[{"metric":"api_calls"},{"metric":"ghost"}]}`, want: 404, code: "metric_not_found"},
+		{name: "check bad subject", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","subject":"a\u0000b"}`, want: 400, code: v400, field: "subject"},
+		{name: "check subject of 129 characters", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","subject":"` + id129 + `"}`, want: 400, code: v400, field: "subject"},
+		{name: "check subject a number", method: "POST", path: check, body: `{"customer":"acme","metric":"api_calls","subject":7}`, want: 400, code: v400, field: "subject"},
+		{name: "refund bad subject", method: "POST", path: refund, body: `{"customer":"acme","metric":"api_calls","subject":"a b"}`, want: 400, code: v400, field: "subject"},
+		{name: "refund of items", method: "POST", path: refund, body: `{"customer":"acme","items":[{"metric":"api_calls"}]}`, want: 400, code: v400, field: "items"},
+		{name: "reserve bad subject", method: "POST", path: reserve, body: `{"customer":"acme","metric":"api_calls","cost":1,"subject":"a b"}`, want: 400, code: v400, field: "subject"},
+		{name: "usage of a bad subject", method: "GET", path: "/v1/customers/acme/usage?subject=a%20b", want: 400, code: v400, field: "subject"},
+		{name: "usage of an empty subject", method: "GET", path: "/v1/customers/acme/usage?subject=", want: 400, code: v400, field: "subject"},
+
 		// Query parameters.
 		{name: "page limit 0", method: "GET", path: "/v1/metrics?limit=0", want: 400, code: v400, field: "limit"},
 		{name: "page limit 1001", method: "GET", path: "/v1/plans?limit=1001", want: 400, code: v400, field: "limit"},

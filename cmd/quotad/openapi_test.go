@@ -1035,3 +1035,79 @@ func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 		}
 	}
 }
+
+// Checks of items, subjects and credit pools, their refunds, reservations
+// and usage: every request and answer as openapi.yaml documents them (the
+// shapes TestOpenAPITraffic's catalog has none of).
+func TestOpenAPIItemsAndSubjects(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	v := MustSpecValidator(t)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/exports", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/llm_tokens", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/credits", `{"credit_schema":[{"metric":"llm_tokens","credits":3,"per":2}]}`)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":5},{"metric":"api_calls","window":"minute","limit":2,"per":"subject"},
+		{"metric":"exports","window":"day","limit":1},{"metric":"credits","window":"day","limit":10}]`, "acme")
+	k := MustCreateKey(t, s, "acme", `{}`)
+	asCheck := []string{"Authorization", "Bearer " + checkToken}
+	many := `{"customer":"acme","items":[` + strings.Repeat(`{"metric":"exports"},`, 16) + `{"metric":"exports"}]}`
+	for _, tc := range []apiCase{
+		{name: "check of items", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice"},{"metric":"exports"},{"metric":"llm_tokens","cost":3}],"request_id":"i-1"}`, asCheck}, want: 200},
+		{name: "check of items, replayed", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice"},{"metric":"exports"},{"metric":"llm_tokens","cost":3}],"request_id":"i-1"}`, asCheck}, want: 200},
+		{name: "check of items, denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice","cost":1},{"metric":"exports"}]}`, asCheck}, want: 429},
+		{name: "check of items that can never pass", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"bob"},{"metric":"exports","cost":2}]}`, asCheck}, want: 429, code: "cost_exceeds_limit"},
+		{name: "check with a subject", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls","subject":"alice"}`, asCheck}, want: 200},
+		{name: "check of a pool's metric", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"llm_tokens","cost":1}`, asCheck}, want: 200},
+		{name: "check by key, its id the subject", apiCall: apiCall{"POST", "/v1/check", `{"api_key":"` + k.Key + `","metric":"api_calls"}`, asCheck}, want: 200},
+		{name: "check without the subject required", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls"}`, asCheck}, want: 400, code: "subject_required"},
+		{name: "check of an item without the subject required", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"exports"},{"metric":"api_calls"}]}`, asCheck}, want: 400, code: "subject_required"},
+		{name: "check of items with metric", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"exports","items":[{"metric":"exports"}]}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check of items with cost", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","cost":1,"items":[{"metric":"exports"}]}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check of 17 items", apiCall: apiCall{"POST", "/v1/check", many, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check of no items", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[]}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check of an item twice", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"exports"},{"metric":"exports","cost":2}]}`, asCheck}, want: 400, code: "validation_failed"},
+		{name: "check of an item with a bad subject", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"exports","subject":"a b"}]}`, asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "check of an undeclared item", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"exports"},{"metric":"ghost"}]}`, asCheck}, want: 404, code: "metric_not_found"},
+		{name: "refund with a subject", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","subject":"alice"}`, asCheck}, want: 200},
+		{name: "refund of a pool's metric", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"acme","metric":"llm_tokens","cost":2}`, asCheck}, want: 200},
+		{name: "refund without the subject required", apiCall: apiCall{"POST", "/v1/refund", `{"customer":"acme","metric":"api_calls"}`, asCheck}, want: 400, code: "subject_required"},
+		{name: "usage of a subject", apiCall: apiCall{"GET", "/v1/customers/acme/usage?subject=alice", "", asCheck}, want: 200},
+		{name: "usage of a key's id", apiCall: apiCall{"GET", "/v1/customers/acme/usage?subject=" + k.ID, "", asCheck}, want: 200},
+		{name: "usage of a bad subject", apiCall: apiCall{"GET", "/v1/customers/acme/usage?subject=a%20b", "", asCheck}, want: 400, code: "validation_failed", bad: true},
+		{name: "reserve with a subject", apiCall: apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"llm_tokens","cost":1,"subject":"alice"}`, asCheck}, want: 201},
+		{name: "reserve without the subject required", apiCall: apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1}`, asCheck}, want: 400, code: "subject_required"},
+		{name: "forward-auth without the subject required", apiCall: apiCall{"GET", "/v1/forward-auth", "", append([]string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls"}, asCheck...)}, want: 400, code: "subject_required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := sendCall(t, s, tc.apiCall)
+			if r.Status != tc.want || problemCode(r) != tc.code {
+				t.Fatalf("%s: %d %q, want %d %q\n%s", tc.apiCall, r.Status, problemCode(r), tc.want, tc.code, r.Body)
+			}
+			in, err := v.input(s.URL, tc.apiCall, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch err := openapi3filter.ValidateRequest(context.Background(), in); {
+			case tc.bad && err == nil:
+				t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
+			case !tc.bad && err != nil:
+				t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
+			}
+			if err := v.validateAnswer(in, r); err != nil {
+				t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
+			}
+		})
+	}
+	// A reservation of a subject's units, read back.
+	reserve := apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1,"subject":"carol"}`, asCheck}
+	r := sendCall(t, s, reserve)
+	var held struct{ ID string }
+	if err := json.Unmarshal(r.Body, &held); err != nil || r.Status != http.StatusCreated {
+		t.Fatalf("%s: %d %s", reserve, r.Status, r.Body)
+	}
+	get := apiCall{"GET", "/v1/reservations/" + held.ID, "", asCheck}
+	r = sendCall(t, s, get)
+	if err := v.validateResponse(s.URL, get, r); err != nil || r.JSON(t)["subject"] != "carol" {
+		t.Errorf("%s: %v\n%s", get, err, r.Body)
+	}
+}

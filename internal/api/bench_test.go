@@ -48,6 +48,37 @@ func BenchmarkDecodeCheck(b *testing.B) {
 	}
 }
 
+// benchSubjectBody and benchItemsBody are a check with a subject and a
+// check of items, as backends send them.
+var (
+	benchSubjectBody = []byte(`{"customer":"c4217","metric":"api_calls","cost":1,"subject":"user-8812"}`)
+	benchItemsBody   = []byte(`{"customer":"c4217","items":[{"metric":"api_calls"},{"metric":"llm_tokens","cost":900,"subject":"user-8812"}]}`)
+)
+
+// BenchmarkDecodeCheckSubject decodes a check with a subject: the fast
+// path, one allocation.
+func BenchmarkDecodeCheckSubject(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchSubjectBody)))
+	for b.Loop() {
+		if c, err := decodeCallBody(benchSubjectBody, false); err != nil || c.Subject == "" {
+			b.Fatal(c, err)
+		}
+	}
+}
+
+// BenchmarkDecodeCheckItems decodes a check of two items: the fast path,
+// two allocations (the strings, the items).
+func BenchmarkDecodeCheckItems(b *testing.B) {
+	b.ReportAllocs()
+	b.SetBytes(int64(len(benchItemsBody)))
+	for b.Loop() {
+		if c, err := decodeCallBody(benchItemsBody, false); err != nil || len(c.Items) != 2 {
+			b.Fatal(c, err)
+		}
+	}
+}
+
 // BenchmarkDecodeCheckGeneral decodes a check body with the general
 // decoder, which the handler falls back on for unusual bodies.
 func BenchmarkDecodeCheckGeneral(b *testing.B) {

@@ -27,14 +27,25 @@ type Checker interface {
 
 var _ Checker = (*quota.Engine)(nil)
 
-// checkRequest is the body of POST /v1/check.
+// checkRequest is the body of POST /v1/check: one metric (metric, cost,
+// subject), or items.
 type checkRequest struct {
-	Customer  string `json:"customer"`
-	APIKey    string `json:"api_key"`
-	Metric    string `json:"metric"`
-	Cost      *int64 `json:"cost"`
-	DryRun    bool   `json:"dry_run"`
-	RequestID string `json:"request_id"`
+	Customer  string      `json:"customer"`
+	APIKey    string      `json:"api_key"`
+	Metric    string      `json:"metric"`
+	Cost      *int64      `json:"cost"`
+	Subject   string      `json:"subject"`
+	Items     []checkItem `json:"items"`
+	DryRun    bool        `json:"dry_run"`
+	RequestID string      `json:"request_id"`
+}
+
+// checkItem is one item of a check of items: a metric, its cost and its
+// subject.
+type checkItem struct {
+	Metric  string `json:"metric"`
+	Cost    *int64 `json:"cost"`
+	Subject string `json:"subject"`
 }
 
 // refundRequest is the body of POST /v1/refund.
@@ -43,13 +54,17 @@ type refundRequest struct {
 	APIKey    string `json:"api_key"`
 	Metric    string `json:"metric"`
 	Cost      *int64 `json:"cost"`
+	Subject   string `json:"subject"`
 	RequestID string `json:"request_id"`
 }
 
 type usageEntry struct {
-	Metric string       `json:"metric"`
-	Window tiers.Window `json:"window"`
-	Limit  int64        `json:"limit"`
+	Metric string `json:"metric"`
+	// Subject is the subject a window of a limit per subject counts for;
+	// absent on the customer's windows.
+	Subject string       `json:"subject,omitempty"`
+	Window  tiers.Window `json:"window"`
+	Limit   int64        `json:"limit"`
 	// Algorithm and Burst are shown as for the limit (tiers.Limit's JSON):
 	// the algorithm on short windows, the size of token buckets.
 	Algorithm *tiers.Algorithm `json:"algorithm,omitempty"`
@@ -187,7 +202,8 @@ func (s *Server) check(c echo.Context) error {
 		return err
 	}
 	d, now, err := s.decide(c.Request().Context(), quota.Request{
-		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, DryRun: req.DryRun, RequestID: req.RequestID,
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, Items: req.Items,
+		DryRun: req.DryRun, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return byKey(&req, err)
@@ -254,7 +270,7 @@ func (s *Server) refund(c echo.Context) error {
 		return err
 	}
 	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
-		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, RequestID: req.RequestID,
+		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, RequestID: req.RequestID,
 	})
 	if err != nil {
 		return byKey(&req, err)
@@ -278,7 +294,7 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 	out := make([]usageEntry, len(us))
 	for i, u := range us {
 		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
-		out[i] = usageEntry{Metric: u.Metric, Window: u.Window, Limit: u.Limit,
+		out[i] = usageEntry{Metric: u.Metric, Subject: u.Subject, Window: u.Window, Limit: u.Limit,
 			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
 			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
 	}
@@ -286,7 +302,12 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 }
 
 func (s *Server) usage(c echo.Context) error {
-	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"), "")
+	q := c.QueryParams()
+	subject := q.Get("subject")
+	if q.Has("subject") && !tiers.ValidSubject(subject) {
+		return invalid("subject", tiers.SubjectRule)
+	}
+	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"), subject)
 	if err != nil {
 		return err
 	}

@@ -29,19 +29,22 @@ var answerPool = sync.Pool{New: func() any {
 const maxPooledAnswer = 8 << 10
 
 // appendCheckAnswer appends the JSON of newCheckResponse(d) and a newline,
-// as json.Encoder writes it. ok is false, with dst as it was, when d holds
-// what encoding/json refuses (an invalid window or mode, a time it cannot
-// write as RFC 3339).
+// as json.Encoder writes it: a check of one metric names it and its cost;
+// a check of items (d.Items set) lists them instead. ok is false, with dst
+// as it was, when d holds what encoding/json refuses (an invalid window or
+// mode, a time it cannot write as RFC 3339).
 func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	n0 := len(dst)
 	b := append(dst, `{"allowed":`...)
 	b = strconv.AppendBool(b, d.Allowed)
 	b = append(b, `,"customer":`...)
 	b = appendJSONString(b, d.Customer)
-	b = append(b, `,"metric":`...)
-	b = appendJSONString(b, d.Metric)
-	b = append(b, `,"cost":`...)
-	b = strconv.AppendInt(b, d.Cost, 10)
+	if d.Items == nil {
+		b = append(b, `,"metric":`...)
+		b = appendJSONString(b, d.Metric)
+		b = append(b, `,"cost":`...)
+		b = strconv.AppendInt(b, d.Cost, 10)
+	}
 	b = append(b, `,"overage":`...)
 	b = strconv.AppendBool(b, d.Overage)
 	b = append(b, `,"elastic":`...)
@@ -54,16 +57,69 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	}
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
-	b = append(b, `,"limits":[`...)
-	for i := range d.Limits {
-		w := &d.Limits[i]
+	b = append(b, `,"limits":`...)
+	if b, ok = appendWindows(b, d.Limits, d.Metric); !ok {
+		return dst[:n0], false
+	}
+	if d.Items != nil {
+		b = append(b, `,"items":[`...)
+		for i := range d.Items {
+			it := &d.Items[i]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"metric":`...)
+			b = appendJSONString(b, it.Metric)
+			if it.Subject != "" {
+				b = append(b, `,"subject":`...)
+				b = appendJSONString(b, it.Subject)
+			}
+			b = append(b, `,"cost":`...)
+			b = strconv.AppendInt(b, it.Cost, 10)
+			b = append(b, `,"allowed":`...)
+			b = strconv.AppendBool(b, it.Allowed)
+			b = append(b, `,"remaining":`...)
+			if it.Remaining == nil {
+				b = append(b, "null"...)
+			} else {
+				b = strconv.AppendInt(b, *it.Remaining, 10)
+			}
+			b = append(b, `,"limits":`...)
+			if b, ok = appendWindows(b, it.Limits, it.Metric); !ok {
+				return dst[:n0], false
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if !d.Allowed && d.Never {
+		b = append(b, `,"code":"`+codeCostExceedsLimit+`","detail":`...)
+		b = appendJSONString(b, neverDetail(d))
+	}
+	return append(b, "}\n"...), true
+}
+
+// appendWindows appends the JSON array of windows ws, each naming its
+// metric (metric, the check's, where the window names none) and, for a
+// window of a limit per subject, its subject. ok is false when a window
+// holds what encoding/json refuses.
+func appendWindows(b []byte, ws []quota.WindowResult, metric string) (_ []byte, ok bool) {
+	b = append(b, '[')
+	for i := range ws {
+		w := &ws[i]
 		if !w.Window.Valid() || w.Mode < tiers.Hard || w.Mode > tiers.Elastic {
-			return dst[:n0], false
+			return b, false
 		}
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"window":"`...)
+		b = append(b, `{"metric":`...)
+		b = appendJSONString(b, windowMetric(w, metric))
+		if w.Subject != "" {
+			b = append(b, `,"subject":`...)
+			b = appendJSONString(b, w.Subject)
+		}
+		b = append(b, `,"window":"`...)
 		b = append(b, w.Window.String()...)
 		b = append(b, `","limit":`...)
 		b = strconv.AppendInt(b, w.Limit, 10)
@@ -73,7 +129,7 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		b = strconv.AppendInt(b, w.Remaining, 10)
 		b = append(b, `,"reset_at":`...)
 		if b, ok = appendJSONTime(b, w.ResetAt); !ok {
-			return dst[:n0], false
+			return b, false
 		}
 		b = append(b, `,"mode":"`...)
 		b = append(b, w.Mode.String()...)
@@ -81,12 +137,16 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		b = appendJSONString(b, string(w.State))
 		b = append(b, '}')
 	}
-	b = append(b, ']')
-	if !d.Allowed && d.Never {
-		b = append(b, `,"code":"`+codeCostExceedsLimit+`","detail":`...)
-		b = appendJSONString(b, neverDetail(d))
+	return append(b, ']'), true
+}
+
+// windowMetric is the metric window w counts: its own, or, where it
+// names none (an answer kept before windows named theirs), the check's.
+func windowMetric(w *quota.WindowResult, check string) string {
+	if w.Metric != "" {
+		return w.Metric
 	}
-	return append(b, "}\n"...), true
+	return check
 }
 
 // codeCostExceedsLimit is the code of a check that can never pass: its
@@ -96,8 +156,18 @@ const codeCostExceedsLimit = "cost_exceeds_limit"
 // neverDetail is the detail of a check that can never pass, naming the
 // window that refuses it and its limit: the first denying window whose
 // limit is below the cost (above a soft limit's threshold too), else the
-// first denying window (a token bucket's burst below the cost).
+// first denying window (a token bucket's burst below the cost). A check
+// of items names the first item that can never pass.
 func neverDetail(d *quota.Decision) string {
+	if d.Items != nil {
+		for i := range d.Items {
+			if it := &d.Items[i]; it.Never && !it.Allowed {
+				one := d.Item(i)
+				return "items[" + strconv.Itoa(i) + "]: " + neverDetail(&one)
+			}
+		}
+		return "the check can never pass the customer's limits; do not retry"
+	}
 	var w *quota.WindowResult
 	for i := range d.Limits {
 		l := &d.Limits[i]
@@ -116,8 +186,11 @@ func neverDetail(d *quota.Decision) string {
 	if w == nil {
 		return "a cost of " + cost + " can never pass the customer's limits on " + d.Metric + "; do not retry"
 	}
-	return "a cost of " + cost + " can never pass the " + d.Metric + "/" + w.Window.String() +
-		" limit of " + strconv.FormatInt(w.Limit, 10) + "; do not retry"
+	limit := "the " + windowMetric(w, d.Metric) + "/" + w.Window.String() + " limit of " + strconv.FormatInt(w.Limit, 10)
+	if w.Subject != "" {
+		limit += " per subject (" + w.Subject + ")"
+	}
+	return "a cost of " + cost + " can never pass " + limit + "; do not retry"
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339

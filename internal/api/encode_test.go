@@ -10,23 +10,27 @@ import (
 )
 
 // checkResponse is the body of a check's answer, as encoding/json writes
-// it: what appendCheckAnswer writes by hand.
+// it: what appendCheckAnswer writes by hand. A check of one metric names
+// it and its cost; a check of items lists them instead.
 type checkResponse struct {
 	Allowed    bool          `json:"allowed"`
 	Customer   string        `json:"customer"`
-	Metric     string        `json:"metric"`
-	Cost       int64         `json:"cost"`
+	Metric     *string       `json:"metric,omitempty"`
+	Cost       *int64        `json:"cost,omitempty"`
 	Overage    bool          `json:"overage"`
 	Elastic    bool          `json:"elastic"`
 	RetryAfter *int64        `json:"retry_after"`
 	Degraded   bool          `json:"degraded"`
 	Limits     []windowState `json:"limits"`
+	Items      []itemState   `json:"items,omitempty"`
 	// Code and Detail are set when the check can never pass.
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
 
 type windowState struct {
+	Metric    string       `json:"metric"`
+	Subject   string       `json:"subject,omitempty"`
 	Window    tiers.Window `json:"window"`
 	Limit     int64        `json:"limit"`
 	Used      int64        `json:"used"`
@@ -36,12 +40,30 @@ type windowState struct {
 	State     quota.State  `json:"state"`
 }
 
+type itemState struct {
+	Metric    string        `json:"metric"`
+	Subject   string        `json:"subject,omitempty"`
+	Cost      int64         `json:"cost"`
+	Allowed   bool          `json:"allowed"`
+	Remaining *int64        `json:"remaining"`
+	Limits    []windowState `json:"limits"`
+}
+
 // newCheckResponse is the body of a check's answer.
 func newCheckResponse(d quota.Decision) checkResponse {
 	resp := checkResponse{
-		Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
+		Allowed: d.Allowed, Customer: d.Customer,
 		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
-		Limits: make([]windowState, len(d.Limits)),
+		Limits: newWindowStates(d.Limits, d.Metric),
+	}
+	if d.Items == nil {
+		resp.Metric, resp.Cost = &d.Metric, &d.Cost
+	} else {
+		resp.Items = make([]itemState, len(d.Items))
+		for i, it := range d.Items {
+			resp.Items[i] = itemState{Metric: it.Metric, Subject: it.Subject, Cost: it.Cost, Allowed: it.Allowed,
+				Remaining: it.Remaining, Limits: newWindowStates(it.Limits, it.Metric)}
+		}
 	}
 	if !d.Never {
 		ra := d.RetryAfter
@@ -50,11 +72,21 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	if !d.Allowed && d.Never {
 		resp.Code, resp.Detail = codeCostExceedsLimit, neverDetail(&d)
 	}
-	for i, w := range d.Limits {
-		resp.Limits[i] = windowState{Window: w.Window, Limit: w.Limit, Used: w.Used, Remaining: w.Remaining,
-			ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
-	}
 	return resp
+}
+
+// newWindowStates is the limits of an answer: each window names its
+// metric, metric where it names none.
+func newWindowStates(ws []quota.WindowResult, metric string) []windowState {
+	out := make([]windowState, len(ws))
+	for i, w := range ws {
+		out[i] = windowState{Metric: w.Metric, Subject: w.Subject, Window: w.Window, Limit: w.Limit, Used: w.Used,
+			Remaining: w.Remaining, ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
+		if w.Metric == "" {
+			out[i].Metric = metric
+		}
+	}
+	return out
 }
 
 // encodeWithJSON is how the check answer was written before
@@ -133,44 +165,77 @@ func TestAppendCheckAnswer(t *testing.T) {
 	badMode.Limits = []quota.WindowResult{window(tiers.Day, 0, quota.StateOK, reset)}
 	badMode2 := benchDecision
 	badMode2.Limits = []quota.WindowResult{window(tiers.Day, tiers.Elastic+1, quota.StateOK, reset)}
+	of := func(w quota.WindowResult, metric, subject string) quota.WindowResult {
+		w.Metric, w.Subject = metric, subject
+		return w
+	}
+	pooled := benchDecision
+	pooled.Limits = []quota.WindowResult{of(ok, "api_calls", ""), of(ok, "api_calls", "user/7"), of(ok, "credits", "")}
+	remaining := int64(12)
+	items := quota.Decision{Allowed: true, Customer: "acme", Overage: true,
+		Limits: []quota.WindowResult{of(ok, "a", ""), of(ok, "b", "alice"), of(ok, "credits", "")}}
+	items.Items = []quota.ItemResult{
+		{Metric: "a", Cost: 2, Allowed: true, Remaining: &remaining, Limits: items.Limits[:1]},
+		{Metric: "b", Subject: "alice", Cost: 1, Allowed: true, Remaining: &remaining, Limits: items.Limits[1:]},
+		{Metric: "c", Cost: 3, Allowed: true},
+	}
+	itemsDenied := items
+	itemsDenied.Allowed, itemsDenied.RetryAfter = false, 9
+	itemsDenied.Items = []quota.ItemResult{items.Items[0], {Metric: "b", Subject: "alice", Cost: 5, RetryAfter: 9,
+		Limits: []quota.WindowResult{of(window(tiers.Minute, tiers.Hard, quota.StateExceeded, reset), "b", "alice")}}}
+	itemsDenied.Limits = append(items.Limits[:1:1], itemsDenied.Items[1].Limits...)
+	itemsNever := itemsDenied
+	itemsNever.Never, itemsNever.RetryAfter = true, 0
+	itemsNever.Items = []quota.ItemResult{items.Items[0], itemsDenied.Items[1]}
+	itemsNever.Items[1].Never, itemsNever.Items[1].RetryAfter = true, 0
+	badItemWindow := items
+	badItemWindow.Items = []quota.ItemResult{{Metric: "a", Limits: []quota.WindowResult{window(0, tiers.Hard, quota.StateOK, reset)}}}
+	emptyItems := quota.Decision{Allowed: true, Customer: "acme", Degraded: true, Limits: []quota.WindowResult{},
+		Items: []quota.ItemResult{{Metric: "a", Cost: 1, Allowed: true, Limits: []quota.WindowResult{}}}}
 
 	for name, d := range map[string]quota.Decision{
-		"allowed, two windows":           benchDecision,
-		"denied":                         denied,
-		"never passes: retry_after null": never,
-		"degraded":                       degraded,
-		"no limits (nil)":                noLimits,
-		"no limits (empty)":              emptyLimits,
-		"every window, mode and state":   every,
-		"zero decision":                  {},
-		"extreme numbers":                numbers,
-		"customer with punctuation":      named("user@example.com:1", "api_calls", quota.StateOK),
-		"HTML characters":                named(`a<b>&c`, "m&m", "<ok>"),
-		"quotes and backslashes":         named(`a"b\c`, `"`, `\`),
-		"control characters":             named("a\x00b\x01\n\t\r\b\f\x1f", "\x7f", "ok"),
-		"non-ASCII":                      named("acmé", "日本語", "ünïcode"),
-		"line and paragraph separators":  named("a\u2028b\u2029c", "m", "ok"),
-		"invalid UTF-8":                  named("a\xffb", "\xed\xa0\x80", "\xc3"),
-		"empty strings":                  named("", "", ""),
-		"time with nanoseconds":          at(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)),
-		"time with trailing zero nanos":  at(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)),
-		"time east of UTC":               at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("IST", 5*3600+1800))),
-		"time west of UTC":               at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -8*3600))),
-		"time with an odd offset":        at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600+61))),
-		"time in a named location":       at(time.Date(2026, 7, 1, 12, 0, 0, 0, mustLoadLocation(t, "Europe/Paris"))),
-		"time of year 0":                 at(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time of year 9999":              at(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)),
-		"zero time":                      at(time.Time{}),
-		"time of year 10000":             at(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time of year -1":                at(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time with a 24 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))),
-		"time with a -25 hour offset":    at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", -25*3600))),
-		"time with a 23:59 offset":       at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60))),
-		"time with a 100 hour offset":    at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 100*3600))),
-		"window 0":                       badWindow,
-		"window beyond month":            badWindow2,
-		"mode 0":                         badMode,
-		"mode beyond elastic":            badMode2,
+		"allowed, two windows":            benchDecision,
+		"denied":                          denied,
+		"never passes: retry_after null":  never,
+		"degraded":                        degraded,
+		"no limits (nil)":                 noLimits,
+		"no limits (empty)":               emptyLimits,
+		"every window, mode and state":    every,
+		"zero decision":                   {},
+		"extreme numbers":                 numbers,
+		"customer with punctuation":       named("user@example.com:1", "api_calls", quota.StateOK),
+		"HTML characters":                 named(`a<b>&c`, "m&m", "<ok>"),
+		"quotes and backslashes":          named(`a"b\c`, `"`, `\`),
+		"control characters":              named("a\x00b\x01\n\t\r\b\f\x1f", "\x7f", "ok"),
+		"non-ASCII":                       named("acmé", "日本語", "ünïcode"),
+		"line and paragraph separators":   named("a\u2028b\u2029c", "m", "ok"),
+		"invalid UTF-8":                   named("a\xffb", "\xed\xa0\x80", "\xc3"),
+		"empty strings":                   named("", "", ""),
+		"time with nanoseconds":           at(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)),
+		"time with trailing zero nanos":   at(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)),
+		"time east of UTC":                at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("IST", 5*3600+1800))),
+		"time west of UTC":                at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -8*3600))),
+		"time with an odd offset":         at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600+61))),
+		"time in a named location":        at(time.Date(2026, 7, 1, 12, 0, 0, 0, mustLoadLocation(t, "Europe/Paris"))),
+		"time of year 0":                  at(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year 9999":               at(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)),
+		"zero time":                       at(time.Time{}),
+		"time of year 10000":              at(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year -1":                 at(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time with a 24 hour offset":      at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))),
+		"time with a -25 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", -25*3600))),
+		"time with a 23:59 offset":        at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60))),
+		"time with a 100 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 100*3600))),
+		"window 0":                        badWindow,
+		"window beyond month":             badWindow2,
+		"mode 0":                          badMode,
+		"mode beyond elastic":             badMode2,
+		"windows of a subject and a pool": pooled,
+		"items":                           items,
+		"items, one denied":               itemsDenied,
+		"items, one never passes":         itemsNever,
+		"items, a bad window":             badItemWindow,
+		"items, degraded without limits":  emptyItems,
 	} {
 		t.Run(name, func(t *testing.T) { assertSameAnswer(t, d) })
 	}
@@ -185,20 +250,39 @@ func mustLoadLocation(t *testing.T, name string) *time.Location {
 }
 
 // FuzzAppendCheckAnswer compares appendCheckAnswer with encoding/json on
-// arbitrary decisions.
+// arbitrary decisions: of one metric (items 0) or of items, with windows
+// that name their metric (or not) and subject (or not).
 func FuzzAppendCheckAnswer(f *testing.F) {
-	f.Add(true, "acme", "api_calls", int64(1), false, int64(0), false, uint8(1), uint8(1), "ok", int64(100), int64(1), int64(99), int64(1795341601), int64(0), 0)
-	f.Add(false, "a<b>", "m\u2028", int64(-1), true, int64(3), true, uint8(6), uint8(3), "exceeded", int64(0), int64(-5), int64(1<<62), int64(-62135596800), int64(999999999), -3600*25)
-	f.Add(false, "\xff", "\"", int64(7), false, int64(-2), false, uint8(0), uint8(4), "", int64(0), int64(0), int64(0), int64(253402300800), int64(5), 3600*24)
+	f.Add(true, "acme", "api_calls", int64(1), false, int64(0), false, uint8(1), uint8(1), "ok", int64(100), int64(1), int64(99), int64(1795341601), int64(0), 0, "", "", uint8(0))
+	f.Add(false, "a<b>", "m\u2028", int64(-1), true, int64(3), true, uint8(6), uint8(3), "exceeded", int64(0), int64(-5), int64(1<<62), int64(-62135596800), int64(999999999), -3600*25, "", "", uint8(0))
+	f.Add(false, "\xff", "\"", int64(7), false, int64(-2), false, uint8(0), uint8(4), "", int64(0), int64(0), int64(0), int64(253402300800), int64(5), 3600*24, "", "", uint8(0))
+	f.Add(true, "acme", "api_calls", int64(2), false, int64(0), false, uint8(2), uint8(1), "ok", int64(10), int64(2), int64(8), int64(1795341601), int64(0), 0, "user/7", "credits", uint8(0))
+	f.Add(false, "acme", "a", int64(3), true, int64(0), false, uint8(1), uint8(2), "exceeded", int64(2), int64(0), int64(2), int64(1795341601), int64(0), 0, "alice", "b", uint8(3))
+	f.Add(true, "acme", "", int64(0), false, int64(0), true, uint8(5), uint8(1), "ok", int64(1), int64(1), int64(0), int64(1795341601), int64(0), 60, "\"<&>", "\x00", uint8(2))
 	f.Fuzz(func(t *testing.T, allowed bool, customer, metric string, cost int64, never bool, retryAfter int64, degraded bool,
-		w, m uint8, state string, limit, used, remaining, unix, nsec int64, offset int) {
+		w, m uint8, state string, limit, used, remaining, unix, nsec int64, offset int, subject, other string, items uint8) {
 		d := quota.Decision{Allowed: allowed, Customer: customer, Metric: metric, Cost: cost, Never: never,
 			RetryAfter: retryAfter, Degraded: degraded, Elastic: !allowed, Overage: degraded}
 		zone := time.FixedZone("", offset%(200*3600))
 		at := time.Unix(unix, nsec).In(zone)
 		for i := range int(w%3) + 1 {
-			d.Limits = append(d.Limits, quota.WindowResult{Window: tiers.Window(w) + tiers.Window(i), Mode: tiers.Mode(m),
-				Limit: limit, Used: used, Remaining: remaining, ResetAt: at, State: quota.State(state)})
+			// Windows of the check's metric, of the other metric (a pool,
+			// another item) and of no metric (an answer kept before
+			// windows named theirs), for the customer or the subject.
+			win := quota.WindowResult{Metric: []string{metric, other, ""}[i], Window: tiers.Window(w) + tiers.Window(i),
+				Mode: tiers.Mode(m), Limit: limit, Used: used, Remaining: remaining, ResetAt: at, State: quota.State(state)}
+			if i%2 == 1 {
+				win.Subject = subject
+			}
+			d.Limits = append(d.Limits, win)
+		}
+		for i := range int(items % 4) {
+			it := quota.ItemResult{Metric: []string{metric, other, ""}[i], Subject: []string{"", subject, subject}[i],
+				Cost: cost + int64(i), Allowed: allowed || i == 0, Never: never && i == 1, Limits: d.Limits[min(i, len(d.Limits)):]}
+			if i != 1 {
+				it.Remaining = &remaining
+			}
+			d.Items = append(d.Items, it)
 		}
 		assertSameAnswer(t, d)
 	})

@@ -1,9 +1,14 @@
 package api
 
 import (
+	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // call is a decoded check or refund body, as the handlers use it.
@@ -12,17 +17,52 @@ type call struct {
 	// APIKey names the customer by one of its API keys, in place of
 	// Customer.
 	APIKey string
+	// Subject is who within the customer spends the units, "" for none.
+	Subject string
 	// Cost is what the body says, or 1 when it has none.
 	Cost   int64
 	DryRun bool
+	// Items, for a check of items, stand for Metric, Cost and Subject,
+	// which are then "", 0 and "": 1 to maxCheckItems of them, in the
+	// body's order, each cost 1 when the item has none. Their customers
+	// are empty: the check's.
+	Items []quota.Item
 }
 
-func (r checkRequest) call() call {
-	return call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost), DryRun: r.DryRun}
+// maxCheckItems is the most items POST /v1/check takes (the engine takes
+// up to quota.MaxItems, for Envoy's descriptors).
+const maxCheckItems = 16
+
+// itemsInstead is the refusal of metric, cost or subject beside items.
+const itemsInstead = "is not taken with items: each item names its own"
+
+func (r checkRequest) call() (call, error) {
+	c := call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, Subject: r.Subject, RequestID: r.RequestID,
+		Cost: costOrOne(r.Cost), DryRun: r.DryRun}
+	if r.Items == nil {
+		return c, nil
+	}
+	switch {
+	case r.Metric != "":
+		return call{}, tiers.Invalid("metric", itemsInstead)
+	case r.Cost != nil:
+		return call{}, tiers.Invalid("cost", itemsInstead)
+	case r.Subject != "":
+		return call{}, tiers.Invalid("subject", itemsInstead)
+	case len(r.Items) == 0 || len(r.Items) > maxCheckItems:
+		return call{}, tiers.Invalid("items", fmt.Sprintf("must hold 1 to %d items", maxCheckItems))
+	}
+	c.Cost = 0
+	c.Items = make([]quota.Item, len(r.Items))
+	for i, it := range r.Items {
+		c.Items[i] = quota.Item{Metric: it.Metric, Cost: costOrOne(it.Cost), Subject: it.Subject}
+	}
+	return c, nil
 }
 
 func (r refundRequest) call() call {
-	return call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, RequestID: r.RequestID, Cost: costOrOne(r.Cost)}
+	return call{Customer: r.Customer, APIKey: r.APIKey, Metric: r.Metric, Subject: r.Subject, RequestID: r.RequestID,
+		Cost: costOrOne(r.Cost)}
 }
 
 // costOrOne is the default cost: a check or refund without one is of 1.
@@ -50,14 +90,24 @@ func decodeCallBody(body []byte, refund bool) (call, error) {
 	if c, ok := fastDecodeCall(body, refund); ok {
 		return c, nil
 	}
+	return decodeCallJSON(body, refund)
+}
+
+// decodeCallJSON decodes body with decodeJSON: the canonical decoding of
+// a check or refund body, which the fast path must equal.
+func decodeCallJSON(body []byte, refund bool) (call, error) {
 	if refund {
 		var req refundRequest
-		err := decodeJSON(body, &req)
-		return req.call(), err
+		if err := decodeJSON(body, &req); err != nil {
+			return call{}, err
+		}
+		return req.call(), nil
 	}
 	var req checkRequest
-	err := decodeJSON(body, &req)
-	return req.call(), err
+	if err := decodeJSON(body, &req); err != nil {
+		return call{}, err
+	}
+	return req.call()
 }
 
 // The fields of a check body, as bits of a set.
@@ -68,15 +118,20 @@ const (
 	fieldDryRun
 	fieldRequestID
 	fieldAPIKey
+	fieldSubject
+	fieldItems
 )
 
 // fastDecodeCall decodes, without reflection, a check or refund body of
 // the usual shape: one object whose keys are field names without escapes,
-// each at most once; strings without escapes; cost a plain integer that
-// fits int64; dry_run true or false (checks only); white space anywhere
-// JSON allows it. ok is false for any other body, valid or not: the caller
-// must then use decodeJSON. When ok, the result is exactly the call
-// decodeJSON makes of body (FuzzFastDecodeCall checks it).
+// each at most once; strings without escapes; costs plain integers that
+// fit int64; dry_run true or false and items (1 to maxCheckItems objects
+// of metric, cost and subject, without metric, cost or subject beside
+// them) in checks only; white space anywhere JSON allows it. ok is false
+// for any other body, valid or not: the caller must then use decodeJSON.
+// When ok, the result is exactly the call decodeCallJSON makes of body
+// (FuzzFastDecodeCall checks it). It allocates once for the strings, and
+// once more for items.
 func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	p := fastParser{b: body}
 	if p.space() != '{' {
@@ -84,9 +139,13 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	}
 	p.i++
 	var seen int
-	var customer, apiKey, metric, requestID []byte
+	var customer, apiKey, metric, subject, requestID []byte
 	var cost int64
 	var given *int64 // &cost once the body gives a cost
+	// The items are read twice: checked and measured here, taken after
+	// (see withItems), so that a check of one metric needs no room for
+	// them.
+	var itemsAt, items, itemBytes int
 	if p.space() == '}' {
 		p.i++
 	} else {
@@ -111,6 +170,9 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 			case "metric":
 				field = fieldMetric
 				metric, ok = p.plainString()
+			case "subject":
+				field = fieldSubject
+				subject, ok = p.plainString()
 			case "request_id":
 				field = fieldRequestID
 				requestID, ok = p.plainString()
@@ -124,6 +186,13 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 				}
 				field = fieldDryRun
 				f.DryRun, ok = p.boolean()
+			case "items":
+				if refund {
+					return f, false
+				}
+				field = fieldItems
+				itemsAt = p.i
+				items, itemBytes, ok = p.items(nil)
 			default:
 				return f, false
 			}
@@ -144,17 +213,121 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	if p.space() != 0 || p.i < len(p.b) {
 		return f, false // trailing data
 	}
-	// One allocation for the four strings.
+	if seen&fieldItems != 0 {
+		if len(metric) > 0 || given != nil || len(subject) > 0 {
+			return f, false // refused: the canonical decoder says which field
+		}
+		return withItems(f, body, itemsAt, items, itemBytes, customer, apiKey, requestID), true
+	}
+	// One allocation for the five strings.
 	var buf [128]byte
-	all := string(append(append(append(append(buf[:0], customer...), apiKey...), metric...), requestID...))
+	all := string(append(append(append(append(append(buf[:0], customer...), apiKey...), metric...), subject...), requestID...))
 	n := len(customer)
 	f.Customer = all[:n]
 	f.APIKey = all[n : n+len(apiKey)]
 	n += len(apiKey)
 	f.Metric = all[n : n+len(metric)]
-	f.RequestID = all[n+len(metric):]
+	n += len(metric)
+	f.Subject = all[n : n+len(subject)]
+	f.RequestID = all[n+len(subject):]
 	f.Cost = costOrOne(given)
 	return f, true
+}
+
+// withItems completes f, a check of items read by fastDecodeCall, with
+// its strings and its items: those of the array at body[at:], which holds
+// n items whose strings take size bytes. It allocates once for the
+// strings, once for the items.
+func withItems(f call, body []byte, at, n, size int, customer, apiKey, requestID []byte) call {
+	var sb strings.Builder
+	sb.Grow(len(customer) + len(apiKey) + len(requestID) + size)
+	take := func(b []byte) string {
+		start := sb.Len()
+		sb.Write(b)
+		return sb.String()[start:]
+	}
+	f.Customer, f.APIKey, f.RequestID = take(customer), take(apiKey), take(requestID)
+	f.Items = make([]quota.Item, 0, n)
+	p := fastParser{b: body, i: at}
+	p.items(func(metric, subject []byte, cost int64) {
+		f.Items = append(f.Items, quota.Item{Metric: take(metric), Cost: cost, Subject: take(subject)})
+	})
+	return f
+}
+
+// items reads an array of 1 to maxCheckItems item objects, each with
+// metric, cost (1 when absent) and subject at most once, and tells item,
+// if not nil, of each. It returns how many there were, and how many bytes
+// their strings take.
+func (p *fastParser) items(item func(metric, subject []byte, cost int64)) (n, size int, ok bool) {
+	if p.i >= len(p.b) || p.b[p.i] != '[' {
+		return 0, 0, false
+	}
+	p.i++
+	for n < maxCheckItems {
+		if p.space() != '{' {
+			return 0, 0, false // an empty array too: refused
+		}
+		p.i++
+		var metric, subject []byte
+		cost := int64(1)
+		var seen int
+		if p.space() == '}' {
+			p.i++
+		} else {
+			for {
+				if p.space() != '"' {
+					return 0, 0, false
+				}
+				key, ok := p.plainString()
+				if !ok || p.space() != ':' {
+					return 0, 0, false
+				}
+				p.i++
+				p.space()
+				var field int
+				switch string(key) {
+				case "metric":
+					field = fieldMetric
+					metric, ok = p.plainString()
+				case "subject":
+					field = fieldSubject
+					subject, ok = p.plainString()
+				case "cost":
+					field = fieldCost
+					cost, ok = p.integer()
+				default:
+					return 0, 0, false
+				}
+				if !ok || seen&field != 0 {
+					return 0, 0, false
+				}
+				seen |= field
+				c := p.space()
+				p.i++
+				if c == '}' {
+					break
+				}
+				if c != ',' {
+					return 0, 0, false
+				}
+			}
+		}
+		if item != nil {
+			item(metric, subject, cost)
+		}
+		n++
+		size += len(metric) + len(subject)
+		c := p.space()
+		p.i++
+		if c == ']' {
+			return n, size, true
+		}
+		if c != ',' {
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false // too many: refused
 }
 
 // fastParser reads a JSON text byte by byte.

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/quotad/quotad/internal/quota"
 )
 
 // FuzzFastDecodeCall compares the fast check and refund decoder with the
@@ -36,6 +38,16 @@ func FuzzFastDecodeCall(f *testing.F) {
 		`{"weight":1}`, `{"customer":"a","extra":{}}`,
 		`{"api_key":"qk_x","metric":"m"}`, `{"api_key":"qk_x","customer":"a","metric":"m","cost":2,"request_id":"r"}`,
 		`{"api_key":null}`, `{"api_key":""}`, `{"api_key":"a","api_key":"a"}`, `{"api_key":"qk\u005f"}`, `{"API_KEY":"a"}`,
+		`{"customer":"a","metric":"m","subject":"u-1"}`, `{"subject":""}`, `{"subject":null}`, `{"subject":1}`, `{"subject":"a","subject":"a"}`,
+		`{"customer":"a","items":[{"metric":"m"}]}`, `{"customer":"a","items":[ { "metric" : "m" , "cost" : 2 , "subject" : "s" } , {} ]}`,
+		`{"items":[]}`, `{"items":[ ]}`, `{"items":[{}]}`, `{"items":[{},]}`, `{"items":[,{}]}`, `{"items":[{}}`, `{"items":[{}]]}`,
+		`{"items":[{"metric":"m"}`, `{"items":[{"metric":"m"},{"metric":"m"}]}`, `{"items":[{"cost":-1}]}`, `{"items":[{"cost":null}]}`,
+		`{"items":[null]}`, `{"items":null}`, `{"items":{}}`, `{"items":[[]]}`, `{"items":[{"Metric":"m"}]}`, `{"items":[{"weight":1}]}`,
+		`{"items":[{"metric":"m","metric":"m"}]}`, `{"items":[{}],"items":[{}]}`, `{"items":[{}],"metric":""}`, `{"items":[{}],"metric":"m"}`,
+		`{"items":[{}],"cost":1}`, `{"items":[{}],"subject":""}`, `{"items":[{}],"subject":"s"}`, `{"metric":"m","items":[{}]}`,
+		`{"items":[{"subject":"\u0061"}]}`, `{"items":[{"metric":"m\"x"}]}`, "{\"items\":[{\"metric\":\"\xff\"}]}",
+		`{"items":[{}],"dry_run":true,"request_id":"r"}`, `{"api_key":"k","items":[{"metric":"m"}]}`,
+		`{"items":[{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}]}`, `{"items":[{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}]}`,
 	} {
 		f.Add([]byte(body))
 	}
@@ -56,27 +68,20 @@ func FuzzFastDecodeCall(f *testing.F) {
 func compareFastDecode(t *testing.T, body []byte, refund bool) {
 	t.Helper()
 	what := "check"
-	var general any = &checkRequest{}
 	if refund {
-		what, general = "refund", &refundRequest{}
+		what = "refund"
 	}
-	generalErr := decodeJSON(body, general)
-	var want call
-	if refund {
-		want = general.(*refundRequest).call()
-	} else {
-		want = general.(*checkRequest).call()
-	}
+	want, generalErr := decodeCallJSON(body, refund)
 	fast, ok := fastDecodeCall(body, refund)
 	switch {
 	case ok && generalErr != nil:
 		t.Fatalf("%s: the fast decoder takes %s, which decodeJSON refuses: %v", what, fuzzQuote(body), generalErr)
-	case ok && fast != want:
+	case ok && !reflect.DeepEqual(fast, want):
 		t.Fatalf("%s: for %s the fast decoder makes\n%#v\ndecodeJSON\n%#v", what, fuzzQuote(body), fast, want)
 	}
 	// What the handler gets: decodeJSON's answer, whichever path it takes.
 	got, err := decodeCallBody(body, refund)
-	if !reflect.DeepEqual(err, generalErr) || (err == nil && got != want) {
+	if !reflect.DeepEqual(err, generalErr) || (err == nil && !reflect.DeepEqual(got, want)) {
 		t.Fatalf("%s: for %s decodeCallBody gives %#v, %v; decodeJSON %#v, %v", what, fuzzQuote(body), got, err, want, generalErr)
 	}
 }
@@ -116,10 +121,38 @@ func TestFastDecodeCallTakesUsualBodies(t *testing.T) {
 			call{Customer: "user@example.com:1", Metric: "api_calls", Cost: 2, DryRun: true, RequestID: "job-42"}},
 		{"{\n  \"customer\": \"acme\",\n  \"metric\": \"api_calls\",\n  \"cost\": 1\n}\n", false, call{Customer: "acme", Metric: "api_calls", Cost: 1}},
 		{`{"customer":"acme","metric":"api_calls","cost":2,"request_id":"r-1"}`, true, call{Customer: "acme", Metric: "api_calls", Cost: 2, RequestID: "r-1"}},
+		{`{"customer":"acme","metric":"api_calls","subject":"user-7"}`, false, call{Customer: "acme", Metric: "api_calls", Subject: "user-7", Cost: 1}},
+		{`{"customer":"acme","metric":"api_calls","cost":2,"subject":"user-7"}`, true, call{Customer: "acme", Metric: "api_calls", Subject: "user-7", Cost: 2}},
+		{`{"customer":"acme","items":[{"metric":"api_calls","cost":2},{"metric":"exports","subject":"user-7"}],"request_id":"r-2"}`, false,
+			call{Customer: "acme", RequestID: "r-2", Items: []quota.Item{{Metric: "api_calls", Cost: 2}, {Metric: "exports", Cost: 1, Subject: "user-7"}}}},
+		{`{"api_key":"qk_x","dry_run":true,"items":[{"subject":"u","metric":"m"}]}`, false,
+			call{APIKey: "qk_x", DryRun: true, Items: []quota.Item{{Metric: "m", Cost: 1, Subject: "u"}}}},
 	} {
 		got, ok := fastDecodeCall([]byte(tc.body), tc.refund)
-		if !ok || got != tc.want {
+		if !ok || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("fastDecodeCall(%s) = %+v, %v; want %+v", tc.body, got, ok, tc.want)
+		}
+	}
+}
+
+// The fast path allocates once for a check's strings, subject included,
+// and once more for items: no reflection.
+func TestFastDecodeCallAllocations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want float64
+	}{
+		{"one metric", benchCheckBody, 1},
+		{"with a subject", benchSubjectBody, 1},
+		{"by key", benchKeyBody, 1},
+		{"items", benchItemsBody, 2},
+	} {
+		if _, ok := fastDecodeCall(tc.body, false); !ok {
+			t.Fatalf("%s: %s does not take the fast path", tc.name, tc.body)
+		}
+		if got := testing.AllocsPerRun(100, func() { fastDecodeCall(tc.body, false) }); got != tc.want {
+			t.Errorf("%s: %v allocations, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -35,7 +35,8 @@ const codeQuotaExceeded = "quota_exceeded"
 // forwardAuth decides one check from a gateway's forwarded headers: 200
 // with an empty body and the RateLimit headers when it passes, 429 with
 // Retry-After when it does not (see forwardauth.Rules for where customer,
-// metric and cost come from).
+// metric, cost and subject come from; a check by a key quotad issued,
+// without a subject header, counts for the key's id).
 func (s *Server) forwardAuth(c echo.Context) error {
 	req := c.Request()
 	fr := forwardauth.Request{Method: req.Method, Header: req.Header}
@@ -54,8 +55,12 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		// Not one of the file's api_keys: one quotad issued, or none. An
 		// unknown key is refused before anything else, as the file's are.
 		keyErr := error(forwardauth.ErrUnknownKey)
+		var id string
 		if s.keyResolver != nil {
-			call.Customer, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+			call.Customer, id, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+		}
+		if call.Subject == "" {
+			call.Subject = id
 		}
 		if keyErr != nil {
 			s.checkMetrics.decisions.get(decisionRejected).Inc()
@@ -79,12 +84,13 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		c.Response().Header()[headerCustomer] = []string{""}
 		return c.NoContent(http.StatusOK)
 	}
-	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost})
+	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost,
+		Subject: call.Subject})
 	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
 		err = tiers.ErrInvalidAPIKey // the key's customer is gone since
 	}
 	if err != nil {
-		return s.forwardAuthError(err)
+		return s.forwardAuthError(aboutMetric(call.Metric, err))
 	}
 	h := c.Response().Header()
 	setCheckHeaders(h, &d, now)
@@ -106,12 +112,21 @@ func (s *Server) forwardAuth(c echo.Context) error {
 // forwardAuthError turns the errors of resolving and checking into the
 // problems a gateway acts on: 401 and 403 reach the client through every
 // gateway, 400 means the gateway's configuration sends what it should not.
-// Validation errors name the headers the values came from.
+// Validation errors name the headers the values came from; a subject
+// required names the subject header, or, without one, the file's
+// headers.subject that would name it.
 func (s *Server) forwardAuthError(err error) error {
 	h := s.forwardRules.Headers()
+	subject := h.Subject
+	if subject == "" {
+		subject = "headers.subject"
+	}
 	var he *forwardauth.HeaderError
 	var ve *tiers.ValidationError
+	var fc *fieldCause
 	switch {
+	case errors.As(err, &fc) && errors.Is(err, tiers.ErrSubjectRequired):
+		return &fieldCause{field: subject, value: fc.value, err: tiers.ErrSubjectRequired}
 	case errors.Is(err, forwardauth.ErrNoKey):
 		return problemf(http.StatusUnauthorized, codeUnauthorized, "the "+h.APIKey+" header is required")
 	case errors.Is(err, forwardauth.ErrUnknownKey), errors.Is(err, tiers.ErrInvalidAPIKey):
@@ -133,6 +148,8 @@ func (s *Server) forwardAuthError(err error) error {
 				f.Field = h.Metric
 			case "cost":
 				f.Field = h.Cost
+			case "subject":
+				f.Field = subject
 			}
 			fields[i] = f
 		}

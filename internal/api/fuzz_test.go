@@ -116,31 +116,68 @@ var fuzzRoutes = []fuzzRoute{
 		name: "check", method: http.MethodPost, path: "/v1/check", status: http.StatusOK,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(r checkRequest) (any, error) {
-				customer, err := fuzzIdentify(r.Customer, r.APIKey)
+				q := quota.Request{Metric: r.Metric, Cost: fuzzCost(r.Cost), Subject: r.Subject,
+					DryRun: r.DryRun, RequestID: r.RequestID}
+				if r.Items != nil {
+					// Items take the place of metric, cost and subject:
+					// 1 to 16 of them.
+					for _, f := range []struct {
+						name  string
+						given bool
+					}{{"metric", r.Metric != ""}, {"cost", r.Cost != nil}, {"subject", r.Subject != ""},
+						{"items", len(r.Items) == 0 || len(r.Items) > 16}} {
+						if f.given {
+							return nil, &tiers.ValidationError{Fields: []tiers.FieldError{{Field: f.name, Message: fuzzItemsMessage(f.name)}}}
+						}
+					}
+					q.Cost = 0
+					for _, it := range r.Items {
+						q.Items = append(q.Items, quota.Item{Metric: it.Metric, Cost: fuzzCost(it.Cost), Subject: it.Subject})
+					}
+				}
+				customer, keyID, err := fuzzIdentify(r.Customer, r.APIKey)
 				if err != nil {
 					return nil, err
 				}
-				q := quota.Request{Customer: customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
-					DryRun: r.DryRun, RequestID: r.RequestID}
+				q.Customer = customer
+				// By key, the key's id is the subject of what names none.
+				if q.Items == nil && q.Subject == "" {
+					q.Subject = keyID
+				}
+				for i := range q.Items {
+					if q.Items[i].Subject == "" {
+						q.Items[i].Subject = keyID
+					}
+				}
 				return q, q.Validate()
 			}, sameValue)
 		},
 		answer: func(passed any) any {
 			q := passed.(quota.Request)
-			return checkResponse{Allowed: true, Customer: q.Customer, Metric: q.Metric, Cost: q.Cost,
-				Limits: []windowState{}}
+			res := checkResponse{Allowed: true, Customer: q.Customer, Limits: []windowState{}}
+			if q.Items == nil {
+				res.Metric, res.Cost = &q.Metric, &q.Cost
+			}
+			for _, it := range q.Items {
+				res.Items = append(res.Items, itemState{Metric: it.Metric, Subject: it.Subject, Cost: it.Cost, Allowed: true,
+					Limits: []windowState{}})
+			}
+			return res
 		},
 	},
 	{
 		name: "refund", method: http.MethodPost, path: "/v1/refund", status: http.StatusOK,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(r refundRequest) (any, error) {
-				customer, err := fuzzIdentify(r.Customer, r.APIKey)
+				customer, keyID, err := fuzzIdentify(r.Customer, r.APIKey)
 				if err != nil {
 					return nil, err
 				}
 				q := quota.RefundRequest{Customer: customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
-					RequestID: r.RequestID}
+					Subject: r.Subject, RequestID: r.RequestID}
+				if q.Subject == "" {
+					q.Subject = keyID
+				}
 				return q, q.Validate()
 			}, sameValue)
 		},
@@ -194,6 +231,15 @@ var fuzzRoutes = []fuzzRoute{
 		},
 		answer: func(passed any) any { return passed },
 	},
+}
+
+// fuzzItemsMessage is what is said of a check of items that gives field
+// beside its items (or, for "items", of too few or too many).
+func fuzzItemsMessage(field string) string {
+	if field == "items" {
+		return "must hold 1 to 16 items"
+	}
+	return "is not taken with items: each item names its own"
 }
 
 // fuzzCost is the handlers' default: a check or refund without cost is of 1.
@@ -571,31 +617,35 @@ func sameOverrideSpec(a, b tiers.OverrideSpec) bool {
 }
 
 // fuzzAPIKey is the one API key the fuzzed server knows, of customer
-// acme.
-const fuzzAPIKey = "qk_fuzz"
+// acme; fuzzKeyID is its id.
+const (
+	fuzzAPIKey = "qk_fuzz"
+	fuzzKeyID  = "key_FuzzFuzzFuzzFuzz"
+)
 
 // fuzzIdentify is what the handlers make of a check's or a refund's
-// customer and api_key, with fuzzKeys resolving keys.
-func fuzzIdentify(customer, apiKey string) (string, error) {
+// customer and api_key, with fuzzKeys resolving keys: the customer, and
+// the key's id by key.
+func fuzzIdentify(customer, apiKey string) (string, string, error) {
 	switch {
 	case apiKey == "":
-		return customer, nil
+		return customer, "", nil
 	case customer != "":
-		return "", tiers.Invalid("api_key", "give either customer or api_key, not both")
+		return "", "", tiers.Invalid("api_key", "give either customer or api_key, not both")
 	case apiKey == fuzzAPIKey:
-		return "acme", nil
+		return "acme", fuzzKeyID, nil
 	}
-	return "", tiers.ErrInvalidAPIKey
+	return "", "", tiers.ErrInvalidAPIKey
 }
 
 // fuzzKeys resolves fuzzAPIKey, and issues keys recording the spec.
 type fuzzKeys struct{ fs *fuzzServer }
 
-func (fuzzKeys) Customer(_ context.Context, key string) (string, error) {
+func (fuzzKeys) Customer(_ context.Context, key string) (string, string, error) {
 	if key == fuzzAPIKey {
-		return "acme", nil
+		return "acme", fuzzKeyID, nil
 	}
-	return "", tiers.ErrInvalidAPIKey
+	return "", "", tiers.ErrInvalidAPIKey
 }
 
 func (k fuzzKeys) CreateKey(_ context.Context, _ tiers.Write, _ string, spec keys.Spec) (keys.Created, error) {
@@ -802,7 +852,14 @@ func (c fuzzChecker) Check(_ context.Context, r quota.Request) (quota.Decision, 
 		return quota.Decision{}, err
 	}
 	c.fs.passed = r
-	return quota.Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Never: true}, nil
+	d := quota.Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Never: true}
+	if r.Items != nil {
+		d.Items = make([]quota.ItemResult, len(r.Items))
+		for i, it := range r.Items {
+			d.Items[i] = quota.ItemResult{Metric: it.Metric, Subject: it.Subject, Cost: it.Cost, Allowed: true}
+		}
+	}
+	return d, nil
 }
 
 func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) (quota.RefundResult, error) {

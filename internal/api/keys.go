@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/keys"
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -23,11 +25,11 @@ type Keys interface {
 
 var _ Keys = (*keys.Service)(nil)
 
-// KeyResolver resolves an API key to its customer, from memory. Unknown,
-// revoked and expired keys return an error wrapping
+// KeyResolver resolves an API key to its customer and the key's id, from
+// memory. Unknown, revoked and expired keys return an error wrapping
 // tiers.ErrInvalidAPIKey. *keys.Verifier implements it.
 type KeyResolver interface {
-	Customer(ctx context.Context, key string) (string, error)
+	Customer(ctx context.Context, key string) (customer, id string, err error)
 }
 
 var _ KeyResolver = (*keys.Verifier)(nil)
@@ -117,9 +119,11 @@ func (s *Server) revokeKey(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-// identify fills in the customer of a check or refund made by API key.
-// Exactly one of customer and api_key may be given (a 400 otherwise; none
-// at all is left to the check, which requires the customer).
+// identify fills in the customer of a check or refund made by API key,
+// and the key's id as its subject where it names none (each item's, for
+// a check of items): limits per subject count each key apart. Exactly one
+// of customer and api_key may be given (a 400 otherwise; none at all is
+// left to the check, which requires the customer).
 func (s *Server) identify(ctx context.Context, r *call) error {
 	if r.APIKey == "" {
 		return nil
@@ -127,28 +131,66 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 	if r.Customer != "" {
 		return tiers.Invalid("api_key", "give either customer or api_key, not both")
 	}
-	customer, err := s.customerOfKey(ctx, r.APIKey)
+	customer, id, err := s.customerOfKey(ctx, r.APIKey)
 	if err != nil {
 		return err
 	}
 	r.Customer = customer
+	if r.Items == nil && r.Subject == "" {
+		r.Subject = id
+	}
+	for i := range r.Items {
+		if r.Items[i].Subject == "" {
+			r.Items[i].Subject = id
+		}
+	}
 	return nil
 }
 
-// customerOfKey resolves an API key to its customer, from memory: an
-// error wrapping tiers.ErrInvalidAPIKey when no live key has this value.
-func (s *Server) customerOfKey(ctx context.Context, key string) (string, error) {
+// customerOfKey resolves an API key to its customer and the key's id,
+// from memory: an error wrapping tiers.ErrInvalidAPIKey when no live key
+// has this value.
+func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
 	if s.keyResolver == nil {
-		return "", tiers.ErrInvalidAPIKey
+		return "", "", tiers.ErrInvalidAPIKey
 	}
 	return s.keyResolver.Customer(ctx, key)
 }
 
 // byKey turns the check's error about a customer that a key resolved to
 // but is gone (deleted since) into the key's refusal: the same answer as
-// for an unknown, revoked or expired key.
+// for an unknown, revoked or expired key. An item's error names the
+// item's field (see aboutItem).
 func byKey(r *call, err error) error {
-	return aboutCaller(r.APIKey != "", r.Customer, err)
+	return aboutCaller(r.APIKey != "", r.Customer, aboutItem(r, err))
+}
+
+// aboutItem names the field an item's error is about (a
+// *quota.ItemError: its Index is the item's): the subject a metric with
+// limits per subject requires ("subject", or "items[i].subject" in a
+// check of items), and the metric of an item that is not declared
+// ("items[i].metric"; a check of one metric says no more than before).
+func aboutItem(r *call, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ie *quota.ItemError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	prefix := ""
+	metric := r.Metric
+	if r.Items != nil && ie.Index >= 0 && ie.Index < len(r.Items) {
+		prefix = "items[" + strconv.Itoa(ie.Index) + "]."
+		metric = r.Items[ie.Index].Metric
+	}
+	switch {
+	case errors.Is(err, tiers.ErrSubjectRequired):
+		return &fieldCause{field: prefix + "subject", value: metric, err: err}
+	case errors.Is(err, tiers.ErrMetricNotFound) && prefix != "":
+		return &fieldCause{field: prefix + "metric", value: metric, err: err}
+	}
+	return err
 }
 
 // aboutCaller is byKey for a request that named its customer (byKey
@@ -158,4 +200,9 @@ func aboutCaller(byKey bool, customer string, err error) error {
 		return tiers.ErrInvalidAPIKey
 	}
 	return aboutCustomer(customer, err)
+}
+
+// aboutMetric is aboutItem for a request of one metric.
+func aboutMetric(metric string, err error) error {
+	return aboutItem(&call{Metric: metric}, err)
 }

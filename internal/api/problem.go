@@ -33,6 +33,7 @@ const (
 	codeInvalidAPIKey        = "invalid_api_key"
 	codeReservationNotFound  = "reservation_not_found"
 	codeReservationExpired   = "reservation_expired"
+	codeSubjectRequired      = "subject_required"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
 	codeMetricNotFound       = "metric_not_found"
@@ -69,6 +70,18 @@ type customerError struct {
 
 func (e *customerError) Error() string { return "customer " + e.id + ": " + e.err.Error() }
 func (e *customerError) Unwrap() error { return e.err }
+
+// fieldCause is err, met for one field of the request (an item's, say):
+// the problem its row of errorTable makes names the field, and value, the
+// field's value (the metric a subject is required for, the metric not
+// declared).
+type fieldCause struct {
+	field, value string
+	err          error
+}
+
+func (e *fieldCause) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldCause) Unwrap() error { return e.err }
 
 // aboutCustomer wraps err, if any, as met for customer id.
 func aboutCustomer(id string, err error) error {
@@ -108,6 +121,7 @@ var errorTable = []struct {
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
 	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
 	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
+	{tiers.ErrSubjectRequired, http.StatusBadRequest, codeSubjectRequired},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
 
@@ -126,6 +140,7 @@ var details = map[string]string{
 	codeKeyNotFound:         "no live API key has this id",
 	codeNotFound:            "no such route",
 	codeMethodNotAllowed:    "the route does not allow this method",
+	codeSubjectRequired:     "the metric has limits per subject: the request must name a subject",
 }
 
 // toProblem turns any error a handler returns into the problem to send.
@@ -163,7 +178,19 @@ func toProblem(err error) (Problem, bool) {
 			if row.code == codeConflict && detail == "" {
 				detail = err.Error()
 			}
-			return newProblem(row.status, row.code, detail, nil), true
+			var fields []tiers.FieldError
+			if fc := (*fieldCause)(nil); errors.As(err, &fc) {
+				switch row.code {
+				case codeMetricNotFound:
+					detail = fmt.Sprintf("%s: no metric with the key %q is declared", fc.field, fc.value)
+				case codeSubjectRequired:
+					if fc.value != "" {
+						detail = fmt.Sprintf("the metric %q has limits per subject: the request must name a subject", fc.value)
+					}
+					fields = []tiers.FieldError{{Field: fc.field, Message: "is required: the metric has limits per subject"}}
+				}
+			}
+			return newProblem(row.status, row.code, detail, fields), true
 		}
 	}
 	return newProblem(http.StatusInternalServerError, codeInternal, "internal error", nil), false

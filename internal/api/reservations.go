@@ -31,6 +31,7 @@ type reserveRequest struct {
 	APIKey     *string `json:"api_key"`
 	Metric     string  `json:"metric"`
 	Cost       *int64  `json:"cost"`
+	Subject    string  `json:"subject"`
 	TTLSeconds *int64  `json:"ttl_seconds"`
 	RequestID  string  `json:"request_id"`
 }
@@ -42,9 +43,12 @@ type commitRequest struct {
 
 // reservationView is GET /v1/reservations/{id}'s answer.
 type reservationView struct {
-	ID        string                 `json:"id"`
-	Customer  string                 `json:"customer"`
-	Metric    string                 `json:"metric"`
+	ID       string `json:"id"`
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	// Subject is the subject the reservation holds units for; absent
+	// when none.
+	Subject   string                 `json:"subject,omitempty"`
 	Cost      int64                  `json:"cost"`
 	State     quota.ReservationState `json:"state"`
 	Committed *int64                 `json:"committed"`
@@ -111,21 +115,25 @@ func (s *Server) reserve(c echo.Context) error {
 	if fields != nil {
 		return &tiers.ValidationError{Fields: fields}
 	}
-	var customer string
+	var customer, keyID string
 	if req.Customer != nil {
 		customer = *req.Customer
-	} else if customer, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
+	} else if customer, keyID, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
 		return err
+	}
+	subject := req.Subject
+	if subject == "" {
+		subject = keyID // by key, the key is the subject, as for a check
 	}
 	start := time.Now()
 	res, err := rs.Reserve(c.Request().Context(), quota.ReserveRequest{Customer: customer, Metric: req.Metric,
-		Cost: *req.Cost, TTL: time.Duration(ttl) * time.Second, RequestID: req.RequestID})
+		Cost: *req.Cost, Subject: subject, TTL: time.Duration(ttl) * time.Second, RequestID: req.RequestID})
 	now := time.Now()
 	// A reserve is the check of its estimate: counted as one (a commit
 	// is not).
 	s.observeCheck(now.Sub(start), &res.Decision, err)
 	if err != nil {
-		return aboutCaller(req.APIKey != nil, customer, err)
+		return aboutCaller(req.APIKey != nil, customer, aboutMetric(req.Metric, err))
 	}
 	if !res.Allowed {
 		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
@@ -164,7 +172,7 @@ func (s *Server) getReservation(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := reservationView{ID: rsv.ID, Customer: rsv.Customer, Metric: rsv.Metric, Cost: rsv.Cost, State: rsv.State,
+	v := reservationView{ID: rsv.ID, Customer: rsv.Customer, Metric: rsv.Metric, Subject: rsv.Subject, Cost: rsv.Cost, State: rsv.State,
 		Over: rsv.Over, ExpiresAt: rsv.ExpiresAt, CreatedAt: rsv.CreatedAt}
 	if rsv.State == quota.ReservationCommitted {
 		v.Committed = &rsv.Committed

@@ -1,8 +1,9 @@
 // Package forwardauth decides, from the headers a gateway forwards (nginx
 // auth_request, Traefik ForwardAuth, Caddy forward_auth, Envoy ext_authz),
 // which check a request stands for: the customer, from a customer-id header
-// or an API key mapped to a customer, and the metric and cost, from headers
-// or from a table of the original request's routes. It reads its rules from
+// or an API key mapped to a customer, the metric and cost, from headers or
+// from a table of the original request's routes, and the subject, from a
+// header the rules name. It reads its rules from
 // one optional YAML file and knows nothing of HTTP servers or of quotas.
 package forwardauth
 
@@ -64,6 +65,13 @@ type Headers struct {
 	// customer comes from the key and the customer header is not read: from
 	// APIKeys first, else from the keys quotad issued (Call.APIKey).
 	APIKey string `yaml:"api_key"`
+	// Subject names the header holding the check's subject (who within
+	// the customer: an end user, an IP), which limits per subject count
+	// apart. It has no default: a client must not choose its own subject,
+	// so the header is read only when the gateway is said to set it.
+	// Without it (or when the request has none), a check by a key quotad
+	// issued counts for the key's id.
+	Subject string `yaml:"subject"`
 	// Method and URI name the headers holding the original request's method
 	// and request URI, for the route table.
 	Method string `yaml:"method"`
@@ -214,6 +222,7 @@ func fromFile(f File) (*Rules, error) {
 		{"metric", &h.Metric, DefaultMetricHeader},
 		{"cost", &h.Cost, DefaultCostHeader},
 		{"api_key", &h.APIKey, ""},
+		{"subject", &h.Subject, ""},
 		{"method", &h.Method, DefaultMethodHeader},
 		{"uri", &h.URI, DefaultURIHeader},
 	} {
@@ -358,6 +367,9 @@ type Call struct {
 	APIKey string
 	Metric string
 	Cost   int64
+	// Subject is the subject header's value, "" without one (the caller
+	// may then count a key it resolves as the subject).
+	Subject string
 	// Route is the route table's pattern that matched, "" without a table.
 	Route string
 	// Pass is true for a request that matched no route under "unmatched:
@@ -408,6 +420,9 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 		// The gateway sets this header, not the client: without it the
 		// gateway is misconfigured.
 		return c, &HeaderError{r.headers.Customer, "is required"}
+	}
+	if r.headers.Subject != "" {
+		c.Subject = req.Header.Get(r.headers.Subject)
 	}
 
 	if r.mux == nil {

@@ -190,7 +190,7 @@ func TestParseRejects(t *testing.T) {
 		name, text, want string
 	}{
 		{"unknown field", "header:\n  customer: X-C\n", `line 1: unknown field "header" at the top level: want one of headers, api_keys, routes, unmatched`},
-		{"unknown header field", "headers:\n  customer: X-C\n  api_kye: X-Key\n", `line 3: unknown field "api_kye" in headers: want one of customer, metric, cost, api_key, method, uri`},
+		{"unknown header field", "headers:\n  customer: X-C\n  api_kye: X-Key\n", `line 3: unknown field "api_kye" in headers: want one of customer, metric, cost, api_key, subject, method, uri`},
 		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost`},
 		{"bad header name", "headers:\n  customer: 'X C'\n", "headers.customer"},
 		{"keys without header", "api_keys:\n  k: acme\n", "headers.api_key"},
@@ -256,6 +256,40 @@ func TestResolveIssuedKeysOnly(t *testing.T) {
 	}
 }
 
+// The subject comes from the header the rules name, and from no header
+// without one: a client must not choose its own subject.
+func TestResolveSubject(t *testing.T) {
+	t.Parallel()
+	named := mustParse(t, "headers:\n  subject: X-End-User\n")
+	keys := mustParse(t, "headers:\n  api_key: X-Api-Key\n  subject: X-End-User\napi_keys:\n  sk-acme: acme\nroutes:\n  - {match: /v1/, metric: m, cost: 2}\n")
+	tests := []struct {
+		name  string
+		rules *Rules
+		req   Request
+		want  Call
+	}{
+		{"no subject header named", Default(), Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m",
+			"X-Quotad-Subject", "u", "X-End-User", "u")}, Call{Customer: "acme", Metric: "m", Cost: 1}},
+		{"the header named", named, Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m",
+			"x-end-user", "user@example.com")}, Call{Customer: "acme", Metric: "m", Cost: 1, Subject: "user@example.com"}},
+		{"the header named, absent", named, Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Quotad-Metric", "m")},
+			Call{Customer: "acme", Metric: "m", Cost: 1}},
+		{"a file's key, with routes", keys, Request{Method: "GET", Header: header("X-Api-Key", "sk-acme", "X-End-User", "10.0.0.7",
+			"X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/v1/items")}, Call{Customer: "acme", Metric: "m", Cost: 2, Subject: "10.0.0.7", Route: "/v1/"}},
+		{"an issued key", keys, Request{Method: "GET", Suffix: "/v1/x", Header: header("X-Api-Key", "qk_abc", "X-End-User", "u")},
+			Call{APIKey: "qk_abc", Metric: "m", Cost: 2, Subject: "u", Route: "/v1/"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.rules.Resolve(tt.req)
+			checkResolve(t, got, err, tt.want, nil, "")
+		})
+	}
+	if _, err := Parse([]byte("headers:\n  subject: \"X End User\"\n")); err == nil || !strings.Contains(err.Error(), "headers.subject") {
+		t.Errorf("a bad subject header name: %v", err)
+	}
+}
+
 func TestParseHeaders(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -266,6 +300,8 @@ func TestParseHeaders(t *testing.T) {
 			Method: "X-Forwarded-Method", URI: "X-Forwarded-Uri"}},
 		{"renamed, canonical", "headers: {customer: x-tenant, metric: x-meter, cost: x-units, uri: x-original-uri}\n",
 			Headers{Customer: "X-Tenant", Metric: "X-Meter", Cost: "X-Units", Method: "X-Forwarded-Method", URI: "X-Original-Uri"}},
+		{"a subject header", "headers: {subject: x-end-user}\n", Headers{Customer: "X-Quotad-Customer", Metric: "X-Quotad-Metric",
+			Cost: "X-Quotad-Cost", Subject: "X-End-User", Method: "X-Forwarded-Method", URI: "X-Forwarded-Uri"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -253,31 +253,50 @@ func TestVerifierResolves(t *testing.T) {
 		advance time.Duration
 		key     string
 		want    string
+		wantID  string
 	}{
-		{name: "live key", key: k.Secret, want: "acme"},
-		{name: "key expiring after 2262", key: far.Secret, want: "acme"},
-		{name: "other customer's key", key: other.Secret, want: "globex"},
+		{name: "live key", key: k.Secret, want: "acme", wantID: k.ID},
+		{name: "key expiring after 2262", key: far.Secret, want: "acme", wantID: far.ID},
+		{name: "other customer's key", key: other.Secret, want: "globex", wantID: other.ID},
 		{name: "unknown key", key: "qk_" + strings.Repeat("A", 32)},
 		{name: "empty", key: ""},
 		{name: "too long", key: k.Secret + strings.Repeat("A", keys.MaxKeyLen)},
 		{name: "prefix of a live key", key: k.Secret[:20]},
 		{name: "revoked key", key: revoked.Secret},
-		{name: "a nanosecond before expiry", advance: time.Hour - time.Nanosecond, key: k.Secret, want: "acme"},
+		{name: "a nanosecond before expiry", advance: time.Hour - time.Nanosecond, key: k.Secret, want: "acme", wantID: k.ID},
 		{name: "at expiry", advance: time.Nanosecond, key: k.Secret},
-		{name: "key without expiry, later", advance: 1000 * time.Hour, key: other.Secret, want: "globex"},
+		{name: "key without expiry, later", advance: 1000 * time.Hour, key: other.Secret, want: "globex", wantID: other.ID},
 	}
 	for _, tt := range tests {
 		c.advance(tt.advance)
-		got, err := v.Customer(ctx, tt.key)
+		got, id, err := v.Customer(ctx, tt.key)
 		if tt.want == "" {
-			if !errors.Is(err, tiers.ErrInvalidAPIKey) || got != "" {
-				t.Errorf("%s: Customer = %q, %v; want ErrInvalidAPIKey", tt.name, got, err)
+			if !errors.Is(err, tiers.ErrInvalidAPIKey) || got != "" || id != "" {
+				t.Errorf("%s: Customer = %q, %q, %v; want ErrInvalidAPIKey", tt.name, got, id, err)
 			}
 			continue
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("%s: Customer = %q, %v; want %q", tt.name, got, err, tt.want)
+		if err != nil || got != tt.want || id != tt.wantID {
+			t.Errorf("%s: Customer = %q, %q, %v; want %q, %q", tt.name, got, id, err, tt.want, tt.wantID)
 		}
+	}
+}
+
+// Resolving a key is on the check path: it allocates nothing.
+func TestVerifierResolvesWithoutAllocating(t *testing.T) {
+	ctx := context.Background()
+	svc, v, _, _ := newVerifier(t)
+	k := mustCreate(t, svc, "acme", keys.Spec{})
+	if _, _, err := v.Customer(ctx, k.Secret); err != nil { // records the use: the minute's first
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if customer, id, err := v.Customer(ctx, k.Secret); err != nil || customer != "acme" || id != k.ID {
+			t.Fatalf("Customer = %q, %q, %v", customer, id, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("Customer allocates %v times per call, want 0", allocs)
 	}
 }
 
@@ -292,9 +311,9 @@ func TestVerifierErrorsAlike(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.advance(time.Minute)
-	_, unknown := v.Customer(ctx, "qk_unknown")
-	_, gone := v.Customer(ctx, revoked.Secret)
-	_, expired := v.Customer(ctx, expiring.Secret)
+	_, _, unknown := v.Customer(ctx, "qk_unknown")
+	_, _, gone := v.Customer(ctx, revoked.Secret)
+	_, _, expired := v.Customer(ctx, expiring.Secret)
 	if unknown == nil || unknown.Error() != gone.Error() || gone.Error() != expired.Error() {
 		t.Errorf("errors differ: unknown %v, revoked %v, expired %v", unknown, gone, expired)
 	}
@@ -359,7 +378,7 @@ func TestVerifierLoadAndNotifications(t *testing.T) {
 		key  string
 		live bool
 	}{{a.Secret, false}, {b.Secret, true}, {d.Secret, true}} {
-		_, err := v.Customer(ctx, tt.key)
+		_, _, err := v.Customer(ctx, tt.key)
 		if (err == nil) != tt.live {
 			t.Errorf("key %s: err = %v, want live %t", tt.key[:8], err, tt.live)
 		}
@@ -368,11 +387,11 @@ func TestVerifierLoadAndNotifications(t *testing.T) {
 	if err := v.Created(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v.Customer(ctx, a.Secret); !errors.Is(err, tiers.ErrInvalidAPIKey) {
+	if _, _, err := v.Customer(ctx, a.Secret); !errors.Is(err, tiers.ErrInvalidAPIKey) {
 		t.Errorf("revoked key after a late creation notice: %v", err)
 	}
 	v.ForgetCustomer("acme")
-	if _, err := v.Customer(ctx, b.Secret); !errors.Is(err, tiers.ErrInvalidAPIKey) || v.Len() != 0 {
+	if _, _, err := v.Customer(ctx, b.Secret); !errors.Is(err, tiers.ErrInvalidAPIKey) || v.Len() != 0 {
 		t.Errorf("key of a deleted customer: %v, %d held", err, v.Len())
 	}
 }
@@ -385,7 +404,7 @@ func TestVerifierLastUse(t *testing.T) {
 	a := mustCreate(t, svc, "acme", keys.Spec{})
 	b := mustCreate(t, svc, "acme", keys.Spec{})
 	for range 3 {
-		if _, err := v.Customer(ctx, a.Secret); err != nil {
+		if _, _, err := v.Customer(ctx, a.Secret); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -395,7 +414,7 @@ func TestVerifierLastUse(t *testing.T) {
 	}
 	st.touchErr = nil
 	c.advance(2 * time.Minute)
-	if _, err := v.Customer(ctx, b.Secret); err != nil {
+	if _, _, err := v.Customer(ctx, b.Secret); err != nil {
 		t.Fatal(err)
 	}
 	if err := v.Flush(ctx); err != nil {
@@ -436,7 +455,7 @@ func BenchmarkVerifierCustomer(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := v.Customer(ctx, secret); err != nil {
+			if _, _, err := v.Customer(ctx, secret); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -53,13 +53,14 @@ func NewVerifier(store Store, now func() time.Time) *Verifier {
 		revoked: map[string]struct{}{}, dirty: map[string]int64{}}
 }
 
-// Customer returns the customer whose live key key is. Unknown, revoked
-// and expired keys (judged against the Verifier's clock) return the same
+// Customer returns the customer whose live key key is, and the key's id
+// (checks by key count for it as their subject). Unknown, revoked and
+// expired keys (judged against the Verifier's clock) return the same
 // error, which wraps tiers.ErrInvalidAPIKey. ctx is unused: the answer is
-// from memory.
-func (v *Verifier) Customer(_ context.Context, key string) (string, error) {
+// from memory, without allocating.
+func (v *Verifier) Customer(_ context.Context, key string) (customer, id string, err error) {
 	if len(key) == 0 || len(key) > MaxKeyLen {
-		return "", errInvalid
+		return "", "", errInvalid
 	}
 	// Hash from a stack copy: converting key to []byte would allocate.
 	var buf [MaxKeyLen]byte
@@ -68,14 +69,14 @@ func (v *Verifier) Customer(_ context.Context, key string) (string, error) {
 	e := v.byHash[d]
 	v.mu.RUnlock()
 	if e == nil {
-		return "", errInvalid
+		return "", "", errInvalid
 	}
 	now := v.now()
 	if !e.expires.IsZero() && !now.Before(e.expires) {
-		return "", errInvalid
+		return "", "", errInvalid
 	}
 	v.use(e, now)
-	return e.customer, nil
+	return e.customer, e.id, nil
 }
 
 // use records that e was used at now, to the minute: at most one write to

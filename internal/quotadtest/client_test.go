@@ -437,6 +437,65 @@ func TestClientCheckAndUsage(t *testing.T) {
 	}
 }
 
+// Checks of items and subjects, and their refunds, reservations and usage,
+// from the client against quotad: the request's shapes go out as quotad
+// takes them, the answers come back whole.
+func TestClientItemsAndSubjects(t *testing.T) {
+	s := quotadtest.MustStart(t, nil)
+	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
+	c := quotad.New(s.URL, quotad.WithToken(s.CheckToken))
+	ctx := t.Context()
+	for _, m := range []string{"api_calls", "exports"} {
+		if _, _, err := admin.PutMetric(ctx, m, quotad.MetricSpec{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Name: "Pro", Limits: []quotad.Limit{
+		{Metric: "api_calls", Window: quotad.Minute, Limit: 5},
+		{Metric: "api_calls", Window: quotad.Minute, Limit: 2, Per: quotad.PerSubject},
+		{Metric: "exports", Window: quotad.Minute, Limit: 1},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := admin.CreateKey(ctx, "acme", quotad.KeySpec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Items: []quotad.CheckItem{{Metric: "api_calls", Subject: "alice"}, {Metric: "exports"}}})
+	if err != nil || !res.Allowed || len(res.Items) != 2 || res.Items[0].Subject != "alice" || res.Items[0].Remaining == nil ||
+		*res.Items[0].Remaining != 1 || len(res.Limits) != 3 || res.Limits[1].Subject != "alice" || res.Metric != "" {
+		t.Fatalf("check of items = %+v, %v", res, err)
+	}
+	res, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Items: []quotad.CheckItem{{Metric: "api_calls", Subject: "alice"}, {Metric: "exports"}}})
+	if err != nil || res.Allowed || !res.Items[0].Allowed || res.Items[1].Allowed {
+		t.Errorf("check of items, exports used = %+v, %v; want denied by exports alone", res, err)
+	}
+	if _, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"}); !errors.Is(err, quotad.ErrSubjectRequired) {
+		t.Errorf("no subject: err = %v, want ErrSubjectRequired", err)
+	}
+	if res, err := c.Check(ctx, quotad.CheckRequest{APIKey: key.Key, Metric: "api_calls"}); err != nil || !res.Allowed || res.Limits[1].Subject != key.ID {
+		t.Errorf("by key = %+v, %v; want the key's id as subject", res, err)
+	}
+	if _, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "api_calls", Subject: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := c.SubjectUsage(ctx, "acme", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]int64{}
+	for _, e := range u.Usage {
+		used[e.Metric+"/"+e.Window+"/"+e.Subject] = e.Used
+	}
+	if want := map[string]int64{"api_calls/minute/": 1, "api_calls/minute/alice": 0, "exports/minute/": 1}; fmt.Sprint(used) != fmt.Sprint(want) {
+		t.Errorf("SubjectUsage = %v, want %v", used, want)
+	}
+}
+
 func TestClientPagination(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	c := quotad.New(s.URL, quotad.WithToken(s.AdminToken))

@@ -101,7 +101,11 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, err := c.MetricUsage(ctx, "api_calls")
 		return err
 	},
-	"Usage":      func(ctx context.Context, c *quotad.Client) error { _, err := c.Usage(ctx, "acme"); return err },
+	"Usage": func(ctx context.Context, c *quotad.Client) error { _, err := c.Usage(ctx, "acme"); return err },
+	"SubjectUsage": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.SubjectUsage(ctx, "acme", "user-7")
+		return err
+	},
 	"ResetUsage": func(ctx context.Context, c *quotad.Client) error { return c.ResetUsage(ctx, "acme", "api_calls") },
 	"UsageHistory": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls"})

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/tiers"
 )
 
 // Header names, in canonical form (as http.CanonicalHeaderKey makes them,
@@ -56,7 +55,7 @@ func For(d *quota.Decision, now time.Time) Values {
 		}
 		policyEnd = len(b)
 		if state {
-			b = appendID(b, d.Metric, w.Window)
+			b = appendID(b, d.Metric, &w)
 			remaining, reset := State(d, w, now)
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, remaining, 10)
@@ -119,27 +118,57 @@ func State(d *quota.Decision, w quota.WindowResult, now time.Time) (remaining, r
 // appendPolicy appends window w's item of RateLimit-Policy: its name, q
 // its limit and w its length in seconds.
 func appendPolicy(b []byte, metric string, w *quota.WindowResult) []byte {
-	b = appendID(b, metric, w.Window)
+	b = appendID(b, metric, w)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, w.Limit, 10)
 	b = append(b, ";w="...)
 	return strconv.AppendInt(b, int64(w.Length/time.Second), 10)
 }
 
-// appendID appends the quoted "metric/window" that names a window in the
-// RateLimit headers, as strconv.Quote writes it.
-func appendID(b []byte, metric string, w tiers.Window) []byte {
-	for i := 0; i < len(metric); i++ {
-		if c := metric[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return strconv.AppendQuote(b, metric+"/"+w.String())
-		}
+// Name returns the name of window w of decision d in the RateLimit
+// headers, unquoted: "<metric>/<window>", the metric the window counts
+// (the check's, or a credit pool's), and "/<subject>" after it for a
+// window of a limit per subject ("api_calls/minute/alice"): metric keys
+// and window names hold no slash, so the name reads one way only.
+func Name(d *quota.Decision, w *quota.WindowResult) string {
+	metric := d.Metric
+	if w.Metric != "" {
+		metric = w.Metric
 	}
-	if !w.Valid() {
-		return strconv.AppendQuote(b, metric+"/"+w.String())
+	name := metric + "/" + w.Window.String()
+	if w.Subject != "" {
+		name += "/" + w.Subject
+	}
+	return name
+}
+
+// appendID appends the quoted name of window w (see Name), as
+// strconv.Quote writes it; metric is the check's, for a window that names
+// none.
+func appendID(b []byte, metric string, w *quota.WindowResult) []byte {
+	if w.Metric != "" {
+		metric = w.Metric
+	}
+	if !plain(metric) || !plain(w.Subject) || !w.Window.Valid() {
+		return strconv.AppendQuote(b, Name(&quota.Decision{Metric: metric}, w))
 	}
 	b = append(b, '"')
 	b = append(b, metric...)
 	b = append(b, '/')
-	b = append(b, w.String()...)
+	b = append(b, w.Window.String()...)
+	if w.Subject != "" {
+		b = append(b, '/')
+		b = append(b, w.Subject...)
+	}
 	return append(b, '"')
+}
+
+// plain reports whether s needs no escape in a quoted string.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }

@@ -17,6 +17,12 @@ func TestFor(t *testing.T) {
 		State: quota.StateOK, Length: 24 * time.Hour}
 	exceeded := minute
 	exceeded.State = quota.StateExceeded
+	tight := minute
+	tight.Used, tight.Remaining = 4, 1
+	named := func(w quota.WindowResult, metric, subject string) quota.WindowResult {
+		w.Metric, w.Subject = metric, subject
+		return w
+	}
 	for _, tc := range []struct {
 		name string
 		d    quota.Decision
@@ -31,6 +37,17 @@ func TestFor(t *testing.T) {
 			rlheaders.Values{Policy: `"m/minute";q=5;w=60`}},
 		{"quoted metric", quota.Decision{Allowed: true, Metric: `a"b`, Limits: []quota.WindowResult{day}},
 			rlheaders.Values{Policy: `"a\"b/day";q=100;w=86400`, RateLimit: `"a\"b/day";r=97;t=50400`}},
+		{"windows naming their metric, a pool's and a subject's", quota.Decision{Allowed: true, Metric: "m",
+			Limits: []quota.WindowResult{named(minute, "m", ""), named(minute, "m", "user/7"), named(day, "credits", "")}},
+			rlheaders.Values{Policy: `"m/minute";q=5;w=60, "m/minute/user/7";q=5;w=60, "credits/day";q=100;w=86400`,
+				RateLimit: `"m/minute";r=2;t=60`}},
+		{"items: the most constraining window of all", quota.Decision{Allowed: true,
+			Limits: []quota.WindowResult{named(day, "a", ""), named(tight, "b", "alice")}},
+			rlheaders.Values{Policy: `"a/day";q=100;w=86400, "b/minute/alice";q=5;w=60`, RateLimit: `"b/minute/alice";r=1;t=60`}},
+		{"items, denied by one", quota.Decision{RetryAfter: 4, Limits: []quota.WindowResult{named(minute, "a", ""), named(exceeded, "b", "")}},
+			rlheaders.Values{Policy: `"a/minute";q=5;w=60, "b/minute";q=5;w=60`, RateLimit: `"b/minute";r=2;t=4`, RetryAfter: "4"}},
+		{"quoted subject", quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{named(day, "", `x"y`)}},
+			rlheaders.Values{Policy: `"m/day/x\"y";q=100;w=86400`, RateLimit: `"m/day/x\"y";r=97;t=50400`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rlheaders.For(&tc.d, now); got != tc.want {
@@ -41,5 +58,21 @@ func TestFor(t *testing.T) {
 	d := quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{minute, day}}
 	if n := testing.AllocsPerRun(100, func() { rlheaders.For(&d, now) }); n != 1 {
 		t.Errorf("For allocates %v times, want 1", n)
+	}
+}
+
+func TestName(t *testing.T) {
+	d := &quota.Decision{Metric: "api_calls"}
+	for _, tc := range []struct {
+		w    quota.WindowResult
+		want string
+	}{
+		{quota.WindowResult{Window: tiers.Minute}, "api_calls/minute"},
+		{quota.WindowResult{Metric: "api_calls", Window: tiers.Day, Subject: "alice"}, "api_calls/day/alice"},
+		{quota.WindowResult{Metric: "credits", Window: tiers.Month}, "credits/month"},
+	} {
+		if got := rlheaders.Name(d, &tc.w); got != tc.want {
+			t.Errorf("Name(%+v) = %q, want %q", tc.w, got, tc.want)
+		}
 	}
 }

@@ -3,8 +3,8 @@
 // so that Envoy, Istio, Envoy Gateway, Contour, Emissary and Gloo ask
 // quotad as they ask Envoy's own ratelimit service. Each descriptor of a
 // request is one item of a check (see Rules): its customer (or API key),
-// its metric (or the request's domain), its subject, if any, and its cost
-// (hits_addend). All descriptors of one request are decided together, one
+// its metric (or the request's domain), its subject, if any (by API key
+// without one, the key's id), and its cost (hits_addend). All descriptors of one request are decided together, one
 // check of items, all or nothing: when any is over its limit, none is
 // counted. The answer carries, for
 // each descriptor, its code, the most constraining window as Envoy's
@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,12 +47,12 @@ import (
 // checking names it.
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
-// Keys resolves API keys to the customers they belong to. An error
-// wrapping tiers.ErrInvalidAPIKey means the key is unknown, revoked or
-// expired; any other error is the store's. Implementations are safe for
-// concurrent use.
+// Keys resolves API keys to the customers they belong to, and gives each
+// key's id. An error wrapping tiers.ErrInvalidAPIKey means the key is
+// unknown, revoked or expired; any other error is the store's.
+// Implementations are safe for concurrent use.
 type Keys interface {
-	Customer(ctx context.Context, key string) (customer string, err error)
+	Customer(ctx context.Context, key string) (customer, id string, err error)
 }
 
 // Checker decides checks, all of a check's items or none. *quota.Engine
@@ -328,7 +329,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 			q.Cost = int64(r.GetHitsAddend())
 		}
 		if hasKey {
-			c, err := s.customerOf(ctx, key)
+			c, id, err := s.customerOf(ctx, key)
 			switch {
 			case errors.Is(err, tiers.ErrInvalidAPIKey):
 				ds[i].unknown = true
@@ -337,6 +338,10 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 				return nil, status.Error(codes.Unavailable, "API keys cannot be read now")
 			}
 			q.Customer = c
+			if !hasSubject {
+				// By key, the key is the subject, as for POST /v1/check.
+				q.Subject = id
+			}
 		}
 		v := q
 		if ds[i].unknown {
@@ -350,10 +355,11 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 	return ds, nil
 }
 
-// customerOf resolves an API key; without Keys, every key is unknown.
-func (s *Service) customerOf(ctx context.Context, key string) (string, error) {
+// customerOf resolves an API key to its customer and the key's id;
+// without Keys, every key is unknown.
+func (s *Service) customerOf(ctx context.Context, key string) (customer, id string, err error) {
 	if s.keys == nil {
-		return "", fmt.Errorf("%w: API keys are not served by this quotad", tiers.ErrInvalidAPIKey)
+		return "", "", fmt.Errorf("%w: API keys are not served by this quotad", tiers.ErrInvalidAPIKey)
 	}
 	return s.keys.Customer(ctx, key)
 }
@@ -427,6 +433,10 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision
 			continue
 		case errors.Is(err, tiers.ErrUnavailable):
 			return nil, status.Error(codes.Unavailable, "the store cannot be reached and checks fail closed")
+		case errors.As(err, &ie) && errors.Is(err, tiers.ErrSubjectRequired):
+			i := slices.Index(of, ie.Index)
+			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: metric %q has limits per subject: want a %q entry (or an %q entry, whose key is the subject)",
+				i, ds[i].item.Metric, s.rules.subjectKey, s.rules.apiKeyKey)
 		case errors.As(err, &ie):
 			return nil, status.Errorf(codes.InvalidArgument, "descriptors: %s", fieldErrors(ie.Err))
 		case errors.As(err, new(*tiers.ValidationError)):
@@ -500,7 +510,7 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 		}
 		if w, ok := rlheaders.MostConstraining(d.Limits); ok {
 			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-				Name:            d.Metric + "/" + w.Window.String(),
+				Name:            rlheaders.Name(d, &w),
 				RequestsPerUnit: clamp32(w.Limit),
 				Unit:            Unit(w.Window),
 			}

@@ -24,14 +24,14 @@ import (
 // fakeKeys resolves the keys of a map; "broken" fails as a store would.
 type fakeKeys map[string]string
 
-func (k fakeKeys) Customer(_ context.Context, key string) (string, error) {
+func (k fakeKeys) Customer(_ context.Context, key string) (string, string, error) {
 	if key == "broken" {
-		return "", errors.New("keys store down")
+		return "", "", errors.New("keys store down")
 	}
 	if c, ok := k[key]; ok {
-		return c, nil
+		return c, "key_" + key, nil
 	}
-	return "", fmt.Errorf("%w: no such key", tiers.ErrInvalidAPIKey)
+	return "", "", fmt.Errorf("%w: no such key", tiers.ErrInvalidAPIKey)
 }
 
 var _ rls.Keys = fakeKeys{}
@@ -265,6 +265,52 @@ func TestShouldRateLimitRefusals(t *testing.T) {
 				t.Errorf("code %s (%v), want %s", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// Limits per subject count each subject apart: the subject entry's, or,
+// by API key without one, the key's id; the customer-wide limit is
+// shared. A metric with limits per subject wants a subject.
+func TestShouldRateLimitSubjects(t *testing.T) {
+	t.Parallel()
+	catalog := quotatest.NewCatalog()
+	catalog.PutMetric("api_calls", nil)
+	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{
+		{Metric: "api_calls", Window: tiers.Minute, Limit: 3, Mode: tiers.Hard},
+		{Metric: "api_calls", Window: tiers.Minute, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
+	})
+	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
+		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"one": "acme", "two": "acme"}, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	ask := func(d ...*commonrl.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {
+		return svc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api_calls", Descriptors: d})
+	}
+	for _, tc := range []struct {
+		name string
+		d    *commonrl.RateLimitDescriptor
+		want string
+	}{
+		{"alice's first", desc("customer", "acme", "subject", "alice"), "OK [OK]"},
+		{"alice's second", desc("customer", "acme", "subject", "alice"), "OVER_LIMIT [OVER_LIMIT]"},
+		{"bob's first, apart", desc("customer", "acme", "subject", "bob"), "OK [OK]"},
+		{"key one: its id is the subject", desc("api_key", "one"), "OK [OK]"},
+		{"key one again", desc("api_key", "one"), "OVER_LIMIT [OVER_LIMIT]"},
+		{"key one's id, named", desc("customer", "acme", "subject", "key_one"), "OVER_LIMIT [OVER_LIMIT]"},
+		{"key two, with a subject entry: the customer's 3 are used", desc("api_key", "two", "subject", "carol"), "OVER_LIMIT [OVER_LIMIT]"},
+		{"a new subject past the customer's limit", desc("customer", "acme", "subject", "dave"), "OVER_LIMIT [OVER_LIMIT]"},
+	} {
+		res, err := ask(tc.d)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := codesOf(res); got != tc.want {
+			t.Errorf("%s: codes %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	_, err := ask(desc("customer", "acme", "subject", "erin"), desc("customer", "acme"))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `descriptors[1]: metric "api_calls" has limits per subject`) {
+		t.Errorf("no subject: %v, want InvalidArgument naming descriptors[1]", err)
 	}
 }
 
