@@ -466,12 +466,12 @@ func (e *Engine) keep(ctx context.Context, s *set, r *Request, d Decision) (Deci
 }
 
 // fingerprint returns what a check's request id is kept with, to tell a
-// repeat of it from another check under the same id: its metric and
-// cost, or, for a check of items, its items written out and their total
-// cost.
+// repeat of it from another check under the same id: its metric (and
+// subject, after a "/", which no metric key holds) and cost, or, for a
+// check of items, its items written out and their total cost.
 func (r *Request) fingerprint() (string, int64) {
 	if r.Items == nil {
-		return r.Metric, r.Cost
+		return keyed(r.Metric, r.Subject), r.Cost
 	}
 	b := []byte("items:")
 	var total int64
@@ -483,6 +483,15 @@ func (r *Request) fingerprint() (string, int64) {
 		total = min(total+it.Cost, tiers.MaxLimit)
 	}
 	return string(b), total
+}
+
+// keyed returns metric, with "/" and the subject when there is one: a
+// request id's record of the metric and subject it was used for.
+func keyed(metric, subject string) string {
+	if subject == "" {
+		return metric
+	}
+	return metric + "/" + subject
 }
 
 // replay returns a recorded answer, or ErrConflict when the request id was

@@ -777,3 +777,34 @@ func TestCheckItemsRequestID(t *testing.T) {
 		}
 	})
 }
+
+// A request id is kept with the check's subject: the id reused for
+// another subject is a conflict, not a replay (of a check or a refund).
+func TestRequestIDKeepsTheSubject(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, leases bool) {
+		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
+		f.catalog.PutMetric("api_calls", nil)
+		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, 10), perSubjectLimit(tiers.Day, 5)})
+		ctx := context.Background()
+		r := quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: "alice", RequestID: "r1"}
+		if d, err := f.engine.Check(ctx, r); err != nil || !d.Allowed {
+			t.Fatalf("alice: %+v, %v", d, err)
+		}
+		if d, err := f.engine.Check(ctx, r); err != nil || !d.Replayed {
+			t.Fatalf("alice again: %+v, %v; want a replay", d, err)
+		}
+		r.Subject = "bob"
+		if _, err := f.engine.Check(ctx, r); !errors.Is(err, tiers.ErrConflict) {
+			t.Errorf("the id for bob: %v, want a conflict", err)
+		}
+		refund := quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: "alice", RequestID: "f1"}
+		if _, err := f.engine.Refund(ctx, refund); err != nil {
+			t.Fatal(err)
+		}
+		refund.Subject = "bob"
+		if _, err := f.engine.Refund(ctx, refund); !errors.Is(err, tiers.ErrConflict) {
+			t.Errorf("the refund id for bob: %v, want a conflict", err)
+		}
+	})
+}

@@ -126,12 +126,12 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	replayed := false
 	if r.RequestID != "" {
 		c, _, err := e.claims.Do(ctx, Claim{Customer: r.Customer, Kind: KindRefund, ID: r.RequestID,
-			Metric: r.Metric, Cost: r.Cost, At: s.at})
+			Metric: keyed(r.Metric, r.Subject), Cost: r.Cost, At: s.at})
 		if err != nil {
 			return RefundResult{}, e.health.unavailable(err)
 		}
 		if rec := c.Found; rec != nil {
-			if rec.Metric != r.Metric || rec.Cost != r.Cost {
+			if rec.Metric != keyed(r.Metric, r.Subject) || rec.Cost != r.Cost {
 				return RefundResult{}, fmt.Errorf("%w: request_id %q was used for a refund of %d %s",
 					tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
 			}
