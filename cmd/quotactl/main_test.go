@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,10 +104,15 @@ func TestExampleCatalog(t *testing.T) {
 	mustOK(t, err)
 	got := make(map[string]string)
 	for _, l := range limits.Limits {
-		got[l.Window] = l.Mode + " " + l.Source
+		name := l.Metric + "/" + l.Window
+		if l.Per != "" {
+			name += "/" + l.Per
+		}
+		got[name] = l.Mode + " " + l.Source
 	}
-	want := map[string]string{"second": "hard plan", "day": "elastic override"}
-	if len(got) != len(want) || got["second"] != want["second"] || got["day"] != want["day"] {
+	want := map[string]string{"api_calls/second": "hard plan", "api_calls/day": "elastic override",
+		"credits/month": "hard plan", "exports/day/subject": "hard plan"}
+	if !maps.Equal(got, want) {
 		t.Errorf("acme's limits: got %v, want %v", got, want)
 	}
 
@@ -205,7 +211,7 @@ func TestPrune(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
 	ctx, c := context.Background(), admin(srv)
-	mustOK(t, put(c.PutMetric(ctx, "exports", quotad.MetricSpec{})))
+	mustOK(t, put(c.PutMetric(ctx, "reports", quotad.MetricSpec{})))
 	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
 	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
 	mustOK(t, put(c.PutOverride(ctx, "old", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
@@ -224,7 +230,7 @@ func TestPrune(t *testing.T) {
 		{
 			name: "without customers, customers are left alone",
 			file: mustWrite(t, noCustomers),
-			want: "- plan free\n- metric exports\n\n0 to create, 0 to update, 2 to delete.\nApplied 2 changes.\n",
+			want: "- plan free\n- metric reports\n\n0 to create, 0 to update, 2 to delete.\nApplied 2 changes.\n",
 		},
 		{
 			name: "with customers, a customer goes with its overrides",
@@ -248,7 +254,7 @@ func TestPrune(t *testing.T) {
 		name string
 		get  func() error
 	}{
-		{"metric exports", func() error { _, err := c.Metric(ctx, "exports"); return err }},
+		{"metric reports", func() error { _, err := c.Metric(ctx, "reports"); return err }},
 		{"plan free", func() error { _, err := c.Plan(ctx, "free"); return err }},
 		{"customer old", func() error { _, err := c.Customer(ctx, "old"); return err }},
 		{"override acme api_calls/hour", func() error { _, err := c.Override(ctx, "acme", "api_calls", "hour"); return err }},
@@ -291,8 +297,8 @@ func TestUnpruned(t *testing.T) {
 func TestDryRun(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	out := mustApply(t, srv, 0, "-f", example, "--dry-run")
-	want := "+ metric api_calls\n+ plan pro\n+ customer acme\n+ override acme api_calls/day\n" +
-		"\n4 to create, 0 to update, 0 to delete.\nDry run: nothing was written.\n"
+	want := "+ metric api_calls\n+ metric exports\n+ metric llm_tokens\n+ metric credits\n+ plan pro\n+ customer acme\n" +
+		"+ override acme api_calls/day\n\n7 to create, 0 to update, 0 to delete.\nDry run: nothing was written.\n"
 	if out != want {
 		t.Errorf("printed\n%s\nwant\n%s", out, want)
 	}
