@@ -254,3 +254,104 @@ func benchKeysMemory(b *testing.B, customers, checks int, alg tiers.Algorithm, l
 		runtime.KeepAlive(s)
 	}
 }
+
+// mapCatalog is a catalog of several metrics, every customer on one plan.
+type mapCatalog struct {
+	metrics map[string]tiers.Metric
+	plan    tiers.Plan
+}
+
+func (c *mapCatalog) Metric(_ context.Context, key string) (tiers.Metric, error) {
+	m, ok := c.metrics[key]
+	if !ok {
+		return tiers.Metric{}, tiers.ErrMetricNotFound
+	}
+	return m, nil
+}
+
+func (c *mapCatalog) Account(_ context.Context, id string) (tiers.Account, error) {
+	return tiers.Account{Customer: tiers.Customer{ID: id, Plan: c.plan.Key}, Plan: c.plan}, nil
+}
+
+// benchCharges returns an engine whose customers' plan has, per metric of
+// metrics, a second and a minute limit (for the customer, or per subject
+// where perSubject names the metric), with pool drawn on as credits say.
+func benchCharges(metrics []string, perSubject map[string]bool, pool *tiers.Draw) *Engine {
+	cat := &mapCatalog{metrics: map[string]tiers.Metric{}, plan: tiers.Plan{Key: "pro"}}
+	for _, m := range metrics {
+		cat.metrics[m] = tiers.Metric{Key: m}
+		per := tiers.PerCustomer
+		if perSubject[m] {
+			per = tiers.PerSubject
+		}
+		for _, w := range []tiers.Window{tiers.Second, tiers.Minute} {
+			cat.plan.Limits = append(cat.plan.Limits, tiers.Limit{Metric: m, Window: w, Limit: 1 << 40, Mode: tiers.Hard, Per: per})
+		}
+	}
+	if pool != nil {
+		m := cat.metrics[metrics[0]]
+		m.Draws = pool
+		cat.metrics[metrics[0]] = m
+	}
+	return New(Options{Catalog: cat, Clock: fixedClock(benchNow)})
+}
+
+// BenchmarkEngineCheckItems measures a check of two metrics, each with a
+// second and a minute window, all or nothing.
+func BenchmarkEngineCheckItems(b *testing.B) {
+	e := benchCharges([]string{"api_calls", "exports"}, nil, nil)
+	ids := benchIDs(10_000)
+	ctx := context.Background()
+	items := []Item{{Metric: "api_calls", Cost: 1}, {Metric: "exports", Cost: 1}}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		d, err := e.Check(ctx, Request{Customer: ids[i%len(ids)], Items: items})
+		if err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
+
+// BenchmarkEngineCheckCredits measures a check of a metric that draws on a
+// credit pool: its windows and the pool's, all or nothing.
+func BenchmarkEngineCheckCredits(b *testing.B) {
+	e := benchCharges([]string{"tokens", "credits"}, nil, &tiers.Draw{Pool: "credits", Credits: 1, Per: 100})
+	ids := benchIDs(10_000)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		d, err := e.Check(ctx, Request{Customer: ids[i%len(ids)], Metric: "tokens", Cost: 100})
+		if err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}
+
+// BenchmarkEngineCheckSubject measures a check of a metric with limits
+// for the customer and per subject, over 100,000 subjects of 1,000
+// customers.
+func BenchmarkEngineCheckSubject(b *testing.B) {
+	e := benchCharges([]string{"api_calls", "calls_per_user"}, map[string]bool{"calls_per_user": true}, nil)
+	// One metric limited both ways: the per-subject limits of
+	// calls_per_user are api_calls'.
+	cat := e.catalog.(*mapCatalog)
+	for i := range cat.plan.Limits {
+		if cat.plan.Limits[i].Metric == "calls_per_user" {
+			cat.plan.Limits[i].Metric = "api_calls"
+		}
+	}
+	ids := benchIDs(1_000)
+	subjects := make([]string, 100_000)
+	for i := range subjects {
+		subjects[i] = "u" + strconv.Itoa(i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		s := i % len(subjects)
+		d, err := e.Check(ctx, Request{Customer: ids[s/100], Metric: "api_calls", Cost: 1, Subject: subjects[s]})
+		if err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+	}
+}

@@ -23,8 +23,21 @@ func (s *set) answer(r *Request, allowed, degraded bool) Decision {
 		d.Never = d.Never && !allowed
 		return d
 	}
+	// Every window is written into one array: the items' windows, then
+	// the check's (each group's once), as many as the windows count.
+	var union int
+	per := 0
+	for i := range s.items {
+		per += s.windows(i, degraded)
+	}
+	for g := range s.groups {
+		union += s.groupSpans(g, degraded)
+	}
+	buf := make([]WindowResult, 0, per+union)
+	remaining := make([]int64, len(s.items))
 	d.Items = make([]ItemResult, len(s.items))
-	listed := make([]bool, len(s.groups))
+	var listed bitset
+	listed.init(len(s.groups))
 	var wait int64
 	for i := range s.items {
 		it := &s.items[i]
@@ -32,27 +45,59 @@ func (s *set) answer(r *Request, allowed, degraded bool) Decision {
 		*res = ItemResult{Customer: it.Customer, Metric: it.Metric, Subject: it.Subject, Cost: it.Cost}
 		var iwait int64
 		var overage, elastic bool
-		res.Limits, iwait, res.Never, overage, elastic = s.itemWindows(i, allowed, degraded, nil)
+		n := len(buf)
+		res.Limits, iwait, res.Never, overage, elastic = s.itemWindows(i, allowed, degraded, buf[n:n:n+s.windows(i, degraded)])
+		buf = buf[:n+len(res.Limits)]
 		res.Allowed = allowed || passedAll(res.Limits)
 		res.RetryAfter = retryAfter(res.Allowed, iwait, res.Never)
 		res.Never = res.Never && !res.Allowed
-		res.Remaining = s.remaining(i, res.Limits)
+		if least, ok := s.remaining(i, res.Limits); ok {
+			remaining[i] = least
+			res.Remaining = &remaining[i]
+		}
 		d.Overage, d.Elastic = d.Overage || overage, d.Elastic || elastic
 		d.Never = d.Never || res.Never
 		wait = max(wait, iwait)
-		for _, g := range it.groups {
-			if g >= 0 && !listed[g] {
-				listed[g] = true
+	}
+	d.Limits = buf[len(buf):len(buf)]
+	for i := range s.items {
+		for _, g := range s.items[i].groups {
+			if g >= 0 && !listed.has(g) {
+				listed.set(g)
 				d.Limits = s.groupWindows(g, allowed, degraded, d.Limits)
 			}
 		}
 	}
-	if d.Limits == nil {
-		d.Limits = []WindowResult{}
-	}
 	d.RetryAfter = retryAfter(allowed, wait, d.Never)
 	d.Never = d.Never && !allowed
 	return d
+}
+
+// bitset is a set of small numbers: a word for up to 64, a slice beyond.
+type bitset struct {
+	word uint64
+	more []bool
+}
+
+func (b *bitset) init(n int) {
+	if n > 64 {
+		b.more = make([]bool, n)
+	}
+}
+
+func (b *bitset) has(i int) bool {
+	if b.more != nil {
+		return b.more[i]
+	}
+	return b.word&(1<<i) != 0
+}
+
+func (b *bitset) set(i int) {
+	if b.more != nil {
+		b.more[i] = true
+		return
+	}
+	b.word |= 1 << i
 }
 
 // retryAfter returns a denied check's retry_after from its longest wait
@@ -78,15 +123,21 @@ func passedAll(ws []WindowResult) bool {
 func (s *set) windows(i int, degraded bool) int {
 	n := 0
 	for _, g := range s.items[i].groups {
-		if g < 0 {
-			continue
+		if g >= 0 {
+			n += s.groupSpans(g, degraded)
 		}
-		if c := s.groups[g].short; c >= 0 {
-			n += len(s.short[c].Spans)
-		}
-		if c := s.groups[g].long; c >= 0 && !degraded {
-			n += len(s.long[c].Spans)
-		}
+	}
+	return n
+}
+
+// groupSpans returns how many windows group g reports.
+func (s *set) groupSpans(g int, degraded bool) int {
+	n := 0
+	if c := s.groups[g].short; c >= 0 {
+		n += len(s.short[c].Spans)
+	}
+	if c := s.groups[g].long; c >= 0 && !degraded {
+		n += len(s.long[c].Spans)
 	}
 	return n
 }
@@ -187,9 +238,9 @@ func chargeWindows(c *Charge, allowed bool, dst []WindowResult) []WindowResult {
 
 // remaining returns the fewest units of item i's metric its windows ws
 // still admit: its own windows' remaining, and a credit pool's converted
-// into the metric's units (what the credits left buy); nil when no window
-// limits the item.
-func (s *set) remaining(i int, ws []WindowResult) *int64 {
+// into the metric's units (what the credits left buy); false when no
+// window limits the item.
+func (s *set) remaining(i int, ws []WindowResult) (int64, bool) {
 	it := &s.items[i]
 	var least int64 = -1
 	for j := range ws {
@@ -206,9 +257,9 @@ func (s *set) remaining(i int, ws []WindowResult) *int64 {
 		}
 	}
 	if least < 0 {
-		return nil
+		return 0, false
 	}
-	return &least
+	return least, true
 }
 
 // overage returns, per metric the set charged, the most of its units this

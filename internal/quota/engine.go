@@ -202,17 +202,21 @@ func (r *Request) items(one *[1]Item) ([]Item, error) {
 		p = append(p, requestIDError())
 	}
 	for i, it := range r.Items {
-		name := fmt.Sprintf("items[%d]", i)
 		switch {
 		case it.Customer != "":
-			p = append(p, customerErrors(name+".customer", it.Customer)...)
+			if !tiers.ValidCustomerID(it.Customer) {
+				p = append(p, customerErrors(fmt.Sprintf("items[%d].customer", i), it.Customer)...)
+			}
 		case r.Customer == "":
 			p = append(p, tiers.FieldError{Field: "customer", Message: "is required"})
 		}
-		p = append(p, itemErrors(name+".", it.Metric, it.Cost, it.Subject)...)
+		if !validItem(it.Metric, it.Cost, it.Subject) {
+			p = append(p, itemErrors(fmt.Sprintf("items[%d].", i), it.Metric, it.Cost, it.Subject)...)
+		}
 		for j := range i {
 			if o := r.Items[j]; o.Metric == it.Metric && o.Subject == it.Subject && o.Customer == it.Customer {
-				p = append(p, tiers.FieldError{Field: name, Message: fmt.Sprintf("names the metric and subject of items[%d]", j)})
+				p = append(p, tiers.FieldError{Field: fmt.Sprintf("items[%d]", i),
+					Message: fmt.Sprintf("names the metric and subject of items[%d]", j)})
 				break
 			}
 		}
@@ -220,18 +224,7 @@ func (r *Request) items(one *[1]Item) ([]Item, error) {
 	if p != nil {
 		return nil, &tiers.ValidationError{Fields: p}
 	}
-	items := r.Items
-	if r.Customer != "" {
-		// Items that name no customer are the request's.
-		items = make([]Item, len(r.Items))
-		for i, it := range r.Items {
-			if it.Customer == "" {
-				it.Customer = r.Customer
-			}
-			items[i] = it
-		}
-	}
-	return items, nil
+	return r.Items, nil
 }
 
 // Validate checks a refund's fields.
@@ -249,10 +242,12 @@ func validateCall(customer, metric string, cost int64, subject, requestID string
 	var fields []tiers.FieldError
 	if customer == "" {
 		fields = append(fields, tiers.FieldError{Field: "customer", Message: "is required"})
-	} else {
+	} else if !tiers.ValidCustomerID(customer) {
 		fields = append(fields, customerErrors("customer", customer)...)
 	}
-	fields = append(fields, itemErrors("", metric, cost, subject)...)
+	if !validItem(metric, cost, subject) {
+		fields = append(fields, itemErrors("", metric, cost, subject)...)
+	}
 	if requestID != "" && !validRequestID(requestID) {
 		fields = append(fields, requestIDError())
 	}
@@ -268,6 +263,13 @@ func customerErrors(field, id string) []tiers.FieldError {
 		return err.(*tiers.ValidationError).Fields
 	}
 	return nil
+}
+
+// validItem reports whether the metric, cost and subject of one charge
+// are valid (see itemErrors), naming nothing: the check of every valid
+// request.
+func validItem(metric string, cost int64, subject string) bool {
+	return tiers.ValidKey(metric) && cost >= 1 && cost <= MaxCost && (subject == "" || tiers.ValidSubject(subject))
 }
 
 // itemErrors returns what is wrong with the metric, cost and subject of
@@ -318,7 +320,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
-	if err := e.resolve(ctx, s, items); err != nil {
+	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
 		if errors.Is(err, tiers.ErrUnavailable) && e.health.degrade(err) {
 			return unconsulted(r, items), nil
 		}
@@ -357,12 +359,15 @@ func (e *Engine) set(ctx context.Context, d time.Duration) (*set, context.Contex
 	return s, b
 }
 
-// resolve fills s with the charges of items, from the catalog: every
-// customer's account and every metric (with the pools they draw on),
-// looked up once. A missing customer is reported before a missing metric;
-// errors name their item (*ItemError).
-func (e *Engine) resolve(ctx context.Context, s *set, items []Item) error {
+// resolve fills s with the charges of items (of customer where they name
+// none), from the catalog: every customer's account and every metric
+// (with the pools they draw on), looked up once. A missing customer is
+// reported before a missing metric; errors name their item (*ItemError).
+func (e *Engine) resolve(ctx context.Context, s *set, customer string, items []Item) error {
 	for i, it := range items {
+		if it.Customer == "" {
+			it.Customer = customer
+		}
 		if s.account(it.Customer) == nil {
 			acct, err := e.catalog.Account(ctx, it.Customer)
 			if err != nil {
@@ -389,7 +394,7 @@ func (e *Engine) resolve(ctx context.Context, s *set, items []Item) error {
 			}
 		}
 	}
-	return s.resolve(items)
+	return s.resolve(customer, items)
 }
 
 // unconsulted answers a check whose customers and metrics could not be
@@ -403,6 +408,9 @@ func unconsulted(r Request, items []Item) Decision {
 	}
 	d.Items = make([]ItemResult, len(items))
 	for i, it := range items {
+		if it.Customer == "" {
+			it.Customer = r.Customer
+		}
 		d.Items[i] = ItemResult{Customer: it.Customer, Metric: it.Metric, Subject: it.Subject, Cost: it.Cost,
 			Allowed: true, Limits: []WindowResult{}}
 	}

@@ -110,7 +110,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
 	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}
-	if err := e.resolve(ctx, s, items); err != nil {
+	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
 		return RefundResult{}, e.health.unavailable(err)
 	}
 	// A global window gets back what the customer's counter of the same

@@ -178,8 +178,11 @@ func (s *set) budgetFor(ctx context.Context, d time.Duration) *budget {
 // metrics the set looked up (see Engine.resolve). A metric with limits per
 // subject charged without a subject is tiers.ErrSubjectRequired (wrapped
 // in an *ItemError).
-func (s *set) resolve(items []Item) error {
+func (s *set) resolve(customer string, items []Item) error {
 	for _, it := range items {
+		if it.Customer == "" {
+			it.Customer = customer
+		}
 		m := s.metric(it.Metric)
 		ref := itemOf{Item: it, groups: [4]int{-1, -1, -1, -1}}
 		ref.groups[0] = s.group(it.Customer, it.Metric, "", it.Cost, 1, 1)
