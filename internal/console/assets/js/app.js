@@ -13,6 +13,25 @@ const nav = document.getElementById('nav');
 const REFRESH_MS = 3000;
 const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month'];
 const MODES = ['hard', 'soft', 'elastic'];
+// PER_SUBJECT is the per of a limit (or override) that counts each subject
+// of the customer apart (an end user, an IP, an API key); without it, a
+// limit counts the customer as a whole.
+const PER_SUBJECT = 'subject';
+// SUBJECT_PATTERN is what a subject must match (the API's rule, as an
+// input's pattern: the v flag wants / and - escaped in a class).
+const SUBJECT_PATTERN = '[A-Za-z0-9._:@\\/\\-]{1,128}';
+
+// limitKey names a limit (or override) by metric and window, with
+// "/subject" after them for one per subject.
+const limitKey = (l) => `${l.metric}/${l.window}${l.per === PER_SUBJECT ? '/subject' : ''}`;
+
+// windowLabel is a limit's window, labelled "per subject" when it counts
+// each subject apart (customer-wide ones show the window alone), and the
+// subject a window counts for, if any.
+function windowLabel(window, per, subject) {
+  if (per !== PER_SUBJECT) return window;
+  return h('span', {}, window, ' ', h('span', { class: 'per' }, 'per subject'), subject ? [' ', h('code', { class: 'subject' }, subject)] : '');
+}
 
 // page is the current page's lifetime: its timers stop when it is left.
 let page = { timers: [], alive: true };
@@ -176,6 +195,8 @@ function windowState(u, lim) {
   return u.used >= u.limit ? 'exceeded' : 'ok';
 }
 
+// usageBar is a window's usage against its limit; key names the window
+// (with its subject, for a subject's).
 function usageBar(u, state, key) {
   const pct = u.limit > 0 ? Math.min(100, (u.used / u.limit) * 100) : 100;
   const fill = h('span');
@@ -199,8 +220,9 @@ async function customerPage(main, id) {
   const statementBox = h('div', { id: 'statement' });
   const auditBox = h('div', { id: 'customer-audit' });
   const keysBox = h('div', { id: 'api-keys' });
+  const subjectBox = h('div', { id: 'subject-lookup' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), limitsMsg, limitsBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), subjectBox, limitsMsg, limitsBox),
     section('Last 90 days', chartBox),
     section('Overrides', overridesBox, overrideForm),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
@@ -222,34 +244,97 @@ async function customerPage(main, id) {
   renderHead();
 
   let lastLimits = [];
+  // subject is the subject whose windows show beside the customer's ('' for
+  // none): usage?subject= lists them after the customer's.
+  let subject = '';
+  const limitCells = (l) => [
+    h('td', { 'data-label': 'Mode' }, l ? l.mode : ''),
+    h('td', { 'data-label': 'Source' }, l ? l.source : '', l?.expires_at ? [' until ', time(l.expires_at)] : '')];
+  const usageRow = (u, l) => {
+    const key = limitKey({ ...u, per: u.subject !== undefined ? PER_SUBJECT : undefined });
+    const name = u.subject !== undefined ? `${u.metric}/${u.window}/${u.subject}` : key;
+    const state = windowState(u, l);
+    return h('tr', { class: `state-${state}`, 'data-key': key, 'data-subject': u.subject },
+      h('td', { 'data-label': 'Metric' }, u.metric),
+      h('td', { 'data-label': 'Window' }, windowLabel(u.window, u.subject !== undefined ? PER_SUBJECT : '', u.subject)),
+      h('td', { 'data-label': 'Limit', class: 'num' }, num(u.limit)),
+      limitCells(l),
+      h('td', { 'data-label': 'Usage' }, usageBar(u, state, name)),
+      h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
+      h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
+      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
+      h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
+  };
+  // A limit per subject without a subject looked up has no usage of its
+  // own: each subject counts apart.
+  const perSubjectRow = (l) => h('tr', { class: 'per-subject', 'data-key': limitKey(l) },
+    h('td', { 'data-label': 'Metric' }, l.metric),
+    h('td', { 'data-label': 'Window' }, windowLabel(l.window, l.per)),
+    h('td', { 'data-label': 'Limit', class: 'num' }, num(l.limit)),
+    limitCells(l),
+    h('td', { 'data-label': 'Usage', colspan: 5, class: 'muted' }, 'Each subject counts apart: look one up above.'));
   const loadLimits = async () => {
+    const asked = subject;
     const [lim, usage] = await Promise.all([
       api('GET', `/v1/customers/${enc(id)}/limits`),
-      api('GET', `/v1/customers/${enc(id)}/usage`),
+      api('GET', `/v1/customers/${enc(id)}/usage${qs({ subject: asked })}`),
     ]);
-    if (!page.alive) return;
+    if (!page.alive || asked !== subject) return;
     lastLimits = lim.limits;
-    const byKey = new Map(lim.limits.map((l) => [`${l.metric}/${l.window}`, l]));
-    const rows = usage.usage.map((u) => {
-      const key = `${u.metric}/${u.window}`;
-      const l = byKey.get(key);
-      const state = windowState(u, l);
-      return h('tr', { class: `state-${state}`, 'data-key': key },
-        h('td', { 'data-label': 'Metric' }, u.metric), h('td', { 'data-label': 'Window' }, u.window),
-        h('td', { 'data-label': 'Limit', class: 'num' }, num(u.limit)),
-        h('td', { 'data-label': 'Mode' }, l ? l.mode : ''),
-        h('td', { 'data-label': 'Source' }, l ? l.source : '', l?.expires_at ? [' until ', time(l.expires_at)] : ''),
-        h('td', { 'data-label': 'Usage' }, usageBar(u, state, key)),
-        h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
-        h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
-        h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
-        h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
-    });
+    // In the order of the limits (the customer's before the one per
+    // subject); a window whose limit changed between the two reads shows
+    // at the end, and is gone at the next refresh.
+    const usageOf = new Map(usage.usage.map((u) => [limitKey({ ...u, per: u.subject !== undefined ? PER_SUBJECT : undefined }), u]));
+    const rows = [];
+    for (const l of lim.limits) {
+      const key = limitKey(l);
+      const u = usageOf.get(key);
+      usageOf.delete(key);
+      if (u) rows.push(usageRow(u, l));
+      else if (l.per === PER_SUBJECT) rows.push(perSubjectRow(l));
+    }
+    for (const u of usageOf.values()) rows.push(usageRow(u, undefined));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Source', 'Usage', { label: 'Used', num: true }, { label: 'Overage', num: true }, 'State', 'Resets'];
     clear(limitsBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No limit applies to this customer.'));
     clear(limitsMsg);
+    showSubject(lim.limits.some((l) => l.per === PER_SUBJECT));
   };
   const refresh = () => loadLimits().catch((err) => { if (page.alive) clear(limitsMsg).append(errorBox(err)); });
+
+  // A subject's usage: its windows of the limits per subject, in the
+  // table beside the customer's, refreshed with them.
+  const subjectIn = h('input', {
+    id: 'subject', type: 'text', maxlength: 128, pattern: SUBJECT_PATTERN, required: true, autocomplete: 'off', spellcheck: 'false',
+    placeholder: 'user-42', title: 'Letters, digits and . _ : @ / - (at most 128)',
+  });
+  const subjectClear = h('button', { type: 'button', class: 'secondary', id: 'subject-clear', hidden: true }, 'Customer only');
+  const subjectMsg = h('div', { id: 'subject-msg' });
+  const subjectForm = h('form', { class: 'inline', role: 'search', id: 'subject-form' },
+    field('A subject\'s usage (end user, IP, API key id)', subjectIn), h('button', { type: 'submit' }, 'Show its windows'), subjectClear);
+  subjectBox.append(subjectForm, subjectMsg);
+  // showSubject says whose windows the table shows, given whether any
+  // limit of the customer counts per subject.
+  const showSubject = (perSubject) => {
+    subjectClear.hidden = !subject;
+    const text = !perSubject
+      ? 'No limit of this customer counts per subject: a subject\'s units count in the customer\'s windows only.'
+      : subject ? ['Showing the windows of subject ', h('code', {}, subject), ' beside the customer\'s.'] : '';
+    const key = JSON.stringify([perSubject, subject]);
+    if (subjectMsg.dataset.shown !== key) {
+      subjectMsg.dataset.shown = key;
+      clear(subjectMsg).append(h('p', { class: 'muted' }, text));
+    }
+  };
+  on(subjectForm, 'submit', async (e) => {
+    e.preventDefault();
+    subject = subjectIn.value.trim();
+    await refresh();
+  });
+  on(subjectClear, 'click', async () => {
+    subject = '';
+    subjectIn.value = '';
+    await refresh();
+  });
   await refresh();
   every(REFRESH_MS, refresh);
 
@@ -276,21 +361,23 @@ async function customerPage(main, id) {
   let shownOverrides = new Set();
   const loadOverrides = async () => {
     const r = await api('GET', `/v1/customers/${enc(id)}/overrides?limit=1000`);
-    shownOverrides = new Set(r.overrides.map((o) => `${o.metric}/${o.window}`));
+    shownOverrides = new Set(r.overrides.map(limitKey));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Expires', 'Reason', 'Version', 'Actions'];
     const rows = r.overrides.map((o) => {
-      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${o.metric}/${o.window}` }, 'Edit');
-      const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Delete override ${o.metric}/${o.window}` }, 'Delete');
+      const name = overrideName(o);
+      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${name}` }, 'Edit');
+      const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Delete override ${name}` }, 'Delete');
       on(edit, 'click', () => showOverrideForm(o));
       on(del, 'click', async () => {
-        if (!await confirm('Delete override', `Delete the override of ${o.metric}/${o.window} for ${cust.id}? The plan's limit applies again.`, 'Delete')) return;
+        const what = o.per === PER_SUBJECT ? 'plan\'s limit per subject' : 'plan\'s limit';
+        if (!await confirm('Delete override', `Delete the override of ${name} for ${cust.id}? The ${what} applies again.`, 'Delete')) return;
         try {
-          await api('DELETE', `/v1/customers/${enc(id)}/overrides/${enc(o.metric)}/${enc(o.window)}`, { ifMatch: etag(o.version) });
-          await afterWrite(`Override ${o.metric}/${o.window} deleted.`);
+          await api('DELETE', overridePath(o.metric, o.window, o.per), { ifMatch: etag(o.version) });
+          await afterWrite(`Override ${name} deleted.`);
         } catch (err) { overrideMsg(err); }
       });
-      return h('tr', { 'data-key': `${o.metric}/${o.window}` },
-        h('td', { 'data-label': 'Metric' }, o.metric), h('td', { 'data-label': 'Window' }, o.window),
+      return h('tr', { 'data-key': limitKey(o) },
+        h('td', { 'data-label': 'Metric' }, o.metric), h('td', { 'data-label': 'Window' }, windowLabel(o.window, o.per)),
         h('td', { 'data-label': 'Limit', class: 'num' }, num(o.limit)),
         h('td', { 'data-label': 'Mode' }, o.mode, o.mode === 'soft' ? ` +${o.overage_percent}%` : '', o.ceiling != null ? ` ceiling ${num(o.ceiling)}` : ''),
         h('td', { 'data-label': 'Expires' }, o.expires_at ? time(o.expires_at) : 'never', o.expired ? ' (expired)' : ''),
@@ -313,6 +400,10 @@ async function customerPage(main, id) {
       msgBox.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
     } else msgBox.append(errorBox(err));
   };
+  // An override's address: metric and window, and ?per=subject for one
+  // per subject.
+  const overridePath = (m, w, per) => `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}${per === PER_SUBJECT ? qs({ per }) : ''}`;
+  const overrideName = (o) => `${o.metric}/${o.window}${o.per === PER_SUBJECT ? ' per subject' : ''}`;
   const afterWrite = async (text) => {
     clear(overrideForm);
     await Promise.all([loadOverrides(), refresh(), loadAudit(true)]);
@@ -322,6 +413,9 @@ async function customerPage(main, id) {
     clear(msgBox);
     const metricSel = h('select', { id: 'ov-metric', disabled: !!o }, metricKeys.map((m) => h('option', { value: m, selected: o?.metric === m }, m)));
     const windowSel = h('select', { id: 'ov-window', disabled: !!o }, WINDOWS.map((w) => h('option', { value: w, selected: (o?.window || 'day') === w }, w)));
+    const perSel = h('select', { id: 'ov-per', disabled: !!o },
+      h('option', { value: 'customer', selected: o?.per !== PER_SUBJECT }, 'customer-wide'),
+      h('option', { value: PER_SUBJECT, selected: o?.per === PER_SUBJECT }, 'per subject'));
     const limit = h('input', { id: 'ov-limit', type: 'number', min: 0, step: 1, required: true, value: o ? o.limit : '' });
     const mode = h('select', { id: 'ov-mode' }, MODES.map((m) => h('option', { value: m, selected: (o?.mode || 'hard') === m }, m)));
     const pct = h('input', { id: 'ov-overage', type: 'number', min: 0, max: 1000, step: 1, value: o?.mode === 'soft' ? o.overage_percent : '' });
@@ -331,9 +425,9 @@ async function customerPage(main, id) {
     const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
     on(cancel, 'click', () => clear(overrideForm));
     const form = h('form', { id: 'override-editor' },
-      h('h3', {}, o ? `Edit override ${o.metric}/${o.window} (version ${o.version})` : 'Add an override'),
+      h('h3', {}, o ? `Edit override ${overrideName(o)} (version ${o.version})` : 'Add an override'),
       h('div', { class: 'form-grid' },
-        field('Metric', metricSel), field('Window', windowSel), field('Limit', limit), field('Mode', mode),
+        field('Metric', metricSel), field('Window', windowSel), field('Counts', perSel), field('Limit', limit), field('Mode', mode),
         field('Overage % (soft)', pct), field('Ceiling (elastic)', ceiling),
         field('Expires (your time zone; empty: never)', expires, { class: 'wide' }), field('Reason', reason, { class: 'wide' })),
       h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'ov-save' }, 'Save override'), cancel));
@@ -345,14 +439,16 @@ async function customerPage(main, id) {
       if (expires.value) body.expires_at = new Date(expires.value).toISOString();
       if (reason.value) body.reason = reason.value;
       const m = o ? o.metric : metricSel.value, w = o ? o.window : windowSel.value;
-      if (!o && shownOverrides.has(`${m}/${w}`)) {
+      const per = o ? o.per : perSel.value;
+      const name = overrideName({ metric: m, window: w, per });
+      if (!o && shownOverrides.has(limitKey({ metric: m, window: w, per }))) {
         // PUT would replace it: the API has no "create only".
-        overrideMsg(new Error(`${cust.id} has an override of ${m}/${w} already: edit it instead.`));
+        overrideMsg(new Error(`${cust.id} has an override of ${name} already: edit it instead.`));
         return;
       }
       try {
-        await api('PUT', `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}`, { body, ifMatch: o ? etag(o.version) : undefined });
-        await afterWrite(`Override ${m}/${w} saved.`);
+        await api('PUT', overridePath(m, w, per), { body, ifMatch: o ? etag(o.version) : undefined });
+        await afterWrite(`Override ${name} saved.`);
       } catch (err) { overrideMsg(err); }
     });
     clear(overrideForm).append(form);
@@ -585,12 +681,17 @@ async function plansPage(main) {
   if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
   for (const p of r.plans) {
     const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
-    main.append(section(`${p.name || p.key} (${p.key})`,
+    const card = section(`${p.name || p.key} (${p.key})`,
       h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · version ', num(p.version)),
       p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
-        p.limits.map((l) => [l.metric, l.window, num(l.limit), l.mode,
-          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
-          l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''])) : h('p', { class: 'muted' }, 'No limits.')));
+        p.limits.map((l) => ({
+          attrs: { 'data-key': limitKey(l) },
+          cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
+            l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+            l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
+        }))) : h('p', { class: 'muted' }, 'No limits.'));
+    card.dataset.plan = p.key;
+    main.append(card);
   }
 }
 
