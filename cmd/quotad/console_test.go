@@ -792,6 +792,93 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("the plan's limit per subject again", fmt.Sprintf(`document.querySelector(%q)?.children[4].textContent === 'plan'`, perSubject))
 	})
 
+	t.Run("metrics page: credit pools, and an edit keeps the schema", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/metrics/gpt4_tokens", `{"description": "<img src=x onerror=alert(1)>"}`)
+		s.mustDo(201, "PUT", "/v1/metrics/images", `{}`)
+		s.mustDo(201, "PUT", "/v1/metrics/credits", `{"description": "Credits", "capacity": {"day": 1000000},
+			"credit_schema": [{"metric": "gpt4_tokens", "credits": 3, "per": 100}, {"metric": "images", "credits": 10}]}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/metrics")
+		row := func(key string) string { return fmt.Sprintf(`#metrics tr[data-key=%q]`, key) }
+		tab.waitFor("the pool's schema", fmt.Sprintf(`document.querySelector(%q) !== null`, row("credits")+` li[data-metric="images"]`))
+		for sel, want := range map[string]string{
+			row("credits") + ` li[data-metric="gpt4_tokens"]`: "3 credits per 100 gpt4_tokens",
+			row("credits") + ` li[data-metric="images"]`:      "10 credits per unit of images",
+			row("gpt4_tokens") + ` [data-pool="credits"]`:     "Draws on pool credits: 3 credits per 100 gpt4_tokens",
+			row("images") + ` [data-pool="credits"]`:          "Draws on pool credits: 10 credits per unit of images",
+			row("api_calls") + " td:nth-child(4)":             "—",
+		} {
+			if got := tab.text(sel); got != want {
+				t.Errorf("%s shows %q, want %q", sel, got, want)
+			}
+		}
+		// A description with markup shows as text, in the list and in the form.
+		if got := tab.text(row("gpt4_tokens") + " td:nth-child(2)"); got != "<img src=x onerror=alert(1)>" {
+			t.Errorf("gpt4_tokens' description shows as %q, want it as text", got)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(row("gpt4_tokens") + " [data-action=edit]")))
+		tab.waitFor("gpt4_tokens' form", `document.querySelector('#mt-description')?.value === '<img src=x onerror=alert(1)>'`)
+		if n := evalIn[int](tab, `document.querySelectorAll('main img').length`); n != 0 {
+			t.Errorf("the page has %d img elements: a description was parsed as HTML", n)
+		}
+
+		// Saving the pool's capacity sends its schema back, untouched.
+		tab.do(chromedp.Click(chromedp.CSS(row("credits") + " [data-action=edit]")))
+		tab.waitFor("the pool's form, its schema in it", `document.querySelectorAll('#mt-rates [data-rate]').length === 2 && document.querySelector('#mt-capacity-day')?.value === '1000000'`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#mt-capacity-day"), "2000000"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the save", `document.querySelector('#metric-msg .notice')?.textContent.includes('credits saved')`)
+		r := s.mustDo(200, "GET", "/v1/metrics/credits", "")
+		if body := string(r.Body); !strings.Contains(body, `"capacity":{"day":2000000}`) ||
+			!strings.Contains(body, `"credit_schema":[{"metric":"gpt4_tokens","credits":3,"per":100},{"metric":"images","credits":10,"per":1}]`) ||
+			!strings.Contains(body, `"description":"Credits"`) {
+			t.Errorf("after saving the capacity the pool is %s, want its schema and description as they were", body)
+		}
+
+		// The schema edited: images no longer draws on it.
+		tab.do(chromedp.Click(chromedp.CSS(row("credits") + " [data-action=edit]")))
+		tab.waitFor("the pool's form", `document.querySelectorAll('#mt-rates [data-rate]').length === 2`)
+		tab.do(
+			chromedp.Click(chromedp.CSS(`#mt-rates [data-rate]:nth-child(2) [data-action=remove-rate]`)),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate]:nth-child(1) [data-field=credits]`), "4"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("images drawing on nothing", fmt.Sprintf(`document.querySelector(%q)?.textContent === '—' && document.querySelector(%q)?.textContent === '4 credits per 100 gpt4_tokens'`,
+			row("images")+" td:nth-child(4)", row("credits")+` li[data-metric="gpt4_tokens"]`))
+		if r := s.mustDo(200, "GET", "/v1/metrics/credits", ""); !strings.Contains(string(r.Body), `"credit_schema":[{"metric":"gpt4_tokens","credits":4,"per":100}]`) {
+			t.Errorf("the edited schema is not the pool's: %s", r.Body)
+		}
+		// A schema the API refuses shows its field error.
+		tab.do(chromedp.Click(chromedp.CSS(row("gpt4_tokens") + " [data-action=edit]")))
+		tab.waitFor("gpt4_tokens' form", `document.querySelector('#metric-editor h3')?.textContent.includes('gpt4_tokens')`)
+		tab.do(
+			chromedp.Click(chromedp.CSS("#mt-add-rate")),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate] [data-field=metric]`), "images"),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate] [data-field=credits]`), "1"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#metric-msg .error')?.textContent.includes('credit_schema')`)
+
+		// An edit made meanwhile by someone else is a 412, shown, and nothing is overwritten.
+		tab.do(chromedp.Click(chromedp.CSS(row("images") + " [data-action=edit]")))
+		tab.waitFor("images' form", `document.querySelector('#metric-editor h3')?.textContent.includes('images')`)
+		s.mustDo(200, "PUT", "/v1/metrics/images", `{"description": "someone else"}`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#mt-description"), "mine"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the 412 shown", `document.querySelector('#metric-msg .error')?.textContent.includes('412')`)
+		tab.waitFor("the list reloaded with their change", fmt.Sprintf(`document.querySelector(%q)?.textContent === 'someone else'`, row("images")+" td:nth-child(2)"))
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		if len(tab.dialogs) != 0 {
+			t.Errorf("dialogs opened: %q", tab.dialogs)
+		}
+	})
+
 	t.Run("a name with markup shows as text", func(t *testing.T) {
 		const name = "<img src=x onerror=alert(1)>"
 		tab := newTab(t, browser, s.URL)

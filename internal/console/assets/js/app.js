@@ -699,17 +699,103 @@ async function plansPage(main) {
 
 async function metricsPage(main) {
   main.append(h('h1', {}, 'Metrics'));
-  const r = await api('GET', '/v1/metrics?limit=1000');
+  const declared = h('div', { id: 'metrics' });
+  const msg = h('div', { id: 'metric-msg' });
+  const editor = h('div', { id: 'metric-form' });
   main.append(section('Declared metrics',
-    h('p', { class: 'muted' }, 'Capacity is the whole system\'s budget per window, which elastic limits borrow from.'),
-    r.metrics.length ? table(['Metric', 'Description', 'Capacity', 'Version'], r.metrics.map((m) => [m.key, m.description || '',
-      Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
-      num(m.version)])) : h('p', { class: 'muted' }, 'No metrics.')));
+    h('p', { class: 'muted' }, 'Capacity is the whole system\'s budget per window, which elastic limits borrow from. '
+      + 'A credit pool is a metric that other metrics draw on: a check of one of them also charges the pool.'),
+    declared, msg, editor));
+  let metrics = [];
+
+  const showMsg = (err) => {
+    clear(msg);
+    if (err instanceof ApiError && err.status === 412) {
+      msg.append(errorBox(new Error(`Someone changed this metric since you loaded it (412 Precondition Failed: ${err.message}). The list is reloaded: check their change, then edit again.`)));
+      clear(editor);
+      loadDeclared().catch(showError(declared));
+    } else if (err instanceof ApiError && err.problem.errors) {
+      msg.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
+    } else msg.append(errorBox(err));
+  };
+
+  const loadDeclared = async () => {
+    const r = await api('GET', '/v1/metrics?limit=1000');
+    if (!page.alive) return;
+    metrics = r.metrics;
+    const pools = drawsOn(metrics);
+    const cols = ['Metric', 'Description', 'Capacity', { label: 'Credits', block: true }, 'Version', 'Actions'];
+    clear(declared).append(metrics.length ? table(cols, metrics.map((m) => {
+      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit metric ${m.key}` }, 'Edit');
+      on(edit, 'click', () => showMetricForm(m));
+      return {
+        attrs: { 'data-key': m.key },
+        cells: [m.key, m.description || '',
+          Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
+          creditsCell(m, pools.get(m.key)), num(m.version), edit],
+      };
+    })) : h('p', { class: 'muted' }, 'No metrics.'));
+    if (r.next_cursor) declared.append(h('p', { class: 'muted' }, 'Only the first 1,000 metrics are shown.'));
+  };
+
+  // showMetricForm edits a metric: its description, capacity and credit
+  // schema. A PUT replaces the whole metric, so the form starts from all
+  // of it, the schema included, and sends all of it back.
+  const showMetricForm = (m) => {
+    clear(msg);
+    const desc = h('input', { id: 'mt-description', type: 'text', maxlength: 2000, value: m.description || '' });
+    const caps = WINDOWS.map((w) => [w, h('input', { id: `mt-capacity-${w}`, type: 'number', min: 0, step: 1, value: m.capacity?.[w] ?? '', placeholder: 'none' })]);
+    const others = metrics.map((x) => x.key).filter((k) => k !== m.key);
+    const rates = h('div', { id: 'mt-rates' });
+    let n = 0;
+    const addRate = (r) => {
+      const i = n++;
+      const metric = h('select', { id: `mt-rate-metric-${i}`, 'data-field': 'metric' }, others.map((k) => h('option', { value: k, selected: r?.metric === k }, k)));
+      const credits = h('input', { id: `mt-rate-credits-${i}`, 'data-field': 'credits', type: 'number', min: 1, step: 1, required: true, value: r?.credits ?? '' });
+      const per = h('input', { id: `mt-rate-per-${i}`, 'data-field': 'per', type: 'number', min: 1, step: 1, required: true, value: r?.per ?? 1 });
+      const remove = h('button', { type: 'button', class: 'secondary', 'data-action': 'remove-rate' }, 'Remove');
+      const line = h('div', { class: 'form-grid rate', 'data-rate': i },
+        field('Metric drawing on it', metric), field('Credits', credits), field('Per units of that metric', per), h('div', {}, remove));
+      on(remove, 'click', () => line.remove());
+      rates.append(line);
+    };
+    (m.credit_schema || []).forEach(addRate);
+    const add = h('button', { type: 'button', class: 'secondary', id: 'mt-add-rate', disabled: others.length === 0 }, 'Add a metric to the pool');
+    on(add, 'click', () => addRate(null));
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    on(cancel, 'click', () => clear(editor));
+    const form = h('form', { id: 'metric-editor' },
+      h('h3', {}, `Edit metric ${m.key} (version ${m.version})`),
+      h('div', { class: 'form-grid' }, field('Description', desc, { class: 'wide' }),
+        caps.map(([w, input]) => field(`Capacity per ${w}`, input))),
+      h('h4', {}, 'Credit schema'),
+      h('p', { class: 'muted' }, 'The metrics that draw on this one as a credit pool: a check of one of them also charges this metric its credits per so many units, rounded up. Empty: no pool.'),
+      rates, h('div', { class: 'actions' }, add),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'mt-save' }, 'Save metric'), cancel));
+    on(form, 'submit', async (e) => {
+      e.preventDefault();
+      const capacity = {};
+      for (const [w, input] of caps) if (input.value !== '') capacity[w] = Number(input.value);
+      const value = (line, f) => line.querySelector(`[data-field=${f}]`).value;
+      const body = {
+        description: desc.value, capacity,
+        credit_schema: [...rates.children].map((line) => ({ metric: value(line, 'metric'), credits: Number(value(line, 'credits')), per: Number(value(line, 'per')) })),
+      };
+      try {
+        await api('PUT', `/v1/metrics/${enc(m.key)}`, { body, ifMatch: etag(m.version) });
+        clear(editor);
+        await loadDeclared();
+        clear(msg).append(notice(`Metric ${m.key} saved.`));
+      } catch (err) { showMsg(err); }
+    });
+    clear(editor).append(form);
+    desc.focus();
+  };
+
+  await loadDeclared();
 
   // Global usage: every customer's admitted units, per window with a
   // capacity, reloaded as the customer page reloads usage.
-  const withCapacity = r.metrics.filter((m) => Object.keys(m.capacity || {}).length);
-  if (!withCapacity.length) return;
   const usageBox = h('div', { id: 'global-usage' });
   const usageMsg = h('div');
   main.append(section('Global usage per window',
@@ -717,6 +803,7 @@ async function metricsPage(main) {
       + 'short windows count the process that answered ("process"), or every process when they share Redis ("shared").'),
     usageBox, usageMsg));
   const load = async () => {
+    const withCapacity = metrics.filter((m) => Object.keys(m.capacity || {}).length);
     const all = await Promise.all(withCapacity.map((m) => api('GET', `/v1/metrics/${enc(m.key)}/usage`)));
     if (!page.alive) return;
     const rows = all.flatMap((mu) => mu.usage.map((u) => {
@@ -731,12 +818,40 @@ async function metricsPage(main) {
         h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
     }));
     const cols = ['Metric', 'Window', 'Usage', { label: 'Used', num: true }, { label: 'Remaining', num: true }, 'Counted', 'Resets'];
-    clear(usageBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No global usage is counted.'));
+    clear(usageBox).append(rows.length ? table(cols, rows)
+      : h('p', { class: 'muted' }, withCapacity.length ? 'No global usage is counted.' : 'No metric declares a capacity.'));
     clear(usageMsg);
   };
   const refresh = () => load().catch((err) => { if (page.alive) clear(usageMsg).append(errorBox(err)); });
   await refresh();
   every(REFRESH_MS, refresh);
+}
+
+// drawsOn maps each metric that draws on a credit pool to the pool and its
+// rate, from the pools' schemas (a metric draws on at most one pool).
+function drawsOn(metrics) {
+  const out = new Map();
+  for (const pool of metrics) {
+    for (const r of pool.credit_schema || []) out.set(r.metric, { pool: pool.key, rate: r });
+  }
+  return out;
+}
+
+// rateText says how a metric draws on a pool: "3 credits per 100 gpt4_tokens".
+function rateText(r) {
+  const credits = `${num(r.credits)} ${r.credits === 1 ? 'credit' : 'credits'}`;
+  return r.per === 1 ? `${credits} per unit of ${r.metric}` : `${credits} per ${num(r.per)} ${r.metric}`;
+}
+
+// creditsCell is a metric's part in credit pools: the metrics that draw on
+// it (a pool), or the pool it draws on, or none.
+function creditsCell(m, draws) {
+  if (m.credit_schema?.length) {
+    return h('div', { class: 'credits' }, 'Credit pool, charged by:',
+      h('ul', { class: 'rates' }, m.credit_schema.map((r) => h('li', { 'data-metric': r.metric }, rateText(r)))));
+  }
+  if (draws) return h('div', { class: 'credits', 'data-pool': draws.pool }, 'Draws on pool ', h('strong', {}, draws.pool), ': ', rateText(draws.rate));
+  return h('span', { class: 'muted' }, '—');
 }
 
 // capacityBar is a window's global usage against the metric's capacity
