@@ -487,7 +487,7 @@ async function customerPage(main, id) {
     e.preventDefault();
     clear(resetMsg);
     const m = resetSel.value;
-    if (!await confirm('Reset usage', `Zero the current windows of ${m} for ${cust.id}? Every window of the metric, short and long, starts again from 0. This cannot be undone.`, 'Reset usage')) return;
+    if (!await confirm('Reset usage', `Zero the current windows of ${m} for ${cust.id}? Every window of the metric, short and long, its subjects' included, starts again from 0. This cannot be undone.`, 'Reset usage')) return;
     try {
       await api('DELETE', `/v1/customers/${enc(id)}/usage/${enc(m)}`);
       resetMsg.append(notice(`Usage of ${m} reset.`));
