@@ -996,10 +996,12 @@ func TestConsoleScreenshots(t *testing.T) {
 	mustSeedConsole(s)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 1500, "mode": "soft", "overage_percent": 50, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit": 1200, "reason": "per end user"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "production backend"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "ci", "expires_at": "2030-01-01T00:00:00Z"}`)
 	for i := range 9 {
-		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
+		subject := []string{"user-42", "user-7"}[i%2]
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "subject": "`+subject+`", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}
 	for _, size := range []struct {
 		name          string
@@ -1014,6 +1016,12 @@ func TestConsoleScreenshots(t *testing.T) {
 		tab.signIn(adminToken)
 		tab.open("#/customers/acme")
 		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#keys table') && document.querySelector('#customer-audit table')`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#subject"), "user-42"),
+			chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)),
+		)
+		tab.waitFor("user-42's windows", `document.querySelector('#limits tr[data-subject="user-42"] [role=progressbar]') !== null`)
+		tab.do(chromedp.Evaluate[chromedp.Void](`document.activeElement.blur(); window.scrollTo(0, 0)`))
 		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()
