@@ -11,8 +11,8 @@
 //
 //	quotactl catalog export [--customers] [-o FILE]
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
-//	quotactl check CUSTOMER METRIC [--cost N] [--dry-run]
-//	quotactl usage CUSTOMER
+//	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
+//	quotactl usage CUSTOMER [--subject S]
 //	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
 //	quotactl keys list CUSTOMER
 //	quotactl keys revoke KEY_ID
@@ -60,8 +60,8 @@ type cli struct {
 		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
 		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
 	} `cmd:"" help:"The catalog as code."`
-	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now (exit 0 allowed, 2 denied)."`
-	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on."`
+	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
+	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
 	Keys  keysCmd  `cmd:"" help:"Issue, list and revoke customers' API keys."`
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -327,33 +328,170 @@ func TestBadFile(t *testing.T) {
 	}
 }
 
+// squeezed is out with every run of spaces one space, so that a test
+// names a table's row without its column widths.
+func squeezed(out string) string {
+	return regexp.MustCompile(` +`).ReplaceAllString(out, " ")
+}
+
+// checkRun is a run of quotactl and what it must exit with and print
+// (wantOut each in its output, spaces squeezed), and what it must not.
+type checkRun struct {
+	name     string
+	args     []string
+	wantCode int
+	wantOut  []string
+	notOut   []string
+}
+
+func (tt checkRun) run(t *testing.T, srv *quotadtest.Server) {
+	t.Helper()
+	code, out, errOut := mustRun(t, srv, tt.args...)
+	if code != tt.wantCode {
+		t.Fatalf("exit %d, want %d\n%s%s", code, tt.wantCode, out, errOut)
+	}
+	for _, w := range tt.wantOut {
+		if !strings.Contains(squeezed(out), w) {
+			t.Errorf("output\n%s\nwant it to contain %q", out, w)
+		}
+	}
+	for _, w := range tt.notOut {
+		if strings.Contains(squeezed(out), w) {
+			t.Errorf("output\n%s\nwant it without %q", out, w)
+		}
+	}
+}
+
 func TestCheckAndUsage(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
-	tests := []struct {
-		name     string
-		args     []string
-		wantCode int
-		wantOut  []string
-	}{
-		{"allowed", []string{"check", "acme", "api_calls"}, 0, []string{"acme api_calls cost 1: allowed\n", "second  hard     50      1     49         ok"}},
-		{"denied", []string{"check", "acme", "api_calls", "--cost", "51", "--dry-run"}, 2, []string{"denied: the check can never pass (dry run: nothing charged)", "exceeded"}},
-		{"usage", []string{"usage", "acme"}, 0, []string{"acme on plan pro\n", "api_calls  day     200000  1     199999     0"}},
-		{"unknown customer", []string{"usage", "nobody"}, 1, nil},
+	tests := []checkRun{
+		{name: "allowed", args: []string{"check", "acme", "api_calls"}, wantOut: []string{
+			"acme api_calls cost 1: allowed\n",
+			"METRIC SUBJECT WINDOW MODE LIMIT USED REMAINING STATE RESET AT\n", "api_calls - second hard 50 1 49 ok "}},
+		{name: "denied", args: []string{"check", "acme", "api_calls", "--cost", "51", "--dry-run"}, wantCode: 2, wantOut: []string{
+			"denied: the check can never pass (dry run: nothing charged)\n", "exceeded"}},
+		{name: "the cost after a colon", args: []string{"check", "acme", "api_calls:3"}, wantOut: []string{
+			"acme api_calls cost 3: allowed\n", "api_calls - day elastic 200000 4 199996 ok "}},
+		{name: "usage", args: []string{"usage", "acme"}, wantOut: []string{
+			"acme on plan pro\n", "METRIC SUBJECT WINDOW LIMIT USED REMAINING OVERAGE RESET AT\n", "api_calls - day 200000 4 199996 0 "}},
+		{name: "usage of a subject, without limits per subject", args: []string{"usage", "acme", "--subject", "user-42"}, wantOut: []string{
+			"acme on plan pro, subject user-42\n", "api_calls - day 200000 4 199996 0 ",
+			"No limit of acme counts per subject: user-42's units count in the customer's windows only.\n"}},
+		{name: "unknown customer", args: []string{"usage", "nobody"}, wantCode: 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, out, errOut := mustRun(t, srv, tt.args...)
-			if code != tt.wantCode {
-				t.Fatalf("exit %d, want %d\n%s%s", code, tt.wantCode, out, errOut)
-			}
-			for _, w := range tt.wantOut {
-				if !strings.Contains(out, w) {
-					t.Errorf("output\n%s\nwant it to contain %q", out, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, srv) })
 	}
+}
+
+// TestCheckItemsAndSubjects checks with subjects and of several items, a
+// metric drawing on a credit pool among them, and reads a subject's usage.
+func TestCheckItemsAndSubjects(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", mustWrite(t, `metrics:
+  gpt4_tokens: {}
+  images: {}
+  credits:
+    credit_schema:
+      - {metric: gpt4_tokens, credits: 3, per: 100}
+      - {metric: images, credits: 10}
+plans:
+  team:
+    limits:
+      - {metric: gpt4_tokens, window: day, limit: 1000000}
+      - {metric: gpt4_tokens, window: day, per: subject, limit: 50000}
+      - {metric: images, window: day, per: subject, limit: 5}
+      - {metric: credits, window: day, limit: 100}
+customers:
+  acme:
+    plan: team
+`))
+	tests := []checkRun{
+		{
+			name: "one metric for a subject, its pool charged too",
+			args: []string{"check", "acme", "gpt4_tokens", "--cost", "900", "--subject", "user-42"},
+			wantOut: []string{
+				"acme gpt4_tokens cost 900 subject user-42: allowed\n",
+				"gpt4_tokens - day hard 1000000 900 999100 ok ",
+				"gpt4_tokens user-42 day hard 50000 900 49100 ok ",
+				"credits - day hard 100 27 73 ok ",
+			},
+			notOut: []string{"ITEM"},
+		},
+		{
+			name: "items: --subject for those without @SUBJECT",
+			args: []string{"check", "acme", "gpt4_tokens:100@ops@example.com/ip:10.0.0.1", "images:2", "--subject", "bob"},
+			wantOut: []string{
+				"acme, 2 items: allowed\n",
+				"ITEM METRIC SUBJECT COST ALLOWED REMAINING\n",
+				"1 gpt4_tokens ops@example.com/ip:10.0.0.1 100 yes ",
+				"2 images bob 2 yes 3\n",
+				"METRIC SUBJECT WINDOW MODE LIMIT USED REMAINING STATE RESET AT\n",
+				"gpt4_tokens ops@example.com/ip:10.0.0.1 day hard 50000 100 49900 ok ",
+				"images bob day hard 5 2 3 ok ",
+				"credits - day hard 100 50 50 ok ",
+			},
+		},
+		{
+			name:     "items denied: none charged, each answered",
+			args:     []string{"check", "acme", "images:4@bob", "gpt4_tokens:100@user-42"},
+			wantCode: 2,
+			wantOut: []string{
+				"acme, 2 items: denied: retry after ",
+				"1 images bob 4 no ",
+				"2 gpt4_tokens user-42 100 ",
+				"images bob day hard 5 2 3 exceeded ",
+			},
+		},
+		{
+			name: "the subject's usage beside the customer's",
+			args: []string{"usage", "acme", "--subject", "user-42"},
+			wantOut: []string{
+				"acme on plan team, subject user-42\n",
+				"gpt4_tokens - day 1000000 1000 999000 0 ",
+				"gpt4_tokens user-42 day 50000 900 49100 0 ",
+				"images user-42 day 5 0 5 0 ",
+				"credits - day 100 50 50 0 ",
+			},
+			notOut: []string{"No limit of"},
+		},
+		{
+			name:    "the customer's usage alone",
+			args:    []string{"usage", "acme"},
+			wantOut: []string{"gpt4_tokens - day 1000000 1000 999000 0 "},
+			notOut:  []string{"user-42"},
+		},
+		{name: "a metric with limits per subject needs one", args: []string{"check", "acme", "gpt4_tokens"}, wantCode: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, srv) })
+	}
+
+	// What quotactl refuses before asking quotad, each with its reason.
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "acme", "images:0"}, `"images:0": the cost after : must be a whole number of at least 1`},
+		{[]string{"check", "acme", "images:x"}, `"images:x": the cost after : must be a whole number of at least 1`},
+		{[]string{"check", "acme", "images@"}, `"images@": the subject after @ is empty`},
+		{[]string{"check", "acme", ":2"}, `":2": want METRIC[:COST][@SUBJECT], with a metric`},
+		{[]string{"check", "acme", "images", "gpt4_tokens", "--cost", "2"}, "--cost is the cost of a check of one metric: give each metric its own as METRIC:COST"},
+		{[]string{"check", "acme", "images:2", "--cost", "3"}, `"images:2" has a cost already: give it once, with --cost or METRIC:COST`},
+		{[]string{"check", "acme", "images", "--cost", "0"}, "--cost must be at least 1, got 0"},
+	} {
+		code, out, errOut := mustRun(t, srv, tt.args...)
+		if code != 1 || out != "" || errOut != "quotactl: "+tt.want+"\n" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 1, nothing and %q", tt.args, code, out, errOut, tt.want)
+		}
+	}
+	// A subject required is quotad's answer, naming the field.
+	if _, _, errOut := mustRun(t, srv, "check", "acme", "gpt4_tokens"); !strings.Contains(errOut, "subject") {
+		t.Errorf("a check without a subject of a metric with limits per subject: stderr %q, want it to name subject", errOut)
+	}
+	// None of them charged anything.
+	checkRun{args: []string{"usage", "acme", "--subject", "bob"}, wantOut: []string{"images bob day 5 2 3 0 ", "credits - day 100 50 50 0 "}}.run(t, srv)
 }
 
 func TestKeys(t *testing.T) {

@@ -635,6 +635,252 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("limits per subject: labelled, a subject's usage looked up, overrides per subject", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/plans/team", `{"name": "Team", "limits": [
+			{"metric": "api_calls", "window": "day", "limit": 1000},
+			{"metric": "api_calls", "window": "day", "per": "subject", "limit": 100},
+			{"metric": "api_calls", "window": "minute", "per": "subject", "limit": 50}]}`)
+		s.mustDo(201, "PUT", "/v1/customers/subjects", `{"plan": "team", "name": "Subjects Co"}`)
+		check := func(subject string, cost int) {
+			t.Helper()
+			s.mustDo(200, "POST", "/v1/check", fmt.Sprintf(`{"customer": "subjects", "metric": "api_calls", "subject": %q, "cost": %d}`, subject, cost), "Authorization", "Bearer "+checkToken)
+		}
+		check("user-42", 7)
+		check("user-7", 3)
+
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		// The plan's limit per subject is labelled; its customer-wide one looks as ever.
+		tab.open("#/plans")
+		planRow := func(key string) string { return fmt.Sprintf(`[data-plan=team] tr[data-key=%q]`, key) }
+		tab.waitFor("team's limits", fmt.Sprintf(`document.querySelector(%q) !== null`, planRow("api_calls/day/subject")))
+		if got := tab.text(planRow("api_calls/day/subject") + " td:nth-child(2)"); got != "day per subject" {
+			t.Errorf("the plan's limit per subject shows window %q, want %q", got, "day per subject")
+		}
+		if got := tab.text(planRow("api_calls/day") + " td:nth-child(2)"); got != "day" {
+			t.Errorf("the plan's customer-wide limit shows window %q, want %q", got, "day")
+		}
+
+		// The customer's page: the customer's windows with their bars, each
+		// limit per subject labelled, waiting for a subject.
+		tab.open("#/customers/subjects")
+		tab.waitFor("the customer's day bar at 10", barUsed("api_calls/day")+` === '10'`)
+		perSubject := `#limits tr[data-key="api_calls/day/subject"]`
+		tab.waitFor("the limit per subject listed", fmt.Sprintf(`document.querySelector(%q)?.textContent.includes('look one up')`, perSubject))
+		if got := tab.text(perSubject + " td:nth-child(2)"); got != "day per subject" {
+			t.Errorf("the limit per subject shows window %q, want %q", got, "day per subject")
+		}
+		if got := tab.text(`#limits tr[data-key="api_calls/day"] td:nth-child(2)`); got != "day" {
+			t.Errorf("the customer-wide limit shows window %q, want %q", got, "day")
+		}
+		if n := evalIn[int](tab, fmt.Sprintf(`document.querySelectorAll(%q).length`, perSubject+" [role=progressbar]")); n != 0 {
+			t.Errorf("the limit per subject has %d bars without a subject, want 0", n)
+		}
+
+		// A subject looked up: its windows beside the customer's, labelled.
+		subjectBar := func(window, subject string) string {
+			return fmt.Sprintf(`document.querySelector('#limits tr[data-key="api_calls/%s/subject"][data-subject=%q] [role=progressbar]')?.getAttribute('aria-valuenow')`, window, subject)
+		}
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#subject"), "user-42"),
+			chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)),
+		)
+		// (The minute's bar is there too; a sliding window's count may fade
+		// as the minute turns, so only the day's is compared.)
+		tab.waitFor("user-42's day bar at 7", subjectBar("day", "user-42")+` === '7' && `+subjectBar("minute", "user-42")+` != null`)
+		if got := tab.text(perSubject + `[data-subject="user-42"] td:nth-child(2)`); got != "day per subject user-42" {
+			t.Errorf("user-42's window shows %q, want %q", got, "day per subject user-42")
+		}
+		if got := tab.text(perSubject + `[data-subject="user-42"] td:nth-child(7)`); got != "7 / 100" {
+			t.Errorf("user-42's used cell %q, want %q", got, "7 / 100")
+		}
+		if got := evalIn[string](tab, barUsed("api_calls/day")); got != "10" {
+			t.Errorf("the customer's day bar shows %q beside the subject's, want 10", got)
+		}
+		if got := tab.text("#subject-msg"); !strings.Contains(got, "user-42") {
+			t.Errorf("the lookup does not say whose windows show: %q", got)
+		}
+		// It refreshes by itself, as the customer's bars do.
+		check("user-42", 5)
+		tab.waitFor("user-42's day bar at 12 and the customer's at 15", subjectBar("day", "user-42")+` === '12' && `+barUsed("api_calls/day")+` === '15'`)
+
+		// Another subject replaces it; one the API would refuse is not sent.
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#subject"), "user-7"),
+			chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)),
+		)
+		tab.waitFor("user-7's day bar at 3, user-42's gone", subjectBar("day", "user-7")+` === '3' && `+subjectBar("day", "user-42")+` === undefined`)
+		tab.do(chromedp.SetValue(chromedp.CSS("#subject"), "not a subject"))
+		if !evalIn[bool](tab, `document.querySelector('#subject').validity.patternMismatch`) {
+			t.Error("a subject with spaces matches the input's pattern")
+		}
+		tab.do(chromedp.SetValue(chromedp.CSS("#subject"), "ops@example.com/ip:10.0.0.1"))
+		if evalIn[bool](tab, `document.querySelector('#subject').validity.patternMismatch`) {
+			t.Error("a subject of every allowed character does not match the input's pattern")
+		}
+		tab.do(chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)))
+		tab.waitFor("the subject's empty windows", subjectBar("day", "ops@example.com/ip:10.0.0.1")+` === '0'`)
+		tab.do(chromedp.Click(chromedp.CSS("#subject-clear")))
+		tab.waitFor("the customer's windows alone", fmt.Sprintf(`document.querySelector(%q)?.textContent.includes('look one up') && document.querySelector('#limits tr[data-subject]') === null`, perSubject))
+
+		// An override per subject: added, listed and labelled, edited and
+		// deleted through ?per=subject, the customer-wide one apart.
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-per') !== null`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-metric"), "api_calls"),
+			chromedp.SetValue(chromedp.CSS("#ov-window"), "day"),
+			chromedp.SetValue(chromedp.CSS("#ov-per"), "subject"),
+			chromedp.SendKeys(chromedp.CSS("#ov-limit"), "500"),
+			chromedp.SendKeys(chromedp.CSS("#ov-reason"), "power users"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		ovRow := `#overrides tr[data-key="api_calls/day/subject"]`
+		tab.waitFor("the override per subject listed", fmt.Sprintf(`document.querySelector(%q)?.textContent.includes('power users')`, ovRow))
+		if got := tab.text(ovRow + " td:nth-child(2)"); got != "day per subject" {
+			t.Errorf("the override per subject shows window %q, want %q", got, "day per subject")
+		}
+		tab.waitFor("the limit per subject at 500 from the override", fmt.Sprintf(`(() => { const tr = document.querySelector(%q);
+			return tr && tr.children[2].textContent === '500' && tr.children[4].textContent === 'override'; })()`, perSubject))
+		if r := s.mustDo(200, "GET", "/v1/customers/subjects/overrides/api_calls/day?per=subject", ""); !strings.Contains(string(r.Body), `"limit":500`) {
+			t.Errorf("the API does not show the override per subject: %s", r.Body)
+		}
+		s.mustDo(404, "GET", "/v1/customers/subjects/overrides/api_calls/day", "")
+
+		// Adding it again is refused in the page; the customer-wide one is another override.
+		tab.do(chromedp.Click(chromedp.CSS("#add-override")))
+		tab.waitFor("the override form", `document.querySelector('#ov-limit')?.value === ''`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-metric"), "api_calls"),
+			chromedp.SetValue(chromedp.CSS("#ov-window"), "day"),
+			chromedp.SetValue(chromedp.CSS("#ov-per"), "subject"),
+			chromedp.SendKeys(chromedp.CSS("#ov-limit"), "1"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#override-msg .error')?.textContent.includes('day per subject already')`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-per"), "customer"),
+			chromedp.SetValue(chromedp.CSS("#ov-limit"), "2000"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("both overrides listed", `document.querySelector('#overrides tr[data-key="api_calls/day"]') !== null && document.querySelector('#overrides tr[data-key="api_calls/day/subject"]') !== null`)
+		tab.waitFor("the customer's day limit at 2000", `document.querySelector('#limits tr[data-key="api_calls/day"] [role=progressbar]')?.getAttribute('aria-valuemax') === '2000'`)
+
+		// Edited: its address stays, per subject.
+		tab.do(chromedp.Click(chromedp.CSS(ovRow + " [data-action=edit]")))
+		tab.waitFor("the edit form", `document.querySelector('#ov-limit')?.value === '500'`)
+		if got := evalIn[string](tab, `(() => { const s = document.querySelector('#ov-per'); return s.value + (s.disabled ? ' disabled' : ''); })()`); got != "subject disabled" {
+			t.Errorf("the edit form's per is %q, want %q", got, "subject disabled")
+		}
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ov-limit"), "600"),
+			chromedp.Click(chromedp.CSS("#ov-save")),
+		)
+		tab.waitFor("the override per subject at 600", fmt.Sprintf(`document.querySelector(%q)?.children[2].textContent === '600'`, ovRow))
+		if r := s.mustDo(200, "GET", "/v1/customers/subjects/overrides/api_calls/day?per=subject", ""); !strings.Contains(string(r.Body), `"limit":600`) {
+			t.Errorf("the edit did not reach the override per subject: %s", r.Body)
+		}
+		if r := s.mustDo(200, "GET", "/v1/customers/subjects/overrides/api_calls/day", ""); !strings.Contains(string(r.Body), `"limit":2000`) {
+			t.Errorf("the edit changed the customer-wide override: %s", r.Body)
+		}
+
+		// Deleted after the page's question: the customer-wide one stays.
+		tab.do(chromedp.Click(chromedp.CSS(ovRow + " [data-action=delete]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open && document.querySelector('#confirm-text').textContent.includes('per subject')`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("the override per subject gone", fmt.Sprintf(`document.querySelector(%q) === null && document.querySelector('#override-msg .notice')?.textContent.includes('deleted')`, ovRow))
+		s.mustDo(404, "GET", "/v1/customers/subjects/overrides/api_calls/day?per=subject", "")
+		s.mustDo(200, "GET", "/v1/customers/subjects/overrides/api_calls/day", "")
+		tab.waitFor("the plan's limit per subject again", fmt.Sprintf(`document.querySelector(%q)?.children[4].textContent === 'plan'`, perSubject))
+	})
+
+	t.Run("metrics page: credit pools, and an edit keeps the schema", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/metrics/gpt4_tokens", `{"description": "<img src=x onerror=alert(1)>"}`)
+		s.mustDo(201, "PUT", "/v1/metrics/images", `{}`)
+		s.mustDo(201, "PUT", "/v1/metrics/credits", `{"description": "Credits", "capacity": {"day": 1000000},
+			"credit_schema": [{"metric": "gpt4_tokens", "credits": 3, "per": 100}, {"metric": "images", "credits": 10}]}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/metrics")
+		row := func(key string) string { return fmt.Sprintf(`#metrics tr[data-key=%q]`, key) }
+		tab.waitFor("the pool's schema", fmt.Sprintf(`document.querySelector(%q) !== null`, row("credits")+` li[data-metric="images"]`))
+		for sel, want := range map[string]string{
+			row("credits") + ` li[data-metric="gpt4_tokens"]`: "3 credits per 100 gpt4_tokens",
+			row("credits") + ` li[data-metric="images"]`:      "10 credits per unit of images",
+			row("gpt4_tokens") + ` [data-pool="credits"]`:     "Draws on pool credits: 3 credits per 100 gpt4_tokens",
+			row("images") + ` [data-pool="credits"]`:          "Draws on pool credits: 10 credits per unit of images",
+			row("api_calls") + " td:nth-child(4)":             "—",
+		} {
+			if got := tab.text(sel); got != want {
+				t.Errorf("%s shows %q, want %q", sel, got, want)
+			}
+		}
+		// A description with markup shows as text, in the list and in the form.
+		if got := tab.text(row("gpt4_tokens") + " td:nth-child(2)"); got != "<img src=x onerror=alert(1)>" {
+			t.Errorf("gpt4_tokens' description shows as %q, want it as text", got)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(row("gpt4_tokens") + " [data-action=edit]")))
+		tab.waitFor("gpt4_tokens' form", `document.querySelector('#mt-description')?.value === '<img src=x onerror=alert(1)>'`)
+		if n := evalIn[int](tab, `document.querySelectorAll('main img').length`); n != 0 {
+			t.Errorf("the page has %d img elements: a description was parsed as HTML", n)
+		}
+
+		// Saving the pool's capacity sends its schema back, untouched.
+		tab.do(chromedp.Click(chromedp.CSS(row("credits") + " [data-action=edit]")))
+		tab.waitFor("the pool's form, its schema in it", `document.querySelectorAll('#mt-rates [data-rate]').length === 2 && document.querySelector('#mt-capacity-day')?.value === '1000000'`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#mt-capacity-day"), "2000000"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the save", `document.querySelector('#metric-msg .notice')?.textContent.includes('credits saved')`)
+		r := s.mustDo(200, "GET", "/v1/metrics/credits", "")
+		if body := string(r.Body); !strings.Contains(body, `"capacity":{"day":2000000}`) ||
+			!strings.Contains(body, `"credit_schema":[{"metric":"gpt4_tokens","credits":3,"per":100},{"metric":"images","credits":10,"per":1}]`) ||
+			!strings.Contains(body, `"description":"Credits"`) {
+			t.Errorf("after saving the capacity the pool is %s, want its schema and description as they were", body)
+		}
+
+		// The schema edited: images no longer draws on it.
+		tab.do(chromedp.Click(chromedp.CSS(row("credits") + " [data-action=edit]")))
+		tab.waitFor("the pool's form", `document.querySelectorAll('#mt-rates [data-rate]').length === 2`)
+		tab.do(
+			chromedp.Click(chromedp.CSS(`#mt-rates [data-rate]:nth-child(2) [data-action=remove-rate]`)),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate]:nth-child(1) [data-field=credits]`), "4"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("images drawing on nothing", fmt.Sprintf(`document.querySelector(%q)?.textContent === '—' && document.querySelector(%q)?.textContent === '4 credits per 100 gpt4_tokens'`,
+			row("images")+" td:nth-child(4)", row("credits")+` li[data-metric="gpt4_tokens"]`))
+		if r := s.mustDo(200, "GET", "/v1/metrics/credits", ""); !strings.Contains(string(r.Body), `"credit_schema":[{"metric":"gpt4_tokens","credits":4,"per":100}]`) {
+			t.Errorf("the edited schema is not the pool's: %s", r.Body)
+		}
+		// A schema the API refuses shows its field error.
+		tab.do(chromedp.Click(chromedp.CSS(row("gpt4_tokens") + " [data-action=edit]")))
+		tab.waitFor("gpt4_tokens' form", `document.querySelector('#metric-editor h3')?.textContent.includes('gpt4_tokens')`)
+		tab.do(
+			chromedp.Click(chromedp.CSS("#mt-add-rate")),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate] [data-field=metric]`), "images"),
+			chromedp.SetValue(chromedp.CSS(`#mt-rates [data-rate] [data-field=credits]`), "1"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#metric-msg .error')?.textContent.includes('credit_schema')`)
+
+		// An edit made meanwhile by someone else is a 412, shown, and nothing is overwritten.
+		tab.do(chromedp.Click(chromedp.CSS(row("images") + " [data-action=edit]")))
+		tab.waitFor("images' form", `document.querySelector('#metric-editor h3')?.textContent.includes('images')`)
+		s.mustDo(200, "PUT", "/v1/metrics/images", `{"description": "someone else"}`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#mt-description"), "mine"),
+			chromedp.Click(chromedp.CSS("#mt-save")),
+		)
+		tab.waitFor("the 412 shown", `document.querySelector('#metric-msg .error')?.textContent.includes('412')`)
+		tab.waitFor("the list reloaded with their change", fmt.Sprintf(`document.querySelector(%q)?.textContent === 'someone else'`, row("images")+" td:nth-child(2)"))
+		tab.mu.Lock()
+		defer tab.mu.Unlock()
+		if len(tab.dialogs) != 0 {
+			t.Errorf("dialogs opened: %q", tab.dialogs)
+		}
+	})
+
 	t.Run("a name with markup shows as text", func(t *testing.T) {
 		const name = "<img src=x onerror=alert(1)>"
 		tab := newTab(t, browser, s.URL)
@@ -752,10 +998,12 @@ func TestConsoleScreenshots(t *testing.T) {
 	mustSeedConsole(s)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit": 1500, "mode": "soft", "overage_percent": 50, "reason": "launch week", "expires_at": "2030-01-01T00:00:00Z"}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit": 1200, "reason": "per end user"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "production backend"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "ci", "expires_at": "2030-01-01T00:00:00Z"}`)
 	for i := range 9 {
-		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
+		subject := []string{"user-42", "user-7"}[i%2]
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "subject": "`+subject+`", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}
 	for _, size := range []struct {
 		name          string
@@ -770,6 +1018,12 @@ func TestConsoleScreenshots(t *testing.T) {
 		tab.signIn(adminToken)
 		tab.open("#/customers/acme")
 		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#keys table') && document.querySelector('#customer-audit table')`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#subject"), "user-42"),
+			chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)),
+		)
+		tab.waitFor("user-42's windows", `document.querySelector('#limits tr[data-subject="user-42"] [role=progressbar]') !== null`)
+		tab.do(chromedp.Evaluate[chromedp.Void](`document.activeElement.blur(); window.scrollTo(0, 0)`))
 		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		cancel()

@@ -13,6 +13,25 @@ const nav = document.getElementById('nav');
 const REFRESH_MS = 3000;
 const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month'];
 const MODES = ['hard', 'soft', 'elastic'];
+// PER_SUBJECT is the per of a limit (or override) that counts each subject
+// of the customer apart (an end user, an IP, an API key); without it, a
+// limit counts the customer as a whole.
+const PER_SUBJECT = 'subject';
+// SUBJECT_PATTERN is what a subject must match (the API's rule, as an
+// input's pattern: the v flag wants / and - escaped in a class).
+const SUBJECT_PATTERN = '[A-Za-z0-9._:@\\/\\-]{1,128}';
+
+// limitKey names a limit (or override) by metric and window, with
+// "/subject" after them for one per subject.
+const limitKey = (l) => `${l.metric}/${l.window}${l.per === PER_SUBJECT ? '/subject' : ''}`;
+
+// windowLabel is a limit's window, labelled "per subject" when it counts
+// each subject apart (customer-wide ones show the window alone), and the
+// subject a window counts for, if any.
+function windowLabel(window, per, subject) {
+  if (per !== PER_SUBJECT) return window;
+  return h('span', {}, window, ' ', h('span', { class: 'per' }, 'per subject'), subject ? [' ', h('code', { class: 'subject' }, subject)] : '');
+}
 
 // page is the current page's lifetime: its timers stop when it is left.
 let page = { timers: [], alive: true };
@@ -176,6 +195,8 @@ function windowState(u, lim) {
   return u.used >= u.limit ? 'exceeded' : 'ok';
 }
 
+// usageBar is a window's usage against its limit; key names the window
+// (with its subject, for a subject's).
 function usageBar(u, state, key) {
   const pct = u.limit > 0 ? Math.min(100, (u.used / u.limit) * 100) : 100;
   const fill = h('span');
@@ -199,8 +220,9 @@ async function customerPage(main, id) {
   const statementBox = h('div', { id: 'statement' });
   const auditBox = h('div', { id: 'customer-audit' });
   const keysBox = h('div', { id: 'api-keys' });
+  const subjectBox = h('div', { id: 'subject-lookup' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), limitsMsg, limitsBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), subjectBox, limitsMsg, limitsBox),
     section('Last 90 days', chartBox),
     section('Overrides', overridesBox, overrideForm),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
@@ -222,34 +244,97 @@ async function customerPage(main, id) {
   renderHead();
 
   let lastLimits = [];
+  // subject is the subject whose windows show beside the customer's ('' for
+  // none): usage?subject= lists them after the customer's.
+  let subject = '';
+  const limitCells = (l) => [
+    h('td', { 'data-label': 'Mode' }, l ? l.mode : ''),
+    h('td', { 'data-label': 'Source' }, l ? l.source : '', l?.expires_at ? [' until ', time(l.expires_at)] : '')];
+  const usageRow = (u, l) => {
+    const key = limitKey({ ...u, per: u.subject !== undefined ? PER_SUBJECT : undefined });
+    const name = u.subject !== undefined ? `${u.metric}/${u.window}/${u.subject}` : key;
+    const state = windowState(u, l);
+    return h('tr', { class: `state-${state}`, 'data-key': key, 'data-subject': u.subject },
+      h('td', { 'data-label': 'Metric' }, u.metric),
+      h('td', { 'data-label': 'Window' }, windowLabel(u.window, u.subject !== undefined ? PER_SUBJECT : '', u.subject)),
+      h('td', { 'data-label': 'Limit', class: 'num' }, num(u.limit)),
+      limitCells(l),
+      h('td', { 'data-label': 'Usage' }, usageBar(u, state, name)),
+      h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
+      h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
+      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
+      h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
+  };
+  // A limit per subject without a subject looked up has no usage of its
+  // own: each subject counts apart.
+  const perSubjectRow = (l) => h('tr', { class: 'per-subject', 'data-key': limitKey(l) },
+    h('td', { 'data-label': 'Metric' }, l.metric),
+    h('td', { 'data-label': 'Window' }, windowLabel(l.window, l.per)),
+    h('td', { 'data-label': 'Limit', class: 'num' }, num(l.limit)),
+    limitCells(l),
+    h('td', { 'data-label': 'Usage', colspan: 5, class: 'muted' }, 'Each subject counts apart: look one up above.'));
   const loadLimits = async () => {
+    const asked = subject;
     const [lim, usage] = await Promise.all([
       api('GET', `/v1/customers/${enc(id)}/limits`),
-      api('GET', `/v1/customers/${enc(id)}/usage`),
+      api('GET', `/v1/customers/${enc(id)}/usage${qs({ subject: asked })}`),
     ]);
-    if (!page.alive) return;
+    if (!page.alive || asked !== subject) return;
     lastLimits = lim.limits;
-    const byKey = new Map(lim.limits.map((l) => [`${l.metric}/${l.window}`, l]));
-    const rows = usage.usage.map((u) => {
-      const key = `${u.metric}/${u.window}`;
-      const l = byKey.get(key);
-      const state = windowState(u, l);
-      return h('tr', { class: `state-${state}`, 'data-key': key },
-        h('td', { 'data-label': 'Metric' }, u.metric), h('td', { 'data-label': 'Window' }, u.window),
-        h('td', { 'data-label': 'Limit', class: 'num' }, num(u.limit)),
-        h('td', { 'data-label': 'Mode' }, l ? l.mode : ''),
-        h('td', { 'data-label': 'Source' }, l ? l.source : '', l?.expires_at ? [' until ', time(l.expires_at)] : ''),
-        h('td', { 'data-label': 'Usage' }, usageBar(u, state, key)),
-        h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
-        h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
-        h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
-        h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
-    });
+    // In the order of the limits (the customer's before the one per
+    // subject); a window whose limit changed between the two reads shows
+    // at the end, and is gone at the next refresh.
+    const usageOf = new Map(usage.usage.map((u) => [limitKey({ ...u, per: u.subject !== undefined ? PER_SUBJECT : undefined }), u]));
+    const rows = [];
+    for (const l of lim.limits) {
+      const key = limitKey(l);
+      const u = usageOf.get(key);
+      usageOf.delete(key);
+      if (u) rows.push(usageRow(u, l));
+      else if (l.per === PER_SUBJECT) rows.push(perSubjectRow(l));
+    }
+    for (const u of usageOf.values()) rows.push(usageRow(u, undefined));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Source', 'Usage', { label: 'Used', num: true }, { label: 'Overage', num: true }, 'State', 'Resets'];
     clear(limitsBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No limit applies to this customer.'));
     clear(limitsMsg);
+    showSubject(lim.limits.some((l) => l.per === PER_SUBJECT));
   };
   const refresh = () => loadLimits().catch((err) => { if (page.alive) clear(limitsMsg).append(errorBox(err)); });
+
+  // A subject's usage: its windows of the limits per subject, in the
+  // table beside the customer's, refreshed with them.
+  const subjectIn = h('input', {
+    id: 'subject', type: 'text', maxlength: 128, pattern: SUBJECT_PATTERN, required: true, autocomplete: 'off', spellcheck: 'false',
+    placeholder: 'user-42', title: 'Letters, digits and . _ : @ / - (at most 128)',
+  });
+  const subjectClear = h('button', { type: 'button', class: 'secondary', id: 'subject-clear', hidden: true }, 'Customer only');
+  const subjectMsg = h('div', { id: 'subject-msg' });
+  const subjectForm = h('form', { class: 'inline', role: 'search', id: 'subject-form' },
+    field('A subject\'s usage (end user, IP, API key id)', subjectIn), h('button', { type: 'submit' }, 'Show its windows'), subjectClear);
+  subjectBox.append(subjectForm, subjectMsg);
+  // showSubject says whose windows the table shows, given whether any
+  // limit of the customer counts per subject.
+  const showSubject = (perSubject) => {
+    subjectClear.hidden = !subject;
+    const text = !perSubject
+      ? 'No limit of this customer counts per subject: a subject\'s units count in the customer\'s windows only.'
+      : subject ? ['Showing the windows of subject ', h('code', {}, subject), ' beside the customer\'s.'] : '';
+    const key = JSON.stringify([perSubject, subject]);
+    if (subjectMsg.dataset.shown !== key) {
+      subjectMsg.dataset.shown = key;
+      clear(subjectMsg).append(h('p', { class: 'muted' }, text));
+    }
+  };
+  on(subjectForm, 'submit', async (e) => {
+    e.preventDefault();
+    subject = subjectIn.value.trim();
+    await refresh();
+  });
+  on(subjectClear, 'click', async () => {
+    subject = '';
+    subjectIn.value = '';
+    await refresh();
+  });
   await refresh();
   every(REFRESH_MS, refresh);
 
@@ -276,21 +361,23 @@ async function customerPage(main, id) {
   let shownOverrides = new Set();
   const loadOverrides = async () => {
     const r = await api('GET', `/v1/customers/${enc(id)}/overrides?limit=1000`);
-    shownOverrides = new Set(r.overrides.map((o) => `${o.metric}/${o.window}`));
+    shownOverrides = new Set(r.overrides.map(limitKey));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Expires', 'Reason', 'Version', 'Actions'];
     const rows = r.overrides.map((o) => {
-      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${o.metric}/${o.window}` }, 'Edit');
-      const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Delete override ${o.metric}/${o.window}` }, 'Delete');
+      const name = overrideName(o);
+      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit override ${name}` }, 'Edit');
+      const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Delete override ${name}` }, 'Delete');
       on(edit, 'click', () => showOverrideForm(o));
       on(del, 'click', async () => {
-        if (!await confirm('Delete override', `Delete the override of ${o.metric}/${o.window} for ${cust.id}? The plan's limit applies again.`, 'Delete')) return;
+        const what = o.per === PER_SUBJECT ? 'plan\'s limit per subject' : 'plan\'s limit';
+        if (!await confirm('Delete override', `Delete the override of ${name} for ${cust.id}? The ${what} applies again.`, 'Delete')) return;
         try {
-          await api('DELETE', `/v1/customers/${enc(id)}/overrides/${enc(o.metric)}/${enc(o.window)}`, { ifMatch: etag(o.version) });
-          await afterWrite(`Override ${o.metric}/${o.window} deleted.`);
+          await api('DELETE', overridePath(o.metric, o.window, o.per), { ifMatch: etag(o.version) });
+          await afterWrite(`Override ${name} deleted.`);
         } catch (err) { overrideMsg(err); }
       });
-      return h('tr', { 'data-key': `${o.metric}/${o.window}` },
-        h('td', { 'data-label': 'Metric' }, o.metric), h('td', { 'data-label': 'Window' }, o.window),
+      return h('tr', { 'data-key': limitKey(o) },
+        h('td', { 'data-label': 'Metric' }, o.metric), h('td', { 'data-label': 'Window' }, windowLabel(o.window, o.per)),
         h('td', { 'data-label': 'Limit', class: 'num' }, num(o.limit)),
         h('td', { 'data-label': 'Mode' }, o.mode, o.mode === 'soft' ? ` +${o.overage_percent}%` : '', o.ceiling != null ? ` ceiling ${num(o.ceiling)}` : ''),
         h('td', { 'data-label': 'Expires' }, o.expires_at ? time(o.expires_at) : 'never', o.expired ? ' (expired)' : ''),
@@ -313,6 +400,10 @@ async function customerPage(main, id) {
       msgBox.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
     } else msgBox.append(errorBox(err));
   };
+  // An override's address: metric and window, and ?per=subject for one
+  // per subject.
+  const overridePath = (m, w, per) => `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}${per === PER_SUBJECT ? qs({ per }) : ''}`;
+  const overrideName = (o) => `${o.metric}/${o.window}${o.per === PER_SUBJECT ? ' per subject' : ''}`;
   const afterWrite = async (text) => {
     clear(overrideForm);
     await Promise.all([loadOverrides(), refresh(), loadAudit(true)]);
@@ -322,6 +413,9 @@ async function customerPage(main, id) {
     clear(msgBox);
     const metricSel = h('select', { id: 'ov-metric', disabled: !!o }, metricKeys.map((m) => h('option', { value: m, selected: o?.metric === m }, m)));
     const windowSel = h('select', { id: 'ov-window', disabled: !!o }, WINDOWS.map((w) => h('option', { value: w, selected: (o?.window || 'day') === w }, w)));
+    const perSel = h('select', { id: 'ov-per', disabled: !!o },
+      h('option', { value: 'customer', selected: o?.per !== PER_SUBJECT }, 'customer-wide'),
+      h('option', { value: PER_SUBJECT, selected: o?.per === PER_SUBJECT }, 'per subject'));
     const limit = h('input', { id: 'ov-limit', type: 'number', min: 0, step: 1, required: true, value: o ? o.limit : '' });
     const mode = h('select', { id: 'ov-mode' }, MODES.map((m) => h('option', { value: m, selected: (o?.mode || 'hard') === m }, m)));
     const pct = h('input', { id: 'ov-overage', type: 'number', min: 0, max: 1000, step: 1, value: o?.mode === 'soft' ? o.overage_percent : '' });
@@ -331,9 +425,9 @@ async function customerPage(main, id) {
     const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
     on(cancel, 'click', () => clear(overrideForm));
     const form = h('form', { id: 'override-editor' },
-      h('h3', {}, o ? `Edit override ${o.metric}/${o.window} (version ${o.version})` : 'Add an override'),
+      h('h3', {}, o ? `Edit override ${overrideName(o)} (version ${o.version})` : 'Add an override'),
       h('div', { class: 'form-grid' },
-        field('Metric', metricSel), field('Window', windowSel), field('Limit', limit), field('Mode', mode),
+        field('Metric', metricSel), field('Window', windowSel), field('Counts', perSel), field('Limit', limit), field('Mode', mode),
         field('Overage % (soft)', pct), field('Ceiling (elastic)', ceiling),
         field('Expires (your time zone; empty: never)', expires, { class: 'wide' }), field('Reason', reason, { class: 'wide' })),
       h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'ov-save' }, 'Save override'), cancel));
@@ -345,14 +439,16 @@ async function customerPage(main, id) {
       if (expires.value) body.expires_at = new Date(expires.value).toISOString();
       if (reason.value) body.reason = reason.value;
       const m = o ? o.metric : metricSel.value, w = o ? o.window : windowSel.value;
-      if (!o && shownOverrides.has(`${m}/${w}`)) {
+      const per = o ? o.per : perSel.value;
+      const name = overrideName({ metric: m, window: w, per });
+      if (!o && shownOverrides.has(limitKey({ metric: m, window: w, per }))) {
         // PUT would replace it: the API has no "create only".
-        overrideMsg(new Error(`${cust.id} has an override of ${m}/${w} already: edit it instead.`));
+        overrideMsg(new Error(`${cust.id} has an override of ${name} already: edit it instead.`));
         return;
       }
       try {
-        await api('PUT', `/v1/customers/${enc(id)}/overrides/${enc(m)}/${enc(w)}`, { body, ifMatch: o ? etag(o.version) : undefined });
-        await afterWrite(`Override ${m}/${w} saved.`);
+        await api('PUT', overridePath(m, w, per), { body, ifMatch: o ? etag(o.version) : undefined });
+        await afterWrite(`Override ${name} saved.`);
       } catch (err) { overrideMsg(err); }
     });
     clear(overrideForm).append(form);
@@ -391,7 +487,7 @@ async function customerPage(main, id) {
     e.preventDefault();
     clear(resetMsg);
     const m = resetSel.value;
-    if (!await confirm('Reset usage', `Zero the current windows of ${m} for ${cust.id}? Every window of the metric, short and long, starts again from 0. This cannot be undone.`, 'Reset usage')) return;
+    if (!await confirm('Reset usage', `Zero the current windows of ${m} for ${cust.id}? Every window of the metric, short and long, its subjects' included, starts again from 0. This cannot be undone.`, 'Reset usage')) return;
     try {
       await api('DELETE', `/v1/customers/${enc(id)}/usage/${enc(m)}`);
       resetMsg.append(notice(`Usage of ${m} reset.`));
@@ -585,12 +681,17 @@ async function plansPage(main) {
   if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
   for (const p of r.plans) {
     const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
-    main.append(section(`${p.name || p.key} (${p.key})`,
+    const card = section(`${p.name || p.key} (${p.key})`,
       h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · version ', num(p.version)),
       p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
-        p.limits.map((l) => [l.metric, l.window, num(l.limit), l.mode,
-          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
-          l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''])) : h('p', { class: 'muted' }, 'No limits.')));
+        p.limits.map((l) => ({
+          attrs: { 'data-key': limitKey(l) },
+          cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
+            l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+            l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
+        }))) : h('p', { class: 'muted' }, 'No limits.'));
+    card.dataset.plan = p.key;
+    main.append(card);
   }
 }
 
@@ -598,17 +699,103 @@ async function plansPage(main) {
 
 async function metricsPage(main) {
   main.append(h('h1', {}, 'Metrics'));
-  const r = await api('GET', '/v1/metrics?limit=1000');
+  const declared = h('div', { id: 'metrics' });
+  const msg = h('div', { id: 'metric-msg' });
+  const editor = h('div', { id: 'metric-form' });
   main.append(section('Declared metrics',
-    h('p', { class: 'muted' }, 'Capacity is the whole system\'s budget per window, which elastic limits borrow from.'),
-    r.metrics.length ? table(['Metric', 'Description', 'Capacity', 'Version'], r.metrics.map((m) => [m.key, m.description || '',
-      Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
-      num(m.version)])) : h('p', { class: 'muted' }, 'No metrics.')));
+    h('p', { class: 'muted' }, 'Capacity is the whole system\'s budget per window, which elastic limits borrow from. '
+      + 'A credit pool is a metric that other metrics draw on: a check of one of them also charges the pool.'),
+    declared, msg, editor));
+  let metrics = [];
+
+  const showMsg = (err) => {
+    clear(msg);
+    if (err instanceof ApiError && err.status === 412) {
+      msg.append(errorBox(new Error(`Someone changed this metric since you loaded it (412 Precondition Failed: ${err.message}). The list is reloaded: check their change, then edit again.`)));
+      clear(editor);
+      loadDeclared().catch(showError(declared));
+    } else if (err instanceof ApiError && err.problem.errors) {
+      msg.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
+    } else msg.append(errorBox(err));
+  };
+
+  const loadDeclared = async () => {
+    const r = await api('GET', '/v1/metrics?limit=1000');
+    if (!page.alive) return;
+    metrics = r.metrics;
+    const pools = drawsOn(metrics);
+    const cols = ['Metric', 'Description', 'Capacity', { label: 'Credits', block: true }, 'Version', 'Actions'];
+    clear(declared).append(metrics.length ? table(cols, metrics.map((m) => {
+      const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit metric ${m.key}` }, 'Edit');
+      on(edit, 'click', () => showMetricForm(m));
+      return {
+        attrs: { 'data-key': m.key },
+        cells: [m.key, m.description || '',
+          Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
+          creditsCell(m, pools.get(m.key)), num(m.version), edit],
+      };
+    })) : h('p', { class: 'muted' }, 'No metrics.'));
+    if (r.next_cursor) declared.append(h('p', { class: 'muted' }, 'Only the first 1,000 metrics are shown.'));
+  };
+
+  // showMetricForm edits a metric: its description, capacity and credit
+  // schema. A PUT replaces the whole metric, so the form starts from all
+  // of it, the schema included, and sends all of it back.
+  const showMetricForm = (m) => {
+    clear(msg);
+    const desc = h('input', { id: 'mt-description', type: 'text', maxlength: 2000, value: m.description || '' });
+    const caps = WINDOWS.map((w) => [w, h('input', { id: `mt-capacity-${w}`, type: 'number', min: 0, step: 1, value: m.capacity?.[w] ?? '', placeholder: 'none' })]);
+    const others = metrics.map((x) => x.key).filter((k) => k !== m.key);
+    const rates = h('div', { id: 'mt-rates' });
+    let n = 0;
+    const addRate = (r) => {
+      const i = n++;
+      const metric = h('select', { id: `mt-rate-metric-${i}`, 'data-field': 'metric' }, others.map((k) => h('option', { value: k, selected: r?.metric === k }, k)));
+      const credits = h('input', { id: `mt-rate-credits-${i}`, 'data-field': 'credits', type: 'number', min: 1, step: 1, required: true, value: r?.credits ?? '' });
+      const per = h('input', { id: `mt-rate-per-${i}`, 'data-field': 'per', type: 'number', min: 1, step: 1, required: true, value: r?.per ?? 1 });
+      const remove = h('button', { type: 'button', class: 'secondary', 'data-action': 'remove-rate' }, 'Remove');
+      const line = h('div', { class: 'form-grid rate', 'data-rate': i },
+        field('Metric drawing on it', metric), field('Credits', credits), field('Per units of that metric', per), h('div', {}, remove));
+      on(remove, 'click', () => line.remove());
+      rates.append(line);
+    };
+    (m.credit_schema || []).forEach(addRate);
+    const add = h('button', { type: 'button', class: 'secondary', id: 'mt-add-rate', disabled: others.length === 0 }, 'Add a metric to the pool');
+    on(add, 'click', () => addRate(null));
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    on(cancel, 'click', () => clear(editor));
+    const form = h('form', { id: 'metric-editor' },
+      h('h3', {}, `Edit metric ${m.key} (version ${m.version})`),
+      h('div', { class: 'form-grid' }, field('Description', desc, { class: 'wide' }),
+        caps.map(([w, input]) => field(`Capacity per ${w}`, input))),
+      h('h4', {}, 'Credit schema'),
+      h('p', { class: 'muted' }, 'The metrics that draw on this one as a credit pool: a check of one of them also charges this metric its credits per so many units, rounded up. Empty: no pool.'),
+      rates, h('div', { class: 'actions' }, add),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'mt-save' }, 'Save metric'), cancel));
+    on(form, 'submit', async (e) => {
+      e.preventDefault();
+      const capacity = {};
+      for (const [w, input] of caps) if (input.value !== '') capacity[w] = Number(input.value);
+      const value = (line, f) => line.querySelector(`[data-field=${f}]`).value;
+      const body = {
+        description: desc.value, capacity,
+        credit_schema: [...rates.children].map((line) => ({ metric: value(line, 'metric'), credits: Number(value(line, 'credits')), per: Number(value(line, 'per')) })),
+      };
+      try {
+        await api('PUT', `/v1/metrics/${enc(m.key)}`, { body, ifMatch: etag(m.version) });
+        clear(editor);
+        await loadDeclared();
+        clear(msg).append(notice(`Metric ${m.key} saved.`));
+      } catch (err) { showMsg(err); }
+    });
+    clear(editor).append(form);
+    desc.focus();
+  };
+
+  await loadDeclared();
 
   // Global usage: every customer's admitted units, per window with a
   // capacity, reloaded as the customer page reloads usage.
-  const withCapacity = r.metrics.filter((m) => Object.keys(m.capacity || {}).length);
-  if (!withCapacity.length) return;
   const usageBox = h('div', { id: 'global-usage' });
   const usageMsg = h('div');
   main.append(section('Global usage per window',
@@ -616,6 +803,7 @@ async function metricsPage(main) {
       + 'short windows count the process that answered ("process"), or every process when they share Redis ("shared").'),
     usageBox, usageMsg));
   const load = async () => {
+    const withCapacity = metrics.filter((m) => Object.keys(m.capacity || {}).length);
     const all = await Promise.all(withCapacity.map((m) => api('GET', `/v1/metrics/${enc(m.key)}/usage`)));
     if (!page.alive) return;
     const rows = all.flatMap((mu) => mu.usage.map((u) => {
@@ -630,12 +818,40 @@ async function metricsPage(main) {
         h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
     }));
     const cols = ['Metric', 'Window', 'Usage', { label: 'Used', num: true }, { label: 'Remaining', num: true }, 'Counted', 'Resets'];
-    clear(usageBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No global usage is counted.'));
+    clear(usageBox).append(rows.length ? table(cols, rows)
+      : h('p', { class: 'muted' }, withCapacity.length ? 'No global usage is counted.' : 'No metric declares a capacity.'));
     clear(usageMsg);
   };
   const refresh = () => load().catch((err) => { if (page.alive) clear(usageMsg).append(errorBox(err)); });
   await refresh();
   every(REFRESH_MS, refresh);
+}
+
+// drawsOn maps each metric that draws on a credit pool to the pool and its
+// rate, from the pools' schemas (a metric draws on at most one pool).
+function drawsOn(metrics) {
+  const out = new Map();
+  for (const pool of metrics) {
+    for (const r of pool.credit_schema || []) out.set(r.metric, { pool: pool.key, rate: r });
+  }
+  return out;
+}
+
+// rateText says how a metric draws on a pool: "3 credits per 100 gpt4_tokens".
+function rateText(r) {
+  const credits = `${num(r.credits)} ${r.credits === 1 ? 'credit' : 'credits'}`;
+  return r.per === 1 ? `${credits} per unit of ${r.metric}` : `${credits} per ${num(r.per)} ${r.metric}`;
+}
+
+// creditsCell is a metric's part in credit pools: the metrics that draw on
+// it (a pool), or the pool it draws on, or none.
+function creditsCell(m, draws) {
+  if (m.credit_schema?.length) {
+    return h('div', { class: 'credits' }, 'Credit pool, charged by:',
+      h('ul', { class: 'rates' }, m.credit_schema.map((r) => h('li', { 'data-metric': r.metric }, rateText(r)))));
+  }
+  if (draws) return h('div', { class: 'credits', 'data-pool': draws.pool }, 'Draws on pool ', h('strong', {}, draws.pool), ': ', rateText(draws.rate));
+  return h('span', { class: 'muted' }, '—');
 }
 
 // capacityBar is a window's global usage against the metric's capacity

@@ -68,7 +68,8 @@ export function money(cents, currency) {
 // table makes a table from column headers and rows of cells; a header
 // {label, num} right-aligns its column, {label, block} stacks its cells'
 // content under the label at phone width. Rows of cells become <tr>s whose
-// cells carry their column's label (for the phone layout).
+// cells carry their column's label (for the phone layout); a row given as
+// {cells, attrs} gets attrs on its <tr>.
 export function table(headers, rows, opts = {}) {
   const cols = headers.map((c) => (typeof c === 'string' ? { label: c } : c));
   const head = h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col', class: c.num ? 'num' : null }, c.label))));
@@ -79,6 +80,7 @@ export function table(headers, rows, opts = {}) {
 
 export function row(cols, cells, attrs = {}) {
   if (cells instanceof Node) return cells;
+  if (!Array.isArray(cells)) return row(cols, cells.cells, cells.attrs);
   const cls = (c) => [c?.num ? 'num' : '', c?.block ? 'block' : ''].join(' ').trim() || null;
   return h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i]?.label ?? '', class: cls(cols[i]) }, h('span', { class: 'v' }, c))));
 }
