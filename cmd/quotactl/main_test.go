@@ -365,6 +365,18 @@ func (tt checkRun) run(t *testing.T, srv *quotadtest.Server) {
 func TestCheckAndUsage(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
+	// Beside the example's acme, whose plan limits exports per subject, a
+	// customer whose plan limits nothing per subject.
+	mustApply(t, srv, 0, "-f", mustWrite(t, `metrics:
+  api_calls: {description: Calls to the public API, capacity: {day: 10000000}}
+plans:
+  basic:
+    limits:
+      - {metric: api_calls, window: second, limit: 10}
+customers:
+  globex:
+    plan: basic
+`))
 	tests := []checkRun{
 		{name: "allowed", args: []string{"check", "acme", "api_calls"}, wantOut: []string{
 			"acme api_calls cost 1: allowed\n",
@@ -375,9 +387,12 @@ func TestCheckAndUsage(t *testing.T) {
 			"acme api_calls cost 3: allowed\n", "api_calls - day elastic 200000 4 199996 ok "}},
 		{name: "usage", args: []string{"usage", "acme"}, wantOut: []string{
 			"acme on plan pro\n", "METRIC SUBJECT WINDOW LIMIT USED REMAINING OVERAGE RESET AT\n", "api_calls - day 200000 4 199996 0 "}},
-		{name: "usage of a subject, without limits per subject", args: []string{"usage", "acme", "--subject", "user-42"}, wantOut: []string{
-			"acme on plan pro, subject user-42\n", "api_calls - day 200000 4 199996 0 ",
-			"No limit of acme counts per subject: user-42's units count in the customer's windows only.\n"}},
+		{name: "usage of a subject", args: []string{"usage", "acme", "--subject", "user-42"}, wantOut: []string{
+			"acme on plan pro, subject user-42\n", "api_calls - day 200000 4 199996 0 ", "exports user-42 day 20 0 20 0 "},
+			notOut: []string{"No limit of"}},
+		{name: "usage of a subject, without limits per subject", args: []string{"usage", "globex", "--subject", "user-42"}, wantOut: []string{
+			"globex on plan basic, subject user-42\n", "api_calls - second 10 0 10 0 ",
+			"No limit of globex counts per subject: user-42's units count in the customer's windows only.\n"}},
 		{name: "unknown customer", args: []string{"usage", "nobody"}, wantCode: 1},
 	}
 	for _, tt := range tests {
