@@ -50,6 +50,7 @@ type config struct {
 	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`
 	WarmCustomers   int           `help:"How many customers active today or yesterday (by usage history), the most recent first, to load into the cache at start-up before serving; 0: none." envvar:"QUOTAD_WARM_CUSTOMERS" default:"100000" placeholder:"N"`
 	WarmTimeout     time.Duration `help:"How long start-up may spend loading them; then quotad serves anyway." envvar:"QUOTAD_WARM_TIMEOUT" default:"10s" placeholder:"DURATION"`
+	GCHeadroom      int           `help:"MiB the heap may grow by above its live size before the garbage collector runs, while its live size is smaller (larger, the runtime's doubling applies); 0: the runtime's pace alone. Ignored when GOGC is set." envvar:"QUOTAD_GC_HEADROOM_MIB" name:"gc-headroom-mib" default:"128" placeholder:"MIB"`
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
@@ -65,6 +66,7 @@ type config struct {
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
 
 	tokens []api.Token
+	gogc   string // the environment's GOGC: when set, the operator paces the collector
 }
 
 // cli is quotad's command line. The configuration's flags belong to
@@ -128,6 +130,7 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 	case ctx == nil:
 		return "", nil, nil
 	}
+	c.Config.gogc = getenv("GOGC")
 	return ctx.Command(), c, nil
 }
 
@@ -190,6 +193,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--warm-customers ($QUOTAD_WARM_CUSTOMERS): want an integer from 0 to %d (the cache's bound), got %d", tiers.DefaultCacheCustomers, c.WarmCustomers)
 	case c.WarmTimeout <= 0:
 		return fmt.Errorf("--warm-timeout ($QUOTAD_WARM_TIMEOUT): want a positive duration such as 10s, got %s", c.WarmTimeout)
+	case c.GCHeadroom < 0 || c.GCHeadroom > 1<<20:
+		return fmt.Errorf("--gc-headroom-mib ($QUOTAD_GC_HEADROOM_MIB): want an integer from 0 to %d, got %d", 1<<20, c.GCHeadroom)
 	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
@@ -258,6 +263,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("debug_listen", c.DebugListen),
 		slog.Int("warm_customers", c.WarmCustomers),
 		slog.String("warm_timeout", c.WarmTimeout.String()),
+		slog.Uint64("gc_headroom_mib", c.gcHeadroom()>>20),
 		slog.String("redis_url", redactRedis(c.RedisURL, c.RedisURL)),
 		slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("redis_timeout", c.RedisTimeout.String()),
@@ -267,6 +273,15 @@ func (c *config) logValue() slog.Value {
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 	)
+}
+
+// gcHeadroom is the garbage collector's headroom in bytes (see gctune):
+// none when the environment sets GOGC.
+func (c *config) gcHeadroom() uint64 {
+	if c.gogc != "" {
+		return 0
+	}
+	return uint64(c.GCHeadroom) << 20
 }
 
 // poolSize is the size of quotad's PostgreSQL pool: --db-max-conns, else

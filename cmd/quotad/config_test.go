@@ -65,6 +65,10 @@ func TestConfigSources(t *testing.T) {
 		{"no warming", nil, map[string]string{"QUOTAD_WARM_CUSTOMERS": "0"}, func(c *config) any { return c.WarmCustomers }, 0},
 		{"warm timeout by default", nil, nil, func(c *config) any { return c.WarmTimeout }, 10 * time.Second},
 		{"warm timeout flag", []string{"--warm-timeout", "30s"}, nil, func(c *config) any { return c.WarmTimeout }, 30 * time.Second},
+		{"gc headroom by default", nil, nil, func(c *config) any { return c.gcHeadroom() }, uint64(128 << 20)},
+		{"gc headroom from the environment", nil, map[string]string{"QUOTAD_GC_HEADROOM_MIB": "512"}, func(c *config) any { return c.gcHeadroom() }, uint64(512 << 20)},
+		{"no gc headroom", []string{"--gc-headroom-mib", "0"}, nil, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
+		{"GOGC set: the operator paces the collector", nil, map[string]string{"GOGC": "200"}, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
 		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:a,b", "QUOTAD_CHECK_TOKENS": "c"},
 			func(c *config) any { return fmt.Sprintf("%d %s %s", len(c.tokens), c.tokens[0].Name, c.tokens[1].Name) }, "3 ops admin#2"},
 	}
@@ -104,6 +108,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"negative warm customers", []string{"--warm-customers=-1"}, nil, []string{"--warm-customers", "-1"}},
 		{"warm customers beyond the cache", nil, map[string]string{"QUOTAD_WARM_CUSTOMERS": "1000001"}, []string{"--warm-customers", "$QUOTAD_WARM_CUSTOMERS", "1000001"}},
 		{"zero warm timeout", nil, map[string]string{"QUOTAD_WARM_TIMEOUT": "0s"}, []string{"--warm-timeout", "$QUOTAD_WARM_TIMEOUT"}},
+		{"negative gc headroom", nil, map[string]string{"QUOTAD_GC_HEADROOM_MIB": "-1"}, []string{"--gc-headroom-mib", "$QUOTAD_GC_HEADROOM_MIB"}},
 		{"bool variable", nil, map[string]string{"QUOTAD_MIGRATE": "maybe"}, []string{"--migrate", "$QUOTAD_MIGRATE", `"maybe"`}},
 		{"token", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": ":secret"}, []string{"--admin-tokens", "$QUOTAD_ADMIN_TOKENS"}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},

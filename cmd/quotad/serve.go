@@ -15,6 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/forwardauth"
+	"github.com/quotad/quotad/internal/gctune"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
@@ -51,6 +52,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
 	}
 	log.Info("starting quotad", "version", version, "config", cfg.logValue())
+	defer gctune.Start(cfg.gcHeadroom()).Stop()
 
 	// One clock stamps catalog writes and decides which billing periods
 	// have begun.
