@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -224,6 +223,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// errNoStore: the engine was built without the store a call needs.
-var errNoStore = errors.New("quota: this engine has no store for that")

@@ -59,7 +59,7 @@ func (s *set) answer(r *Request, allowed, degraded bool) Decision {
 		d.Never = d.Never || res.Never
 		wait = max(wait, iwait)
 	}
-	d.Limits = buf[len(buf):len(buf)]
+	d.Limits = buf[len(buf):]
 	for i := range s.items {
 		for _, g := range s.items[i].groups {
 			if g >= 0 && !listed.has(g) {
