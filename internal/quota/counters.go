@@ -21,6 +21,8 @@ type counters struct {
 	read   func(ctx context.Context, counters []CounterKey, globals []GlobalKey) (used, global []int64, err error)
 	health *health
 	clock  Clock
+	// debts owes what checks admitted degraded did not count.
+	debts *debts
 }
 
 // take counts set s for request r, all or nothing: the short windows
@@ -31,8 +33,10 @@ type counters struct {
 //
 // When the long-window store cannot be reached: with degradable (a check)
 // and checks failing open, the set is admitted degraded, counted in its
-// short windows alone (the long ones left out of the answer); otherwise
-// the short units go back and the error is returned.
+// short windows alone (the long ones left out of the answer), and owes
+// its long windows' units (see debts); otherwise the short units go back
+// and the error is returned. A check whose short windows were counted in
+// this process, the shared store out of reach, owes them there.
 func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool) (Decision, error) {
 	ok, err := c.short.Take(ctx, s.short)
 	if err != nil {
@@ -46,11 +50,13 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 		return s.answer(r, false, degraded), nil
 	}
 	if !s.hasLong() {
+		c.owe(s, degradable, false)
 		return s.answer(r, true, false), nil
 	}
 	ok, err = c.long.Take(ctx, s.long)
 	if err != nil {
 		if degradable && c.health.degrade(err) {
+			c.owe(s, true, true)
 			return s.answer(r, true, true), nil
 		}
 		if !degradable {
@@ -62,8 +68,28 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 	d := s.answer(r, ok, false)
 	if !ok {
 		c.undo(ctx, s, true, false)
+	} else {
+		c.owe(s, degradable, false)
 	}
 	return d, nil
+}
+
+// owe records, for a check (degradable) set s admitted, the units its
+// stores did not count: its short windows' where they were counted in
+// this process for want of the shared store, and, with long, its long
+// windows'.
+func (c *counters) owe(s *set, degradable, long bool) {
+	if !degradable {
+		return
+	}
+	for i := range s.short {
+		if s.short[i].degraded {
+			c.debts.add(s.short[i:i+1], false)
+		}
+	}
+	if long {
+		c.debts.add(s.long, true)
+	}
 }
 
 // look answers a dry run of set s: every window as a take would find it,

@@ -84,6 +84,9 @@ type Engine struct {
 	history      *historyBuffer
 	watcher      Watcher
 	sets         sync.Pool
+	// debts are the units of checks admitted degraded, charged once their
+	// stores answer again.
+	debts debts
 }
 
 // New returns an Engine. Call Run to keep its background work going.
@@ -106,7 +109,7 @@ func New(o Options) *Engine {
 		sets:    sync.Pool{New: func() any { return new(set) }},
 	}
 	e.health.failClosed = o.FailClosed
-	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock}
+	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts}
 	if o.Ledger != nil {
 		e.counters.long, e.counters.read = o.Ledger, o.Ledger.Read
 		e.claims = batch.New(o.Ledger.Claim, claimBatch, claimsInFlight, backgroundTimeout)
@@ -137,6 +140,8 @@ type Stats struct {
 	// ReservationInserts counts the statements reservations were stored
 	// in, and the reservations.
 	ReservationInserts batch.Stats
+	// Debts are the units of checks admitted degraded (see debts).
+	Debts DebtStats
 }
 
 // SharedStats describe the shared store of short windows.
@@ -152,7 +157,8 @@ type SharedStats struct {
 
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
-	s := Stats{StoreErrors: e.health.errs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.Stats()}
+	s := Stats{StoreErrors: e.health.errs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.Stats(),
+		Debts: e.debts.stats()}
 	if e.reservations != nil {
 		s.ReservationInserts = e.reservations.inserts.Stats()
 	}
@@ -322,6 +328,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	defer s.free(&e.sets)
 	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
 		if errors.Is(err, tiers.ErrUnavailable) && e.health.degrade(err) {
+			if !r.DryRun {
+				e.debts.addPending(r.Customer, items, s.at)
+			}
 			return unconsulted(r, items), nil
 		}
 		return Decision{}, err
@@ -399,7 +408,7 @@ func (e *Engine) resolve(ctx context.Context, s *set, customer string, items []I
 
 // unconsulted answers a check whose customers and metrics could not be
 // looked up because the store is unreachable, checks failing open:
-// allowed, degraded, nothing counted.
+// allowed, degraded, nothing counted yet (its items are owed: see debts).
 func unconsulted(r Request, items []Item) Decision {
 	d := Decision{Allowed: true, Customer: r.Customer, Degraded: true, Limits: []WindowResult{}}
 	if r.Items == nil {

@@ -1,6 +1,9 @@
 package quota
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetFailoverClock makes the engine's failover read now instead of the
 // wall clock (see Failover). Call it before the first check.
@@ -22,3 +25,7 @@ func NewFailover(shared *SharedCounters, local Counter) *Failover {
 // EvictIdle drops short-window counters that count nothing any more and
 // returns how many it dropped (Run does it every evictEvery).
 func (e *Engine) EvictIdle() int { return e.sliding.evict(e.clock.Now().UnixMilli()) }
+
+// Repay charges what checks admitted degraded owe, where their stores
+// answer (Run does it every second).
+func (e *Engine) Repay(ctx context.Context) error { return e.repay(ctx) }

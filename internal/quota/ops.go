@@ -20,8 +20,9 @@ const (
 	backgroundTimeout = 5 * time.Second
 )
 
-// Run does the engine's background work until ctx ends: it flushes usage
-// history, keeps leases (reports, settles, global usage; see
+// Run does the engine's background work until ctx ends: it charges what
+// checks admitted degraded owe once their stores answer (see debts),
+// flushes usage history, keeps leases (reports, settles, global usage; see
 // LeasePool.Flush), evicts idle short-window counters, releases expired
 // reservations and purges old counters and request ids. On return it
 // settles every lease and flushes history one last time. Errors are
@@ -57,6 +58,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			cancel()
 			return
 		case <-flush.C:
+			work("repay degraded admissions", e.repay)
 			work("flush history", e.history.flush)
 		case <-leases.C:
 			if e.leases != nil {
@@ -77,10 +79,14 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 	}
 }
 
-// Close gives back the units this process holds in leases and writes
-// what it buffered: on shutdown, after the last check.
+// Close charges what checks admitted degraded owe, gives back the units
+// this process holds in leases and writes what it buffered: on shutdown,
+// after the last check.
 func (e *Engine) Close(ctx context.Context) error {
 	var errs []error
+	if err := e.repay(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("repay degraded admissions: %w", err))
+	}
 	if e.leases != nil {
 		if err := e.health.unavailable(e.leases.Close(ctx)); err != nil {
 			errs = append(errs, fmt.Errorf("settle leases: %w", err))
