@@ -144,6 +144,12 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			func(s quota.Stats) int64 { return s.Leases.Leases }),
 		gauge("quotad_lease_units_held", "Units this process holds unused in its leases.",
 			func(s quota.Stats) int64 { return s.Leases.Units }),
+		gauge("quotad_degraded_units_owed", "Units of checks admitted degraded that PostgreSQL or Redis has not counted yet: charged once it answers again. A process that dies loses them.",
+			func(s quota.Stats) int64 { return s.Debts.Owed }),
+		counter("quotad_degraded_units_repaid_total", "Units of checks admitted degraded, counted late once their store answered again.",
+			func(s quota.Stats) uint64 { return uint64(s.Debts.Repaid) }),
+		counter("quotad_degraded_units_lost_total", "Units of checks admitted degraded never counted: their windows ended before their store answered, or too many were owed.",
+			func(s quota.Stats) uint64 { return uint64(s.Debts.Lost) }),
 	)
 	reg.MustRegister(m.checks, m.latency, m.trips,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
