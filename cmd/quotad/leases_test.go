@@ -222,7 +222,9 @@ func TestLeasesOutage(t *testing.T) {
 			}
 		}
 	}
-	// The blocks are spent: the failure policy decides.
+	// The blocks are spent: the failure policy decides. a's degraded
+	// answers are owed, and charged once PostgreSQL answers again.
+	degraded := int64(1)
 	if r, ans := open.check(`{"customer":"a","metric":"api_calls"}`); r.Status != http.StatusOK || !ans.Degraded || len(ans.Limits) != 0 {
 		t.Errorf("fail open, block spent: %d %s, want 200 degraded without the day window", r.Status, r.Body)
 	}
@@ -234,22 +236,27 @@ func TestLeasesOutage(t *testing.T) {
 	// connection the outage killed fails its next call, and how many a
 	// process holds depends on how its calls overlapped. (A dry run is no
 	// sign of recovery either: the lease may judge one from memory.) So
-	// each process is sent checks until one is answered from PostgreSQL;
-	// those answered degraded or refused meanwhile count nothing, so that
-	// one finds the day at 12.
-	for _, c := range []struct {
-		s        *testServer
-		customer string
-	}{{open, "a"}, {closed, "b"}} {
-		var ans checkAnswer
-		eventually(t, func() bool {
-			var r response
-			r, ans = c.s.check(`{"customer":"` + c.customer + `","metric":"api_calls"}`)
-			return r.Status == http.StatusOK && !ans.Degraded
-		}, fmt.Sprintf("a check of %s answered from PostgreSQL again", c.customer))
-		if !ans.Allowed || len(ans.Limits) != 1 || ans.Limits[0].Used != 12 {
-			t.Errorf("after recovery, %s: %+v, want allowed, used 12 (the checks degraded or refused are not counted)", c.customer, ans)
+	// each process is sent checks until one is answered from PostgreSQL.
+	// b's refused meanwhile count nothing, so that one finds b's day at 12;
+	// a's degraded are charged, so a's day ends at 12 and those.
+	var ans checkAnswer
+	eventually(t, func() bool {
+		var r response
+		r, ans = open.check(`{"customer":"a","metric":"api_calls"}`)
+		if ans.Degraded {
+			degraded++
 		}
+		return r.Status == http.StatusOK && !ans.Degraded
+	}, "a check of a answered from PostgreSQL again")
+	eventually(t, func() bool { return open.usageOf("a")["day"] == 12+degraded },
+		fmt.Sprintf("a's day to count 12 units and the %d admitted degraded", degraded))
+	eventually(t, func() bool {
+		var r response
+		r, ans = closed.check(`{"customer":"b","metric":"api_calls"}`)
+		return r.Status == http.StatusOK
+	}, "a check of b answered from PostgreSQL again")
+	if !ans.Allowed || len(ans.Limits) != 1 || ans.Limits[0].Used != 12 {
+		t.Errorf("after recovery, b: %+v, want allowed, used 12 (the checks refused are not counted)", ans)
 	}
 }
 
