@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/faulttest"
 )
 
 // Checks that fail open while PostgreSQL is silent are admitted degraded,
@@ -85,7 +86,7 @@ func TestFaultDegradedUnitsAreCharged(t *testing.T) {
 // quotad_degraded_units_owed said, and no unit admitted before.
 func TestDebtAcrossRestart(t *testing.T) {
 	schema := dbtest.New(t)
-	proxy := MustStartFaultProxy(t, hostOf(t, schema.URL))
+	proxy := faulttest.Start(t, hostOf(t, schema.URL))
 	env := []string{
 		"QUOTAD_DATABASE_URL=" + throughProxy(t, schema.URL, proxy.Addr()),
 		"QUOTAD_STORE_FAILURE=open",

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,72 +11,15 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/faulttest"
 )
 
-// These tests put a fault injector no one here wrote (Shopify's toxiproxy,
-// run in the test process) between quotad and PostgreSQL: connections reset
-// while grants are in flight, a server that goes silent, a slow one. They
-// load the machine (several processes, dozens of clients), so they do not
+// These tests put a fault injector (see faulttest) between quotad and
+// PostgreSQL: connections reset while grants are in flight, a server that
+// goes silent, a slow one. They load the machine (several processes, dozens of clients), so they do not
 // run in parallel with the package's other tests, whose timing they would
 // disturb: Go runs them first, one at a time.
-
-// faultProxy is a toxiproxy proxy in front of one server.
-type faultProxy struct {
-	t testing.TB
-	p *toxiproxy.Proxy
-}
-
-// MustStartFaultProxy starts a proxy on a free loopback port in front of
-// upstream (host:port), passing everything through until told otherwise,
-// and stops it when the test ends.
-func MustStartFaultProxy(t testing.TB, upstream string) *faultProxy {
-	t.Helper()
-	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		t.Fatalf("start the fault proxy: %v", err)
-	}
-	t.Cleanup(p.Stop)
-	return &faultProxy{t: t, p: p}
-}
-
-// Addr is where the proxy listens.
-func (f *faultProxy) Addr() string { return f.p.Listen }
-
-// add adds a toxic of type typ, with attrs, on both directions.
-func (f *faultProxy) add(typ string, attrs map[string]any) {
-	f.t.Helper()
-	for _, stream := range []string{"upstream", "downstream"} {
-		body, err := json.Marshal(map[string]any{"name": typ + "_" + stream, "type": typ, "stream": stream, "attributes": attrs})
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if _, err := f.p.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
-			f.t.Fatalf("add toxic %s: %v", typ, err)
-		}
-	}
-}
-
-// Reset resets every connection that carries data, until Clear: as a
-// network that drops connections, or a server that restarts, would.
-func (f *faultProxy) Reset() { f.add("reset_peer", map[string]any{"timeout": 0}) }
-
-// BlackHole drops every byte, without closing anything, until Clear: the
-// server went silent.
-func (f *faultProxy) BlackHole() { f.add("timeout", map[string]any{"timeout": 0}) }
-
-// Latency delays every byte by d, each way, until Clear.
-func (f *faultProxy) Latency(d time.Duration) {
-	f.add("latency", map[string]any{"latency": d.Milliseconds()})
-}
-
-// Clear removes every fault.
-func (f *faultProxy) Clear() { f.p.Toxics.ResetToxics(context.Background()) }
 
 // throughProxy returns PostgreSQL URL u with its host replaced by addr.
 func throughProxy(t testing.TB, u, addr string) string {
@@ -106,10 +47,10 @@ func hostOf(t testing.TB, u string) string {
 
 // MustStartProxied starts n quotad processes on a fresh schema, each
 // reaching PostgreSQL through one fault proxy, with env on top.
-func MustStartProxied(t testing.TB, n int, env map[string]string) (*dbtest.Schema, *faultProxy, []*testServer) {
+func MustStartProxied(t testing.TB, n int, env map[string]string) (*dbtest.Schema, *faulttest.Proxy, []*testServer) {
 	t.Helper()
 	schema := dbtest.New(t)
-	proxy := MustStartFaultProxy(t, hostOf(t, schema.URL))
+	proxy := faulttest.Start(t, hostOf(t, schema.URL))
 	vars := map[string]string{"QUOTAD_DATABASE_URL": throughProxy(t, schema.URL, proxy.Addr())}
 	for k, v := range env {
 		vars[k] = v
