@@ -36,8 +36,8 @@ type config struct {
 	AdminTokens     string        `help:"Comma-separated admin tokens, each secret or name:secret." envvar:"QUOTAD_ADMIN_TOKENS" placeholder:"TOKENS"`
 	CheckTokens     string        `help:"Comma-separated check tokens, each secret or name:secret." envvar:"QUOTAD_CHECK_TOKENS" placeholder:"TOKENS"`
 	StoreFailure    string        `help:"What checks do when PostgreSQL is unreachable: open or closed." envvar:"QUOTAD_STORE_FAILURE" enum:"open,closed" default:"open" placeholder:"open|closed"`
-	StoreTimeout    time.Duration `help:"How long a check waits for PostgreSQL, all its calls together, before it is answered as --store-failure says (Redis has --redis-timeout)." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
-	RequestTimeout  time.Duration `help:"How long any other request (admin reads and writes, refunds, usage) waits for PostgreSQL before it is answered 503." envvar:"QUOTAD_REQUEST_TIMEOUT" default:"5s" placeholder:"DURATION"`
+	StoreTimeout    time.Duration `help:"How long PostgreSQL may stay silent (no byte back) before the checks waiting for it are answered as --store-failure says; a PostgreSQL that answers, however slowly, is waited for up to --request-timeout (Redis has --redis-timeout)." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
+	RequestTimeout  time.Duration `help:"How long a check waits for a PostgreSQL that answers slowly, and any other request (admin reads and writes, refunds, usage) for PostgreSQL, before it is answered as --store-failure says (a check) or 503." envvar:"QUOTAD_REQUEST_TIMEOUT" default:"5s" placeholder:"DURATION"`
 	LogLevel        string        `help:"Log level: debug, info, warn or error." envvar:"QUOTAD_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL"`
 	ShutdownTimeout time.Duration `help:"How long to drain requests on SIGINT or SIGTERM." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`
 	DBWait          time.Duration `help:"How long to wait for PostgreSQL at start-up." envvar:"QUOTAD_DB_WAIT" default:"30s" placeholder:"DURATION"`

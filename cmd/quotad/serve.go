@@ -93,6 +93,8 @@ type instance struct {
 	redis    *redisstore.Store // short windows are shared in Redis; nil when not
 	catalog  *tiers.Service
 	registry *prometheus.Registry
+	// liveness tells a slow PostgreSQL from a silent one for the engine.
+	liveness *store.Liveness
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
@@ -149,6 +151,13 @@ func (p *instance) openStores(ctx context.Context) error {
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
 	p.cache = tiers.NewCache(p.db, 0)
+	p.liveness = p.db.Liveness(p.cfg.StoreTimeout, func(alive bool, err error) {
+		if alive {
+			p.log.Info("PostgreSQL answers again")
+		} else {
+			p.log.Warn("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
+		}
+	})
 	p.detector = webhooks.NewDetector(p.db)
 	opts := quota.Options{
 		Catalog:      p.cache,
@@ -158,6 +167,10 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		Watcher:      p.detector,
 		StoreTimeout: p.cfg.StoreTimeout,
 		Reservations: p.db,
+		// A slow PostgreSQL (a busy machine) is waited for up to the
+		// request timeout; a silent one for the store timeout.
+		Liveness:    p.liveness,
+		WaitTimeout: p.cfg.RequestTimeout,
 	}
 	if p.cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, p.cfg, p.log)
@@ -239,6 +252,7 @@ func (p *instance) listen() {
 	p.background.Add(2)
 	go func() { defer p.background.Done(); worker.Run(p.bg) }()
 	go func() { defer p.background.Done(); listener.Run(p.bg) }()
+	p.background.Go(func() { p.liveness.Run(p.bg) })
 }
 
 // applyKeyNotification applies another process's change of API keys: a

@@ -18,9 +18,13 @@ import (
 // from memory) may serve the next check of its scope (see scope.budgetFor);
 // one that was looked at may be held on to by what looked (a connection
 // being made for it, say), and is never used again.
+//
+// A budget may also end before its deadline: when alive (see Liveness)
+// ends, the store having been judged silent.
 type budget struct {
 	parent   context.Context
 	deadline time.Time
+	alive    context.Context // nil: only the deadline ends the budget
 
 	seen   atomic.Bool // a method was called: it must not serve another check
 	armed  atomic.Bool // a timer was started: stop has one to stop
@@ -28,15 +32,17 @@ type budget struct {
 	values context.Context // parent without its cancellation, made on the first Value
 	done   chan struct{}   // made on the first Done or AfterFunc
 	timer  *time.Timer
-	err    error          // set once the deadline passed
+	unhook func() bool    // stops watching alive, once armed
+	err    error          // set once the deadline passed, or alive ended
 	after  map[int]func() // AfterFunc's functions not yet run or stopped
 	next   int
 }
 
 // newBudget returns the budget of a check of ctx that may wait d for the
-// stores. Call stop once the check is answered.
-func newBudget(ctx context.Context, d time.Duration) *budget {
-	return &budget{parent: ctx, deadline: time.Now().Add(d)}
+// stores, or until alive ends (when not nil). Call stop once the check is
+// answered.
+func newBudget(ctx context.Context, d time.Duration, alive context.Context) *budget {
+	return &budget{parent: ctx, deadline: time.Now().Add(d), alive: alive}
 }
 
 // Deadline implements context.Context.
@@ -72,7 +78,7 @@ func (b *budget) Err() error {
 	b.seen.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err == nil && b.done == nil && !time.Now().Before(b.deadline) {
+	if b.err == nil && b.done == nil && (!time.Now().Before(b.deadline) || b.alive != nil && b.alive.Err() != nil) {
 		// Nothing waits yet, but the time is up all the same.
 		b.armLocked()
 	}
@@ -107,15 +113,19 @@ func (b *budget) AfterFunc(f func()) (stop func() bool) {
 	}
 }
 
-// armLocked makes the done channel and starts the timer that closes it, or
-// closes it now if the deadline passed; b.mu is held.
+// armLocked makes the done channel and starts the timer that closes it
+// (and watches alive), or closes it now if the deadline passed or alive
+// ended; b.mu is held.
 func (b *budget) armLocked() {
 	if b.done != nil {
 		return
 	}
 	b.done = make(chan struct{})
-	if d := time.Until(b.deadline); d > 0 {
+	if d := time.Until(b.deadline); d > 0 && (b.alive == nil || b.alive.Err() == nil) {
 		b.timer = time.AfterFunc(d, b.expire)
+		if b.alive != nil {
+			b.unhook = context.AfterFunc(b.alive, b.expire)
+		}
 		b.armed.Store(true)
 		return
 	}
@@ -151,6 +161,9 @@ func (b *budget) stop() {
 	defer b.mu.Unlock()
 	if b.timer != nil {
 		b.timer.Stop()
+	}
+	if b.unhook != nil {
+		b.unhook()
 	}
 }
 

@@ -16,7 +16,7 @@ func TestBudget(t *testing.T) {
 	t.Parallel()
 	parent, cancel := context.WithCancel(context.WithValue(context.Background(), budgetKey{}, "v"))
 	cancel() // the client went away
-	b := newBudget(parent, 20*time.Millisecond)
+	b := newBudget(parent, 20*time.Millisecond, nil)
 	defer b.stop()
 	if b.Value(budgetKey{}) != "v" {
 		t.Error("the check's value is lost")
@@ -51,7 +51,7 @@ func TestBudget(t *testing.T) {
 // is up.
 func TestBudgetUnarmed(t *testing.T) {
 	t.Parallel()
-	b := newBudget(context.Background(), -time.Millisecond)
+	b := newBudget(context.Background(), -time.Millisecond, nil)
 	b.stop()
 	if b.timer != nil {
 		t.Error("a timer was started with nothing waiting")
@@ -59,7 +59,7 @@ func TestBudgetUnarmed(t *testing.T) {
 	if !errors.Is(b.Err(), context.DeadlineExceeded) {
 		t.Errorf("Err = %v past the deadline, want deadline exceeded", b.Err())
 	}
-	b2 := newBudget(context.Background(), time.Hour)
+	b2 := newBudget(context.Background(), time.Hour, nil)
 	stop := b2.AfterFunc(func() { t.Error("a stopped function ran") })
 	if !stop() || stop() {
 		t.Error("stop: want true once, then false")
@@ -89,11 +89,11 @@ func TestBudgetReuse(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &set{}
-			b := s.budgetFor(first, time.Hour)
+			b := s.budgetFor(first, time.Hour, nil)
 			c.look(b)
 			b.stop()
 			s.release()
-			next := s.budgetFor(second, time.Minute)
+			next := s.budgetFor(second, time.Minute, nil)
 			defer next.stop()
 			if (next == b) != c.reuse {
 				t.Fatalf("reused = %v, want %v", next == b, c.reuse)

@@ -49,6 +49,24 @@ type Options struct {
 	// whose client goes away is not cut short before); then it fails as
 	// when they cannot be reached. 0 means DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// Liveness, if set, tells a slow PostgreSQL from a silent one: while
+	// it judges the store alive, a call waits for it up to WaitTimeout
+	// (at least StoreTimeout), and no longer than until it judges it
+	// silent; while the store is judged silent, StoreTimeout bounds the
+	// calls that try it all the same.
+	Liveness Liveness
+	// WaitTimeout: see Liveness.
+	WaitTimeout time.Duration
+}
+
+// Liveness tells a store that answers slowly (a busy machine, queues,
+// connections all in use) from one that does not answer at all (no byte
+// back for a while, connections refused or reset).
+type Liveness interface {
+	// Alive returns a context that ends once the store is judged silent,
+	// and whether the store is judged alive now (if not, the context has
+	// ended).
+	Alive() (context.Context, bool)
 }
 
 // claimBatch bounds the request-id claims of one round trip, claimsInFlight
@@ -66,11 +84,15 @@ const DefaultStoreTimeout = 250 * time.Millisecond
 // charges decided by one primitive (counters). It is safe for concurrent
 // use.
 type Engine struct {
-	catalog  Catalog
-	clock    Clock
-	timeout  time.Duration
-	health   health
-	counters counters
+	catalog Catalog
+	clock   Clock
+	timeout time.Duration
+	// liveness, when set, lets calls wait up to waitTimeout for a store
+	// it judges alive (see Options.Liveness).
+	liveness    Liveness
+	waitTimeout time.Duration
+	health      health
+	counters    counters
 	// sliding is the in-process counter of short windows, for the work
 	// only it has (eviction, forgetting, its size): counters.short, or,
 	// with a shared store, what failover falls back on.
@@ -99,14 +121,16 @@ func New(o Options) *Engine {
 	}
 	sliding := newSlidingCounters()
 	e := &Engine{
-		catalog: o.Catalog,
-		clock:   o.Clock,
-		timeout: o.StoreTimeout,
-		sliding: sliding,
-		ledger:  o.Ledger,
-		history: newHistoryBuffer(o.History),
-		watcher: o.Watcher,
-		sets:    sync.Pool{New: func() any { return new(set) }},
+		catalog:     o.Catalog,
+		clock:       o.Clock,
+		timeout:     o.StoreTimeout,
+		liveness:    o.Liveness,
+		waitTimeout: max(o.WaitTimeout, o.StoreTimeout),
+		sliding:     sliding,
+		ledger:      o.Ledger,
+		history:     newHistoryBuffer(o.History),
+		watcher:     o.Watcher,
+		sets:        sync.Pool{New: func() any { return new(set) }},
 	}
 	e.health.failClosed = o.FailClosed
 	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts}
@@ -359,11 +383,18 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 }
 
 // set returns a set from the pool for a call that may wait d for the
-// stores, and the call's context bounded by it. Give it back with
+// stores (with Liveness, as long as they are judged alive, up to the wait
+// timeout), and the call's context bounded by it. Give it back with
 // s.free(&e.sets) once the call is answered.
 func (e *Engine) set(ctx context.Context, d time.Duration) (*set, context.Context) {
 	s := e.sets.Get().(*set)
-	b := s.budgetFor(ctx, d)
+	var alive context.Context
+	if e.liveness != nil {
+		if a, ok := e.liveness.Alive(); ok {
+			alive, d = a, max(d, e.waitTimeout)
+		}
+	}
+	b := s.budgetFor(ctx, d, alive)
 	s.reset(e.clock.Now().UTC())
 	return s, b
 }

@@ -164,13 +164,14 @@ func (s *set) release() {
 }
 
 // budgetFor returns the budget of a check of ctx that may wait d for the
-// stores: the set's last one if no one looked at it, else a new one.
-func (s *set) budgetFor(ctx context.Context, d time.Duration) *budget {
+// stores, or until alive ends (see newBudget): the set's last one if no
+// one looked at it, else a new one.
+func (s *set) budgetFor(ctx context.Context, d time.Duration, alive context.Context) *budget {
 	if b := s.budget; b != nil && !b.seen.Load() {
-		b.parent, b.deadline = ctx, time.Now().Add(d)
+		b.parent, b.deadline, b.alive = ctx, time.Now().Add(d), alive
 		return b
 	}
-	s.budget = newBudget(ctx, d)
+	s.budget = newBudget(ctx, d, alive)
 	return s.budget
 }
 

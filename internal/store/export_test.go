@@ -9,3 +9,6 @@ func (db *DB) MigrateTo(v uint) error {
 	defer done()
 	return m.Migrate(v)
 }
+
+// QuietFor is quietFor, for tests.
+var QuietFor = quietFor
