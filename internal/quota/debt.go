@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -28,9 +30,13 @@ type debts struct {
 	long    map[debtKey]*Charge // owed to the ledger
 	short   map[debtKey]*Charge // owed to the shared store of short windows
 	pending []pendingCheck
-	owed    atomic.Int64 // units owed, all kinds
-	lost    atomic.Int64 // units never charged: their windows ended first, or the bound was reached
-	repaid  atomic.Int64 // units charged late
+	// doubts are repayments to the ledger whose answer was lost: each is
+	// tried again under its id, which the ledger keeps with the charges
+	// it applied, so that none is charged twice.
+	doubts []repayment
+	owed   atomic.Int64 // units owed, all kinds
+	lost   atomic.Int64 // units never charged: their windows ended first, or the bound was reached
+	repaid atomic.Int64 // units charged late
 }
 
 // maxDebts bounds the charges (and pending checks) a process owes: a
@@ -52,6 +58,13 @@ type debtKey struct {
 
 // windowIndex has a place for every window (see tiers.Windows).
 var windowIndex [tiers.Month + 1]struct{}
+
+// repayment is a batch of charges repaid to the ledger in one
+// transaction, under an id of its own.
+type repayment struct {
+	id string
+	cs []Charge
+}
 
 // pendingCheck is a check admitted before its customer and metrics could
 // be looked up: its items, and when it was admitted.
@@ -125,7 +138,13 @@ func (d *debts) addPending(customer string, items []Item, at time.Time) {
 	d.owed.Add(units)
 }
 
-func (d *debts) sizeLocked() int { return len(d.long) + len(d.short) + len(d.pending) }
+func (d *debts) sizeLocked() int {
+	n := len(d.long) + len(d.short) + len(d.pending)
+	for _, r := range d.doubts {
+		n += len(r.cs)
+	}
+	return n
+}
 
 // keyOfDebt returns what charge c owes to.
 func keyOfDebt(c *Charge) debtKey {
@@ -201,16 +220,45 @@ func current(c *Charge, now time.Time) Charge {
 	return cur
 }
 
-// settle records the outcome of repaying cs (long: to the ledger): when
-// err is nil they are charged; otherwise they are owed again.
-func (d *debts) settle(cs []Charge, long bool, err error) {
+// done records units owed no more: repaid of them charged, the others
+// lost.
+func (d *debts) done(owed, repaid int64) {
+	d.owed.Add(-owed)
+	d.repaid.Add(repaid)
+	d.lost.Add(owed - repaid)
+}
+
+// units returns the units of charges cs.
+func units(cs []Charge) int64 {
+	var n int64
+	for i := range cs {
+		n += cs[i].Cost
+	}
+	return n
+}
+
+// doubt keeps repayment r, whose answer was lost, to be tried again.
+func (d *debts) doubt(r repayment) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.doubts = append(d.doubts, r)
+}
+
+// takeDoubts takes out the repayments in doubt.
+func (d *debts) takeDoubts() []repayment {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.doubts
+	d.doubts = nil
+	return r
+}
+
+// settle records the outcome of repaying cs to the shared store: when err
+// is nil they are charged; otherwise they are owed again.
+func (d *debts) settle(cs []Charge, err error) {
 	if err == nil {
-		var units int64
-		for i := range cs {
-			units += cs[i].Cost
-		}
-		d.owed.Add(-units)
-		d.repaid.Add(units)
+		n := units(cs)
+		d.done(n, n)
 		return
 	}
 	d.mu.Lock()
@@ -218,7 +266,7 @@ func (d *debts) settle(cs []Charge, long bool, err error) {
 	for i := range cs {
 		c := &cs[i]
 		d.owed.Add(-c.Cost) // addLocked counts it again
-		d.addLocked(c, long)
+		d.addLocked(c, false)
 	}
 }
 
@@ -259,33 +307,28 @@ func (e *Engine) repay(ctx context.Context) error {
 		}
 	}
 	e.debts.putPending(again)
-	for _, long := range [2]bool{true, false} {
-		var store Counter = e.ledger
-		if long && e.ledger == nil {
-			continue
-		}
-		if !long {
-			if e.failover == nil {
-				continue
+	if e.ledger != nil {
+		for _, r := range e.debts.takeDoubts() {
+			if err := e.repayLong(ctx, r, now); err != nil {
+				firstErr = cmpErr(firstErr, err)
 			}
-			store = e.failover.shared
 		}
-		for {
-			cs := e.debts.takeDue(long, now, repayBatch)
+		for firstErr == nil {
+			cs := e.debts.takeDue(true, now, repayBatch)
 			if len(cs) == 0 {
 				break
 			}
-			var err error
-			if long && e.leases != nil {
-				// The ledger charges the debt directly: leases of these
-				// counters come home first, so that none goes on handing
-				// out units the debt has taken.
-				err = e.leases.Reclaim(ctx, cs)
+			firstErr = e.repayLong(ctx, repayment{id: newRepaymentID(), cs: cs}, now)
+		}
+	}
+	if e.failover != nil {
+		for {
+			cs := e.debts.takeDue(false, now, repayBatch)
+			if len(cs) == 0 {
+				break
 			}
-			if err == nil {
-				_, err = store.Take(ctx, cs)
-			}
-			e.debts.settle(cs, long, e.health.unavailable(err))
+			_, err := e.failover.shared.Take(ctx, cs)
+			e.debts.settle(cs, e.health.unavailable(err))
 			if err != nil {
 				firstErr = cmpErr(firstErr, err)
 				break
@@ -293,6 +336,56 @@ func (e *Engine) repay(ctx context.Context) error {
 		}
 	}
 	return firstErr
+}
+
+// repayLong charges repayment r to the ledger, exactly once: in one
+// transaction with the claim of its id, as a request id of a check of
+// its first charge's customer (kept a day, as every request id), so that
+// a repayment whose answer was lost, tried again, finds its id and
+// charges nothing. The leases of its counters come home first, so that
+// none goes on handing out units the debt has taken. A repayment that
+// cannot reach the ledger stays in doubt; one the ledger refuses (its
+// customer is gone) is lost.
+func (e *Engine) repayLong(ctx context.Context, r repayment, now time.Time) error {
+	cs := r.cs[:0:0]
+	for i := range r.cs {
+		if c := current(&r.cs[i], now); len(c.Spans)+len(c.Globals) > 0 {
+			cs = append(cs, c)
+		}
+	}
+	owed, due := units(r.cs), units(cs)
+	var err error
+	if e.leases != nil && len(cs) > 0 {
+		err = e.leases.Reclaim(ctx, cs)
+	}
+	if err == nil && len(cs) > 0 {
+		claim := Claim{Customer: cs[0].Customer, Kind: KindCheck, ID: r.id, Metric: cs[0].Metric, Cost: max(due, 1), At: now}
+		err = e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
+			found, err := tx.Claim(ctx, claim)
+			if err != nil || found != nil {
+				return err // found: charged before, its answer lost
+			}
+			_, err = tx.Take(ctx, cs)
+			return err
+		})
+	}
+	switch err = e.health.unavailable(err); {
+	case err == nil:
+		e.debts.done(owed, due)
+	case errors.Is(err, tiers.ErrUnavailable):
+		e.debts.doubt(r)
+	default:
+		e.debts.done(owed, 0)
+	}
+	return err
+}
+
+// newRepaymentID returns a repayment's id: a request id no client sends
+// (a prefix of quotad's own, 64 random bits).
+func newRepaymentID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "quotad-debt-" + hex.EncodeToString(b[:])
 }
 
 func cmpErr(first, err error) error {

@@ -3,10 +3,12 @@ package quota_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -150,6 +152,38 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 			}
 		})
 
+		t.Run("a repayment whose answer was lost", func(t *testing.T) {
+			ledger := &losingLedger{Ledger: quotatest.NewLedger()}
+			catalog := quotatest.NewCatalog()
+			catalog.PutMetric("api_calls", nil)
+			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
+			clock := quotatest.NewClock(start)
+			engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, Clock: clock,
+				Leases: leasesOf(leases, ledger, clock), StoreTimeout: testStoreTimeout})
+			ledger.Err = down
+			if d, err := engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 6}); err != nil || !d.Degraded {
+				t.Fatalf("during the outage: %+v, %v", d, err)
+			}
+			ledger.Err = nil
+			ledger.lose.Store(true)
+			if err := engine.Repay(ctx); err == nil {
+				t.Fatal("Repay succeeded, its answer lost")
+			}
+			if got := engine.Stats().Debts.Owed; got != 6 {
+				t.Fatalf("owed %d once the answer was lost, want 6 (in doubt)", got)
+			}
+			if err := engine.Repay(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := engine.Stats().Debts; got.Owed != 0 || got.Repaid != 6 {
+				t.Errorf("debts %+v, want 6 repaid", got)
+			}
+			day := quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: tiers.Day, Start: start.Truncate(24 * time.Hour)}
+			if got := ledger.Count(day); got != 6 {
+				t.Errorf("the ledger counts %d, want 6: charged once, though tried twice", got)
+			}
+		})
+
 		t.Run("close repays", func(t *testing.T) {
 			f := newFixture(t, start, false, leases)
 			f.catalog.PutMetric("api_calls", nil)
@@ -166,4 +200,19 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 			}
 		})
 	})
+}
+
+// losingLedger commits a transaction and loses its answer, once, when
+// lose is set.
+type losingLedger struct {
+	*quotatest.Ledger
+	lose atomic.Bool
+}
+
+func (l *losingLedger) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
+	err := l.Ledger.Atomically(ctx, fn)
+	if err == nil && l.lose.CompareAndSwap(true, false) {
+		return fmt.Errorf("%w: the answer was lost", tiers.ErrUnavailable)
+	}
+	return err
 }
