@@ -78,10 +78,16 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	addr := make(chan string, 1)
+	var logMu sync.Mutex
+	var log strings.Builder
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			logMu.Lock()
+			log.Write(sc.Bytes())
+			log.WriteByte('\n')
+			logMu.Unlock()
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" {
 				addr <- rec.Addr
@@ -92,6 +98,11 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("quotad (pid %d) log:\n%s", cmd.Process.Pid, log.String())
+			logMu.Unlock()
+		}
 	})
 	select {
 	case a := <-addr:

@@ -1,5 +1,10 @@
 package store
 
+import (
+	"net"
+	"time"
+)
+
 // MigrateTo migrates the schema up or down to version v.
 func (db *DB) MigrateTo(v uint) error {
 	m, done, err := db.migrator()
@@ -10,5 +15,9 @@ func (db *DB) MigrateTo(v uint) error {
 	return m.Migrate(v)
 }
 
-// QuietFor is quietFor, for tests.
-var QuietFor = quietFor
+// QuietFor returns how long ago c last received a byte, as the kernel
+// counts it (see tcpStateOf).
+func QuietFor(c net.Conn) (time.Duration, bool) {
+	s, known := tcpStateOf(c)
+	return s.quiet, known
+}

@@ -16,17 +16,27 @@ import (
 // slow, a network that drops packets or a server that hangs makes it
 // silent. It pings PostgreSQL on a connection of its own, outside the
 // pool, so that a pool in full use does not look like silence, and judges
-// it silent when a ping has had no byte back for the silence timeout: not
-// when its answer was not read yet (on Linux it asks the kernel when the
-// connection last received a byte, so a process too busy to read its
-// answers does not take itself for cut off). A ping or a connection that
-// fails outright (refused, reset) is judged at once.
+// it silent when a ping has had no byte back:
+//
+//   - for the silence timeout, while the ping itself was not acknowledged
+//     by the server's host (the network, or the host, is gone);
+//   - for four silence timeouts (at least a second) otherwise: the host
+//     has the ping, but PostgreSQL, or a proxy in between, says nothing.
+//     A PostgreSQL on a saturated machine can take far longer than the
+//     silence timeout to answer, and is waited for.
+//
+// On Linux the kernel says when the connection last received a byte and
+// whether what was sent was acknowledged, so a process too busy to read
+// its answers does not take itself for cut off; elsewhere a ping is given
+// the longer time. A ping or a connection that fails outright (refused,
+// reset) is judged at once.
 //
 // It implements quota.Liveness: calls wait for a PostgreSQL judged alive,
 // and give up once it is judged silent.
 type Liveness struct {
 	config   *pgx.ConnConfig
-	silence  time.Duration
+	silence  time.Duration // no byte back, nothing acknowledged
+	mute     time.Duration // no byte back, what was sent acknowledged
 	every    time.Duration
 	state    atomic.Pointer[liveState]
 	onChange func(alive bool, err error)
@@ -54,7 +64,8 @@ func (db *DB) Liveness(silence time.Duration, onChange func(alive bool, err erro
 		cfg.ConnectTimeout = DefaultConnectTimeout
 	}
 	cfg.RuntimeParams["application_name"] = cfg.RuntimeParams["application_name"] + " liveness"
-	l := &Liveness{config: cfg, silence: silence, every: max(silence/2, 10*time.Millisecond), onChange: onChange}
+	l := &Liveness{config: cfg, silence: silence, mute: max(4*silence, time.Second),
+		every: max(silence/2, 10*time.Millisecond), onChange: onChange}
 	ctx, cancel := context.WithCancel(context.Background())
 	l.state.Store(&liveState{ctx: ctx, cancel: cancel, alive: true})
 	return l
@@ -136,7 +147,7 @@ func (l *Liveness) round(ctx context.Context, conn **pgx.Conn) error {
 }
 
 // connect opens the liveness connection, judging PostgreSQL silent if it
-// has not answered within the silence timeout (it goes on waiting up to
+// has not answered within four silence timeouts (it goes on waiting up to
 // the connect timeout).
 func (l *Liveness) connect(ctx context.Context) (*pgx.Conn, error) {
 	type result struct {
@@ -148,7 +159,7 @@ func (l *Liveness) connect(ctx context.Context) (*pgx.Conn, error) {
 		c, err := pgx.ConnectConfig(ctx, l.config)
 		done <- result{c, err}
 	}()
-	wait := time.NewTimer(l.silence)
+	wait := time.NewTimer(l.mute)
 	defer wait.Stop()
 	for {
 		select {
@@ -158,14 +169,13 @@ func (l *Liveness) connect(ctx context.Context) (*pgx.Conn, error) {
 			}
 			return r.conn, nil
 		case <-wait.C:
-			l.judge(false, fmt.Errorf("%w: a new connection had no answer within %s", errSilent, l.silence))
+			l.judge(false, fmt.Errorf("%w: a new connection had no answer within %s", errSilent, l.mute))
 		}
 	}
 }
 
 // ping sends PostgreSQL an empty statement on conn and waits for its
-// answer as long as bytes keep coming back: it is silent once none came
-// for the silence timeout.
+// answer until it is judged silent (see Liveness).
 func (l *Liveness) ping(ctx context.Context, conn *pgx.Conn) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -182,16 +192,26 @@ func (l *Liveness) ping(ctx context.Context, conn *pgx.Conn) error {
 			}
 			return nil
 		case <-wait.C:
-			quiet, known := quietFor(conn.PgConn().Conn())
-			if known && quiet < time.Since(sent) && quiet < l.silence {
+			age := time.Since(sent)
+			tcp, known := tcpStateOf(conn.PgConn().Conn())
+			switch {
+			case known && tcp.quiet < age && tcp.quiet < l.silence:
 				// A byte came back since the ping went: PostgreSQL
 				// answers, this process has not read it yet.
-				wait.Reset(l.silence - quiet)
+				wait.Reset(l.silence - tcp.quiet)
+				continue
+			case (!known || !tcp.unacked) && age < l.mute:
+				// The host has the ping (or this system cannot tell):
+				// PostgreSQL is slow, or mute; it gets the longer time.
+				wait.Reset(min(l.mute-age, l.silence))
 				continue
 			}
 			cancel()
 			<-done
-			return fmt.Errorf("%w: a ping had no byte back within %s", errSilent, l.silence)
+			if known && tcp.unacked {
+				return fmt.Errorf("%w: a ping was neither acknowledged nor answered within %s", errSilent, l.silence)
+			}
+			return fmt.Errorf("%w: a ping had no byte back within %s", errSilent, l.mute)
 		}
 	}
 }
@@ -202,6 +222,12 @@ func closeQuietly(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
+}
+
+// tcpState is what the kernel knows of a TCP connection (see tcpStateOf).
+type tcpState struct {
+	quiet   time.Duration // since a byte was last received
+	unacked bool          // some of what was sent is not acknowledged
 }
 
 // netConnOf unwraps a TLS connection to the TCP one beneath.

@@ -2,11 +2,8 @@
 
 package store
 
-import (
-	"net"
-	"time"
-)
+import "net"
 
-// quietFor is known on Linux only: elsewhere a ping is judged by its age
+// tcpStateOf is known on Linux only: elsewhere a ping is judged by its age
 // alone.
-func quietFor(net.Conn) (time.Duration, bool) { return 0, false }
+func tcpStateOf(net.Conn) (tcpState, bool) { return tcpState{}, false }
