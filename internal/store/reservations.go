@@ -285,9 +285,15 @@ func (db *DB) TransitionReservations(ctx context.Context, t []quota.ReservationT
 		RETURNING old.id, old.customer_id, old.metric, old.subject, old.cost, old.state, old.committed, old.over,
 		    old.expires_at, old.created_at, coalesce(old.request_id, '') AS request_id, old.windows, old.answer,
 		    u.state AS new_state, u.committed AS new_committed`
+	// Planned at every call (QueryExecModeCacheDescribe, no prepared
+	// statement's generic plan): a generic plan made while the table was
+	// small, as after a deploy, hash-joins u with every held reservation
+	// (and every dead index entry of one) for as long as the connection
+	// lives; planned with the table as it is, u's ids are looked up in the
+	// primary key.
 	var moved []transitionRow
 	err := retry(func() error {
-		rows, err := db.pool.Query(ctx, transitionQ, ids, states, committed, ats)
+		rows, err := db.pool.Query(ctx, transitionQ, pgx.QueryExecModeCacheDescribe, ids, states, committed, ats)
 		if err != nil {
 			return err
 		}
