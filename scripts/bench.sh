@@ -318,15 +318,16 @@ CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # has used since it started (INFO cpu: its main thread and the others, user
 # and system), and REDIS_CMD_US to the time its scripts took (EVAL and
 # EVALSHA in INFO commandstats, the commands they call included, measured
-# by the clock), both in microseconds.
+# by the clock), both in microseconds, and REDIS_CALLS to the scripts it
+# ran (checks that share a call make fewer calls than checks).
 redis_cpu() {
-  local cpu cmd
+  local cpu cmd calls
   cpu=$(redis-cli --no-auth-warning -u "$REDIS_URL" info cpu | tr -d '\r' |
     awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { t += $2 } END { printf "%.0f", t * 1000000 }')
-  cmd=$(redis-cli --no-auth-warning -u "$REDIS_URL" info commandstats | tr -d '\r' |
-    awk -F'usec=' '/^cmdstat_eval/ { split($2, v, ","); t += v[1] } END { printf "%.0f", t }')
-  [ -n "$cpu" ] && [ -n "$cmd" ] || die "INFO cpu or INFO commandstats of the Redis at $REDIS_SHOWN gave nothing"
-  REDIS_CPU_US=$cpu REDIS_CMD_US=$cmd
+  read -r cmd calls < <(redis-cli --no-auth-warning -u "$REDIS_URL" info commandstats | tr -d '\r' |
+    awk -F'[=,]' '/^cmdstat_eval/ { n += $2; t += $4 } END { printf "%.0f %.0f\n", t, n }')
+  [ -n "$cpu" ] && [ -n "$cmd" ] && [ -n "$calls" ] || die "INFO cpu or INFO commandstats of the Redis at $REDIS_SHOWN gave nothing"
+  REDIS_CPU_US=$cpu REDIS_CMD_US=$cmd REDIS_CALLS=$calls
 }
 
 # rss_kib PID: sets RSS_KIB to the resident memory of quotad process PID
@@ -763,13 +764,15 @@ for r in $(seq 1 "$ROUNDS"); do
       pg_xacts; x0=$PG_XACTS
       # shellcheck disable=SC2086 # pids is a list
       cpu_start $pids
-      if [ -n "$REDIS" ]; then redis_cpu; rc0=$REDIS_CPU_US rm0=$REDIS_CMD_US; fi
+      if [ -n "$REDIS" ]; then redis_cpu; rc0=$REDIS_CPU_US rm0=$REDIS_CMD_US rn0=$REDIS_CALLS; fi
       # shellcheck disable=SC2086 # URLS is a list
       measure "$s, round $r$of" "$profile" "$WARM" $URLS
       # shellcheck disable=SC2086 # pids is a list
       cpu_since $pids
-      redis_us=- redis_cmd_us=-
-      if [ -n "$REDIS" ]; then redis_cpu; redis_us=$((REDIS_CPU_US - rc0)) redis_cmd_us=$((REDIS_CMD_US - rm0)); fi
+      redis_us=- redis_cmd_us=- redis_calls=-
+      if [ -n "$REDIS" ]; then
+        redis_cpu; redis_us=$((REDIS_CPU_US - rc0)) redis_cmd_us=$((REDIS_CMD_US - rm0)) redis_calls=$((REDIS_CALLS - rn0))
+      fi
       seen=$SEEN_KEYS
       if [ "$s" = sparse ] && [ "$run" = 1 ]; then rss_kib "$Q1"; rss1=$RSS_KIB seen1=$seen; fi
       # shellcheck disable=SC2086 # URLS is a list
@@ -805,7 +808,8 @@ for r in $(seq 1 "$ROUNDS"); do
       fi
       rcpu=""
       if [ -n "$REDIS" ]; then
-        rcpu=$(awk -v c="$redis_us" -v m="$redis_cmd_us" -v n="$trips_count" 'BEGIN { printf "%.1f µs (%.1f µs in scripts)", c / n, m / n }')
+        rcpu=$(awk -v c="$redis_us" -v m="$redis_cmd_us" -v k="$redis_calls" -v n="$trips_count" \
+          'BEGIN { printf "%.1f µs (%.1f µs in scripts, %.2f script calls)", c / n, m / n, k / n }')
       fi
       ratio=$(awk -v q="$RPS" -v b="$base" 'BEGIN { printf "%.3f", (b > 0 ? q / b : 0) }')
       row=$s note=""

@@ -2,9 +2,11 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strconv"
 	"sync"
+
+	"github.com/redis/rueidis"
 
 	"github.com/quotad/quotad/internal/quota"
 )
@@ -33,10 +35,9 @@ type lane struct {
 
 // pending is one check's part of a call.
 type pending struct {
-	op         *quota.SharedOp
-	keys, args []string
-	err        error
-	done       chan struct{} // closed when answered; nil for the check that sends
+	op   *quota.SharedOp
+	err  error
+	done chan struct{} // closed when answered; nil for the check that sends
 }
 
 // laneOf returns the lane of a shard (see Shard).
@@ -59,7 +60,6 @@ func (s *Store) Run(_ context.Context, op *quota.SharedOp) error {
 		return unavailable(err)
 	}
 	p := &pending{op: op}
-	p.keys, p.args = s.call(op)
 	l := s.laneOf(s.Shard(&op.Charges[0]))
 	l.mu.Lock()
 	if l.sending < lanesInFlight {
@@ -112,16 +112,7 @@ func (s *Store) send(batch []*pending) {
 		fail(err)
 		return
 	}
-	var keys []string
-	args := []string{strconv.Itoa(len(batch))}
-	if len(batch) == 1 {
-		keys, args = batch[0].keys, append(args, batch[0].args...)
-	} else {
-		for _, p := range batch {
-			keys = append(keys, p.keys...)
-			args = append(args, p.args...)
-		}
-	}
+	keys, args := s.call(batch)
 	// Redis's own timeout, not what is left of a check's: a call is judged
 	// by how Redis answers (a failure takes its shard out of use, see
 	// quota.Failover), never by how long a check waited elsewhere before
@@ -133,33 +124,53 @@ func (s *Store) send(batch []*pending) {
 		fail(err)
 		return
 	}
-	if want := 2 + len(batch) + len(keys); len(v) != want {
-		fail(fmt.Errorf("the script answered %d values, not %d", len(v), want))
-		return
+	if err := answer(batch, v); err != nil {
+		fail(fmt.Errorf("the script's answer: %w", err))
 	}
-	var clock [2]int64
-	for i := range clock {
-		if clock[i], err = v[i].AsInt64(); err != nil {
-			fail(fmt.Errorf("the script's answer: %w", err))
-			return
-		}
+}
+
+// answer fills in each check's answer from the script's (see apply.lua).
+func answer(batch []*pending, v []rueidis.RedisMessage) error {
+	if len(v) < 1+len(batch) {
+		return fmt.Errorf("%d values for %d checks", len(v), len(batch))
 	}
-	v = v[2:]
+	at, err := v[0].AsInt64()
+	if err != nil {
+		return err
+	}
+	v = v[1:]
 	for _, p := range batch {
-		written, err := v[0].AsInt64()
+		if len(v) == 0 {
+			return errors.New("too few values")
+		}
+		outcome, err := v[0].AsInt64()
 		if err != nil {
-			p.err = unavailable(fmt.Errorf("the script's answer: %w", err))
-			continue
+			return err
 		}
-		p.op.AnsweredMs, p.op.Written = clock[0]*1000+clock[1]/1000, written == 1
-		for _, m := range v[1 : 1+len(p.keys)] {
-			state, err := m.ToString()
-			if err != nil {
-				p.err = unavailable(fmt.Errorf("the script's answer: %w", err))
-				break
+		v = v[1:]
+		op := p.op
+		op.AnsweredMs, op.Written = at, outcome == 1
+		switch outcome {
+		case 1, 2: // the keys held what the check expected
+			op.Found = append(op.Found, op.Expect...)
+		case 0:
+			if len(v) < len(op.Expect) {
+				return errors.New("too few values")
 			}
-			p.op.Found = append(p.op.Found, state)
+			for _, m := range v[:len(op.Expect)] {
+				state, err := m.ToString()
+				if err != nil {
+					return err
+				}
+				op.Found = append(op.Found, state)
+			}
+			v = v[len(op.Expect):]
+		default:
+			return fmt.Errorf("outcome %d", outcome)
 		}
-		v = v[1+len(p.keys):]
 	}
+	if len(v) != 0 {
+		return fmt.Errorf("%d values too many", len(v))
+	}
+	return nil
 }

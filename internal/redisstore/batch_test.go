@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,4 +117,87 @@ func scriptCalls(t *testing.T, server *redistest.Server) int {
 		}
 	}
 	return n
+}
+
+// One call answers each of its checks as if it had gone alone, whatever
+// the others' outcomes: a write of two keys that held what it expected, a
+// look whose key held what it expected, a look and a write whose keys had
+// changed (each answered with what its keys held, nothing written).
+func TestOneCallAnswersEachCheck(t *testing.T) {
+	t.Parallel()
+	server := redistest.StartServer(t)
+	s, err := New(server.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	redis := server.Client()
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	charge := func(customer string, global bool) quota.Charge {
+		c := quota.Charge{Customer: customer, Metric: "api_calls", Cost: 1, At: at, Spans: []quota.Span{{
+			Key: quota.CounterKey{Customer: customer, Metric: "api_calls", Window: tiers.Second, Start: at}}}}
+		if global {
+			c.MetricCapacity = true
+			c.Globals = []quota.GlobalKey{{Metric: "api_calls", Window: tiers.Second, Start: at}}
+		}
+		return c
+	}
+	held := map[string]string{
+		s.key("c1", "api_calls", "", false): "0 1000 0 1|",
+		s.key("c2", "api_calls", "", false): "0 1000 0 2|",
+		s.key("c3", "api_calls", "", false): "0 1000 0 3|",
+	}
+	for k, v := range held {
+		if err := redis.Do(ctx, redis.B().Set().Key(k).Value(v).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ops := []*quota.SharedOp{
+		{Charges: []quota.Charge{charge("c0", true)}, Write: true, Expect: []string{"", ""},
+			Set: []string{"0 1000 0 1|", "0 1000 0 7|"}, TTLMs: []int64{60_000, 0}},
+		{Charges: []quota.Charge{charge("c1", false)}, Expect: []string{"0 1000 0 1|"}},
+		{Charges: []quota.Charge{charge("c2", false)}, Expect: []string{""}},
+		{Charges: []quota.Charge{charge("c3", false)}, Write: true, Expect: []string{"0 1000 0 2|"},
+			Set: []string{"0 1000 0 4|"}, TTLMs: []int64{60_000}},
+	}
+	wants := []struct {
+		written bool
+		found   []string
+	}{
+		{true, []string{"", ""}},
+		{false, []string{"0 1000 0 1|"}},
+		{false, []string{"0 1000 0 2|"}},
+		{false, []string{"0 1000 0 3|"}},
+	}
+	batch := make([]*pending, len(ops))
+	for i, op := range ops {
+		batch[i] = &pending{op: op}
+	}
+	before := scriptCalls(t, server)
+	s.send(batch)
+	if calls := scriptCalls(t, server) - before; calls != 1 {
+		t.Errorf("%d script calls, want 1", calls)
+	}
+	for i, p := range batch {
+		if p.err != nil {
+			t.Fatalf("check %d: %v", i, p.err)
+		}
+		if got, want := p.op, wants[i]; got.Written != want.written || !slices.Equal(got.Found, want.found) {
+			t.Errorf("check %d: written %t, found %q; want %t, %q", i, got.Written, got.Found, want.written, want.found)
+		}
+		if ms := time.Since(time.UnixMilli(p.op.AnsweredMs)); ms < -time.Minute || ms > time.Minute {
+			t.Errorf("check %d: answered at %d, not the server's time", i, p.op.AnsweredMs)
+		}
+	}
+	held[s.key("c0", "api_calls", "", true)] = "0 1000 0 1|"
+	held[s.globalKey("api_calls")] = "0 1000 0 7|"
+	for k, want := range held {
+		if got, _ := redis.Do(ctx, redis.B().Get().Key(k).Build()).ToString(); got != want {
+			t.Errorf("%s holds %q, want %q", k, got, want)
+		}
+	}
+	if ttl, _ := redis.Do(ctx, redis.B().Pttl().Key(s.globalKey("api_calls")).Build()).AsInt64(); ttl != -1 {
+		t.Errorf("the global key expires in %d ms, want never (0)", ttl)
+	}
 }

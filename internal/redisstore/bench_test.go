@@ -23,18 +23,31 @@ import (
 // benchmark's own, so that its CPU time per check (redis-µs/op, from INFO
 // cpu) and its scripts' (redis-script-µs/op, INFO commandstats: the
 // commands a script calls included, measured by the clock) are the
-// checks' alone. With two processes, the checks take the two engines in
-// turn, so that each key is written by both: the case where a process
-// decided on a state the other has changed since.
+// checks' alone, and calls/op its script calls per check (below 1 when
+// checks share calls); quotad-µs/op is this process's CPU time per check
+// (the engines and the Redis client, the benchmark's loop included). With
+// two processes, the checks take the two engines in turn, so that each
+// key is written by both: the case where a process decided on a state the
+// other has changed since.
+//
+// The -1percore cases have a goroutine a core: checks rarely find
+// another's call on its way, so each makes a call of its own, the cost of
+// a call undivided (quotad's checks when few come at once).
 func BenchmarkSharedCheck(b *testing.B) {
-	for _, processes := range []int{1, 2} {
-		b.Run(strconv.Itoa(processes)+"proc", func(b *testing.B) {
-			benchmarkShared(b, processes)
-		})
+	for _, perCore := range []int{32, 1} {
+		for _, processes := range []int{1, 2} {
+			name := strconv.Itoa(processes) + "proc"
+			if perCore != 32 {
+				name += "-" + strconv.Itoa(perCore) + "percore"
+			}
+			b.Run(name, func(b *testing.B) {
+				benchmarkShared(b, processes, perCore)
+			})
+		}
 	}
 }
 
-func benchmarkShared(b *testing.B, processes int) {
+func benchmarkShared(b *testing.B, processes, perCore int) {
 	catalog := quotatest.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	ids := make([]string, 10_000)
@@ -57,9 +70,10 @@ func benchmarkShared(b *testing.B, processes int) {
 	}
 	ctx := context.Background()
 	var seq atomic.Int64
-	cpu0, script0 := redisTimes(b, server.Client())
+	cpu0, script0, calls0 := redisTimes(b, server.Client())
+	own0, ownOK := processCPU()
 	b.ReportAllocs()
-	b.SetParallelism(32)
+	b.SetParallelism(perCore)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		i := int(seq.Add(1)) * 7919
@@ -73,15 +87,20 @@ func benchmarkShared(b *testing.B, processes int) {
 		}
 	})
 	b.StopTimer()
-	cpu1, script1 := redisTimes(b, server.Client())
+	own1, _ := processCPU()
+	cpu1, script1, calls1 := redisTimes(b, server.Client())
+	if ownOK {
+		b.ReportMetric(float64((own1-own0).Microseconds())/float64(b.N), "quotad-µs/op")
+	}
 	b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "redis-µs/op")
 	b.ReportMetric(float64(script1-script0)/float64(b.N), "redis-script-µs/op")
+	b.ReportMetric(float64(calls1-calls0)/float64(b.N), "calls/op")
 }
 
 // redisTimes returns the CPU time Redis has used (INFO cpu, user and
 // system) and the time its scripts took (EVAL and EVALSHA in INFO
-// commandstats), in µs.
-func redisTimes(b *testing.B, c rueidis.Client) (cpu, script int64) {
+// commandstats), in µs, and how many scripts it ran.
+func redisTimes(b *testing.B, c rueidis.Client) (cpu, script, calls int64) {
 	b.Helper()
 	info := func(section string) string {
 		s, err := c.Do(context.Background(), c.B().Info().Section(section).Build()).ToString()
@@ -101,16 +120,19 @@ func redisTimes(b *testing.B, c rueidis.Client) (cpu, script int64) {
 		}
 	}
 	for _, line := range strings.Split(info("commandstats"), "\r\n") {
-		_, stats, ok := strings.Cut(line, "usec=")
+		_, stats, ok := strings.Cut(line, ":calls=")
 		if !strings.HasPrefix(line, "cmdstat_eval") || !ok {
 			continue
 		}
-		usec, _, _ := strings.Cut(stats, ",")
-		n, err := strconv.ParseInt(usec, 10, 64)
-		if err != nil {
+		n, rest, _ := strings.Cut(stats, ",")
+		usec, _, _ := strings.Cut(strings.TrimPrefix(rest, "usec="), ",")
+		k, err1 := strconv.ParseInt(n, 10, 64)
+		u, err2 := strconv.ParseInt(usec, 10, 64)
+		if err1 != nil || err2 != nil {
 			b.Fatalf("INFO commandstats: %q", line)
 		}
-		script += n
+		calls += k
+		script += u
 	}
-	return cpu, script
+	return cpu, script, calls
 }

@@ -100,7 +100,7 @@ func TestClusterShards(t *testing.T) {
 				}
 				for _, byMetric := range []bool{false, true} {
 					ch := charge(customer, byMetric)
-					keys, _ := s.call(&quota.SharedOp{Charges: []quota.Charge{*ch}, Expect: make([]string, len(ch.Spans)+len(ch.Globals))})
+					keys := s.appendKeys(nil, &quota.SharedOp{Charges: []quota.Charge{*ch}, Expect: make([]string, len(ch.Spans)+len(ch.Globals))})
 					for _, k := range keys {
 						if got, want := s.Shard(ch), cluster.Slot(k); got != want {
 							t.Errorf("shard of %s's charge (by metric %t) %d; key %s is in slot %d", customer, byMetric, got, k, want)

@@ -35,7 +35,7 @@ func TestKeysOfACallShareOneHashTag(t *testing.T) {
 			"api_calls"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			keys, _ := s.call(&quota.SharedOp{Charges: []quota.Charge{c.charge}, Expect: make([]string, 1+len(c.charge.Globals))})
+			keys := s.appendKeys(nil, &quota.SharedOp{Charges: []quota.Charge{c.charge}, Expect: make([]string, 1+len(c.charge.Globals))})
 			if len(keys) != 1+len(c.charge.Globals) { // the customer's, and the metric's if it counts
 				t.Fatalf("keys %q", keys)
 			}

@@ -213,11 +213,43 @@ func (s *Store) Shard(c *quota.Charge) int {
 	return int(slot(k))
 }
 
-// call returns op's keys and its arguments to the script (see apply.lua):
-// its number of keys, whether to write, and per key what to expect, what
-// to write and its expiry.
-func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
-	keys = make([]string, 0, 2*len(op.Charges))
+// call returns the keys and the arguments of one call of the script for
+// batch (see apply.lua): the number of checks, then per check its number
+// of keys n (-n to only read), then per key what to expect and, to
+// write, what to write and its expiry.
+func (s *Store) call(batch []*pending) (keys, args []string) {
+	nkeys, nargs := 0, 1
+	for _, p := range batch {
+		n := len(p.op.Expect)
+		nkeys += n
+		nargs += 1 + n
+		if p.op.Write {
+			nargs += 2 * n
+		}
+	}
+	words := make([]string, nkeys+nargs)
+	keys, args = words[:0:nkeys], words[nkeys:nkeys]
+	args = append(args, strconv.Itoa(len(batch)))
+	for _, p := range batch {
+		op := p.op
+		keys = s.appendKeys(keys, op)
+		n := len(op.Expect)
+		if !op.Write {
+			args = append(args, strconv.Itoa(-n))
+			args = append(args, op.Expect...)
+			continue
+		}
+		args = append(args, strconv.Itoa(n))
+		for i := range n {
+			args = append(args, op.Expect[i], op.Set[i], ttlText(op.TTLMs[i]))
+		}
+	}
+	return keys, args
+}
+
+// appendKeys appends op's keys to keys, charge after charge (see
+// quota.SharedOp).
+func (s *Store) appendKeys(keys []string, op *quota.SharedOp) []string {
 	for i := range op.Charges {
 		c := &op.Charges[i]
 		customer, global := c.SharedKeys()
@@ -228,19 +260,15 @@ func (s *Store) call(op *quota.SharedOp) (keys, args []string) {
 			keys = append(keys, s.globalKey(c.Metric))
 		}
 	}
-	args = make([]string, 2, 2+3*len(keys))
-	args[0], args[1] = strconv.Itoa(len(keys)), "0"
-	if op.Write {
-		args[1] = "1"
+	return keys
+}
+
+// ttlText returns ms as the script's argument.
+func ttlText(ms int64) string {
+	if ms == 0 {
+		return "0"
 	}
-	for i := range keys {
-		set, ttl := "", "0"
-		if op.Write {
-			set, ttl = op.Set[i], strconv.FormatInt(op.TTLMs[i], 10)
-		}
-		args = append(args, op.Expect[i], set, ttl)
-	}
-	return keys, args
+	return strconv.FormatInt(ms, 10)
 }
 
 // key returns the key of a customer's metric, or of one of its subjects':
