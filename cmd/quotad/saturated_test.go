@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/faulttest"
+	"github.com/quotad/quotad/internal/redistest"
 )
 
 // A machine with every core busy, its memory churned and PostgreSQL
@@ -103,9 +104,9 @@ func saturate(t *testing.T, admin string) {
 	}
 }
 
-// 400 checks at once over four processes at a hard day limit of 100, the
-// machine saturated, the store timeout at its default: exactly 100
-// admitted, none degraded. Then PostgreSQL goes silent (a black hole),
+// 400 checks at once over four processes at a hard day limit of 100 (and
+// a minute window in Redis), the machine saturated, the store timeouts at
+// their defaults: exactly 100 admitted, none degraded. Then PostgreSQL goes silent (a black hole),
 // the machine still saturated: checks beyond the blocks held are admitted
 // degraded, and once PostgreSQL answers again the day counts every unit
 // admitted.
@@ -114,7 +115,11 @@ func TestSaturatedMachineHoldsHardLimits(t *testing.T) {
 	proxy := faulttest.Start(t, hostOf(t, schema.URL))
 	env := []string{
 		"QUOTAD_DATABASE_URL=" + throughProxy(t, schema.URL, proxy.Addr()),
-		"QUOTAD_STORE_TIMEOUT=250ms", // the default, not the tests' long one
+		"QUOTAD_REDIS_URL=" + redistest.ServerURL(t),
+		"QUOTAD_REDIS_PREFIX=" + redistest.Prefix(t),
+		// The defaults, not the tests' long ones.
+		"QUOTAD_STORE_TIMEOUT=250ms",
+		"QUOTAD_REDIS_TIMEOUT=250ms",
 		"QUOTAD_STORE_FAILURE=open",
 		"QUOTAD_DB_MAX_CONNS=6",
 	}
@@ -122,7 +127,9 @@ func TestSaturatedMachineHoldsHardLimits(t *testing.T) {
 	for i := range servers {
 		servers[i] = MustStartProcess(t, schema, env...).server(t)
 	}
-	MustSeed(t, servers[0], "", `[{"metric":"api_calls","window":"day","limit":100}]`, "acme", "beta")
+	// The minute window is counted in Redis, the day in PostgreSQL: every
+	// check needs both.
+	MustSeed(t, servers[0], "", `[{"metric":"api_calls","window":"minute","limit":10000},{"metric":"api_calls","window":"day","limit":100}]`, "acme", "beta")
 	saturate(t, admin)
 
 	t.Run("slow", func(t *testing.T) {
