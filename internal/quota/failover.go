@@ -136,6 +136,7 @@ func (f *Failover) done(cs []Charge, r route, err error) {
 		if r.trial != nil && f.down.CompareAndDelete(r.shard, r.trial) && f.ndown.Add(-1) == 0 {
 			f.report(nil)
 		}
+	case errors.Is(err, errOutOfTurn): // the check's own time ran out: not the store's failure
 	case errors.Is(err, tiers.ErrUnavailable):
 		f.failures.Add(1)
 		id := r.shard

@@ -363,6 +363,38 @@ func TestFailoverTriesOneAtATime(t *testing.T) {
 	}
 }
 
+// A check whose time runs out while it waits for another check of its
+// customer's, slow in the store, is answered degraded, but the store is
+// not taken for down: the other check is answered from it, and so are
+// the next ones.
+func TestFailoverOutOfTurnIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	f := newFailoverFixture(t, map[string]int{"a": 0})
+	hold := make(chan struct{})
+	f.store.mu.Lock()
+	f.store.hold[0] = hold
+	f.store.mu.Unlock()
+	first := make(chan quota.Decision)
+	go func() { first <- f.check(t, "a") }()
+	<-f.store.entered // the first check holds the customer's turn, in the store
+	if d := f.check(t, "a"); !d.Degraded {
+		t.Errorf("a check out of time behind the first: %+v, want degraded", d)
+	}
+	if s := f.engine.Stats().Shared; s.ShardsDown != 0 || s.Failures != 0 || !s.Up {
+		t.Errorf("stats %+v after a check ran out of time waiting its turn, want the store up, no failure", s)
+	}
+	f.store.mu.Lock()
+	delete(f.store.hold, 0)
+	f.store.mu.Unlock()
+	close(hold)
+	if d := <-first; d.Degraded {
+		t.Errorf("the slow check: %+v, want answered from the store", d)
+	}
+	if d := f.check(t, "a"); d.Degraded {
+		t.Errorf("the next check: %+v, want answered from the store", d)
+	}
+}
+
 // A call sent before its shard failed, which succeeds after, does not
 // bring the shard back: only a check trying it again does.
 func TestFailoverLateSuccessKeepsShardDown(t *testing.T) {

@@ -117,9 +117,15 @@ func (t *turn) take(ctx context.Context) error {
 	case t.held <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for another check of the customer's: %v", tiers.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("%w: %v", errOutOfTurn, ctx.Err())
 	}
 }
+
+// errOutOfTurn: a check's time ran out while it waited for another check
+// of its customer's to decide. It is answered as when the store cannot be
+// reached, but the store is not taken for down: it may be answering that
+// other check, slowly (a busy machine is not an outage).
+var errOutOfTurn = fmt.Errorf("%w: waiting for another check of the customer's", tiers.ErrUnavailable)
 
 const numTurns = 1024
 
