@@ -67,8 +67,11 @@
 #                         raw (requests written by hand: a cheaper generator,
 #                         so the servers' own cost weighs more in a ratio)
 #   BENCH_PROFILE=dir     write a CPU profile of quotad per scenario and
-#                         round into dir (PROFILE=1 means bin/profiles);
-#                         durations must then be whole seconds (8s, 1m)
+#                         round into dir (PROFILE=1 means bin/profiles),
+#                         and one of the load generator (-loadgen.pprof:
+#                         its whole run, warm-up included) to see whether
+#                         it, not the server, limits a run; durations must
+#                         then be whole seconds (8s, 1m)
 #   BENCH_REDIS_URL=redis://127.0.0.1:6379/0
 #                         the Redis of the *-redis scenarios, whose quotad
 #                         processes keep short windows there (QUOTAD_REDIS_URL;
@@ -366,12 +369,13 @@ MORE=()  # load generator flags of one run only (sparse's -seen)
 measure() {
   local label=$1 profile=$2 warm=$3 out=bin/bench-run.out rc=0 u
   shift 3
-  local urls=() draw=()
+  local urls=() draw=() lgprofile=()
   for u in "$@"; do urls+=(-url "$u"); done
   # shellcheck disable=SC2206 # DRAW is a list of flags
   if [ -n "$DRAW" ]; then draw=($DRAW); fi
+  if [ -n "$PROFILE_DIR" ] && [ -n "$profile" ]; then lgprofile=(-cpuprofile "$PROFILE_DIR/$profile-loadgen.pprof"); fi
   bin/loadgen -json -client "$CLIENT" -c "$CONC" -d "$DURATION" -warmup "$warm" -keys "$SET_KEYS" -seed "$SEED" \
-    ${draw[@]+"${draw[@]}"} ${MORE[@]+"${MORE[@]}"} \
+    ${draw[@]+"${draw[@]}"} ${MORE[@]+"${MORE[@]}"} ${lgprofile[@]+"${lgprofile[@]}"} \
     -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
     -body "$BODY" "${urls[@]}" > "$out" 2>&1 &
   local lg=$!
@@ -708,9 +712,10 @@ for r in $(seq 1 "$ROUNDS"); do
       name=$s of="" profile=$s-round$r
       if [ "$RUNS" -gt 1 ]; then name="$s $run/$RUNS" of=", run $run of $RUNS" profile=$profile-run$run; fi
       MORE=()
-      ref=baseline ref_url=http://$BASELINE/v1/check body=$BODY
+      ref=baseline ref_url=http://$BASELINE/v1/check body=$BODY ref_profile=""
       if [ -n "$VERSUS_URL" ]; then
-        ref=http ref_url=$VERSUS_URL BODY=$VERSUS_BODY
+        # quotad's own HTTP run: profiled too, to compare with the scenario's
+        ref=http ref_url=$VERSUS_URL BODY=$VERSUS_BODY ref_profile=$profile-http
         if [ "$run" = 1 ]; then
           # The HTTP run it is paired with measures the same process, so
           # that process is restarted (as below) and primed first.
@@ -722,7 +727,7 @@ for r in $(seq 1 "$ROUNDS"); do
           prime "$SET" "$VERSUS_URL"
         fi
       fi
-      measure "$ref for $s, round $r$of" "" "$WARMUP" "$ref_url"
+      measure "$ref for $s, round $r$of" "$ref_profile" "$WARMUP" "$ref_url"
       BODY=$body
       check "$ref for $s, round $r$of"
       base=$RPS
@@ -877,7 +882,8 @@ if [ -n "$MEMORY_LINES" ]; then printf '%s\n' "$MEMORY_LINES"; fi
 echo "logs: bin/bench-quotad.log${TWO_PROC:+, bin/bench-quotad2.log}, bin/bench-baseline.log; load generator output: $LOADGEN_LOG; results: $RESULTS${MEMORY_LINES:+, $MEMORY}"
 if [ -n "$PROFILE_DIR" ]; then
   read -r first _ <<< "$SCENARIOS"
-  echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof, -run<n> for longtail and sparse), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof"
+  echo "CPU profiles of quotad in $PROFILE_DIR/ (<scenario>-round<r>.pprof, -run<n> for longtail and sparse, -http for grpc's HTTP run), e.g.: go tool pprof -top bin/quotad $PROFILE_DIR/$first-round1.pprof;"
+  echo "the load generator's beside them (<scenario>-round<r>-loadgen.pprof, its whole run): go tool pprof -top bin/loadgen $PROFILE_DIR/$first-round1-loadgen.pprof"
 fi
 if [ "$PROBLEMS" -gt 0 ]; then
   printf '!!! %s run(s) saw non-2xx answers, transport errors or (with Redis) answers not decided in Redis (see above and %s): their figures are wrong\n' "$PROBLEMS" "$LOADGEN_LOG" >&2

@@ -22,8 +22,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -93,8 +95,10 @@ type Service struct {
 	now     func() time.Time
 	log     *slog.Logger
 	// answers counts requests by answer: ok, over_limit, or the gRPC
-	// error code in snake case (nil without a Registerer).
-	answers *prometheus.CounterVec
+	// error code in snake case (nil without a Registerer); ok and
+	// overLimit are its two most frequent counters, looked up once.
+	answers       *prometheus.CounterVec
+	ok, overLimit prometheus.Counter
 }
 
 // New returns a Service.
@@ -118,6 +122,7 @@ func New(o Options) *Service {
 			Help: "Requests to Envoy's rate limit service (gRPC) by answer: ok, over_limit, or the gRPC error (invalid_argument, unauthenticated, unavailable, internal).",
 		}, []string{"answer"})
 		o.Registerer.MustRegister(s.answers)
+		s.ok, s.overLimit = s.answers.WithLabelValues("ok"), s.answers.WithLabelValues("over_limit")
 	}
 	return s
 }
@@ -125,9 +130,10 @@ func New(o Options) *Service {
 // NewServer returns a gRPC server (plaintext; h2c) serving svc, standard
 // health checking (the returned health server: set its statuses, see
 // KeepHealth) and reflection, so that grpcurl and Kubernetes probes work.
-// Health and reflection need no token.
+// Health and reflection need no token. opts come after ServerOptions, so
+// they may override them.
 func NewServer(svc *Service, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
-	g := grpc.NewServer(opts...)
+	g := grpc.NewServer(append(ServerOptions(), opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(g, svc)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -135,6 +141,35 @@ func NewServer(svc *Service, opts ...grpc.ServerOption) (*grpc.Server, *health.S
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g, hs
+}
+
+// Flow control windows of the server's connections and streams: fixed, as
+// Envoy's own ratelimit service has them. A check is a message of a few
+// hundred bytes each way, so a window of 64 KiB per stream (HTTP/2's
+// default) and 1 MiB per connection (a few thousand checks in flight on
+// one connection, as Envoy multiplexes them) never hold a call back.
+const (
+	streamWindow = 64 << 10
+	connWindow   = 1 << 20
+)
+
+// ServerOptions are the options NewServer gives the gRPC server, for the
+// cost of a check over gRPC to be that of one over HTTP/1.1:
+//
+//   - Fixed flow control windows. With windows sized by gRPC's bandwidth
+//     estimate (its default), the server answers a ping of its own to the
+//     data of almost every call on a connection that carries one call at a
+//     time: another frame each way, and often another write and read.
+//   - Stream workers, a few per core: a call runs on a goroutine that
+//     already has the stack a check needs, not on a new one whose stack
+//     grows (is copied) two or three times per call. When every worker is
+//     busy, a call gets a goroutine of its own as without workers.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.StaticStreamWindowSize(streamWindow),
+		grpc.StaticConnWindowSize(connWindow),
+		grpc.NumStreamWorkers(uint32(4 * runtime.GOMAXPROCS(0))),
+	}
 }
 
 // KeepHealth sets hs's statuses (the server's and ServiceName's) from
@@ -172,8 +207,7 @@ func (s *Service) authenticate(ctx context.Context) error {
 	if len(s.tokens) == 0 {
 		return nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) != 1 {
 		return status.Error(codes.Unauthenticated, "want authorization metadata: Bearer <check token>")
 	}
@@ -208,10 +242,23 @@ type descriptor struct {
 // codes.Unavailable (the store cannot be reached and checks fail closed,
 // or API keys cannot be read).
 func (s *Service) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (res *rlsv3.RateLimitResponse, err error) {
+	res, err = s.shouldRateLimit(ctx, r)
 	if s.answers != nil {
-		defer func() { s.answers.WithLabelValues(answerOf(res, err)).Inc() }()
+		s.count(res, err)
 	}
-	return s.shouldRateLimit(ctx, r)
+	return res, err
+}
+
+// count counts an answer in quotad_rls_requests_total.
+func (s *Service) count(res *rlsv3.RateLimitResponse, err error) {
+	switch {
+	case err != nil:
+		s.answers.WithLabelValues(answerOf(res, err)).Inc()
+	case res.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		s.overLimit.Inc()
+	default:
+		s.ok.Inc()
+	}
 }
 
 // answerOf names an answer for quotad_rls_requests_total.
@@ -245,19 +292,52 @@ func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest
 	if err := s.authenticate(ctx); err != nil {
 		return nil, err
 	}
-	ds, err := s.read(ctx, r)
+	c := calls.Get().(*call)
+	defer c.free()
+	ds, err := s.read(ctx, r, c)
 	if err != nil {
 		return nil, err
 	}
-	decisions, err := s.decide(ctx, ds)
+	decisions, err := s.decide(ctx, ds, c)
 	if err != nil {
 		return nil, err
 	}
 	return s.answer(ds, decisions), nil
 }
 
-// read turns r's descriptors into checks.
-func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descriptor, error) {
+// call is the working memory of one request: its descriptors, their
+// decisions, and the items of its two checks (looks and takes) with, per
+// descriptor, the index of its item in each. Calls come from a pool, as a
+// request is decided many thousand times a second; the answer holds
+// nothing of its call.
+type call struct {
+	ds             []descriptor
+	decisions      []quota.Decision
+	looks, takes   []quota.Item
+	lookOf, takeOf []int
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// free empties c, so that the pool keeps no customer's strings or
+// windows alive, and gives it back.
+func (c *call) free() {
+	clear(c.ds)
+	clear(c.decisions)
+	clear(c.looks)
+	clear(c.takes)
+	c.ds, c.decisions, c.looks, c.takes = c.ds[:0], c.decisions[:0], c.looks[:0], c.takes[:0]
+	c.lookOf, c.takeOf = c.lookOf[:0], c.takeOf[:0]
+	calls.Put(c)
+}
+
+// resize returns b with length n, its memory reused when it has room.
+func resize[T any](b []T, n int) []T {
+	return slices.Grow(b[:0], n)[:n]
+}
+
+// read turns r's descriptors into checks, into c's memory.
+func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest, c *call) ([]descriptor, error) {
 	invalid := func(format string, args ...any) error {
 		return status.Errorf(codes.InvalidArgument, format, args...)
 	}
@@ -270,7 +350,8 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest) ([]descri
 	if r.GetHitsAddend() > quota.MaxCost {
 		return nil, invalid("hits_addend %d: want at most %d", r.GetHitsAddend(), quota.MaxCost)
 	}
-	ds := make([]descriptor, len(r.GetDescriptors()))
+	c.ds = resize(c.ds, len(r.GetDescriptors()))
+	ds := c.ds
 	for i, d := range r.GetDescriptors() {
 		if len(d.GetEntries()) == 0 {
 			return nil, invalid("descriptors[%d]: no entries", i)
@@ -390,20 +471,22 @@ func fieldErrors(err error) string {
 // unknown ones deny. Descriptors of one customer's metric and subject
 // count as one item of their costs together. It returns a decision per
 // descriptor (zero for the unknown ones).
-func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision, error) {
-	out := make([]quota.Decision, len(ds))
+func (s *Service) decide(ctx context.Context, ds []descriptor, c *call) ([]quota.Decision, error) {
+	c.decisions = resize(c.decisions, len(ds))
+	out := c.decisions
 	for attempt := 0; attempt <= len(ds); attempt++ {
 		denyAll := false
 		for i := range ds {
 			denyAll = denyAll || ds[i].unknown && !s.rules.allowUnknown
 		}
-		looks, lookOf := s.items(ds, true)
-		takes, takeOf := s.items(ds, false)
+		c.looks, c.lookOf = s.items(ds, true, c.looks, c.lookOf)
+		c.takes, c.takeOf = s.items(ds, false, c.takes, c.takeOf)
+		looks, lookOf, takes, takeOf := c.looks, c.lookOf, c.takes, c.takeOf
 		var err error
 		var of []int // the descriptors' items of the check that failed
 		lookedOver := false
 		if len(looks) > 0 {
-			d, e := s.checker.Check(ctx, quota.Request{Items: looks, DryRun: true})
+			d, e := s.check(ctx, looks, true)
 			if e != nil {
 				err, of = e, lookOf
 			} else {
@@ -412,7 +495,7 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision
 			}
 		}
 		if err == nil && len(takes) > 0 {
-			d, e := s.checker.Check(ctx, quota.Request{Items: takes, DryRun: denyAll || lookedOver})
+			d, e := s.check(ctx, takes, denyAll || lookedOver)
 			if e != nil {
 				err, of = e, takeOf
 			} else {
@@ -448,13 +531,25 @@ func (s *Service) decide(ctx context.Context, ds []descriptor) ([]quota.Decision
 	return out, nil
 }
 
+// check decides items all or nothing; dryRun counts nothing. A single
+// item is checked as a check of one metric (the HTTP check's form, whose
+// decision carries no items): its decision, errors included, is the one
+// a check of that one item would give, at less cost.
+func (s *Service) check(ctx context.Context, items []quota.Item, dryRun bool) (quota.Decision, error) {
+	if len(items) == 1 {
+		it := &items[0]
+		return s.checker.Check(ctx, quota.Request{Customer: it.Customer, Metric: it.Metric, Cost: it.Cost, Subject: it.Subject, DryRun: dryRun})
+	}
+	return s.checker.Check(ctx, quota.Request{Items: items, DryRun: dryRun})
+}
+
 // items returns the items of the known descriptors of ds that look (or,
 // look false, that count), descriptors of one customer's metric and
 // subject as one item of their costs together, and, per descriptor, the
-// index of its item (-1: none).
-func (s *Service) items(ds []descriptor, look bool) ([]quota.Item, []int) {
-	var items []quota.Item
-	of := make([]int, len(ds))
+// index of its item (-1: none); in the memory of items and of.
+func (s *Service) items(ds []descriptor, look bool, items []quota.Item, of []int) ([]quota.Item, []int) {
+	items = items[:0]
+	of = resize(of, len(ds))
 	for i := range ds {
 		of[i] = -1
 		d := &ds[i]
@@ -477,10 +572,15 @@ func (s *Service) items(ds []descriptor, look bool) ([]quota.Item, []int) {
 }
 
 // fill sets the decision of every descriptor whose item (per of) d
-// decided.
+// decided: d itself when it decided one item in the form of a check of
+// one metric (see check).
 func fill(out []quota.Decision, of []int, d *quota.Decision) {
 	for i, j := range of {
-		if j >= 0 {
+		switch {
+		case j < 0:
+		case d.Items == nil:
+			out[i] = *d
+		default:
 			out[i] = d.Item(j)
 		}
 	}
@@ -491,10 +591,17 @@ func fill(out []quota.Decision, of []int, d *quota.Decision) {
 // headline).
 func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.RateLimitResponse {
 	now := s.now()
-	res := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
+	m := new(answerMemory)
+	res := &m.res
+	res.OverallCode = rlsv3.RateLimitResponse_OK
+	res.Statuses, m.statuses = m.one[:], m.oneStatus[:]
+	if len(ds) > 1 {
+		res.Statuses, m.statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds)), make([]statusMemory, len(ds))
+	}
 	for i := range ds {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		sm := &m.statuses[i]
+		st := &sm.status
+		st.Code = rlsv3.RateLimitResponse_OK
 		res.Statuses[i] = st
 		if ds[i].unknown {
 			if !s.rules.allowUnknown {
@@ -509,26 +616,59 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		if w, ok := rlheaders.MostConstraining(d.Limits); ok {
-			st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{
-				Name:            rlheaders.Name(d, &w),
-				RequestsPerUnit: clamp32(w.Limit),
-				Unit:            Unit(w.Window),
-			}
+			st.CurrentLimit = &sm.limit
+			st.CurrentLimit.Name = rlheaders.Name(d, &w)
+			st.CurrentLimit.RequestsPerUnit = clamp32(w.Limit)
+			st.CurrentLimit.Unit = Unit(w.Window)
 			st.LimitRemaining = clamp32(w.Remaining)
-			st.DurationUntilReset = durationpb.New(max(0, w.ResetAt.Sub(now)))
+			st.DurationUntilReset = &sm.reset
+			setDuration(st.DurationUntilReset, max(0, w.ResetAt.Sub(now)))
 		}
 	}
 	if i := headline(ds, decisions); i >= 0 {
 		v := rlheaders.For(&decisions[i], now)
-		for _, h := range []struct{ name, value string }{
+		res.ResponseHeadersToAdd = m.headers[:0]
+		for j, h := range [len(m.header)]struct{ name, value string }{
 			{rlheaders.RateLimitPolicy, v.Policy}, {rlheaders.RateLimit, v.RateLimit}, {rlheaders.RetryAfter, v.RetryAfter},
 		} {
 			if h.value != "" {
-				res.ResponseHeadersToAdd = append(res.ResponseHeadersToAdd, &corev3.HeaderValue{Key: h.name, Value: h.value})
+				m.header[j].Key, m.header[j].Value = h.name, h.value
+				res.ResponseHeadersToAdd = append(res.ResponseHeadersToAdd, &m.header[j])
 			}
+		}
+		if len(res.ResponseHeadersToAdd) == 0 {
+			res.ResponseHeadersToAdd = nil
 		}
 	}
 	return res
+}
+
+// answerMemory holds an answer's messages, allocated together: the
+// response, its headers and, for a request of one descriptor (most of
+// them), its status; the statuses of more descriptors come in one more
+// allocation.
+type answerMemory struct {
+	res       rlsv3.RateLimitResponse
+	headers   [3]*corev3.HeaderValue
+	header    [3]corev3.HeaderValue
+	one       [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	oneStatus [1]statusMemory
+	statuses  []statusMemory
+}
+
+// statusMemory is a descriptor's status with its current limit and its
+// time until reset.
+type statusMemory struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// setDuration sets dst to d, as durationpb.New(d) would make it.
+func setDuration(dst *durationpb.Duration, d time.Duration) {
+	nanos := d.Nanoseconds()
+	secs := nanos / 1e9
+	dst.Seconds, dst.Nanos = secs, int32(nanos-secs*1e9)
 }
 
 // headline picks the descriptor whose headers the answer carries: the

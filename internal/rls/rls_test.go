@@ -361,21 +361,3 @@ func TestUnitNamesEveryWindow(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkShouldRateLimit is one descriptor decided from memory (a short
-// window), the service's own work without gRPC's.
-func BenchmarkShouldRateLimit(b *testing.B) {
-	catalog := quotatest.NewCatalog()
-	catalog.PutMetric("api_calls", nil)
-	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 50, Mode: tiers.Hard}})
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory()})
-	svc := rls.New(rls.Options{Checker: e})
-	req := &rlsv3.RateLimitRequest{Domain: "api_calls", Descriptors: []*commonrl.RateLimitDescriptor{desc("customer", "acme")}}
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := svc.ShouldRateLimit(context.Background(), req)
-		if err != nil || res.GetOverallCode() != rlsv3.RateLimitResponse_OK {
-			b.Fatal(res, err)
-		}
-	}
-}

@@ -21,7 +21,10 @@ import (
 // "customer=c{{key}}"). -H headers are sent as metadata (names in lower
 // case; Content-Type is dropped, gRPC sets its own). An OK answer counts
 // as status 200, OVER_LIMIT as 429; a gRPC error is a transport error.
-// Each worker has a connection of its own, as over HTTP.
+// Each worker has a connection of its own, as over HTTP, and sends one
+// request at a time; like the raw HTTP client, it builds its request once
+// and sets only the values with placeholders per request, so that the
+// generator's own work weighs little beside the server's.
 
 // grpcTarget reports whether raw is a gRPC URL, and its address and
 // domain.
@@ -49,50 +52,100 @@ func grpcMetadata(h http.Header) metadata.MD {
 	return md
 }
 
-// grpcClient is a worker's connection to the rate limit service.
+// grpcClient is a worker's connection to the rate limit service, and the
+// request it sends again and again: parsed from the body template once,
+// only the values with placeholders set anew per request (a worker waits
+// for each answer before its next request, so the request is never in use
+// twice at once).
 type grpcClient struct {
 	conn   *grpc.ClientConn
 	client rlsv3.RateLimitServiceClient
 	md     metadata.MD
+	ctx    context.Context // the run's context with md, made at the first request
+	req    *rlsv3.RateLimitRequest
+	holes  []valueHole
+	buf    []byte
 }
 
-func newGRPCClient(t *target) (*grpcClient, error) {
-	conn, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// valueHole is an entry whose value has placeholders.
+type valueHole struct {
+	entry *commonrl.RateLimitDescriptor_Entry
+	value *bodyTemplate
+}
+
+// Flow control windows of the generator's connections: fixed, as Envoy's
+// HTTP/2 client has them (it sends no pings to size them), so that each
+// answer is not followed by a ping of gRPC's bandwidth estimate that the
+// server must answer. Answers are a few hundred bytes.
+const (
+	grpcStreamWindow = 64 << 10
+	grpcConnWindow   = 1 << 20
+)
+
+func newGRPCClient(t *target, body string) (*grpcClient, error) {
+	req, holes, err := descriptorTemplate(body)
 	if err != nil {
 		return nil, err
 	}
-	return &grpcClient{conn: conn, client: rlsv3.NewRateLimitServiceClient(conn), md: grpcMetadata(t.header)}, nil
+	req.Domain = t.domain
+	conn, err := grpc.NewClient(t.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithStaticStreamWindowSize(grpcStreamWindow), grpc.WithStaticConnWindowSize(grpcConnWindow))
+	if err != nil {
+		return nil, err
+	}
+	return &grpcClient{conn: conn, client: rlsv3.NewRateLimitServiceClient(conn), md: grpcMetadata(t.header), req: req, holes: holes}, nil
 }
 
-// descriptors parses an expanded body into descriptors.
-func descriptors(body []byte) ([]*commonrl.RateLimitDescriptor, error) {
-	var out []*commonrl.RateLimitDescriptor
-	for _, d := range strings.Split(string(body), ";") {
+// descriptorTemplate parses a body template into a request's descriptors:
+// key=value entries joined by ",", descriptors joined by ";". Keys are
+// literal; a value may hold placeholders ({{key}}, {{seq}}, ...), and
+// those values are returned as holes to fill per request.
+func descriptorTemplate(body string) (*rlsv3.RateLimitRequest, []valueHole, error) {
+	req := &rlsv3.RateLimitRequest{}
+	var holes []valueHole
+	for _, d := range strings.Split(body, ";") {
 		desc := &commonrl.RateLimitDescriptor{}
 		for _, e := range strings.Split(d, ",") {
 			k, v, ok := strings.Cut(e, "=")
 			if !ok {
-				return nil, fmt.Errorf("descriptor entry %q: want key=value", e)
+				return nil, nil, fmt.Errorf("descriptor entry %q: want key=value", e)
 			}
-			desc.Entries = append(desc.Entries, &commonrl.RateLimitDescriptor_Entry{Key: k, Value: v})
+			if strings.Contains(k, "{{") {
+				return nil, nil, fmt.Errorf("descriptor entry %q: keys are literal, only values take placeholders", e)
+			}
+			t, err := parseTemplate(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			entry := &commonrl.RateLimitDescriptor_Entry{Key: k}
+			switch {
+			case len(t.segs) == 0:
+			case len(t.segs) == 1 && t.segs[0].kind == literal:
+				entry.Value = t.segs[0].text
+			default:
+				holes = append(holes, valueHole{entry: entry, value: t})
+			}
+			desc.Entries = append(desc.Entries, entry)
 		}
-		out = append(out, desc)
+		req.Descriptors = append(req.Descriptors, desc)
 	}
-	return out, nil
+	return req, holes, nil
 }
 
 // sendGRPC asks the rate limit service once.
 func (w *worker) sendGRPC(ctx context.Context, key int) (int, error) {
-	p := w.plan
-	w.body = p.body.expand(w.body[:0], key, w.id, w.seq)
-	w.seq++
-	ds, err := descriptors(w.body)
-	if err != nil {
-		return 0, err
+	c := w.grpc
+	for _, h := range c.holes {
+		c.buf = h.value.expand(c.buf[:0], key, w.id, w.seq)
+		h.entry.Value = string(c.buf)
 	}
-	ctx, cancel := context.WithTimeout(metadata.NewOutgoingContext(ctx, w.grpc.md), p.timeout)
+	w.seq++
+	if c.ctx == nil {
+		c.ctx = metadata.NewOutgoingContext(ctx, c.md)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, w.plan.timeout)
 	defer cancel()
-	res, err := w.grpc.client.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: w.target.domain, Descriptors: ds})
+	res, err := c.client.ShouldRateLimit(ctx, c.req)
 	if err != nil {
 		return 0, err
 	}

@@ -52,6 +52,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 )
@@ -78,7 +79,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if opts.cpuProfile != "" {
+		f, err := os.Create(opts.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	s := p.run(ctx)
+	if opts.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	if seen != nil {
 		seen.union(p.seen)
 		s.SeenKeys = seen.count()
@@ -97,8 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // options are the flags that are not part of the plan.
 type options struct {
-	json     bool   // print the JSON summary line
-	seenFile string // -seen
+	json       bool   // print the JSON summary line
+	seenFile   string // -seen
+	cpuProfile string // -cpuprofile
 }
 
 func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
@@ -124,6 +139,8 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 	commitBelow := fs.Int64("commit-below", 0, "each request is a reservation, committed at a cost drawn from [0, `N`) "+
 		"once answered 201; the pair counts as one request (net/http client only)")
 	asJSON := fs.Bool("json", false, "also print the summary as one JSON line")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's own CPU profile (the whole run) to `FILE`: "+
+		"whether the generator, not the server, is what limits a run")
 	seenFile := fs.String("seen", "", "keep the set of keys sent (and answered) in `FILE` across runs with the same -keys: "+
 		"read before the run if it exists, written after; the summary counts the keys of all of them")
 	client := fs.String("client", "net/http", "how requests are sent: net/http (an http.Client per worker, each request "+
@@ -177,7 +194,7 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		if err != nil {
 			return nil, options{}, err
 		}
-		p.body = t
+		p.body, p.rawBody = t, *body
 	}
 	if p.body != nil && p.body.hasKey {
 		p.seen = newKeySet(p.keys)
@@ -208,5 +225,13 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		return nil, options{}, err
 	}
 	p.targets = targets
-	return p, options{json: *asJSON, seenFile: *seenFile}, nil
+	for _, t := range targets {
+		if t.grpc {
+			if _, _, err := descriptorTemplate(p.rawBody); err != nil {
+				return nil, options{}, fmt.Errorf("-body: %w", err)
+			}
+			break
+		}
+	}
+	return p, options{json: *asJSON, seenFile: *seenFile, cpuProfile: *cpuProfile}, nil
 }

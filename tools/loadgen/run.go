@@ -93,6 +93,7 @@ type plan struct {
 	timeout time.Duration
 	method  string
 	body    *bodyTemplate // nil: no body
+	rawBody string        // the template as given (gRPC targets parse it into descriptors)
 	keys    int
 	seed    uint64
 	zipf    float64 // > 1: Zipf-distributed keys with this exponent; 0: uniform
@@ -166,7 +167,7 @@ func (p *plan) newWorker(id int, t *target) *worker {
 		w.zipf = rand.NewZipf(w.rng, p.zipf, 1, uint64(p.keys-1))
 	}
 	if t.grpc {
-		w.grpc, w.err = newGRPCClient(t)
+		w.grpc, w.err = newGRPCClient(t, p.rawBody)
 		w.tally.dials++
 		return w
 	}
