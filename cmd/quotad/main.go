@@ -119,7 +119,8 @@ func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, e
 }
 
 func openRedis(ctx context.Context, cfg *config, log *slog.Logger) (*redisstore.Store, error) {
-	shared, err := redisstore.New(cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout})
+	shared, err := redisstore.New(cfg.RedisURL, redisstore.Options{Prefix: cfg.RedisPrefix, Timeout: cfg.RedisTimeout,
+		Wait: cfg.RequestTimeout})
 	if err != nil {
 		return nil, err
 	}

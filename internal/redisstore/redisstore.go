@@ -66,16 +66,23 @@ type Options struct {
 	// Prefix begins every key (default "quotad:"), so that one Redis can
 	// serve other applications, or several quotad deployments.
 	Prefix string
-	// Timeout bounds each call, connecting included (default 250ms): a
-	// Redis that does not answer in time counts as unreachable, and checks
-	// go on in process.
+	// Timeout (default 250ms) says when Redis is silent rather than slow:
+	// a connection whose calls have had no answer for four times it (at
+	// least a second) is closed, its calls fail, Redis counts as
+	// unreachable and checks go on in process; a new connection waits as
+	// long. A Redis that answers, however slowly, is waited for up to
+	// Wait.
 	Timeout time.Duration
+	// Wait bounds each call to a Redis that answers (default: Timeout's
+	// silence, four times it and at least a second): a busy machine makes
+	// calls slow, not failed.
+	Wait time.Duration
 }
 
 // DefaultPrefix begins every key unless Options say otherwise.
 const DefaultPrefix = "quotad:"
 
-// DefaultTimeout bounds each call unless Options say otherwise.
+// DefaultTimeout is Options.Timeout unless they say otherwise.
 const DefaultTimeout = 250 * time.Millisecond
 
 // Store is a quota.SharedStore in Redis. It is safe for concurrent use.
@@ -125,8 +132,11 @@ func New(url string, o Options) (*Store, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	option.Dialer.Timeout = o.Timeout
-	option.ConnWriteTimeout = o.Timeout
+	// rueidis closes a connection whose calls (or its own pings of an idle
+	// one) have had no answer for ConnWriteTimeout: that is silence.
+	silence := max(4*o.Timeout, time.Second)
+	option.Dialer.Timeout = silence
+	option.ConnWriteTimeout = silence
 	// Checks need no client-side cache; without it rueidis needs no
 	// tracking either. A call that failed is not sent again: the engine
 	// goes on in process instead, within the check's time.
@@ -140,7 +150,7 @@ func New(url string, o Options) (*Store, error) {
 	// second. rueidis's default for a single server is four, each call on
 	// one of them at random; a cluster's is one per node already.
 	option.PipelineMultiplex = -1
-	return &Store{option: option, prefix: o.Prefix, timeout: o.Timeout,
+	return &Store{option: option, prefix: o.Prefix, timeout: max(o.Wait, silence),
 		script: rueidis.NewLuaScript(applyScript)}, nil
 }
 
