@@ -210,8 +210,9 @@ start_quotad() {
   if [ -n "${4:-}" ]; then redis=$REDIS_URL; fi
   local grpc=""  # the first quotad serves gRPC too (the grpc scenario)
   if [ "$1" = "$QUOTAD1" ]; then grpc=$GRPC1; port_free "$grpc" || die "$grpc is in use: stop what listens there or set BENCH_PORT"; fi
+  # No load balancer to drain for: a restart (cold, longtail, sparse) stops at once.
   QUOTAD_LISTEN=$1 QUOTAD_GRPC_LISTEN=$grpc QUOTAD_DEBUG_LISTEN=$debug QUOTAD_REDIS_URL=$redis QUOTAD_REDIS_PREFIX=$REDIS_PREFIX \
-    bin/quotad >> "$3" 2>&1 &
+    QUOTAD_DRAIN_TIMEOUT=0s bin/quotad >> "$3" 2>&1 &
   STARTED=$!
   SERVERS="$SERVERS $STARTED"
   wait_ready "$STARTED" "$3" -f "http://$1/readyz"

@@ -39,7 +39,8 @@ type config struct {
 	StoreTimeout    time.Duration `help:"How long PostgreSQL may stay silent (no byte back) before the checks waiting for it are answered as --store-failure says; a PostgreSQL that answers, however slowly, is waited for up to --request-timeout (Redis has --redis-timeout)." envvar:"QUOTAD_STORE_TIMEOUT" default:"${store_timeout}" placeholder:"DURATION"`
 	RequestTimeout  time.Duration `help:"How long a check waits for a PostgreSQL that answers slowly, and any other request (admin reads and writes, refunds, usage) for PostgreSQL, before it is answered as --store-failure says (a check) or 503." envvar:"QUOTAD_REQUEST_TIMEOUT" default:"5s" placeholder:"DURATION"`
 	LogLevel        string        `help:"Log level: debug, info, warn or error." envvar:"QUOTAD_LOG_LEVEL" enum:"debug,info,warn,error" default:"info" placeholder:"LEVEL"`
-	ShutdownTimeout time.Duration `help:"How long to drain requests on SIGINT or SIGTERM." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`
+	DrainTimeout    time.Duration `help:"On SIGINT or SIGTERM, how long to go on serving, /readyz answering 503, while load balancers take the process out of rotation (keep-alive connections are closed after their next answer)." envvar:"QUOTAD_DRAIN_TIMEOUT" default:"5s" placeholder:"DURATION"`
+	ShutdownTimeout time.Duration `help:"After the drain, how long to finish requests in flight, give back leased units and flush; the process exits then whatever PostgreSQL and Redis do, and logs what it could not give back." envvar:"QUOTAD_SHUTDOWN_TIMEOUT" default:"10s" placeholder:"DURATION"`
 	DBWait          time.Duration `help:"How long to wait for PostgreSQL at start-up." envvar:"QUOTAD_DB_WAIT" default:"30s" placeholder:"DURATION"`
 	DBMaxConns      int           `help:"PostgreSQL connections in the pool, 0 to 1000; 0 means the URL's pool_max_conns, else ${db_max_conns}." envvar:"QUOTAD_DB_MAX_CONNS" default:"0" placeholder:"N"`
 	Migrate         bool          `help:"Apply schema migrations at start-up." envvar:"QUOTAD_MIGRATE" default:"true" negatable:""`
@@ -175,6 +176,8 @@ func (c *config) check() error {
 	switch {
 	case c.ShutdownTimeout < 0:
 		return fmt.Errorf("--shutdown-timeout ($QUOTAD_SHUTDOWN_TIMEOUT): want a duration of 0 or more, got %s", c.ShutdownTimeout)
+	case c.DrainTimeout < 0:
+		return fmt.Errorf("--drain-timeout ($QUOTAD_DRAIN_TIMEOUT): want a duration of 0 or more, got %s", c.DrainTimeout)
 	case c.DBWait < 0:
 		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
 	case c.StoreTimeout <= 0:
@@ -256,6 +259,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("store_timeout", c.StoreTimeout.String()),
 		slog.String("request_timeout", c.RequestTimeout.String()),
 		slog.String("log_level", c.LogLevel),
+		slog.String("drain_timeout", c.DrainTimeout.String()),
 		slog.String("shutdown_timeout", c.ShutdownTimeout.String()),
 		slog.Int("db_max_conns", c.poolSize()),
 		slog.Bool("migrate", c.Migrate),

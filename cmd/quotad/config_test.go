@@ -105,6 +105,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"negative duration", []string{"--db-wait=-1s"}, nil, []string{"--db-wait", "-1s"}},
 		{"a value is not a flag", []string{"-db-wait", "-1s"}, nil, []string{"--db-wait", `"-1s"`}},
 		{"zero redis timeout", nil, map[string]string{"QUOTAD_REDIS_TIMEOUT": "0s"}, []string{"--redis-timeout", "$QUOTAD_REDIS_TIMEOUT"}},
+		{"negative drain timeout", nil, map[string]string{"QUOTAD_DRAIN_TIMEOUT": "-1s"}, []string{"--drain-timeout", "$QUOTAD_DRAIN_TIMEOUT", "-1s"}},
 		{"negative warm customers", []string{"--warm-customers=-1"}, nil, []string{"--warm-customers", "-1"}},
 		{"warm customers beyond the cache", nil, map[string]string{"QUOTAD_WARM_CUSTOMERS": "1000001"}, []string{"--warm-customers", "$QUOTAD_WARM_CUSTOMERS", "1000001"}},
 		{"zero warm timeout", nil, map[string]string{"QUOTAD_WARM_TIMEOUT": "0s"}, []string{"--warm-timeout", "$QUOTAD_WARM_TIMEOUT"}},

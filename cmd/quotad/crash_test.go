@@ -50,6 +50,16 @@ type process struct {
 	cmd  *exec.Cmd
 	URL  string
 	done chan struct{}
+
+	logMu sync.Mutex
+	log   strings.Builder // what it wrote to stdout
+}
+
+// logged returns what p has logged so far.
+func (p *process) logged() string {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.log.String()
 }
 
 // MustStartProcess runs the built binary on schema, with env ("NAME=value"
@@ -65,6 +75,7 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 		"QUOTAD_CHECK_TOKENS=backend:"+checkToken,
 		"QUOTAD_LOG_LEVEL=info", // "listening" is logged at info
 		"QUOTAD_DB_WAIT=0s",
+		"QUOTAD_DRAIN_TIMEOUT=0s", // no load balancer to wait for
 		"QUOTAD_STORE_TIMEOUT="+testStoreTimeout,
 		"QUOTAD_REDIS_TIMEOUT="+testStoreTimeout,
 	)
@@ -78,16 +89,14 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	addr := make(chan string, 1)
-	var logMu sync.Mutex
-	var log strings.Builder
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			logMu.Lock()
-			log.Write(sc.Bytes())
-			log.WriteByte('\n')
-			logMu.Unlock()
+			p.logMu.Lock()
+			p.log.Write(sc.Bytes())
+			p.log.WriteByte('\n')
+			p.logMu.Unlock()
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec.Msg == "listening" {
 				addr <- rec.Addr
@@ -99,9 +108,7 @@ func MustStartProcess(t testing.TB, schema *dbtest.Schema, env ...string) *proce
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			logMu.Lock()
-			t.Logf("quotad (pid %d) log:\n%s", cmd.Process.Pid, log.String())
-			logMu.Unlock()
+			t.Logf("quotad (pid %d) log:\n%s", cmd.Process.Pid, p.logged())
 		}
 	})
 	select {

@@ -49,6 +49,8 @@ func MustStartServer(t testing.TB, schema *dbtest.Schema, env map[string]string)
 		"QUOTAD_CHECK_TOKENS": "backend:" + checkToken,
 		"QUOTAD_LOG_LEVEL":    "debug",
 		"QUOTAD_DB_WAIT":      "0s",
+		// No load balancer to wait for: a test's server stops at once.
+		"QUOTAD_DRAIN_TIMEOUT": "0s",
 		// Tests start many servers at once on one PostgreSQL: small
 		// pools keep them within its connection limit.
 		"QUOTAD_DB_MAX_CONNS": "6",

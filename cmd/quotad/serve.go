@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,7 +58,34 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 
 	// One clock stamps catalog writes and decides which billing periods
 	// have begun.
-	p := &instance{cfg: cfg, log: log, now: func() time.Time { return time.Now().UTC() }}
+	p := &instance{cfg: cfg, log: log, now: func() time.Time { return time.Now().UTC() },
+		shutdownBegan: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- p.run(ctx, forwardRules, rlsRules) }()
+	select {
+	case err := <-done:
+		return err
+	case <-p.shutdownBegan:
+	}
+	// The drain is over: whatever PostgreSQL and Redis do, the process
+	// ends within the shutdown timeout.
+	timer := time.NewTimer(cfg.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		p.logUnreturned(slog.LevelError, "shutdown did not finish within --shutdown-timeout: exiting with it unfinished")
+		return errShutdownUnfinished
+	}
+}
+
+// errShutdownUnfinished ends a shutdown that outlasted its timeout.
+var errShutdownUnfinished = errors.New("shutdown did not finish within the shutdown timeout")
+
+// run opens, builds and serves, step by step, until ctx ends; then it
+// drains, shuts down and closes what it opened in the reverse order.
+func (p *instance) run(ctx context.Context, forwardRules *forwardauth.Rules, rlsRules *rls.Rules) error {
 	defer p.close()
 	if err := p.openStores(ctx); err != nil {
 		return err
@@ -76,6 +105,20 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	}
 	p.startCheckWork()
 	return p.serveHTTP(ctx, p.api(forwardRules), rlsRules)
+}
+
+// logUnreturned logs msg at level with the units this process still holds
+// in leases and owes for degraded answers: what a process that ends now
+// leaves counted without admitting (leases, until their windows end) or
+// admitted without counting (debts).
+func (p *instance) logUnreturned(level slog.Level, msg string) {
+	if p.engine == nil {
+		p.log.Log(context.Background(), level, msg)
+		return
+	}
+	st := p.engine.Stats()
+	p.log.Log(context.Background(), level, msg, "lease_units_not_given_back", st.Leases.Unreturned,
+		"degraded_units_not_charged", st.Debts.Owed)
 }
 
 // instance is the quotad that serve builds, step by step.
@@ -105,6 +148,10 @@ type instance struct {
 	stopBackground func()
 	background     sync.WaitGroup
 	listening      chan struct{} // told once other processes' changes are heard
+	// draining: a signal came; readiness says 503 while requests are
+	// still served. shutdownBegan is closed once the drain is over.
+	draining      atomic.Bool
+	shutdownBegan chan struct{}
 
 	closers []func() // run by close, last first
 }
@@ -347,7 +394,12 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 	return api.New(api.Config{
 		Catalog: p.catalog,
 		Checker: p.engine,
-		Ready:   func(ctx context.Context) error { return ready(ctx, p.cfg, p.db, p.engine) },
+		Ready: func(ctx context.Context) error {
+			if p.draining.Load() {
+				return &api.NotReadyError{Reason: "shutting down"}
+			}
+			return ready(ctx, p.cfg, p.db, p.engine)
+		},
 
 		RequestTimeout: p.cfg.RequestTimeout,
 		Tokens:         p.cfg.tokens,
@@ -404,8 +456,25 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 		return fmt.Errorf("grpc serve: %w", err)
 	case <-ctx.Done():
 	}
+	// Readiness fails at once; requests are served for the drain, each
+	// keep-alive connection closed after its next answer, so that load
+	// balancers take the process out of rotation before it stops
+	// listening and no client sends on a connection about to close.
+	p.draining.Store(true)
+	httpSrv.SetKeepAlivesEnabled(false)
+	if d := p.cfg.DrainTimeout; d > 0 {
+		p.log.Info("draining: /readyz answers 503, requests are still served", "drain_timeout", d.String())
+		drain := time.NewTimer(d)
+		<-drain.C
+	}
+	close(p.shutdownBegan)
 	p.log.Info("shutting down", "timeout", p.cfg.ShutdownTimeout.String())
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	// Requests in flight (and gRPC streams) get the shutdown timeout but a
+	// quarter of it, at most 2 s, which giving back leases and flushing
+	// keep. (net/http waits up to 5 s for a connection that sent nothing
+	// yet: a client's spare one.)
+	reserve := min(p.cfg.ShutdownTimeout/4, 2*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout-reserve)
 	defer cancel()
 	grpcDone := make(chan struct{})
 	go func() { grpcSrv.shutdown(shutdownCtx); close(grpcDone) }()
@@ -416,6 +485,9 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	}
 	<-grpcDone
 	p.stopBackground()
+	if st := p.engine.Stats(); st.Leases.Unreturned > 0 || st.Debts.Owed > 0 {
+		p.logUnreturned(slog.LevelError, "stopped with units not given back: leased ones stay counted until their windows end, degraded ones are never charged")
+	}
 	p.log.Info("stopped")
 	return err
 }

@@ -59,6 +59,10 @@ type LeaseStats struct {
 	Leases           int64 // leases held
 	Units            int64 // units held unused in them
 	InDoubt          int64 // leases with a call whose answer was lost
+	// Unreturned is at most what the store counts this process's leases
+	// to hold unused, or may (a give-back in doubt): units a process that
+	// ends now leaves counted until their windows end.
+	Unreturned int64
 	// Grants counts the statements grants went in, and the grants.
 	Grants batch.Stats
 }

@@ -68,8 +68,9 @@ type Server struct {
 // replaces the defaults: QUOTAD_DATABASE_URL (a fresh schema of
 // dbtest.New(t) unless env names one, so that two servers can share a
 // database), QUOTAD_LISTEN=127.0.0.1:0, QUOTAD_ADMIN_TOKENS,
-// QUOTAD_CHECK_TOKENS, QUOTAD_LOG_LEVEL=debug, QUOTAD_DB_WAIT=0s, a
-// small connection pool, and store and Redis timeouts of 30s. No other
+// QUOTAD_CHECK_TOKENS, QUOTAD_LOG_LEVEL=debug, QUOTAD_DB_WAIT=0s, no
+// drain on stop, a small connection pool, and store and Redis timeouts of
+// 30s. No other
 // QUOTAD_* variable of the test's environment reaches quotad.
 func MustStart(t testing.TB, env map[string]string) *Server {
 	t.Helper()
@@ -80,6 +81,8 @@ func MustStart(t testing.TB, env map[string]string) *Server {
 		"QUOTAD_CHECK_TOKENS": CheckTokenName + ":" + CheckToken,
 		"QUOTAD_LOG_LEVEL":    "debug",
 		"QUOTAD_DB_WAIT":      "0s",
+		// No load balancer to wait for: a test's server stops at once.
+		"QUOTAD_DRAIN_TIMEOUT": "0s",
 		// Tests start many servers at once on one PostgreSQL: small pools
 		// keep them within its connection limit.
 		"QUOTAD_DB_MAX_CONNS": "6",

@@ -147,6 +147,7 @@ func (p *Pool) Stats() quota.LeaseStats {
 	p.leases.each(func(l *lease) {
 		s.Leases++
 		s.Units += l.spendable()
+		s.Unreturned += l.unreturned()
 		if l.inDoubt() {
 			s.InDoubt++
 		}

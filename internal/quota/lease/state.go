@@ -129,6 +129,24 @@ func (l *lease) spendable() int64 {
 	return l.spendableLocked()
 }
 
+// unreturned returns at most the units the store counts l to hold unused,
+// or may: those of a settlement in doubt, or, while the store holds l,
+// what it was last told or what l holds, the larger (a settlement in
+// flight still counts).
+func (l *lease) unreturned() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.gone:
+		return 0
+	case l.doubt.kind == settleCall:
+		return l.limbo
+	case l.held:
+		return max(l.reported, l.unused+l.inflight)
+	}
+	return 0
+}
+
 // inDoubt reports whether a call on l is in doubt.
 func (l *lease) inDoubt() bool {
 	l.mu.Lock()
