@@ -273,6 +273,7 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 func (p *instance) listen() {
 	p.registry = prometheus.NewRegistry()
 	worker := newWebhookWorker(p.cfg, p.outbox, p.log, p.registry)
+	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)
 	registerCacheMetrics(p.registry, p.cache)
 	listener := p.db.Listener(func(n store.Notification) {

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// /metrics carries the Go runtime's and the process's series, the build,
+// PostgreSQL's pool and quotad's own, and promlint (what promtool check
+// metrics runs) finds no problem in any of them.
+func TestMetricsLint(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":100}]`, "acme")
+	if _, a := s.check(`{"customer":"acme","metric":"api_calls"}`); !a.Allowed {
+		t.Fatalf("check: %+v", a)
+	}
+	body := string(s.mustDo(http.StatusOK, "GET", "/metrics", "").Body)
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for _, series := range []string{
+		"go_goroutines ", "process_resident_memory_bytes ", `quotad_build_info{go="go`,
+		"quotad_db_pool_conns ", "quotad_db_pool_max_conns 6", "quotad_db_pool_acquires_total ",
+		`quotad_checks_total{decision="allowed"} 1`, "quotad_degraded_units_owed 0",
+	} {
+		if !strings.Contains(body, "\n"+series) {
+			t.Errorf("/metrics has no %q", series)
+		}
+	}
+}
