@@ -941,19 +941,35 @@ func TestRefundSaysWhatWentBack(t *testing.T) {
 	})
 }
 
-// silentLedger is a store that went silent: every call that reaches it
-// hangs until its context ends.
+// silentLedger is a store that went silent while silent is set: every
+// call that reaches it hangs until its context ends, or, with slow, is
+// answered after slow (a slow store). entered, if not nil, hears of each
+// call that hangs.
 type silentLedger struct {
 	*quotatest.Ledger
-	silent atomic.Bool
+	silent  atomic.Bool
+	slow    time.Duration
+	entered chan struct{}
 }
 
 func (s *silentLedger) hang(ctx context.Context) error {
 	if !s.silent.Load() {
 		return nil
 	}
-	<-ctx.Done()
-	return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	var answer <-chan time.Time // nil: never, the store is silent
+	if s.slow > 0 {
+		answer = time.After(s.slow)
+	}
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
+	case <-answer:
+		return nil
+	}
 }
 
 func (s *silentLedger) Lease(ctx context.Context, r []lease.Request) error {

@@ -2,14 +2,11 @@ package quota_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -35,50 +32,6 @@ func (l *fakeLiveness) Alive() (context.Context, bool) {
 
 func (l *fakeLiveness) silence() { l.cancel() }
 
-// stallingLedger is a store whose calls, while stall is set, wait for
-// their context to end, or answer after slow when it is not zero: a
-// silent store, or a slow one. entered hears of each call that waits.
-type stallingLedger struct {
-	*quotatest.Ledger
-	stall   atomic.Bool
-	slow    time.Duration
-	entered chan struct{}
-}
-
-func (s *stallingLedger) wait(ctx context.Context) error {
-	if !s.stall.Load() {
-		return nil
-	}
-	select {
-	case s.entered <- struct{}{}:
-	default:
-	}
-	var answer <-chan time.Time // nil: never, the store is silent
-	if s.slow > 0 {
-		answer = time.After(s.slow)
-	}
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %w", tiers.ErrUnavailable, ctx.Err())
-	case <-answer:
-		return nil
-	}
-}
-
-func (s *stallingLedger) Lease(ctx context.Context, r []lease.Request) error {
-	if err := s.wait(ctx); err != nil {
-		return err
-	}
-	return s.Ledger.Lease(ctx, r)
-}
-
-func (s *stallingLedger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
-	if err := s.wait(ctx); err != nil {
-		return false, err
-	}
-	return s.Ledger.Take(ctx, cs)
-}
-
 // With a Liveness, a check waits for a store judged alive beyond the store
 // timeout (a slow store is not an outage), ends its wait as soon as the
 // store is judged silent, and, while it is, waits the store timeout only.
@@ -89,8 +42,8 @@ func TestLivenessTellsSlowFromSilent(t *testing.T) {
 	// bound on a wait on a busy machine, not a measurement.
 	const bound = 30 * time.Second
 	eachMode(t, func(t *testing.T, leases bool) {
-		setup := func(t *testing.T, slow time.Duration) (*quota.Engine, *stallingLedger, *fakeLiveness) {
-			ledger := &stallingLedger{Ledger: quotatest.NewLedger(), slow: slow, entered: make(chan struct{}, 1)}
+		setup := func(t *testing.T, slow time.Duration) (*quota.Engine, *silentLedger, *fakeLiveness) {
+			ledger := &silentLedger{Ledger: quotatest.NewLedger(), slow: slow, entered: make(chan struct{}, 1)}
 			catalog := quotatest.NewCatalog()
 			catalog.PutMetric("api_calls", nil)
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
@@ -99,7 +52,7 @@ func TestLivenessTellsSlowFromSilent(t *testing.T) {
 			engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, Clock: clock,
 				Leases: leasesOf(leases, ledger, clock), StoreTimeout: storeTimeout,
 				Liveness: live, WaitTimeout: time.Hour})
-			ledger.stall.Store(true)
+			ledger.silent.Store(true)
 			return engine, ledger, live
 		}
 		check := func(t *testing.T, e *quota.Engine) <-chan quota.Decision {
