@@ -198,7 +198,7 @@ func (p *instance) openStores(ctx context.Context) error {
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
 	p.cache = tiers.NewCache(p.db, 0)
-	p.liveness = p.db.Liveness(p.cfg.StoreTimeout, func(alive bool, err error) {
+	p.liveness = store.NewLiveness(p.db, p.cfg.StoreTimeout, func(alive bool, err error) {
 		if alive {
 			p.log.Info("PostgreSQL answers again")
 		} else {

@@ -54,11 +54,11 @@ type liveState struct {
 // silence timeout.
 var errSilent = errors.New("no answer from PostgreSQL")
 
-// Liveness returns a judge of whether PostgreSQL answers, with db's
-// connection settings and silence as its timeout (see Liveness); it
+// NewLiveness returns a judge of whether db's PostgreSQL answers, with
+// db's connection settings and silence as its timeout (see Liveness); it
 // starts judging it alive. onChange (if not nil) hears every change of
 // judgement, with the error that made it. Call Run to keep it judging.
-func (db *DB) Liveness(silence time.Duration, onChange func(alive bool, err error)) *Liveness {
+func NewLiveness(db *DB, silence time.Duration, onChange func(alive bool, err error)) *Liveness {
 	cfg := db.pool.Config().ConnConfig.Copy()
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = DefaultConnectTimeout

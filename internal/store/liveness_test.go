@@ -38,7 +38,7 @@ func TestLivenessJudgesSilence(t *testing.T) {
 	var mu sync.Mutex
 	var heard []bool
 	var errs []error
-	live := db.Liveness(silence, func(alive bool, err error) {
+	live := store.NewLiveness(db, silence, func(alive bool, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		heard, errs = append(heard, alive), append(errs, err)
