@@ -141,6 +141,9 @@ type instance struct {
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
+	// onPurge hears what each retention purge deleted (see retention.go);
+	// set with the registry, before the engine's work starts.
+	onPurge func(quota.Purged)
 
 	// bg is the background work's context; stopBackground ends the work
 	// and waits for it.
@@ -218,6 +221,9 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		// request timeout; a silent one for the store timeout.
 		Liveness:    p.liveness,
 		WaitTimeout: p.cfg.RequestTimeout,
+		// What grows is purged in the background (see retention.go).
+		Retention: p.cfg.retention(),
+		OnPurge:   func(pg quota.Purged) { p.onPurge(pg) },
 	}
 	if p.cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, p.cfg, p.log)
@@ -272,6 +278,7 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 // changes, and registers the metrics of what it built.
 func (p *instance) listen() {
 	p.registry = prometheus.NewRegistry()
+	p.onPurge = newPurgeObserver(p.log, p.registry)
 	worker := newWebhookWorker(p.cfg, p.outbox, p.log, p.registry)
 	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)

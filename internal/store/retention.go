@@ -68,6 +68,15 @@ var purgeSteps = []purgeStep{
 		keep: func(r quota.Retention) time.Duration { return r.Deliveries }},
 }
 
+// PurgedTables names the tables Purge deletes from, in the order it does.
+func PurgedTables() []string {
+	out := make([]string, len(purgeSteps))
+	for i, s := range purgeSteps {
+		out[i] = s.table
+	}
+	return out
+}
+
 // purgeLockQ takes the lock that lets one process purge a schema at a
 // time, on the session that runs the purge: it goes with the session.
 const purgeLockQ = `SELECT pg_try_advisory_lock(hashtextextended('quotad.purge:' || current_schema(), 0))`
