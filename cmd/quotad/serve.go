@@ -268,7 +268,9 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 		return
 	}
 	p.background.Go(func() {
-		if err := forgetShared(p.bg, p.catalog, p.redis, ch.Key); err != nil {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		if err := forgetShared(ctx, p.catalog, p.redis, ch.Key); err != nil {
 			p.log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
 		}
 	})
@@ -325,7 +327,9 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 		p.verifier.ForgetCustomer(n.Key)
 	case store.NotifyKeyCreated:
 		p.background.Go(func() {
-			if err := p.verifier.Created(p.bg, n.Key); err != nil {
+			ctx, cancel := p.bounded()
+			defer cancel()
+			if err := p.verifier.Created(ctx, n.Key); err != nil {
 				p.log.Warn("a new API key could not be read; it is accepted after the next reload", "id", n.Key, "error", err)
 			}
 		})
@@ -338,7 +342,12 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 // a failure is retried in the background, every second, until a load
 // succeeds.
 func (p *instance) loadKeys() {
-	n, err := p.verifier.Load(p.bg)
+	load := func() (int, error) {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		return p.verifier.Load(ctx)
+	}
+	n, err := load()
 	if err == nil {
 		p.log.Info("API keys loaded", "keys", n)
 		return
@@ -353,7 +362,7 @@ func (p *instance) loadKeys() {
 				return
 			case <-t.C:
 			}
-			if n, err := p.verifier.Load(p.bg); err == nil {
+			if n, err := load(); err == nil {
 				p.log.Info("API keys loaded", "keys", n)
 				return
 			}
@@ -384,12 +393,12 @@ func (p *instance) warm(ctx context.Context) error {
 // it warmed.
 func (p *instance) startCheckWork() {
 	p.background.Go(func() {
-		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
+		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
 	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
-		p.detector.Run(p.bg, p.now, func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
+		p.detector.Run(p.bg, p.now, p.backgroundTimeout(), func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
 	}()
 	go func() {
 		defer p.background.Done()

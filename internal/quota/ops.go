@@ -18,8 +18,12 @@ const (
 	// backgroundTimeout bounds each piece of background work, so that a
 	// store that went silent holds none of it up for long: the next tick
 	// tries again.
-	backgroundTimeout = 5 * time.Second
+	backgroundTimeout = DefaultBackgroundTimeout
 )
+
+// DefaultBackgroundTimeout bounds each store call of background work (the
+// engine's, and the workers' beside it that are given no other bound).
+const DefaultBackgroundTimeout = 5 * time.Second
 
 // Run does the engine's background work until ctx ends: it charges what
 // checks admitted degraded owe once their stores answer (see debts),
