@@ -76,7 +76,7 @@ type Worker struct {
 	// store gone silent holds no goroutine (and no shutdown) for ever.
 	// quota.DefaultBackgroundTimeout if 0 or less.
 	StoreTimeout time.Duration
-	Log     *slog.Logger
+	Log          *slog.Logger
 	// Observe, if set, hears every attempt's outcome.
 	Observe func(Result)
 
