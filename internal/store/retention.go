@@ -12,10 +12,13 @@ import (
 
 // Each purge statement deletes at most $n rows (its last parameter) that
 // its condition selects, found through an index (see migrations 000002,
-// 000009 and 000015), by their ctid: one short statement per batch, which
-// holds its row locks only while it runs. A batch that deletes fewer than
-// $n rows was the last.
-const purgeBatchQ = `DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE %[2]s LIMIT $%[3]d))`
+// 000014 and 000015), by their ctid: one short statement per batch, which
+// holds its row locks only while it runs. Rows another transaction has
+// locked are skipped, not waited for (the next run takes them): a purge
+// never holds up a request, nor is held up by one. A batch that deletes
+// fewer than $n rows was the last.
+const purgeBatchQ = `DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM %[1]s WHERE %[2]s LIMIT $%[3]d FOR UPDATE SKIP LOCKED))`
 
 // counterPurgeCond selects counters of windows that started long before
 // $1: calendar windows last at most 31 days, and no process charges a

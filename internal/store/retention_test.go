@@ -332,3 +332,46 @@ func TestRetentionReportsFailure(t *testing.T) {
 		t.Errorf("purge with its context ended: %v, want context.Canceled", err)
 	}
 }
+
+// A row another transaction holds locked (a lease call on an old counter,
+// say) is skipped, not waited for: the purge takes the others at once, and
+// that one at a later run.
+func TestRetentionSkipsLockedRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	MustSeed(t, db, nil, "acme")
+	for i := range 3 {
+		if _, err := db.Pool().Exec(ctx, `INSERT INTO usage_counters (customer_id, metric, quota_window, window_start, used)
+			VALUES ('acme', 'api_calls', 'day', $1, 1)`, day0.AddDate(0, 0, -i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := db.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM usage_counters WHERE window_start = $1 FOR UPDATE`, day0); err != nil {
+		t.Fatal(err)
+	}
+	now := day0.AddDate(0, 0, 10)
+	r := quota.Retention{Batch: 1, BatchTimeout: 10 * time.Second}
+	start := time.Now()
+	purged, err := db.Purge(ctx, now, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("purge took %s beside a locked row, want no wait", took)
+	}
+	if purged["usage_counters"] != 2 {
+		t.Errorf("purged %v beside a locked counter, want the 2 others", purged)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if purged, err := db.Purge(ctx, now, r); err != nil || purged["usage_counters"] != 1 {
+		t.Errorf("purged %v (%v) once the lock was gone, want the last counter", purged, err)
+	}
+}
