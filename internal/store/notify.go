@@ -171,9 +171,9 @@ const (
 	// earlier one of the process to end (see takeOver).
 	takeOverWait = 5 * time.Second
 	// setupTimeout bounds a listening session's start (connect, LISTEN,
-	// the holder lock, a take-over included) and its close, so that a
-	// PostgreSQL gone silent holds the listener for no longer: it tries
-	// again.
+	// the holder lock, a take-over included), so that a PostgreSQL gone
+	// silent holds the listener for no longer: it tries again. Its close
+	// is bounded by pingTimeout.
 	setupTimeout = 15 * time.Second
 )
 
