@@ -65,6 +65,12 @@ type config struct {
 	// WebhookRetryBase is for tests only: the first retry's delay ceiling
 	// (5s in production), so that a test sees retries in milliseconds.
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
+	// Retention: how long PostgreSQL keeps what grows (see retention.go
+	// and docs/operations.md, "Retention").
+	RetainHistory      retainDuration `help:"How long to keep daily usage history (a deleted customer's too) after its day, and closed billing terms after they closed: what statements read; 0 keeps them forever. A duration such as 400d (days) or 72h." envvar:"QUOTAD_RETAIN_HISTORY" default:"400d" placeholder:"DURATION"`
+	RetainAudit        retainDuration `help:"How long to keep audit events; 0 keeps them forever." envvar:"QUOTAD_RETAIN_AUDIT" default:"400d" placeholder:"DURATION"`
+	RetainReservations retainDuration `help:"How long to keep committed, released and expired reservations after they settled (held ones stay); a purged one's request_id reserves anew. 0 keeps them forever." envvar:"QUOTAD_RETAIN_RESERVATIONS" default:"7d" placeholder:"DURATION"`
+	RetainDeliveries   retainDuration `help:"How long to keep delivered and failed webhook deliveries after their last attempt (pending ones stay), and usage events after their window ended once no delivery of them is left; 0 keeps them forever." envvar:"QUOTAD_RETAIN_DELIVERIES" default:"30d" placeholder:"DURATION"`
 
 	tokens []api.Token
 	gogc   string // the environment's GOGC: when set, the operator paces the collector
@@ -199,6 +205,9 @@ func (c *config) check() error {
 	case c.GCHeadroom < 0 || c.GCHeadroom > 1<<20:
 		return fmt.Errorf("--gc-headroom-mib ($QUOTAD_GC_HEADROOM_MIB): want an integer from 0 to %d, got %d", 1<<20, c.GCHeadroom)
 	}
+	if err := c.checkRetention(); err != nil {
+		return err
+	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
 			return fmt.Errorf("--redis-url ($QUOTAD_REDIS_URL): %v", redactRedis(err.Error(), c.RedisURL))
@@ -276,6 +285,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("rls_config", c.RLSConfig),
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
+		slog.Any("retain", c.retentionLogValue()),
 	)
 }
 

@@ -141,6 +141,9 @@ type instance struct {
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
+	// onPurge hears what each retention purge deleted (see retention.go);
+	// set with the registry, before the engine's work starts.
+	onPurge func(quota.Purged)
 
 	// bg is the background work's context; stopBackground ends the work
 	// and waits for it.
@@ -218,6 +221,9 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		// request timeout; a silent one for the store timeout.
 		Liveness:    p.liveness,
 		WaitTimeout: p.cfg.RequestTimeout,
+		// What grows is purged in the background (see retention.go).
+		Retention: p.cfg.retention(),
+		OnPurge:   func(pg quota.Purged) { p.onPurge(pg) },
 	}
 	if p.cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, p.cfg, p.log)
@@ -262,7 +268,9 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 		return
 	}
 	p.background.Go(func() {
-		if err := forgetShared(p.bg, p.catalog, p.redis, ch.Key); err != nil {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		if err := forgetShared(ctx, p.catalog, p.redis, ch.Key); err != nil {
 			p.log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
 		}
 	})
@@ -272,6 +280,7 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 // changes, and registers the metrics of what it built.
 func (p *instance) listen() {
 	p.registry = prometheus.NewRegistry()
+	p.onPurge = newPurgeObserver(p.log, p.registry)
 	worker := newWebhookWorker(p.cfg, p.outbox, p.log, p.registry)
 	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)
@@ -318,7 +327,9 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 		p.verifier.ForgetCustomer(n.Key)
 	case store.NotifyKeyCreated:
 		p.background.Go(func() {
-			if err := p.verifier.Created(p.bg, n.Key); err != nil {
+			ctx, cancel := p.bounded()
+			defer cancel()
+			if err := p.verifier.Created(ctx, n.Key); err != nil {
 				p.log.Warn("a new API key could not be read; it is accepted after the next reload", "id", n.Key, "error", err)
 			}
 		})
@@ -331,7 +342,12 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 // a failure is retried in the background, every second, until a load
 // succeeds.
 func (p *instance) loadKeys() {
-	n, err := p.verifier.Load(p.bg)
+	load := func() (int, error) {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		return p.verifier.Load(ctx)
+	}
+	n, err := load()
 	if err == nil {
 		p.log.Info("API keys loaded", "keys", n)
 		return
@@ -346,7 +362,7 @@ func (p *instance) loadKeys() {
 				return
 			case <-t.C:
 			}
-			if n, err := p.verifier.Load(p.bg); err == nil {
+			if n, err := load(); err == nil {
 				p.log.Info("API keys loaded", "keys", n)
 				return
 			}
@@ -377,12 +393,12 @@ func (p *instance) warm(ctx context.Context) error {
 // it warmed.
 func (p *instance) startCheckWork() {
 	p.background.Go(func() {
-		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
+		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
 	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
-		p.detector.Run(p.bg, p.now, func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
+		p.detector.Run(p.bg, p.now, p.backgroundTimeout(), func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
 	}()
 	go func() {
 		defer p.background.Done()

@@ -170,6 +170,11 @@ const (
 	// takeOverWait bounds how long a new listening session waits for an
 	// earlier one of the process to end (see takeOver).
 	takeOverWait = 5 * time.Second
+	// setupTimeout bounds a listening session's start (connect, LISTEN,
+	// the holder lock, a take-over included), so that a PostgreSQL gone
+	// silent holds the listener for no longer: it tries again. Its close
+	// is bounded by pingTimeout.
+	setupTimeout = 15 * time.Second
 )
 
 // Run listens until ctx ends, reconnecting with backoff after failures.
@@ -191,17 +196,24 @@ func (l *Listener) Run(ctx context.Context) {
 }
 
 func (l *Listener) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	setup, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(setup, l.db.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
+	defer func() {
+		end, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		defer cancel()
+		_ = conn.Close(end)
+	}()
+	if _, err := conn.Exec(setup, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
 		return err
 	}
-	if err := l.hold(ctx, conn); err != nil {
+	if err := l.hold(setup, conn); err != nil {
 		return err
 	}
+	cancel()
 	l.Resync()
 	if l.Connected != nil {
 		select {

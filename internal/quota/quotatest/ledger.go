@@ -458,12 +458,12 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 }
 
 // Purge implements quota.Ledger.
-func (l *Ledger) Purge(context.Context, time.Time) error {
+func (l *Ledger) Purge(context.Context, time.Time, quota.Retention) (quota.Purged, error) {
 	if err := l.lock(); err != nil {
-		return err
+		return nil, err
 	}
 	l.s.mu.Unlock()
-	return nil
+	return quota.Purged{}, nil
 }
 
 var (
