@@ -413,7 +413,8 @@ func TestLeaseSuspectedAllIsNotSpentOnceReclaimed(t *testing.T) {
 	l := store.Process()
 	_, pool := newHookedPool(l)
 	day := leaseSpan(tiers.Day, 1000)
-	store.Process()                              // another process runs: leases are reported
+	// Another process runs: leases are reported.
+	store.Process()
 	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10 unused
 		t.Fatal("denied")
 	}
