@@ -45,6 +45,7 @@ type config struct {
 	DBMaxConns      int           `help:"PostgreSQL connections in the pool, 0 to 1000; 0 means the URL's pool_max_conns, else ${db_max_conns}." envvar:"QUOTAD_DB_MAX_CONNS" default:"0" placeholder:"N"`
 	Migrate         bool          `help:"Apply schema migrations at start-up." envvar:"QUOTAD_MIGRATE" default:"true" negatable:""`
 	Leases          bool          `help:"Serve long windows from leased blocks of units; false charges PostgreSQL on every check." envvar:"QUOTAD_LEASES" default:"true" negatable:""`
+	ReclaimAfter    time.Duration `help:"How long a process must have been gone (its PostgreSQL session ended: at once when killed, within about 20 s when its machine is lost) before the others take back the units its leases held; a process cut off from PostgreSQL stops spending from its leases after half of it." envvar:"QUOTAD_RECLAIM_AFTER" default:"30s" placeholder:"DURATION"`
 	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://; a Redis Cluster: redis://host:port, more nodes with ?addr=host:port) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
 	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
 	RedisTimeout    time.Duration `help:"When Redis is silent rather than slow: a connection with no answer for four times this (at least a second) is given up, and checks count their short windows in process, degraded; a Redis that answers is waited for up to --request-timeout." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
@@ -184,6 +185,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--shutdown-timeout ($QUOTAD_SHUTDOWN_TIMEOUT): want a duration of 0 or more, got %s", c.ShutdownTimeout)
 	case c.DrainTimeout < 0:
 		return fmt.Errorf("--drain-timeout ($QUOTAD_DRAIN_TIMEOUT): want a duration of 0 or more, got %s", c.DrainTimeout)
+	case c.ReclaimAfter < 100*time.Millisecond:
+		return fmt.Errorf("--reclaim-after ($QUOTAD_RECLAIM_AFTER): want a duration of 100ms or more, got %s", c.ReclaimAfter)
 	case c.DBWait < 0:
 		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
 	case c.StoreTimeout <= 0:
@@ -273,6 +276,7 @@ func (c *config) logValue() slog.Value {
 		slog.Int("db_max_conns", c.poolSize()),
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
+		slog.String("reclaim_after", c.ReclaimAfter.String()),
 		slog.String("debug_listen", c.DebugListen),
 		slog.Int("warm_customers", c.WarmCustomers),
 		slog.String("warm_timeout", c.WarmTimeout.String()),

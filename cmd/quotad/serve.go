@@ -306,6 +306,21 @@ func (p *instance) listen() {
 		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening
+	if p.leases != nil {
+		// Taken for dead, this process's leases may be reclaimed: it
+		// spends none of them until PostgreSQL says they still hold.
+		listener.Lost, listener.LostAfter = p.leases.SuspectAll, p.cfg.ReclaimAfter/2
+	}
+	reclaimer := &lease.Reclaimer{Store: p.db, Clock: quota.SystemClock{}, After: p.cfg.ReclaimAfter,
+		Reclaimed: registerReclaimMetrics(p.registry, func(r lease.Reclaimed) {
+			p.log.Info("took back the leases of processes gone for --reclaim-after",
+				"holders", r.Holders, "leases", r.Leases, "units", r.Units)
+		})}
+	p.background.Go(func() {
+		reclaimer.Run(p.bg, p.cfg.StoreTimeout+p.cfg.RequestTimeout, func(err error) {
+			p.log.Warn("taking back dead processes' leases failed; will retry", "error", err)
+		})
+	})
 	p.background.Add(2)
 	go func() { defer p.background.Done(); worker.Run(p.bg) }()
 	go func() { defer p.background.Done(); listener.Run(p.bg) }()
@@ -377,6 +392,7 @@ func (p *instance) loadKeys() {
 func (p *instance) warm(ctx context.Context) error {
 	select {
 	case <-p.listening:
+		p.log.Info("listening for changes; this process holds leases as", "holder", uint32(p.db.Holder()))
 		warmCache(ctx, p.cfg, p.db, p.cache, p.now(), p.log)
 		return ctx.Err()
 	case <-time.After(10 * time.Second):
@@ -430,6 +446,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Reservations: p.engine,
 		Keys:         p.keys,
 		KeyResolver:  p.verifier,
+		Holders:      p.db,
 	})
 }
 

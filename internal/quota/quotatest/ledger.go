@@ -91,6 +91,22 @@ func (s *Store) Kill(l *Ledger) {
 	delete(s.freed, l.holder)
 }
 
+// Reclaim takes back l's leases as the others do once its process has
+// been gone long enough (or an admin released it): the units they report
+// unused are no longer counted, and l holds none of them.
+func (s *Store) Reclaim(l *Ledger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, row := range s.leases {
+		if k.holder != l.holder || !row.held {
+			continue
+		}
+		s.counters[k.key] -= min(row.unused, s.counters[k.key])
+		row.held, row.unused, row.granted = false, 0, 0
+		s.leases[k] = row
+	}
+}
+
 // Count returns a counter's value: units admitted or held in leases.
 func (s *Store) Count(k quota.CounterKey) int64 {
 	s.mu.Lock()
