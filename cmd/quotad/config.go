@@ -90,6 +90,9 @@ type migrateCmd struct {
 	Up      struct{} `cmd:"" help:"Apply every pending migration."`
 	Down    struct{} `cmd:"" help:"Revert the newest applied migration."`
 	Version struct{} `cmd:"" help:"Print the schema's version."`
+	Force   struct {
+		Version uint `arg:"" help:"The version the schema is at (0: none)."`
+	} `cmd:"" help:"Record the schema as being at VERSION, not dirty, running no migration: after a migration failed halfway."`
 }
 
 // movedCmd is a command that left quotad for a command of its own. It

@@ -159,7 +159,7 @@ func runOut(t *testing.T, args ...string) (string, error) {
 // and defaults, and serves nothing.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "version"}
+	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "migrate force", "version"}
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"serve", "--help"}} {
 		out, err := runOut(t, args...)
 		if err != nil {

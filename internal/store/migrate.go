@@ -92,6 +92,26 @@ func (db *DB) MigrateDown(ctx context.Context) error {
 	return nil
 }
 
+// MigrateForce records the schema as being at version v (0: no migration
+// applied), not dirty, without running any migration: what an operator
+// does once a migration that failed halfway is understood (see
+// MigrationState.Dirty).
+func (db *DB) MigrateForce(ctx context.Context, v uint) error {
+	m, done, err := db.migrator()
+	if err != nil {
+		return err
+	}
+	defer done()
+	target := int(v)
+	if v == 0 {
+		target = -1 // golang-migrate's "no version"
+	}
+	if err := m.Force(target); err != nil {
+		return fmt.Errorf("migrate force: %w", err)
+	}
+	return nil
+}
+
 // MigrationVersion reads the schema version applied to the database; version
 // 0 means none.
 func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
@@ -110,6 +130,11 @@ func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
 		return MigrationState{}, nil
 	case err != nil:
 		return MigrationState{}, mapErr(err)
+	}
+	if v < 0 {
+		// golang-migrate's "no version", left dirty by a failed revert
+		// of the first migration.
+		v = 0
 	}
 	return MigrationState{Version: uint(v), Dirty: dirty}, nil
 }
