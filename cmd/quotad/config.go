@@ -113,7 +113,7 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
 			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
 		kong.Vars{
-			"version":       "quotad " + version,
+			"version":       strings.TrimSuffix(versionText(), "\n"),
 			"database_url":  defaultDatabaseURL,
 			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
 			"redis_prefix":  redisstore.DefaultPrefix,

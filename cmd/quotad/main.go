@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case strings.HasPrefix(cmd, "simulate"):
 		return errSimulateMoved
 	case cmd == "version":
-		_, err := fmt.Fprintln(stdout, "quotad", version)
+		_, err := io.WriteString(stdout, versionText())
 		return err
 	}
 	return fmt.Errorf("unknown command %q", cmd)
@@ -281,4 +281,13 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	}
 	_, err = fmt.Fprintf(stdout, "schema version %d (dirty: %t); this binary carries %d\n", st.Version, st.Dirty, store.SchemaVersion)
 	return err
+}
+
+// versionText is what quotad version and quotad --version print: the
+// build (as quotad_build_info says it), the newest schema version the
+// binary carries and the version of its Redis keys' format.
+func versionText() string {
+	b := currentBuild()
+	return fmt.Sprintf("quotad %s\nrevision: %s\ngo: %s\nschema: %d\nredis keys: %d\n",
+		b.version, b.revision, b.goVersion, store.SchemaVersion, redisstore.KeyVersion)
 }
