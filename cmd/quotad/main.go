@@ -259,7 +259,16 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	case cmd == "up":
 		err = startSchema(ctx, db, true)
 	case cmd == "down":
-		if err = refuseSchema(st, true); err == nil {
+		if st.Dirty {
+			// Maybe a migration under way: wait for it.
+			if err = db.WaitForMigrations(ctx); err == nil {
+				st, err = db.MigrationVersion(ctx)
+			}
+		}
+		if err == nil {
+			err = refuseSchema(st, true)
+		}
+		if err == nil {
 			err = db.MigrateDown(ctx)
 		}
 	case strings.HasPrefix(cmd, "force "):

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/quotad/quotad/internal/store"
@@ -69,34 +70,37 @@ func refuseSchema(st store.MigrationState, migrate bool) error {
 }
 
 // startSchema makes db's schema the one this binary runs on, or says why
-// it cannot: it reads the schema's version, refuses a schema it cannot
-// run on, migrates an older one up if migrate, and checks the result. Of
-// several processes migrating at once, one migrates while the others wait
-// for its lock (golang-migrate's advisory lock), then find nothing to do.
+// it cannot. A schema older than the binary's, or dirty, may be another
+// process's migration under way (golang-migrate marks each migration dirty
+// while it runs): startSchema migrates it up if migrate, which waits for
+// that process's lock (golang-migrate's advisory lock), or else waits for
+// the lock alone; either way it then reads the schema again and refuses
+// one it cannot run on. Of several processes migrating at once, one
+// migrates and the others find nothing left to do.
 func startSchema(ctx context.Context, db *store.DB, migrate bool) error {
 	st, err := db.MigrationVersion(ctx)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
-	if err := refuseSchema(st, migrate); err != nil {
-		return err
-	}
-	if migrate && st.Version < store.SchemaVersion {
-		if err := db.MigrateUp(ctx); err != nil {
-			// A newer quotad may have migrated the schema meanwhile
-			// (golang-migrate says "no migration found for version
-			// N"), or a migration failed: say which.
-			if st, rerr := db.MigrationVersion(ctx); rerr == nil {
-				if r := refuseSchema(st, false); r != nil {
-					return fmt.Errorf("%w (migrate up: %v)", r, err)
-				}
-			}
-			return err
+	var migErr error
+	if st.Dirty || st.Version < store.SchemaVersion {
+		if migrate {
+			migErr = db.MigrateUp(ctx)
+		} else {
+			migErr = db.WaitForMigrations(ctx)
+		}
+		if st, err = db.MigrationVersion(ctx); err != nil {
+			return errors.Join(migErr, fmt.Errorf("read the schema version: %w", err))
 		}
 	}
-	st, err = db.MigrationVersion(ctx)
-	if err != nil {
-		return fmt.Errorf("read the schema version: %w", err)
+	if r := refuseSchema(st, migrate); r != nil {
+		// The refusal says what golang-migrate's error would (a dirty
+		// schema; no migration found for a newer version), not why a
+		// migration this process ran failed: that is worth reading.
+		if migErr != nil && !errors.Is(migErr, store.ErrDirty) && st.Version <= store.SchemaVersion {
+			return fmt.Errorf("%w; %v", r, migErr)
+		}
+		return r
 	}
-	return refuseSchema(st, false)
+	return migErr
 }

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-migrate/migrate/v4/database"
+
 	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/quotadtest"
 	"github.com/quotad/quotad/internal/store"
 )
 
@@ -157,4 +160,95 @@ func mustSchemaState(t *testing.T, schema *dbtest.Schema) store.MigrationState {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Two processes migrating an empty schema at once both succeed: one
+// migrates, the other waits for its lock and finds nothing left to do.
+func TestTwoProcessesMigrateAtOnce(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.NewEmpty(t)
+	getenv := func(k string) string {
+		return map[string]string{"QUOTAD_DATABASE_URL": schema.URL, "QUOTAD_DB_WAIT": "0s", "QUOTAD_DB_MAX_CONNS": "2"}[k]
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			var out bytes.Buffer
+			err := run(context.Background(), []string{"quotad", "migrate", "up"}, getenv, &out)
+			if err != nil {
+				err = fmt.Errorf("%w\n%s", err, out.String())
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("migrate up: %v", err)
+		}
+	}
+	if st := mustSchemaState(t, schema); st != (store.MigrationState{Version: store.SchemaVersion}) {
+		t.Errorf("schema: %+v, want version %d", st, store.SchemaVersion)
+	}
+}
+
+// A process started with --no-migrate while a migration job is under way
+// (the schema dirty, the job holding the migrations' lock) waits for the
+// job, then starts on the schema it left.
+func TestNoMigrateWaitsForAMigrationUnderWay(t *testing.T) {
+	t.Parallel()
+	schema := dbtest.New(t)
+	ctx := context.Background()
+	job, err := schema.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer job.Release()
+	var dbName, schemaName string
+	if err := job.QueryRow(ctx, `SELECT current_database(), current_schema()`).Scan(&dbName, &schemaName); err != nil {
+		t.Fatal(err)
+	}
+	// golang-migrate's lock, as its PostgreSQL drivers name it.
+	lock, err := database.GenerateAdvisoryLockId(dbName, schemaName, "schema_migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.Exec(ctx, `SELECT pg_advisory_lock($1::bigint)`, lock); err != nil {
+		t.Fatal(err)
+	}
+	setSchemaVersion(t, schema, store.SchemaVersion, true)
+
+	vars := map[string]string{
+		"QUOTAD_DATABASE_URL": schema.URL, "QUOTAD_LISTEN": "127.0.0.1:0", "QUOTAD_DB_WAIT": "0s",
+		"QUOTAD_DB_MAX_CONNS": "4", "QUOTAD_ADMIN_TOKENS": "ops:" + adminToken, "QUOTAD_DRAIN_TIMEOUT": "0s",
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	logs := quotadtest.NewLogTail()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(runCtx, []string{"quotad", "--no-migrate"}, func(k string) string { return vars[k] }, logs)
+	}()
+	waiting := func() bool {
+		var n int
+		err := job.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, lock).Scan(&n)
+		return err == nil && n > 0
+	}
+	eventually(t, waiting, "quotad --no-migrate to wait for the migrations' lock")
+	// The job ends well.
+	setSchemaVersion(t, schema, store.SchemaVersion, false)
+	if _, err := job.Exec(ctx, `SELECT pg_advisory_unlock($1::bigint)`, lock); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-logs.Addr:
+	case err := <-done:
+		t.Fatalf("quotad exited: %v\n%s", err, logs)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("quotad did not start once the migration was done\n%s", logs)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("quotad stopped with error: %v\n%s", err, logs)
+	}
 }
