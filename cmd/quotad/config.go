@@ -97,6 +97,9 @@ type migrateCmd struct {
 	Up      struct{} `cmd:"" help:"Apply every pending migration."`
 	Down    struct{} `cmd:"" help:"Revert the newest applied migration."`
 	Version struct{} `cmd:"" help:"Print the schema's version."`
+	Force   struct {
+		Version uint `arg:"" help:"The version the schema is at (0: none)."`
+	} `cmd:"" help:"Record the schema as being at VERSION, not dirty, running no migration: after a migration failed halfway."`
 }
 
 // movedCmd is a command that left quotad for a command of its own. It
@@ -117,7 +120,7 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
 			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
 		kong.Vars{
-			"version":       "quotad " + version,
+			"version":       strings.TrimSuffix(versionText(), "\n"),
 			"database_url":  defaultDatabaseURL,
 			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
 			"redis_prefix":  redisstore.DefaultPrefix,

@@ -169,8 +169,8 @@ func (p *instance) close() {
 	}
 }
 
-// openStores connects to PostgreSQL, migrates it if asked to, checks its
-// schema, and opens the webhook outbox's connections.
+// openStores connects to PostgreSQL, migrates it if asked to, refuses a
+// schema this binary cannot run on (see startSchema), and opens the webhook outbox's connections.
 func (p *instance) openStores(ctx context.Context) error {
 	db, err := openStore(ctx, p.cfg, p.log)
 	if err != nil {
@@ -178,12 +178,7 @@ func (p *instance) openStores(ctx context.Context) error {
 	}
 	p.db = db
 	p.onClose(db.Close)
-	if p.cfg.Migrate {
-		if err := db.MigrateUp(ctx); err != nil {
-			return err
-		}
-	}
-	if err := checkSchema(ctx, db); err != nil {
+	if err := startSchema(ctx, db, p.cfg.Migrate); err != nil {
 		return err
 	}
 	// Webhook deliveries use connections of their own, closed after the
