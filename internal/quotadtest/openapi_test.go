@@ -22,6 +22,9 @@ import (
 var excludedRoutes = map[string]string{
 	// Prometheus scrapes it; a backend never calls it.
 	"GET /metrics": "Prometheus text for a scraper",
+	// An operator's, about quotad's own processes, not a backend's.
+	"GET /v1/admin/holders":                   "an operator's list of the processes that hold leases",
+	"POST /v1/admin/holders/{holder}/release": "an operator's release of a process known dead",
 	// Gateways ask these about their own clients' requests (nginx
 	// auth_request, Traefik ForwardAuth, Envoy ext_authz); a Go backend
 	// checks with Check or the middleware instead.
