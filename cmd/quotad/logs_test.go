@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// logRecords returns the JSON lines of s's log whose message is msg and
+// whose attributes include every one of match, decoded.
+func (s *testServer) logRecords(msg string, match map[string]any) []map[string]any {
+	s.t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(s.logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && rec[k] == v
+		}
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// At debug level, the log line of a check says whose check it was, of
+// which metric, what was decided and, of a denial, which limit denied; a
+// refund's and a forward-auth check's lines too.
+func TestDebugLogOfChecks(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil) // at debug level
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":1},{"metric":"api_calls","window":"day","limit":100}]`, "acme")
+	if r, _ := s.check(`{"customer":"acme","metric":"api_calls","request_id":"r-1"}`); r.Status != http.StatusOK {
+		t.Fatalf("first check: %d %s", r.Status, r.Body)
+	}
+	if r, _ := s.check(`{"customer":"acme","metric":"api_calls","cost":1,"request_id":"r-2"}`); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("second check: %d %s, want 429", r.Status, r.Body)
+	}
+	if r := s.do("POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","request_id":"r-1"}`, "Authorization", "Bearer "+checkToken); r.Status != http.StatusOK {
+		t.Fatalf("refund: %d %s", r.Status, r.Body)
+	}
+	if r := s.do("GET", "/v1/forward-auth", "", "Authorization", "Bearer "+checkToken,
+		"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls"); r.Status != http.StatusOK {
+		t.Fatalf("forward-auth (the refund gave the minute's unit back): %d %s", r.Status, r.Body)
+	}
+	if r, _ := s.check(`{"customer":"nobody","metric":"api_calls"}`); r.Status != http.StatusNotFound {
+		t.Fatalf("check of an unknown customer: %d %s, want 404", r.Status, r.Body)
+	}
+	// A request's line is written once its answer is: wait for the last.
+	eventually(t, func() bool { return len(s.logRecords("request", map[string]any{"customer": "nobody"})) == 1 },
+		"the unknown customer's check to be logged")
+
+	denied := s.logRecords("request", map[string]any{"route": "/v1/check", "request_id": "r-2"})
+	if len(denied) != 1 {
+		t.Fatalf("%d log lines of the denied check, want 1\n%s", len(denied), s.logs)
+	}
+	d := denied[0]
+	for k, want := range map[string]any{"level": "DEBUG", "status": float64(429), "customer": "acme", "metric": "api_calls",
+		"decision": "denied", "cost": float64(1), "actor": "backend"} {
+		if d[k] != want {
+			t.Errorf("denied check's %s = %v, want %v", k, d[k], want)
+		}
+	}
+	by, _ := d["denied_by"].(map[string]any)
+	if by["metric"] != "api_calls" || by["window"] != "minute" || by["limit"] != float64(1) || by["used"] != float64(1) {
+		t.Errorf("denied_by = %v, want api_calls' minute, limit 1, used 1", d["denied_by"])
+	}
+	if ra, _ := d["retry_after"].(float64); ra < 1 {
+		t.Errorf("retry_after = %v, want at least 1", d["retry_after"])
+	}
+
+	for _, tt := range []struct {
+		what  string
+		match map[string]any
+	}{
+		{"the allowed check", map[string]any{"route": "/v1/check", "request_id": "r-1", "decision": "allowed", "customer": "acme", "metric": "api_calls"}},
+		{"the refund", map[string]any{"route": "/v1/refund", "decision": "refunded", "refunded": float64(1), "customer": "acme", "metric": "api_calls"}},
+		{"the forward-auth check", map[string]any{"route": "/v1/forward-auth", "decision": "allowed", "customer": "acme", "metric": "api_calls"}},
+		{"the unknown customer's", map[string]any{"route": "/v1/check", "decision": "rejected", "customer": "nobody", "metric": "api_calls"}},
+	} {
+		if n := len(s.logRecords("request", tt.match)); n != 1 {
+			t.Errorf("%d log lines of %s with %v, want 1", n, tt.what, tt.match)
+		}
+	}
+}
+
+// At debug level, a gRPC rate limit request's log line lists each
+// descriptor's customer, metric and decision, and the limit that denied.
+func TestDebugLogOfRLS(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, withGRPC(nil))
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":1}]`, "acme")
+	c := MustDialRLS(t, s)
+	desc := rlDesc(0, "customer", "acme", "metric", "api_calls")
+	c.mustCall(t, "api", desc)
+	if res := c.mustCall(t, "api", desc); res.GetOverallCode().String() != "OVER_LIMIT" {
+		t.Fatalf("second call: %s, want OVER_LIMIT", rlCodes(res))
+	}
+	var recs []map[string]any
+	eventually(t, func() bool { recs = s.logRecords("rls: request", nil); return len(recs) == 2 }, "both requests to be logged")
+	ds, _ := recs[1]["descriptors"].([]any)
+	if len(ds) != 1 {
+		t.Fatalf("descriptors %v, want one", recs[1]["descriptors"])
+	}
+	d, _ := ds[0].(map[string]any)
+	by, _ := d["denied_by"].(map[string]any)
+	if recs[1]["level"] != "DEBUG" || d["customer"] != "acme" || d["metric"] != "api_calls" || d["decision"] != "denied" ||
+		by["window"] != "minute" || by["limit"] != float64(1) {
+		t.Errorf("logged %v, want acme's api_calls denied by its minute's limit of 1", recs[1])
+	}
+}
