@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -113,4 +114,72 @@ func TestDebugLogOfRLS(t *testing.T) {
 		by["window"] != "minute" || by["limit"] != float64(1) {
 		t.Errorf("logged %v, want acme's api_calls denied by its minute's limit of 1", recs[1])
 	}
+}
+
+// assertOutageLogged checks that s logged one outage of store: one ERROR
+// line when it began, one INFO line when it ended, saying how long it
+// lasted, in that order; nothing else of store at ERROR.
+func (s *testServer) assertOutageLogged(t *testing.T, store string) {
+	t.Helper()
+	var levels []string
+	for _, rec := range s.logRecordsOf(map[string]any{"store": store}) {
+		levels = append(levels, rec["level"].(string))
+		if rec["level"] == "INFO" {
+			if ms, ok := rec["outage_ms"].(float64); !ok || ms < 0 || rec["outage"] == nil || rec["outage_began"] == nil {
+				t.Errorf("the end of %s's outage, logged %v, does not say how long it lasted", store, rec)
+			}
+		}
+	}
+	if strings.Join(levels, " ") != "ERROR INFO" {
+		t.Errorf("%s's outage logged at %v, want one ERROR, then one INFO", store, levels)
+	}
+}
+
+// logRecordsOf returns the JSON lines of s's log with every attribute of
+// match, whatever their message.
+func (s *testServer) logRecordsOf(match map[string]any) []map[string]any {
+	var out []map[string]any
+	for line := range strings.Lines(s.logs.String()) {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			ok = ok && rec[k] == v
+		}
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// PostgreSQL cut off (every connection reset) while checks go on: one
+// ERROR line when the outage begins, however many checks fail over
+// meanwhile, and one INFO line, with how long it lasted, once PostgreSQL
+// answers again.
+func TestPostgreSQLOutageLoggedOnce(t *testing.T) {
+	_, proxy, servers := MustStartProxied(t, 1, map[string]string{
+		"QUOTAD_STORE_TIMEOUT": "250ms",
+		"QUOTAD_LOG_LEVEL":     "info",
+	})
+	s := servers[0]
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
+	began := func() int { return len(s.logRecordsOf(map[string]any{"store": "postgresql", "level": "ERROR"})) }
+	ended := func() int { return len(s.logRecordsOf(map[string]any{"store": "postgresql", "level": "INFO"})) }
+
+	proxy.Reset()
+	eventually(t, func() bool { return began() == 1 }, "the outage's ERROR line")
+	// Checks of customers not cached need PostgreSQL: each fails over.
+	for i := range 20 {
+		if r, a := s.check(fmt.Sprintf(`{"customer":"c%d","metric":"api_calls"}`, i)); r.Status != http.StatusOK || !a.Degraded {
+			t.Fatalf("check during the outage: %d %s, want 200 degraded", r.Status, r.Body)
+		}
+	}
+	eventually(t, func() bool { return s.do("GET", "/readyz", "").Status == http.StatusServiceUnavailable }, "/readyz to say 503")
+	proxy.Clear()
+	eventually(t, func() bool { return ended() == 1 }, "the outage's INFO line")
+	eventually(t, func() bool { return s.do("GET", "/readyz", "").Status == http.StatusOK }, "/readyz to say ready")
+	s.assertOutageLogged(t, "postgresql")
 }

@@ -198,11 +198,12 @@ func (p *instance) openStores(ctx context.Context) error {
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
 	p.cache = tiers.NewCache(p.db, 0)
+	pgOutage := newOutageLog(p.log, "postgresql")
 	p.liveness = store.NewLiveness(p.db, p.cfg.StoreTimeout, func(alive bool, err error) {
 		if alive {
-			p.log.Info("PostgreSQL answers again")
+			pgOutage.end("PostgreSQL answers again")
 		} else {
-			p.log.Warn("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
+			pgOutage.begin("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
 		}
 	})
 	p.detector = webhooks.NewDetector(p.db)
@@ -228,11 +229,15 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		p.redis = shared
 		opts.Shared, opts.SharedClock = shared, true
 		// Heard once per change of mode, not per hash slot of a cluster.
+		redisOutage := newOutageLog(p.log, "redis")
 		opts.OnSharedChange = func(up bool, err error) {
-			if up {
-				p.log.Info("short windows are shared in Redis again")
-			} else {
-				p.log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
+			switch {
+			case up && errors.Is(err, quota.ErrSharedIdle):
+				redisOutage.end("Redis no longer judged down, untried: no check has needed it for a minute; the next one tries it")
+			case up:
+				redisOutage.end("short windows are shared in Redis again")
+			default:
+				redisOutage.begin("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
 					"error", redactRedis(err.Error(), p.cfg.RedisURL))
 			}
 		}
