@@ -34,13 +34,16 @@ import (
 // what it opened in the reverse order.
 func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
+	for _, w := range cfg.warnings {
+		log.Warn(w.msg, w.args...)
+	}
 	forwardRules, err := loadForwardAuth(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.from("forward-auth-config"), err)
 	}
 	rlsRules, err := loadRLS(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.from("rls-config"), err)
 	}
 	if len(cfg.tokens) == 0 {
 		if addr, changed := loopbackOnly(cfg.Listen); changed {
@@ -52,6 +55,12 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 			cfg.GRPCListen = addr
 		}
 		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
+	}
+	// The addresses are bound once now, before PostgreSQL and Redis are
+	// connected to, migrated and warmed: one that cannot be is an error
+	// in a second, not after all that.
+	if err := tryListen(cfg); err != nil {
+		return err
 	}
 	log.Info("starting quotad", "version", version, "config", cfg.logValue())
 	defer gctune.Start(cfg.gcHeadroom()).Stop()
@@ -439,7 +448,7 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
 		grpcSrv.shutdown(context.Background())
-		return fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("%s: %w", p.cfg.from("listen"), err)
 	}
 	httpSrv := &http.Server{
 		Handler:           handler,
@@ -496,4 +505,26 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	}
 	p.log.Info("stopped")
 	return err
+}
+
+// tryListen binds each address quotad is to listen on, and lets it go: an
+// address in use, not this host's or not allowed is refused before any
+// store is connected to. (The listeners are bound for good once the stores
+// are ready: bound now, a connection would wait, unanswered, until then.)
+func tryListen(cfg *config) error {
+	for _, a := range []struct{ name, addr string }{
+		{"listen", cfg.Listen}, {"grpc-listen", cfg.GRPCListen}, {"debug-listen", cfg.DebugListen},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.from(a.name), err)
+		}
+		if err := ln.Close(); err != nil {
+			return fmt.Errorf("%s: %w", cfg.from(a.name), err)
+		}
+	}
+	return nil
 }
