@@ -158,11 +158,12 @@ func (s *testServer) logRecordsOf(match map[string]any) []map[string]any {
 // PostgreSQL cut off (every connection reset) while checks go on: one
 // ERROR line when the outage begins, however many checks fail over
 // meanwhile, and one INFO line, with how long it lasted, once PostgreSQL
-// answers again.
+// answers again; the background work that fails meanwhile, retried, says
+// so at DEBUG, not in a WARN line per retry.
 func TestPostgreSQLOutageLoggedOnce(t *testing.T) {
 	_, proxy, servers := MustStartProxied(t, 1, map[string]string{
 		"QUOTAD_STORE_TIMEOUT": "250ms",
-		"QUOTAD_LOG_LEVEL":     "info",
+		"QUOTAD_LOG_LEVEL":     "debug",
 	})
 	s := servers[0]
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "acme")
@@ -178,8 +179,27 @@ func TestPostgreSQLOutageLoggedOnce(t *testing.T) {
 		}
 	}
 	eventually(t, func() bool { return s.do("GET", "/readyz", "").Status == http.StatusServiceUnavailable }, "/readyz to say 503")
+	const retried = "background work failed; will retry"
+	eventually(t, func() bool { return len(s.logRecords(retried, map[string]any{"level": "DEBUG"})) >= 3 },
+		"background work to fail and be retried during the outage")
 	proxy.Clear()
 	eventually(t, func() bool { return ended() == 1 }, "the outage's INFO line")
+	// Between the outage's two lines, retries are at DEBUG (one WARN may
+	// have been on its way as the outage was judged).
+	warned, during := map[string]int{}, false
+	for _, rec := range s.logRecordsOf(nil) {
+		switch {
+		case rec["store"] == "postgresql":
+			during = rec["level"] == "ERROR"
+		case during && rec["level"] == "WARN" && rec["msg"] != "request" && rec["msg"] != "not ready" && rec["msg"] != "store unavailable":
+			warned[rec["msg"].(string)]++
+		}
+	}
+	for msg, n := range warned {
+		if n > 1 && msg != "webhook outbox unreachable; will retry" {
+			t.Errorf("%d WARN lines %q during the outage, want its retries at DEBUG", n, msg)
+		}
+	}
 	eventually(t, func() bool { return s.do("GET", "/readyz", "").Status == http.StatusOK }, "/readyz to say ready")
 	s.assertOutageLogged(t, "postgresql")
 }

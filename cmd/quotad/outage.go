@@ -49,3 +49,13 @@ func (o *outageLog) end(msg string, args ...any) {
 		"outage_ms", took.Milliseconds(), "outage", took.Round(time.Millisecond).String()}, args...)...)
 	o.since = time.Time{}
 }
+
+// active reports whether an outage is under way (false for a nil o).
+func (o *outageLog) active() bool {
+	if o == nil {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.since.IsZero()
+}

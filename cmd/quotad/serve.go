@@ -147,6 +147,9 @@ type instance struct {
 	registry *prometheus.Registry
 	// liveness tells a slow PostgreSQL from a silent one for the engine.
 	liveness *store.Liveness
+	// pgOutage and redisOutage log the stores' outages (redisOutage is
+	// nil without Redis).
+	pgOutage, redisOutage *outageLog
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
@@ -207,12 +210,12 @@ func (p *instance) openStores(ctx context.Context) error {
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
 	p.cache = tiers.NewCache(p.db, 0)
-	pgOutage := newOutageLog(p.log, "postgresql")
+	p.pgOutage = newOutageLog(p.log, "postgresql")
 	p.liveness = store.NewLiveness(p.db, p.cfg.StoreTimeout, func(alive bool, err error) {
 		if alive {
-			pgOutage.end("PostgreSQL answers again")
+			p.pgOutage.end("PostgreSQL answers again")
 		} else {
-			pgOutage.begin("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
+			p.pgOutage.begin("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
 		}
 	})
 	p.detector = webhooks.NewDetector(p.db)
@@ -238,15 +241,15 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		p.redis = shared
 		opts.Shared, opts.SharedClock = shared, true
 		// Heard once per change of mode, not per hash slot of a cluster.
-		redisOutage := newOutageLog(p.log, "redis")
+		p.redisOutage = newOutageLog(p.log, "redis")
 		opts.OnSharedChange = func(up bool, err error) {
 			switch {
 			case up && errors.Is(err, quota.ErrSharedIdle):
-				redisOutage.end("Redis no longer judged down, untried: no check has needed it for a minute; the next one tries it")
+				p.redisOutage.end("Redis no longer judged down, untried: no check has needed it for a minute; the next one tries it")
 			case up:
-				redisOutage.end("short windows are shared in Redis again")
+				p.redisOutage.end("short windows are shared in Redis again")
 			default:
-				redisOutage.begin("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
+				p.redisOutage.begin("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
 					"error", redactRedis(err.Error(), p.cfg.RedisURL))
 			}
 		}
@@ -308,7 +311,7 @@ func (p *instance) listen() {
 		p.detector.Changed()
 		p.loadKeys()
 	},
-		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
+		func(err error) { p.retrying("change notifications interrupted; reconnecting", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening
 	p.background.Add(2)
@@ -391,16 +394,16 @@ func (p *instance) warm(ctx context.Context) error {
 // it warmed.
 func (p *instance) startCheckWork() {
 	p.background.Go(func() {
-		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
+		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.retrying("recording API keys' last use failed; will retry", err) })
 	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
-		p.detector.Run(p.bg, p.now, func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
+		p.detector.Run(p.bg, p.now, func(err error) { p.retrying("recording usage events failed; will retry", err) })
 	}()
 	go func() {
 		defer p.background.Done()
-		p.engine.Run(p.bg, func(err error) { p.log.Warn("background work failed; will retry", "error", err) })
+		p.engine.Run(p.bg, func(err error) { p.retrying("background work failed; will retry", err) })
 	}()
 }
 
@@ -527,4 +530,16 @@ func tryListen(cfg *config) error {
 		}
 	}
 	return nil
+}
+
+// retrying logs msg, the failure of background work that will be retried,
+// with err: at WARN, but at DEBUG when err is a store's unavailability
+// during an outage already logged at ERROR, so that an outage is not a
+// line per retry.
+func (p *instance) retrying(msg string, err error) {
+	level := slog.LevelWarn
+	if errors.Is(err, tiers.ErrUnavailable) && (p.pgOutage.active() || p.redisOutage.active()) {
+		level = slog.LevelDebug
+	}
+	p.log.Log(context.Background(), level, msg, "error", err)
 }
