@@ -45,6 +45,7 @@ type config struct {
 	DBMaxConns      int           `help:"PostgreSQL connections in the pool, 0 to 1000; 0 means the URL's pool_max_conns, else ${db_max_conns}." envvar:"QUOTAD_DB_MAX_CONNS" default:"0" placeholder:"N"`
 	Migrate         bool          `help:"Apply schema migrations at start-up." envvar:"QUOTAD_MIGRATE" default:"true" negatable:""`
 	Leases          bool          `help:"Serve long windows from leased blocks of units; false charges PostgreSQL on every check." envvar:"QUOTAD_LEASES" default:"true" negatable:""`
+	ReclaimAfter    time.Duration `help:"How long a process must have been gone (its PostgreSQL session ended: at once when killed, within about 20 s when its machine is lost) before the others take back the units its leases held; a process cut off from PostgreSQL stops spending from its leases after half of it." envvar:"QUOTAD_RECLAIM_AFTER" default:"30s" placeholder:"DURATION"`
 	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://; a Redis Cluster: redis://host:port, more nodes with ?addr=host:port) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
 	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
 	RedisTimeout    time.Duration `help:"When Redis is silent rather than slow: a connection with no answer for four times this (at least a second) is given up, and checks count their short windows in process, degraded; a Redis that answers is waited for up to --request-timeout." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
@@ -65,6 +66,12 @@ type config struct {
 	// WebhookRetryBase is for tests only: the first retry's delay ceiling
 	// (5s in production), so that a test sees retries in milliseconds.
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
+	// Retention: how long PostgreSQL keeps what grows (see retention.go
+	// and docs/operations.md, "Retention").
+	RetainHistory      retainDuration `help:"How long to keep daily usage history (a deleted customer's too) after its day, and closed billing terms after they closed: what statements read; 0 keeps them forever. A duration such as 400d (days) or 72h." envvar:"QUOTAD_RETAIN_HISTORY" default:"400d" placeholder:"DURATION"`
+	RetainAudit        retainDuration `help:"How long to keep audit events; 0 keeps them forever." envvar:"QUOTAD_RETAIN_AUDIT" default:"400d" placeholder:"DURATION"`
+	RetainReservations retainDuration `help:"How long to keep committed, released and expired reservations after they settled (held ones stay); a purged one's request_id reserves anew. 0 keeps them forever." envvar:"QUOTAD_RETAIN_RESERVATIONS" default:"7d" placeholder:"DURATION"`
+	RetainDeliveries   retainDuration `help:"How long to keep delivered and failed webhook deliveries after their last attempt (pending ones stay), and usage events after their window ended once no delivery of them is left; 0 keeps them forever." envvar:"QUOTAD_RETAIN_DELIVERIES" default:"30d" placeholder:"DURATION"`
 
 	tokens []api.Token
 	gogc   string // the environment's GOGC: when set, the operator paces the collector
@@ -103,6 +110,9 @@ type migrateCmd struct {
 	Up      struct{} `cmd:"" help:"Apply every pending migration."`
 	Down    struct{} `cmd:"" help:"Revert the newest applied migration."`
 	Version struct{} `cmd:"" help:"Print the schema's version."`
+	Force   struct {
+		Version uint `arg:"" help:"The version the schema is at (0: none)."`
+	} `cmd:"" help:"Record the schema as being at VERSION, not dirty, running no migration: after a migration failed halfway."`
 }
 
 // movedCmd is a command that left quotad for a command of its own. It
@@ -123,7 +133,7 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
 			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
 		kong.Vars{
-			"version":       "quotad " + version,
+			"version":       strings.TrimSuffix(versionText(), "\n"),
 			"database_url":  defaultDatabaseURL,
 			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
 			"redis_prefix":  redisstore.DefaultPrefix,
@@ -226,6 +236,8 @@ func (c *config) check() error {
 		return bad("shutdown-timeout", "want a duration of 0 or more, got %s", c.ShutdownTimeout)
 	case c.DrainTimeout < 0:
 		return bad("drain-timeout", "want a duration of 0 or more, got %s", c.DrainTimeout)
+	case c.ReclaimAfter < 100*time.Millisecond:
+		return bad("reclaim-after", "want a duration of 100ms or more, got %s", c.ReclaimAfter)
 	case c.DBWait < 0:
 		return bad("db-wait", "want a duration of 0 or more, got %s", c.DBWait)
 	case c.StoreTimeout <= 0:
@@ -259,6 +271,9 @@ func (c *config) check() error {
 	}
 	if _, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns); err != nil {
 		return bad("database-url", "%v", err) // says why without the password
+	}
+	if err := c.checkRetention(); err != nil {
+		return err
 	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
@@ -385,6 +400,7 @@ func (c *config) logValue() slog.Value {
 		slog.Int("db_max_conns", c.poolSize()),
 		slog.Bool("migrate", c.Migrate),
 		slog.Bool("leases", c.Leases),
+		slog.String("reclaim_after", c.ReclaimAfter.String()),
 		slog.String("debug_listen", c.DebugListen),
 		slog.Int("warm_customers", c.WarmCustomers),
 		slog.String("warm_timeout", c.WarmTimeout.String()),
@@ -397,6 +413,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("rls_config", c.RLSConfig),
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
+		slog.Any("retain", c.retentionLogValue()),
 	)
 }
 

@@ -8,14 +8,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/migrations"
 )
 
 // parseConfig parses the flags of quotad serve as run does (args without
@@ -165,7 +169,7 @@ func runOut(t *testing.T, args ...string) (string, error) {
 // and defaults, and serves nothing.
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "version"}
+	commands := []string{"serve", "migrate up", "migrate down", "migrate version", "migrate force", "version"}
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"serve", "--help"}} {
 		out, err := runOut(t, args...)
 		if err != nil {
@@ -189,15 +193,33 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// quotad version and quotad --version print the version set at build time.
+// quotad version and quotad --version print the version set at build
+// time, the revision and Go release quotad_build_info names, the newest
+// migration the binary carries and its Redis keys' version.
 func TestVersion(t *testing.T) {
 	t.Parallel()
+	newest := 0
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		var n int
+		if _, err := fmt.Sscanf(e.Name(), "%06d_", &n); err == nil && n > newest {
+			newest = n
+		}
+	}
+	if newest < 14 {
+		t.Fatalf("newest migration file %d: want 14 or more", newest)
+	}
+	want := fmt.Sprintf("quotad %s\nrevision: %s\ngo: %s\nschema: %d\nredis keys: %d\n",
+		version, revision(), runtime.Version(), newest, redisstore.KeyVersion)
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		out, err := runOut(t, args...)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
-		if want := "quotad " + version + "\n"; out != want {
+		if out != want {
 			t.Errorf("%v printed %q, want %q", args, out, want)
 		}
 	}

@@ -81,11 +81,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		if err := c.Config.check(); err != nil {
 			return err
 		}
-		return runMigrate(ctx, strings.TrimPrefix(cmd, "migrate "), &c.Config, stdout)
+		return runMigrate(ctx, strings.TrimPrefix(cmd, "migrate "), c, stdout)
 	case strings.HasPrefix(cmd, "simulate"):
 		return errSimulateMoved
 	case cmd == "version":
-		_, err := fmt.Fprintln(stdout, "quotad", version)
+		_, err := io.WriteString(stdout, versionText())
 		return err
 	}
 	return fmt.Errorf("unknown command %q", cmd)
@@ -233,7 +233,9 @@ func ready(ctx context.Context, cfg *config, db *store.DB, engine *quota.Engine)
 }
 
 // checkSchema returns an error unless PostgreSQL answers and its schema is
-// at least this binary's version and not dirty.
+// at least this binary's version and not dirty. A newer schema is a
+// rolling upgrade under way: a process that started on its own version
+// goes on serving (start-up refuses one, see startSchema).
 func checkSchema(ctx context.Context, db *store.DB) error {
 	st, err := db.MigrationVersion(ctx)
 	if err != nil {
@@ -248,30 +250,64 @@ func checkSchema(ctx context.Context, db *store.DB) error {
 	return nil
 }
 
-// runMigrate is quotad migrate up, down or version.
-func runMigrate(ctx context.Context, cmd string, cfg *config, stdout io.Writer) error {
+// runMigrate is quotad migrate up, down, force or version. up and down
+// refuse a schema this binary cannot move (dirty, or newer than it
+// carries: it lacks the newer migrations' files) with checkSchema's
+// sentences, not golang-migrate's.
+func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error {
+	cfg := &c.Config
 	log := newLogger(stdout, cfg.LogLevel)
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	switch cmd {
-	case "up":
-		err = db.MigrateUp(ctx)
-	case "down":
-		err = db.MigrateDown(ctx)
-	case "version":
+	st, err := db.MigrationVersion(ctx)
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	switch {
+	case cmd == "up":
+		err = startSchema(ctx, db, true)
+	case cmd == "down":
+		if st.Dirty {
+			// Maybe a migration under way: wait for it.
+			if err = db.WaitForMigrations(ctx); err == nil {
+				st, err = db.MigrationVersion(ctx)
+			}
+		}
+		if err == nil {
+			err = refuseSchema(st, true)
+		}
+		if err == nil {
+			err = db.MigrateDown(ctx)
+		}
+	case strings.HasPrefix(cmd, "force "):
+		v := c.Migrate.Force.Version
+		if v > store.SchemaVersion {
+			return fmt.Errorf("migrate force: this quotad carries schema %d: force version %d with a quotad that carries it", store.SchemaVersion, v)
+		}
+		err = db.MigrateForce(ctx, v)
+	case cmd == "version":
 	default:
-		return fmt.Errorf("migrate: unknown command %q; want up, down or version", cmd)
+		return fmt.Errorf("migrate: unknown command %q; want up, down, force or version", cmd)
 	}
 	if err != nil {
 		return err
 	}
-	st, err := db.MigrationVersion(ctx)
+	st, err = db.MigrationVersion(ctx)
 	if err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(stdout, "schema version %d (dirty: %t); this binary carries %d\n", st.Version, st.Dirty, store.SchemaVersion)
 	return err
+}
+
+// versionText is what quotad version and quotad --version print: the
+// build (as quotad_build_info says it), the newest schema version the
+// binary carries and the version of its Redis keys' format.
+func versionText() string {
+	b := currentBuild()
+	return fmt.Sprintf("quotad %s\nrevision: %s\ngo: %s\nschema: %d\nredis keys: %d\n",
+		b.version, b.revision, b.goVersion, store.SchemaVersion, redisstore.KeyVersion)
 }

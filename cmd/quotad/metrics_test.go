@@ -30,6 +30,7 @@ func TestMetricsLint(t *testing.T) {
 		"go_goroutines ", "process_resident_memory_bytes ", `quotad_build_info{go="go`,
 		"quotad_db_pool_conns ", "quotad_db_pool_max_conns 6", "quotad_db_pool_acquires_total ",
 		`quotad_checks_total{decision="allowed"} 1`, "quotad_degraded_units_owed 0",
+		`quotad_purged_rows_total{table="usage_history"} 0`,
 	} {
 		if !strings.Contains(body, "\n"+series) {
 			t.Errorf("/metrics has no %q", series)

@@ -936,6 +936,11 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "audit bad customer", apiCall: apiCall{"GET", "/v1/audit?customer=-x", "", nil}, want: 400, code: "validation_failed", bad: true},
 		{name: "audit bad cursor", apiCall: apiCall{"GET", "/v1/audit?cursor=bm9wZQ", "", nil}, want: 400, code: "validation_failed"},
 		{name: "audit limit too large", apiCall: apiCall{"GET", "/v1/audit?limit=5000", "", nil}, want: 400, code: "validation_failed", bad: true},
+
+		// Holders of leases.
+		{name: "holders", apiCall: apiCall{"GET", "/v1/admin/holders", "", nil}, want: 200},
+		{name: "release unknown holder", apiCall: apiCall{"POST", "/v1/admin/holders/12/release", "", nil}, want: 404, code: "not_found"},
+		{name: "release bad holder", apiCall: apiCall{"POST", "/v1/admin/holders/x12/release", "", nil}, want: 400, code: "validation_failed", bad: true},
 	}
 
 	var keyID, apiKey string // of the last key created

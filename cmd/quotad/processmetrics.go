@@ -13,13 +13,14 @@ import (
 // process: the Go runtime's and the process's own series, the build
 // quotad runs, and PostgreSQL's connection pool.
 func registerProcessMetrics(reg *prometheus.Registry, pool *pgxpool.Pool) {
+	b := currentBuild()
 	reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "quotad_build_info",
 			Help:        "Always 1: the version, the source revision and the Go release quotad was built from, as labels.",
-			ConstLabels: prometheus.Labels{"version": version, "revision": revision(), "go": runtime.Version()},
+			ConstLabels: prometheus.Labels{"version": b.version, "revision": b.revision, "go": b.goVersion},
 		}, func() float64 { return 1 }),
 	)
 	stat := func(v func(*pgxpool.Stat) float64) func() float64 {
@@ -41,6 +42,18 @@ func registerProcessMetrics(reg *prometheus.Registry, pool *pgxpool.Pool) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "quotad_db_pool_acquire_wait_seconds_total", Help: "Time spent waiting for a connection of the PostgreSQL pool."},
 			stat(func(s *pgxpool.Stat) float64 { return s.AcquireDuration().Seconds() })),
 	)
+}
+
+// buildInfo is what quotad was built from, as quotad_build_info and
+// quotad version say it.
+type buildInfo struct {
+	version   string // set at build time (main.version)
+	revision  string // the source revision, see revision
+	goVersion string // the Go release
+}
+
+func currentBuild() buildInfo {
+	return buildInfo{version: version, revision: revision(), goVersion: runtime.Version()}
 }
 
 // revision returns the source revision the binary was built from, as Go

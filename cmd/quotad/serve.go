@@ -153,6 +153,9 @@ type instance struct {
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
+	// onPurge hears what each retention purge deleted (see retention.go);
+	// set with the registry, before the engine's work starts.
+	onPurge func(quota.Purged)
 
 	// bg is the background work's context; stopBackground ends the work
 	// and waits for it.
@@ -178,8 +181,8 @@ func (p *instance) close() {
 	}
 }
 
-// openStores connects to PostgreSQL, migrates it if asked to, checks its
-// schema, and opens the webhook outbox's connections.
+// openStores connects to PostgreSQL, migrates it if asked to, refuses a
+// schema this binary cannot run on (see startSchema), and opens the webhook outbox's connections.
 func (p *instance) openStores(ctx context.Context) error {
 	db, err := openStore(ctx, p.cfg, p.log)
 	if err != nil {
@@ -187,12 +190,7 @@ func (p *instance) openStores(ctx context.Context) error {
 	}
 	p.db = db
 	p.onClose(db.Close)
-	if p.cfg.Migrate {
-		if err := db.MigrateUp(ctx); err != nil {
-			return err
-		}
-	}
-	if err := checkSchema(ctx, db); err != nil {
+	if err := startSchema(ctx, db, p.cfg.Migrate); err != nil {
 		return err
 	}
 	// Webhook deliveries use connections of their own, closed after the
@@ -231,6 +229,9 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		// request timeout; a silent one for the store timeout.
 		Liveness:    p.liveness,
 		WaitTimeout: p.cfg.RequestTimeout,
+		// What grows is purged in the background (see retention.go).
+		Retention: p.cfg.retention(),
+		OnPurge:   func(pg quota.Purged) { p.onPurge(pg) },
 	}
 	if p.cfg.RedisURL != "" {
 		shared, err := openRedis(ctx, p.cfg, p.log)
@@ -279,7 +280,9 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 		return
 	}
 	p.background.Go(func() {
-		if err := forgetShared(p.bg, p.catalog, p.redis, ch.Key); err != nil {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		if err := forgetShared(ctx, p.catalog, p.redis, ch.Key); err != nil {
 			p.log.Warn("deleted customer's short windows left in Redis; they expire by themselves", "customer", ch.Key, "error", err)
 		}
 	})
@@ -289,6 +292,7 @@ func (p *instance) catalogChanged(ch tiers.Change) {
 // changes, and registers the metrics of what it built.
 func (p *instance) listen() {
 	p.registry = prometheus.NewRegistry()
+	p.onPurge = newPurgeObserver(p.log, p.registry)
 	worker := newWebhookWorker(p.cfg, p.outbox, p.log, p.registry)
 	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)
@@ -314,6 +318,21 @@ func (p *instance) listen() {
 		func(err error) { p.retrying("change notifications interrupted; reconnecting", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening
+	if p.leases != nil {
+		// Taken for dead, this process's leases may be reclaimed: it
+		// spends none of them until PostgreSQL says they still hold.
+		listener.Lost, listener.LostAfter = p.leases.SuspectAll, p.cfg.ReclaimAfter/2
+	}
+	reclaimer := &lease.Reclaimer{Store: p.db, Clock: quota.SystemClock{}, After: p.cfg.ReclaimAfter,
+		Reclaimed: registerReclaimMetrics(p.registry, func(r lease.Reclaimed) {
+			p.log.Info("took back the leases of processes gone for --reclaim-after",
+				"holders", r.Holders, "leases", r.Leases, "units", r.Units)
+		})}
+	p.background.Go(func() {
+		reclaimer.Run(p.bg, p.cfg.StoreTimeout+p.cfg.RequestTimeout, func(err error) {
+			p.log.Warn("taking back dead processes' leases failed; will retry", "error", err)
+		})
+	})
 	p.background.Add(2)
 	go func() { defer p.background.Done(); worker.Run(p.bg) }()
 	go func() { defer p.background.Done(); listener.Run(p.bg) }()
@@ -335,7 +354,9 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 		p.verifier.ForgetCustomer(n.Key)
 	case store.NotifyKeyCreated:
 		p.background.Go(func() {
-			if err := p.verifier.Created(p.bg, n.Key); err != nil {
+			ctx, cancel := p.bounded()
+			defer cancel()
+			if err := p.verifier.Created(ctx, n.Key); err != nil {
 				p.log.Warn("a new API key could not be read; it is accepted after the next reload", "id", n.Key, "error", err)
 			}
 		})
@@ -348,7 +369,12 @@ func (p *instance) applyKeyNotification(n store.Notification) {
 // a failure is retried in the background, every second, until a load
 // succeeds.
 func (p *instance) loadKeys() {
-	n, err := p.verifier.Load(p.bg)
+	load := func() (int, error) {
+		ctx, cancel := p.bounded()
+		defer cancel()
+		return p.verifier.Load(ctx)
+	}
+	n, err := load()
 	if err == nil {
 		p.log.Info("API keys loaded", "keys", n)
 		return
@@ -363,7 +389,7 @@ func (p *instance) loadKeys() {
 				return
 			case <-t.C:
 			}
-			if n, err := p.verifier.Load(p.bg); err == nil {
+			if n, err := load(); err == nil {
 				p.log.Info("API keys loaded", "keys", n)
 				return
 			}
@@ -378,6 +404,7 @@ func (p *instance) loadKeys() {
 func (p *instance) warm(ctx context.Context) error {
 	select {
 	case <-p.listening:
+		p.log.Info("listening for changes; this process holds leases as", "holder", uint32(p.db.Holder()))
 		warmCache(ctx, p.cfg, p.db, p.cache, p.now(), p.log)
 		return ctx.Err()
 	case <-time.After(10 * time.Second):
@@ -394,12 +421,12 @@ func (p *instance) warm(ctx context.Context) error {
 // it warmed.
 func (p *instance) startCheckWork() {
 	p.background.Go(func() {
-		p.verifier.Run(p.bg, keys.FlushEvery, func(err error) { p.retrying("recording API keys' last use failed; will retry", err) })
+		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.retrying("recording API keys' last use failed; will retry", err) })
 	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
-		p.detector.Run(p.bg, p.now, func(err error) { p.retrying("recording usage events failed; will retry", err) })
+		p.detector.Run(p.bg, p.now, p.backgroundTimeout(), func(err error) { p.retrying("recording usage events failed; will retry", err) })
 	}()
 	go func() {
 		defer p.background.Done()
@@ -431,6 +458,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Reservations: p.engine,
 		Keys:         p.keys,
 		KeyResolver:  p.verifier,
+		Holders:      p.db,
 	})
 }
 
@@ -533,12 +561,13 @@ func tryListen(cfg *config) error {
 }
 
 // retrying logs msg, the failure of background work that will be retried,
-// with err: at WARN, but at DEBUG when err is a store's unavailability
-// during an outage already logged at ERROR, so that an outage is not a
-// line per retry.
+// with err: at WARN, but at DEBUG when err is a store's unavailability (or
+// a call's deadline) during an outage already logged at ERROR, so that an
+// outage is not a line per retry.
 func (p *instance) retrying(msg string, err error) {
 	level := slog.LevelWarn
-	if errors.Is(err, tiers.ErrUnavailable) && (p.pgOutage.active() || p.redisOutage.active()) {
+	unavailable := errors.Is(err, tiers.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+	if unavailable && (p.pgOutage.active() || p.redisOutage.active()) {
 		level = slog.LevelDebug
 	}
 	p.log.Log(context.Background(), level, msg, "error", err)

@@ -35,8 +35,11 @@ func newWebhookWorker(cfg *config, outbox *store.Outbox, log *slog.Logger, reg *
 		Client:  webhooks.NewClient(cfg.WebhookTimeout, cfg.WebhookAllowPrivate),
 		Backoff: backoff,
 		Poll:    min(time.Second, cfg.WebhookRetryBase),
-		Log:     log,
-		Observe: func(r webhooks.Result) { outcomes[r.Outcome.Status].Inc() },
+		// The outbox's calls are bounded as the rest of the background
+		// work's are (see backgroundTimeout).
+		StoreTimeout: cfg.RequestTimeout,
+		Log:          log,
+		Observe:      func(r webhooks.Result) { outcomes[r.Outcome.Status].Inc() },
 	}
 }
 

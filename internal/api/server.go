@@ -76,6 +76,8 @@ type Config struct {
 	// KeyResolver resolves the api_key of checks, refunds and forward-auth;
 	// nil refuses every key quotad would have issued.
 	KeyResolver KeyResolver
+	// Holders serves /v1/admin/holders; nil answers 404 there.
+	Holders Holders
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -101,6 +103,7 @@ type Server struct {
 	reservations   Reservations
 	keys           Keys
 	keyResolver    KeyResolver
+	holders        Holders
 	requestTimeout time.Duration
 }
 
@@ -133,6 +136,7 @@ func New(cfg Config) *Server {
 		reservations:   cfg.Reservations,
 		keys:           cfg.Keys,
 		keyResolver:    cfg.KeyResolver,
+		holders:        cfg.Holders,
 		requestTimeout: cfg.RequestTimeout,
 	}
 	if s.requestTimeout <= 0 {
@@ -190,6 +194,7 @@ func New(cfg Config) *Server {
 	s.registerWebhooks(v1)
 	s.registerKeys(v1)
 	s.registerReservations(v1)
+	s.registerHolders(v1)
 
 	// The admin console: static files, open to all; every datum it shows
 	// comes from the API above, with the admin's token.

@@ -234,21 +234,29 @@ func (v *Verifier) Flush(ctx context.Context) error {
 // minute.
 const FlushEvery = time.Minute
 
-// Run flushes last uses every interval until ctx ends, and once more then.
-func (v *Verifier) Run(ctx context.Context, interval time.Duration, report func(error)) {
+// Run flushes last uses every interval until ctx ends, and once more then,
+// each flush bounded by timeout (5 s if 0 or less), so that a store gone
+// silent holds none up for long.
+func (v *Verifier) Run(ctx context.Context, interval, timeout time.Duration, report func(error)) {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			if err := v.Flush(final); err != nil {
 				report(err)
 			}
 			cancel()
 			return
 		case <-t.C:
-			if err := v.Flush(ctx); err != nil {
+			flush, cancel := context.WithTimeout(ctx, timeout)
+			err := v.Flush(flush)
+			cancel()
+			if err != nil {
 				report(err)
 			}
 		}

@@ -58,6 +58,13 @@ type Options struct {
 	Liveness Liveness
 	// WaitTimeout: see Liveness.
 	WaitTimeout time.Duration
+	// Retention says how long the ledger keeps what grows (see Retention);
+	// the zero value keeps it forever, but for the counters and request
+	// ids the engine no longer needs, which are purged whatever it says.
+	Retention Retention
+	// OnPurge, if set, hears what each purge deleted (see Run), also when
+	// it failed part-way.
+	OnPurge func(Purged)
 }
 
 // Liveness tells a store that answers slowly (a busy machine, queues,
@@ -110,6 +117,9 @@ type Engine struct {
 	// debts are the units of checks admitted degraded, charged once their
 	// stores answer again.
 	debts debts
+	// retention and onPurge: see Options.
+	retention Retention
+	onPurge   func(Purged)
 }
 
 // New returns an Engine. Call Run to keep its background work going.
@@ -132,6 +142,8 @@ func New(o Options) *Engine {
 		history:     newHistoryBuffer(o.History),
 		watcher:     o.Watcher,
 		sets:        sync.Pool{New: func() any { return new(set) }},
+		retention:   o.Retention,
+		onPurge:     o.OnPurge,
 	}
 	e.health.failClosed = o.FailClosed
 	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts}

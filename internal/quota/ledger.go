@@ -62,9 +62,11 @@ type Maintenance interface {
 	// on them, records an audit event for actor, and tells every quotad
 	// process to forget its own counts of them.
 	Reset(ctx context.Context, actor, customer, metric string, at time.Time) error
-	// Purge deletes counters of windows long past and request ids older
-	// than 24 hours.
-	Purge(ctx context.Context, now time.Time) error
+	// Purge deletes, in small batches, counters of windows long past
+	// (their leases with them), request ids older than 24 hours, and
+	// whatever r keeps no longer (see Retention). It returns what it
+	// deleted, by table, also when it fails part-way.
+	Purge(ctx context.Context, now time.Time, r Retention) (Purged, error)
 }
 
 // Tx is a Ledger within one transaction (see Ledger.Atomically). Its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -17,27 +18,46 @@ const (
 	// backgroundTimeout bounds each piece of background work, so that a
 	// store that went silent holds none of it up for long: the next tick
 	// tries again.
-	backgroundTimeout = 5 * time.Second
+	backgroundTimeout = DefaultBackgroundTimeout
 )
+
+// DefaultBackgroundTimeout bounds each store call of background work (the
+// engine's, and the workers' beside it that are given no other bound).
+const DefaultBackgroundTimeout = 5 * time.Second
 
 // Run does the engine's background work until ctx ends: it charges what
 // checks admitted degraded owe once their stores answer (see debts),
 // flushes usage history, keeps leases (reports, settles, global usage; see
 // LeasePool.Flush), evicts idle short-window counters, releases expired
-// reservations and purges old counters and request ids. On return it
-// settles every lease and flushes history one last time. Errors are
-// passed to report and retried later.
+// reservations and, in a goroutine of its own (a purge that takes long
+// holds up none of the rest), purges what the ledger keeps no longer (see
+// Purge). On return it settles every lease and flushes history one last
+// time. Errors are passed to report and retried later.
 func (e *Engine) Run(ctx context.Context, report func(error)) {
 	flush := time.NewTicker(historyFlushEvery)
 	leases := time.NewTicker(FlushEvery)
 	evict := time.NewTicker(evictEvery)
-	purge := time.NewTicker(purgeEvery)
 	sweep := time.NewTicker(sweepEvery)
 	defer sweep.Stop()
 	defer flush.Stop()
 	defer leases.Stop()
 	defer evict.Stop()
-	defer purge.Stop()
+	var purging sync.WaitGroup
+	defer purging.Wait()
+	purging.Go(func() {
+		purge := time.NewTicker(purgeEvery)
+		defer purge.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-purge.C:
+				if err := e.Purge(ctx); err != nil && ctx.Err() == nil {
+					report(err)
+				}
+			}
+		}
+	})
 	// Every piece is bounded, and its failure recorded (see health); a
 	// periodic call cut short by shutdown is not a failure: Close does its
 	// work once more.
@@ -73,10 +93,24 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			if e.reservations != nil {
 				work("expire reservations", func(ctx context.Context) error { _, err := e.reservations.expireDue(ctx); return err })
 			}
-		case <-purge.C:
-			work("purge counters", func(ctx context.Context) error { return e.ledger.Purge(ctx, e.clock.Now()) })
 		}
 	}
+}
+
+// Purge deletes, in small batches, what the ledger keeps no longer at the
+// clock's now: counters of windows long past, request ids older than 24
+// hours, and what the retention given to New keeps no longer. Each batch
+// is bounded (see Retention.BatchTimeout), not the whole purge. OnPurge
+// hears what went.
+func (e *Engine) Purge(ctx context.Context) error {
+	purged, err := e.ledger.Purge(ctx, e.clock.Now(), e.retention)
+	if e.onPurge != nil {
+		e.onPurge(purged)
+	}
+	if err = e.health.unavailable(err); err != nil {
+		return fmt.Errorf("purge: %w", err)
+	}
+	return nil
 }
 
 // Close charges what checks admitted degraded owe, gives back the units

@@ -79,6 +79,23 @@ type Options struct {
 	Wait time.Duration
 }
 
+// KeyVersion names the format of quotad's keys in Redis: their names and
+// what they hold. It changes when a quotad no longer reads the keys the
+// one before it wrote, and quotad version prints it. Processes of two key
+// versions never read each other's keys (their names differ), so while
+// both run against one prefix each counts its own short windows; run one
+// key version at a time per prefix, or give the new one a prefix of its
+// own (see docs/operations.md, "Schema and Redis key versions").
+//
+//  1. a hash per short window (and a list for a sliding log's entries):
+//     <prefix>{<metric>/<customer>}:<window>[:log]
+//  2. a string per short window: <prefix>{<metric>/<customer>}:<window>:s
+//  3. one string per customer's metric holding both short windows:
+//     <prefix>{<metric>/<customer>}:s, then keys per subject beside it,
+//     <prefix>{<metric>/<customer>}/<subject>:s, which a quotad of the
+//     same version without limits per subject neither writes nor reads.
+const KeyVersion = 3
+
 // DefaultPrefix begins every key unless Options say otherwise.
 const DefaultPrefix = "quotad:"
 

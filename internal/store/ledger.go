@@ -580,27 +580,6 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 	return nil
 }
 
-// Purge implements quota.Ledger. Calendar windows last at most 31 days, so
-// counters of windows that started long before now can no longer count.
-func (db *DB) Purge(ctx context.Context, now time.Time) error {
-	const counters = `
-		DELETE FROM %s
-		WHERE (quota_window = 'hour'  AND window_start < $1::timestamptz - interval '2 hours')
-		   OR (quota_window = 'day'   AND window_start < $1::timestamptz - interval '2 days')
-		   OR (quota_window = 'week'  AND window_start < $1::timestamptz - interval '8 days')
-		   OR (quota_window = 'month' AND window_start < $1::timestamptz - interval '63 days')`
-	for _, table := range []string{"usage_counters", "metric_usage"} {
-		if _, err := db.pool.Exec(ctx, fmt.Sprintf(counters, table), now); err != nil {
-			return fmt.Errorf("purge %s: %w", table, mapErr(err))
-		}
-	}
-	const ids = `DELETE FROM request_ids WHERE created_at < $1::timestamptz - interval '24 hours'`
-	if _, err := db.pool.Exec(ctx, ids, now); err != nil {
-		return fmt.Errorf("purge request ids: %w", mapErr(err))
-	}
-	return nil
-}
-
 var (
 	_ quota.Ledger = (*DB)(nil)
 	_ quota.Tx     = txLedger{}

@@ -436,7 +436,7 @@ func TestRefundResetPurge(t *testing.T) {
 	if ok, _ := MustTake(t, db, charge("acme", 1, old, daySpan("acme", 10))); !ok {
 		t.Fatal("denied")
 	}
-	if err := db.Purge(ctx, day0.Add(time.Hour)); err != nil {
+	if _, err := db.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if used := MustRead(t, db, old.Key, key); used[0] != 0 || used[1] != 1 {
@@ -612,7 +612,7 @@ func TestSubjectsCountApart(t *testing.T) {
 		At: old.Key.Start, Spans: []quota.Span{old}}); !ok {
 		t.Fatal(out)
 	}
-	if err := db.Purge(ctx, day0.Add(time.Hour)); err != nil {
+	if _, err := db.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	var left int

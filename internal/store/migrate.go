@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
+	"github.com/golang-migrate/migrate/v4/database"
 	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
@@ -43,25 +44,55 @@ type MigrationState struct {
 	Dirty   bool
 }
 
+// ErrDirty is returned by MigrateUp when the schema is dirty: a migration
+// failed or was interrupted (see MigrationState).
+var ErrDirty = errors.New("the schema is dirty")
+
 // migrator returns a golang-migrate instance over the pool's schema. Close it
 // after use.
 func (db *DB) migrator() (*migrate.Migrate, func(), error) {
+	m, _, done, err := db.migratorDriver()
+	return m, done, err
+}
+
+// migratorDriver is migrator with its database driver, whose lock is the
+// migrations' (a PostgreSQL advisory lock of the database, the schema and
+// the migrations' table).
+func (db *DB) migratorDriver() (*migrate.Migrate, database.Driver, func(), error) {
 	src, err := iofs.New(migrations.FS, ".")
 	if err != nil {
-		return nil, nil, fmt.Errorf("open migrations: %w", err)
+		return nil, nil, nil, fmt.Errorf("open migrations: %w", err)
 	}
 	sqlDB := stdlib.OpenDBFromPool(db.pool)
 	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
 	if err != nil {
 		sqlDB.Close()
-		return nil, nil, fmt.Errorf("open migration driver: %w", mapErr(err))
+		return nil, nil, nil, fmt.Errorf("open migration driver: %w", mapErr(err))
 	}
 	m, err := migrate.NewWithInstance("iofs", src, "pgx5", driver)
 	if err != nil {
 		sqlDB.Close()
-		return nil, nil, fmt.Errorf("create migrator: %w", err)
+		return nil, nil, nil, fmt.Errorf("create migrator: %w", err)
 	}
-	return m, func() { m.Close() }, nil
+	return m, driver, func() { m.Close() }, nil
+}
+
+// WaitForMigrations returns once no other process is migrating the schema:
+// it takes the migrations' lock, as a migration does, and releases it.
+// Like a migration, it waits for the lock without a deadline.
+func (db *DB) WaitForMigrations(ctx context.Context) error {
+	_, driver, done, err := db.migratorDriver()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := driver.Lock(); err != nil {
+		return fmt.Errorf("wait for migrations: %w", mapErr(err))
+	}
+	if err := driver.Unlock(); err != nil {
+		return fmt.Errorf("wait for migrations: %w", mapErr(err))
+	}
+	return nil
 }
 
 // MigrateUp applies every migration not yet applied.
@@ -73,7 +104,10 @@ func (db *DB) MigrateUp(ctx context.Context) error {
 	defer done()
 	stop := context.AfterFunc(ctx, func() { m.GracefulStop <- true })
 	defer stop()
-	if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+	var dirty migrate.ErrDirty
+	if err := m.Up(); errors.As(err, &dirty) {
+		return fmt.Errorf("migrate up: %w at version %d", ErrDirty, dirty.Version)
+	} else if err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrate up: %w", err)
 	}
 	return nil
@@ -88,6 +122,26 @@ func (db *DB) MigrateDown(ctx context.Context) error {
 	defer done()
 	if err := m.Steps(-1); err != nil {
 		return fmt.Errorf("migrate down: %w", err)
+	}
+	return nil
+}
+
+// MigrateForce records the schema as being at version v (0: no migration
+// applied), not dirty, without running any migration: what an operator
+// does once a migration that failed halfway is understood (see
+// MigrationState.Dirty).
+func (db *DB) MigrateForce(ctx context.Context, v uint) error {
+	m, done, err := db.migrator()
+	if err != nil {
+		return err
+	}
+	defer done()
+	target := int(v)
+	if v == 0 {
+		target = -1 // golang-migrate's "no version"
+	}
+	if err := m.Force(target); err != nil {
+		return fmt.Errorf("migrate force: %w", err)
 	}
 	return nil
 }
@@ -110,6 +164,11 @@ func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
 		return MigrationState{}, nil
 	case err != nil:
 		return MigrationState{}, mapErr(err)
+	}
+	if v < 0 {
+		// golang-migrate's "no version", left dirty by a failed revert
+		// of the first migration.
+		v = 0
 	}
 	return MigrationState{Version: uint(v), Dirty: dirty}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -100,6 +101,20 @@ type Listener struct {
 	Report func(error)
 	// Connected, if set, receives a value after each successful LISTEN.
 	Connected chan<- struct{}
+	// Lost, if set, is called when the others may take this process for
+	// dead and reclaim its leases: once it has had no listening session
+	// for LostAfter since it last heard from one, and when it had to take
+	// its lock anew (its earlier session was gone, or ended by an admin's
+	// release) — once per loss, before the session that follows is used.
+	Lost      func()
+	LostAfter time.Duration
+
+	// heard is when the listening session last answered (sinceStart);
+	// listening whether one listens now; lost whether Lost was called
+	// since.
+	heard     atomic.Int64
+	listening atomic.Bool
+	lost      atomic.Bool
 }
 
 // Listener returns a Listener for db.
@@ -116,24 +131,40 @@ func (db *DB) Listener(handle func(Notification), resync func(), report func(err
 // of this process still holds it (a connection that went silent: the
 // server may not notice for hours), that session is ended first: this
 // process runs, and listens on this one now.
-func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) error {
+//
+// It registers the key (see lease_holders): a key that another process
+// registered and that no one reclaimed yet is not drawn. It reports
+// whether it took the lock anew after this process had held it: the
+// others may then have taken it for dead.
+func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) (anew bool, err error) {
 	for attempt := 0; ; attempt++ {
 		var ok bool
 		err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(quotad_lock_class(), $1::integer)`,
 			l.db.holderID()).Scan(&ok)
 		switch {
 		case err != nil:
-			return err
+			return false, err
 		case ok:
-			l.db.held.Store(true)
-			return nil
+			first := !l.db.held.Load()
+			mine, err := l.db.register(ctx, conn, first)
+			if err != nil {
+				return false, err
+			}
+			if mine {
+				l.db.held.Store(true)
+				return !first, nil
+			}
+			if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(quotad_lock_class(), $1::integer)`, l.db.holderID()); err != nil {
+				return false, err
+			}
 		case l.db.held.Load():
-			return l.takeOver(ctx, conn)
-		case attempt == 8:
-			return errors.New("no free holder key for this process")
+			return false, l.takeOver(ctx, conn)
+		}
+		if attempt == 8 {
+			return false, errors.New("no free holder key for this process")
 		}
 		if err := l.db.drawHolder(); err != nil {
-			return err
+			return false, err
 		}
 	}
 }
@@ -170,13 +201,31 @@ const (
 	// takeOverWait bounds how long a new listening session waits for an
 	// earlier one of the process to end (see takeOver).
 	takeOverWait = 5 * time.Second
+	// setupTimeout bounds a listening session's start (connect, LISTEN,
+	// the holder lock, a take-over included), so that a PostgreSQL gone
+	// silent holds the listener for no longer: it tries again. Its close
+	// is bounded by pingTimeout.
+	setupTimeout = 15 * time.Second
 )
+
+// sessionKeepalives make PostgreSQL notice within about 20 s that the
+// machine at the other end of a listening session is gone (by default
+// the system's keepalives take hours): the session's end releases the
+// process's lock, and the others may reclaim its leases.
+var sessionKeepalives = []string{
+	"SET tcp_keepalives_idle = 5", "SET tcp_keepalives_interval = 5",
+	"SET tcp_keepalives_count = 3", "SET tcp_user_timeout = 20000",
+}
 
 // Run listens until ctx ends, reconnecting with backoff after failures.
 func (l *Listener) Run(ctx context.Context) {
+	if l.Lost != nil && l.LostAfter > 0 {
+		go l.watch(ctx)
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := l.listen(ctx)
+		l.listening.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -191,17 +240,37 @@ func (l *Listener) Run(ctx context.Context) {
 }
 
 func (l *Listener) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.db.pool.Config().ConnConfig.Copy())
+	setup, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(setup, l.db.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
+	defer func() {
+		end, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		defer cancel()
+		_ = conn.Close(end)
+	}()
+	for _, set := range sessionKeepalives {
+		if _, err := conn.Exec(setup, set); err != nil {
+			l.Report(fmt.Errorf("listening session: %s: %w", set, err))
+			break
+		}
+	}
+	if _, err := conn.Exec(setup, "LISTEN "+pgx.Identifier{l.db.channel}.Sanitize()); err != nil {
 		return err
 	}
-	if err := l.hold(ctx, conn); err != nil {
+	anew, err := l.hold(setup, conn)
+	if err != nil {
 		return err
 	}
+	cancel()
+	if anew {
+		l.loseOnce()
+	}
+	l.heard.Store(sinceStart())
+	l.listening.Store(true)
+	l.lost.Store(false)
 	l.Resync()
 	if l.Connected != nil {
 		select {
@@ -219,12 +288,14 @@ func (l *Listener) listen(ctx context.Context) error {
 			err = conn.Ping(ping)
 			cancel()
 			if err == nil {
+				l.heard.Store(sinceStart())
 				continue
 			}
 		}
 		if err != nil {
 			return err
 		}
+		l.heard.Store(sinceStart())
 		kind, rest, ok := strings.Cut(n.Payload, ":")
 		if !ok {
 			continue
@@ -236,3 +307,34 @@ func (l *Listener) listen(ctx context.Context) error {
 		l.Handle(Notification{Kind: kind, Key: key, Local: instance == l.db.instance})
 	}
 }
+
+// watch calls Lost once no session has listened for LostAfter since one
+// last answered.
+func (l *Listener) watch(ctx context.Context) {
+	t := time.NewTicker(min(max(l.LostAfter/8, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		heard := l.heard.Load()
+		if heard != 0 && !l.listening.Load() && time.Duration(sinceStart()-heard) >= l.LostAfter {
+			l.loseOnce()
+		}
+	}
+}
+
+// loseOnce calls Lost, unless it was called since the last session.
+func (l *Listener) loseOnce() {
+	if l.Lost != nil && l.lost.CompareAndSwap(false, true) {
+		l.Lost()
+	}
+}
+
+// started is when this process started, by the monotonic clock.
+var started = time.Now()
+
+// sinceStart is the time since started, at least 1 ns.
+func sinceStart() int64 { return max(int64(time.Since(started)), 1) }

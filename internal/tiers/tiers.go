@@ -447,4 +447,6 @@ const (
 	ActionUpdate = "update"
 	ActionDelete = "delete"
 	ActionReset  = "reset"
+	// ActionRelease: an admin released a dead process's leases.
+	ActionRelease = "release"
 )

@@ -221,10 +221,20 @@ func (d *Detector) notice(w *Watch, m *mark, o *quota.Observation, top int32, fl
 // Run writes noticed events every DetectFlushEvery, reads the webhooks at
 // start, when Changed is called and every WatchRefreshEvery, and drops the
 // marks of ended windows every minute, until ctx ends; then it writes what
-// is left once more. Errors go to report; events
-// that could not be written are tried again.
-func (d *Detector) Run(ctx context.Context, now func() time.Time, report func(error)) {
-	if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+// is left once more. Each call to the store is bounded by timeout
+// (quota.DefaultBackgroundTimeout if 0 or less), so that a store gone
+// silent holds none up for long. Errors go to report; events that could
+// not be written are tried again.
+func (d *Detector) Run(ctx context.Context, now func() time.Time, timeout time.Duration, report func(error)) {
+	if timeout <= 0 {
+		timeout = quota.DefaultBackgroundTimeout
+	}
+	bounded := func(f func(context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return f(ctx)
+	}
+	if err := bounded(d.Refresh); err != nil && ctx.Err() == nil {
 		report(err)
 	}
 	flush := time.NewTicker(DetectFlushEvery)
@@ -236,24 +246,24 @@ func (d *Detector) Run(ctx context.Context, now func() time.Time, report func(er
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			if err := d.Flush(final); err != nil {
 				report(err)
 			}
 			cancel()
 			return
 		case <-flush.C:
-			if err := d.Flush(ctx); err != nil && ctx.Err() == nil {
+			if err := bounded(d.Flush); err != nil && ctx.Err() == nil {
 				report(err)
 			}
 		case <-prune.C:
 			d.Prune(now())
 		case <-refresh.C:
-			if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if err := bounded(d.Refresh); err != nil && ctx.Err() == nil {
 				report(err)
 			}
 		case <-d.changed:
-			if err := d.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if err := bounded(d.Refresh); err != nil && ctx.Err() == nil {
 				report(err)
 			}
 		}

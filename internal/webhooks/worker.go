@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -69,7 +70,13 @@ type Worker struct {
 	Backoff Backoff      // DefaultBackoff if zero
 	Workers int          // 4 if 0 or less
 	Poll    time.Duration
-	Log     *slog.Logger
+	// StoreTimeout bounds how long an attempt waits for the outbox's
+	// store, before and after the receiver's answer: an attempt as a
+	// whole takes at most twice this and the client's timeout, so that a
+	// store gone silent holds no goroutine (and no shutdown) for ever.
+	// quota.DefaultBackgroundTimeout if 0 or less.
+	StoreTimeout time.Duration
+	Log          *slog.Logger
 	// Observe, if set, hears every attempt's outcome.
 	Observe func(Result)
 
@@ -96,6 +103,9 @@ func (w *Worker) init() {
 		}
 		if w.Client == nil {
 			w.Client = NewClient(0, false)
+		}
+		if w.StoreTimeout <= 0 {
+			w.StoreTimeout = quota.DefaultBackgroundTimeout
 		}
 		w.wake = make(chan struct{}, 1)
 	})
@@ -157,11 +167,36 @@ func (w *Worker) loop(ctx context.Context, polls bool) {
 	}
 }
 
-// DeliverOne claims and attempts one due delivery, if any. The attempt
-// itself is not cut short by ctx: it ends within the client's timeout.
+// DeliverOne claims and attempts one due delivery, if any, within
+// AttemptTimeout. Until a delivery is claimed, the end of ctx ends the
+// call; an attempt under way is not cut short by it: it ends within the
+// client's timeout, and its outcome is recorded.
 func (w *Worker) DeliverOne(ctx context.Context) (bool, error) {
 	w.init()
-	return w.Outbox.Deliver(context.WithoutCancel(ctx), w.Clock.Now(), w.attempt)
+	bounded, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.AttemptTimeout())
+	defer cancel()
+	var sending atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		if !sending.Load() {
+			cancel()
+		}
+	})
+	defer stop()
+	return w.Outbox.Deliver(bounded, w.Clock.Now(), func(ctx context.Context, m Message) Outcome {
+		sending.Store(true)
+		return w.attempt(ctx, m)
+	})
+}
+
+// AttemptTimeout bounds one call of DeliverOne: the store's time to claim
+// a delivery and to record its outcome, and the receiver's to answer.
+func (w *Worker) AttemptTimeout() time.Duration {
+	w.init()
+	client := w.Client.Timeout
+	if client <= 0 {
+		client = DefaultTimeout
+	}
+	return 2*w.StoreTimeout + client
 }
 
 func (w *Worker) attempt(ctx context.Context, m Message) Outcome {

@@ -401,3 +401,36 @@ func TestLeaseOfASubjectCountsNothingInGlobalWindows(t *testing.T) {
 		t.Errorf("global usage %d, every lease settled; want the set's 3, once", got)
 	}
 }
+
+// A process that may have been taken for dead (SuspectAll: its lock
+// session was lost) spends nothing from its leases before the store says
+// they still hold: a lease the others reclaimed meanwhile is dropped, and
+// the check takes its units from the store. Every admitted unit stays
+// counted.
+func TestLeaseSuspectedAllIsNotSpentOnceReclaimed(t *testing.T) {
+	t.Parallel()
+	store := quotatest.NewStore()
+	l := store.Process()
+	_, pool := newHookedPool(l)
+	day := leaseSpan(tiers.Day, 1000)
+	// Another process runs: leases are reported.
+	store.Process()
+	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10 unused
+		t.Fatal("denied")
+	}
+	// Idle, the lease reports its 10 unused (its check is answered).
+	for range 4 {
+		if err := pool.Flush(context.Background(), leaseAt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if held, unused := store.Lease(l, day.Key); !held || unused != 10 {
+		t.Fatalf("reported: held %t, %d unused; want 10", held, unused)
+	}
+	store.Reclaim(l)
+	pool.SuspectAll()
+	if !mustTake(t, pool, leaseCharge(1, day)) {
+		t.Fatal("denied")
+	}
+	mustAdmitted(t, pool, store, day.Key, 2)
+}

@@ -91,6 +91,22 @@ func (s *Store) Kill(l *Ledger) {
 	delete(s.freed, l.holder)
 }
 
+// Reclaim takes back l's leases as the others do once its process has
+// been gone long enough (or an admin released it): the units they report
+// unused are no longer counted, and l holds none of them.
+func (s *Store) Reclaim(l *Ledger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, row := range s.leases {
+		if k.holder != l.holder || !row.held {
+			continue
+		}
+		s.counters[k.key] -= min(row.unused, s.counters[k.key])
+		row.held, row.unused, row.granted = false, 0, 0
+		s.leases[k] = row
+	}
+}
+
 // Count returns a counter's value: units admitted or held in leases.
 func (s *Store) Count(k quota.CounterKey) int64 {
 	s.mu.Lock()
@@ -458,12 +474,12 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 }
 
 // Purge implements quota.Ledger.
-func (l *Ledger) Purge(context.Context, time.Time) error {
+func (l *Ledger) Purge(context.Context, time.Time, quota.Retention) (quota.Purged, error) {
 	if err := l.lock(); err != nil {
-		return err
+		return nil, err
 	}
 	l.s.mu.Unlock()
-	return nil
+	return quota.Purged{}, nil
 }
 
 var (
