@@ -307,6 +307,19 @@ func roleName(r api.Role) string {
 	return "check"
 }
 
+// noMigrate says what turned start-up migrations off, for the refusal of
+// an older schema: "--no-migrate is set" or "$QUOTAD_MIGRATE (--migrate) is
+// false"; "" when they are on.
+func (c *config) noMigrate() string {
+	switch {
+	case c.Migrate:
+		return ""
+	case strings.HasPrefix(c.from("migrate"), "$"):
+		return c.from("migrate") + " is false"
+	}
+	return "--no-migrate is set"
+}
+
 // checkAddr checks the syntax of a listen address: host:port, the host
 // empty (every interface), a name or an IP address, the port a number
 // from 0 (any free port) to 65535 or a service's name.

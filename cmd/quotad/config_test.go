@@ -535,3 +535,30 @@ func TestBinaryFatalErrorIsOneJSONLine(t *testing.T) {
 		})
 	}
 }
+
+// The refusal of an older schema without migrations names what turned
+// them off: the flag or the variable.
+func TestNoMigrateNamesItsSource(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"on", nil, nil, ""},
+		{"flag", []string{"--no-migrate"}, map[string]string{"QUOTAD_MIGRATE": "true"}, "--no-migrate is set"},
+		{"flag with a value", []string{"--migrate=false"}, nil, "--no-migrate is set"},
+		{"variable", nil, map[string]string{"QUOTAD_MIGRATE": "false"}, "$QUOTAD_MIGRATE (--migrate) is false"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.noMigrate(); got != tt.want {
+				t.Errorf("noMigrate() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -268,7 +268,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	}
 	switch {
 	case cmd == "up":
-		err = startSchema(ctx, db, true)
+		err = startSchema(ctx, db, "")
 	case cmd == "down":
 		if st.Dirty {
 			// Maybe a migration under way: wait for it.
@@ -277,7 +277,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 			}
 		}
 		if err == nil {
-			err = refuseSchema(st, true)
+			err = refuseSchema(st, "")
 		}
 		if err == nil {
 			err = db.MigrateDown(ctx)

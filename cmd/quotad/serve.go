@@ -190,7 +190,7 @@ func (p *instance) openStores(ctx context.Context) error {
 	}
 	p.db = db
 	p.onClose(db.Close)
-	if err := startSchema(ctx, db, p.cfg.Migrate); err != nil {
+	if err := startSchema(ctx, db, p.cfg.noMigrate()); err != nil {
 		return err
 	}
 	// Webhook deliveries use connections of their own, closed after the
