@@ -330,7 +330,7 @@ func (p *instance) listen() {
 		})}
 	p.background.Go(func() {
 		reclaimer.Run(p.bg, p.cfg.StoreTimeout+p.cfg.RequestTimeout, func(err error) {
-			p.log.Warn("taking back dead processes' leases failed; will retry", "error", err)
+			p.retrying("taking back dead processes' leases failed; will retry", err)
 		})
 	})
 	p.background.Add(2)
