@@ -75,6 +75,19 @@ type config struct {
 
 	tokens []api.Token
 	gogc   string // the environment's GOGC: when set, the operator paces the collector
+	// origins names, by flag name, where each value given came from: the
+	// flag (--listen) or its variable ($QUOTAD_LISTEN (--listen)); see from.
+	origins map[string]string
+	// warnings are what check found suspect but not wrong, logged once
+	// the logger exists.
+	warnings []configWarning
+}
+
+// configWarning is one warning about the configuration: a message and
+// its attributes, never a secret.
+type configWarning struct {
+	msg  string
+	args []any
 }
 
 // cli is quotad's command line. The configuration's flags belong to
@@ -142,7 +155,36 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 		return "", nil, nil
 	}
 	c.Config.gogc = getenv("GOGC")
+	c.Config.origins = origins(ctx)
 	return ctx.Command(), c, nil
+}
+
+// origins names, by flag name, where the value of each flag set came
+// from: the command line (--flag) or, through the environment resolver,
+// the flag's variable ($VARIABLE (--flag)).
+func origins(ctx *kong.Context) map[string]string {
+	out := map[string]string{}
+	for _, p := range ctx.Path {
+		if p.Flag == nil {
+			continue
+		}
+		name := "--" + p.Flag.Name
+		if env := p.Flag.Tag.Get("envvar"); p.Resolved && env != "" {
+			name = "$" + env + " (" + name + ")"
+		}
+		out[p.Flag.Name] = name
+	}
+	return out
+}
+
+// from names where the value of the flag name came from, for an error
+// or a warning about it: the flag when it was given on the command line,
+// its variable when it came from there, else its default.
+func (c *config) from(name string) string {
+	if o, ok := c.origins[name]; ok {
+		return o
+	}
+	return "--" + name + " (its default)"
 }
 
 // singleDashFlags rewrites the single-dash spelling of long flags
@@ -180,54 +222,74 @@ func singleDashFlags(model *kong.Application, args []string) []string {
 	return out
 }
 
-// check validates what the flags' types do not, and derives the tokens
-// and the listen address.
+// check validates what the flags' types do not, every value before
+// quotad connects to anything (addresses and URLs by their syntax), and
+// derives the tokens and the listen address. An error names where the
+// value came from (see from); what is suspect but not wrong becomes
+// c.warnings.
 func (c *config) check() error {
+	bad := func(name, format string, args ...any) error {
+		return fmt.Errorf("%s: "+format, append([]any{c.from(name)}, args...)...)
+	}
 	switch {
 	case c.ShutdownTimeout < 0:
-		return fmt.Errorf("--shutdown-timeout ($QUOTAD_SHUTDOWN_TIMEOUT): want a duration of 0 or more, got %s", c.ShutdownTimeout)
+		return bad("shutdown-timeout", "want a duration of 0 or more, got %s", c.ShutdownTimeout)
 	case c.DrainTimeout < 0:
-		return fmt.Errorf("--drain-timeout ($QUOTAD_DRAIN_TIMEOUT): want a duration of 0 or more, got %s", c.DrainTimeout)
+		return bad("drain-timeout", "want a duration of 0 or more, got %s", c.DrainTimeout)
 	case c.ReclaimAfter < 100*time.Millisecond:
-		return fmt.Errorf("--reclaim-after ($QUOTAD_RECLAIM_AFTER): want a duration of 100ms or more, got %s", c.ReclaimAfter)
+		return bad("reclaim-after", "want a duration of 100ms or more, got %s", c.ReclaimAfter)
 	case c.DBWait < 0:
-		return fmt.Errorf("--db-wait ($QUOTAD_DB_WAIT): want a duration of 0 or more, got %s", c.DBWait)
+		return bad("db-wait", "want a duration of 0 or more, got %s", c.DBWait)
 	case c.StoreTimeout <= 0:
-		return fmt.Errorf("--store-timeout ($QUOTAD_STORE_TIMEOUT): want a positive duration such as 250ms, got %s", c.StoreTimeout)
+		return bad("store-timeout", "want a positive duration such as 250ms, got %s", c.StoreTimeout)
 	case c.RequestTimeout <= 0:
-		return fmt.Errorf("--request-timeout ($QUOTAD_REQUEST_TIMEOUT): want a positive duration such as 5s, got %s", c.RequestTimeout)
+		return bad("request-timeout", "want a positive duration such as 5s, got %s", c.RequestTimeout)
 	case c.RedisTimeout <= 0:
-		return fmt.Errorf("--redis-timeout ($QUOTAD_REDIS_TIMEOUT): want a positive duration such as 250ms, got %s", c.RedisTimeout)
+		return bad("redis-timeout", "want a positive duration such as 250ms, got %s", c.RedisTimeout)
 	case c.WebhookTimeout <= 0:
-		return fmt.Errorf("--webhook-timeout ($QUOTAD_WEBHOOK_TIMEOUT): want a positive duration such as 10s, got %s", c.WebhookTimeout)
+		return bad("webhook-timeout", "want a positive duration such as 10s, got %s", c.WebhookTimeout)
 	case c.WebhookRetryBase <= 0:
-		return fmt.Errorf("--webhook-retry-base ($QUOTAD_WEBHOOK_RETRY_BASE): want a positive duration, got %s", c.WebhookRetryBase)
+		return bad("webhook-retry-base", "want a positive duration, got %s", c.WebhookRetryBase)
 	case c.DBMaxConns < 0 || c.DBMaxConns > 1000:
-		return fmt.Errorf("--db-max-conns ($QUOTAD_DB_MAX_CONNS): want an integer from 0 to 1000, got %d", c.DBMaxConns)
+		return bad("db-max-conns", "want an integer from 0 to 1000, got %d", c.DBMaxConns)
 	case c.WarmCustomers < 0 || c.WarmCustomers > tiers.DefaultCacheCustomers:
-		return fmt.Errorf("--warm-customers ($QUOTAD_WARM_CUSTOMERS): want an integer from 0 to %d (the cache's bound), got %d", tiers.DefaultCacheCustomers, c.WarmCustomers)
+		return bad("warm-customers", "want an integer from 0 to %d (the cache's bound), got %d", tiers.DefaultCacheCustomers, c.WarmCustomers)
 	case c.WarmTimeout <= 0:
-		return fmt.Errorf("--warm-timeout ($QUOTAD_WARM_TIMEOUT): want a positive duration such as 10s, got %s", c.WarmTimeout)
+		return bad("warm-timeout", "want a positive duration such as 10s, got %s", c.WarmTimeout)
 	case c.GCHeadroom < 0 || c.GCHeadroom > 1<<20:
-		return fmt.Errorf("--gc-headroom-mib ($QUOTAD_GC_HEADROOM_MIB): want an integer from 0 to %d, got %d", 1<<20, c.GCHeadroom)
+		return bad("gc-headroom-mib", "want an integer from 0 to %d, got %d", 1<<20, c.GCHeadroom)
+	}
+	for _, a := range []struct{ name, addr string }{
+		{"listen", c.Listen}, {"grpc-listen", c.GRPCListen}, {"debug-listen", c.DebugListen},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		if err := checkAddr(a.addr); err != nil {
+			return bad(a.name, "%v", err)
+		}
+	}
+	if _, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns); err != nil {
+		return bad("database-url", "%v", err) // says why without the password
 	}
 	if err := c.checkRetention(); err != nil {
 		return err
 	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
-			return fmt.Errorf("--redis-url ($QUOTAD_REDIS_URL): %v", redactRedis(err.Error(), c.RedisURL))
+			return bad("redis-url", "%v", redactRedis(err.Error(), c.RedisURL))
 		}
 	}
 	admin, err := api.ParseTokens(c.AdminTokens, api.RoleAdmin)
 	if err != nil {
-		return fmt.Errorf("--admin-tokens ($QUOTAD_ADMIN_TOKENS): %w", err)
+		return bad("admin-tokens", "%w", err)
 	}
 	check, err := api.ParseTokens(c.CheckTokens, api.RoleCheck)
 	if err != nil {
-		return fmt.Errorf("--check-tokens ($QUOTAD_CHECK_TOKENS): %w", err)
+		return bad("check-tokens", "%w", err)
 	}
 	c.tokens = append(admin, check...)
+	c.warnings = append(c.warnings, c.tokenWarnings()...)
 	if c.Listen == "" {
 		c.Listen = ":8080"
 		if len(c.tokens) == 0 {
@@ -235,6 +297,78 @@ func (c *config) check() error {
 		}
 	}
 	return nil
+}
+
+// roleName names a token's role in a warning.
+func roleName(r api.Role) string {
+	if r == api.RoleAdmin {
+		return "admin"
+	}
+	return "check"
+}
+
+// noMigrate says what turned start-up migrations off, for the refusal of
+// an older schema: "--no-migrate is set" or "$QUOTAD_MIGRATE (--migrate) is
+// false"; "" when they are on.
+func (c *config) noMigrate() string {
+	switch {
+	case c.Migrate:
+		return ""
+	case strings.HasPrefix(c.from("migrate"), "$"):
+		return c.from("migrate") + " is false"
+	}
+	return "--no-migrate is set"
+}
+
+// checkAddr checks the syntax of a listen address: host:port, the host
+// empty (every interface), a name or an IP address, the port a number
+// from 0 (any free port) to 65535 or a service's name.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, such as 127.0.0.1:8080 or :8080, got %q", addr)
+	}
+	if strings.ContainsAny(host, " /?#@") {
+		return fmt.Errorf("%q: want a host name or an IP address before the port", addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("%q: want a port from 0 to 65535, got %q", addr, port)
+	}
+	return nil
+}
+
+// tokenWarnings warns of tokens that share a name (the logs and the audit
+// trail cannot tell them apart) or a secret (who presents it is taken for
+// the last of them, whatever the other's role). They name tokens, never
+// secrets.
+func (c *config) tokenWarnings() []configWarning {
+	var out []configWarning
+	names := map[string]api.Token{}
+	secrets := map[string]api.Token{}
+	from := func(t api.Token) string {
+		if t.Role == api.RoleAdmin {
+			return c.from("admin-tokens")
+		}
+		return c.from("check-tokens")
+	}
+	for _, t := range c.tokens {
+		if prev, ok := names[t.Name]; ok {
+			out = append(out, configWarning{"two tokens have one name: the logs and the audit trail cannot tell them apart; give each a name of its own",
+				[]any{"name", t.Name, "first", from(prev), "second", from(t)}})
+		}
+		names[t.Name] = t
+		if prev, ok := secrets[t.Secret]; ok {
+			msg := "two tokens have one secret: who presents it is taken for the second"
+			if prev.Role != t.Role {
+				msg = "one secret is both an admin and a check token: who presents it is taken for the second, with its role only"
+			}
+			out = append(out, configWarning{msg,
+				[]any{"first", prev.Name, "first_role", roleName(prev.Role), "first_from", from(prev),
+					"second", t.Name, "second_role", roleName(t.Role), "second_from", from(t)}})
+		}
+		secrets[t.Secret] = t
+	}
+	return out
 }
 
 func parseLevel(s string) (slog.Level, error) {
@@ -315,10 +449,14 @@ func (c *config) poolSize() int {
 	return n
 }
 
-// redactRedis returns s with the password of Redis URL url masked.
+// redactRedis returns s with the password of Redis URL url masked; of
+// a URL that cannot be parsed, every URL's in s.
 func redactRedis(s, url string) string {
 	u, err := neturl.Parse(url)
-	if err != nil || u.User == nil {
+	if err != nil {
+		return store.RedactURL(s)
+	}
+	if u.User == nil {
 		return s
 	}
 	if p, ok := u.User.Password(); ok && p != "" {

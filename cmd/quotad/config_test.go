@@ -3,9 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -272,6 +278,286 @@ func TestLoggedPoolSize(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("db_max_conns = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// An error about a value names where it came from: the flag when the
+// command line gave it (and not the variable, whatever the environment
+// says), the variable when the environment did. Addresses and URLs are
+// checked by their syntax too.
+func TestConfigBlamesWhereTheValueCameFrom(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    []string
+		notWant []string
+	}{
+		{"duration from the flag", []string{"--db-wait=-1s"}, map[string]string{"QUOTAD_DB_WAIT": "2s"},
+			[]string{"--db-wait", "-1s"}, []string{"$QUOTAD_DB_WAIT"}},
+		{"duration from the variable", nil, map[string]string{"QUOTAD_DB_WAIT": "-1s"},
+			[]string{"$QUOTAD_DB_WAIT", "--db-wait", "-1s"}, nil},
+		{"positive duration from the flag", []string{"--request-timeout", "0s"}, nil,
+			[]string{"--request-timeout"}, []string{"$QUOTAD_REQUEST_TIMEOUT"}},
+		{"int from the flag", []string{"--db-max-conns", "5000"}, nil,
+			[]string{"--db-max-conns", "5000"}, []string{"$QUOTAD_DB_MAX_CONNS"}},
+		{"int from the variable", nil, map[string]string{"QUOTAD_WARM_CUSTOMERS": "-1"},
+			[]string{"$QUOTAD_WARM_CUSTOMERS"}, nil},
+		{"tokens from the flag", []string{"--admin-tokens", ":s3cret"}, nil,
+			[]string{"--admin-tokens"}, []string{"$QUOTAD_ADMIN_TOKENS", "s3cret"}},
+		{"tokens from the variable", nil, map[string]string{"QUOTAD_CHECK_TOKENS": "name:"},
+			[]string{"$QUOTAD_CHECK_TOKENS"}, nil},
+		{"listen without a port, from the flag", []string{"--listen", "127.0.0.1"}, map[string]string{"QUOTAD_LISTEN": ":8080"},
+			[]string{"--listen", `"127.0.0.1"`}, []string{"$QUOTAD_LISTEN"}},
+		{"listen without a port, from the variable", nil, map[string]string{"QUOTAD_LISTEN": "8080"},
+			[]string{"$QUOTAD_LISTEN", "--listen", `"8080"`}, nil},
+		{"listen port out of range", []string{"--listen", ":65536"}, nil,
+			[]string{"--listen", "65536"}, nil},
+		{"listen host with a path", []string{"--listen", "http://host:80"}, nil,
+			[]string{"--listen"}, nil},
+		{"gRPC listen", []string{"--grpc-listen", "127.0.0.1:x"}, nil,
+			[]string{"--grpc-listen", `"x"`}, []string{"$QUOTAD_GRPC_LISTEN"}},
+		{"debug listen from the variable", nil, map[string]string{"QUOTAD_DEBUG_LISTEN": "localhost"},
+			[]string{"$QUOTAD_DEBUG_LISTEN", "--debug-listen"}, nil},
+		{"database URL from the flag", []string{"--database-url", "mysql://root:s3cret@db/x"}, nil,
+			[]string{"--database-url", "postgres://"}, []string{"$QUOTAD_DATABASE_URL", "s3cret"}},
+		{"database URL from the variable", nil, map[string]string{"QUOTAD_DATABASE_URL": "postgres://root:s3cret@db:port/x"},
+			[]string{"$QUOTAD_DATABASE_URL", "--database-url"}, []string{"s3cret"}},
+		{"Redis URL from the flag", []string{"--redis-url", "http://:s3cret@cache:6379"}, nil,
+			[]string{"--redis-url"}, []string{"$QUOTAD_REDIS_URL", "s3cret"}},
+		{"Redis URL from the variable", nil, map[string]string{"QUOTAD_REDIS_URL": "redis://:s3cret@cache:port"},
+			[]string{"$QUOTAD_REDIS_URL", "--redis-url"}, []string{"s3cret"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
+			if err == nil {
+				t.Fatalf("parsed, want an error")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %s", err, w)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error %q says %s", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Addresses that cannot be listened on are refused before quotad connects
+// to anything: with a database URL that nothing answers and an hour to
+// wait for it, the error is still, at once, the address's, naming where it
+// came from.
+func TestListenAddressRefusedBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	inUse, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { inUse.Close() }) // after the parallel subtests
+	// Port 1 of loopback: nothing listens there, connections are refused
+	// and retried for --db-wait.
+	const unreachable = "postgres://postgres@127.0.0.1:1/quotad?sslmode=disable"
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"syntax, from the flag", []string{"--listen", "nowhere"}, nil, []string{"--listen", `"nowhere"`}},
+		{"in use, from the flag", []string{"--listen", inUse.Addr().String()}, nil, []string{"--listen", "address already in use"}},
+		{"in use, from the variable", nil, map[string]string{"QUOTAD_LISTEN": inUse.Addr().String()},
+			[]string{"$QUOTAD_LISTEN", "address already in use"}},
+		{"gRPC in use", []string{"--grpc-listen", inUse.Addr().String()}, nil, []string{"--grpc-listen", "address already in use"}},
+		{"debug in use", nil, map[string]string{"QUOTAD_DEBUG_LISTEN": inUse.Addr().String()},
+			[]string{"$QUOTAD_DEBUG_LISTEN", "address already in use"}},
+		// With a token: without, quotad would listen on loopback only.
+		{"not this host's", []string{"--listen", "192.0.2.1:8080"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret"},
+			[]string{"--listen", "192.0.2.1:8080"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"QUOTAD_DATABASE_URL": unreachable, "QUOTAD_DB_WAIT": "1h", "QUOTAD_LISTEN": "127.0.0.1:0"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			// Only a safety net: the address is refused long before.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var out bytes.Buffer
+			err := run(ctx, append([]string{"quotad"}, tt.args...), fakeEnv(env), &out)
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("run returned %v, want the address refused", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %s", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "database") || strings.Contains(out.String(), "database") {
+				t.Errorf("quotad tried the database before refusing the address: error %q, log %s", err, out.String())
+			}
+		})
+	}
+}
+
+// Tokens that share a name, or a secret, start with a warning each, which
+// names the tokens and where they came from, never a secret.
+func TestConfigWarnsOfTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		wants []string // the warnings' messages, in order, by a word of each
+	}{
+		{"distinct", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "backend:s3cret-b"}, nil},
+		{"one name twice", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a,ops:s3cret-b"}, []string{"one name"}},
+		{"one name in both lists", []string{"--check-tokens", "ops:s3cret-b"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a"},
+			[]string{"one name"}},
+		{"one secret in both lists", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "backend:s3cret-a"},
+			[]string{"both an admin and a check token"}},
+		{"unnamed, one secret twice", []string{"--check-tokens", "s3cret-a,s3cret-a"}, nil, []string{"one secret"}},
+		{"both at once", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "ops:s3cret-a"},
+			[]string{"one name", "both an admin and a check token"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"QUOTAD_DATABASE_URL": "postgres://postgres@127.0.0.1:1/quotad?sslmode=disable",
+				"QUOTAD_DB_WAIT": "0s", "QUOTAD_LISTEN": "127.0.0.1:0"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			var out bytes.Buffer
+			// Nothing answers at the database's address: quotad logs its
+			// warnings, then gives up.
+			if err := run(context.Background(), append([]string{"quotad"}, tt.args...), fakeEnv(env), &out); err == nil {
+				t.Fatal("run succeeded without a database")
+			}
+			var got []map[string]any
+			for line := range strings.Lines(out.String()) {
+				var rec map[string]any
+				if err := json.Unmarshal([]byte(line), &rec); err != nil {
+					t.Fatalf("log line %q: %v", line, err)
+				}
+				if rec["level"] == "WARN" && strings.Contains(rec["msg"].(string), "token") {
+					got = append(got, rec)
+				}
+			}
+			if len(got) != len(tt.wants) {
+				t.Fatalf("%d warnings of tokens, want %d:\n%s", len(got), len(tt.wants), out.String())
+			}
+			for i, w := range tt.wants {
+				if !strings.Contains(got[i]["msg"].(string), w) {
+					t.Errorf("warning %d: %v, want one of %q", i, got[i], w)
+				}
+			}
+			if strings.Contains(out.String(), "s3cret") {
+				t.Errorf("a secret is logged:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// A fatal error, whatever its line breaks, is one JSON log line at ERROR,
+// and the exit status is not 0.
+func TestFatalErrorIsOneJSONLine(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if status := exitStatus(nil, &out); status != 0 || out.Len() != 0 {
+		t.Errorf("no error: status %d, printed %q; want 0 and nothing", status, out.String())
+	}
+	if status := exitStatus(fmt.Errorf("wrapped: %w", flag.ErrHelp), &out); status != 0 || out.Len() != 0 {
+		t.Errorf("help: status %d, printed %q; want 0 and nothing", status, out.String())
+	}
+	status := exitStatus(errors.New("migrate up: line one\nline two"), &out)
+	if status == 0 {
+		t.Error("exit status 0 for an error")
+	}
+	assertOneErrorLine(t, out.String(), "line one\nline two")
+}
+
+// assertOneErrorLine checks that out is one JSON log line at ERROR whose
+// error says want.
+func assertOneErrorLine(t *testing.T, out, want string) {
+	t.Helper()
+	if strings.Count(out, "\n") != 1 || !strings.HasSuffix(out, "\n") {
+		t.Fatalf("printed %q, want one line", out)
+	}
+	var rec struct{ Time, Level, Msg, Error string }
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatalf("printed %q: %v", out, err)
+	}
+	if rec.Time == "" || rec.Level != "ERROR" || rec.Msg == "" || !strings.Contains(rec.Error, want) {
+		t.Errorf("logged %+v, want an ERROR line whose error says %q", rec, want)
+	}
+}
+
+// quotad as a process: a bad configuration is one JSON line on its
+// standard output, where its logs go, nothing on its standard error, and
+// exit status 1.
+func TestBinaryFatalErrorIsOneJSONLine(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"bad flag value", []string{"--listen", "nowhere"}, nil, "--listen"},
+		{"bad variable", nil, []string{"QUOTAD_STORE_FAILURE=maybe"}, "$QUOTAD_STORE_FAILURE"},
+		{"unknown flag", []string{"--nope"}, nil, "--nope"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(MustBuildBinary(t), tt.args...)
+			cmd.Env = append(os.Environ(), "QUOTAD_DATABASE_URL=postgres://postgres@127.0.0.1:1/quotad", "QUOTAD_DB_WAIT=1h")
+			cmd.Env = append(cmd.Env, tt.env...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Errorf("quotad ended with %v, want exit status 1", err)
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("printed on standard error: %q", stderr.String())
+			}
+			assertOneErrorLine(t, stdout.String(), tt.want)
+		})
+	}
+}
+
+// The refusal of an older schema without migrations names what turned
+// them off: the flag or the variable.
+func TestNoMigrateNamesItsSource(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"on", nil, nil, ""},
+		{"flag", []string{"--no-migrate"}, map[string]string{"QUOTAD_MIGRATE": "true"}, "--no-migrate is set"},
+		{"flag with a value", []string{"--migrate=false"}, nil, "--no-migrate is set"},
+		{"variable", nil, map[string]string{"QUOTAD_MIGRATE": "false"}, "$QUOTAD_MIGRATE (--migrate) is false"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.noMigrate(); got != tt.want {
+				t.Errorf("noMigrate() = %q, want %q", got, tt.want)
 			}
 		})
 	}

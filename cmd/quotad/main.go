@@ -41,10 +41,21 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args, os.Getenv, os.Stdout)
 	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "quotad:", err)
-		os.Exit(1)
+	if status := exitStatus(err, os.Stdout); status != 0 {
+		os.Exit(status)
 	}
+}
+
+// exitStatus returns the exit status of a run that returned err, which it
+// logs to w, where the logs go, as one JSON line at ERROR (the error's
+// own line breaks escaped): a bad configuration, a store that cannot be
+// reached at start-up, a listener that fails.
+func exitStatus(err error, w io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	slog.New(slog.NewJSONHandler(w, nil)).Error("quotad cannot go on", "error", err.Error())
+	return 1
 }
 
 // run is quotad: it returns when ctx is canceled (after a graceful
@@ -104,7 +115,7 @@ func openStore(ctx context.Context, cfg *config, log *slog.Logger) (*store.DB, e
 		if errors.Is(err, store.ErrBadURL) || errors.Is(err, store.ErrRejected) {
 			// Waiting mends a server that is down or starting, not a
 			// wrong URL, database name or password.
-			return nil, fmt.Errorf("connect to database: %w; check --database-url ($QUOTAD_DATABASE_URL)", err)
+			return nil, fmt.Errorf("connect to database: %w; check %s", err, cfg.from("database-url"))
 		}
 		if !errors.Is(err, tiers.ErrUnavailable) || time.Now().After(deadline) {
 			return nil, fmt.Errorf("connect to database: %w", err)
@@ -257,7 +268,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	}
 	switch {
 	case cmd == "up":
-		err = startSchema(ctx, db, true)
+		err = startSchema(ctx, db, "")
 	case cmd == "down":
 		if st.Dirty {
 			// Maybe a migration under way: wait for it.
@@ -266,7 +277,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 			}
 		}
 		if err == nil {
-			err = refuseSchema(st, true)
+			err = refuseSchema(st, "")
 		}
 		if err == nil {
 			err = db.MigrateDown(ctx)

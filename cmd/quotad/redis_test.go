@@ -203,6 +203,7 @@ func TestRedisOutage(t *testing.T) {
 		if d, b := s.logLines(logRedisDown), s.logLines(logRedisBack); d != 1 || b != 1 {
 			t.Errorf("process %d logged %d × %q and %d × %q, want one each", i, d, logRedisDown, b, logRedisBack)
 		}
+		s.assertOutageLogged(t, "redis")
 	}
 	stop.Store(true)
 	wg.Wait()

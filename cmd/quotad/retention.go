@@ -48,20 +48,20 @@ func (d retainDuration) String() string {
 	return v.String()
 }
 
-// checkRetention rejects a negative --retain-* value, naming the flag and
-// its variable.
+// checkRetention rejects a negative --retain-* value, naming where it
+// came from (see config.from).
 func (c *config) checkRetention() error {
 	for _, f := range []struct {
-		flag, env string
-		v         retainDuration
+		flag string
+		v    retainDuration
 	}{
-		{"--retain-history", "QUOTAD_RETAIN_HISTORY", c.RetainHistory},
-		{"--retain-audit", "QUOTAD_RETAIN_AUDIT", c.RetainAudit},
-		{"--retain-reservations", "QUOTAD_RETAIN_RESERVATIONS", c.RetainReservations},
-		{"--retain-deliveries", "QUOTAD_RETAIN_DELIVERIES", c.RetainDeliveries},
+		{"retain-history", c.RetainHistory},
+		{"retain-audit", c.RetainAudit},
+		{"retain-reservations", c.RetainReservations},
+		{"retain-deliveries", c.RetainDeliveries},
 	} {
 		if f.v < 0 {
-			return fmt.Errorf("%s ($%s): want a duration of 0 (keep forever) or more, such as 400d, got %s", f.flag, f.env, f.v)
+			return fmt.Errorf("%s: want a duration of 0 (keep forever) or more, such as 400d, got %s", c.from(f.flag), f.v)
 		}
 	}
 	return c.retention().Validate()

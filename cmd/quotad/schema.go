@@ -40,11 +40,12 @@ func schemaDirty(v uint) error {
 }
 
 // schemaOlder is the refusal of a schema older than this binary's, when
-// it is not to migrate it (--no-migrate).
-func schemaOlder(v uint) error {
-	return &schemaError{fmt.Sprintf("the database schema is at version %d, older than this quotad (%s), which needs schema %d, and --no-migrate ($QUOTAD_MIGRATE=false) is set: "+
+// it is not to migrate it: noMigrate says what turned migrations off
+// (see config.noMigrate).
+func schemaOlder(v uint, noMigrate string) error {
+	return &schemaError{fmt.Sprintf("the database schema is at version %d, older than this quotad (%s), which needs schema %d, and %s: "+
 		"run `quotad migrate up` with this quotad first (or start it without --no-migrate)",
-		v, version, store.SchemaVersion)}
+		v, version, store.SchemaVersion, noMigrate)}
 }
 
 func prevVersion(v uint) uint {
@@ -55,16 +56,17 @@ func prevVersion(v uint) uint {
 }
 
 // refuseSchema returns the refusal of st for a binary that may migrate it
-// up (migrate) or may not, or nil: a schema that is dirty, newer than
-// store.SchemaVersion, or older and not to be migrated.
-func refuseSchema(st store.MigrationState, migrate bool) error {
+// up (noMigrate empty) or may not (noMigrate says why), or nil: a schema
+// that is dirty, newer than store.SchemaVersion, or older and not to be
+// migrated.
+func refuseSchema(st store.MigrationState, noMigrate string) error {
 	switch {
 	case st.Dirty:
 		return schemaDirty(st.Version)
 	case st.Version > store.SchemaVersion:
 		return schemaNewer(st.Version)
-	case st.Version < store.SchemaVersion && !migrate:
-		return schemaOlder(st.Version)
+	case st.Version < store.SchemaVersion && noMigrate != "":
+		return schemaOlder(st.Version, noMigrate)
 	}
 	return nil
 }
@@ -72,12 +74,14 @@ func refuseSchema(st store.MigrationState, migrate bool) error {
 // startSchema makes db's schema the one this binary runs on, or says why
 // it cannot. A schema older than the binary's, or dirty, may be another
 // process's migration under way (golang-migrate marks each migration dirty
-// while it runs): startSchema migrates it up if migrate, which waits for
-// that process's lock (golang-migrate's advisory lock), or else waits for
+// while it runs): startSchema migrates it up unless noMigrate says why not
+// (see refuseSchema), which waits for that process's lock
+// (golang-migrate's advisory lock), or else waits for
 // the lock alone; either way it then reads the schema again and refuses
 // one it cannot run on. Of several processes migrating at once, one
 // migrates and the others find nothing left to do.
-func startSchema(ctx context.Context, db *store.DB, migrate bool) error {
+func startSchema(ctx context.Context, db *store.DB, noMigrate string) error {
+	migrate := noMigrate == ""
 	st, err := db.MigrationVersion(ctx)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
@@ -93,7 +97,7 @@ func startSchema(ctx context.Context, db *store.DB, migrate bool) error {
 			return errors.Join(migErr, fmt.Errorf("read the schema version: %w", err))
 		}
 	}
-	if r := refuseSchema(st, migrate); r != nil {
+	if r := refuseSchema(st, noMigrate); r != nil {
 		// The refusal says what golang-migrate's error would (a dirty
 		// schema; no migration found for a newer version), not why a
 		// migration this process ran failed: that is worth reading.

@@ -34,13 +34,16 @@ import (
 // what it opened in the reverse order.
 func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	log := newLogger(stdout, cfg.LogLevel)
+	for _, w := range cfg.warnings {
+		log.Warn(w.msg, w.args...)
+	}
 	forwardRules, err := loadForwardAuth(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.from("forward-auth-config"), err)
 	}
 	rlsRules, err := loadRLS(cfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", cfg.from("rls-config"), err)
 	}
 	if len(cfg.tokens) == 0 {
 		if addr, changed := loopbackOnly(cfg.Listen); changed {
@@ -52,6 +55,12 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 			cfg.GRPCListen = addr
 		}
 		log.Warn("no QUOTAD_ADMIN_TOKENS or QUOTAD_CHECK_TOKENS configured: serving without authentication, on loopback only")
+	}
+	// The addresses are bound once now, before PostgreSQL and Redis are
+	// connected to, migrated and warmed: one that cannot be is an error
+	// in a second, not after all that.
+	if err := tryListen(cfg); err != nil {
+		return err
 	}
 	log.Info("starting quotad", "version", version, "config", cfg.logValue())
 	defer gctune.Start(cfg.gcHeadroom()).Stop()
@@ -138,6 +147,9 @@ type instance struct {
 	registry *prometheus.Registry
 	// liveness tells a slow PostgreSQL from a silent one for the engine.
 	liveness *store.Liveness
+	// pgOutage and redisOutage log the stores' outages (redisOutage is
+	// nil without Redis).
+	pgOutage, redisOutage *outageLog
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
@@ -178,7 +190,7 @@ func (p *instance) openStores(ctx context.Context) error {
 	}
 	p.db = db
 	p.onClose(db.Close)
-	if err := startSchema(ctx, db, p.cfg.Migrate); err != nil {
+	if err := startSchema(ctx, db, p.cfg.noMigrate()); err != nil {
 		return err
 	}
 	// Webhook deliveries use connections of their own, closed after the
@@ -196,11 +208,12 @@ func (p *instance) openStores(ctx context.Context) error {
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
 	p.cache = tiers.NewCache(p.db, 0)
+	p.pgOutage = newOutageLog(p.log, "postgresql")
 	p.liveness = store.NewLiveness(p.db, p.cfg.StoreTimeout, func(alive bool, err error) {
 		if alive {
-			p.log.Info("PostgreSQL answers again")
+			p.pgOutage.end("PostgreSQL answers again")
 		} else {
-			p.log.Warn("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
+			p.pgOutage.begin("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
 		}
 	})
 	p.detector = webhooks.NewDetector(p.db)
@@ -229,11 +242,15 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		p.redis = shared
 		opts.Shared, opts.SharedClock = shared, true
 		// Heard once per change of mode, not per hash slot of a cluster.
+		p.redisOutage = newOutageLog(p.log, "redis")
 		opts.OnSharedChange = func(up bool, err error) {
-			if up {
-				p.log.Info("short windows are shared in Redis again")
-			} else {
-				p.log.Warn("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
+			switch {
+			case up && errors.Is(err, quota.ErrSharedIdle):
+				p.redisOutage.end("Redis no longer judged down, untried: no check has needed it for a minute; the next one tries it")
+			case up:
+				p.redisOutage.end("short windows are shared in Redis again")
+			default:
+				p.redisOutage.begin("Redis cannot be reached (all of it, or a cluster node: then only the keys of its slots): their short windows are counted in this process, answers degraded; see quotad_redis_shards_down",
 					"error", redactRedis(err.Error(), p.cfg.RedisURL))
 			}
 		}
@@ -298,7 +315,7 @@ func (p *instance) listen() {
 		p.detector.Changed()
 		p.loadKeys()
 	},
-		func(err error) { p.log.Warn("change notifications interrupted; reconnecting", "error", err) })
+		func(err error) { p.retrying("change notifications interrupted; reconnecting", err) })
 	p.listening = make(chan struct{}, 1)
 	listener.Connected = p.listening
 	if p.leases != nil {
@@ -313,7 +330,7 @@ func (p *instance) listen() {
 		})}
 	p.background.Go(func() {
 		reclaimer.Run(p.bg, p.cfg.StoreTimeout+p.cfg.RequestTimeout, func(err error) {
-			p.log.Warn("taking back dead processes' leases failed; will retry", "error", err)
+			p.retrying("taking back dead processes' leases failed; will retry", err)
 		})
 	})
 	p.background.Add(2)
@@ -404,16 +421,16 @@ func (p *instance) warm(ctx context.Context) error {
 // it warmed.
 func (p *instance) startCheckWork() {
 	p.background.Go(func() {
-		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.log.Warn("recording API keys' last use failed; will retry", "error", err) })
+		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.retrying("recording API keys' last use failed; will retry", err) })
 	})
 	p.background.Add(2)
 	go func() {
 		defer p.background.Done()
-		p.detector.Run(p.bg, p.now, p.backgroundTimeout(), func(err error) { p.log.Warn("recording usage events failed; will retry", "error", err) })
+		p.detector.Run(p.bg, p.now, p.backgroundTimeout(), func(err error) { p.retrying("recording usage events failed; will retry", err) })
 	}()
 	go func() {
 		defer p.background.Done()
-		p.engine.Run(p.bg, func(err error) { p.log.Warn("background work failed; will retry", "error", err) })
+		p.engine.Run(p.bg, func(err error) { p.retrying("background work failed; will retry", err) })
 	}()
 }
 
@@ -462,7 +479,7 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	ln, err := net.Listen("tcp", p.cfg.Listen)
 	if err != nil {
 		grpcSrv.shutdown(context.Background())
-		return fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("%s: %w", p.cfg.from("listen"), err)
 	}
 	httpSrv := &http.Server{
 		Handler:           handler,
@@ -519,4 +536,39 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 	}
 	p.log.Info("stopped")
 	return err
+}
+
+// tryListen binds each address quotad is to listen on, and lets it go: an
+// address in use, not this host's or not allowed is refused before any
+// store is connected to. (The listeners are bound for good once the stores
+// are ready: bound now, a connection would wait, unanswered, until then.)
+func tryListen(cfg *config) error {
+	for _, a := range []struct{ name, addr string }{
+		{"listen", cfg.Listen}, {"grpc-listen", cfg.GRPCListen}, {"debug-listen", cfg.DebugListen},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cfg.from(a.name), err)
+		}
+		if err := ln.Close(); err != nil {
+			return fmt.Errorf("%s: %w", cfg.from(a.name), err)
+		}
+	}
+	return nil
+}
+
+// retrying logs msg, the failure of background work that will be retried,
+// with err: at WARN, but at DEBUG when err is a store's unavailability (or
+// a call's deadline) during an outage already logged at ERROR, so that an
+// outage is not a line per retry.
+func (p *instance) retrying(msg string, err error) {
+	level := slog.LevelWarn
+	unavailable := errors.Is(err, tiers.ErrUnavailable) || errors.Is(err, context.DeadlineExceeded)
+	if unavailable && (p.pgOutage.active() || p.redisOutage.active()) {
+		level = slog.LevelDebug
+	}
+	p.log.Log(context.Background(), level, msg, "error", err)
 }

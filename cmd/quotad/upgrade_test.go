@@ -123,7 +123,7 @@ func TestNoMigrateRefusesOlderSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	older := store.SchemaVersion - 1
-	want := fmt.Sprintf("the database schema is at version %d, older than this quotad (%s), which needs schema %d, and --no-migrate ($QUOTAD_MIGRATE=false) is set: "+
+	want := fmt.Sprintf("the database schema is at version %d, older than this quotad (%s), which needs schema %d, and --no-migrate is set: "+
 		"run `quotad migrate up` with this quotad first (or start it without --no-migrate)",
 		older, version, store.SchemaVersion)
 	if _, err := runOn(t, schema, "--no-migrate"); err == nil || err.Error() != want {

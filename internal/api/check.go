@@ -203,14 +203,23 @@ func (s *Server) check(c echo.Context) error {
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
 		return err
 	}
+	log := s.callLogOf(c)
 	if err := s.identify(c.Request().Context(), &req); err != nil {
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		if log != nil {
+			log.request(&req)
+			log.failed(err)
+		}
 		return err
 	}
 	d, now, err := s.decide(c.Request().Context(), quota.Request{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, Items: req.Items,
 		DryRun: req.DryRun, RequestID: req.RequestID,
 	})
+	if log != nil {
+		log.request(&req)
+		log.decided(&d, err)
+	}
 	if err != nil {
 		return byKey(&req, err)
 	}
@@ -272,12 +281,27 @@ func (s *Server) refund(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	log := s.callLogOf(c)
+	if log != nil {
+		log.request(&req)
+	}
 	if err := s.identify(c.Request().Context(), &req); err != nil {
+		if log != nil {
+			log.failed(err)
+		}
 		return err
 	}
 	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, RequestID: req.RequestID,
 	})
+	if log != nil {
+		log.customer = req.Customer
+		if err != nil {
+			log.failed(err)
+		} else {
+			log.decision, log.refunded = "refunded", res.Refunded
+		}
+	}
 	if err != nil {
 		return byKey(&req, err)
 	}

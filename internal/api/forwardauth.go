@@ -51,6 +51,10 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		}
 	}
 	call, err := s.forwardRules.Resolve(fr)
+	log := s.callLogOf(c)
+	if log != nil {
+		log.customer, log.metric, log.subject, log.cost = call.Customer, call.Metric, call.Subject, call.Cost
+	}
 	if call.APIKey != "" {
 		// Not one of the file's api_keys: one quotad issued, or none. An
 		// unknown key is refused before anything else, as the file's are.
@@ -64,12 +68,18 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		}
 		if keyErr != nil {
 			s.checkMetrics.decisions.get(decisionRejected).Inc()
+			if log != nil {
+				log.failed(keyErr)
+			}
 			return s.forwardAuthError(keyErr)
 		}
 	}
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
 		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		if log != nil {
+			log.failed(err)
+		}
 		if errors.Is(err, forwardauth.ErrNoKey) {
 			// No Bearer challenge: the credential wanted is the API-key
 			// header, and nginx passes a 401's challenge on to the client.
@@ -79,6 +89,9 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		return s.forwardAuthError(err)
 	}
 	if call.Pass {
+		if log != nil {
+			log.decision = "passed" // a route that checks nothing
+		}
 		// An empty customer rather than none: Caddy's copy_headers would
 		// otherwise send its placeholder upstream, unreplaced.
 		c.Response().Header()[headerCustomer] = []string{""}
@@ -88,6 +101,10 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		Subject: call.Subject})
 	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
 		err = tiers.ErrInvalidAPIKey // the key's customer is gone since
+	}
+	if log != nil {
+		log.customer, log.subject = call.Customer, call.Subject
+		log.decided(&d, err)
 	}
 	if err != nil {
 		return s.forwardAuthError(aboutMetric(call.Metric, err))

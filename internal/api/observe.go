@@ -78,19 +78,26 @@ func (c *seriesCache[K, M]) get(labels K) M {
 func (s *Server) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
-		token, err := s.run(c, next)
+		rc := requestContexts.Get().(*requestContext)
+		token, err := s.run(c, rc, next)
 		if err != nil {
 			// Write the problem now so that the status is known below.
 			c.Error(err)
 		}
-		s.observe(c, token, start)
+		s.observe(c, token, start, &rc.call)
+		rc.Context, rc.token = nil, nil
+		if rc.call.set {
+			rc.call = callLog{}
+		}
+		requestContexts.Put(rc)
 		return nil
 	}
 }
 
-// run authenticates the request and runs next, turning a panic into a
-// logged 500. token is nil when the request is unauthenticated or refused.
-func (s *Server) run(c echo.Context, next echo.HandlerFunc) (token *Token, err error) {
+// run authenticates the request and runs next with rc, turning a panic
+// into a logged 500. token is nil when the request is unauthenticated or
+// refused.
+func (s *Server) run(c echo.Context, rc *requestContext, next echo.HandlerFunc) (token *Token, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if r == http.ErrAbortHandler {
@@ -114,17 +121,15 @@ func (s *Server) run(c echo.Context, next echo.HandlerFunc) (token *Token, err e
 		defer cancel()
 		c.SetRequest(c.Request().WithContext(ctx))
 	}
-	rc := requestContexts.Get().(*requestContext)
 	rc.Context, rc.token = c, token
-	err = next(rc)
-	*rc = requestContext{}
-	requestContexts.Put(rc)
-	return token, err
+	return token, next(rc)
 }
 
 // observe counts and logs a request. Admin writes are logged at info,
-// everything else (the check path above all) at debug.
-func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
+// everything else (the check path above all) at debug; at debug, the line
+// of a check, refund or reserve says what call lists (customer, metric,
+// decision).
+func (s *Server) observe(c echo.Context, token *Token, start time.Time, call *callLog) {
 	req := c.Request()
 	status := c.Response().Status
 	route := c.Path()
@@ -147,10 +152,13 @@ func (s *Server) observe(c echo.Context, token *Token, start time.Time) {
 		if token != nil {
 			name = token.Name
 		}
-		s.log.LogAttrs(req.Context(), level, "request",
-			slog.String("method", req.Method), slog.String("route", route),
+		attrs := []slog.Attr{slog.String("method", req.Method), slog.String("route", route),
 			slog.String("path", req.URL.Path), slog.Int("status", status),
-			slog.Float64("duration_ms", float64(elapsed)/float64(time.Millisecond)), slog.String("actor", name))
+			slog.Float64("duration_ms", float64(elapsed)/float64(time.Millisecond)), slog.String("actor", name)}
+		if call.set {
+			attrs = call.attrs(attrs)
+		}
+		s.log.LogAttrs(req.Context(), level, "request", attrs...)
 	}
 }
 
@@ -170,6 +178,7 @@ func checkPath(route string) bool {
 type requestContext struct {
 	echo.Context
 	token *Token
+	call  callLog // filled at debug level only
 }
 
 var requestContexts = sync.Pool{New: func() any { return new(requestContext) }}

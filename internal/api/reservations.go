@@ -132,6 +132,10 @@ func (s *Server) reserve(c echo.Context) error {
 	// A reserve is the check of its estimate: counted as one (a commit
 	// is not).
 	s.observeCheck(now.Sub(start), &res.Decision, err)
+	if log := s.callLogOf(c); log != nil {
+		log.customer, log.metric, log.subject, log.cost, log.requestID = customer, req.Metric, subject, *req.Cost, req.RequestID
+		log.decided(&res.Decision, err)
+	}
 	if err != nil {
 		return aboutCaller(req.APIKey != nil, customer, aboutMetric(req.Metric, err))
 	}

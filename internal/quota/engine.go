@@ -35,8 +35,9 @@ type Options struct {
 	SharedClock bool
 	// OnSharedChange hears when a first shard of the shared store stops
 	// answering (shared false, with the error) and when none is left down
-	// (shared true): once per change of the process's mode, not once per
-	// shard (see Failover).
+	// (shared true; err is nil when the store answered, ErrSharedIdle
+	// when the shards down were only forgotten): once per change of the
+	// process's mode, not once per shard (see Failover).
 	OnSharedChange func(shared bool, err error)
 	// Watcher, if set, sees every long window of every charged check (see
 	// Watcher).

@@ -177,14 +177,21 @@ func (f *Failover) sweep(now int64) {
 		return true
 	})
 	if forgot {
-		f.report(nil)
+		f.report(ErrSharedIdle)
 	}
 }
 
+// ErrSharedIdle is what OnSharedChange hears with shared true when the
+// process goes back to the shared store not because it answered but
+// because no check has tried it for a while (its shards down were
+// forgotten): the next check tries it.
+var ErrSharedIdle = errors.New("no check has tried the shared store for a minute: the next one does")
+
 // report tells onChange the mode the process is in now, if it has not
 // been told it already. It is called after every change of ndown from or
-// to 0 (with the error of a change to 1), so the last call sees the last
-// change, whatever order concurrent calls run in.
+// to 0 (with the error of a change to 1, and ErrSharedIdle for a change
+// to 0 that no answer made), so the last call sees the last change,
+// whatever order concurrent calls run in.
 func (f *Failover) report(err error) {
 	if f.onChange == nil {
 		return
@@ -192,7 +199,7 @@ func (f *Failover) report(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	down := f.ndown.Load() > 0
-	if down == f.reportedDown || down && err == nil {
+	if down == f.reportedDown || down && (err == nil || err == ErrSharedIdle) {
 		// Told already; or down since a change whose own call, with its
 		// error, is yet to come.
 		return
@@ -201,7 +208,7 @@ func (f *Failover) report(err error) {
 	if down {
 		f.onChange(false, err)
 	} else {
-		f.onChange(true, nil)
+		f.onChange(true, err)
 	}
 }
 

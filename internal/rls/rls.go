@@ -299,10 +299,76 @@ func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest
 		return nil, err
 	}
 	decisions, err := s.decide(ctx, ds, c)
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.logCall(ctx, r.GetDomain(), ds, decisions, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return s.answer(ds, decisions), nil
+}
+
+// descriptorLog is one descriptor's part of a request's debug log line.
+type descriptorLog struct {
+	Customer string `json:"customer,omitempty"`
+	Metric   string `json:"metric,omitempty"`
+	Subject  string `json:"subject,omitempty"`
+	Cost     int64  `json:"cost"`
+	// Decision is allowed, denied or degraded; unknown for a customer,
+	// key or metric quotad does not know; looked for a descriptor that
+	// only looks (counts nothing).
+	Decision string     `json:"decision,omitempty"`
+	DeniedBy *windowLog `json:"denied_by,omitempty"`
+	Retry    int64      `json:"retry_after,omitempty"`
+}
+
+// windowLog is the window that denied a descriptor.
+type windowLog struct {
+	Metric  string `json:"metric"`
+	Subject string `json:"subject,omitempty"`
+	Window  string `json:"window"`
+	Limit   int64  `json:"limit"`
+	Used    int64  `json:"used"`
+}
+
+// logCall logs a request's descriptors at debug level: whose checks, of
+// which metrics, and what was decided (err, when nothing was).
+func (s *Service) logCall(ctx context.Context, domain string, ds []descriptor, decisions []quota.Decision, err error) {
+	entries := make([]descriptorLog, len(ds))
+	for i := range ds {
+		d := &ds[i]
+		e := &entries[i]
+		e.Customer, e.Metric, e.Subject, e.Cost = d.item.Customer, d.item.Metric, d.item.Subject, d.item.Cost
+		switch {
+		case d.unknown:
+			e.Decision = "unknown"
+		case err != nil || i >= len(decisions):
+		default:
+			dec := &decisions[i]
+			e.Decision = "allowed"
+			switch {
+			case !dec.Allowed:
+				e.Decision = "denied"
+			case dec.Degraded:
+				e.Decision = "degraded"
+			}
+			if d.look && dec.Allowed {
+				e.Decision = "looked"
+			}
+			e.Retry = dec.RetryAfter
+			for _, w := range dec.Limits {
+				if w.State == quota.StateExceeded {
+					e.DeniedBy = &windowLog{Metric: w.Metric, Subject: w.Subject, Window: w.Window.String(), Limit: w.Limit, Used: w.Used}
+					break
+				}
+			}
+		}
+	}
+	attrs := []slog.Attr{slog.String("domain", domain), slog.Any("descriptors", entries)}
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+	}
+	s.log.LogAttrs(ctx, slog.LevelDebug, "rls: request", attrs...)
 }
 
 // call is the working memory of one request: its descriptors, their
