@@ -323,7 +323,7 @@ func (p *instance) listen() {
 		// spends none of them until PostgreSQL says they still hold.
 		listener.Lost, listener.LostAfter = p.leases.SuspectAll, p.cfg.ReclaimAfter/2
 	}
-	reclaimer := &lease.Reclaimer{Store: p.db, Clock: quota.SystemClock{}, After: p.cfg.ReclaimAfter,
+	reclaimer := &lease.Reclaimer{Store: store.NewHolders(p.db), Clock: quota.SystemClock{}, After: p.cfg.ReclaimAfter,
 		Reclaimed: registerReclaimMetrics(p.registry, func(r lease.Reclaimed) {
 			p.log.Info("took back the leases of processes gone for --reclaim-after",
 				"holders", r.Holders, "leases", r.Leases, "units", r.Units)
@@ -458,7 +458,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Reservations: p.engine,
 		Keys:         p.keys,
 		KeyResolver:  p.verifier,
-		Holders:      p.db,
+		Holders:      store.NewHolders(p.db),
 	})
 }
 

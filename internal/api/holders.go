@@ -14,10 +14,10 @@ import (
 )
 
 // Holders serves /v1/admin/holders: the processes that hold leases, and
-// the release of one known dead. *store.DB implements it.
+// the release of one known dead. *store.Holders implements it.
 type Holders interface {
-	Holders(ctx context.Context) ([]lease.Holder, error)
-	ReleaseHolder(ctx context.Context, holder uint32, actor string, now time.Time) (lease.Reclaimed, error)
+	List(ctx context.Context) ([]lease.Holder, error)
+	Release(ctx context.Context, holder uint32, actor string, now time.Time) (lease.Reclaimed, error)
 }
 
 // holderView is one holder of GET /v1/admin/holders.
@@ -47,7 +47,7 @@ func (s *Server) listHolders(c echo.Context) error {
 	if s.holders == nil {
 		return echo.ErrNotFound
 	}
-	got, err := s.holders.Holders(c.Request().Context())
+	got, err := s.holders.List(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) releaseHolder(c echo.Context) error {
 	if err != nil || strconv.FormatUint(key, 10) != raw {
 		return invalid("holder", "must be a holder's key as GET /v1/admin/holders lists it: a decimal integer from 0 to 4294967295")
 	}
-	got, err := s.holders.ReleaseHolder(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
+	got, err := s.holders.Release(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
 	switch {
 	case errors.Is(err, lease.ErrHolderUnknown):
 		return problemf(http.StatusNotFound, codeNotFound, fmt.Sprintf("no process holds or held leases as holder %d", key))

@@ -14,8 +14,8 @@ import (
 )
 
 // openThroughProxy opens a store over a fresh schema, reached through a
-// fault proxy.
-func openThroughProxy(t *testing.T) (*store.DB, *faulttest.Proxy) {
+// fault proxy; the schema's own pool reaches it directly.
+func openThroughProxy(t *testing.T) (*store.DB, *faulttest.Proxy, *dbtest.Schema) {
 	t.Helper()
 	schema := dbtest.New(t)
 	u, err := neturl.Parse(schema.URL)
@@ -29,7 +29,7 @@ func openThroughProxy(t *testing.T) (*store.DB, *faulttest.Proxy) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	return db, proxy
+	return db, proxy, schema
 }
 
 // With PostgreSQL black-holed, the webhook worker's call to the outbox
@@ -38,7 +38,7 @@ func openThroughProxy(t *testing.T) (*store.DB, *faulttest.Proxy) {
 // ends a call still waiting to claim at once.
 func TestWebhookWorkerCallEndsWithPostgreSQLSilent(t *testing.T) {
 	t.Parallel()
-	db, proxy := openThroughProxy(t)
+	db, proxy, _ := openThroughProxy(t)
 	ctx := context.Background()
 	outbox, err := db.OpenOutbox(ctx, 2)
 	if err != nil {
@@ -96,7 +96,7 @@ func TestWebhookWorkerCallEndsWithPostgreSQLSilent(t *testing.T) {
 // deadline.
 func TestPurgeEndsWithPostgreSQLSilent(t *testing.T) {
 	t.Parallel()
-	db, proxy := openThroughProxy(t)
+	db, proxy, _ := openThroughProxy(t)
 	ctx := context.Background()
 	r := quota.Retention{BatchTimeout: 300 * time.Millisecond}
 	if _, err := db.Purge(ctx, day0, r); err != nil {

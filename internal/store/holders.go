@@ -24,7 +24,14 @@ import (
 
 const reclaimBatch = 500
 
-var _ lease.Holders = (*DB)(nil)
+// Holders is the registry of lease holders over a DB: who holds leases,
+// and taking back the leases of those that died.
+type Holders struct{ db *DB }
+
+// NewHolders returns the registry of db's schema, as this process sees it.
+func NewHolders(db *DB) *Holders { return &Holders{db: db} }
+
+var _ lease.Holders = (*Holders)(nil)
 
 // holderKey is a holder as the API names it: its lock key, unsigned (as
 // pg_locks shows it).
@@ -38,9 +45,9 @@ func holderOf(key uint32) int64 { return int64(int32(key)) }
 // lock again. It reports false when the key names another process's
 // leases (a dead holder's, not yet reclaimed): then this process must
 // draw another key.
-func (db *DB) register(ctx context.Context, conn *pgx.Conn, first bool) (bool, error) {
+func register(ctx context.Context, conn *pgx.Conn, holder int64, first bool) (bool, error) {
 	if first {
-		tag, err := conn.Exec(ctx, `INSERT INTO lease_holders (holder) VALUES ($1) ON CONFLICT DO NOTHING`, db.holderID())
+		tag, err := conn.Exec(ctx, `INSERT INTO lease_holders (holder) VALUES ($1) ON CONFLICT DO NOTHING`, holder)
 		if err != nil {
 			return false, fmt.Errorf("register holder: %w", err)
 		}
@@ -49,14 +56,15 @@ func (db *DB) register(ctx context.Context, conn *pgx.Conn, first bool) (bool, e
 	const q = `
 		INSERT INTO lease_holders (holder) VALUES ($1)
 		ON CONFLICT (holder) DO UPDATE SET gone_since = NULL WHERE lease_holders.gone_since IS NOT NULL`
-	if _, err := conn.Exec(ctx, q, db.holderID()); err != nil {
+	if _, err := conn.Exec(ctx, q, holder); err != nil {
 		return false, fmt.Errorf("register holder: %w", err)
 	}
 	return true, nil
 }
 
-// Holders implements lease.Holders.
-func (db *DB) Holders(ctx context.Context) ([]lease.Holder, error) {
+// List implements lease.Holders.
+func (r *Holders) List(ctx context.Context) ([]lease.Holder, error) {
+	db := r.db
 	const q = `
 		WITH held AS (
 			SELECT l.holder, count(*) AS leases, sum(l.unused) AS unused
@@ -95,7 +103,8 @@ func (db *DB) Holders(ctx context.Context) ([]lease.Holder, error) {
 }
 
 // ReclaimDead implements lease.Holders.
-func (db *DB) ReclaimDead(ctx context.Context, now time.Time, after time.Duration) (lease.Reclaimed, error) {
+func (r *Holders) ReclaimDead(ctx context.Context, now time.Time, after time.Duration) (lease.Reclaimed, error) {
+	db := r.db
 	const marks = `
 		WITH h AS (
 			SELECT holder, gone_since, (holder & 4294967295)::oid = ANY (quotad_live_holders()) AS running
@@ -119,7 +128,7 @@ func (db *DB) ReclaimDead(ctx context.Context, now time.Time, after time.Duratio
 		if h == db.holderID() {
 			continue // this process runs, whatever its session says
 		}
-		got, err := db.reclaim(ctx, h)
+		got, err := r.reclaim(ctx, h)
 		total.Holders += got.Holders
 		total.Leases += got.Leases
 		total.Units += got.Units
@@ -130,8 +139,9 @@ func (db *DB) ReclaimDead(ctx context.Context, now time.Time, after time.Duratio
 	return total, nil
 }
 
-// ReleaseHolder implements lease.Holders.
-func (db *DB) ReleaseHolder(ctx context.Context, key uint32, actor string, now time.Time) (lease.Reclaimed, error) {
+// Release implements lease.Holders.
+func (r *Holders) Release(ctx context.Context, key uint32, actor string, now time.Time) (lease.Reclaimed, error) {
+	db := r.db
 	h := holderOf(key)
 	if h == db.holderID() {
 		return lease.Reclaimed{}, lease.ErrHolderSelf
@@ -145,10 +155,10 @@ func (db *DB) ReleaseHolder(ctx context.Context, key uint32, actor string, now t
 	if !known {
 		return lease.Reclaimed{}, lease.ErrHolderUnknown
 	}
-	if err := db.endSessions(ctx, h); err != nil {
+	if err := r.endSessions(ctx, h); err != nil {
 		return lease.Reclaimed{}, fmt.Errorf("release holder %d: %w", key, err)
 	}
-	got, err := db.reclaim(ctx, h)
+	got, err := r.reclaim(ctx, h)
 	if err != nil {
 		return got, fmt.Errorf("release holder %d: %w", key, err)
 	}
@@ -166,7 +176,8 @@ func (db *DB) ReleaseHolder(ctx context.Context, key uint32, actor string, now t
 // endSessions ends the sessions that hold holder's lock (a process known
 // dead whose connection PostgreSQL has not yet seen go), and waits, within
 // ctx, for the lock to go.
-func (db *DB) endSessions(ctx context.Context, h int64) error {
+func (r *Holders) endSessions(ctx context.Context, h int64) error {
+	db := r.db
 	const end = `
 		SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k
 		WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
@@ -197,7 +208,8 @@ func (db *DB) endSessions(ctx context.Context, h int64) error {
 // reclaim takes back every lease holder h holds, in batches, and forgets
 // h once none is left. It stops with lease.ErrHolderRunning when h's lock
 // is there (again).
-func (db *DB) reclaim(ctx context.Context, h int64) (lease.Reclaimed, error) {
+func (r *Holders) reclaim(ctx context.Context, h int64) (lease.Reclaimed, error) {
+	db := r.db
 	const find = `
 		SELECT customer_id, metric, subject, quota_window, window_start
 		FROM counter_leases WHERE holder = $1 AND held`
@@ -212,7 +224,7 @@ func (db *DB) reclaim(ctx context.Context, h int64) (lease.Reclaimed, error) {
 	}
 	var got lease.Reclaimed
 	for off := 0; off < keys.len(); off += reclaimBatch {
-		n, units, err := db.reclaimBatch(ctx, h, keys.slice(off, min(off+reclaimBatch, keys.len())))
+		n, units, err := r.reclaimBatch(ctx, h, keys.slice(off, min(off+reclaimBatch, keys.len())))
 		got.Leases += n
 		got.Units += units
 		if err != nil {
@@ -233,7 +245,8 @@ func (db *DB) reclaim(ctx context.Context, h int64) (lease.Reclaimed, error) {
 
 // reclaimBatch takes back h's leases of the counters k, in one
 // transaction.
-func (db *DB) reclaimBatch(ctx context.Context, h int64, k counterArrays) (leases, units int64, err error) {
+func (r *Holders) reclaimBatch(ctx context.Context, h int64, k counterArrays) (leases, units int64, err error) {
+	db := r.db
 	const lock = `
 		SELECT 1 FROM usage_counters c
 		JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[])

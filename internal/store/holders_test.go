@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	neturl "net/url"
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/faulttest"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/leasetest"
@@ -49,7 +46,7 @@ func TestReclaimDeadHolders(t *testing.T) {
 	MustSeed(t, db, nil, "acme")
 	h := pgStore{db: db, s: s}
 	survivor, dead, running := h.Process(t), h.Process(t), h.Process(t)
-	reclaim := survivor.Store.(lease.Holders)
+	reclaim := store.NewHolders(survivor.Store.(*store.DB))
 	ctx := context.Background()
 
 	grantTo(t, dead, 3, 40)    // 3 admitted, 40 held unused
@@ -92,7 +89,7 @@ func TestReclaimDeadHolders(t *testing.T) {
 	if err := s.Pool.QueryRow(ctx, `SELECT count(*) FROM lease_holders WHERE gone_since IS NOT NULL`).Scan(&marked); err != nil || marked != 0 {
 		t.Fatalf("holders still marked gone: %d, %v; want 0", marked, err)
 	}
-	list, err := reclaim.Holders(ctx)
+	list, err := reclaim.List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +137,7 @@ func TestReleaseHolder(t *testing.T) {
 	grantTo(t, &leasetest.Process{Store: victim}, 5, 20)
 
 	key := uint32(victim.Holder())
-	got, err := admin.ReleaseHolder(ctx, key, "ops", leasetest.At)
+	got, err := store.NewHolders(admin).Release(ctx, key, "ops", leasetest.At)
 	if err != nil || got != (lease.Reclaimed{Holders: 1, Leases: 1, Units: 20}) {
 		t.Fatalf("release: %+v, %v; want 1 lease and 20 units back", got, err)
 	}
@@ -164,7 +161,7 @@ func TestReleaseHolder(t *testing.T) {
 		{uint32(admin.Holder()), lease.ErrHolderSelf},
 		{key + 1, lease.ErrHolderUnknown},
 	} {
-		if _, err := admin.ReleaseHolder(ctx, c.key, "ops", leasetest.At); !errors.Is(err, c.want) {
+		if _, err := store.NewHolders(admin).Release(ctx, c.key, "ops", leasetest.At); !errors.Is(err, c.want) {
 			t.Fatalf("release of %d: %v; want %v", c.key, err, c.want)
 		}
 	}
@@ -237,20 +234,9 @@ func startListener(ctx context.Context, t *testing.T, db *store.DB, lost func())
 // take it for dead. Listening again does not tell it twice.
 func TestListenerLostWhenCutOff(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.New(t)
-	u, err := neturl.Parse(schema.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faulttest.Start(t, u.Host)
-	u.Host = proxy.Addr()
+	db, proxy, schema := openThroughProxy(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	db, err := store.Open(ctx, u.String(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	lost := make(chan struct{}, 2)
 	connected := make(chan struct{}, 1)
 	l := db.Listener(func(store.Notification) {}, func() {}, func(err error) { t.Log(err) })

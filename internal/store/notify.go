@@ -146,7 +146,7 @@ func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) (anew bool, err err
 			return false, err
 		case ok:
 			first := !l.db.held.Load()
-			mine, err := l.db.register(ctx, conn, first)
+			mine, err := register(ctx, conn, l.db.holderID(), first)
 			if err != nil {
 				return false, err
 			}

@@ -52,14 +52,14 @@ var (
 
 // Holders is the store's side of reclaiming.
 type Holders interface {
-	// Holders lists the holders that hold leases or are registered.
-	Holders(ctx context.Context) ([]Holder, error)
+	// List lists the holders that hold leases or are registered.
+	List(ctx context.Context) ([]Holder, error)
 	// ReclaimDead marks the holders found gone at now, and takes back
 	// the leases of those gone since after or longer.
 	ReclaimDead(ctx context.Context, now time.Time, after time.Duration) (Reclaimed, error)
-	// ReleaseHolder ends holder's lock session if it is still there, and
+	// Release ends holder's lock session if it is still there, and
 	// takes back its leases at once, recording actor's release at now.
-	ReleaseHolder(ctx context.Context, holder uint32, actor string, now time.Time) (Reclaimed, error)
+	Release(ctx context.Context, holder uint32, actor string, now time.Time) (Reclaimed, error)
 }
 
 // DefaultReclaimAfter is how long a holder must have been gone before the
