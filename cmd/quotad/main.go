@@ -237,7 +237,7 @@ func ready(ctx context.Context, cfg *config, db *store.DB, engine *quota.Engine)
 // rolling upgrade under way: a process that started on its own version
 // goes on serving (start-up refuses one, see startSchema).
 func checkSchema(ctx context.Context, db *store.DB) error {
-	st, err := db.MigrationVersion(ctx)
+	st, err := db.Migrations().Version(ctx)
 	if err != nil {
 		return &api.NotReadyError{Reason: "the database cannot be reached"}
 	}
@@ -262,7 +262,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 		return err
 	}
 	defer db.Close()
-	st, err := db.MigrationVersion(ctx)
+	st, err := db.Migrations().Version(ctx)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
@@ -272,22 +272,22 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	case cmd == "down":
 		if st.Dirty {
 			// Maybe a migration under way: wait for it.
-			if err = db.WaitForMigrations(ctx); err == nil {
-				st, err = db.MigrationVersion(ctx)
+			if err = db.Migrations().Wait(ctx); err == nil {
+				st, err = db.Migrations().Version(ctx)
 			}
 		}
 		if err == nil {
 			err = refuseSchema(st, "")
 		}
 		if err == nil {
-			err = db.MigrateDown(ctx)
+			err = db.Migrations().Down(ctx)
 		}
 	case strings.HasPrefix(cmd, "force "):
 		v := c.Migrate.Force.Version
 		if v > store.SchemaVersion {
 			return fmt.Errorf("migrate force: this quotad carries schema %d: force version %d with a quotad that carries it", store.SchemaVersion, v)
 		}
-		err = db.MigrateForce(ctx, v)
+		err = db.Migrations().Force(ctx, v)
 	case cmd == "version":
 	default:
 		return fmt.Errorf("migrate: unknown command %q; want up, down, force or version", cmd)
@@ -295,7 +295,7 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 	if err != nil {
 		return err
 	}
-	st, err = db.MigrationVersion(ctx)
+	st, err = db.Migrations().Version(ctx)
 	if err != nil {
 		return err
 	}

@@ -82,18 +82,18 @@ func refuseSchema(st store.MigrationState, noMigrate string) error {
 // migrates and the others find nothing left to do.
 func startSchema(ctx context.Context, db *store.DB, noMigrate string) error {
 	migrate := noMigrate == ""
-	st, err := db.MigrationVersion(ctx)
+	st, err := db.Migrations().Version(ctx)
 	if err != nil {
 		return fmt.Errorf("read the schema version: %w", err)
 	}
 	var migErr error
 	if st.Dirty || st.Version < store.SchemaVersion {
 		if migrate {
-			migErr = db.MigrateUp(ctx)
+			migErr = db.Migrations().Up(ctx)
 		} else {
-			migErr = db.WaitForMigrations(ctx)
+			migErr = db.Migrations().Wait(ctx)
 		}
-		if st, err = db.MigrationVersion(ctx); err != nil {
+		if st, err = db.Migrations().Version(ctx); err != nil {
 			return errors.Join(migErr, fmt.Errorf("read the schema version: %w", err))
 		}
 	}

@@ -155,7 +155,7 @@ func mustSchemaState(t *testing.T, schema *dbtest.Schema) store.MigrationState {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := db.MigrationVersion(context.Background())
+	st, err := db.Migrations().Version(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func New(t testing.TB) *Schema {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	if err := db.MigrateUp(context.Background()); err != nil {
+	if err := db.Migrations().Up(context.Background()); err != nil {
 		t.Fatalf("migrate schema %s: %v", s.Name, err)
 	}
 	return s
@@ -214,7 +214,7 @@ func NewDatabase(t testing.TB) (s *Schema, admin string) {
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
-	if err := db.MigrateUp(ctx); err != nil {
+	if err := db.Migrations().Up(ctx); err != nil {
 		t.Fatalf("migrate database %s: %v", name, err)
 	}
 	return &Schema{URL: url, Name: name, Pool: pool}, base

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// MigrateTo migrates the schema up or down to version v.
-func (db *DB) MigrateTo(v uint) error {
-	m, done, err := db.migrator()
+// To migrates the schema up or down to version v.
+func (ms Migrations) To(v uint) error {
+	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err
 	}

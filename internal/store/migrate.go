@@ -38,32 +38,33 @@ var SchemaVersion = func() uint {
 	return max
 }()
 
-// Migration states returned by MigrationVersion.
+// Migrations applies the embedded migrations to a DB's schema and reads
+// where the schema is: golang-migrate over the DB's pool.
+type Migrations struct{ db *DB }
+
+// Migrations returns db's migrations.
+func (db *DB) Migrations() Migrations { return Migrations{db: db} }
+
+// MigrationState is where the schema is (see Migrations.Version).
 type MigrationState struct {
 	Version uint
 	Dirty   bool
 }
 
-// ErrDirty is returned by MigrateUp when the schema is dirty: a migration
+// ErrDirty is returned by Migrations.Up when the schema is dirty: a migration
 // failed or was interrupted (see MigrationState).
 var ErrDirty = errors.New("the schema is dirty")
 
-// migrator returns a golang-migrate instance over the pool's schema. Close it
-// after use.
-func (db *DB) migrator() (*migrate.Migrate, func(), error) {
-	m, _, done, err := db.migratorDriver()
-	return m, done, err
-}
-
-// migratorDriver is migrator with its database driver, whose lock is the
-// migrations' (a PostgreSQL advisory lock of the database, the schema and
-// the migrations' table).
-func (db *DB) migratorDriver() (*migrate.Migrate, database.Driver, func(), error) {
+// migrator returns a golang-migrate instance over the pool's schema, with
+// its database driver, whose lock is the migrations' (a PostgreSQL advisory
+// lock of the database, the schema and the migrations' table). Call the
+// func returned after use.
+func (ms Migrations) migrator() (*migrate.Migrate, database.Driver, func(), error) {
 	src, err := iofs.New(migrations.FS, ".")
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("open migrations: %w", err)
 	}
-	sqlDB := stdlib.OpenDBFromPool(db.pool)
+	sqlDB := stdlib.OpenDBFromPool(ms.db.pool)
 	driver, err := migratepgx.WithInstance(sqlDB, &migratepgx.Config{})
 	if err != nil {
 		sqlDB.Close()
@@ -77,11 +78,11 @@ func (db *DB) migratorDriver() (*migrate.Migrate, database.Driver, func(), error
 	return m, driver, func() { m.Close() }, nil
 }
 
-// WaitForMigrations returns once no other process is migrating the schema:
+// Wait returns once no other process is migrating the schema:
 // it takes the migrations' lock, as a migration does, and releases it.
 // Like a migration, it waits for the lock without a deadline.
-func (db *DB) WaitForMigrations(ctx context.Context) error {
-	_, driver, done, err := db.migratorDriver()
+func (ms Migrations) Wait(ctx context.Context) error {
+	_, driver, done, err := ms.migrator()
 	if err != nil {
 		return err
 	}
@@ -95,9 +96,9 @@ func (db *DB) WaitForMigrations(ctx context.Context) error {
 	return nil
 }
 
-// MigrateUp applies every migration not yet applied.
-func (db *DB) MigrateUp(ctx context.Context) error {
-	m, done, err := db.migrator()
+// Up applies every migration not yet applied.
+func (ms Migrations) Up(ctx context.Context) error {
+	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err
 	}
@@ -113,9 +114,9 @@ func (db *DB) MigrateUp(ctx context.Context) error {
 	return nil
 }
 
-// MigrateDown reverts the newest applied migration.
-func (db *DB) MigrateDown(ctx context.Context) error {
-	m, done, err := db.migrator()
+// Down reverts the newest applied migration.
+func (ms Migrations) Down(ctx context.Context) error {
+	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err
 	}
@@ -126,12 +127,12 @@ func (db *DB) MigrateDown(ctx context.Context) error {
 	return nil
 }
 
-// MigrateForce records the schema as being at version v (0: no migration
+// Force records the schema as being at version v (0: no migration
 // applied), not dirty, without running any migration: what an operator
 // does once a migration that failed halfway is understood (see
 // MigrationState.Dirty).
-func (db *DB) MigrateForce(ctx context.Context, v uint) error {
-	m, done, err := db.migrator()
+func (ms Migrations) Force(ctx context.Context, v uint) error {
+	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err
 	}
@@ -146,9 +147,9 @@ func (db *DB) MigrateForce(ctx context.Context, v uint) error {
 	return nil
 }
 
-// MigrationVersion reads the schema version applied to the database; version
+// Version reads the schema version applied to the database; version
 // 0 means none.
-func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
+func (ms Migrations) Version(ctx context.Context) (MigrationState, error) {
 	// Read the table golang-migrate keeps directly: it is one cheap query,
 	// and /readyz calls this often.
 	const q = `SELECT version, dirty FROM schema_migrations LIMIT 1`
@@ -156,7 +157,7 @@ func (db *DB) MigrationVersion(ctx context.Context) (MigrationState, error) {
 		v     int64
 		dirty bool
 	)
-	err := db.pool.QueryRow(ctx, q).Scan(&v, &dirty)
+	err := ms.db.pool.QueryRow(ctx, q).Scan(&v, &dirty)
 	switch {
 	case isCode(err, "42P01"): // undefined_table: never migrated
 		return MigrationState{}, nil

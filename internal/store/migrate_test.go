@@ -32,7 +32,7 @@ func TestNewestMigrationDownRestoresTheOneBefore(t *testing.T) {
 	last, before, beforeThat := versions[len(versions)-1], versions[len(versions)-2], versions[len(versions)-3]
 	migrate := func(db *store.DB, v uint) {
 		t.Helper()
-		if err := db.MigrateTo(v); err != nil {
+		if err := db.Migrations().To(v); err != nil {
 			t.Fatalf("migrate to %d: %v", v, err)
 		}
 	}
@@ -146,7 +146,7 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 			Limit: tiers.Limit{Metric: "m", Window: tiers.Day, Limit: 5, Mode: tiers.Hard, Per: per}})
 		mustPut(t, err)
 	}
-	if err := db.MigrateTo(12); err != nil {
+	if err := db.Migrations().To(12); err != nil {
 		t.Fatalf("migrate to 12: %v", err)
 	}
 	var limits, overrides int
@@ -157,7 +157,7 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 		t.Errorf("after migrating down: %d plan limits, %d overrides, credit_rates %v (%v); want 1, 1, gone",
 			limits, overrides, rates, err)
 	}
-	if err := db.MigrateUp(ctx); err != nil {
+	if err := db.Migrations().Up(ctx); err != nil {
 		t.Fatalf("migrate up again: %v", err)
 	}
 	p, err := db.FindPlan(ctx, "p")
@@ -180,7 +180,7 @@ func TestCountersPerSubjectMigration(t *testing.T) {
 	const subject = "org/7:jane.doe@example.com"
 	migrate := func(v uint) {
 		t.Helper()
-		if err := db.MigrateTo(v); err != nil {
+		if err := db.Migrations().To(v); err != nil {
 			t.Fatalf("migrate to %d: %v", v, err)
 		}
 	}

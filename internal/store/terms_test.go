@@ -157,7 +157,7 @@ func TestTermsMigrationBackfills(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
-	if err := db.MigrateTo(5); err != nil {
+	if err := db.Migrations().To(5); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -174,7 +174,7 @@ func TestTermsMigrationBackfills(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	if err := db.MigrateTo(6); err != nil {
+	if err := db.Migrations().To(6); err != nil {
 		t.Fatal(err)
 	}
 	want := []termsSpan{{From: "2026-11-22T10:00:01Z", Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 5}, Anchor: 15}}
