@@ -126,17 +126,28 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err == nil {
-				t.Fatalf("parsed, want an error")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %s", err, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, nil) })
+	}
+}
+
+// mustRefuseConfig parses args over env and fails t unless the
+// configuration is refused with an error that says every one of want and
+// none of notWant.
+func mustRefuseConfig(t *testing.T, args []string, env map[string]string, want, notWant []string) {
+	t.Helper()
+	_, err := parseConfig(args, fakeEnv(env), io.Discard)
+	if err == nil {
+		t.Fatalf("parsed, want an error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not say %s", err, w)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(err.Error(), w) {
+			t.Errorf("error %q says %s", err, w)
+		}
 	}
 }
 
@@ -332,22 +343,7 @@ func TestConfigBlamesWhereTheValueCameFrom(t *testing.T) {
 			[]string{"$QUOTAD_REDIS_URL", "--redis-url"}, []string{"s3cret"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err == nil {
-				t.Fatalf("parsed, want an error")
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not say %s", err, w)
-				}
-			}
-			for _, w := range tt.notWant {
-				if strings.Contains(err.Error(), w) {
-					t.Errorf("error %q says %s", err, w)
-				}
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, tt.notWant) })
 	}
 }
 

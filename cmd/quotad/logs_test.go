@@ -12,21 +12,11 @@ import (
 // whose attributes include every one of match, decoded.
 func (s *testServer) logRecords(msg string, match map[string]any) []map[string]any {
 	s.t.Helper()
-	var out []map[string]any
-	for line := range strings.Lines(s.logs.String()) {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil || rec["msg"] != msg {
-			continue
-		}
-		ok := true
-		for k, v := range match {
-			ok = ok && rec[k] == v
-		}
-		if ok {
-			out = append(out, rec)
-		}
+	all := map[string]any{"msg": msg}
+	for k, v := range match {
+		all[k] = v
 	}
-	return out
+	return s.logRecordsOf(all)
 }
 
 // At debug level, the log line of a check says whose check it was, of
