@@ -148,6 +148,10 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			func(s quota.Stats) int64 { return s.Debts.Owed }),
 		counter("quotad_degraded_units_repaid_total", "Units of checks admitted degraded, counted late once their store answered again.",
 			func(s quota.Stats) uint64 { return uint64(s.Debts.Repaid) }),
+		gauge("quotad_refund_audit_events_pending", "Refunds' audit events PostgreSQL did not take when the refund was made, kept in memory to be written by the next flush.",
+			func(s quota.Stats) int64 { return s.Audits.Pending }),
+		counter("quotad_refund_audit_events_lost_total", "Refunds' audit events dropped because too many were pending: the refunds were made, unaudited.",
+			func(s quota.Stats) uint64 { return s.Audits.Lost }),
 		counter("quotad_degraded_units_lost_total", "Units of checks admitted degraded never counted: their windows ended before their store answered, or too many were owed.",
 			func(s quota.Stats) uint64 { return uint64(s.Debts.Lost) }),
 	)
