@@ -35,8 +35,9 @@ func (c *Client) check(ctx context.Context, req CheckRequest, retry bool) (*Chec
 
 // Refund gives req.Cost units back to the customer's current windows of
 // req.Metric and returns their usage after it. A refund with a RequestID
-// happens once, and is retried as the RetryPolicy says; one without is
-// sent once.
+// gives back at most what the check of that RequestID charged, once (see
+// RefundRequest.RequestID), and is retried as the RetryPolicy says; one
+// without is sent once.
 func (c *Client) Refund(ctx context.Context, req RefundRequest) (*RefundResult, error) {
 	var res RefundResult
 	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/refund", body: req, retry: req.RequestID != "", out: &res}); err != nil {

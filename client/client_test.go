@@ -36,6 +36,7 @@ var allSentinels = map[string]error{
 	"ErrConflict":             quotad.ErrConflict,
 	"ErrReservationExpired":   quotad.ErrReservationExpired,
 	"ErrReservationNotFound":  quotad.ErrReservationNotFound,
+	"ErrCheckNotFound":        quotad.ErrCheckNotFound,
 	"ErrPreconditionFailed":   quotad.ErrPreconditionFailed,
 	"ErrPayloadTooLarge":      quotad.ErrPayloadTooLarge,
 	"ErrUnsupportedMediaType": quotad.ErrUnsupportedMediaType,

@@ -91,7 +91,8 @@ var (
 	ErrValidation error = &sentinel{"quotad: validation failed", "validation_failed", http.StatusBadRequest}
 	// ErrUnauthorized: 401, a missing or unknown token.
 	ErrUnauthorized error = &sentinel{"quotad: unauthorized", "unauthorized", http.StatusUnauthorized}
-	// ErrForbidden: 403, a check token on an admin route.
+	// ErrForbidden: 403, a check token on an admin route, or a refund
+	// without a request_id where quotad requires one.
 	ErrForbidden error = &sentinel{"quotad: forbidden", "forbidden", http.StatusForbidden}
 	// ErrNotFound: any 404.
 	ErrNotFound error = &sentinel{"quotad: not found", "not_found", http.StatusNotFound}
@@ -114,9 +115,13 @@ var (
 	ErrSubjectRequired error = &sentinel{"quotad: subject required", "subject_required", 0}
 	// ErrMethodNotAllowed: 405.
 	ErrMethodNotAllowed error = &sentinel{"quotad: method not allowed", "method_not_allowed", http.StatusMethodNotAllowed}
-	// ErrConflict: 409, e.g. deleting a plan customers are on, or a check
-	// repeating a request_id with another metric or cost.
+	// ErrConflict: 409, e.g. deleting a plan customers are on, a check
+	// repeating a request_id with another metric or cost, or a second
+	// refund (another cost) of one check.
 	ErrConflict error = &sentinel{"quotad: conflict", "conflict", http.StatusConflict}
+	// ErrCheckNotFound: 404 check_not_found, a refund's request_id names
+	// no check of its customer admitted within the last 24 hours.
+	ErrCheckNotFound error = &sentinel{"quotad: check not found", "check_not_found", 0}
 	// ErrReservationNotFound: 404 reservation_not_found, no reservation
 	// has this id.
 	ErrReservationNotFound error = &sentinel{"quotad: reservation not found", "reservation_not_found", 0}

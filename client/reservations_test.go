@@ -254,6 +254,7 @@ func TestReservationErrors(t *testing.T) {
 		{404, "customer_not_found", []string{"ErrNotFound", "ErrCustomerNotFound"}},
 		{404, "metric_not_found", []string{"ErrNotFound", "ErrMetricNotFound"}},
 		{404, "reservation_not_found", []string{"ErrNotFound", "ErrReservationNotFound"}},
+		{404, "check_not_found", []string{"ErrNotFound", "ErrCheckNotFound"}},
 		{409, "conflict", []string{"ErrConflict"}},
 		{410, "reservation_expired", []string{"ErrReservationExpired"}},
 		{413, "payload_too_large", []string{"ErrPayloadTooLarge"}},

@@ -340,7 +340,15 @@ type RefundRequest struct {
 	// Subject gets the units back too, as CheckRequest.Subject (by key
 	// without one, the key's id).
 	Subject string `json:"subject,omitempty"`
-	// RequestID makes the refund happen once, and lets the client retry it.
+	// RequestID names the check whose units the refund gives back: the
+	// request_id of a check of this customer admitted within the last 24
+	// hours. quotad gives back at most what that check charged Metric
+	// (and Subject), once: a larger Cost is clamped to it, a repeat of the
+	// refund gives nothing more (so the client may retry it), another
+	// refund of the check is ErrConflict, and an id that names no such
+	// check is ErrCheckNotFound. Without it, the refund gives Cost back
+	// unless quotad runs with --refund-requires-request-id, which refuses
+	// it (ErrForbidden) but from an admin token without an API key.
 	RequestID string `json:"request_id,omitempty"`
 }
 
@@ -348,8 +356,8 @@ type RefundRequest struct {
 type RefundResult struct {
 	// Customer is the customer refunded (the API key's, by key).
 	Customer string `json:"customer"`
-	// Refunded is how many units went back (0 for a replay), when quotad
-	// says.
+	// Refunded is how many units went back (0 for a replay; at most what
+	// the check named by RequestID charged), when quotad says.
 	Refunded int64        `json:"refunded"`
 	Usage    []UsageEntry `json:"usage"`
 }

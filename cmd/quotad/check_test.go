@@ -306,7 +306,7 @@ func TestCheckHTTPContract(t *testing.T) {
 	}
 
 	t.Run("check token may check, refund and read usage", func(t *testing.T) {
-		r := s.do("POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","cost":2,"request_id":"rf"}`, "Authorization", "Bearer "+checkToken)
+		r := s.do("POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","cost":2}`, "Authorization", "Bearer "+checkToken)
 		if r.Status != 200 {
 			t.Fatalf("refund: %d %s", r.Status, r.Body)
 		}
@@ -424,7 +424,7 @@ func TestRefundSaysHowManyUnitsWentBack(t *testing.T) {
 		}
 		return a
 	}
-	if r, ans := s.check(`{"customer":"acme","metric":"api_calls","cost":9}`); !ans.Allowed {
+	if r, ans := s.check(`{"customer":"acme","metric":"api_calls","cost":9,"request_id":"r1"}`); !ans.Allowed {
 		t.Fatalf("check: %d %s", r.Status, r.Body)
 	}
 	tests := []struct {
@@ -461,7 +461,7 @@ func TestRefundSaysHowManyUnitsWentBack(t *testing.T) {
 	if a := refund(`{"customer":"acme","metric":"api_calls","cost":1000}`); *a.Refunded != 9 {
 		t.Errorf("1000 refunded against 9 used: refunded %d, want 9", *a.Refunded)
 	}
-	// A request id refunds one metric and cost.
+	// A check is refunded once: another cost under its id is a conflict.
 	s.mustDo(http.StatusConflict, "POST", "/v1/refund", `{"customer":"acme","metric":"api_calls","cost":3,"request_id":"r1"}`)
 	// The usage read shows no refunded.
 	if r := s.mustDo(http.StatusOK, "GET", "/v1/customers/acme/usage", ""); strings.Contains(string(r.Body), "refunded") {

@@ -66,6 +66,8 @@ type config struct {
 	// WebhookRetryBase is for tests only: the first retry's delay ceiling
 	// (5s in production), so that a test sees retries in milliseconds.
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
+	// RefundRequiresRequestID: see api.Config.RefundRequiresRequestID.
+	RefundRequiresRequestID bool `help:"Refuse (403) POST /v1/refund without a request_id, the id of the check whose units it gives back, unless an admin token makes it without an API key: check tokens and API keys then give back only what a check charged." envvar:"QUOTAD_REFUND_REQUIRES_REQUEST_ID" default:"false" negatable:""`
 	// Retention: how long PostgreSQL keeps what grows (see retention.go
 	// and docs/operations.md, "Retention").
 	RetainHistory      retainDuration `help:"How long to keep daily usage history (a deleted customer's too) after its day, and closed billing terms after they closed: what statements read; 0 keeps them forever. A duration such as 400d (days) or 72h." envvar:"QUOTAD_RETAIN_HISTORY" default:"400d" placeholder:"DURATION"`
@@ -426,6 +428,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("rls_config", c.RLSConfig),
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
+		slog.Bool("refund_requires_request_id", c.RefundRequiresRequestID),
 		slog.Any("retain", c.retentionLogValue()),
 	)
 }

@@ -450,6 +450,8 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Tokens:         p.cfg.tokens,
 		Logger:         p.log,
 
+		RefundRequiresRequestID: p.cfg.RefundRequiresRequestID,
+
 		Registry:    p.registry,
 		ForwardAuth: forwardRules,
 		Billing:     billing.NewService(p.db, p.now),

@@ -146,8 +146,13 @@ func (s *Server) authenticate(c echo.Context) (*Token, error) {
 
 // actor returns the audit name of the request's token.
 func actor(c echo.Context) string {
+	return tokenOf(c).Name
+}
+
+// tokenOf returns the request's token: anonymous when none is configured.
+func tokenOf(c echo.Context) *Token {
 	if rc, ok := c.(*requestContext); ok && rc.token != nil {
-		return rc.token.Name
+		return rc.token
 	}
-	return anonymous.Name
+	return &anonymous
 }

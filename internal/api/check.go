@@ -148,6 +148,10 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 			func(s quota.Stats) int64 { return s.Debts.Owed }),
 		counter("quotad_degraded_units_repaid_total", "Units of checks admitted degraded, counted late once their store answered again.",
 			func(s quota.Stats) uint64 { return uint64(s.Debts.Repaid) }),
+		gauge("quotad_refund_audit_events_pending", "Refunds' audit events PostgreSQL did not take when the refund was made, kept in memory to be written by the next flush.",
+			func(s quota.Stats) int64 { return s.Audits.Pending }),
+		counter("quotad_refund_audit_events_lost_total", "Refunds' audit events dropped because too many were pending: the refunds were made, unaudited.",
+			func(s quota.Stats) uint64 { return s.Audits.Lost }),
 		counter("quotad_degraded_units_lost_total", "Units of checks admitted degraded never counted: their windows ended before their store answered, or too many were owed.",
 			func(s quota.Stats) uint64 { return uint64(s.Debts.Lost) }),
 	)
@@ -276,6 +280,12 @@ func failedDecision(err error) string {
 	return decisionError
 }
 
+// errRefundNeedsRequestID refuses a refund that names no check, where
+// the operator requires one (Config.RefundRequiresRequestID).
+var errRefundNeedsRequestID = problemf(http.StatusForbidden, codeForbidden,
+	"a refund must name the request_id of the check whose units it gives back: "+
+		"this server takes refunds without one from admin tokens only")
+
 func (s *Server) refund(c echo.Context) error {
 	req, err := decodeCall(c, true)
 	if err != nil {
@@ -285,14 +295,27 @@ func (s *Server) refund(c echo.Context) error {
 	if log != nil {
 		log.request(&req)
 	}
+	if err := s.mayRefund(c, &req); err != nil {
+		if log != nil {
+			log.failed(err)
+		}
+		return err
+	}
 	if err := s.identify(c.Request().Context(), &req); err != nil {
 		if log != nil {
 			log.failed(err)
 		}
 		return err
 	}
+	// The audit log names who asked: the API key, for a refund by key
+	// (the token only carried it), else the token.
+	who := actor(c)
+	if req.KeyID != "" {
+		who = req.KeyID
+	}
 	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, RequestID: req.RequestID,
+		Actor: who,
 	})
 	if log != nil {
 		log.customer = req.Customer
@@ -310,6 +333,19 @@ func (s *Server) refund(c echo.Context) error {
 		usage[i].Refunded = &res.Usage[i].Refunded
 	}
 	return respond(c, http.StatusOK, refundAnswer{Customer: req.Customer, Refunded: res.Refunded, Usage: usage})
+}
+
+// mayRefund refuses, where the operator requires refunds to name their
+// check, a refund without a request_id by a check token or by API key:
+// only an admin token may still give units back without naming a check.
+func (s *Server) mayRefund(c echo.Context, req *call) error {
+	if !s.refundRequiresRequestID || req.RequestID != "" {
+		return nil
+	}
+	if req.APIKey != "" || tokenOf(c).Role != RoleAdmin {
+		return errRefundNeedsRequestID
+	}
+	return nil
 }
 
 // refundAnswer is the body of POST /v1/refund's answer.

@@ -15,8 +15,9 @@ import (
 type call struct {
 	Customer, Metric, RequestID string
 	// APIKey names the customer by one of its API keys, in place of
-	// Customer.
+	// Customer; KeyID is that key's id, once identify has resolved it.
 	APIKey string
+	KeyID  string
 	// Subject is who within the customer spends the units, "" for none.
 	Subject string
 	// Cost is what the body says, or 1 when it has none.

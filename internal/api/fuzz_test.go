@@ -174,9 +174,12 @@ var fuzzRoutes = []fuzzRoute{
 					return nil, err
 				}
 				q := quota.RefundRequest{Customer: customer, Metric: r.Metric, Cost: fuzzCost(r.Cost),
-					Subject: r.Subject, RequestID: r.RequestID}
+					Subject: r.Subject, RequestID: r.RequestID, Actor: anonymous.Name}
 				if q.Subject == "" {
 					q.Subject = keyID
+				}
+				if keyID != "" {
+					q.Actor = keyID
 				}
 				return q, q.Validate()
 			}, sameValue)

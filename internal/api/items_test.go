@@ -127,9 +127,9 @@ func TestItemsAndSubjectsPassedOn(t *testing.T) {
 		{"items by key", "/v1/check", `{"api_key":"qk_fuzz","items":[{"metric":"a"},{"metric":"b","subject":"u"}]}`,
 			quota.Request{Customer: "acme", Items: []quota.Item{{Metric: "a", Cost: 1, Subject: fuzzKeyID}, {Metric: "b", Cost: 1, Subject: "u"}}}},
 		{"a refund with a subject", "/v1/refund", `{"customer":"acme","metric":"a","cost":2,"subject":"u"}`,
-			quota.RefundRequest{Customer: "acme", Metric: "a", Cost: 2, Subject: "u"}},
+			quota.RefundRequest{Customer: "acme", Metric: "a", Cost: 2, Subject: "u", Actor: anonymous.Name}},
 		{"a refund by key", "/v1/refund", `{"api_key":"qk_fuzz","metric":"a"}`,
-			quota.RefundRequest{Customer: "acme", Metric: "a", Cost: 1, Subject: fuzzKeyID}},
+			quota.RefundRequest{Customer: "acme", Metric: "a", Cost: 1, Subject: fuzzKeyID, Actor: fuzzKeyID}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs.passed = nil

@@ -120,7 +120,7 @@ func (s *Server) revokeKey(c echo.Context) error {
 }
 
 // identify fills in the customer of a check or refund made by API key,
-// and the key's id as its subject where it names none (each item's, for
+// the key's id (KeyID), and that id as its subject where it names none (each item's, for
 // a check of items): limits per subject count each key apart. Exactly one
 // of customer and api_key may be given (a 400 otherwise; none at all is
 // left to the check, which requires the customer).
@@ -135,7 +135,7 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 	if err != nil {
 		return err
 	}
-	r.Customer = customer
+	r.Customer, r.KeyID = customer, id
 	if r.Items == nil && r.Subject == "" {
 		r.Subject = id
 	}

@@ -33,6 +33,7 @@ const (
 	codeInvalidAPIKey        = "invalid_api_key"
 	codeReservationNotFound  = "reservation_not_found"
 	codeReservationExpired   = "reservation_expired"
+	codeCheckNotFound        = "check_not_found"
 	codeSubjectRequired      = "subject_required"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
@@ -121,6 +122,7 @@ var errorTable = []struct {
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
 	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
 	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
+	{tiers.ErrCheckNotFound, http.StatusNotFound, codeCheckNotFound},
 	{tiers.ErrSubjectRequired, http.StatusBadRequest, codeSubjectRequired},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
@@ -138,6 +140,7 @@ var details = map[string]string{
 	codeReservationNotFound: "no reservation has this id",
 	codeReservationExpired:  "the reservation expired before it was committed; its units were given back",
 	codeKeyNotFound:         "no live API key has this id",
+	codeCheckNotFound:       "the request_id names no check of this customer admitted within the last 24 hours: a refund gives back the units of such a check",
 	codeNotFound:            "no such route",
 	codeMethodNotAllowed:    "the route does not allow this method",
 	codeSubjectRequired:     "the metric has limits per subject: the request must name a subject",

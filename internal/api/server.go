@@ -81,6 +81,10 @@ type Config struct {
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// RefundRequiresRequestID refuses (403) a refund without a
+	// request_id, naming the check it gives back, unless an admin token
+	// makes it without an API key.
+	RefundRequiresRequestID bool
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
@@ -105,6 +109,8 @@ type Server struct {
 	keyResolver    KeyResolver
 	holders        Holders
 	requestTimeout time.Duration
+
+	refundRequiresRequestID bool
 }
 
 // New returns a Server with every route registered.
@@ -138,6 +144,8 @@ func New(cfg Config) *Server {
 		keyResolver:    cfg.KeyResolver,
 		holders:        cfg.Holders,
 		requestTimeout: cfg.RequestTimeout,
+
+		refundRequiresRequestID: cfg.RefundRequiresRequestID,
 	}
 	if s.requestTimeout <= 0 {
 		s.requestTimeout = DefaultRequestTimeout

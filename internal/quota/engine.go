@@ -84,6 +84,13 @@ const (
 	claimsInFlight = 2
 )
 
+// auditBatch bounds the refunds' audit events of one round trip,
+// auditsInFlight the round trips of them at once.
+const (
+	auditBatch     = 256
+	auditsInFlight = 1
+)
+
 // DefaultStoreTimeout is how long a check waits for the stores by
 // default: well within what a client of a rate limiter waits for it.
 const DefaultStoreTimeout = 250 * time.Millisecond
@@ -110,6 +117,7 @@ type Engine struct {
 	ledger   Ledger
 	// claims gathers the request-id claims of checks (see keep).
 	claims       *batch.Group[Claim]
+	audits       *refundAudits
 	reservations *reservations
 	history      *historyBuffer
 	watcher      Watcher
@@ -150,6 +158,7 @@ func New(o Options) *Engine {
 	if o.Ledger != nil {
 		e.counters.long, e.counters.read = o.Ledger, o.Ledger.Read
 		e.claims = batch.New(o.Ledger.Claim, claimBatch, claimsInFlight, backgroundTimeout)
+		e.audits = newRefundAudits(o.Ledger)
 	}
 	if o.Leases != nil {
 		e.leases = o.Leases
@@ -179,6 +188,8 @@ type Stats struct {
 	ReservationInserts batch.Stats
 	// Debts are the units of checks admitted degraded (see debts).
 	Debts DebtStats
+	// Audits are the refunds' audit events not written yet.
+	Audits AuditStats
 }
 
 // SharedStats describe the shared store of short windows.
@@ -195,7 +206,7 @@ type SharedStats struct {
 // Stats returns the engine's counters.
 func (e *Engine) Stats() Stats {
 	s := Stats{StoreErrors: e.health.errs.Load(), ShortKeys: e.sliding.Keys(), Claims: e.claims.Stats(),
-		Debts: e.debts.stats()}
+		Debts: e.debts.stats(), Audits: e.audits.stats()}
 	if e.reservations != nil {
 		s.ReservationInserts = e.reservations.inserts.Stats()
 	}

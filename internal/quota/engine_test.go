@@ -740,14 +740,14 @@ func TestHistoryAndRefund(t *testing.T) {
 		check(4, false, "")  // denied (12+4 > 15)
 		check(4, false, "")  // denied
 
-		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"})
+		res, err := f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "a"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if usage := res.Usage; len(usage) != 1 || usage[0].Used != 9 || usage[0].Overage != 0 || usage[0].Refunded != 3 || res.Refunded != 3 {
 			t.Errorf("refund = %+v, want 3 refunded, used 9", res)
 		}
-		res, err = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "r"})
+		res, err = f.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 3, RequestID: "a"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -806,13 +806,13 @@ func TestRequestIDKeepsTheSubject(t *testing.T) {
 		if _, err := f.engine.Check(ctx, r); !errors.Is(err, tiers.ErrConflict) {
 			t.Errorf("the id for bob: %v, want a conflict", err)
 		}
-		refund := quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: "alice", RequestID: "f1"}
+		refund := quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: "alice", RequestID: "r1"}
 		if _, err := f.engine.Refund(ctx, refund); err != nil {
 			t.Fatal(err)
 		}
 		refund.Subject = "bob"
 		if _, err := f.engine.Refund(ctx, refund); !errors.Is(err, tiers.ErrConflict) {
-			t.Errorf("the refund id for bob: %v, want a conflict", err)
+			t.Errorf("a refund for bob of alice's check: %v, want a conflict", err)
 		}
 	})
 }

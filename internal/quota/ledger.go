@@ -7,12 +7,12 @@ import (
 
 // Ledger keeps what every quotad process shares, in a store: long-window
 // counters, the metrics' global usage in long windows, request ids,
-// resets (and leases: package lease's Leaser, which the store implements
-// beside it). It is the sum of three roles, each a small interface, so
-// that a part of quotad (or a test's fake) asks only for the role it
-// needs: Counts (charging and reading counters), Requests (request ids)
-// and Maintenance (resets and purges). Implementations are
-// safe for concurrent use. Errors: tiers.ErrUnavailable when the store
+// resets, refunds' audit events (and leases: package lease's Leaser, which
+// the store implements beside it). It is the sum of four roles, each a
+// small interface, so that a part of quotad (or a test's fake) asks only
+// for the role it needs: Counts (charging and reading counters), Requests
+// (request ids), Maintenance (resets and purges) and Audits. Implementations
+// are safe for concurrent use. Errors: tiers.ErrUnavailable when the store
 // cannot be reached (for calls that change nothing but one row or one
 // transaction, nothing was changed), tiers.ErrCustomerNotFound when the
 // customer went away.
@@ -20,6 +20,15 @@ type Ledger interface {
 	Counts
 	Requests
 	Maintenance
+	Audits
+}
+
+// Audits is the audit role of a Ledger: the engine's own entries in the
+// audit log (a reset writes its own, in Maintenance.Reset).
+type Audits interface {
+	// RecordRefunds adds an audit event (action "refund") for each of
+	// events, in one round trip; on error none was added.
+	RecordRefunds(ctx context.Context, events []RefundEvent) error
 }
 
 // Counts is the counting role of a Ledger: a Counter over long windows
@@ -82,7 +91,8 @@ type Tx interface {
 }
 
 // RequestKind tells checks' request ids from refunds': each kind has its
-// own ids.
+// own records. A refund's record is kept under the id of the check it
+// gives back, so that the check is refunded once.
 type RequestKind string
 
 // The request kinds.

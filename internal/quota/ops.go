@@ -27,7 +27,8 @@ const DefaultBackgroundTimeout = 5 * time.Second
 
 // Run does the engine's background work until ctx ends: it charges what
 // checks admitted degraded owe once their stores answer (see debts),
-// flushes usage history, keeps leases (reports, settles, global usage; see
+// flushes usage history and refunds' audit events kept while the store
+// refused them, keeps leases (reports, settles, global usage; see
 // LeasePool.Flush), evicts idle short-window counters, releases expired
 // reservations and, in a goroutine of its own (a purge that takes long
 // holds up none of the rest), purges what the ledger keeps no longer (see
@@ -80,6 +81,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 		case <-flush.C:
 			work("repay degraded admissions", e.repay)
 			work("flush history", e.history.flush)
+			work("write refunds' audit events", e.audits.flush)
 		case <-leases.C:
 			if e.leases != nil {
 				work("flush leases", func(ctx context.Context) error { return e.leases.Flush(ctx, e.clock.Now()) })
@@ -114,8 +116,8 @@ func (e *Engine) Purge(ctx context.Context) error {
 }
 
 // Close charges what checks admitted degraded owe, gives back the units
-// this process holds in leases and writes what it buffered: on shutdown,
-// after the last check.
+// this process holds in leases and writes what it buffered (history,
+// refunds' audit events): on shutdown, after the last check.
 func (e *Engine) Close(ctx context.Context) error {
 	var errs []error
 	if err := e.repay(ctx); err != nil {
@@ -129,6 +131,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err := e.FlushHistory(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("final history flush: %w", err))
 	}
+	if err := e.health.unavailable(e.audits.flush(ctx)); err != nil {
+		errs = append(errs, fmt.Errorf("write refunds' audit events: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -140,16 +145,34 @@ func (e *Engine) FlushHistory(ctx context.Context) error {
 // Refund gives r.Cost units back to the customer's current windows of
 // r.Metric — the customer's, the subject's, and the credit pool's it
 // draws on, at its rate — never below zero, overage units first, and
-// takes them off today's history. A refund id seen within 24 hours
-// refunds nothing again. It returns how many units went back, and the
-// usage of those windows after the refund.
+// takes them off today's history. It returns how many units went back,
+// and the usage of those windows after the refund; the refund is in the
+// audit log (see RecordRefunds: a refund whose event cannot be written at
+// once still answers, its event written later).
+//
+// A refund with a request id gives back the units of the check of the
+// customer admitted within the last 24 hours under that id: at most what
+// that check charged r's metric and subject (a larger cost is clamped to
+// it), once. A repeat of the refund (same metric, subject and cost) gives
+// nothing more; another refund of that check is tiers.ErrConflict, as is
+// a refund of a metric or subject the check did not charge; an id that
+// names no such check (never used, denied, another customer's, older
+// than 24 hours) is tiers.ErrCheckNotFound.
 func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, error) {
 	if err := r.Validate(); err != nil {
 		return RefundResult{}, err
 	}
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
-	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}
+	cost := r.Cost
+	if r.RequestID != "" {
+		charged, err := chargedBy(ctx, e.ledger, r, s.at)
+		if err != nil {
+			return RefundResult{}, e.health.unavailable(err)
+		}
+		cost = min(cost, charged)
+	}
+	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: cost, Subject: r.Subject}}
 	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
 		return RefundResult{}, e.health.unavailable(err)
 	}
@@ -165,6 +188,9 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	}
 	replayed := false
 	if r.RequestID != "" {
+		// The refund is claimed under the check's id before any unit goes
+		// back: of two refunds of one check, in any processes, one claims
+		// it and the other finds it claimed.
 		c, _, err := e.claims.Do(ctx, Claim{Customer: r.Customer, Kind: KindRefund, ID: r.RequestID,
 			Metric: keyed(r.Metric, r.Subject), Cost: r.Cost, At: s.at})
 		if err != nil {
@@ -172,7 +198,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		}
 		if rec := c.Found; rec != nil {
 			if rec.Metric != keyed(r.Metric, r.Subject) || rec.Cost != r.Cost {
-				return RefundResult{}, fmt.Errorf("%w: request_id %q was used for a refund of %d %s",
+				return RefundResult{}, fmt.Errorf("%w: the check %q was refunded before, %d %s",
 					tiers.ErrConflict, r.RequestID, rec.Cost, rec.Metric)
 			}
 			replayed = true
@@ -184,6 +210,10 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 			return RefundResult{}, err
 		}
 		res.Refunded = s.refunded(e.history)
+		// The units are back: a refund whose event the store does not
+		// take now answers as made, its event written later.
+		e.health.unavailable(e.audits.record(ctx, RefundEvent{At: s.at, Actor: r.Actor, Customer: r.Customer,
+			Metric: r.Metric, Subject: r.Subject, RequestID: r.RequestID, Cost: r.Cost, Refunded: res.Refunded}))
 	}
 	acct := s.account(r.Customer)
 	metrics := []string{r.Metric}

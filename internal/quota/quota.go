@@ -72,11 +72,32 @@ type Item struct {
 
 // RefundRequest gives units back to a customer's current windows.
 type RefundRequest struct {
-	Customer  string
-	Metric    string
-	Cost      int64
-	Subject   string
+	Customer string
+	Metric   string
+	Cost     int64
+	Subject  string
+	// RequestID, when set, names the check whose units the refund gives
+	// back: a check of Customer admitted within the last 24 hours with
+	// that request id (see Engine.Refund).
 	RequestID string
+	// Actor is who asked for the refund, as the audit log names it.
+	Actor string
+}
+
+// RefundEvent is the audit log's record of one refund: who asked, what
+// it asked for and what it gave back.
+type RefundEvent struct {
+	At       time.Time
+	Actor    string
+	Customer string
+	Metric   string
+	Subject  string
+	// RequestID is the check the refund named; "" for none.
+	RequestID string
+	// Cost is what the refund asked for; Refunded what it took back (see
+	// RefundResult.Refunded).
+	Cost     int64
+	Refunded int64
 }
 
 // State is how a window stands after a check.
@@ -185,9 +206,10 @@ type RefundResult struct {
 	// Refunded is how many units the refund took back: the most it took
 	// off any one window's count. A refund takes min(cost, used) off each
 	// window, used being the window's count just before (as Usage reports
-	// it), so 1000 units refunded against 9 used take back 9. It is 0 when
-	// the metric has no effective limit (no window counts it) and when the
-	// request id was refunded before (nothing is taken back twice).
+	// it), so 1000 units refunded against 9 used take back 9; a refund
+	// naming a check takes back at most what that check charged. It is 0
+	// when the metric has no effective limit (no window counts it) and
+	// when the check was refunded before (nothing is taken back twice).
 	Refunded int64
 	// Usage is the metric's usage after the refund, each window with
 	// what the refund took off it.

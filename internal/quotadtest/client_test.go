@@ -401,9 +401,9 @@ func TestClientCheckAndUsage(t *testing.T) {
 		t.Errorf("Usage = %v, want %v", used, want)
 	}
 
-	// A refund gives units back, once per request_id, and says how many.
+	// A refund naming a check gives units back, once, and says how many.
 	for i, want := range []int64{1, 0} {
-		r, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "exports", Cost: 1, RequestID: "undo-1"})
+		r, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "exports", Cost: 1, RequestID: "job-1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -90,4 +91,42 @@ func (db *DB) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers
 		ORDER BY id DESC
 		LIMIT $3`
 	return findPage(ctx, db.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
+}
+
+// usageResource is the audit log's name of a customer's usage of metric:
+// what resets and refunds change.
+func usageResource(customer, metric string) string {
+	return "customers/" + customer + "/usage/" + metric
+}
+
+// refundImage is a refund's audit image (its event's after).
+type refundImage struct {
+	Metric    string `json:"metric"`
+	Subject   string `json:"subject,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Cost      int64  `json:"cost"`
+	Refunded  int64  `json:"refunded"`
+}
+
+// RecordRefunds implements quota.Ledger: the events in one statement.
+func (db *DB) RecordRefunds(ctx context.Context, events []quota.RefundEvent) error {
+	n := len(events)
+	ats, actors, resources, customers := make([]time.Time, n), make([]string, n), make([]string, n), make([]string, n)
+	afters := make([][]byte, n)
+	for i, ev := range events {
+		after, err := jsonOrNull(refundImage{Metric: ev.Metric, Subject: ev.Subject, RequestID: ev.RequestID,
+			Cost: ev.Cost, Refunded: ev.Refunded})
+		if err != nil {
+			return err
+		}
+		ats[i], actors[i], resources[i], customers[i], afters[i] = ev.At, ev.Actor, usageResource(ev.Customer, ev.Metric), ev.Customer, after
+	}
+	const q = `
+		INSERT INTO audit_events (at, actor, action, resource, customer_id, after)
+		SELECT at, actor, $6, resource, customer, after
+		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) AS e(at, actor, resource, customer, after)`
+	if _, err := db.pool.Exec(ctx, q, ats, actors, resources, customers, afters, tiers.ActionRefund); err != nil {
+		return fmt.Errorf("record %d refunds' audit events: %w", n, mapErr(err))
+	}
+	return nil
 }

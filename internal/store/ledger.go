@@ -567,7 +567,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 			return err
 		}
 		e := auditEntry{actor: actor, action: tiers.ActionReset, customer: customer,
-			resource: "customers/" + customer + "/usage/" + metric,
+			resource: usageResource(customer, metric),
 			before:   map[string]any{"metric": metric, "counters": list}}
 		if err := recordAudit(ctx, tx, at, e); err != nil {
 			return err

@@ -32,6 +32,9 @@ var (
 	// ErrReservationExpired: the reservation was not committed by its
 	// expiry, and quotad released it.
 	ErrReservationExpired = errors.New("reservation expired")
+	// ErrCheckNotFound: a refund's request_id names no check of its
+	// customer that was admitted within the last 24 hours.
+	ErrCheckNotFound = errors.New("check not found")
 	// ErrSubjectRequired: a check of a metric that has limits per subject
 	// names no subject.
 	ErrSubjectRequired = errors.New("subject required")

@@ -428,7 +428,7 @@ type Account struct {
 	Overrides []Override
 }
 
-// AuditEvent records one committed admin write.
+// AuditEvent records one committed admin write, or one refund.
 type AuditEvent struct {
 	ID       int64     `json:"id"`
 	At       time.Time `json:"at"`
@@ -449,4 +449,7 @@ const (
 	ActionReset  = "reset"
 	// ActionRelease: an admin released a dead process's leases.
 	ActionRelease = "release"
+	// ActionRefund: units given back to a customer's windows by POST
+	// /v1/refund.
+	ActionRefund = "refund"
 )

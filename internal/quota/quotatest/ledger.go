@@ -2,6 +2,7 @@ package quotatest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,6 +29,7 @@ type Store struct {
 	holders int64
 	late    []func() // calls held back by a Delay fault, to arrive later
 	notes   []func() // notifications to send once mu is unlocked
+	refunds []quota.RefundEvent
 }
 
 type requestKey struct {
@@ -115,9 +117,10 @@ func (s *Store) Count(k quota.CounterKey) int64 {
 }
 
 // Ledger is one process's in-memory quota.Ledger over a Store. Err, when
-// set, fails every call as an unreachable store would; Faults, when set,
-// decides the fate of each lease call (see Fault). Transactions
-// (Atomically) run one at a time and roll back by undoing what they did.
+// set, fails every call as an unreachable store would (AuditErr only the
+// refunds' audit events); Faults, when set, decides the fate of each
+// lease call (see Fault). Transactions (Atomically) run one at a time and
+// roll back by undoing what they did.
 type Ledger struct {
 	s      *Store
 	holder int64
@@ -125,6 +128,8 @@ type Ledger struct {
 	Faults func(op LeaseOp) Fault
 	// Charges counts calls to Take, in and out of transactions.
 	Charges int
+	// AuditErr, when set, fails RecordRefunds (and nothing else).
+	AuditErr error
 }
 
 // NewLedger returns the ledger of one process over an empty store.
@@ -471,6 +476,27 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 		}
 	}
 	return nil
+}
+
+// RecordRefunds implements quota.Ledger: the events are kept in order
+// (see Refunds).
+func (l *Ledger) RecordRefunds(_ context.Context, events []quota.RefundEvent) error {
+	if err := l.lock(); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	if l.AuditErr != nil {
+		return l.AuditErr
+	}
+	l.s.refunds = append(l.s.refunds, events...)
+	return nil
+}
+
+// Refunds returns the refunds' audit events recorded, oldest first.
+func (s *Store) Refunds() []quota.RefundEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.refunds)
 }
 
 // Purge implements quota.Ledger.
