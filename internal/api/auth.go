@@ -121,8 +121,13 @@ func isOpen(path string) bool {
 // authenticate returns the request's token: none for the open paths,
 // anonymous when no token is configured. It runs after routing, so that
 // c.Path() names the matched route; it answers 401 and 403 before the
-// router's own 404 and 405.
+// router's own 404 and 405. Without tokens, a request whose Host is not
+// a loopback one is refused with 421 first, whatever its path (see
+// loopbackHost).
 func (s *Server) authenticate(c echo.Context) (*Token, error) {
+	if !s.auth.enabled() && !loopbackHost(c.Request().Host) {
+		return nil, errForeignHost
+	}
 	if isOpen(c.Request().URL.Path) {
 		return nil, nil
 	}
