@@ -21,8 +21,8 @@ const testStoreTimeout = "30s"
 
 // Tokens every test server accepts.
 const (
-	adminToken = "adm-secret"
-	checkToken = "chk-secret"
+	adminToken = "adm-secret-for-tests"
+	checkToken = "chk-secret-for-tests"
 )
 
 // testServer is quotad started by run, exactly as main starts it, on a
