@@ -60,8 +60,11 @@ type config struct {
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
 	// GRPCListen serves Envoy's rate limit service (see grpc.go);
 	// RLSConfig names its YAML rules.
-	GRPCListen string `help:"Address to serve Envoy's rate limit service (envoy.service.ratelimit.v3) on, plaintext gRPC (h2c), with gRPC health checking and reflection; empty: off." envvar:"QUOTAD_GRPC_LISTEN" placeholder:"ADDR"`
+	GRPCListen string `help:"Address to serve Envoy's rate limit service (envoy.service.ratelimit.v3) on, plaintext gRPC (h2c) unless --tls-cert, with gRPC health checking and reflection; empty: off." envvar:"QUOTAD_GRPC_LISTEN" placeholder:"ADDR"`
 	RLSConfig  string `help:"YAML file of the rate limit service's descriptor entry keys and what unknown customers, keys and metrics get; empty: entries customer, api_key and metric, unknown denied." envvar:"QUOTAD_RLS_CONFIG" placeholder:"FILE"`
+	// TLSCert and TLSKey serve the API and gRPC over TLS (see tls.go).
+	TLSCert string `help:"PEM certificate (its chain after it) to serve HTTP and gRPC over TLS with, read again when the file changes; needs --tls-key; empty: plaintext." envvar:"QUOTAD_TLS_CERT" placeholder:"FILE"`
+	TLSKey  string `help:"PEM private key of --tls-cert." envvar:"QUOTAD_TLS_KEY" placeholder:"FILE"`
 	// Webhook deliveries (see internal/webhooks).
 	WebhookAllowPrivate bool          `help:"Deliver webhooks to private, loopback and link-local addresses too." envvar:"QUOTAD_WEBHOOK_ALLOW_PRIVATE" default:"false" negatable:""`
 	WebhookTimeout      time.Duration `help:"How long a webhook receiver has to answer a delivery." envvar:"QUOTAD_WEBHOOK_TIMEOUT" default:"10s" placeholder:"DURATION"`
@@ -274,6 +277,9 @@ func (c *config) check() error {
 	if _, beyond := loopbackOnly(c.DebugListen); c.DebugListen != "" && beyond && !c.DebugAllowRemote {
 		return bad("debug-listen", "%q is not a loopback address, and pprof has no authentication: listen on one, such as 127.0.0.1:6060, or set --debug-allow-remote", c.DebugListen)
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%s and %s: give both or neither", c.from("tls-cert"), c.from("tls-key"))
+	}
 	if _, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns); err != nil {
 		return bad("database-url", "%v", err) // says why without the password
 	}
@@ -421,6 +427,7 @@ func (c *config) logValue() slog.Value {
 		slog.String("reclaim_after", c.ReclaimAfter.String()),
 		slog.String("debug_listen", c.DebugListen),
 		slog.Bool("debug_allow_remote", c.DebugAllowRemote),
+		slog.String("tls_cert", c.TLSCert),
 		slog.Int("warm_customers", c.WarmCustomers),
 		slog.String("warm_timeout", c.WarmTimeout.String()),
 		slog.Uint64("gc_headroom_mib", c.gcHeadroom()>>20),

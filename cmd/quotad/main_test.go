@@ -33,6 +33,8 @@ type testServer struct {
 	schema *dbtest.Schema
 	logs   *quotadtest.LogTail
 	stop   func() error
+	// client sends do's requests; nil: http.DefaultClient.
+	client *http.Client
 }
 
 // MustStartServer runs quotad on schema (a fresh one when nil) with env on
@@ -160,7 +162,11 @@ func (s *testServer) send(method, path, body string, headers ...string) (respons
 			req.Header.Set(headers[i], headers[i+1])
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := s.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return response{}, err
 	}
