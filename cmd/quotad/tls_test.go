@@ -1,16 +1,8 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,58 +15,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/quotad/quotad/internal/quotadtest"
 )
-
-// testCert is a self-signed ECDSA certificate for 127.0.0.1 and localhost,
-// written to PEM files.
-type testCert struct {
-	certFile, keyFile string
-	serial            *big.Int
-	pool              *x509.CertPool // trusts it
-}
-
-// MustWriteCert makes a self-signed certificate with serial number serial
-// and writes it, and its key, to certFile and keyFile.
-func MustWriteCert(t testing.TB, certFile, keyFile string, serial int64) *testCert {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial),
-		Subject:               pkix.Name{CommonName: "quotad test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:              []string{"localhost"},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCert{certFile: certFile, keyFile: keyFile, serial: tmpl.SerialNumber, pool: pool}
-}
 
 // With --tls-cert and --tls-key, the API and the rate limit service are
 // served over TLS: an HTTPS check and a gRPC call succeed, a plaintext
@@ -83,12 +26,12 @@ func MustWriteCert(t testing.TB, certFile, keyFile string, serial int64) *testCe
 func TestTLSServesHTTPAndGRPC(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cert := MustWriteCert(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), 1)
-	s := MustStartServer(t, nil, withGRPC(map[string]string{"QUOTAD_TLS_CERT": cert.certFile, "QUOTAD_TLS_KEY": cert.keyFile}))
+	cert := quotadtest.MustWriteCert(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), 1)
+	s := MustStartServer(t, nil, withGRPC(map[string]string{"QUOTAD_TLS_CERT": cert.CertFile, "QUOTAD_TLS_KEY": cert.KeyFile}))
 	addr := strings.TrimPrefix(s.URL, "http://")
 	plain := s.URL
 	s.URL = "https://" + addr
-	s.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.pool}}}
+	s.client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool}}}
 
 	// An HTTPS check, after a catalog set up over HTTPS.
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"day","limit":5}]`, "acme")
@@ -107,7 +50,7 @@ func TestTLSServesHTTPAndGRPC(t *testing.T) {
 	}
 
 	// gRPC over TLS.
-	conn, err := grpc.NewClient(s.grpcAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: cert.pool})))
+	conn, err := grpc.NewClient(s.grpcAddr(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: cert.Pool})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,21 +74,21 @@ func TestTLSServesHTTPAndGRPC(t *testing.T) {
 	}
 
 	// A renewed certificate is served from the next handshake on.
-	renewed := MustWriteCert(t, cert.certFile, cert.keyFile, 2)
+	renewed := quotadtest.MustWriteCert(t, cert.CertFile, cert.KeyFile, 2)
 	later := time.Now().Add(time.Minute) // a change of time the file system cannot miss
-	for _, f := range []string{renewed.certFile, renewed.keyFile} {
+	for _, f := range []string{renewed.CertFile, renewed.KeyFile} {
 		if err := os.Chtimes(f, later, later); err != nil {
 			t.Fatal(err)
 		}
 	}
-	conf := &tls.Config{RootCAs: renewed.pool}
+	conf := &tls.Config{RootCAs: renewed.Pool}
 	tc, err := tls.Dial("tcp", addr, conf)
 	if err != nil {
 		t.Fatalf("handshake after the renewal: %v", err)
 	}
 	defer tc.Close()
-	if got := tc.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(renewed.serial) != 0 {
-		t.Errorf("served the certificate of serial %v after the renewal, want %v", got, renewed.serial)
+	if got := tc.ConnectionState().PeerCertificates[0].SerialNumber; got.Cmp(renewed.Serial) != 0 {
+		t.Errorf("served the certificate of serial %v after the renewal, want %v", got, renewed.Serial)
 	}
 }
 
@@ -154,16 +97,16 @@ func TestTLSServesHTTPAndGRPC(t *testing.T) {
 func TestTLSConfigRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cert := MustWriteCert(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), 1)
-	other := MustWriteCert(t, filepath.Join(dir, "other.pem"), filepath.Join(dir, "other-key.pem"), 2)
+	cert := quotadtest.MustWriteCert(t, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), 1)
+	other := quotadtest.MustWriteCert(t, filepath.Join(dir, "other.pem"), filepath.Join(dir, "other-key.pem"), 2)
 	for _, tc := range []struct {
 		name string
 		args []string
 		env  map[string]string
 		want []string
 	}{
-		{"a certificate without its key", []string{"--tls-cert", cert.certFile}, nil, []string{"--tls-cert", "--tls-key", "both or neither"}},
-		{"a key without its certificate", nil, map[string]string{"QUOTAD_TLS_KEY": cert.keyFile}, []string{"$QUOTAD_TLS_KEY", "both or neither"}},
+		{"a certificate without its key", []string{"--tls-cert", cert.CertFile}, nil, []string{"--tls-cert", "--tls-key", "both or neither"}},
+		{"a key without its certificate", nil, map[string]string{"QUOTAD_TLS_KEY": cert.KeyFile}, []string{"$QUOTAD_TLS_KEY", "both or neither"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { mustRefuseConfig(t, tc.args, tc.env, tc.want, nil) })
 	}
@@ -172,8 +115,8 @@ func TestTLSConfigRefused(t *testing.T) {
 		cert, key string
 		want      string
 	}{
-		{"a missing file", filepath.Join(dir, "nothing.pem"), cert.keyFile, "nothing.pem"},
-		{"another certificate's key", cert.certFile, other.keyFile, "private key does not match"},
+		{"a missing file", filepath.Join(dir, "nothing.pem"), cert.KeyFile, "nothing.pem"},
+		{"another certificate's key", cert.CertFile, other.KeyFile, "private key does not match"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := runOut(t, "--tls-cert", tc.cert, "--tls-key", tc.key, "--database-url", "postgres://postgres@127.0.0.1:1/quotad", "--db-wait", "0s", "--listen", "127.0.0.1:0")
