@@ -135,8 +135,9 @@ DEBUG1=127.0.0.1:$((PORT + 3))
 DEBUG2=127.0.0.1:$((PORT + 4))
 UPSERT=127.0.0.1:$((PORT + 5))  # tools/upsertserver, for the upsert scenario
 GRPC1=127.0.0.1:$((PORT + 6))   # the first quotad's gRPC rate limit service, for the grpc scenario
-ADMIN_TOKEN=adm-secret
-CHECK_TOKEN=chk-secret
+# Tokens of this run only: quotad refuses secrets under 16 characters.
+ADMIN_TOKEN=adm-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+CHECK_TOKEN=chk-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
 LOADGEN_LOG=bin/bench-loadgen.log
 RESULTS=bin/bench-results.tsv
 MEMORY=bin/bench-memory.tsv  # sparse's memory per customer, per round

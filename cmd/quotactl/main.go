@@ -23,6 +23,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +56,7 @@ const defaultURL = "http://127.0.0.1:8080"
 type cli struct {
 	URL     string           `help:"quotad's base URL." envvar:"QUOTAD_URL" default:"${default_url}" placeholder:"URL"`
 	Token   string           `help:"Bearer token: an admin token, or a check token for check and usage." envvar:"QUOTAD_TOKEN" placeholder:"TOKEN"`
+	CACert  string           `help:"PEM file of certificate authorities to trust, besides the system's, for an https URL served with a private one's certificate." envvar:"QUOTAD_CA_CERT" placeholder:"FILE"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
 	Catalog struct {
@@ -74,12 +77,31 @@ type env struct {
 	now    func() time.Time
 }
 
-// newClient returns the client of the quotad at url.
-func newClient(url, token string) *quotad.Client {
+// newClient returns the client of the quotad at url, trusting the
+// certificate authorities of the PEM file caFile ("": none) besides the
+// system's.
+func newClient(url, token, caFile string) (*quotad.Client, error) {
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-cert: %w", err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-cert: %s holds no PEM certificate", caFile)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		hc.Transport = tr
+	}
 	return quotad.New(url,
 		quotad.WithToken(token),
-		quotad.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
-		quotad.WithUserAgent("quotactl/"+version+" quotad-go/"+quotad.Version))
+		quotad.WithHTTPClient(hc),
+		quotad.WithUserAgent("quotactl/"+version+" quotad-go/"+quotad.Version)), nil
 }
 
 // exitCode is an exit status a command asks for without an error to print
@@ -109,7 +131,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if kctx == nil { // --help or --version
 		return status
 	}
-	e := &env{ctx: ctx, client: newClient(c.URL, c.Token), stdout: stdout, stderr: stderr, now: time.Now}
+	client, err := newClient(c.URL, c.Token, c.CACert)
+	if err != nil {
+		fmt.Fprintln(stderr, "quotactl:", err)
+		return 1
+	}
+	e := &env{ctx: ctx, client: client, stdout: stdout, stderr: stderr, now: time.Now}
 	err = kctx.Run(e)
 	var ec exitCode
 	switch {

@@ -955,10 +955,10 @@ func TestAdminDeleteCustomerRemovesOverrides(t *testing.T) {
 func TestAdminAudit(t *testing.T) {
 	t.Parallel()
 	s := MustStartServer(t, nil, map[string]string{
-		"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken + ",second-secret, third-secret",
+		"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken + ",second-admin-secret, third-admin-secret",
 	})
 	as := func(secret string) []string { return []string{"Authorization", "Bearer " + secret} }
-	ops, second, third := as(adminToken), as("second-secret"), as("third-secret")
+	ops, second, third := as(adminToken), as("second-admin-secret"), as("third-admin-secret")
 
 	type event struct{ actor, action, resource string }
 	var want []event // oldest first
@@ -1167,10 +1167,10 @@ func TestAdminAuditActors(t *testing.T) {
 		secret string // "" sends no token
 		want   string
 	}{
-		{"first unnamed", "one,two", "one", "admin#1"},
-		{"second unnamed", "one,two", "two", "admin#2"},
-		{"unnamed after named", "boss:one,two", "two", "admin#2"},
-		{"named", "one,boss:two", "two", "boss"},
+		{"first unnamed", "first-admin-secret,second-admin-secret", "first-admin-secret", "admin#1"},
+		{"second unnamed", "first-admin-secret,second-admin-secret", "second-admin-secret", "admin#2"},
+		{"unnamed after named", "boss:first-admin-secret,second-admin-secret", "second-admin-secret", "admin#2"},
+		{"named", "first-admin-secret,boss:second-admin-secret", "second-admin-secret", "boss"},
 		{"no tokens", "", "", "anonymous"},
 	}
 	for _, tt := range tests {

@@ -49,17 +49,22 @@ type config struct {
 	RedisURL        string        `help:"Redis URL (redis://host:port/db or rediss://; a Redis Cluster: redis://host:port, more nodes with ?addr=host:port) to share short windows with every quotad process; empty: each process counts its own." envvar:"QUOTAD_REDIS_URL" placeholder:"URL"`
 	RedisPrefix     string        `help:"Prefix of quotad's Redis keys." envvar:"QUOTAD_REDIS_PREFIX" default:"${redis_prefix}" placeholder:"PREFIX"`
 	RedisTimeout    time.Duration `help:"When Redis is silent rather than slow: a connection with no answer for four times this (at least a second) is given up, and checks count their short windows in process, degraded; a Redis that answers is waited for up to --request-timeout." envvar:"QUOTAD_REDIS_TIMEOUT" default:"${redis_timeout}" placeholder:"DURATION"`
-	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`
+	DebugListen     string        `help:"Address to serve net/http/pprof on, without authentication: a loopback one unless --debug-allow-remote; empty: off." envvar:"QUOTAD_DEBUG_LISTEN" placeholder:"ADDR"`
 	WarmCustomers   int           `help:"How many customers active today or yesterday (by usage history), the most recent first, to load into the cache at start-up before serving; 0: none." envvar:"QUOTAD_WARM_CUSTOMERS" default:"100000" placeholder:"N"`
 	WarmTimeout     time.Duration `help:"How long start-up may spend loading them; then quotad serves anyway." envvar:"QUOTAD_WARM_TIMEOUT" default:"10s" placeholder:"DURATION"`
 	GCHeadroom      int           `help:"MiB the heap may grow by above its live size before the garbage collector runs, while its live size is smaller (larger, the runtime's doubling applies); 0: the runtime's pace alone. Ignored when GOGC is set." envvar:"QUOTAD_GC_HEADROOM_MIB" name:"gc-headroom-mib" default:"128" placeholder:"MIB"`
+	// DebugAllowRemote lets --debug-listen be beyond loopback (see debug.go).
+	DebugAllowRemote bool `help:"Let --debug-listen be an address beyond loopback, where whoever reaches it reads quotad's memory profiles." envvar:"QUOTAD_DEBUG_ALLOW_REMOTE"`
 	// ForwardAuthConfig names the YAML file of GET /v1/forward-auth's
 	// rules; empty: the X-Quotad-* headers (see forwardauth.go).
 	ForwardAuthConfig string `help:"YAML file of GET /v1/forward-auth's header names, API keys and routes; empty: X-Quotad-Customer, X-Quotad-Metric, X-Quotad-Cost." envvar:"QUOTAD_FORWARD_AUTH_CONFIG" placeholder:"FILE"`
 	// GRPCListen serves Envoy's rate limit service (see grpc.go);
 	// RLSConfig names its YAML rules.
-	GRPCListen string `help:"Address to serve Envoy's rate limit service (envoy.service.ratelimit.v3) on, plaintext gRPC (h2c), with gRPC health checking and reflection; empty: off." envvar:"QUOTAD_GRPC_LISTEN" placeholder:"ADDR"`
+	GRPCListen string `help:"Address to serve Envoy's rate limit service (envoy.service.ratelimit.v3) on, plaintext gRPC (h2c) unless --tls-cert, with gRPC health checking and reflection; empty: off." envvar:"QUOTAD_GRPC_LISTEN" placeholder:"ADDR"`
 	RLSConfig  string `help:"YAML file of the rate limit service's descriptor entry keys and what unknown customers, keys and metrics get; empty: entries customer, api_key and metric, unknown denied." envvar:"QUOTAD_RLS_CONFIG" placeholder:"FILE"`
+	// TLSCert and TLSKey serve the API and gRPC over TLS (see tls.go).
+	TLSCert string `help:"PEM certificate (its chain after it) to serve HTTP and gRPC over TLS with, read again when the file changes; needs --tls-key; empty: plaintext." envvar:"QUOTAD_TLS_CERT" placeholder:"FILE"`
+	TLSKey  string `help:"PEM private key of --tls-cert." envvar:"QUOTAD_TLS_KEY" placeholder:"FILE"`
 	// Webhook deliveries (see internal/webhooks).
 	WebhookAllowPrivate bool          `help:"Deliver webhooks to private, loopback and link-local addresses too." envvar:"QUOTAD_WEBHOOK_ALLOW_PRIVATE" default:"false" negatable:""`
 	WebhookTimeout      time.Duration `help:"How long a webhook receiver has to answer a delivery." envvar:"QUOTAD_WEBHOOK_TIMEOUT" default:"10s" placeholder:"DURATION"`
@@ -271,6 +276,12 @@ func (c *config) check() error {
 			return bad(a.name, "%v", err)
 		}
 	}
+	if _, beyond := loopbackOnly(c.DebugListen); c.DebugListen != "" && beyond && !c.DebugAllowRemote {
+		return bad("debug-listen", "%q is not a loopback address, and pprof has no authentication: listen on one, such as 127.0.0.1:6060, or set --debug-allow-remote", c.DebugListen)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%s and %s: give both or neither", c.from("tls-cert"), c.from("tls-key"))
+	}
 	if _, err := store.MaxConns(c.DatabaseURL, c.DBMaxConns); err != nil {
 		return bad("database-url", "%v", err) // says why without the password
 	}
@@ -417,6 +428,8 @@ func (c *config) logValue() slog.Value {
 		slog.Bool("leases", c.Leases),
 		slog.String("reclaim_after", c.ReclaimAfter.String()),
 		slog.String("debug_listen", c.DebugListen),
+		slog.Bool("debug_allow_remote", c.DebugAllowRemote),
+		slog.String("tls_cert", c.TLSCert),
 		slog.Int("warm_customers", c.WarmCustomers),
 		slog.String("warm_timeout", c.WarmTimeout.String()),
 		slog.Uint64("gc_headroom_mib", c.gcHeadroom()>>20),

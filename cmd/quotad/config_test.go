@@ -69,7 +69,7 @@ func TestConfigSources(t *testing.T) {
 		{"string default", nil, nil, func(c *config) any { return c.DatabaseURL }, defaultDatabaseURL},
 		{"string from the environment", nil, map[string]string{"QUOTAD_REDIS_PREFIX": "q:"}, func(c *config) any { return c.RedisPrefix }, "q:"},
 		{"a value that looks like a flag", []string{"-redis-prefix=-listen"}, nil, func(c *config) any { return c.RedisPrefix }, "-listen"},
-		{"single-dash flags with values", []string{"-admin-tokens", "x", "-listen", "127.0.0.1:9"}, nil, func(c *config) any { return c.AdminTokens + " " + c.Listen }, "x 127.0.0.1:9"},
+		{"single-dash flags with values", []string{"-admin-tokens", adminToken, "-listen", "127.0.0.1:9"}, nil, func(c *config) any { return c.AdminTokens + " " + c.Listen }, adminToken + " 127.0.0.1:9"},
 		{"flags after the command", []string{"--log-level", "warn"}, nil, func(c *config) any { return c.LogLevel }, "warn"},
 		{"warm customers by default", nil, nil, func(c *config) any { return c.WarmCustomers }, 100000},
 		{"no warming", nil, map[string]string{"QUOTAD_WARM_CUSTOMERS": "0"}, func(c *config) any { return c.WarmCustomers }, 0},
@@ -79,7 +79,7 @@ func TestConfigSources(t *testing.T) {
 		{"gc headroom from the environment", nil, map[string]string{"QUOTAD_GC_HEADROOM_MIB": "512"}, func(c *config) any { return c.gcHeadroom() }, uint64(512 << 20)},
 		{"no gc headroom", []string{"--gc-headroom-mib", "0"}, nil, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
 		{"GOGC set: the operator paces the collector", nil, map[string]string{"GOGC": "200"}, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
-		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:a,b", "QUOTAD_CHECK_TOKENS": "c"},
+		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken + ",second-admin-secret", "QUOTAD_CHECK_TOKENS": checkToken},
 			func(c *config) any { return fmt.Sprintf("%d %s %s", len(c.tokens), c.tokens[0].Name, c.tokens[1].Name) }, "3 ops admin#2"},
 	}
 	for _, tt := range tests {
@@ -375,7 +375,7 @@ func TestListenAddressRefusedBeforeConnecting(t *testing.T) {
 		{"debug in use", nil, map[string]string{"QUOTAD_DEBUG_LISTEN": inUse.Addr().String()},
 			[]string{"$QUOTAD_DEBUG_LISTEN", "address already in use"}},
 		// With a token: without, quotad would listen on loopback only.
-		{"not this host's", []string{"--listen", "192.0.2.1:8080"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret"},
+		{"not this host's", []string{"--listen", "192.0.2.1:8080"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken},
 			[]string{"--listen", "192.0.2.1:8080"}},
 	}
 	for _, tt := range tests {
@@ -415,14 +415,14 @@ func TestConfigWarnsOfTokens(t *testing.T) {
 		env   map[string]string
 		wants []string // the warnings' messages, in order, by a word of each
 	}{
-		{"distinct", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "backend:s3cret-b"}, nil},
-		{"one name twice", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a,ops:s3cret-b"}, []string{"one name"}},
-		{"one name in both lists", []string{"--check-tokens", "ops:s3cret-b"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a"},
+		{"distinct", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a-0123456789", "QUOTAD_CHECK_TOKENS": "backend:s3cret-b-0123456789"}, nil},
+		{"one name twice", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a-0123456789,ops:s3cret-b-0123456789"}, []string{"one name"}},
+		{"one name in both lists", []string{"--check-tokens", "ops:s3cret-b-0123456789"}, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a-0123456789"},
 			[]string{"one name"}},
-		{"one secret in both lists", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "backend:s3cret-a"},
+		{"one secret in both lists", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a-0123456789", "QUOTAD_CHECK_TOKENS": "backend:s3cret-a-0123456789"},
 			[]string{"both an admin and a check token"}},
-		{"unnamed, one secret twice", []string{"--check-tokens", "s3cret-a,s3cret-a"}, nil, []string{"one secret"}},
-		{"both at once", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a", "QUOTAD_CHECK_TOKENS": "ops:s3cret-a"},
+		{"unnamed, one secret twice", []string{"--check-tokens", "s3cret-a-0123456789,s3cret-a-0123456789"}, nil, []string{"one secret"}},
+		{"both at once", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s3cret-a-0123456789", "QUOTAD_CHECK_TOKENS": "ops:s3cret-a-0123456789"},
 			[]string{"one name", "both an admin and a check token"}},
 	}
 	for _, tt := range tests {

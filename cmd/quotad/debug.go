@@ -12,9 +12,11 @@ import (
 
 // startDebug serves net/http/pprof under /debug/pprof/ on addr, with its
 // own http.Server, until stop is called; with addr empty it does nothing.
-// The endpoints have no authentication: bind addr to loopback (or a private
-// interface), and keep tokens out of the command line, which
-// /debug/pprof/cmdline shows.
+// The endpoints have no authentication: addr is a loopback one unless
+// --debug-allow-remote (see config.check). /debug/pprof/cmdline is not
+// served: it would show the command line, --database-url's password and
+// tokens included (the configuration is in the start-up log, its secrets
+// masked); the profiles need it not.
 func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
@@ -25,7 +27,7 @@ func startDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, ...
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", http.NotFound)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/quotad/quotad/internal/rls"
 )
@@ -48,7 +49,15 @@ func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
 		secrets = append(secrets, t.Secret) // check and admin tokens, as on HTTP
 	}
 	svc := rls.New(rls.Options{Checker: p.engine, Keys: p.verifier, Rules: rules, Tokens: secrets, Logger: p.log, Registerer: p.registry})
-	srv, hs := rls.NewServer(svc)
+	// With --tls-cert, gRPC is served over TLS; else it is h2c. gRPC needs
+	// no Host (:authority) check without tokens, as HTTP has: a browser's
+	// page cannot speak gRPC (it cannot send HTTP/2 frames in clear, nor
+	// the trailers gRPC needs), so DNS rebinding cannot reach it.
+	var opts []grpc.ServerOption
+	if p.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(p.tls)))
+	}
+	srv, hs := rls.NewServer(svc, opts...)
 	g := &grpcServer{log: p.log, srv: srv, errs: make(chan error, 1), healthDone: make(chan struct{})}
 	var ctx context.Context
 	ctx, g.stopHealth = context.WithCancel(p.bg)
@@ -57,7 +66,7 @@ func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
 		rls.KeepHealth(ctx, hs, func(ctx context.Context) error { return ready(ctx, p.cfg, p.db, p.engine) }, healthEvery)
 	}()
 	go func() { g.errs <- srv.Serve(ln) }()
-	p.log.Info("grpc listening", "addr", ln.Addr().String())
+	p.log.Info("grpc listening", "addr", ln.Addr().String(), "tls", p.tls != nil)
 	return g, nil
 }
 

@@ -165,9 +165,9 @@ func TestListenDefaults(t *testing.T) {
 		want string
 	}{
 		{"no tokens: loopback", nil, "127.0.0.1:8080"},
-		{"tokens: every interface", map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:s"}, ":8080"},
-		{"check tokens only", map[string]string{"QUOTAD_CHECK_TOKENS": "backend:s"}, ":8080"},
-		{"set explicitly", map[string]string{"QUOTAD_LISTEN": "127.0.0.1:9000", "QUOTAD_ADMIN_TOKENS": "ops:s"}, "127.0.0.1:9000"},
+		{"tokens: every interface", map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken}, ":8080"},
+		{"check tokens only", map[string]string{"QUOTAD_CHECK_TOKENS": "backend:" + checkToken}, ":8080"},
+		{"set explicitly", map[string]string{"QUOTAD_LISTEN": "127.0.0.1:9000", "QUOTAD_ADMIN_TOKENS": "ops:" + adminToken}, "127.0.0.1:9000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := parseConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)

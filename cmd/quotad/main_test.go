@@ -21,8 +21,8 @@ const testStoreTimeout = "30s"
 
 // Tokens every test server accepts.
 const (
-	adminToken = "adm-secret"
-	checkToken = "chk-secret"
+	adminToken = "adm-secret-for-tests"
+	checkToken = "chk-secret-for-tests"
 )
 
 // testServer is quotad started by run, exactly as main starts it, on a
@@ -33,6 +33,8 @@ type testServer struct {
 	schema *dbtest.Schema
 	logs   *quotadtest.LogTail
 	stop   func() error
+	// client sends do's requests; nil: http.DefaultClient.
+	client *http.Client
 }
 
 // MustStartServer runs quotad on schema (a fresh one when nil) with env on
@@ -124,8 +126,8 @@ func (r response) JSON(t testing.TB) map[string]any {
 
 // do sends a request; body "" sends none. Headers come in name, value pairs;
 // without an Authorization header the admin token is used, a header with
-// an empty value is removed, and a body is sent as application/json unless
-// a Content-Type is given.
+// an empty value is removed, a Host header sets the request's Host, and a
+// body is sent as application/json unless a Content-Type is given.
 func (s *testServer) do(method, path, body string, headers ...string) response {
 	s.t.Helper()
 	r, err := s.send(method, path, body, headers...)
@@ -151,13 +153,20 @@ func (s *testServer) send(method, path, body string, headers ...string) (respons
 		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i+1] == "" {
+		switch {
+		case headers[i+1] == "":
 			req.Header.Del(headers[i])
-			continue
+		case http.CanonicalHeaderKey(headers[i]) == "Host":
+			req.Host = headers[i+1] // net/http sends req.Host, not the header
+		default:
+			req.Header.Set(headers[i], headers[i+1])
 		}
-		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := s.client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return response{}, err
 	}

@@ -344,6 +344,12 @@ func (v *specValidator) validateOutside(base string, c apiCall, r response, name
 	if _, _, err := v.router.FindRoute(req); err == nil {
 		return fmt.Errorf("%s names an operation of openapi.yaml", c)
 	}
+	return v.validateComponent(req, c, r, ref)
+}
+
+// validateComponent checks r, the answer to c (sent as req), against ref,
+// a components.responses entry: an answer any operation may give.
+func (v *specValidator) validateComponent(req *http.Request, c apiCall, r response, ref *openapi3.ResponseRef) error {
 	op := &openapi3.Operation{Responses: openapi3.NewResponses(openapi3.WithStatus(r.Status, ref))}
 	route := &routers.Route{Spec: v.doc, Path: c.Path, Method: c.Method, Operation: op}
 	return v.validateAnswer(&openapi3filter.RequestValidationInput{Request: req, Route: route, Options: filterOptions}, r)

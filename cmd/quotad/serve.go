@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -45,6 +46,10 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", cfg.from("rls-config"), err)
 	}
+	tlsConfig, err := loadTLS(cfg, log)
+	if err != nil {
+		return err
+	}
 	if len(cfg.tokens) == 0 {
 		if addr, changed := loopbackOnly(cfg.Listen); changed {
 			log.Warn("no tokens configured: binding to loopback only", "requested", cfg.Listen, "listen", addr)
@@ -68,7 +73,7 @@ func serve(ctx context.Context, cfg *config, stdout io.Writer) error {
 	// One clock stamps catalog writes and decides which billing periods
 	// have begun.
 	p := &instance{cfg: cfg, log: log, now: func() time.Time { return time.Now().UTC() },
-		shutdownBegan: make(chan struct{})}
+		tls: tlsConfig, shutdownBegan: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() { done <- p.run(ctx, forwardRules, rlsRules) }()
 	select {
@@ -135,6 +140,7 @@ type instance struct {
 	cfg *config
 	log *slog.Logger
 	now func() time.Time
+	tls *tls.Config // the API's and gRPC's, nil: plaintext
 
 	db       *store.DB
 	outbox   *store.Outbox
@@ -492,8 +498,13 @@ func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
 	serverErrors := make(chan error, 1)
-	go func() { serverErrors <- httpSrv.Serve(ln) }()
-	p.log.Info("listening", "addr", ln.Addr().String())
+	if p.tls != nil {
+		httpSrv.TLSConfig = p.tls // ServeTLS offers HTTP/2 as well
+		go func() { serverErrors <- httpSrv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { serverErrors <- httpSrv.Serve(ln) }()
+	}
+	p.log.Info("listening", "addr", ln.Addr().String(), "tls", p.tls != nil)
 
 	select {
 	case err := <-serverErrors:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -30,9 +31,18 @@ type Token struct {
 	Role   Role
 }
 
+// MinTokenLength is the fewest characters a token's secret may have.
+const MinTokenLength = 16
+
+// sampleTokens are secrets quotad's documentation and docker-compose.yml
+// have printed: known to anyone who read them, they are refused.
+var sampleTokens = map[string]bool{"change-me-admin": true, "change-me-check": true}
+
 // ParseTokens parses a comma-separated token list: each entry is "secret"
 // or "name:secret" (split at the first colon). Unnamed tokens are named
-// "<prefix>#N" by their 1-based position in the list.
+// "<prefix>#N" by their 1-based position in the list. A secret shorter
+// than MinTokenLength, or a sample value of the documentation, is an
+// error, which names the token but never says its secret.
 func ParseTokens(list string, role Role) ([]Token, error) {
 	prefix := "admin"
 	if role == RoleCheck {
@@ -50,6 +60,12 @@ func ParseTokens(list string, role Role) ([]Token, error) {
 				return nil, fmt.Errorf("%s token %d: want name:secret with both parts non-empty", prefix, i+1)
 			}
 			t.Name, t.Secret = name, secret
+		}
+		switch n := utf8.RuneCountInString(t.Secret); {
+		case sampleTokens[t.Secret]:
+			return nil, fmt.Errorf("%s token %d (%s): its secret is a sample value from quotad's documentation; make one of your own, such as the output of openssl rand -hex 24", prefix, i+1, t.Name)
+		case n < MinTokenLength:
+			return nil, fmt.Errorf("%s token %d (%s): want a secret of at least %d characters, got %d; make one, such as the output of openssl rand -hex 24", prefix, i+1, t.Name, MinTokenLength, n)
 		}
 		out = append(out, t)
 	}
@@ -121,8 +137,13 @@ func isOpen(path string) bool {
 // authenticate returns the request's token: none for the open paths,
 // anonymous when no token is configured. It runs after routing, so that
 // c.Path() names the matched route; it answers 401 and 403 before the
-// router's own 404 and 405.
+// router's own 404 and 405. Without tokens, a request whose Host is not
+// a loopback one is refused with 421 first, whatever its path (see
+// loopbackHost).
 func (s *Server) authenticate(c echo.Context) (*Token, error) {
+	if !s.auth.enabled() && !loopbackHost(c.Request().Host) {
+		return nil, errForeignHost
+	}
 	if isOpen(c.Request().URL.Path) {
 		return nil, nil
 	}

@@ -194,6 +194,21 @@ func BenchmarkServeCheck(b *testing.B) {
 	}
 }
 
+// BenchmarkServeCheckWithoutTokens is BenchmarkServeCheck on a server
+// without tokens, as `make run` starts it: no token to compare, but the
+// request's Host is checked to be a loopback one.
+func BenchmarkServeCheckWithoutTokens(b *testing.B) {
+	s := New(Config{Checker: benchChecker{},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	r := newBenchRequest()
+	r.req.Header.Del(echo.HeaderAuthorization)
+	r.req.Host = "localhost:8080"
+	b.ReportAllocs()
+	for b.Loop() {
+		r.serve(b, s)
+	}
+}
+
 func BenchmarkServeCheckParallel(b *testing.B) {
 	s := benchServer()
 	b.ReportAllocs()

@@ -45,7 +45,7 @@ func TestCheckAndRefundRequiredFields(t *testing.T) {
 			{`{"customer":"-acme","metric":"API"}`, []tiers.FieldError{{Field: "customer", Message: idRule}, {Field: "metric", Message: keyRule}}},
 		} {
 			t.Run(path+" "+tc.body, func(t *testing.T) {
-				req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(tc.body)))
+				req := newRequest(http.MethodPost, path, bytes.NewReader([]byte(tc.body)))
 				req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 				rec := httptest.NewRecorder()
 				fs.srv.ServeHTTP(rec, req)
@@ -77,7 +77,7 @@ func (unencodableChecker) Check(context.Context, quota.Request) (quota.Decision,
 func TestUnencodableCheckAnswerIsA500(t *testing.T) {
 	fs := &fuzzServer{}
 	srv := New(Config{Checker: unencodableChecker{fuzzChecker{fs}}, Logger: slog.New(fuzzLog{fs})})
-	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"api_calls"}`))
+	req := newRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"api_calls"}`))
 	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	rec := httptest.NewRecorder()
 	srv.ServeHTTP(rec, req)

@@ -128,7 +128,7 @@ routes:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			last = quota.Request{}
-			req := httptest.NewRequest(tt.method, tt.path, nil)
+			req := newRequest(tt.method, tt.path, nil)
 			req.Header.Set("Authorization", "Bearer chk")
 			for i := 0; i+1 < len(tt.header); i += 2 {
 				if tt.header[i+1] == "" {
@@ -184,14 +184,14 @@ func TestForwardAuthMetrics(t *testing.T) {
 	var last quota.Request
 	srv := New(Config{Checker: scriptedChecker{last: &last}})
 	for _, cost := range []string{"1", "2", "9", "0"} { // 0: refused, no check
-		req := httptest.NewRequest(http.MethodGet, "/v1/forward-auth", nil)
+		req := newRequest(http.MethodGet, "/v1/forward-auth", nil)
 		req.Header.Set("X-Quotad-Customer", "acme")
 		req.Header.Set("X-Quotad-Metric", "api_calls")
 		req.Header.Set("X-Quotad-Cost", cost)
 		srv.ServeHTTP(httptest.NewRecorder(), req)
 	}
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	srv.ServeHTTP(rec, newRequest(http.MethodGet, "/metrics", nil))
 	for _, want := range []string{
 		`quotad_checks_total{decision="allowed"} 2`,
 		`quotad_checks_total{decision="denied"} 1`,

@@ -719,7 +719,7 @@ func (fs *fuzzServer) run(t *testing.T, r fuzzRoute, body []byte) {
 	}
 
 	fs.passed, fs.errors = nil, nil
-	req := httptest.NewRequest(r.method, r.path, bytes.NewReader(body))
+	req := newRequest(r.method, r.path, bytes.NewReader(body))
 	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	rec := httptest.NewRecorder()
 	fs.srv.ServeHTTP(rec, req)

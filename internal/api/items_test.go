@@ -21,7 +21,7 @@ import (
 
 // serveJSON serves one request to srv, its body sent as JSON.
 func serveJSON(srv *Server, method, path, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req := newRequest(method, path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	}
@@ -394,7 +394,7 @@ func TestForwardAuthSubject(t *testing.T) {
 	}
 	srv, keySrv := engineServer(t, rules), engineServer(t, byKey)
 	ask := func(srv *Server, kv ...string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, "/v1/forward-auth", nil)
+		req := newRequest(http.MethodGet, "/v1/forward-auth", nil)
 		for i := 0; i+1 < len(kv); i += 2 {
 			req.Header.Set(kv[i], kv[i+1])
 		}

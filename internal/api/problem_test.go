@@ -31,7 +31,7 @@ func TestCustomerNotFoundNamesTheID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
+			req := newRequest(tt.method, tt.path, strings.NewReader(tt.body))
 			req.Header.Set("Content-Type", "application/json")
 			rec := httptest.NewRecorder()
 			fs.srv.ServeHTTP(rec, req)
@@ -50,7 +50,7 @@ func TestCustomerNotFoundNamesTheID(t *testing.T) {
 	// The routes under /v1/customers/:customer, whichever of them.
 	t.Run("path", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/v1/customers/ghost/limits", nil), rec)
+		c := echo.New().NewContext(newRequest(http.MethodGet, "/v1/customers/ghost/limits", nil), rec)
 		c.SetParamNames("customer")
 		c.SetParamValues("ghost")
 		fs.srv.errorHandler(fmt.Errorf("find customer: %w", tiers.ErrCustomerNotFound), c)

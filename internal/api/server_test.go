@@ -21,7 +21,7 @@ func TestPanicIsALogged500(t *testing.T) {
 	for range 2 {
 		fs.errors = nil
 		rec := httptest.NewRecorder()
-		fs.srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/customers/acme/usage", nil))
+		fs.srv.ServeHTTP(rec, newRequest(http.MethodGet, "/v1/customers/acme/usage", nil))
 		var p Problem
 		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != http.StatusInternalServerError || p.Code != codeInternal {
 			t.Fatalf("answered %d %s, want a 500 internal problem", rec.Code, rec.Body)
@@ -39,7 +39,7 @@ func TestPanicIsALogged500(t *testing.T) {
 func TestMetricsCountRequests(t *testing.T) {
 	fs := newFuzzServer()
 	serve := func(method, path, body string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		req := newRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		fs.srv.ServeHTTP(rec, req)
@@ -106,7 +106,7 @@ func TestChecksTotalRejectedAndError(t *testing.T) {
 		{`{"customer":"c-500","metric":"m"}`, http.StatusInternalServerError},
 	}
 	for _, b := range bodies {
-		req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(b.body))
+		req := newRequest(http.MethodPost, "/v1/check", strings.NewReader(b.body))
 		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		srv.ServeHTTP(rec, req)
@@ -115,7 +115,7 @@ func TestChecksTotalRejectedAndError(t *testing.T) {
 		}
 	}
 	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	srv.ServeHTTP(rec, newRequest(http.MethodGet, "/metrics", nil))
 	for _, want := range []string{
 		`quotad_checks_total{decision="allowed"} 1`,
 		`quotad_checks_total{decision="rejected"} 4`,
@@ -133,7 +133,7 @@ func TestRequestLogDurationInMilliseconds(t *testing.T) {
 	var logs strings.Builder
 	srv := New(Config{Checker: fuzzChecker{fs},
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	req := httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"m"}`))
+	req := newRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"m"}`))
 	req.Header.Set("Content-Type", "application/json")
 	srv.ServeHTTP(httptest.NewRecorder(), req)
 	var found bool

@@ -96,7 +96,7 @@ func TestStatementsCSV(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodGet, tt.path, nil)
+			req := newRequest(http.MethodGet, tt.path, nil)
 			req.Header.Set("Accept", tt.accept)
 			rec := httptest.NewRecorder()
 			srv.ServeHTTP(rec, req)
@@ -113,7 +113,7 @@ func TestStatementsCSV(t *testing.T) {
 func TestStatementsJSON(t *testing.T) {
 	srv := New(Config{Billing: statementsFixture()})
 	get := func(path, accept string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req := newRequest(http.MethodGet, path, nil)
 		if accept != "" {
 			req.Header.Set("Accept", accept)
 		}
@@ -159,7 +159,7 @@ func TestStatementsJSON(t *testing.T) {
 	}
 	for _, tt := range problems {
 		for _, accept := range []string{"", "text/csv"} {
-			req := httptest.NewRequest(http.MethodGet, tt.path, nil)
+			req := newRequest(http.MethodGet, tt.path, nil)
 			req.Header.Set("Accept", accept)
 			rec := httptest.NewRecorder()
 			New(Config{Billing: tt.billing}).ServeHTTP(rec, req)

@@ -36,9 +36,9 @@ const EnvBinary = "QUOTAD_TEST_BINARY"
 // Tokens every server started here accepts, and the names the audit log
 // gives them.
 const (
-	AdminToken     = "adm-secret"
+	AdminToken     = "adm-secret-for-tests"
 	AdminTokenName = "ops"
-	CheckToken     = "chk-secret"
+	CheckToken     = "chk-secret-for-tests"
 	CheckTokenName = "backend"
 )
 
