@@ -208,6 +208,7 @@ func TestResolveCanonicalPath(t *testing.T) {
 		{"prefix, trailing slash", insensitive, "GET", "/v1/exports/", false, exports, ""},
 		{"dots within a segment", insensitive, "GET", "/v1/exports/a..b/c.json", false, exports, ""},
 		{"an encoded space is data", insensitive, "GET", "/v1/exports/my%20file", false, exports, ""},
+		{"so is a raw one", insensitive, "GET", "/v1/exports/my file", false, exports, ""},
 		{"another method", insensitive, "GET", "/v1/completions/", false, api, ""},
 		{"envoy, trailing slash and case", insensitive, "POST", "/V1/completions/", true, llm, ""},
 		{"unmatched still passes", insensitive, "GET", "/Healthz/", false, Call{Pass: true}, ""},
@@ -232,7 +233,6 @@ func TestResolveCanonicalPath(t *testing.T) {
 		{"NUL", insensitive, "GET", "/v1/exports\x00/a", false, Call{}, "control character"},
 		{"encoded NUL", insensitive, "GET", "/v1/exports%00/a", false, Call{}, "control character encoded as %00"},
 		{"tab", insensitive, "GET", "/v1/exports\t/a", false, Call{}, "control character"},
-		{"raw space", insensitive, "GET", "/v1/ex ports", false, Call{}, "space"},
 		{"fragment", insensitive, "GET", "/v1/exports#a", false, Call{}, "#"},
 		{"encoded question mark", insensitive, "GET", "/v1/exports%3Fa", false, Call{}, "?"},
 		{"truncated escape", insensitive, "GET", "/v1/exports%2", false, Call{}, "malformed percent escape"},
@@ -467,4 +467,31 @@ func TestLoad(t *testing.T) {
 			t.Errorf("Load(%s) error = %v, want a forward-auth config error", filepath.Base(path), err)
 		}
 	}
+}
+
+// A canonical path is its own canonical form, and has none of what
+// canonicalPath decodes, drops, folds or refuses.
+func FuzzCanonicalPath(f *testing.F) {
+	for _, p := range []string{"/", "/v1/completions", "//V1//Exports/", "/v1/%65xports/a%20b", "/v1/x/%2e%2e/a",
+		"/v1/a;b", `/v1\a`, "/v1/%zz", "/v1/%252F", "/v1/./a", "/v1/%C3%A9t%C3%A9/"} {
+		f.Add(p, true)
+		f.Add(p, false)
+	}
+	f.Fuzz(func(t *testing.T, p string, fold bool) {
+		canon, refused := canonicalPath(p, fold)
+		if refused != "" {
+			if canon != "" {
+				t.Errorf("canonicalPath(%q) refused (%s), yet returned %q", p, refused, canon)
+			}
+			return
+		}
+		again, refused := canonicalPath(canon, fold)
+		if refused != "" || again != canon {
+			t.Errorf("canonicalPath(%q) = %q, whose own canonical form is %q (%s)", p, canon, again, refused)
+		}
+		if canon[0] != '/' || strings.Contains(canon, "//") || strings.Contains(canon, "%") ||
+			len(canon) > 1 && strings.HasSuffix(canon, "/") || fold && lowerASCII(canon) != canon {
+			t.Errorf("canonicalPath(%q) = %q: not canonical", p, canon)
+		}
+	})
 }

@@ -11,8 +11,8 @@ import "strings"
 //   - is decoded: "%41" is "A"; a percent escape of "/", ".", "\", ";", "%"
 //     (double encoding), or a control character is refused, as is a
 //     malformed one;
-//   - has no "." or ".." segment, no ";", backslash, "#", "?" or control
-//     character, raw or encoded, and no raw space (each refused);
+//   - has no "." or ".." segment, and no ";", backslash, "#", "?" or
+//     control character, raw or encoded (each refused);
 //   - has no empty segment ("/a//b" is "/a/b") and no trailing slash
 //     ("/a/" is "/a"; "/" stays "/");
 //   - is lower case (ASCII letters) unless the file says "case: sensitive".
@@ -32,8 +32,6 @@ func canonicalPath(p string, fold bool) (canon, refused string) {
 			clean = false
 		case c == '/' && (i+1 == len(p) && i > 0 || i+1 < len(p) && p[i+1] == '/'):
 			clean = false // a trailing slash or an empty segment
-		case c == ' ':
-			return "", "has a space"
 		default:
 			if what, why := refusedByte(c); what != "" {
 				return "", "has " + what + why
