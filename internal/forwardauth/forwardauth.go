@@ -384,18 +384,6 @@ func canonicalPattern(path string) error {
 	return nil
 }
 
-// lowerASCII returns s with ASCII letters in lower case, as canonicalPath
-// folds paths.
-func lowerASCII(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
 // validHeaderName reports whether s is an HTTP field name (an RFC 9110
 // token).
 func validHeaderName(s string) bool {

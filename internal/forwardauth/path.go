@@ -66,8 +66,8 @@ func canonicalPath(p string, fold bool) (canon, refused string) {
 		case c == '/' && len(b) > 0 && b[len(b)-1] == '/':
 			continue // an empty segment
 		}
-		if fold && 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+		if fold {
+			c = lowerByte(c)
 		}
 		b = append(b, c)
 	}
@@ -115,6 +115,23 @@ func dotSegment(rest string) string {
 		return `has a "` + seg + `" segment, which upstreams resolve differently`
 	}
 	return ""
+}
+
+// lowerASCII returns s with ASCII letters in lower case, as canonicalPath
+// folds paths: route patterns are folded so.
+func lowerASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lowerByte(c)
+	}
+	return string(b)
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func isHex(c byte) bool {
