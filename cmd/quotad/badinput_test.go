@@ -564,13 +564,13 @@ func TestBadAdminInput(t *testing.T) {
 	}
 
 	t.Run("huge Content-Length", func(t *testing.T) {
-		r := sendRaw(t, s, "PUT /v1/metrics/m HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
+		r := sendRaw(t, s.URL, "PUT /v1/metrics/m HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
 			"\r\nContent-Type: application/json\r\nContent-Length: 1099511627776\r\nConnection: close\r\n\r\n{}")
 		MustNotLeak(t, r.Body)
 		MustProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
 	})
 	t.Run("Content-Length above the body", func(t *testing.T) {
-		r := sendRaw(t, s, "PUT /v1/metrics/m HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
+		r := sendRaw(t, s.URL, "PUT /v1/metrics/m HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
 			"\r\nContent-Type: application/json\r\nContent-Length: 70000\r\nConnection: close\r\n\r\n{}")
 		MustProblem(t, r, http.StatusRequestEntityTooLarge, "payload_too_large")
 	})
@@ -578,7 +578,7 @@ func TestBadAdminInput(t *testing.T) {
 	// plain 400, which is still no 5xx and reveals nothing.
 	for _, target := range []string{"/v1/metrics/a\x00b", "/v1/metrics/%zz", "/v1/metrics/a b"} {
 		t.Run("request line "+strconv.Quote(target), func(t *testing.T) {
-			r := sendRaw(t, s, "GET "+target+" HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
+			r := sendRaw(t, s.URL, "GET "+target+" HTTP/1.1\r\nHost: quotad\r\nAuthorization: Bearer "+adminToken+
 				"\r\nConnection: close\r\n\r\n")
 			if r.Status >= 500 || r.Status < 400 {
 				t.Errorf("status = %d, want a 4xx", r.Status)
@@ -630,11 +630,12 @@ func sendChunked(t testing.TB, s *testServer, method, path, body string) respons
 	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-// sendRaw writes raw to the server as is and reads one answer: for
-// requests net/http would refuse to send.
-func sendRaw(t testing.TB, s *testServer, raw string) response {
+// sendRaw writes raw to the server at base (http://host:port) as is and
+// reads one answer: for requests net/http would refuse to send, or would
+// clean or escape.
+func sendRaw(t testing.TB, base, raw string) response {
 	t.Helper()
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(s.URL, "http://"), 5*time.Second)
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,18 @@ func MustStartCaddy(t testing.TB, caddyfile, addr string) {
 	}
 }
 
+// caddyBlock is the Caddyfile of docs/gateways.md serving plain http on
+// addr, asking the quotad at quotad and proxying to app (both URLs).
+func caddyBlock(t testing.TB, addr, quotad, app string) string {
+	t.Helper()
+	return gatewayBlock(t, "caddyfile", map[string]string{
+		"api.example.com {": "http://" + addr + " {",
+		"quotad:8080":       strings.TrimPrefix(quotad, "http://"),
+		"app:3000":          strings.TrimPrefix(app, "http://"),
+		"CHECK_TOKEN":       checkToken,
+	})
+}
+
 // TestCaddyForwardAuth runs quotad behind a real Caddy configured with the
 // Caddyfile of docs/gateways.md (on plain http and loopback), API keys, a
 // route table and unmatched requests let through.
@@ -96,19 +108,7 @@ unmatched: allow
 	t.Cleanup(appSrv.Close)
 
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	block := docBlock(t, "caddyfile")
-	for old, repl := range map[string]string{
-		"api.example.com {": "http://" + addr + " {",
-		"quotad:8080":       strings.TrimPrefix(s.URL, "http://"),
-		"app:3000":          strings.TrimPrefix(appSrv.URL, "http://"),
-		"CHECK_TOKEN":       checkToken,
-	} {
-		if strings.Count(block, old) != 1 {
-			t.Fatalf("the caddyfile block of %s has %q %d times, want once", gatewaysDoc, old, strings.Count(block, old))
-		}
-		block = strings.Replace(block, old, repl, 1)
-	}
-	MustStartCaddy(t, block, addr)
+	MustStartCaddy(t, caddyBlock(t, addr, s.URL, appSrv.URL), addr)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	steps := []struct {

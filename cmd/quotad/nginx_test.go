@@ -38,6 +38,20 @@ func docBlock(t testing.TB, lang string) string {
 	return string(m[1])
 }
 
+// gatewayBlock returns the first lang block of docs/gateways.md with each
+// placeholder replaced, failing unless each occurs in it exactly once.
+func gatewayBlock(t testing.TB, lang string, repl map[string]string) string {
+	t.Helper()
+	block := docBlock(t, lang)
+	for old, new := range repl {
+		if n := strings.Count(block, old); n != 1 {
+			t.Fatalf("the %s block of %s has %q %d times, want once", lang, gatewaysDoc, old, n)
+		}
+		block = strings.Replace(block, old, new, 1)
+	}
+	return block
+}
+
 // findGateway returns the binary name (on the PATH, or at debianPath,
 // where Debian's package puts it), failing in CI and skipping elsewhere
 // when there is none.
@@ -240,19 +254,12 @@ routes:
 	appSrv := httptest.NewServer(app)
 	t.Cleanup(appSrv.Close)
 
-	block := docBlock(t, "nginx")
-	for old, repl := range map[string]string{
+	gw := MustStartNginx(t, gatewayBlock(t, "nginx", map[string]string{
 		"http://app:3000":    appSrv.URL,
 		"http://quotad:8080": s.URL,
 		"CHECK_TOKEN":        checkToken,
 		"listen 80;":         "listen 80;", // MustStartNginx puts the port
-	} {
-		if strings.Count(block, old) != 1 {
-			t.Fatalf("the nginx block of %s has %q %d times, want once", gatewaysDoc, old, strings.Count(block, old))
-		}
-		block = strings.Replace(block, old, repl, 1)
-	}
-	gw := MustStartNginx(t, block)
+	}))
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	send := func(method, path, key, body string) response {

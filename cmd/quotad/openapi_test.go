@@ -1017,7 +1017,8 @@ func TestOpenAPITraffic(t *testing.T) {
 
 // Forward-auth with routes: a request that matches a route is checked, one
 // that matches none under `unmatched: allow` passes without a check and
-// without headers; both answers as openapi.yaml documents them.
+// without headers, one whose path has no canonical form is 400; every
+// answer as openapi.yaml documents it.
 func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 	t.Parallel()
 	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
@@ -1031,16 +1032,21 @@ func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 	for _, c := range []struct {
 		name         string
 		method, uri  string
+		want         int
 		wantCustomer string
 	}{
-		{"a route", "POST", "/v1/jobs", "acme"},
-		{"no route, allowed unchecked", "GET", "/v1/other", ""},
+		{"a route", "POST", "/v1/jobs", http.StatusOK, "acme"},
+		{"no route, allowed unchecked", "GET", "/v1/other", http.StatusOK, ""},
+		{"a path without a canonical form", "POST", "/v1/x/%2e%2e/jobs", http.StatusBadRequest, ""},
 	} {
 		call := apiCall{"GET", "/v1/forward-auth", "", []string{"Authorization", "Bearer " + checkToken,
 			"X-Quotad-Customer", "acme", "X-Forwarded-Method", c.method, "X-Forwarded-Uri", c.uri}}
 		r := sendCall(t, s, call)
-		if r.Status != http.StatusOK || r.Header.Get("X-Quotad-Customer") != c.wantCustomer {
-			t.Errorf("%s: %d, X-Quotad-Customer %q; want 200, %q", c.name, r.Status, r.Header.Get("X-Quotad-Customer"), c.wantCustomer)
+		if r.Status != c.want || r.Header.Get("X-Quotad-Customer") != c.wantCustomer {
+			t.Errorf("%s: %d, X-Quotad-Customer %q; want %d, %q", c.name, r.Status, r.Header.Get("X-Quotad-Customer"), c.want, c.wantCustomer)
+		}
+		if c.want == http.StatusBadRequest && problemCode(r) != "path_not_canonical" {
+			t.Errorf("%s: %s, want a path_not_canonical problem", c.name, r.Body)
 		}
 		if err := v.validateResponse(s.URL, call, r); err != nil {
 			t.Errorf("%s: %v", c.name, err)

@@ -32,6 +32,10 @@ const headerCustomer = "X-Quotad-Customer"
 // codeQuotaExceeded is a forward-auth check that was denied.
 const codeQuotaExceeded = "quota_exceeded"
 
+// codePathNotCanonical is an original request path that forward-auth
+// will not match to a route (see forwardauth.PathError).
+const codePathNotCanonical = "path_not_canonical"
+
 // forwardAuth decides one check from a gateway's forwarded headers: 200
 // with an empty body and the RateLimit headers when it passes, 429 with
 // Retry-After when it does not (see forwardauth.Rules for where customer,
@@ -128,7 +132,8 @@ func (s *Server) forwardAuth(c echo.Context) error {
 
 // forwardAuthError turns the errors of resolving and checking into the
 // problems a gateway acts on: 401 and 403 reach the client through every
-// gateway, 400 means the gateway's configuration sends what it should not.
+// gateway, 400 means the gateway's configuration sends what it should not,
+// or, path_not_canonical, that the client sent a path no route is sure of.
 // Validation errors name the headers the values came from; a subject
 // required names the subject header, or, without one, the file's
 // headers.subject that would name it.
@@ -139,6 +144,7 @@ func (s *Server) forwardAuthError(err error) error {
 		subject = "headers.subject"
 	}
 	var he *forwardauth.HeaderError
+	var pe *forwardauth.PathError
 	var ve *tiers.ValidationError
 	var fc *fieldCause
 	switch {
@@ -152,6 +158,10 @@ func (s *Server) forwardAuthError(err error) error {
 		return problemf(http.StatusForbidden, codeForbidden, "no forward-auth route matches the original request")
 	case errors.As(err, &he):
 		return invalid(he.Header, he.Message)
+	case errors.As(err, &pe):
+		return &apiError{status: http.StatusBadRequest, code: codePathNotCanonical,
+			detail: "the original request's path " + pe.Reason + ": quotad does not guess which route the upstream serves it as",
+			fields: []tiers.FieldError{{Field: pe.Header, Message: "the path " + pe.Reason}}}
 	case errors.As(err, &ve):
 		fields := make([]tiers.FieldError, len(ve.Fields))
 		for i, f := range ve.Fields {

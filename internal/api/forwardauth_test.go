@@ -59,6 +59,11 @@ routes:
 			Tokens: []Token{{Name: "gw", Secret: "chk", Role: RoleCheck}}, ForwardAuth: rules})
 	}
 	headerRules, keyRules := newServer(nil), newServer(rules)
+	allowRules, err := forwardauth.Parse([]byte("routes:\n  - {match: POST /v1/jobs, metric: jobs, cost: 3}\nunmatched: allow\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowAll := newServer(allowRules)
 
 	tests := []struct {
 		name   string
@@ -124,6 +129,27 @@ routes:
 			header: []string{"X-Api-Key", "k-nobody", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/v1/jobs"}, want: 403, wantCode: codeForbidden},
 		{name: "no original uri", srv: keyRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Api-Key", "k-acme", "X-Forwarded-Method", "POST"}, want: 400, wantCode: codeValidation, wantField: "X-Forwarded-Uri"},
+
+		// The canonical path decides the route; a path without one is a 400,
+		// whatever unmatched says.
+		{name: "trailing slash and case: the route", srv: keyRules, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Api-Key", "k-acme", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/V1/Jobs/"}, want: 200,
+			wantCheck: &quota.Request{Customer: "acme", Metric: "jobs", Cost: 3}},
+		{name: "encoded slash", srv: keyRules, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Api-Key", "k-acme", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/v1/big%2Fx"}, want: 400,
+			wantCode: codePathNotCanonical, wantField: "X-Forwarded-Uri"},
+		{name: "envoy, encoded dot segment", srv: keyRules, method: "GET", path: "/v1/forward-auth/v1/x/%2e%2e/big/a",
+			header: []string{"X-Api-Key", "k-acme"}, want: 400, wantCode: codePathNotCanonical, wantField: "path"},
+		{name: "envoy, encoded slash", srv: keyRules, method: "GET", path: "/v1/forward-auth/v1/big%2fa",
+			header: []string{"X-Api-Key", "k-acme"}, want: 400, wantCode: codePathNotCanonical, wantField: "path"},
+		{name: "a parameter under unmatched: allow", srv: allowAll, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Quotad-Customer", "acme", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/v1/jobs;x"}, want: 400,
+			wantCode: codePathNotCanonical, wantField: "X-Forwarded-Uri"},
+		{name: "a dot segment under unmatched: allow", srv: allowAll, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Quotad-Customer", "acme", "X-Forwarded-Method", "POST", "X-Forwarded-Uri", "/v1/x/../jobs"}, want: 400,
+			wantCode: codePathNotCanonical, wantField: "X-Forwarded-Uri"},
+		{name: "an unknown key before the path", srv: keyRules, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Api-Key", "k-nobody", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/v1/big%2Fx"}, want: 403, wantCode: codeForbidden},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

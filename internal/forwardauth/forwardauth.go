@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -53,6 +54,10 @@ type File struct {
 	// Unmatched is what a request that matches no route gets: "deny" (the
 	// default; ErrNoRoute) or "allow" (no check at all).
 	Unmatched string `yaml:"unmatched"`
+	// Case is how routes match the case of a path: "insensitive" (the
+	// default, as Express and ASP.NET route: "/V1/x" is "/v1/x") or
+	// "sensitive", for an upstream that tells them apart.
+	Case string `yaml:"case"`
 }
 
 // Headers names the headers read. Empty names take the defaults; APIKey
@@ -83,7 +88,10 @@ type RouteSpec struct {
 	// Match is a net/http ServeMux pattern without a host: "[METHOD ]/path",
 	// where a path ending in "/" matches everything below it, {name}
 	// matches one segment and {name...} the rest; GET also matches HEAD.
-	// The most specific pattern wins.
+	// The most specific pattern wins. The path must be canonical (see
+	// canonicalPath), but for the trailing slash of a prefix, and is
+	// matched against the request's canonical path: a trailing slash is
+	// not significant there, so {$} ends no path but "/{$}".
 	Match  string `yaml:"match"`
 	Metric string `yaml:"metric"`
 	// Cost defaults to 1.
@@ -96,13 +104,17 @@ type Rules struct {
 	headers        Headers
 	keys           map[[sha256.Size]byte]string
 	mux            *http.ServeMux
-	routes         map[string]route // by pattern
+	routes         map[string]route // by the pattern given to mux
 	allowUnmatched bool
+	// fold is true when routes match case-insensitively: patterns and
+	// paths are matched in lower case.
+	fold bool
 }
 
 type route struct {
 	metric string
 	cost   int64
+	match  string // the pattern as the file wrote it
 }
 
 // Default returns the rules without a file: customer, metric and cost from
@@ -264,15 +276,25 @@ func fromFile(f File) (*Rules, error) {
 	if f.Unmatched != "" && len(f.Routes) == 0 {
 		return nil, errors.New("unmatched: there are no routes")
 	}
+	switch f.Case {
+	case "", "insensitive":
+		r.fold = true
+	case "sensitive":
+	default:
+		return nil, fmt.Errorf("case: want insensitive or sensitive, got %q", f.Case)
+	}
+	if f.Case != "" && len(f.Routes) == 0 {
+		return nil, errors.New("case: there are no routes")
+	}
 	if len(f.Routes) > 0 {
 		r.mux = http.NewServeMux()
 	}
 	for i, spec := range f.Routes {
-		rt, err := addRoute(r.mux, spec)
+		pattern, rt, err := addRoute(r.mux, spec, r.fold)
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d]: %w", i, err)
 		}
-		r.routes[spec.Match] = rt
+		r.routes[pattern] = rt
 	}
 	return r, nil
 }
@@ -295,22 +317,32 @@ func keyDigest(key string) ([sha256.Size]byte, error) {
 	return d, nil
 }
 
-// addRoute registers spec's pattern on mux, turning ServeMux's panics on
+// addRoute registers spec's pattern on mux, in lower case when fold is
+// true, and returns the pattern registered; it turns ServeMux's panics on
 // bad or conflicting patterns into errors.
-func addRoute(mux *http.ServeMux, spec RouteSpec) (rt route, err error) {
+func addRoute(mux *http.ServeMux, spec RouteSpec, fold bool) (pattern string, rt route, err error) {
 	if !tiers.ValidKey(spec.Metric) {
-		return rt, fmt.Errorf("metric %q: must match ^[a-z0-9][a-z0-9_.-]{0,62}$", spec.Metric)
+		return "", rt, fmt.Errorf("metric %q: must match ^[a-z0-9][a-z0-9_.-]{0,62}$", spec.Metric)
 	}
-	rt = route{metric: spec.Metric, cost: 1}
+	rt = route{metric: spec.Metric, cost: 1, match: spec.Match}
 	if spec.Cost != nil {
 		if *spec.Cost < 1 || *spec.Cost > MaxCost {
-			return rt, fmt.Errorf("cost %d: want 1 to %d", *spec.Cost, MaxCost)
+			return "", rt, fmt.Errorf("cost %d: want 1 to %d", *spec.Cost, MaxCost)
 		}
 		rt.cost = *spec.Cost
 	}
 	_, path, _ := strings.Cut(spec.Match, " ")
 	if !strings.HasPrefix(strings.TrimSpace(path), "/") && !strings.HasPrefix(spec.Match, "/") {
-		return rt, fmt.Errorf("match %q: want [METHOD ]/path", spec.Match)
+		return "", rt, fmt.Errorf("match %q: want [METHOD ]/path", spec.Match)
+	}
+	start := strings.IndexByte(spec.Match, '/')
+	path = spec.Match[start:]
+	if err := canonicalPattern(path); err != nil {
+		return "", rt, fmt.Errorf("match %q: %w", spec.Match, err)
+	}
+	pattern = spec.Match
+	if fold {
+		pattern = spec.Match[:start] + lowerASCII(path)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -321,8 +353,35 @@ func addRoute(mux *http.ServeMux, spec RouteSpec) (rt route, err error) {
 			err = fmt.Errorf("match %q: %s", spec.Match, msg)
 		}
 	}()
-	mux.Handle(spec.Match, http.NotFoundHandler())
-	return rt, nil
+	mux.Handle(pattern, http.NotFoundHandler())
+	return pattern, rt, nil
+}
+
+// canonicalPattern returns an error when the path of a pattern could
+// never be a canonical path (see canonicalPath), wildcards and a prefix's
+// trailing slash aside.
+func canonicalPattern(path string) error {
+	if path == "/{$}" {
+		return nil // the root alone
+	}
+	p, ok := strings.CutSuffix(path, "/{$}")
+	if ok {
+		return fmt.Errorf("a trailing slash is not significant in a path: write %s", p)
+	}
+	if p != "/" {
+		p = strings.TrimSuffix(p, "/")
+	}
+	if strings.Contains(p, "%") {
+		return errors.New("the path must be written decoded, without percent escapes")
+	}
+	canon, refused := canonicalPath(p, false)
+	switch {
+	case refused != "":
+		return errors.New("the path " + refused + ": no request path matching it would be accepted")
+	case canon != p:
+		return fmt.Errorf("the path is not canonical: write %s", canon)
+	}
+	return nil
 }
 
 // validHeaderName reports whether s is an HTTP field name (an RFC 9110
@@ -399,8 +458,22 @@ type HeaderError struct {
 
 func (e *HeaderError) Error() string { return e.Header + ": " + e.Message }
 
+// PathError is an original request path without a canonical form (see
+// canonicalPath): an upstream might serve it as another route than the
+// one quotad would match, so it is refused, whatever "unmatched" says.
+type PathError struct {
+	// Header is the header the path came from, or "path" for a path
+	// appended to the forward-auth path (Envoy).
+	Header string
+	// Reason says what is wrong, as a predicate of "the path": `has a
+	// ".." segment, ...`.
+	Reason string
+}
+
+func (e *PathError) Error() string { return e.Header + ": the path " + e.Reason }
+
 // Resolve returns the check req stands for. Its errors are ErrNoKey,
-// ErrNoRoute and *HeaderError; with any of them but ErrNoKey, the Call's
+// ErrNoRoute, *HeaderError and *PathError; with any of them but ErrNoKey, the Call's
 // APIKey is still set when the key needs resolving, so that the caller
 // may refuse an unknown key first. The customer and metric it
 // returns are not validated beyond being present: the check does that.
@@ -441,15 +514,14 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 		return c, nil
 	}
 
-	orig, err := r.original(req)
+	method, path, err := r.original(req)
 	if err != nil {
 		return c, err
 	}
-	_, pattern := r.mux.Handler(orig)
-	rt, ok := r.routes[pattern]
+	rt, ok := r.routes[r.match(method, path)]
 	switch {
 	case ok:
-		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, pattern
+		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, rt.match
 	case r.allowUnmatched:
 		// A key to resolve stays: an unknown key is refused even here.
 		return Call{Pass: true, APIKey: c.APIKey}, nil
@@ -459,31 +531,47 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 	return c, nil
 }
 
-// original rebuilds the original request, for the route table: from the
-// suffix when there is one (Envoy), else from the method and URI headers.
-func (r *Rules) original(req Request) (*http.Request, error) {
-	method, uri := req.Method, req.Suffix
+// original returns the original request's method and canonical path, for
+// the route table: from the suffix when there is one (Envoy), else from the
+// method and URI headers. The query plays no part.
+func (r *Rules) original(req Request) (method, path string, err error) {
+	method, uri, header := req.Method, req.Suffix, "path"
 	if uri == "" {
-		method = req.Header.Get(r.headers.Method)
-		uri = req.Header.Get(r.headers.URI)
+		method, uri, header = req.Header.Get(r.headers.Method), req.Header.Get(r.headers.URI), r.headers.URI
 		if method == "" {
-			return nil, &HeaderError{r.headers.Method, "is required with a route table"}
+			return "", "", &HeaderError{r.headers.Method, "is required with a route table"}
 		}
 		if uri == "" {
-			return nil, &HeaderError{r.headers.URI, "is required with a route table"}
+			return "", "", &HeaderError{header, "is required with a route table"}
 		}
 		if !validHeaderName(method) {
-			return nil, &HeaderError{r.headers.Method, "must be an HTTP method"}
+			return "", "", &HeaderError{r.headers.Method, "must be an HTTP method"}
 		}
 	}
-	u, err := url.ParseRequestURI(uri)
-	if err != nil || !strings.HasPrefix(uri, "/") {
-		header := r.headers.URI
-		if req.Suffix != "" {
-			header = "path"
-		}
-		return nil, &HeaderError{header, "must be an origin-form request URI, such as /v1/items?page=2"}
+	uri, _, _ = strings.Cut(uri, "?")
+	if !strings.HasPrefix(uri, "/") {
+		return "", "", &HeaderError{header, "must be an origin-form request URI, such as /v1/items?page=2"}
 	}
-	// ServeMux matches the host too when a pattern names one; none does.
-	return &http.Request{Method: method, URL: u, Host: "gateway", Header: http.Header{}}, nil
+	path, refused := canonicalPath(uri, r.fold)
+	if refused != "" {
+		return "", "", &PathError{Header: header, Reason: refused}
+	}
+	return method, path, nil
 }
+
+// match returns the pattern of the route table that matches the method
+// and canonical path, "" when none does.
+func (r *Rules) match(method, path string) string {
+	req := matchRequests.Get().(*http.Request)
+	req.Method, req.URL.Path = method, path
+	_, pattern := r.mux.Handler(req)
+	matchRequests.Put(req)
+	return pattern
+}
+
+// matchRequests are the requests match hands ServeMux, which keeps none:
+// one would escape to the heap on every match otherwise.
+var matchRequests = sync.Pool{New: func() any {
+	// ServeMux matches the host too when a pattern names one; none does.
+	return &http.Request{URL: &url.URL{}, Host: "gateway"}
+}}

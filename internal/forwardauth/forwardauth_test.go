@@ -132,8 +132,6 @@ func TestResolveRoutes(t *testing.T) {
 			Call{Customer: "acme", Metric: "exports", Cost: 10, Route: "/v1/exports/"}, nil, ""},
 		{"prefix without its slash", Request{Method: "GET", Header: key("plain-key-1", "GET", "/v1/exports")},
 			Call{Customer: "acme", Metric: "exports", Cost: 10, Route: "/v1/exports/"}, nil, ""},
-		{"dot segments are cleaned", Request{Method: "GET", Header: key("plain-key-1", "POST", "/v1/items/../completions")},
-			Call{Customer: "acme", Metric: "llm_calls", Cost: 5, Route: "POST /v1/completions"}, nil, ""},
 		{"wildcard, HEAD as GET", Request{Method: "GET", Header: key("plain-key-1", "HEAD", "/v1/items/42")},
 			Call{Customer: "acme", Metric: "reads", Cost: 1, Route: "GET /v1/items/{id}"}, nil, ""},
 		{"no route", Request{Method: "GET", Header: key("plain-key-1", "GET", "/healthz")},
@@ -165,6 +163,128 @@ func TestResolveRoutes(t *testing.T) {
 	}
 }
 
+// documentedRoutes is the route table of docs/gateways.md, under
+// "unmatched: allow", which let a path no route matched through unchecked.
+const documentedRoutes = `
+routes:
+  - match: POST /v1/completions
+    metric: llm_calls
+    cost: 10
+  - match: /v1/exports/
+    metric: exports
+  - match: /v1/
+    metric: api_calls
+unmatched: allow
+`
+
+// A path an upstream may serve as a costlier route is charged as that
+// route, or refused (*PathError): never charged as a cheaper one, never let
+// through unchecked, whatever "unmatched" says.
+func TestResolveCanonicalPath(t *testing.T) {
+	t.Parallel()
+	insensitive := mustParse(t, documentedRoutes)
+	sensitive := mustParse(t, documentedRoutes+"case: sensitive\n")
+	llm := Call{Customer: "acme", Metric: "llm_calls", Cost: 10, Route: "POST /v1/completions"}
+	exports := Call{Customer: "acme", Metric: "exports", Cost: 1, Route: "/v1/exports/"}
+	api := Call{Customer: "acme", Metric: "api_calls", Cost: 1, Route: "/v1/"}
+	tests := []struct {
+		name        string
+		rules       *Rules
+		method, uri string
+		suffix      bool // the path comes appended to the forward-auth path (Envoy)
+		want        Call
+		refused     string // in the PathError's reason; the Call is then not looked at
+	}{
+		{"canonical", insensitive, "POST", "/v1/completions", false, llm, ""},
+		{"trailing slash", insensitive, "POST", "/v1/completions/", false, llm, ""},
+		{"trailing slash before the query", insensitive, "POST", "/v1/completions/?stream=1", false, llm, ""},
+		{"the query plays no part", insensitive, "POST", "/v1/completions?next=/v1/x/../a;b%2F", false, llm, ""},
+		{"empty segments", insensitive, "POST", "//v1//completions//", false, llm, ""},
+		{"upper case", insensitive, "POST", "/V1/Completions", false, llm, ""},
+		{"upper case, prefix", insensitive, "GET", "/V1/exports/a", false, exports, ""},
+		{"encoded letter", insensitive, "POST", "/v1/%63ompletions", false, llm, ""},
+		{"encoded upper-case letters", insensitive, "GET", "/v1/%45XPORTS/a", false, exports, ""},
+		{"prefix without its slash", insensitive, "GET", "/v1/exports", false, exports, ""},
+		{"prefix, trailing slash", insensitive, "GET", "/v1/exports/", false, exports, ""},
+		{"dots within a segment", insensitive, "GET", "/v1/exports/a..b/c.json", false, exports, ""},
+		{"an encoded space is data", insensitive, "GET", "/v1/exports/my%20file", false, exports, ""},
+		{"so is a raw one", insensitive, "GET", "/v1/exports/my file", false, exports, ""},
+		{"another method", insensitive, "GET", "/v1/completions/", false, api, ""},
+		{"envoy, trailing slash and case", insensitive, "POST", "/V1/completions/", true, llm, ""},
+		{"unmatched still passes", insensitive, "GET", "/Healthz/", false, Call{Pass: true}, ""},
+
+		{"encoded slash", insensitive, "GET", "/v1/exports%2Fa", false, Call{}, `encoded "/"`},
+		{"encoded slash, lower case", insensitive, "GET", "/v1/exports%2fa", false, Call{}, `encoded "/"`},
+		{"encoded dot segment", insensitive, "GET", "/v1/x/%2e%2e/exports/a", false, Call{}, `encoded "."`},
+		{"encoded dot segment, upper case", insensitive, "GET", "/v1/x/%2E%2E/exports/a", false, Call{}, `encoded "."`},
+		{"half-encoded dot segment", insensitive, "GET", "/v1/x/.%2e/exports/a", false, Call{}, `encoded "."`},
+		{"encoded dot within a segment", insensitive, "GET", "/v1/exports/a%2Ejson", false, Call{}, `encoded "."`},
+		{"dot-dot segment", insensitive, "GET", "/v1/x/../exports/a", false, Call{}, `".." segment`},
+		{"dot-dot at the end", insensitive, "GET", "/v1/exports/a/..", false, Call{}, `".." segment`},
+		{"dot segment", insensitive, "GET", "/v1/./exports/a", false, Call{}, `"." segment`},
+		{"dot segment at the end", insensitive, "POST", "/v1/completions/.", false, Call{}, `"." segment`},
+		{"dot-dot, envoy", insensitive, "GET", "/v1/x/%2e%2e/exports/a", true, Call{}, `encoded "."`},
+		{"parameter", insensitive, "GET", "/v1/exports;x/a", false, Call{}, `a ";"`},
+		{"parameter at the end", insensitive, "POST", "/v1/completions;jsessionid=1", false, Call{}, `a ";"`},
+		{"encoded parameter", insensitive, "GET", "/v1/exports%3Bx/a", false, Call{}, `";" encoded as %3B`},
+		{"double encoding", insensitive, "GET", "/v1/exports%252Fa", false, Call{}, "encoded twice"},
+		{"backslash", insensitive, "GET", `/v1\exports\a`, false, Call{}, "backslash"},
+		{"encoded backslash", insensitive, "GET", "/v1/exports%5Ca", false, Call{}, "backslash encoded as %5C"},
+		{"NUL", insensitive, "GET", "/v1/exports\x00/a", false, Call{}, "control character"},
+		{"encoded NUL", insensitive, "GET", "/v1/exports%00/a", false, Call{}, "control character encoded as %00"},
+		{"tab", insensitive, "GET", "/v1/exports\t/a", false, Call{}, "control character"},
+		{"fragment", insensitive, "GET", "/v1/exports#a", false, Call{}, "#"},
+		{"encoded question mark", insensitive, "GET", "/v1/exports%3Fa", false, Call{}, "?"},
+		{"truncated escape", insensitive, "GET", "/v1/exports%2", false, Call{}, "malformed percent escape"},
+		{"bad escape", insensitive, "GET", "/v1/exports%zz/a", false, Call{}, "malformed percent escape"},
+		{"refused under the prefix too", insensitive, "GET", "/v1/exports/%2e%2e/a", false, Call{}, `encoded "."`},
+		{"refused where no route matches", insensitive, "GET", "/other;x", false, Call{}, `a ";"`},
+
+		{"sensitive: canonical", sensitive, "GET", "/v1/exports/a", false, exports, ""},
+		{"sensitive: another case is another path", sensitive, "GET", "/v1/Exports/a", false, api, ""},
+		{"sensitive: trailing slash", sensitive, "POST", "/v1/completions/", false, llm, ""},
+		{"sensitive: still refused", sensitive, "GET", "/v1/exports%2Fa", false, Call{}, `encoded "/"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Forwarded-Method", tt.method, "X-Forwarded-Uri", tt.uri)}
+			wantHeader := "X-Forwarded-Uri"
+			if tt.suffix {
+				req = Request{Method: tt.method, Suffix: tt.uri, Header: header("X-Quotad-Customer", "acme")}
+				wantHeader = "path"
+			}
+			got, err := tt.rules.Resolve(req)
+			if tt.refused == "" {
+				checkResolve(t, got, err, tt.want, nil, "")
+				return
+			}
+			var pe *PathError
+			if !errors.As(err, &pe) || pe.Header != wantHeader || !strings.Contains(pe.Reason, tt.refused) {
+				t.Fatalf("Resolve = %+v, %v; want a PathError on %s saying %q", got, err, wantHeader, tt.refused)
+			}
+			if got.Pass || got.Metric != "" {
+				t.Errorf("refused, yet %+v", got)
+			}
+		})
+	}
+	// ("unmatched: deny" makes the unmatched case ErrNoRoute; the others are alike.)
+	deny := mustParse(t, strings.Replace(documentedRoutes, "unmatched: allow", "unmatched: deny", 1)+"case: sensitive\n")
+	_, err := deny.Resolve(Request{Method: "GET", Header: header("X-Quotad-Customer", "acme", "X-Forwarded-Method", "GET", "X-Forwarded-Uri", "/V1/exports/a")})
+	if !errors.Is(err, ErrNoRoute) {
+		t.Errorf("case: sensitive, unmatched: deny, /V1/exports/a: %v, want ErrNoRoute", err)
+	}
+}
+
+// A path that is canonical already costs no allocation to check.
+func TestCanonicalPathAllocs(t *testing.T) {
+	for _, p := range []string{"/", "/v1/completions", "/v1/exports/7/file.json", "/v1/items/{x}"} {
+		var got string
+		if n := testing.AllocsPerRun(100, func() { got, _ = canonicalPath(p, true) }); n != 0 || got != p {
+			t.Errorf("canonicalPath(%q) = %q with %v allocations, want itself with none", p, got, n)
+		}
+	}
+}
+
 func TestResolveUnmatchedAllow(t *testing.T) {
 	t.Parallel()
 	r := mustParse(t, "routes:\n  - {match: 'POST /v1/jobs', metric: jobs}\nunmatched: allow\n")
@@ -189,7 +309,7 @@ func TestParseRejects(t *testing.T) {
 	tests := []struct {
 		name, text, want string
 	}{
-		{"unknown field", "header:\n  customer: X-C\n", `line 1: unknown field "header" at the top level: want one of headers, api_keys, routes, unmatched`},
+		{"unknown field", "header:\n  customer: X-C\n", `line 1: unknown field "header" at the top level: want one of headers, api_keys, routes, unmatched, case`},
 		{"unknown header field", "headers:\n  customer: X-C\n  api_kye: X-Key\n", `line 3: unknown field "api_kye" in headers: want one of customer, metric, cost, api_key, subject, method, uri`},
 		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost`},
 		{"bad header name", "headers:\n  customer: 'X C'\n", "headers.customer"},
@@ -207,6 +327,18 @@ func TestParseRejects(t *testing.T) {
 		{"same route twice", "routes:\n  - {match: /a, metric: m}\n  - {match: /a, metric: n}\n", "routes[1]"},
 		{"bad unmatched", "routes:\n  - {match: /a, metric: m}\nunmatched: maybe\n", "want deny or allow"},
 		{"unmatched without routes", "unmatched: allow\n", "no routes"},
+		{"bad case", "routes:\n  - {match: /a, metric: m}\ncase: upper\n", "case: want insensitive or sensitive"},
+		{"case without routes", "case: sensitive\n", "case: there are no routes"},
+		{"routes differing in case only", "routes:\n  - {match: /v1/A, metric: m}\n  - {match: /v1/a, metric: n}\n", `routes[1]: match "/v1/a": matches the same requests`},
+		{"encoded slash in a pattern", "routes:\n  - {match: '/v1/a%2Fb', metric: m}\n", `routes[0]: match "/v1/a%2Fb": the path must be written decoded`},
+		{"encoded letter in a pattern", "routes:\n  - {match: '/v1/%61', metric: m}\n", "written decoded"},
+		{"dot segment in a pattern", "routes:\n  - {match: 'POST /v1/x/../completions', metric: m}\n", `has a ".." segment`},
+		{"dot in a pattern", "routes:\n  - {match: '/v1/./x', metric: m}\n", `has a "." segment`},
+		{"parameter in a pattern", "routes:\n  - {match: '/v1/x;y', metric: m}\n", `has a ";", which some upstreams take for a parameter`},
+		{"backslash in a pattern", "routes:\n  - {match: '/v1\\x', metric: m}\n", "has a backslash"},
+		{"empty segment in a pattern", "routes:\n  - {match: 'GET /v1//x', metric: m}\n", "not canonical: write /v1/x"},
+		{"query in a pattern", "routes:\n  - {match: '/v1/x?y=1', metric: m}\n", `has a "?" in the path`},
+		{"trailing {$}", "routes:\n  - {match: '/v1/x/{$}', metric: m}\n", "trailing slash is not significant in a path: write /v1/x"},
 		{"two documents", "headers: {}\n---\nheaders: {}\n", "one YAML document"},
 		{"not yaml", "headers: [\n", "yaml"},
 	}
@@ -335,4 +467,31 @@ func TestLoad(t *testing.T) {
 			t.Errorf("Load(%s) error = %v, want a forward-auth config error", filepath.Base(path), err)
 		}
 	}
+}
+
+// A canonical path is its own canonical form, and has none of what
+// canonicalPath decodes, drops, folds or refuses.
+func FuzzCanonicalPath(f *testing.F) {
+	for _, p := range []string{"/", "/v1/completions", "//V1//Exports/", "/v1/%65xports/a%20b", "/v1/x/%2e%2e/a",
+		"/v1/a;b", `/v1\a`, "/v1/%zz", "/v1/%252F", "/v1/./a", "/v1/%C3%A9t%C3%A9/"} {
+		f.Add(p, true)
+		f.Add(p, false)
+	}
+	f.Fuzz(func(t *testing.T, p string, fold bool) {
+		canon, refused := canonicalPath(p, fold)
+		if refused != "" {
+			if canon != "" {
+				t.Errorf("canonicalPath(%q) refused (%s), yet returned %q", p, refused, canon)
+			}
+			return
+		}
+		again, refused := canonicalPath(canon, fold)
+		if refused != "" || again != canon {
+			t.Errorf("canonicalPath(%q) = %q, whose own canonical form is %q (%s)", p, canon, again, refused)
+		}
+		if canon[0] != '/' || strings.Contains(canon, "//") || strings.Contains(canon, "%") ||
+			len(canon) > 1 && strings.HasSuffix(canon, "/") || fold && lowerASCII(canon) != canon {
+			t.Errorf("canonicalPath(%q) = %q: not canonical", p, canon)
+		}
+	})
 }
