@@ -41,6 +41,7 @@ const (
 	codeNotFound             = "not_found"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeConflict             = "conflict"
+	codeCapReached           = "cap_reached"
 	codePreconditionFailed   = "precondition_failed"
 	codePayloadTooLarge      = "payload_too_large"
 	codeUnsupportedMedia     = "unsupported_media_type"
@@ -117,6 +118,7 @@ var errorTable = []struct {
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
+	{tiers.ErrCapReached, http.StatusConflict, codeCapReached},
 	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
 	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
@@ -170,6 +172,9 @@ func toProblem(err error) (Problem, bool) {
 			}
 			if errors.Is(err, webhooks.ErrWebhookNotFound) {
 				detail = "no webhook has this id"
+			}
+			if capErr := (*tiers.CapError)(nil); errors.As(err, &capErr) {
+				detail = capErr.Error()
 			}
 			var ce *customerError
 			if row.code == codeCustomerNotFound && errors.As(err, &ce) {
