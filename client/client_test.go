@@ -547,61 +547,6 @@ func TestMiddleware(t *testing.T) {
 	}
 }
 
-// With APIKey, the middleware checks by the request's key (quotad names
-// the customer), falls back to Customer when the request has no key, and
-// answers 401 when it has neither.
-func TestMiddlewareByAPIKey(t *testing.T) {
-	var mu sync.Mutex
-	var got []quotad.CheckRequest
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req quotad.CheckRequest
-		json.NewDecoder(r.Body).Decode(&req)
-		mu.Lock()
-		got = append(got, req)
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"allowed":true,"customer":"acme","metric":"api_calls","cost":1,"retry_after":0,"limits":[]}`))
-	}))
-	defer srv.Close()
-	mw := quotad.New(srv.URL).Middleware(quotad.MiddlewareOptions{
-		APIKey: quotad.FromHeader("X-Api-Key"), Customer: quotad.FromHeader("X-Customer"), Metric: quotad.Static("api_calls")})
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
-	tests := []struct {
-		name             string
-		headers          map[string]string
-		status           int
-		customer, apiKey string // what quotad was asked, when it was
-	}{
-		{"by key", map[string]string{"X-Api-Key": "qk_abc", "X-Customer": "ignored"}, 204, "", "qk_abc"},
-		{"no key: by customer", map[string]string{"X-Customer": "acme"}, 204, "acme", ""},
-		{"neither", nil, 401, "", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			mu.Lock()
-			got = nil
-			mu.Unlock()
-			req := httptest.NewRequest(http.MethodGet, "/", nil)
-			for k, v := range tt.headers {
-				req.Header.Set(k, v)
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			if rec.Code != tt.status {
-				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case tt.status == 401 && len(got) != 0:
-				t.Errorf("quotad was asked %+v for a request that names no one", got)
-			case tt.status != 401 && (len(got) != 1 || got[0].Customer != tt.customer || got[0].APIKey != tt.apiKey):
-				t.Errorf("quotad was asked %+v, want customer %q, api_key %q", got, tt.customer, tt.apiKey)
-			}
-		})
-	}
-}
-
 func TestMiddlewareNeedsCustomerAndMetric(t *testing.T) {
 	defer func() {
 		if recover() == nil {

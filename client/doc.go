@@ -73,9 +73,16 @@
 // # Middleware
 //
 // Client.Middleware returns a func(http.Handler) http.Handler that checks
-// quotad before the handler: the customer, metric and cost are functions of
-// the request (FromHeader, Static, StaticCost), and so is its subject, if
-// any (MiddlewareOptions.Subject). A denied check is answered
+// quotad before the handler: the metric and cost are functions of the
+// request (Static, StaticCost), and so is its subject, if any
+// (MiddlewareOptions.Subject). Who is charged comes from authentication,
+// never from the request's own say-so: either the API key quotad issued
+// (MiddlewareOptions.APIKey, e.g. FromHeader("X-Api-Key"); a request
+// without one is answered 401), or the customer the application's own
+// authentication established (MiddlewareOptions.Customer, e.g.
+// FromContext with the key its auth middleware stores the customer
+// under). A customer id read from a header, the query or the path would
+// let any caller spend any customer's quota. A denied check is answered
 // 429 with Retry-After and the RateLimit headers; an allowed one goes on to
 // the handler with the RateLimit headers set. When quotad cannot be reached
 // in time the request goes on (fail open, the default) or is answered 503

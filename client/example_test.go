@@ -49,21 +49,34 @@ func ExampleClient_Middleware() {
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	})
+	// The customer comes from the application's own authentication, never
+	// from something the caller writes: here a stand-in that knows one
+	// session token and puts its customer in the request's context.
+	type customerKey struct{}
+	authenticate := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer acme-session" {
+				http.Error(w, "who are you?", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), customerKey{}, "acme")))
+		})
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/hello", c.Middleware(quotad.MiddlewareOptions{
-		Customer: quotad.FromHeader("X-Customer"),
+	mux.Handle("/hello", authenticate(c.Middleware(quotad.MiddlewareOptions{
+		Customer: quotad.FromContext(customerKey{}),
 		Metric:   quotad.Static("api_calls"),
 		// How long a request waits for quotad before it goes on unchecked
 		// (DefaultMiddlewareTimeout when 0). Generous here: this quotad
 		// runs beside other tests, on a machine that may be busy.
 		Timeout: 5 * time.Second,
-	})(hello))
+	})(hello)))
 	app := httptest.NewServer(mux)
 	defer app.Close()
 
 	for range 2 {
 		req, _ := http.NewRequest(http.MethodGet, app.URL+"/hello", nil)
-		req.Header.Set("X-Customer", "acme")
+		req.Header.Set("Authorization", "Bearer acme-session")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			fmt.Println(err)
@@ -190,8 +203,10 @@ func ExampleClient_ReservationMiddleware() {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/complete", c.ReservationMiddleware(quotad.ReservationMiddlewareOptions{
-		Customer: quotad.FromHeader("X-Customer"),
-		Metric:   quotad.Static("llm_tokens"),
+		// The API key quotad issued to the customer: quotad authenticates
+		// it and charges its customer. A request without one is a 401.
+		APIKey: quotad.FromHeader("X-Api-Key"),
+		Metric: quotad.Static("llm_tokens"),
 		// The most a request may cost, reserved before the handler runs.
 		Estimate: func(*http.Request) (int64, error) { return 6, nil },
 		// Generous: this quotad runs beside other tests.
@@ -204,7 +219,7 @@ func ExampleClient_ReservationMiddleware() {
 	// 6 used, and 6 more would go beyond 10.
 	for range 3 {
 		req, _ := http.NewRequest(http.MethodPost, app.URL+"/complete", nil)
-		req.Header.Set("X-Customer", "acme")
+		req.Header.Set("X-Api-Key", "qk_acme")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			fmt.Println(err)

@@ -8,9 +8,9 @@ import (
 	"sync"
 )
 
-// fakeQuotad stands in for quotad in examples and tests: customer acme may
-// use limit api_calls per minute, nothing else is known, and the customers
-// c01..c05 are on plan pro.
+// fakeQuotad stands in for quotad in examples and tests: customer acme
+// (whose API key is qk_acme) may use limit api_calls per minute, nothing
+// else is known, and the customers c01..c05 are on plan pro.
 type fakeQuotad struct {
 	mu    sync.Mutex
 	limit int64
@@ -49,11 +49,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func (f *fakeQuotad) check(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Customer, Metric string
+		APIKey           string `json:"api_key"`
 		Cost             int64
 	}
 	json.NewDecoder(r.Body).Decode(&req)
 	if req.Cost == 0 {
 		req.Cost = 1
+	}
+	if req.APIKey != "" {
+		if req.APIKey != "qk_acme" {
+			writeFakeProblem(w, http.StatusForbidden, "invalid_api_key")
+			return
+		}
+		req.Customer = "acme"
 	}
 	if req.Customer != "acme" {
 		w.Header().Set("Content-Type", "application/problem+json")

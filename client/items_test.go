@@ -133,22 +133,29 @@ func TestMiddlewareSubject(t *testing.T) {
 	defer srv.Close()
 	c := quotad.New(srv.URL)
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	withSubject := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.FromHeader("X-Customer"), APIKey: quotad.FromHeader("X-Api-Key"),
+	type customerKey struct{}
+	withSubject := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.FromContext(customerKey{}),
+		Metric: quotad.Static("api_calls"), Subject: quotad.FromHeader("X-User")})(next)
+	keyWithSubject := c.Middleware(quotad.MiddlewareOptions{APIKey: quotad.FromHeader("X-Api-Key"),
 		Metric: quotad.Static("api_calls"), Subject: quotad.FromHeader("X-User")})(next)
 	without := c.Middleware(quotad.MiddlewareOptions{APIKey: quotad.FromHeader("X-Api-Key"), Metric: quotad.Static("api_calls")})(next)
 	for _, tc := range []struct {
-		name    string
-		h       http.Handler
-		headers map[string]string
-		want    string
+		name     string
+		h        http.Handler
+		customer string // authenticated, in the request's context
+		headers  map[string]string
+		want     string
 	}{
-		{"a customer's user", withSubject, map[string]string{"X-Customer": "acme", "X-User": "u-1"}, `{"customer":"acme","metric":"api_calls","cost":1,"subject":"u-1"}`},
-		{"a key's user", withSubject, map[string]string{"X-Api-Key": "qk_x", "X-User": "u-2"}, `{"api_key":"qk_x","metric":"api_calls","cost":1,"subject":"u-2"}`},
-		{"no user", withSubject, map[string]string{"X-Customer": "acme"}, `{"customer":"acme","metric":"api_calls","cost":1}`},
-		{"no subject function", without, map[string]string{"X-Api-Key": "qk_x", "X-User": "u-3"}, `{"api_key":"qk_x","metric":"api_calls","cost":1}`},
+		{"a customer's user", withSubject, "acme", map[string]string{"X-User": "u-1"}, `{"customer":"acme","metric":"api_calls","cost":1,"subject":"u-1"}`},
+		{"a key's user", keyWithSubject, "", map[string]string{"X-Api-Key": "qk_x", "X-User": "u-2"}, `{"api_key":"qk_x","metric":"api_calls","cost":1,"subject":"u-2"}`},
+		{"no user", withSubject, "acme", nil, `{"customer":"acme","metric":"api_calls","cost":1}`},
+		{"no subject function", without, "", map[string]string{"X-Api-Key": "qk_x", "X-User": "u-3"}, `{"api_key":"qk_x","metric":"api_calls","cost":1}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
+			if tc.customer != "" {
+				req = req.WithContext(context.WithValue(req.Context(), customerKey{}, tc.customer))
+			}
 			for k, v := range tc.headers {
 				req.Header.Set(k, v)
 			}

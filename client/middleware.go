@@ -15,15 +15,21 @@ const DefaultMiddlewareTimeout = 250 * time.Millisecond
 
 // MiddlewareOptions configure Client.Middleware.
 type MiddlewareOptions struct {
-	// Customer returns the request's customer id, e.g.
-	// FromHeader("X-Customer"). Customer, APIKey or both are required. A
-	// request that names neither is answered 401 (problem code
+	// Customer returns the id of the customer the request was
+	// authenticated as: by the application's own authentication (a
+	// session, a verified token's claim, a value its auth middleware put
+	// in the request's context, see FromContext), never a header, query or
+	// path the caller writes, which would let anyone charge, and spend the
+	// limits of, any customer. Customer or APIKey is required, not both. A
+	// request for which it returns "" is answered 401 (problem code
 	// unauthorized) unless AllowAnonymous is set, when it goes on to the
 	// handler unchecked.
 	Customer func(*http.Request) string
 	// APIKey returns the request's API key (one quotad issued), e.g.
-	// FromHeader("X-Api-Key"), which names its customer instead of
-	// Customer: when it returns a key, Customer is not asked.
+	// FromHeader("X-Api-Key"): quotad authenticates it and names its
+	// customer. A request without a key is answered 401 (problem code
+	// unauthorized), or with AllowAnonymous goes on unchecked: it is never
+	// charged to a customer the request names.
 	APIKey func(*http.Request) string
 	// Metric returns the metric the request uses, e.g. Static("api_calls").
 	// Required.
@@ -37,7 +43,8 @@ type MiddlewareOptions struct {
 	// key's id as the subject; by customer, a metric with a limit per
 	// subject is refused (answered 403, as any check quotad refuses).
 	Subject func(*http.Request) string
-	// AllowAnonymous lets requests without a customer through unchecked.
+	// AllowAnonymous lets requests without a customer (or API key)
+	// through unchecked, charged to no one.
 	AllowAnonymous bool
 	// Timeout bounds the check; DefaultMiddlewareTimeout when 0. The check
 	// is never retried.
@@ -52,22 +59,38 @@ type MiddlewareOptions struct {
 }
 
 // FromHeader returns a function that reads the named request header, for
-// MiddlewareOptions.Customer or Metric.
+// MiddlewareOptions.APIKey, Metric or Subject. Not for Customer: a header
+// is whatever the caller writes.
 func FromHeader(name string) func(*http.Request) string {
 	return func(r *http.Request) string { return r.Header.Get(name) }
 }
 
 // FromPathValue returns a function that reads the named wildcard of the
-// request's http.ServeMux pattern, for MiddlewareOptions.Customer or
-// Metric.
+// request's http.ServeMux pattern, for MiddlewareOptions.Metric. Not for
+// Customer: the path is whatever the caller writes.
 func FromPathValue(name string) func(*http.Request) string {
 	return func(r *http.Request) string { return r.PathValue(name) }
 }
 
 // Static returns a function that always returns s, for
-// MiddlewareOptions.Metric (or Customer).
+// MiddlewareOptions.Metric (or Customer, in a service of one customer).
 func Static(s string) func(*http.Request) string {
 	return func(*http.Request) string { return s }
+}
+
+// FromContext returns a function that reads the customer id the
+// application's authentication put in the request's context under key (a
+// string value; "" when there is none), for MiddlewareOptions.Customer:
+//
+//	// in the application's auth middleware, once the caller is verified:
+//	r = r.WithContext(context.WithValue(r.Context(), customerKey{}, user.CustomerID))
+//
+//	c.Middleware(quotad.MiddlewareOptions{Customer: quotad.FromContext(customerKey{}), ...})
+func FromContext(key any) func(*http.Request) string {
+	return func(r *http.Request) string {
+		s, _ := r.Context().Value(key).(string)
+		return s
+	}
 }
 
 // StaticCost returns a function that always returns n, for
@@ -92,10 +115,12 @@ func StaticCost(n int64) func(*http.Request) int64 {
 //   - quotad unreachable, too slow or failing (5xx): the handler runs (fail
 //     open), or with FailClosed the request is answered 503.
 //
-// It panics if opts lacks Metric, or both Customer and APIKey.
+// It panics if opts lacks Metric, or has neither or both of Customer and
+// APIKey.
 func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
-	if opts.Customer == nil && opts.APIKey == nil || opts.Metric == nil {
-		panic("quotad: Middleware needs MiddlewareOptions.Customer or APIKey, and Metric")
+	if (opts.Customer == nil) == (opts.APIKey == nil) || opts.Metric == nil {
+		panic("quotad: Middleware needs MiddlewareOptions.Metric and one of Customer or APIKey: " +
+			"with APIKey, a request without a key is refused, never charged to a Customer")
 	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
@@ -105,11 +130,7 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			customer, apiKey := caller(r, opts.Customer, opts.APIKey)
 			if customer == "" && apiKey == "" {
-				if opts.AllowAnonymous {
-					next.ServeHTTP(w, r)
-					return
-				}
-				writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
+				anonymous(w, r, next, opts.AllowAnonymous, opts.APIKey != nil)
 				return
 			}
 			req := CheckRequest{Customer: customer, APIKey: apiKey, Metric: opts.Metric(r), Cost: 1, Subject: subjectOf(r, opts.Subject)}
@@ -133,18 +154,27 @@ func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Hand
 }
 
 // caller returns who a request is from, for the middlewares: its API key
-// when apiKey finds one, else its customer id (either function may be
-// nil).
+// when the middleware checks by key (apiKey not nil), else its
+// authenticated customer id. A request without a key is never charged to
+// a customer instead: both come back "".
 func caller(r *http.Request, customer, apiKey func(*http.Request) string) (string, string) {
 	if apiKey != nil {
-		if key := apiKey(r); key != "" {
-			return "", key
-		}
+		return "", apiKey(r)
 	}
-	if customer != nil {
-		return customer(r), ""
+	return customer(r), ""
+}
+
+// anonymous answers a request from no one (no key when byKey, else no
+// customer) 401, or with allow hands it to next unchecked.
+func anonymous(w http.ResponseWriter, r *http.Request, next http.Handler, allow, byKey bool) {
+	switch {
+	case allow:
+		next.ServeHTTP(w, r)
+	case byKey:
+		writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request carries no API key")
+	default:
+		writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
 	}
-	return "", ""
 }
 
 // subjectOf returns the request's subject, as subject finds it (nil: none).

@@ -16,14 +16,15 @@ const DefaultSettleTimeout = 5 * time.Second
 
 // ReservationMiddlewareOptions configure Client.ReservationMiddleware.
 type ReservationMiddlewareOptions struct {
-	// Customer returns the request's customer id, e.g.
-	// FromHeader("X-Customer"). Customer, APIKey or both are required.
+	// Customer returns the id of the customer the request was
+	// authenticated as, never one the caller writes: as
+	// MiddlewareOptions.Customer. Customer or APIKey is required, not both.
 	Customer func(*http.Request) string
-	// APIKey returns the request's API key, which names its customer
-	// instead of Customer: when it returns a key, Customer is not asked.
-	// A request that names neither is answered 401 (problem code
-	// unauthorized) unless AllowAnonymous is set, when it goes on to the
-	// handler without a reservation.
+	// APIKey returns the request's API key, which quotad authenticates and
+	// which names its customer. A request without a customer (or, with
+	// APIKey, without a key) is answered 401 (problem code unauthorized)
+	// unless AllowAnonymous is set, when it goes on to the handler without
+	// a reservation: it is never charged to a customer the request names.
 	APIKey func(*http.Request) string
 	// Metric returns the metric the request uses. Required.
 	Metric func(*http.Request) string
@@ -45,8 +46,8 @@ type ReservationMiddlewareOptions struct {
 	// succeeded without calling ReportCost; by default its estimate is
 	// committed.
 	ReleaseUnreported bool
-	// AllowAnonymous lets requests that name no customer through without
-	// a reservation.
+	// AllowAnonymous lets requests without a customer (or API key)
+	// through without a reservation, charged to no one.
 	AllowAnonymous bool
 	// Timeout bounds the reserve; DefaultMiddlewareTimeout when 0. The
 	// reserve is never retried.
@@ -159,11 +160,12 @@ func ReservationFromContext(ctx context.Context) (*Reservation, bool) {
 //     runs without a reservation (fail open; ReportCost returns false and
 //     nothing is counted), or with FailClosed the request is answered 503.
 //
-// It panics if opts lacks Metric or Estimate, or both Customer and APIKey,
-// or if its TTL is beyond an hour.
+// It panics if opts lacks Metric or Estimate, has neither or both of
+// Customer and APIKey, or if its TTL is beyond an hour.
 func (c *Client) ReservationMiddleware(opts ReservationMiddlewareOptions) func(http.Handler) http.Handler {
-	if opts.Customer == nil && opts.APIKey == nil || opts.Metric == nil || opts.Estimate == nil {
-		panic("quotad: ReservationMiddleware needs ReservationMiddlewareOptions.Customer or APIKey, Metric and Estimate")
+	if (opts.Customer == nil) == (opts.APIKey == nil) || opts.Metric == nil || opts.Estimate == nil {
+		panic("quotad: ReservationMiddleware needs ReservationMiddlewareOptions.Metric, Estimate and one of Customer or APIKey: " +
+			"with APIKey, a request without a key is refused, never charged to a Customer")
 	}
 	if opts.TTL > time.Hour {
 		panic("quotad: ReservationMiddlewareOptions.TTL is at most an hour")
@@ -185,11 +187,7 @@ func (c *Client) ReservationMiddleware(opts ReservationMiddlewareOptions) func(h
 			req := ReserveRequest{Metric: opts.Metric(r), Subject: subjectOf(r, opts.Subject), TTLSeconds: ttl}
 			req.Customer, req.APIKey = caller(r, opts.Customer, opts.APIKey)
 			if req.APIKey == "" && req.Customer == "" {
-				if opts.AllowAnonymous {
-					next.ServeHTTP(w, r)
-					return
-				}
-				writeProblem(w, http.StatusUnauthorized, "unauthorized", "the request names no customer")
+				anonymous(w, r, next, opts.AllowAnonymous, opts.APIKey != nil)
 				return
 			}
 			estimate, err := opts.Estimate(r)

@@ -306,6 +306,8 @@ func TestReservationMiddlewareNeeds(t *testing.T) {
 		opts quotad.ReservationMiddlewareOptions
 	}{
 		{"no customer nor key", quotad.ReservationMiddlewareOptions{Metric: quotad.Static("m"), Estimate: estimate}},
+		{"customer and key", quotad.ReservationMiddlewareOptions{Customer: quotad.Static("acme"), APIKey: quotad.Static("qk"),
+			Metric: quotad.Static("m"), Estimate: estimate}},
 		{"no metric", quotad.ReservationMiddlewareOptions{Customer: quotad.Static("acme"), Estimate: estimate}},
 		{"no estimate", quotad.ReservationMiddlewareOptions{APIKey: quotad.Static("qk"), Metric: quotad.Static("m")}},
 		{"a ttl beyond an hour", quotad.ReservationMiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("m"),
@@ -358,7 +360,7 @@ func TestReservationMiddleware(t *testing.T) {
 		{name: "the reported cost is committed", customer: "acme", estimate: 8, handler: reportThree,
 			wantStatus: 200, wantHandled: true, wantState: "committed", wantUsed: 3,
 			wantHeader: map[string]string{"RateLimit": `"llm_tokens/minute";r=2;t=42`, "RateLimit-Policy": `"llm_tokens/minute";q=10;w=60`}},
-		{name: "by API key", apiKey: "qk_acme", customer: "ignored", estimate: 8, handler: reportThree,
+		{name: "by API key", apiKey: "qk_acme", customer: "globex", estimate: 8, handler: reportThree,
 			wantStatus: 200, wantHandled: true, wantState: "committed", wantUsed: 3},
 		{name: "nothing reported commits the estimate", customer: "acme", estimate: 8,
 			handler:    func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("done\n")) },
@@ -443,8 +445,11 @@ func TestReservationMiddleware(t *testing.T) {
 			}
 			var errs []error
 			opts := tt.opts
-			opts.Customer = quotad.FromHeader("X-Customer")
-			opts.APIKey = quotad.FromHeader("X-Api-Key")
+			if tt.apiKey != "" {
+				opts.APIKey = quotad.FromHeader("X-Api-Key")
+			} else {
+				opts.Customer = quotad.FromHeader("X-Customer")
+			}
 			opts.Metric = quotad.Static("llm_tokens")
 			opts.Estimate = func(*http.Request) (int64, error) {
 				if tt.estimate == 0 {

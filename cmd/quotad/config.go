@@ -79,6 +79,10 @@ type config struct {
 	RetainAudit        retainDuration `help:"How long to keep audit events; 0 keeps them forever." envvar:"QUOTAD_RETAIN_AUDIT" default:"400d" placeholder:"DURATION"`
 	RetainReservations retainDuration `help:"How long to keep committed, released and expired reservations after they settled (held ones stay); a purged one's request_id reserves anew. 0 keeps them forever." envvar:"QUOTAD_RETAIN_RESERVATIONS" default:"7d" placeholder:"DURATION"`
 	RetainDeliveries   retainDuration `help:"How long to keep delivered and failed webhook deliveries after their last attempt (pending ones stay), and usage events after their window ended once no delivery of them is left; 0 keeps them forever." envvar:"QUOTAD_RETAIN_DELIVERIES" default:"30d" placeholder:"DURATION"`
+	// Caps on what admin writes create (tiers.Caps; 0: no cap).
+	MaxCustomers       int `help:"Most customers that may exist; creating one more is refused (409 cap_reached). 0: no cap." envvar:"QUOTAD_MAX_CUSTOMERS" default:"${max_customers}" placeholder:"N"`
+	MaxKeysPerCustomer int `help:"Most live API keys (neither revoked nor expired) a customer may have; 0: no cap." envvar:"QUOTAD_MAX_KEYS_PER_CUSTOMER" default:"${max_keys_per_customer}" placeholder:"N"`
+	MaxWebhooks        int `help:"Most webhooks that may exist; 0: no cap." envvar:"QUOTAD_MAX_WEBHOOKS" default:"${max_webhooks}" placeholder:"N"`
 
 	tokens []api.Token
 	gogc   string // the environment's GOGC: when set, the operator paces the collector
@@ -140,12 +144,15 @@ func parseArgs(args []string, getenv func(string) string, stdout io.Writer) (cmd
 		kong.Description("quotad serves quotas and billing tiers: an admin API for metrics, plans, customers and overrides, and POST /v1/check for backends. "+
 			"Each flag falls back to the QUOTAD_* environment variable it names, then to its default; serve and migrate use them."),
 		kong.Vars{
-			"version":       strings.TrimSuffix(versionText(), "\n"),
-			"database_url":  defaultDatabaseURL,
-			"db_max_conns":  fmt.Sprint(store.DefaultMaxConns),
-			"redis_prefix":  redisstore.DefaultPrefix,
-			"redis_timeout": redisstore.DefaultTimeout.String(),
-			"store_timeout": quota.DefaultStoreTimeout.String(),
+			"version":               strings.TrimSuffix(versionText(), "\n"),
+			"database_url":          defaultDatabaseURL,
+			"db_max_conns":          fmt.Sprint(store.DefaultMaxConns),
+			"redis_prefix":          redisstore.DefaultPrefix,
+			"redis_timeout":         redisstore.DefaultTimeout.String(),
+			"max_customers":         fmt.Sprint(tiers.DefaultCaps.Customers),
+			"max_keys_per_customer": fmt.Sprint(tiers.DefaultCaps.KeysPerCustomer),
+			"max_webhooks":          fmt.Sprint(tiers.DefaultCaps.Webhooks),
+			"store_timeout":         quota.DefaultStoreTimeout.String(),
 		},
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
@@ -265,6 +272,14 @@ func (c *config) check() error {
 		return bad("warm-timeout", "want a positive duration such as 10s, got %s", c.WarmTimeout)
 	case c.GCHeadroom < 0 || c.GCHeadroom > 1<<20:
 		return bad("gc-headroom-mib", "want an integer from 0 to %d, got %d", 1<<20, c.GCHeadroom)
+	}
+	for _, m := range []struct {
+		name string
+		n    int
+	}{{"max-customers", c.MaxCustomers}, {"max-keys-per-customer", c.MaxKeysPerCustomer}, {"max-webhooks", c.MaxWebhooks}} {
+		if m.n < 0 {
+			return bad(m.name, "want an integer of 0 (no cap) or more, got %d", m.n)
+		}
 	}
 	for _, a := range []struct{ name, addr string }{
 		{"listen", c.Listen}, {"grpc-listen", c.GRPCListen}, {"debug-listen", c.DebugListen},
@@ -443,7 +458,13 @@ func (c *config) logValue() slog.Value {
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 		slog.Bool("refund_requires_request_id", c.RefundRequiresRequestID),
 		slog.Any("retain", c.retentionLogValue()),
+		slog.Any("caps", c.caps()),
 	)
+}
+
+// caps are the caps the store holds creations to.
+func (c *config) caps() tiers.Caps {
+	return tiers.Caps{Customers: c.MaxCustomers, KeysPerCustomer: c.MaxKeysPerCustomer, Webhooks: c.MaxWebhooks}
 }
 
 // gcHeadroom is the garbage collector's headroom in bytes (see gctune):

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
 )
 
@@ -79,6 +80,10 @@ func TestConfigSources(t *testing.T) {
 		{"gc headroom from the environment", nil, map[string]string{"QUOTAD_GC_HEADROOM_MIB": "512"}, func(c *config) any { return c.gcHeadroom() }, uint64(512 << 20)},
 		{"no gc headroom", []string{"--gc-headroom-mib", "0"}, nil, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
 		{"GOGC set: the operator paces the collector", nil, map[string]string{"GOGC": "200"}, func(c *config) any { return c.gcHeadroom() }, uint64(0)},
+		{"caps by default", nil, nil, func(c *config) any { return c.caps() }, tiers.Caps{Customers: 1_000_000, KeysPerCustomer: 100, Webhooks: 100}},
+		{"caps from the environment and flags", []string{"--max-webhooks", "0"},
+			map[string]string{"QUOTAD_MAX_CUSTOMERS": "50", "QUOTAD_MAX_KEYS_PER_CUSTOMER": "2"},
+			func(c *config) any { return c.caps() }, tiers.Caps{Customers: 50, KeysPerCustomer: 2}},
 		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken + ",second-admin-secret", "QUOTAD_CHECK_TOKENS": checkToken},
 			func(c *config) any { return fmt.Sprintf("%d %s %s", len(c.tokens), c.tokens[0].Name, c.tokens[1].Name) }, "3 ops admin#2"},
 	}
@@ -122,6 +127,7 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"negative gc headroom", nil, map[string]string{"QUOTAD_GC_HEADROOM_MIB": "-1"}, []string{"--gc-headroom-mib", "$QUOTAD_GC_HEADROOM_MIB"}},
 		{"bool variable", nil, map[string]string{"QUOTAD_MIGRATE": "maybe"}, []string{"--migrate", "$QUOTAD_MIGRATE", `"maybe"`}},
 		{"token", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": ":secret"}, []string{"--admin-tokens", "$QUOTAD_ADMIN_TOKENS"}},
+		{"negative cap", nil, map[string]string{"QUOTAD_MAX_KEYS_PER_CUSTOMER": "-1"}, []string{"--max-keys-per-customer", "$QUOTAD_MAX_KEYS_PER_CUSTOMER", "-1"}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
 	}

@@ -266,6 +266,7 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		opts.Leases = p.leases
 	}
 	p.engine = quota.New(opts)
+	p.db.SetCaps(p.cfg.caps())
 	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
 	p.verifier = keys.NewVerifier(p.db, p.now)
 	p.keys = keys.NewService(p.db, p.now, p.verifier)

@@ -17,7 +17,8 @@ import (
 func TestMain(m *testing.M) { os.Exit(quotadtest.Main(m)) }
 
 // The echo server lets acme's first two calls of a minute through and
-// answers the third 429, against a real quotad.
+// answers the third 429, against a real quotad; it charges the customer
+// the app's token authenticates, and answers a request without one 401.
 func TestEchoServer(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
@@ -34,20 +35,27 @@ func TestEchoServer(t *testing.T) {
 	// A busy machine can hold quotad's answer past the middleware's
 	// default timeout (250ms), which would let the request through
 	// unchecked: the test waits longer.
-	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken)), 30*time.Second))
+	u, err := parseTokens("acme-token=acme, globex-token=globex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken)), u, 30*time.Second))
 	defer app.Close()
 
+	// Every request names acme in X-Customer, which must not matter: the
+	// customer is the one its token authenticates.
 	tests := []struct {
-		name, customer string
-		wantStatus     int
-		wantBody       string // a prefix; for a problem, its code
-		wantRemaining  string
+		name, token   string
+		wantStatus    int
+		wantBody      string // a prefix; for a problem, its code
+		wantRemaining string
 	}{
-		{"first", "acme", 200, "hello acme", "r=1"},
-		{"second", "acme", 200, "hello acme", "r=0"},
-		{"third denied", "acme", 429, "quota_exceeded", "r=0"},
-		{"unknown customer", "globex", 403, "forbidden", ""},
-		{"no customer", "", 401, "unauthorized", ""},
+		{"first", "acme-token", 200, "hello acme", "r=1"},
+		{"second", "acme-token", 200, "hello acme", "r=0"},
+		{"third denied", "acme-token", 429, "quota_exceeded", "r=0"},
+		{"a customer quotad does not know", "globex-token", 403, "forbidden", ""},
+		{"no token", "", 401, "unauthorized", ""},
+		{"a token the app does not know", "acme", 401, "unauthorized", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,8 +63,9 @@ func TestEchoServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.customer != "" {
-				req.Header.Set("X-Customer", tt.customer)
+			req.Header.Set("X-Customer", "acme")
+			if tt.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.token)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -83,6 +92,28 @@ func TestEchoServer(t *testing.T) {
 			}
 			if got, want := resp.Header.Get("Retry-After") != "", tt.wantStatus == 429; got != want {
 				t.Errorf("Retry-After = %q, want one: %v", resp.Header.Get("Retry-After"), want)
+			}
+		})
+	}
+}
+
+func TestParseTokens(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     int // users
+		wantErr  bool
+	}{
+		{"none", "", 0, false},
+		{"two", "a=acme, b=globex", 2, false},
+		{"no customer", "a=", 0, true},
+		{"no token", "=acme", 0, true},
+		{"no pair", "acme", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			u, err := parseTokens(tt.in)
+			if (err != nil) != tt.wantErr || len(u) != tt.want {
+				t.Errorf("parseTokens(%q) = %d users, %v; want %d, error %v", tt.in, len(u), err, tt.want, tt.wantErr)
 			}
 		})
 	}

@@ -6,7 +6,11 @@
 // model is simulated, deterministically: no network but quotad.
 //
 //	QUOTAD_URL=http://127.0.0.1:8080 QUOTAD_TOKEN=<check token> go run ./examples/llm
-//	curl -H 'X-Customer: acme' -d '{"prompt": "hello there", "max_tokens": 50}' localhost:8082/v1/completions
+//	curl -H "X-Api-Key: $ACME_KEY" -d '{"prompt": "hello there", "max_tokens": 50}' localhost:8082/v1/completions
+//
+// The caller is authenticated by the API key quotad issued to its customer
+// (POST /v1/customers/acme/keys), which quotad checks and which names the
+// customer charged: a request without one is a 401, whatever else it says.
 //
 // See examples/llm/README.md.
 package main
@@ -126,12 +130,11 @@ func estimate(r *http.Request) (int64, error) {
 }
 
 // newServer is the application: POST /v1/completions behind the
-// reservation middleware, the customer named by X-Customer or by an API
-// key in X-Api-Key, each reserve bounded by timeout (0: the middleware's
-// default).
+// reservation middleware, charged to the customer of the API key in
+// X-Api-Key (a request without one is a 401), each reserve bounded by
+// timeout (0: the middleware's default).
 func newServer(c *quotad.Client, timeout time.Duration) http.Handler {
 	reserve := c.ReservationMiddleware(quotad.ReservationMiddlewareOptions{
-		Customer: quotad.FromHeader("X-Customer"),
 		APIKey:   quotad.FromHeader("X-Api-Key"),
 		Metric:   quotad.Static(Metric),
 		Estimate: estimate,

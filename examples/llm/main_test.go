@@ -26,11 +26,11 @@ const dayLimit = 100
 // used, so that the second fits only because the first gave back what it
 // did not use.
 var completionTests = []struct {
-	name, customer, body string
-	wantStatus           int
-	wantCode             string // the problem's, when not 200
-	wantText             string
-	wantTotal            int64 // tokens committed
+	name, key, body string // key: acme's, "" for none, or another
+	wantStatus      int
+	wantCode        string // the problem's, when not 200
+	wantText        string
+	wantTotal       int64 // tokens committed
 }{
 	{"first: 53 reserved, 9 used", "acme", `{"prompt": "a b c", "max_tokens": 50}`, 200, "", "c b a c b a", 9},
 	{"second: 85 reserved beside 9 used, 15 used", "acme", `{"prompt": "one two three four five", "max_tokens": 80}`, 200, "",
@@ -39,11 +39,14 @@ var completionTests = []struct {
 	{"cut at max_tokens", "acme", `{"prompt": "hello world", "max_tokens": 2}`, 200, "", "world hello", 4},
 	{"max_tokens 0", "acme", `{"prompt": "x", "max_tokens": 0}`, 400, "validation_failed", "", 0},
 	{"not JSON", "acme", `prompt`, 400, "validation_failed", "", 0},
-	{"no customer", "", `{"prompt": "x", "max_tokens": 5}`, 401, "unauthorized", "", 0},
-	{"unknown customer", "globex", `{"prompt": "x", "max_tokens": 5}`, 403, "forbidden", "", 0},
+	{"no key, naming acme", "", `{"prompt": "x", "max_tokens": 5}`, 401, "unauthorized", "", 0},
+	{"unknown key", "qk_unknown", `{"prompt": "x", "max_tokens": 5}`, 403, "forbidden", "", 0},
 }
 
-func runCompletionTests(t *testing.T, app *httptest.Server) {
+// runCompletionTests sends completionTests to app, acme's API key being
+// acmeKey. A request without a key names acme in X-Customer, which must
+// not matter.
+func runCompletionTests(t *testing.T, app *httptest.Server, acmeKey string) {
 	t.Helper()
 	for _, tt := range completionTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,8 +55,13 @@ func runCompletionTests(t *testing.T, app *httptest.Server) {
 				t.Fatal(err)
 			}
 			req.Header.Set("Content-Type", "application/json")
-			if tt.customer != "" {
-				req.Header.Set("X-Customer", tt.customer)
+			switch tt.key {
+			case "acme":
+				req.Header.Set("X-Api-Key", acmeKey)
+			case "":
+				req.Header.Set("X-Customer", "acme")
+			default:
+				req.Header.Set("X-Api-Key", tt.key)
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -95,7 +103,7 @@ func TestCompletions(t *testing.T) {
 	defer srv.Close()
 	app := httptest.NewServer(newServer(quotad.New(srv.URL), 30*time.Second))
 	defer app.Close()
-	runCompletionTests(t, app)
+	runCompletionTests(t, app, fakeKey)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.used != 9+15+4 || len(f.reserved) != 0 {
@@ -117,16 +125,24 @@ func TestCompletionsQuotad(t *testing.T) {
 	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
+	key, err := admin.CreateKey(ctx, "acme", quotad.KeySpec{Name: "llm example"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A busy machine can hold quotad's answer past the middleware's
 	// default timeout (250ms), which would let the request through
 	// without a reservation: the test waits longer.
 	app := httptest.NewServer(newServer(quotad.New(s.URL, quotad.WithToken(s.CheckToken)), 30*time.Second))
 	defer app.Close()
-	runCompletionTests(t, app)
+	runCompletionTests(t, app, key.Key)
 }
 
-// fakeQuotad answers quotad's reservation routes for customer acme and
-// its day limit of llm_tokens, as the contract describes them.
+// fakeKey is acme's API key in fakeQuotad.
+const fakeKey = "qk_acme"
+
+// fakeQuotad answers quotad's reservation routes for customer acme (by
+// its API key fakeKey) and its day limit of llm_tokens, as the contract
+// describes them.
 type fakeQuotad struct {
 	mu       sync.Mutex
 	used     int64            // reserved and committed units
@@ -158,8 +174,8 @@ func (f *fakeQuotad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			problem(400, "validation_failed")
 			return
 		}
-		if req.Customer != "acme" {
-			problem(404, "customer_not_found")
+		if req.Customer != "" || req.APIKey != fakeKey {
+			problem(403, "invalid_api_key")
 			return
 		}
 		if f.used+req.Cost > dayLimit {

@@ -113,10 +113,10 @@ func (s *Server) run(c echo.Context, rc *requestContext, next echo.HandlerFunc) 
 	if !wholeSegments(c) {
 		return token, echo.ErrNotFound
 	}
-	if route := c.Path(); route != "/v1/check" && !strings.HasPrefix(route, forwardAuthPath) {
-		// Checks bound their own waits (the engine's store timeout);
-		// every other request waits for PostgreSQL at most this long,
-		// then answers 503.
+	if route := c.Path(); route != "/v1/check" && !strings.HasPrefix(route, forwardAuthPath) && !streamsStatements(c) {
+		// Checks bound their own waits (the engine's store timeout), and
+		// the streamed statements each page's; every other request waits
+		// for PostgreSQL at most this long, then answers 503.
 		ctx, cancel := context.WithTimeout(c.Request().Context(), s.requestTimeout)
 		defer cancel()
 		c.SetRequest(c.Request().WithContext(ctx))

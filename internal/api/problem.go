@@ -42,6 +42,7 @@ const (
 	codeNotFound             = "not_found"
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeConflict             = "conflict"
+	codeCapReached           = "cap_reached"
 	codePreconditionFailed   = "precondition_failed"
 	codePayloadTooLarge      = "payload_too_large"
 	codeUnsupportedMedia     = "unsupported_media_type"
@@ -118,6 +119,7 @@ var errorTable = []struct {
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
+	{tiers.ErrCapReached, http.StatusConflict, codeCapReached},
 	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
 	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
@@ -173,6 +175,9 @@ func toProblem(err error) (Problem, bool) {
 			}
 			if errors.Is(err, webhooks.ErrWebhookNotFound) {
 				detail = "no webhook has this id"
+			}
+			if capErr := (*tiers.CapError)(nil); errors.As(err, &capErr) {
+				detail = capErr.Error()
 			}
 			var ce *customerError
 			if row.code == codeCustomerNotFound && errors.As(err, &ce) {

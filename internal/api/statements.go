@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/csv"
 	"mime"
@@ -70,25 +69,51 @@ func writeCSVRows(w *csv.Writer, st billing.Statement) error {
 }
 
 // respondCSV answers RFC 4180 CSV (lines end in CRLF): the header row,
-// then the rows rows writes. The file is made whole before anything is
-// sent, so that an error anywhere answers a problem rather than a file
-// cut short.
-func respondCSV(c echo.Context, rows func(w *csv.Writer) error) error {
-	var b bytes.Buffer
-	w := csv.NewWriter(&b)
+// then one row per line of the statements next returns, a batch at a
+// time until it returns none and no error. Each batch is written and
+// flushed to the client before the next is asked for, so that the file's
+// size does not bound what quotad holds. An error from the first batch
+// answers a problem document; a later one comes after the 200: the
+// transfer is then cut short (no end of the chunked body, the connection
+// closed), which clients read as an error, never as a whole file.
+func (s *Server) respondCSV(c echo.Context, next func() ([]billing.Statement, error)) error {
+	batch, err := next()
+	if err != nil {
+		return err
+	}
+	res := c.Response()
+	res.Header().Set(echo.HeaderContentType, contentTypeCSV)
+	res.WriteHeader(http.StatusOK)
+	w := csv.NewWriter(res)
 	w.UseCRLF = true
 	_ = w.Write(csvHeader)
-	if err := rows(w); err != nil {
-		return err
+	for {
+		for _, st := range batch {
+			if err := writeCSVRows(w, st); err != nil {
+				return s.cutCSV(c, err)
+			}
+		}
+		w.Flush()
+		if err := w.Error(); err != nil {
+			return s.cutCSV(c, err)
+		}
+		res.Flush()
+		if len(batch) == 0 {
+			return nil
+		}
+		if batch, err = next(); err != nil {
+			return s.cutCSV(c, err)
+		}
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		return err
+}
+
+// cutCSV ends a CSV answer that failed after its 200 was sent: it logs
+// why and aborts the response (see respondCSV).
+func (s *Server) cutCSV(c echo.Context, err error) error {
+	if c.Request().Context().Err() == nil {
+		s.log.Error("statements CSV cut short", "path", c.Request().URL.Path, "error", err)
 	}
-	c.Response().Header().Set(echo.HeaderContentType, contentTypeCSV)
-	c.Response().WriteHeader(http.StatusOK)
-	_, err := c.Response().Write(b.Bytes())
-	return err
+	panic(http.ErrAbortHandler)
 }
 
 func (s *Server) noBilling() error {
@@ -106,12 +131,25 @@ func (s *Server) getStatement(c echo.Context) error {
 	if !wantsCSV(c) {
 		return respond(c, http.StatusOK, st)
 	}
-	return respondCSV(c, func(w *csv.Writer) error { return writeCSVRows(w, st) })
+	sent := false
+	return s.respondCSV(c, func() ([]billing.Statement, error) {
+		if sent {
+			return nil, nil
+		}
+		sent = true
+		return []billing.Statement{st}, nil
+	})
 }
 
-// csvPageSize is how many statements the CSV of every customer reads at
-// once.
-const csvPageSize = maxPageSize
+// csvPageSize is how many statements the CSV of every customer computes
+// at once, and so the most it holds.
+const csvPageSize = 100
+
+// streamsStatements reports whether c asks for the CSV of every
+// customer's statement, which listStatements streams.
+func streamsStatements(c echo.Context) bool {
+	return c.Path() == "/v1/statements" && wantsCSV(c)
+}
 
 func (s *Server) listStatements(c echo.Context) error {
 	if s.billing == nil {
@@ -119,26 +157,26 @@ func (s *Server) listStatements(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	month := c.QueryParam("period")
-	if wantsCSV(c) {
-		// Every customer in one file, with no pages: a conflict anywhere
-		// answers 409.
-		return respondCSV(c, func(w *csv.Writer) error {
-			page := tiers.Page{Limit: csvPageSize}
-			for {
-				list, more, err := s.billing.Statements(ctx, month, page)
+	if streamsStatements(c) {
+		// Every customer in one file, with no pages, written a page of
+		// customers at a time as they are computed. The request timeout
+		// bounds each page, not the whole file.
+		page, done := tiers.Page{Limit: csvPageSize}, false
+		return s.respondCSV(c, func() ([]billing.Statement, error) {
+			for !done {
+				pctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
+				list, more, err := s.billing.Statements(pctx, month, page)
+				cancel()
 				if err != nil {
-					return err
+					return nil, err
 				}
-				for _, st := range list {
-					if err := writeCSVRows(w, st); err != nil {
-						return err
-					}
+				done = !more || len(list) == 0
+				if len(list) > 0 {
+					page.After = list[len(list)-1].Customer
+					return list, nil
 				}
-				if !more || len(list) == 0 {
-					return nil
-				}
-				page.After = list[len(list)-1].Customer
 			}
+			return nil, nil
 		})
 	}
 	p, err := page(c, tiers.ValidCustomerID)

@@ -1,10 +1,15 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"encoding/csv"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,5 +180,123 @@ func TestStatementsJSON(t *testing.T) {
 				t.Errorf("%s: detail %q", tt.name, p.Detail)
 			}
 		}
+	}
+}
+
+// pagedBilling is fakeBilling that tells onPage of every page of
+// statements asked for, before answering it with onPage's error, if any.
+type pagedBilling struct {
+	fakeBilling
+	onPage func(tiers.Page) error
+}
+
+func (f pagedBilling) Statements(ctx context.Context, month string, page tiers.Page) ([]billing.Statement, bool, error) {
+	if err := f.onPage(page); err != nil {
+		return nil, false, err
+	}
+	return f.fakeBilling.Statements(ctx, month, page)
+}
+
+// manyStatements is n customers' statements, with the quoting CSV needs.
+func manyStatements(n int) fakeBilling {
+	nov := billing.Period{Start: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	metric := "api_calls"
+	f := fakeBilling{month: "2026-11"}
+	for i := range n {
+		st := billing.Statement{Customer: fmt.Sprintf("c%05d", i), Period: nov, Currency: "USD", Lines: []billing.Line{
+			{Kind: "base", Plan: "pro", Quantity: 2592000, UnitPriceMicros: 49000000, AmountCents: 4900, Description: "Pro, \"monthly\""}}}
+		if i%3 == 0 {
+			st.Lines = append(st.Lines, billing.Line{Kind: "overage", Plan: "pro", Metric: &metric, Quantity: int64(i),
+				UnitPriceMicros: 1000, AmountCents: int64(i / 10), Description: fmt.Sprintf("%d overage units,\nof api_calls", i)})
+		}
+		f.statements = append(f.statements, st)
+	}
+	return f
+}
+
+// The CSV of every customer is the same file, byte for byte, as when it
+// was made whole before it was sent; but it is written as it is computed:
+// when a page of customers is asked for, the rows of the pages before it
+// have been sent already.
+func TestStatementsCSVStreamed(t *testing.T) {
+	const customers = 3*csvPageSize + 7
+	f := manyStatements(customers)
+	var want bytes.Buffer
+	w := csv.NewWriter(&want)
+	w.UseCRLF = true
+	_ = w.Write(csvHeader)
+	for _, st := range f.statements {
+		if err := writeCSVRows(w, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Flush()
+
+	rec := httptest.NewRecorder()
+	pages := 0
+	billing := pagedBilling{fakeBilling: f, onPage: func(p tiers.Page) error {
+		pages++
+		if p.After != "" && !strings.Contains(rec.Body.String(), "\r\n"+p.After+",") {
+			t.Errorf("page after %s asked for before that customer's rows were sent (%d bytes sent)", p.After, rec.Body.Len())
+		}
+		return nil
+	}}
+	req := httptest.NewRequest(http.MethodGet, "/v1/statements?period=2026-11", nil)
+	req.Header.Set("Accept", "text/csv")
+	New(Config{Billing: billing}).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != contentTypeCSV {
+		t.Fatalf("answered %d %s", rec.Code, rec.Header().Get("Content-Type"))
+	}
+	if got := rec.Body.String(); got != want.String() {
+		t.Errorf("the CSV differs from the whole file: %d bytes, want %d", len(got), want.Len())
+	}
+	if want := customers/csvPageSize + 1; pages != want {
+		t.Errorf("%d pages asked for, want %d of at most %d customers", pages, want, csvPageSize)
+	}
+}
+
+// A page that fails after the first cuts the transfer short: the client
+// gets an error, never a file that looks whole. One that fails first is a
+// problem document.
+func TestStatementsCSVCutShort(t *testing.T) {
+	tests := []struct {
+		name     string
+		failPage int
+	}{
+		{"the first page", 1},
+		{"a later page", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pages := 0
+			b := pagedBilling{fakeBilling: manyStatements(5 * csvPageSize), onPage: func(tiers.Page) error {
+				if pages++; pages == tt.failPage {
+					return tiers.ErrUnavailable
+				}
+				return nil
+			}}
+			srv := httptest.NewServer(New(Config{Billing: b}))
+			defer srv.Close()
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/v1/statements?period=2026-11", nil)
+			req.Header.Set("Accept", "text/csv")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if tt.failPage == 1 {
+				if resp.StatusCode != http.StatusServiceUnavailable || err != nil {
+					t.Errorf("answered %d (%v): %s, want a 503 problem", resp.StatusCode, err, body)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK || err == nil {
+				t.Errorf("answered %d, read %d bytes and %v; want a 200 cut short by an error", resp.StatusCode, len(body), err)
+			}
+			if !strings.Contains(string(body), "\r\nc00199,") {
+				t.Errorf("the first two pages were not sent before the cut: %d bytes", len(body))
+			}
+		})
 	}
 }

@@ -76,7 +76,8 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
-// applies from the next period (see tiers.Anchor).
+// applies from the next period (see tiers.Anchor). A creation beyond the
+// customers' cap (SetCaps) is a *tiers.CapError.
 func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Customer]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Customer, error) {
@@ -116,8 +117,11 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 				                       anchor_pinned_end, metadata, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
 				ON CONFLICT (id) DO NOTHING`
-			return upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
-				[]byte(c.Metadata), w.At)
+			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
+				[]byte(c.Metadata), w.At); err != nil || exists {
+				return err
+			}
+			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
 			plan, err := findPlan(ctx, tx, c.Plan, false)

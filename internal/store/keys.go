@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -61,9 +62,14 @@ func findKey(ctx context.Context, q querier, id string, lock bool) (keys.Key, er
 }
 
 // CreateKey stores k, whose secret has the SHA-256 digest, and records its
-// creation in the audit log (the key's fields, never the secret).
+// creation in the audit log (the key's fields, never the secret). A key
+// beyond the cap of live keys per customer (SetCaps) is a
+// *tiers.CapError.
 func (db *DB) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest keys.Digest) (keys.Key, error) {
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := db.checkKeyCap(ctx, tx, k.Customer, w.At); err != nil {
+			return err
+		}
 		const q = `
 			INSERT INTO api_keys (id, customer_id, name, prefix, digest, created_at, expires_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`
@@ -84,6 +90,35 @@ func (db *DB) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest k
 		return keys.Key{}, fmt.Errorf("create api key[%s] of customer[%s]: %w", k.ID, k.Customer, err)
 	}
 	return k, nil
+}
+
+// checkKeyCap checks the cap of live keys per customer before a key of
+// customer is created at now. It locks the customer's row first, so that
+// concurrent creations for one customer count one after the other.
+func (db *DB) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now time.Time) error {
+	if db.caps.KeysPerCustomer == 0 {
+		return nil
+	}
+	// NO KEY UPDATE: it does not hold back the inserts that merely
+	// reference the customer (counters, history).
+	const lock = `SELECT 1 FROM customers WHERE id = $1 FOR NO KEY UPDATE`
+	var one int
+	if err := tx.QueryRow(ctx, lock, customer).Scan(&one); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return tiers.ErrCustomerNotFound
+		}
+		return err
+	}
+	// A statement of its own, after the lock: its snapshot sees the keys
+	// of a creation that held the lock before this one.
+	const count = `
+		SELECT count(*) FROM api_keys
+		WHERE customer_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)`
+	var n int64
+	if err := tx.QueryRow(ctx, count, customer, now).Scan(&n); err != nil {
+		return err
+	}
+	return db.caps.Check(tiers.CapKeysPerCustomer, n+1)
 }
 
 // FindKey returns the live key id.

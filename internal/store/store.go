@@ -40,6 +40,28 @@ type DB struct {
 	// held: the listening session has held the lock once; the holder is
 	// fixed from then on.
 	held atomic.Bool
+	// caps bound the customers, keys per customer and webhooks writes
+	// create (see SetCaps); none until set.
+	caps tiers.Caps
+}
+
+// SetCaps sets the caps creations are held to (tiers.Caps: 0, no cap).
+// Call it before the DB is used.
+func (db *DB) SetCaps(c tiers.Caps) { db.caps = c }
+
+// checkCount checks kind's cap against its count in object_counts (kept
+// by triggers, see migration 000018), which the transaction's own insert
+// has just raised and whose row it therefore holds locked: concurrent
+// creations wait for it to commit, and then count its row.
+func (db *DB) checkCount(ctx context.Context, tx pgx.Tx, kind tiers.CapKind, table string) error {
+	if db.caps.Of(kind) == 0 {
+		return nil
+	}
+	var n int64
+	if err := tx.QueryRow(ctx, `SELECT n FROM object_counts WHERE kind = $1`, table).Scan(&n); err != nil {
+		return fmt.Errorf("count %s: %w", table, err)
+	}
+	return db.caps.Check(kind, n)
 }
 
 // holderID is this process's holder key.

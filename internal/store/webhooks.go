@@ -99,6 +99,7 @@ func (db *DB) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Web
 
 // PutWebhook creates or replaces a webhook; keepSecret keeps an existing
 // one's secret. The audit log shows the secret's hint, never the secret.
+// A creation beyond the webhooks' cap (SetCaps) is a *tiers.CapError.
 func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook, keepSecret bool) (webhooks.Webhook, bool, error) {
 	events := make([]string, len(wh.Events))
 	for i, e := range wh.Events {
@@ -127,7 +128,10 @@ func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook
 				INSERT INTO webhooks (id, url, events, thresholds, secret, created_at, updated_at)
 				VALUES ($1, $2, $3, $4, $5, $6, $6)
 				ON CONFLICT (id) DO NOTHING`
-			return upsert(ctx, tx, exists, update, insert, wh.ID, wh.URL, events, thresholds, secret, w.At)
+			if err := upsert(ctx, tx, exists, update, insert, wh.ID, wh.URL, events, thresholds, secret, w.At); err != nil || exists {
+				return err
+			}
+			return db.checkCount(ctx, tx, tiers.CapWebhooks, "webhooks")
 		},
 		// Webhook marshals without its secret, with its hint: the audit
 		// entry never holds the secret.

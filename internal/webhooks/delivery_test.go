@@ -94,23 +94,59 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+// Refused against IANA's IPv4 and IPv6 Special-Purpose Address
+// Registries: each block that is not globally reachable, one address in
+// it, and the public addresses beside them.
 func TestRefused(t *testing.T) {
 	tests := []struct {
+		name    string
 		addr    string
 		refused bool
 	}{
-		{"127.0.0.1", true}, {"127.8.9.10", true}, {"::1", true},
-		{"10.0.0.1", true}, {"10.255.255.255", true}, {"172.16.0.1", true}, {"172.31.255.1", true}, {"192.168.1.1", true},
-		{"169.254.169.254", true}, {"fe80::1", true}, {"fc00::1", true}, {"fd12:3456::1", true},
-		{"0.0.0.0", true}, {"::", true}, {"0.1.2.3", true}, {"100.64.0.1", true}, {"224.0.0.1", true}, {"ff02::1", true},
-		{"::ffff:127.0.0.1", true}, {"::ffff:10.1.2.3", true}, {"::ffff:169.254.169.254", true},
-		{"8.8.8.8", false}, {"93.184.216.34", false}, {"172.32.0.1", false}, {"100.128.0.1", false},
-		{"2606:4700::1111", false}, {"::ffff:8.8.8.8", false},
+		{"loopback", "127.0.0.1", true}, {"loopback /8", "127.8.9.10", true}, {"IPv6 loopback", "::1", true},
+		{"10/8", "10.0.0.1", true}, {"10/8 end", "10.255.255.255", true}, {"172.16/12", "172.16.0.1", true},
+		{"172.16/12 end", "172.31.255.1", true}, {"192.168/16", "192.168.1.1", true},
+		{"link-local, cloud metadata", "169.254.169.254", true}, {"IPv6 link-local", "fe80::1", true},
+		{"IPv6 link-local with a zone", "fe80::1%eth0", true}, {"unique local", "fc00::1", true}, {"unique local fd", "fd12:3456::1", true},
+		{"unspecified", "0.0.0.0", true}, {"IPv6 unspecified", "::", true}, {"this network", "0.1.2.3", true},
+		{"shared 100.64/10", "100.64.0.1", true}, {"shared end", "100.127.255.254", true},
+		{"multicast", "224.0.0.1", true}, {"IPv6 multicast", "ff02::1", true},
+		{"IETF protocol assignments 192.0.0/24", "192.0.0.1", true}, {"DS-Lite B4", "192.0.0.2", true},
+		{"NAT64 discovery", "192.0.0.170", true},
+		{"TEST-NET-1", "192.0.2.1", true}, {"TEST-NET-2", "198.51.100.7", true}, {"TEST-NET-3", "203.0.113.9", true},
+		{"6to4 relay anycast", "192.88.99.1", true},
+		{"benchmarking 198.18/15", "198.18.0.1", true}, {"benchmarking end", "198.19.255.254", true},
+		{"reserved 240/4", "240.0.0.1", true}, {"reserved high", "254.1.2.3", true}, {"broadcast", "255.255.255.255", true},
+		{"IPv4-mapped loopback", "::ffff:127.0.0.1", true}, {"IPv4-mapped private", "::ffff:10.1.2.3", true},
+		{"IPv4-mapped metadata", "::ffff:169.254.169.254", true}, {"IPv4-mapped benchmarking", "::ffff:198.18.0.1", true},
+		{"IPv4-compatible loopback", "::127.0.0.1", true}, {"IPv4-compatible public", "::8.8.8.8", true},
+		{"NAT64 loopback", "64:ff9b::127.0.0.1", true}, {"NAT64 private", "64:ff9b::a00:1", true},
+		{"NAT64 metadata", "64:ff9b::169.254.169.254", true}, {"NAT64 benchmarking", "64:ff9b::198.18.0.1", true},
+		{"NAT64 local use", "64:ff9b:1::a00:1", true}, {"NAT64 local use, public inside", "64:ff9b:1:2::8.8.8.8", true},
+		{"6to4 private inside", "2002:a00:1::1", true}, {"6to4 loopback inside", "2002:7f00:1::1", true},
+		{"6to4 public inside", "2002:808:808::1", true},
+		{"Teredo", "2001:0:4136:e378:8000:63bf:3fff:fdd2", true}, {"IETF protocol assignments 2001::/23", "2001:1::1", true},
+		{"IPv6 benchmarking", "2001:2::1", true}, {"ORCHIDv2", "2001:20::1", true},
+		{"IPv6 documentation", "2001:db8::1", true}, {"IPv6 documentation 3fff::/20", "3fff:0:1::1", true},
+		{"discard-only", "100::1", true}, {"dummy prefix", "100:0:0:1::1", true}, {"site-local", "fec0::1", true},
+		{"SRv6 SIDs", "5f00::1", true}, {"IPv6 reserved", "4000::1", true},
+
+		{"public", "8.8.8.8", false}, {"public too", "93.184.216.34", false}, {"beside 172.16/12", "172.32.0.1", false},
+		{"beside shared", "100.128.0.1", false}, {"beside 192.0.0/24", "192.0.1.1", false},
+		{"beside benchmarking", "198.20.0.1", false}, {"beside benchmarking, below", "198.17.255.255", false},
+		{"beside 240/4", "239.255.255.255", true}, // multicast still
+		{"last before multicast", "223.255.255.254", false},
+		{"IPv6 public", "2606:4700::1111", false}, {"IPv4-mapped public", "::ffff:8.8.8.8", false},
+		{"NAT64 public", "64:ff9b::8.8.8.8", false}, {"beside 2001::/23", "2001:200::1", false},
+		{"beside 2001:db8::/32", "2001:db9::1", false}, {"beside 2002::/16", "2003::1", false},
+		{"beside 3fff::/20", "3fff:1000::1", false}, {"AS112 direct delegation", "2620:4f:8000::1", false},
 	}
 	for _, tt := range tests {
-		if got := Refused(netip.MustParseAddr(tt.addr)); got != tt.refused {
-			t.Errorf("Refused(%s) = %t, want %t", tt.addr, got, tt.refused)
-		}
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Refused(netip.MustParseAddr(tt.addr)); got != tt.refused {
+				t.Errorf("Refused(%s) = %t, want %t", tt.addr, got, tt.refused)
+			}
+		})
 	}
 }
 

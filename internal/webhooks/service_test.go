@@ -32,7 +32,8 @@ func (s *putStore) FindDeliveries(context.Context, DeliveryFilter) ([]Delivery, 
 	return nil, false, nil
 }
 
-// A URL whose host is a private, loopback or link-local address, written
+// A URL whose host is a private, loopback, link-local or otherwise not
+// public address (see TestRefused), written
 // as an address, is refused when the webhook is put (400 on url), unless
 // private addresses are allowed: every delivery to it would be refused. A
 // host name is accepted: it is checked when a delivery connects.
@@ -51,6 +52,11 @@ func TestPutWebhookRefusesPrivateAddresses(t *testing.T) {
 		{"http://[::ffff:10.0.0.1]/", true},
 		{"http://100.64.0.1/", true},
 		{"http://0.0.0.0/", true},
+		{"http://198.18.0.1/", true},
+		{"http://[64:ff9b::a9fe:a9fe]/", true}, // NAT64 of 169.254.169.254
+		{"http://[2002:a00:1::1]/", true},      // 6to4 of 10.0.0.1
+		{"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", true},
+		{"https://[64:ff9b::5db8:d822]/hook", false}, // NAT64 of 93.184.216.34
 		{"https://93.184.216.34/hook", false},
 		{"https://[2606:2800:220:1::1]/hook", false},
 		{"https://hooks.example.com/quotad", false},

@@ -281,8 +281,8 @@ type Service struct {
 }
 
 // NewService returns a Service over store; now stamps writes. Unless
-// allowPrivate, a webhook's URL may not name a private, loopback or
-// link-local address literally: quotad would refuse every delivery to it.
+// allowPrivate, a webhook's URL may not name an address Refused names
+// literally: quotad would refuse every delivery to it.
 func NewService(store Store, now func() time.Time, allowPrivate bool) *Service {
 	return &Service{store: store, now: now, allowPrivate: allowPrivate}
 }
@@ -299,7 +299,7 @@ func refusedURL(raw string) string {
 	if err != nil || !Refused(addr) {
 		return ""
 	}
-	return fmt.Sprintf("names %s, a private, loopback or link-local address, to which quotad does not deliver (QUOTAD_WEBHOOK_ALLOW_PRIVATE=true on every process allows it)", addr.Unmap())
+	return fmt.Sprintf("names %s, %s, to which quotad does not deliver (QUOTAD_WEBHOOK_ALLOW_PRIVATE=true on every process allows it)", addr.Unmap(), notPublic)
 }
 
 // Webhook returns the webhook id.
