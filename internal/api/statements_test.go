@@ -241,7 +241,7 @@ func TestStatementsCSVStreamed(t *testing.T) {
 		}
 		return nil
 	}}
-	req := httptest.NewRequest(http.MethodGet, "/v1/statements?period=2026-11", nil)
+	req := newRequest(http.MethodGet, "/v1/statements?period=2026-11", nil)
 	req.Header.Set("Accept", "text/csv")
 	New(Config{Billing: billing}).ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != contentTypeCSV {

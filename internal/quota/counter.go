@@ -82,9 +82,13 @@ type Charge struct {
 	// shared store out of reach (see Failover).
 	degraded bool
 	// Admitted: a GiveBack of the charge returns units a take admitted
-	// earlier (what a reservation held beyond its cost), not a refund's:
-	// the lease pool may put them back in its lease of the counter, where
-	// they are counted already, without a round trip.
+	// earlier in its windows (what a reservation held beyond its cost, the
+	// units of the check a refund names), not a refund's of units that may
+	// never have been admitted: the lease pool may put them back in its
+	// lease of the counter, where they are counted already, without a
+	// round trip, and the ledger takes them off the count even where
+	// leases hold units unused (units admitted from another process's
+	// lease it has not yet reported are counted there as unused).
 	Admitted bool
 	// tookMs is, after a take from a shared store, the store's time of it
 	// (Unix ms): where an undo gives its units back.

@@ -123,6 +123,8 @@ type Recorded struct {
 	Metric string
 	Cost   int64
 	Answer []byte
+	// At is when the request was made.
+	At time.Time
 }
 
 // GlobalDelta is a change to a metric's global usage in one window.

@@ -165,16 +165,20 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
 	cost := r.Cost
+	var checkedAt time.Time
 	if r.RequestID != "" {
-		charged, err := chargedBy(ctx, e.ledger, r, s.at)
+		charged, at, err := chargedBy(ctx, e.ledger, r, s.at)
 		if err != nil {
 			return RefundResult{}, e.health.unavailable(err)
 		}
-		cost = min(cost, charged)
+		cost, checkedAt = min(cost, charged), at
 	}
 	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: cost, Subject: r.Subject}}
 	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
 		return RefundResult{}, e.health.unavailable(err)
+	}
+	if !checkedAt.IsZero() {
+		markAdmitted(s.long, checkedAt)
 	}
 	// A global window gets back what the customer's counter of the same
 	// window gave back. Where the customer has no such counter (no limit
@@ -232,6 +236,24 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		}
 	}
 	return res, nil
+}
+
+// markAdmitted marks the long charges of a refund naming a check made at
+// checkedAt whose every window began by then: the check's units are
+// counted there, admitted, so they go back even where other processes'
+// leases have not yet reported them (see Charge.Admitted). A window that
+// began after the check holds none of its units: its count gives back only
+// units known admitted, as a refund without a check's id does.
+func markAdmitted(cs []Charge, checkedAt time.Time) {
+	for i := range cs {
+		c := &cs[i]
+		c.Admitted = true
+		for j := range c.Spans {
+			if c.Spans[j].Key.Start.After(checkedAt) {
+				c.Admitted = false
+			}
+		}
+	}
 }
 
 // refunded returns what a refund of set s (of one item) took back, and

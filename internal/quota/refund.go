@@ -15,19 +15,20 @@ import (
 // items, the cost of its item of that metric and subject. Only admitted
 // checks keep their request id (a denied one charged nothing), for 24
 // hours: any other id is tiers.ErrCheckNotFound. A check that charged
-// nothing of that metric and subject is tiers.ErrConflict.
-func chargedBy(ctx context.Context, requests Requests, r RefundRequest, now time.Time) (int64, error) {
+// nothing of that metric and subject is tiers.ErrConflict. It also returns
+// when the check was made.
+func chargedBy(ctx context.Context, requests Requests, r RefundRequest, now time.Time) (int64, time.Time, error) {
 	rec, err := requests.Recorded(ctx, r.Customer, r.RequestID, now)
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	if rec == nil {
-		return 0, fmt.Errorf("%w: no check of %s admitted within 24 hours has request_id %q",
+		return 0, time.Time{}, fmt.Errorf("%w: no check of %s admitted within 24 hours has request_id %q",
 			tiers.ErrCheckNotFound, r.Customer, r.RequestID)
 	}
 	d, err := decodeAnswer(rec.Answer)
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
 	var charged int64
 	switch {
@@ -44,9 +45,9 @@ func chargedBy(ctx context.Context, requests Requests, r RefundRequest, now time
 		}
 	}
 	if charged == 0 {
-		return 0, fmt.Errorf("%w: the check %q charged no units of %s", tiers.ErrConflict, r.RequestID, keyed(r.Metric, r.Subject))
+		return 0, time.Time{}, fmt.Errorf("%w: the check %q charged no units of %s", tiers.ErrConflict, r.RequestID, keyed(r.Metric, r.Subject))
 	}
-	return charged, nil
+	return charged, rec.At, nil
 }
 
 // maxPendingAudits bounds the refunds' audit events a process keeps in

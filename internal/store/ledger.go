@@ -398,11 +398,13 @@ func giveBackAll(ctx context.Context, q conn, channel string, payload func(quota
 // giveBackSpan takes up to c.Cost off span i's counter on q, never below
 // zero (giveBackAll then takes off c's global windows what the span of the
 // same window gave back, c.Cost where there is none). A counter gives back
-// only admitted
-// units: what leases hold unused stays, so that their holders never admit
-// beyond the bound. That includes the leases of processes that seem dead:
-// one may only have lost its listening session for a moment, and the
-// settlement of one that did die may still arrive.
+// only admitted units: what leases hold unused stays, so that their
+// holders never admit beyond the bound. That includes the leases of
+// processes that seem dead: one may only have lost its listening session
+// for a moment, and the settlement of one that did die may still arrive.
+// A charge of units known admitted in the counter (c.Admitted) is not
+// held to that: they may have come from a lease that has not reported
+// them yet, and what its holder goes on admitting stays within the bound.
 func giveBackSpan(ctx context.Context, q conn, channel string, payload func(quota.CounterKey) string, c *quota.Charge, i int) error {
 	// A counter that a process knew full (watched) is told that units
 	// came back to it.
@@ -416,17 +418,17 @@ func giveBackSpan(ctx context.Context, q conn, channel string, payload func(quot
 		    WHERE l.customer_id = $1 AND l.metric = $2 AND l.subject = $3 AND l.quota_window = $4
 		      AND l.window_start = $5 AND l.unused > 0
 		), back AS (
-		    SELECT LEAST(GREATEST(old.used - leased.unused, 0), $6) AS units FROM old, leased
+		    SELECT LEAST(GREATEST(old.used - CASE WHEN $7 THEN 0 ELSE leased.unused END, 0), $6) AS units FROM old, leased
 		)
 		UPDATE usage_counters c SET used = c.used - back.units, watched = old.watched AND back.units = 0
 		FROM old, leased, back
 		WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = $3 AND c.quota_window = $4 AND c.window_start = $5
-		RETURNING GREATEST(old.used - leased.unused, 0), old.watched AND back.units > 0`
+		RETURNING GREATEST(old.used - CASE WHEN $7 THEN 0 ELSE leased.unused END, 0), old.watched AND back.units > 0`
 	sp := &c.Spans[i]
 	var before int64
 	var freed bool
 	err := q.QueryRow(ctx, refundQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
-		c.Cost).Scan(&before, &freed)
+		c.Cost, c.Admitted).Scan(&before, &freed)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}

@@ -38,9 +38,9 @@ func claim(ctx context.Context, q querier, c quota.Claim) (*quota.Recorded, erro
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
-	const findQ = `SELECT metric, cost, answer FROM request_ids WHERE customer_id = $1 AND kind = $2 AND request_id = $3`
+	const findQ = `SELECT metric, cost, answer, created_at FROM request_ids WHERE customer_id = $1 AND kind = $2 AND request_id = $3`
 	var rec quota.Recorded
-	if err := q.QueryRow(ctx, findQ, c.Customer, string(c.Kind), c.ID).Scan(&rec.Metric, &rec.Cost, &rec.Answer); err != nil {
+	if err := q.QueryRow(ctx, findQ, c.Customer, string(c.Kind), c.ID).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At); err != nil {
 		return nil, err
 	}
 	return &rec, nil
@@ -167,11 +167,11 @@ func (db *DB) claimAll(ctx context.Context, c []quota.Claim) error {
 // Recorded implements quota.Ledger.
 func (db *DB) Recorded(ctx context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
 	const q = `
-		SELECT metric, cost, answer FROM request_ids
+		SELECT metric, cost, answer, created_at FROM request_ids
 		WHERE customer_id = $1 AND kind = 'check' AND request_id = $2
 		  AND created_at > $3::timestamptz - interval '24 hours' AND answer IS NOT NULL`
 	var rec quota.Recorded
-	err := db.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer)
+	err := db.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

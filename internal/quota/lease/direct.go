@@ -118,11 +118,14 @@ func (p *Pool) giveBackAdmitted(ctx context.Context, cs []quota.Charge) error {
 	var of []int     // per charge of rest: its charge in cs
 	for ci := range cs {
 		c := &cs[ci]
-		r := quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At}
+		r := quota.Charge{Customer: c.Customer, Metric: c.Metric, Subject: c.Subject, Cost: c.Cost, At: c.At, Admitted: true}
 		var idx []int
 		for i := range c.Spans {
 			var buf quota.Span
 			if p.giveToLease(ctx, leaseSpan(c, i, &buf), c.Cost) {
+				// Admitted in this window, they were counted: the count
+				// held them at least.
+				c.Out[i] = quota.Outcome{Used: c.Cost, Passed: true}
 				continue
 			}
 			r.Spans = append(r.Spans, c.Spans[i])

@@ -240,8 +240,8 @@ func (l *Ledger) take(cs []quota.Charge, undo *undoLog) bool {
 }
 
 // giveBack implements GiveBack with s.mu held: only admitted units go
-// back, not those held in leases, by live processes or not (see the
-// PostgreSQL store's giveBack).
+// back, not those held in leases, by live processes or not, unless the
+// charge's units are known admitted (see the PostgreSQL store's giveBack).
 func (l *Ledger) giveBack(cs []quota.Charge, undo *undoLog) {
 	s := l.s
 	for ci := range cs {
@@ -249,7 +249,10 @@ func (l *Ledger) giveBack(cs []quota.Charge, undo *undoLog) {
 		for i := range c.Spans {
 			k := c.Spans[i].Key
 			before := s.counters[k]
-			admitted := max(0, before-s.reserved(k))
+			admitted := max(0, before)
+			if !c.Admitted {
+				admitted = max(0, before-s.reserved(k))
+			}
 			c.Out[i] = quota.Outcome{Used: admitted, Passed: true}
 			s.counters[k] = before - min(admitted, c.Cost)
 			undo.add(func() { s.counters[k] = before })
@@ -343,7 +346,9 @@ func (s *Store) fresh(k requestKey, now time.Time) (quota.Recorded, bool) {
 	if !ok || !now.Before(r.at.Add(24*time.Hour)) {
 		return quota.Recorded{}, false
 	}
-	return r.rec, true
+	rec := r.rec
+	rec.At = r.at
+	return rec, true
 }
 
 // Recorded implements quota.Ledger.

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"a refund naming no admitted check of its customer is refused", noSuchCheck},
 		{"a refund of a check of items gives back what its item charged", itemOfACheck},
 		{"concurrent refunds of one check from two processes give back at most its charge", concurrent},
+		{"a refund in another process gives back the check's units, reported or not", inAnotherProcess},
 		{"a refund without a request id gives back its cost, as used allows", withoutRequestID},
 		{"every refund but a repeat is in the audit log", audited},
 	}
@@ -214,6 +215,24 @@ func itemOfACheck(t *testing.T, f *fixture) {
 	}
 	if got, want := f.used(t, "acme", "api_calls"), int64(4); got != want {
 		t.Errorf("api_calls used = %d, want %d", got, want)
+	}
+}
+
+// inAnotherProcess refunds, in a second process, a check the first
+// admitted: with leases, from a block whose use the first has not yet
+// reported to the ledger (which counts it as held unused), and which it
+// may not report when asked (a process can be slow).
+func inAnotherProcess(t *testing.T, f *fixture) {
+	other := f.s.Engine(t, f.clock, f.leases)
+	f.check(t, "acme", "api_calls", 5, "", true)
+	f.check(t, "acme", "api_calls", 10, "c1", true)
+	res, err := other.Refund(context.Background(), quota.RefundRequest{Customer: "acme", Metric: "api_calls",
+		Cost: 10, RequestID: "c1"})
+	if err != nil || res.Refunded != 10 {
+		t.Fatalf("refund in the other process = %d, %v; want 10", res.Refunded, err)
+	}
+	if got := f.used(t, "acme", "api_calls"); got != 5 {
+		t.Errorf("used after = %d, want 5", got)
 	}
 }
 
