@@ -169,8 +169,8 @@ func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) erro
 	})
 }
 
-// FindAccount returns a customer, its plan and all its overrides, read in
-// one snapshot.
+// FindAccount returns a customer, its plan and all its overrides (of
+// limits and of features), read in one snapshot.
 func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error) {
 	var a tiers.Account
 	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
@@ -182,7 +182,10 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 			if a.Plan, err = findPlan(ctx, tx, a.Customer.Plan, false); err != nil {
 				return err
 			}
-			a.Overrides, err = findOverrides(ctx, tx, id, tiers.LimitKey{}, 0)
+			if a.Overrides, err = findOverrides(ctx, tx, id, tiers.LimitKey{}, 0); err != nil {
+				return err
+			}
+			a.FeatureOverrides, err = findFeatureOverrides(ctx, tx, id)
 			return err
 		})
 	if err != nil {
@@ -197,6 +200,7 @@ type accountRow struct {
 	customerRow
 	Plan      *planRow
 	Overrides []overrideRow
+	Features  []featureOverrideRow
 }
 
 // FindAccounts implements tiers.CacheSource: the accounts of those of ids
@@ -216,7 +220,10 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		       -- All of them, expired ones too, in findOverrides' order.
 		       (SELECT coalesce(jsonb_agg(to_jsonb(orow) ORDER BY orow.metric, window_rank(orow.quota_window)), '[]')
 		        FROM (SELECT ` + overrideColumns + `
-		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides
+		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides,
+		       (SELECT coalesce(jsonb_agg(to_jsonb(frow) ORDER BY frow.feature), '[]')
+		        FROM (SELECT ` + featureOverrideColumns + `
+		              FROM feature_overrides f WHERE f.customer_id = c.id) frow) AS features
 		FROM customers c
 		WHERE c.id = ANY($1)`
 	rows, err := db.pool.Query(ctx, q, ids)
@@ -239,6 +246,12 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 			Overrides: make([]tiers.Override, len(r.Overrides))}
 		for i, o := range r.Overrides {
 			a.Overrides[i] = toOverride(o)
+		}
+		if len(r.Features) > 0 {
+			a.FeatureOverrides = make([]tiers.FeatureOverride, len(r.Features))
+			for i, f := range r.Features {
+				a.FeatureOverrides[i] = toFeatureOverride(f)
+			}
 		}
 		out[r.ID] = a
 	}

@@ -22,10 +22,12 @@ type planRow struct {
 	PriceCurrency    string `json:"price_currency"`
 	PriceInterval    string `json:"price_interval"`
 	// Limits decodes from the JSON built by planColumns.
-	Limits    []limitRow `json:"limits"`
-	Version   int64      `json:"version"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	Limits []limitRow `json:"limits"`
+	// Features decodes from the jsonb column as it is.
+	Features  map[string]tiers.FeatureValue `json:"features"`
+	Version   int64                         `json:"version"`
+	CreatedAt time.Time                     `json:"created_at"`
+	UpdatedAt time.Time                     `json:"updated_at"`
 }
 
 // limitRow is a plan limit as planColumns builds it: the columns as they
@@ -57,10 +59,20 @@ func toPlan(r planRow) tiers.Plan {
 	}
 	return tiers.Plan{
 		Key: r.Key, Name: r.Name, Description: r.Description,
-		Price:   tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
-		Limits:  limits,
-		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+		Price:    tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
+		Limits:   limits,
+		Features: featuresOrEmpty(r.Features),
+		Version:  r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
 	}
+}
+
+// featuresOrEmpty returns features, or an empty map for nil: a plan's
+// features are an object, never null.
+func featuresOrEmpty(features map[string]tiers.FeatureValue) map[string]tiers.FeatureValue {
+	if features == nil {
+		return map[string]tiers.FeatureValue{}
+	}
+	return features
 }
 
 // algorithmColumn is what the algorithm column holds for l: null for the
@@ -83,7 +95,7 @@ const planColumns = `
 	              'algorithm', l.algorithm, 'burst', l.burst, 'per', l.per)
 	              ORDER BY l.position)
 	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
-	p.version, p.created_at, p.updated_at`
+	p.features, p.version, p.created_at, p.updated_at`
 
 func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan, error) {
 	sql := `SELECT ` + planColumns + ` FROM plans p WHERE p.key = $1`
@@ -157,15 +169,15 @@ func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.P
 			}
 			const update = `
 				UPDATE plans SET name = $2, description = $3, price_amount_cents = $4, price_currency = $5,
-				       price_interval = $6, version = version + 1, updated_at = $7
+				       price_interval = $6, features = $8, version = version + 1, updated_at = $7
 				WHERE key = $1`
 			const insert = `
 				INSERT INTO plans (key, name, description, price_amount_cents, price_currency, price_interval,
-				                   created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+				                   created_at, updated_at, features)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)
 				ON CONFLICT (key) DO NOTHING`
 			err := upsert(ctx, tx, exists, update, insert, p.Key, p.Name, p.Description, p.Price.AmountCents,
-				p.Price.Currency, p.Price.Interval, w.At)
+				p.Price.Currency, p.Price.Interval, w.At, featuresOrEmpty(p.Features))
 			if err != nil {
 				return err
 			}

@@ -55,7 +55,8 @@ func loadDeadline(waitUntil time.Time) time.Time {
 // must not keep; beyond it, the batch keeps nothing.
 const maxStale = 10_000
 
-// Cache holds metrics, plans and customers (with their overrides) in
+// Cache holds metrics, plans and customers (with their overrides, of
+// limits and of features) in
 // memory for the check path. Entries load on first use, absent ones
 // included, and stay until Invalidate drops them: call it for every
 // committed change, in this process and, through PostgreSQL
@@ -101,6 +102,7 @@ type Cache struct {
 type customerEntry struct {
 	customer  Customer
 	overrides []Override
+	features  []FeatureOverride
 	missing   bool
 }
 
@@ -310,7 +312,7 @@ func (c *Cache) heldLocked(id string) (Account, bool, error) {
 	if p == nil {
 		return Account{}, false, nil
 	}
-	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides}, true, nil
+	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides, FeatureOverrides: ce.features}, true, nil
 }
 
 // waitFor makes batch b, not sent yet, wait for a caller that may wait
@@ -377,7 +379,7 @@ func (c *Cache) loadBatches() {
 				case !ok && b.keeps(id, ""):
 					c.putCustomer(id, &customerEntry{missing: true})
 				case ok && b.keeps(id, a.Plan.Key):
-					c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides})
+					c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides, features: a.FeatureOverrides})
 					if _, held := c.plans[a.Plan.Key]; !held {
 						p := a.Plan
 						c.plans[a.Plan.Key] = &p

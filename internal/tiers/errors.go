@@ -13,6 +13,9 @@ var (
 	ErrPlanNotFound     = errors.New("plan not found")
 	ErrCustomerNotFound = errors.New("customer not found")
 	ErrOverrideNotFound = errors.New("override not found")
+	// ErrFeatureOverrideNotFound: the customer has no override of the
+	// feature.
+	ErrFeatureOverrideNotFound = errors.New("feature override not found")
 
 	// ErrMetricInUse: a plan or an override (expired ones too) limits the
 	// metric, or a credit pool's schema names it.

@@ -13,7 +13,8 @@ type Kind uint8
 const (
 	MetricChanged Kind = iota + 1
 	PlanChanged
-	// CustomerChanged covers the customer and its overrides.
+	// CustomerChanged covers the customer and its overrides, of limits
+	// and of features.
 	CustomerChanged
 )
 
@@ -252,6 +253,53 @@ func (s *Service) Limits(ctx context.Context, id string) (Account, []EffectiveLi
 		return Account{}, nil, err
 	}
 	return a, Effective(a.Plan, a.Overrides, s.now()), nil
+}
+
+// PutFeatureOverride creates or replaces the customer's override of
+// feature.
+func (s *Service) PutFeatureOverride(ctx context.Context, w Write, customer, feature string, spec FeatureOverrideSpec) (FeatureOverride, bool, error) {
+	w = s.stamp(w)
+	o, err := spec.Validate(customer, feature, w.At)
+	if err != nil {
+		return FeatureOverride{}, false, err
+	}
+	o, created, err := s.store.PutFeatureOverride(ctx, w, o)
+	if err != nil {
+		return FeatureOverride{}, false, fmt.Errorf("put feature override[%s/%s]: %w", customer, feature, err)
+	}
+	o.Expired = o.ExpiredAt(w.At)
+	s.onChange(Change{Kind: CustomerChanged, Key: customer})
+	return o, created, nil
+}
+
+// DeleteFeatureOverride deletes the customer's override of feature.
+func (s *Service) DeleteFeatureOverride(ctx context.Context, w Write, customer, feature string) error {
+	if err := CheckFeatureAddress(customer, feature); err != nil {
+		return err
+	}
+	if err := s.store.DeleteFeatureOverride(ctx, s.stamp(w), customer, feature); err != nil {
+		return fmt.Errorf("delete feature override[%s/%s]: %w", customer, feature, err)
+	}
+	s.onChange(Change{Kind: CustomerChanged, Key: customer})
+	return nil
+}
+
+// Features returns the customer's account, read from the store, and the
+// features it is granted now (see Account.Features); its feature
+// overrides come marked Expired as of now.
+func (s *Service) Features(ctx context.Context, id string) (Account, map[string]FeatureValue, error) {
+	if err := CheckCustomerID("customer", id); err != nil {
+		return Account{}, nil, err
+	}
+	a, err := s.store.FindAccount(ctx, id)
+	if err != nil {
+		return Account{}, nil, err
+	}
+	now := s.now()
+	for i := range a.FeatureOverrides {
+		a.FeatureOverrides[i].Expired = a.FeatureOverrides[i].ExpiredAt(now)
+	}
+	return a, a.Features(now), nil
 }
 
 // AuditEvents returns audit events, newest first.

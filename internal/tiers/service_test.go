@@ -22,6 +22,7 @@ type memStore struct {
 	plans     map[string]Plan
 	customers map[string]Customer
 	overrides map[string]map[LimitKey]Override
+	features  map[string]map[string]FeatureOverride
 	writes    []Write
 	fail      error // when set, every write fails with it
 }
@@ -32,6 +33,7 @@ func newMemStore() *memStore {
 		plans:     map[string]Plan{},
 		customers: map[string]Customer{},
 		overrides: map[string]map[LimitKey]Override{},
+		features:  map[string]map[string]FeatureOverride{},
 	}
 }
 
@@ -286,6 +288,42 @@ func (s *memStore) DeleteOverride(_ context.Context, w Write, customer string, k
 	return nil
 }
 
+func (s *memStore) PutFeatureOverride(_ context.Context, w Write, o FeatureOverride) (FeatureOverride, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.features[o.Customer][o.Feature]
+	if err := s.write(w, exists, old.Version); err != nil {
+		return FeatureOverride{}, false, err
+	}
+	if _, ok := s.customers[o.Customer]; !ok {
+		return FeatureOverride{}, false, ErrCustomerNotFound
+	}
+	o.Version, o.CreatedAt = stamp(w, exists, old.Version, old.CreatedAt)
+	o.UpdatedAt = w.At
+	if s.features[o.Customer] == nil {
+		s.features[o.Customer] = map[string]FeatureOverride{}
+	}
+	s.features[o.Customer][o.Feature] = o
+	return o, !exists, nil
+}
+
+func (s *memStore) DeleteFeatureOverride(_ context.Context, w Write, customer, feature string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.features[customer][feature]
+	if err := s.write(w, exists, old.Version); err != nil {
+		return err
+	}
+	if _, ok := s.customers[customer]; !ok {
+		return ErrCustomerNotFound
+	}
+	if !exists {
+		return ErrFeatureOverrideNotFound
+	}
+	delete(s.features[customer], feature)
+	return nil
+}
+
 func (s *memStore) FindAccount(_ context.Context, id string) (Account, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -293,7 +331,8 @@ func (s *memStore) FindAccount(_ context.Context, id string) (Account, error) {
 	if !ok {
 		return Account{}, ErrCustomerNotFound
 	}
-	return Account{Customer: c, Plan: s.plans[c.Plan], Overrides: s.overridesOf(id)}, nil
+	return Account{Customer: c, Plan: s.plans[c.Plan], Overrides: s.overridesOf(id),
+		FeatureOverrides: sortedValues(s.features[id], func(o FeatureOverride) string { return o.Feature })}, nil
 }
 
 func (s *memStore) FindAuditEvents(_ context.Context, _ AuditFilter) ([]AuditEvent, bool, error) {

@@ -63,6 +63,8 @@ type PlanSpec struct {
 	Description *string     `json:"description" nullable:"true"`
 	Price       *PriceSpec  `json:"price" nullable:"true"`
 	Limits      []LimitSpec `json:"limits" nullable:"true"`
+	// Features maps feature keys to their values (see ParseFeatureValue).
+	Features map[string]json.RawMessage `json:"features" nullable:"true"`
 }
 
 // CustomerSpec is the body of PUT /v1/customers/{customer}.
@@ -209,6 +211,7 @@ func (s PlanSpec) Validate(key string) (Plan, error) {
 		seen[l.Key()] = i
 		pl.Limits = append(pl.Limits, l)
 	}
+	pl.Features = validateFeatures(s.Features, &p)
 	return pl, p.err()
 }
 
@@ -521,6 +524,24 @@ func checkJSONText(v any, depth int) error {
 // maxYear is the last year an RFC 3339 time can name.
 const maxYear = 9999
 
+// checkExpiry validates an override's expires_at, if set: it must lie
+// after now (and before year 10000). It returns the time in UTC.
+func (p *problems) checkExpiry(at *time.Time, now time.Time) *time.Time {
+	if at == nil {
+		return nil
+	}
+	t := at.UTC()
+	switch {
+	case t.Year() > maxYear:
+		// RFC 3339 (and so JSON) has four-digit years: such a time, read
+		// with a negative offset, could be stored but never written back.
+		p.add("expires_at", "must lie before 10000-01-01T00:00:00Z")
+	case !t.After(now):
+		p.add("expires_at", "must lie in the future")
+	}
+	return &t
+}
+
 // Validate returns the override the spec describes for customer on
 // metric+window, customer-wide or per subject as per says ("" is
 // "customer"), with Version and times unset. The spec's own per, if set,
@@ -542,18 +563,7 @@ func (s OverrideSpec) Validate(customer, metric, window, per string, now time.Ti
 		Algorithm: s.Algorithm, Burst: s.Burst,
 	}
 	terms.apply("", &o.Limit, &p)
-	if s.ExpiresAt != nil {
-		t := s.ExpiresAt.UTC()
-		switch {
-		case t.Year() > maxYear:
-			// RFC 3339 (and so JSON) has four-digit years: such a time, read
-			// with a negative offset, could be stored but never written back.
-			p.add("expires_at", "must lie before 10000-01-01T00:00:00Z")
-		case !t.After(now):
-			p.add("expires_at", "must lie in the future")
-		}
-		o.ExpiresAt = &t
-	}
+	o.ExpiresAt = p.checkExpiry(s.ExpiresAt, now)
 	if s.Reason != nil {
 		p.checkText("reason", *s.Reason, maxReasonLen)
 		o.Reason = *s.Reason

@@ -11,7 +11,7 @@ import (
 // the current row; a Put that creates returns created == true.
 //
 // Errors: ErrMetricNotFound, ErrPlanNotFound, ErrCustomerNotFound,
-// ErrOverrideNotFound for missing resources (a parent before its child);
+// ErrOverrideNotFound, ErrFeatureOverrideNotFound for missing resources (a parent before its child);
 // *ValidationError when the input names an undeclared metric or unknown plan,
 // or a credit schema breaks CheckCreditPools;
 // ErrMetricInUse and ErrPlanInUse on deletes that would orphan rows;
@@ -38,8 +38,14 @@ type Store interface {
 	PutOverride(ctx context.Context, w Write, o Override) (Override, bool, error)
 	DeleteOverride(ctx context.Context, w Write, customer string, k LimitKey) error
 
-	// FindAccount returns a customer with its plan and all its overrides
-	// (expired ones included).
+	// PutFeatureOverride creates or replaces a customer's override of a
+	// feature; DeleteFeatureOverride removes it (ErrFeatureOverrideNotFound
+	// when there is none).
+	PutFeatureOverride(ctx context.Context, w Write, o FeatureOverride) (FeatureOverride, bool, error)
+	DeleteFeatureOverride(ctx context.Context, w Write, customer, feature string) error
+
+	// FindAccount returns a customer with its plan and all its overrides,
+	// of limits and of features (expired ones included).
 	FindAccount(ctx context.Context, id string) (Account, error)
 
 	FindAuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, bool, error)

@@ -378,14 +378,17 @@ type Price struct {
 
 // Plan is a billing tier and the limits it grants.
 type Plan struct {
-	Key         string    `json:"key"`
-	Name        string    `json:"name"`
-	Description string    `json:"description"`
-	Price       Price     `json:"price"`
-	Limits      []Limit   `json:"limits"`
-	Version     int64     `json:"version"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Key         string  `json:"key"`
+	Name        string  `json:"name"`
+	Description string  `json:"description"`
+	Price       Price   `json:"price"`
+	Limits      []Limit `json:"limits"`
+	// Features maps each feature the plan grants to its value; never nil
+	// on a plan read from the store.
+	Features  map[string]FeatureValue `json:"features"`
+	Version   int64                   `json:"version"`
+	CreatedAt time.Time               `json:"created_at"`
+	UpdatedAt time.Time               `json:"updated_at"`
 }
 
 // Customer is an account of the SaaS, on one plan.
@@ -426,6 +429,9 @@ type Account struct {
 	Customer  Customer
 	Plan      Plan
 	Overrides []Override
+	// FeatureOverrides are the customer's overrides of features, expired
+	// ones included.
+	FeatureOverrides []FeatureOverride
 }
 
 // AuditEvent records one committed admin write, or one refund.
