@@ -112,6 +112,7 @@ var checkRoutes = func() map[string]bool {
 	m := map[string]bool{
 		http.MethodPost + " /v1/check":                    true,
 		http.MethodPost + " /v1/refund":                   true,
+		http.MethodPost + " /v1/features/check":           true,
 		http.MethodGet + " /v1/customers/:customer/usage": true,
 		http.MethodGet + " " + forwardAuthPath:            true,
 		http.MethodPost + " /v1/reservations":             true,

@@ -38,7 +38,9 @@ const codePathNotCanonical = "path_not_canonical"
 
 // forwardAuth decides one check from a gateway's forwarded headers: 200
 // with an empty body and the RateLimit headers when it passes, 429 with
-// Retry-After when it does not (see forwardauth.Rules for where customer,
+// Retry-After when it does not; a route that requires a feature the
+// customer is not granted is 403 feature_not_granted, with nothing
+// counted (see forwardauth.Rules for where customer,
 // metric, cost and subject come from; a check by a key quotad issued,
 // without a subject header, counts for the key's id).
 func (s *Server) forwardAuth(c echo.Context) error {
@@ -101,11 +103,27 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		c.Response().Header()[headerCustomer] = []string{""}
 		return c.NoContent(http.StatusOK)
 	}
+	if call.Feature != "" {
+		// Before anything is counted: a request refused for its plan
+		// takes nothing.
+		err := s.featureGranted(c, call.Customer, call.Feature)
+		if err == nil && call.Metric == "" {
+			if log != nil {
+				log.decision = "passed" // a route that requires a feature and counts nothing
+			}
+			c.Response().Header()[headerCustomer] = []string{call.Customer}
+			return c.NoContent(http.StatusOK)
+		}
+		if err != nil {
+			if log != nil {
+				log.failed(err)
+			}
+			return s.forwardAuthError(byForwardedKey(&call, err))
+		}
+	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost,
 		Subject: call.Subject})
-	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
-		err = tiers.ErrInvalidAPIKey // the key's customer is gone since
-	}
+	err = byForwardedKey(&call, err)
 	if log != nil {
 		log.customer, log.subject = call.Customer, call.Subject
 		log.decided(&d, err)
@@ -128,6 +146,15 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	}
 	writeProblem(c, newProblem(http.StatusTooManyRequests, code, detail, nil))
 	return nil
+}
+
+// byForwardedKey turns an error about a customer that an API key
+// resolved to but is gone (deleted since) into the key's refusal.
+func byForwardedKey(call *forwardauth.Call, err error) error {
+	if call.APIKey != "" && errors.Is(err, tiers.ErrCustomerNotFound) {
+		return tiers.ErrInvalidAPIKey
+	}
+	return err
 }
 
 // forwardAuthError turns the errors of resolving and checking into the

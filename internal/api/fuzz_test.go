@@ -55,6 +55,11 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"limit":1,"expires_at":"2030-01-01T00:00:00Z"}`))
 	f.Add([]byte(`{"customer":"acme","metric":"api_calls","cost":null}`))
 	f.Add([]byte(`{"customer":"acme","metric":"api_calls","cost":1,"cost":2}`))
+	f.Add([]byte(`{"features":{"sso":true,"max_projects":10,"support":"priority"}}`))
+	f.Add([]byte(`{"value": 10, "expires_at":"2030-01-01T00:00:00Z","reason":"trial"}`))
+	f.Add([]byte(`{"value":1.5}`))
+	f.Add([]byte(`{"value":null}`))
+	f.Add([]byte(`{"features":{"sso":null,"Bad":""}}`))
 
 	fs := newFuzzServer()
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -211,7 +216,7 @@ var fuzzRoutes = []fuzzRoute{
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(s tiers.PlanSpec) (any, error) {
 				return s.Validate("pro")
-			}, sameValue)
+			}, samePlanSpec)
 		},
 		answer: func(passed any) any { return passed },
 	},
@@ -231,6 +236,16 @@ var fuzzRoutes = []fuzzRoute{
 			return fuzzDecode(t, name, body, func(s tiers.OverrideSpec) (any, error) {
 				return s.Validate("acme", "api_calls", "day", "", fuzzNow)
 			}, sameOverrideSpec)
+		},
+		answer: func(passed any) any { return passed },
+	},
+	{
+		name: "feature", method: http.MethodPut, path: "/v1/customers/acme/features/sso",
+		status: http.StatusCreated,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(s tiers.FeatureOverrideSpec) (any, error) {
+				return s.Validate("acme", "sso", fuzzNow)
+			}, sameFeatureOverrideSpec)
 		},
 		answer: func(passed any) any { return passed },
 	},
@@ -586,6 +601,30 @@ func sameCustomerSpec(a, b tiers.CustomerSpec) bool {
 	return reflect.DeepEqual(a, b)
 }
 
+// samePlanSpec compares plan specs, their features' values as JSON.
+func samePlanSpec(a, b tiers.PlanSpec) bool {
+	if len(a.Features) != len(b.Features) {
+		return false
+	}
+	for k, v := range a.Features {
+		if w, ok := b.Features[k]; !ok || !sameJSON(v, w) {
+			return false
+		}
+	}
+	a.Features, b.Features = nil, nil
+	return reflect.DeepEqual(a, b)
+}
+
+// sameFeatureOverrideSpec compares feature override specs, the value as
+// JSON and the expiry as sameOverrideSpec does.
+func sameFeatureOverrideSpec(a, b tiers.FeatureOverrideSpec) bool {
+	if !sameJSON(a.Value, b.Value) {
+		return false
+	}
+	return sameOverrideSpec(tiers.OverrideSpec{ExpiresAt: a.ExpiresAt, Reason: a.Reason},
+		tiers.OverrideSpec{ExpiresAt: b.ExpiresAt, Reason: b.Reason})
+}
+
 func sameJSON(a, b json.RawMessage) bool {
 	decode := func(raw json.RawMessage) (any, bool) {
 		if len(raw) == 0 {
@@ -837,6 +876,15 @@ func (s fuzzStore) PutCustomer(_ context.Context, _ tiers.Write, c tiers.Custome
 	return c, true, nil
 }
 
+func (s fuzzStore) DeleteFeatureOverride(context.Context, tiers.Write, string, string) error {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) PutFeatureOverride(_ context.Context, _ tiers.Write, o tiers.FeatureOverride) (tiers.FeatureOverride, bool, error) {
+	s.fs.passed = o
+	return o, true, nil
+}
+
 func (s fuzzStore) PutOverride(_ context.Context, _ tiers.Write, o tiers.Override) (tiers.Override, bool, error) {
 	s.fs.passed = o
 	return o, true, nil
@@ -874,6 +922,10 @@ func (c fuzzChecker) Refund(_ context.Context, r quota.RefundRequest) (quota.Ref
 }
 
 func (fuzzChecker) Usage(context.Context, string, string) (tiers.Account, []quota.Usage, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
+func (fuzzChecker) Feature(context.Context, string, string) (tiers.FeatureValue, error) {
 	panic("fuzzChecker: unexpected call")
 }
 

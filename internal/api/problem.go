@@ -114,6 +114,7 @@ var errorTable = []struct {
 	{tiers.ErrPlanNotFound, http.StatusNotFound, codePlanNotFound},
 	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
+	{tiers.ErrFeatureOverrideNotFound, http.StatusNotFound, codeFeatureOverrideNotFound},
 	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
 	{keys.ErrKeyNotFound, http.StatusNotFound, codeKeyNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
@@ -132,20 +133,21 @@ var errorTable = []struct {
 // details are the client-facing sentences for the domain errors; the
 // wrapped error text, which may name internals, is only logged.
 var details = map[string]string{
-	codeCustomerNotFound:    "no customer has this id",
-	codePlanNotFound:        "no plan has this key",
-	codeMetricNotFound:      "no metric with this key is declared",
-	codeOverrideNotFound:    "the customer has no override on this metric and window (and per)",
-	codePreconditionFailed:  "If-Match does not match the current version of the resource",
-	codeUnavailable:         "the database cannot be reached; nothing was changed",
-	codeInvalidAPIKey:       "the API key is not valid: unknown, revoked or expired",
-	codeReservationNotFound: "no reservation has this id",
-	codeReservationExpired:  "the reservation expired before it was committed; its units were given back",
-	codeKeyNotFound:         "no live API key has this id",
-	codeCheckNotFound:       "the request_id names no check of this customer admitted within the last 24 hours: a refund gives back the units of such a check",
-	codeNotFound:            "no such route",
-	codeMethodNotAllowed:    "the route does not allow this method",
-	codeSubjectRequired:     "the metric has limits per subject: the request must name a subject",
+	codeCustomerNotFound:        "no customer has this id",
+	codePlanNotFound:            "no plan has this key",
+	codeMetricNotFound:          "no metric with this key is declared",
+	codeOverrideNotFound:        "the customer has no override on this metric and window (and per)",
+	codeFeatureOverrideNotFound: "the customer has no override of this feature",
+	codePreconditionFailed:      "If-Match does not match the current version of the resource",
+	codeUnavailable:             "the database cannot be reached; nothing was changed",
+	codeInvalidAPIKey:           "the API key is not valid: unknown, revoked or expired",
+	codeReservationNotFound:     "no reservation has this id",
+	codeReservationExpired:      "the reservation expired before it was committed; its units were given back",
+	codeKeyNotFound:             "no live API key has this id",
+	codeCheckNotFound:           "the request_id names no check of this customer admitted within the last 24 hours: a refund gives back the units of such a check",
+	codeNotFound:                "no such route",
+	codeMethodNotAllowed:        "the route does not allow this method",
+	codeSubjectRequired:         "the metric has limits per subject: the request must name a subject",
 }
 
 // toProblem turns any error a handler returns into the problem to send.

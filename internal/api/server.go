@@ -43,6 +43,10 @@ type Catalog interface {
 	PutOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string, spec tiers.OverrideSpec) (tiers.Override, bool, error)
 	DeleteOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string) error
 
+	PutFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string, spec tiers.FeatureOverrideSpec) (tiers.FeatureOverride, bool, error)
+	DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error
+	Features(ctx context.Context, id string) (tiers.Account, map[string]tiers.FeatureValue, error)
+
 	Limits(ctx context.Context, id string) (tiers.Account, []tiers.EffectiveLimit, error)
 	AuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error)
 }
@@ -199,6 +203,7 @@ func New(cfg Config) *Server {
 
 	v1.GET("/customers/:customer/statement", s.getStatement)
 	v1.GET("/statements", s.listStatements)
+	s.registerFeatures(v1)
 	s.registerWebhooks(v1)
 	s.registerKeys(v1)
 	s.registerReservations(v1)

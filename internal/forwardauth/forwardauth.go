@@ -92,10 +92,16 @@ type RouteSpec struct {
 	// canonicalPath), but for the trailing slash of a prefix, and is
 	// matched against the request's canonical path: a trailing slash is
 	// not significant there, so {$} ends no path but "/{$}".
-	Match  string `yaml:"match"`
+	Match string `yaml:"match"`
+	// Metric is what the route's requests count; it may be left out on a
+	// route that requires a feature, which then counts nothing.
 	Metric string `yaml:"metric"`
 	// Cost defaults to 1.
 	Cost *int64 `yaml:"cost"`
+	// Feature, when set, is a feature the customer must be granted (see
+	// tiers.Account.Feature): without it the request is refused before
+	// anything is counted.
+	Feature string `yaml:"feature"`
 }
 
 // Rules are a parsed configuration, ready to resolve requests. A Rules is
@@ -112,9 +118,10 @@ type Rules struct {
 }
 
 type route struct {
-	metric string
-	cost   int64
-	match  string // the pattern as the file wrote it
+	metric  string
+	cost    int64
+	feature string
+	match   string // the pattern as the file wrote it
 }
 
 // Default returns the rules without a file: customer, metric and cost from
@@ -321,10 +328,17 @@ func keyDigest(key string) ([sha256.Size]byte, error) {
 // true, and returns the pattern registered; it turns ServeMux's panics on
 // bad or conflicting patterns into errors.
 func addRoute(mux *http.ServeMux, spec RouteSpec, fold bool) (pattern string, rt route, err error) {
-	if !tiers.ValidKey(spec.Metric) {
+	switch {
+	case spec.Metric == "" && spec.Feature == "":
+		return "", rt, errors.New("want a metric, a feature or both")
+	case spec.Metric != "" && !tiers.ValidKey(spec.Metric):
 		return "", rt, fmt.Errorf("metric %q: must match ^[a-z0-9][a-z0-9_.-]{0,62}$", spec.Metric)
+	case spec.Feature != "" && !tiers.ValidKey(spec.Feature):
+		return "", rt, fmt.Errorf("feature %q: must match ^[a-z0-9][a-z0-9_.-]{0,62}$", spec.Feature)
+	case spec.Metric == "" && spec.Cost != nil:
+		return "", rt, errors.New("cost: the route counts no metric")
 	}
-	rt = route{metric: spec.Metric, cost: 1, match: spec.Match}
+	rt = route{metric: spec.Metric, cost: 1, feature: spec.Feature, match: spec.Match}
 	if spec.Cost != nil {
 		if *spec.Cost < 1 || *spec.Cost > MaxCost {
 			return "", rt, fmt.Errorf("cost %d: want 1 to %d", *spec.Cost, MaxCost)
@@ -424,8 +438,12 @@ type Call struct {
 	// APIKey is a key of the API-key header that APIKeys does not name:
 	// the caller resolves it among the keys quotad issued.
 	APIKey string
+	// Metric and Cost are the check's; Metric is "" for a route that
+	// only requires a feature.
 	Metric string
 	Cost   int64
+	// Feature is the feature the route requires, "" for none.
+	Feature string
 	// Subject is the subject header's value, "" without one (the caller
 	// may then count a key it resolves as the subject).
 	Subject string
@@ -521,7 +539,10 @@ func (r *Rules) Resolve(req Request) (Call, error) {
 	rt, ok := r.routes[r.match(method, path)]
 	switch {
 	case ok:
-		c.Metric, c.Cost, c.Route = rt.metric, rt.cost, rt.match
+		c.Metric, c.Cost, c.Feature, c.Route = rt.metric, rt.cost, rt.feature, rt.match
+		if c.Metric == "" {
+			c.Cost = 0
+		}
 	case r.allowUnmatched:
 		// A key to resolve stays: an unknown key is refused even here.
 		return Call{Pass: true, APIKey: c.APIKey}, nil

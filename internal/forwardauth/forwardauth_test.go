@@ -94,6 +94,11 @@ routes:
     cost: 10
   - match: GET /v1/items/{id}
     metric: reads
+  - match: /v1/sso/
+    feature: sso
+  - match: POST /v1/projects
+    metric: projects
+    feature: max_projects
   - match: /v1/
     metric: api_calls
 `
@@ -134,6 +139,10 @@ func TestResolveRoutes(t *testing.T) {
 			Call{Customer: "acme", Metric: "exports", Cost: 10, Route: "/v1/exports/"}, nil, ""},
 		{"wildcard, HEAD as GET", Request{Method: "GET", Header: key("plain-key-1", "HEAD", "/v1/items/42")},
 			Call{Customer: "acme", Metric: "reads", Cost: 1, Route: "GET /v1/items/{id}"}, nil, ""},
+		{"route requiring a feature only", Request{Method: "GET", Header: key("plain-key-1", "GET", "/v1/sso/login")},
+			Call{Customer: "acme", Feature: "sso", Route: "/v1/sso/"}, nil, ""},
+		{"route requiring a feature and counting", Request{Method: "GET", Header: key("plain-key-1", "POST", "/v1/projects")},
+			Call{Customer: "acme", Metric: "projects", Cost: 1, Feature: "max_projects", Route: "POST /v1/projects"}, nil, ""},
 		{"no route", Request{Method: "GET", Header: key("plain-key-1", "GET", "/healthz")},
 			Call{}, ErrNoRoute, ""},
 		{"envoy suffix wins over headers", Request{Method: "POST", Suffix: "/v1/completions?x=1", Header: key("plain-key-1", "GET", "/elsewhere")},
@@ -311,7 +320,7 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{"unknown field", "header:\n  customer: X-C\n", `line 1: unknown field "header" at the top level: want one of headers, api_keys, routes, unmatched, case`},
 		{"unknown header field", "headers:\n  customer: X-C\n  api_kye: X-Key\n", `line 3: unknown field "api_kye" in headers: want one of customer, metric, cost, api_key, subject, method, uri`},
-		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost`},
+		{"unknown route field", "routes:\n  - {match: /x, metric: m}\n  - {match: /y, metrc: m}\n", `line 3: unknown field "metrc" in routes[1]: want one of match, metric, cost, feature`},
 		{"bad header name", "headers:\n  customer: 'X C'\n", "headers.customer"},
 		{"keys without header", "api_keys:\n  k: acme\n", "headers.api_key"},
 		{"bad digest", "headers: {api_key: X-Key}\napi_keys:\n  'sha256:abc': acme\n", "64 hex digits"},
@@ -320,6 +329,9 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate key", "headers: {api_key: X-Key}\napi_keys:\n  k: acme\n  k: bob\n", "already defined"},
 		{"bad metric", "routes:\n  - {match: /x, metric: API}\n", "routes[0]: metric"},
 		{"cost 0", "routes:\n  - {match: /x, metric: m, cost: 0}\n", "routes[0]: cost 0"},
+		{"neither metric nor feature", "routes:\n  - {match: /x}\n", "routes[0]: want a metric, a feature or both"},
+		{"bad feature", "routes:\n  - {match: /x, feature: SSO}\n", "routes[0]: feature"},
+		{"cost without metric", "routes:\n  - {match: /x, feature: sso, cost: 2}\n", "routes[0]: cost: the route counts no metric"},
 		{"host in pattern", "routes:\n  - {match: example.com/x, metric: m}\n", "want [METHOD ]/path"},
 		{"method and host", "routes:\n  - {match: GET example.com/x, metric: m}\n", "want [METHOD ]/path"},
 		{"bad pattern", "routes:\n  - {match: '/x/{', metric: m}\n", "routes[0]: match"},
