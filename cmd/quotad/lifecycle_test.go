@@ -15,6 +15,12 @@ import (
 // usageOf reads the customer's usage of api_calls, window by window.
 func (s *testServer) usageOf(customer string) map[string]int64 {
 	s.t.Helper()
+	return s.metricUsageOf(customer, "api_calls")
+}
+
+// metricUsageOf reads the customer's usage of metric, window by window.
+func (s *testServer) metricUsageOf(customer, metric string) map[string]int64 {
+	s.t.Helper()
 	r := s.mustDo(http.StatusOK, "GET", "/v1/customers/"+customer+"/usage", "")
 	var body struct {
 		Usage []struct {
@@ -28,7 +34,7 @@ func (s *testServer) usageOf(customer string) map[string]int64 {
 	}
 	out := map[string]int64{}
 	for _, u := range body.Usage {
-		if u.Metric == "api_calls" {
+		if u.Metric == metric {
 			out[u.Window] = u.Used
 		}
 	}

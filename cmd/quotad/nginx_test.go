@@ -384,3 +384,118 @@ routes:
 		t.Errorf("bob's usage = %v, want %v", got, want)
 	}
 }
+
+// TestNginxForwardAuthFeatures runs quotad behind a real nginx configured
+// with the nginx block of docs/gateways.md and routes that require
+// features: a customer granted the feature passes (counted where the
+// route has a metric), one without it gets 403 feature_not_granted, a
+// problem document, and nothing is counted.
+func TestNginxForwardAuthFeatures(t *testing.T) {
+	t.Parallel()
+	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	if err := os.WriteFile(config, []byte(`
+headers:
+  api_key: X-Api-Key
+api_keys:
+  sk-acme: acme
+  sk-bob: bob
+routes:
+  - match: /v1/sso/
+    feature: sso
+  - match: POST /v1/projects
+    metric: projects
+    feature: max_projects
+  - match: /v1/
+    metric: api_calls
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/projects", `{}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/business", `{"name":"Business","features":{"sso":true,"max_projects":10},
+		"limits":[{"metric":"projects","window":"month","limit":10}]}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/free", `{"name":"Free","features":{"max_projects":0},
+		"limits":[{"metric":"projects","window":"month","limit":1}]}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"business"}`)
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/bob", `{"plan":"free"}`)
+
+	app := &upstream{}
+	appSrv := httptest.NewServer(app)
+	t.Cleanup(appSrv.Close)
+	gw := MustStartNginx(t, gatewayBlock(t, "nginx", map[string]string{
+		"http://app:3000":    appSrv.URL,
+		"http://quotad:8080": s.URL,
+		"CHECK_TOKEN":        checkToken,
+		"listen 80;":         "listen 80;",
+	}))
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	send := func(method, path, key string) response {
+		t.Helper()
+		req, err := http.NewRequest(method, gw+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Api-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	}
+
+	steps := []struct {
+		name, method, path, key string
+		want                    int
+		feature                 string // the feature a 403 names
+	}{
+		{"acme has sso", "GET", "/v1/sso/login", "sk-acme", 200, ""},
+		{"bob has not", "GET", "/v1/sso/login", "sk-bob", 403, "sso"},
+		{"acme creates a project", "POST", "/v1/projects", "sk-acme", 200, ""},
+		{"bob's max_projects is 0", "POST", "/v1/projects", "sk-bob", 403, "max_projects"},
+		{"bob's other calls pass", "GET", "/v1/items", "sk-bob", 200, ""},
+		{"an unknown key is still forbidden", "GET", "/v1/sso/login", "sk-guess", 403, ""},
+	}
+	for _, st := range steps {
+		before := app.count()
+		r := send(st.method, st.path, st.key)
+		if r.Status != st.want {
+			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
+		}
+		if reached := app.count() > before; reached != (st.want == 200) {
+			t.Errorf("%s: reached the upstream = %t", st.name, reached)
+		}
+		if st.want != http.StatusForbidden {
+			continue
+		}
+		var p struct{ Code, Detail string }
+		if err := json.Unmarshal(r.Body, &p); err != nil || r.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("%s: %s %s, want a problem document", st.name, r.Header.Get("Content-Type"), r.Body)
+		}
+		switch {
+		case st.feature != "" && (p.Code != "feature_not_granted" || !strings.HasSuffix(p.Detail, "the feature "+st.feature)):
+			t.Errorf("%s: problem %+v, want feature_not_granted naming %s", st.name, p, st.feature)
+		case st.feature == "" && p.Code != "forbidden":
+			t.Errorf("%s: problem %+v, want forbidden", st.name, p)
+		}
+	}
+
+	// A customer granted the feature by an override passes at once; only
+	// what passed a route with a metric was counted.
+	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/bob/features/sso", `{"value":true,"reason":"pilot"}`)
+	if r := send("GET", "/v1/sso/login", "sk-bob"); r.Status != http.StatusOK {
+		t.Errorf("bob with an sso override: %d\n%s", r.Status, r.Body)
+	}
+	if got := s.metricUsageOf("bob", "projects"); got["month"] != 0 {
+		t.Errorf("bob's projects = %v, want nothing counted", got)
+	}
+	if got := s.metricUsageOf("acme", "projects"); got["month"] != 1 {
+		t.Errorf("acme's projects = %v, want 1", got)
+	}
+}
