@@ -104,6 +104,13 @@ var (
 	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
 	// ErrOverrideNotFound: 404 override_not_found.
 	ErrOverrideNotFound error = &sentinel{"quotad: override not found", "override_not_found", 0}
+	// ErrFeatureOverrideNotFound: 404 feature_override_not_found, the
+	// customer has no override of the feature.
+	ErrFeatureOverrideNotFound error = &sentinel{"quotad: feature override not found", "feature_override_not_found", 0}
+	// ErrFeatureNotGranted: 403 feature_not_granted, a gateway's route
+	// (quotad's forward-auth) requires a feature the customer is not
+	// granted. It matches ErrForbidden too.
+	ErrFeatureNotGranted error = &sentinel{"quotad: feature not granted", "feature_not_granted", 0}
 	// ErrKeyNotFound: 404 key_not_found, no live API key has the id.
 	ErrKeyNotFound error = &sentinel{"quotad: api key not found", "key_not_found", 0}
 	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API

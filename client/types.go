@@ -128,6 +128,8 @@ type PlanSpec struct {
 	Description string  `json:"description,omitempty"`
 	Price       *Price  `json:"price,omitempty"`
 	Limits      []Limit `json:"limits,omitempty"`
+	// Features the plan grants, by key.
+	Features Features `json:"features,omitempty"`
 }
 
 // Plan is a billing tier.
