@@ -56,6 +56,7 @@ func fromPlan(p quotad.Plan) *catalogfile.Plan {
 			Ceiling: l.Ceiling, Algorithm: nonEmpty(l.Algorithm), Burst: l.Burst,
 		})
 	}
+	f.SetFeatureValues(p.Features)
 	return f
 }
 
@@ -71,6 +72,7 @@ func toPlan(f *catalogfile.Plan) quotad.PlanSpec {
 			Ceiling: l.Ceiling, Algorithm: deref(l.Algorithm), Burst: l.Burst,
 		})
 	}
+	s.Features = f.FeatureValues()
 	return s
 }
 

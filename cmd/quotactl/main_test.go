@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -318,7 +319,7 @@ func TestBadFile(t *testing.T) {
 	}
 	// An unknown field and an undeclared metric are reported in one run.
 	want := file + `:6: plans.pro.limits[0].metric: metric "foo" is not declared` + "\n" +
-		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits\n" +
+		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits, features\n" +
 		file + ": 2 problems; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
@@ -704,5 +705,62 @@ func TestBadPoolsAndPers(t *testing.T) {
 	}
 	if n := auditCount(t, srv); n != 0 {
 		t.Errorf("audit log has %d events, want 0", n)
+	}
+}
+
+// TestPlanFeatures applies a file whose plans grant features to quotad:
+// they arrive as written, in their types (a string that reads as a
+// boolean stays a string), apply again changes nothing, export gives them
+// back, and an edit is printed field by field and made.
+func TestPlanFeatures(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	ctx, c := context.Background(), admin(srv)
+	const file = `metrics: {}
+plans:
+  business:
+    name: Business
+    features:
+      sso: true
+      max_projects: 10
+      support: priority
+      sandbox: "true"
+  free:
+    features: {sso: false}
+`
+	out := mustApply(t, srv, 0, "-f", mustWrite(t, file))
+	if want := "+ plan business\n+ plan free\n\n2 to create, 0 to update, 0 to delete.\nApplied 2 changes.\n"; out != want {
+		t.Errorf("apply printed\n%s\nwant\n%s", out, want)
+	}
+	p, err := c.Plan(ctx, "business")
+	mustOK(t, err)
+	if want := (quotad.Features{"sso": true, "max_projects": int64(10), "support": "priority", "sandbox": "true"}); !reflect.DeepEqual(p.Features, want) {
+		t.Errorf("business features = %#v, want %#v", p.Features, want)
+	}
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, file), "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("second apply printed\n%s", out)
+	}
+	code, exported, errOut := mustRun(t, srv, "catalog", "export")
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	if w := "    features:\n      max_projects: 10\n      sandbox: \"true\"\n      sso: true\n      support: priority\n"; !strings.Contains(exported, w) {
+		t.Errorf("export\n%s\nwant it to contain\n%s", exported, w)
+	}
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("apply of the export printed\n%s", out)
+	}
+
+	edited := strings.Replace(file, "      max_projects: 10\n", "      max_projects: 50\n", 1)
+	edited = strings.Replace(edited, "      sandbox: \"true\"\n", "", 1)
+	out = mustApply(t, srv, 0, "-f", mustWrite(t, edited))
+	want := "~ plan business\n    features.max_projects: 10 → 50\n    features.sandbox: \"true\" → (none)\n" +
+		"\n0 to create, 1 to update, 0 to delete.\nApplied 1 change.\n"
+	if out != want {
+		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
+	}
+	p, err = c.Plan(ctx, "business")
+	mustOK(t, err)
+	if want := (quotad.Features{"sso": true, "max_projects": int64(50), "support": "priority"}); !reflect.DeepEqual(p.Features, want) {
+		t.Errorf("business features after the edit = %#v, want %#v", p.Features, want)
 	}
 }

@@ -372,7 +372,7 @@ func planFields(p *Plan) []field {
 			fs = append(fs, field{prefix + f.name, f.value})
 		}
 	}
-	return fs
+	return append(fs, featureFields(p.Features)...)
 }
 
 func limitFields(o *Override) []field {

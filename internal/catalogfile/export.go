@@ -123,6 +123,12 @@ func fromPlan(p tiers.Plan) *Plan {
 		Description: nonZero(p.Description),
 		Price:       &Price{AmountCents: ptr(p.Price.AmountCents), Currency: ptr(p.Price.Currency), Interval: ptr(p.Price.Interval)},
 	}
+	for key, v := range p.Features {
+		if f.Features == nil {
+			f.Features = make(map[string]*yaml.Node, len(p.Features))
+		}
+		f.Features[key] = featureNode(v)
+	}
 	limits := slices.Clone(p.Limits)
 	slices.SortFunc(limits, func(a, b tiers.Limit) int { return tiers.CompareLimitKeys(a.Key(), b.Key()) })
 	for _, l := range limits {

@@ -23,6 +23,7 @@
 //	    limits:
 //	      - {metric: api_calls, window: second, limit: 50}
 //	      - {metric: api_calls, window: second, per: subject, limit: 5}
+//	    features: {sso: true, max_projects: 10, support: priority}
 //	customers:
 //	  acme:
 //	    plan: pro
@@ -80,6 +81,9 @@ type Plan struct {
 	Description *string `yaml:"description,omitempty"`
 	Price       *Price  `yaml:"price,omitempty"`
 	Limits      []Limit `yaml:"limits,omitempty"`
+	// Features are scalars by feature key: true or false, an integer or a
+	// string (read and written with FeatureValues and SetFeatureValues).
+	Features map[string]*yaml.Node `yaml:"features,omitempty"`
 }
 
 // Price is a plan's price.

@@ -21,6 +21,9 @@ var serverCatalog = &Catalog{
 // lines joins YAML lines, so that a case shows each line's number plainly.
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
 
+// featureRule is what a feature's value must be, as quotad says it.
+const featureRule = "must be true, false, an integer between -9007199254740991 and 9007199254740991, or a string of 1 to 256 characters"
+
 func TestBadFiles(t *testing.T) {
 	tests := []struct {
 		name string
@@ -66,6 +69,28 @@ func TestBadFiles(t *testing.T) {
 			name: "section left empty",
 			file: lines("metrics: {}", "customers:", "#  acme: {plan: pro}"),
 			want: []string{"catalog.yaml:2: customers: must be a mapping; write {} for none"},
+		},
+		{
+			name: "bad features",
+			file: lines(
+				"plans:",
+				"  pro:",
+				"    features:",
+				"      sso: yes",
+				"      seats: 1.5",
+				"      Support: priority",
+				"      empty:",
+				"      list: [1]",
+				"      long: "+strings.Repeat("x", 257),
+				"      fine: 9007199254740991",
+			),
+			want: []string{
+				"catalog.yaml:5: plans.pro.features.seats: " + featureRule,
+				"catalog.yaml:6: plans.pro.features.Support: the feature's key must match ^[a-z0-9][a-z0-9_.-]{0,62}$",
+				"catalog.yaml:7: plans.pro.features.empty: " + featureRule,
+				"catalog.yaml:8: plans.pro.features.list: " + featureRule,
+				"catalog.yaml:9: plans.pro.features.long: " + featureRule,
+			},
 		},
 		{
 			name: "unknown field in a limit",
@@ -432,7 +457,7 @@ func TestBadFiles(t *testing.T) {
 			),
 			want: []string{
 				`catalog.yaml:3: metrics.api_calls.capacity.day: must be an integer, got "many"`,
-				"catalog.yaml:6: plans.pro.colour: unknown field; known fields: name, description, price, limits",
+				"catalog.yaml:6: plans.pro.colour: unknown field; known fields: name, description, price, limits, features",
 				`catalog.yaml:8: plans.pro.limits[0].metric: metric "foo" is not declared`,
 				"catalog.yaml:9: plans.pro.limits[1].ceiling: must be at least limit",
 				`catalog.yaml:10: plans.pro.limits[2].limit: must be an integer, got "1.5"`,

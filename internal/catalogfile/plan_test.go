@@ -45,6 +45,7 @@ plans:
       - {metric: api_calls, window: hour, limit: 5000}
       - {metric: api_calls, window: day, limit: 100000, mode: soft, overage_percent: 20, overage_price_micros: 1000}
       - {metric: api_calls, window: day, per: subject, limit: 1000}
+    features: {sso: true, max_projects: 10, support: priority, sandbox: "true"}
   legacy: {}
 customers:
   acme:
@@ -75,6 +76,11 @@ plans:
   pro:
     name: Pro
     price: {amount_cents: 5900, currency: USD, interval: month}
+    features:
+      sso: true
+      max_projects: 20
+      support: "priority"
+      audit_log: false
     limits:
       - {metric: api_calls, window: day, limit: 200000, mode: soft, overage_percent: 20, overage_price_micros: 1000}
       - {metric: api_calls, window: second, limit: 50, algorithm: token_bucket, burst: 50}
