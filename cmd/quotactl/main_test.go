@@ -8,8 +8,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
