@@ -28,6 +28,8 @@ var bodyTypes = map[string]reflect.Type{
 	"PUT /v1/plans/{plan}":                                     reflect.TypeFor[tiers.PlanSpec](),
 	"PUT /v1/customers/{customer}":                             reflect.TypeFor[tiers.CustomerSpec](),
 	"PUT /v1/customers/{customer}/overrides/{metric}/{window}": reflect.TypeFor[tiers.OverrideSpec](),
+	"PUT /v1/customers/{customer}/features/{feature}":          reflect.TypeFor[tiers.FeatureOverrideSpec](),
+	"POST /v1/features/check":                                  reflect.TypeFor[featureCheckRequest](),
 	"PUT /v1/webhooks/{webhook}":                               reflect.TypeFor[webhooks.Spec](),
 	"POST /v1/customers/{customer}/keys":                       reflect.TypeFor[keys.Spec](),
 }

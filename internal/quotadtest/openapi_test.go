@@ -92,6 +92,16 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 	"DeleteOverridePer": func(ctx context.Context, c *quotad.Client) error {
 		return c.DeleteOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
 	},
+	"Features": func(ctx context.Context, c *quotad.Client) error { _, err := c.Features(ctx, "acme"); return err },
+	"PutFeature": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutFeature(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: true})
+		return err
+	},
+	"DeleteFeature": func(ctx context.Context, c *quotad.Client) error { return c.DeleteFeature(ctx, "acme", "sso") },
+	"CheckFeature": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.CheckFeature(ctx, quotad.FeatureCheckRequest{Customer: "acme", Feature: "sso"})
+		return err
+	},
 	"Check": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"})
 		return err

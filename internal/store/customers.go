@@ -247,11 +247,9 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		for i, o := range r.Overrides {
 			a.Overrides[i] = toOverride(o)
 		}
-		if len(r.Features) > 0 {
-			a.FeatureOverrides = make([]tiers.FeatureOverride, len(r.Features))
-			for i, f := range r.Features {
-				a.FeatureOverrides[i] = toFeatureOverride(f)
-			}
+		a.FeatureOverrides = make([]tiers.FeatureOverride, len(r.Features))
+		for i, f := range r.Features {
+			a.FeatureOverrides[i] = toFeatureOverride(f)
 		}
 		out[r.ID] = a
 	}
