@@ -444,8 +444,9 @@ func (p *instance) startCheckWork() {
 // api returns the API's handler.
 func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 	return api.New(api.Config{
-		Catalog: p.catalog,
-		Checker: p.engine,
+		Catalog:  p.catalog,
+		Checker:  p.engine,
+		Features: tiers.NewFeatureChecker(p.cache, p.now),
 		Ready: func(ctx context.Context) error {
 			if p.draining.Load() {
 				return &api.NotReadyError{Reason: "shutting down"}

@@ -18,9 +18,6 @@ type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
 	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
 	Usage(ctx context.Context, customer, subject string) (tiers.Account, []quota.Usage, error)
-	// Feature returns what the customer is granted of a feature now,
-	// from memory.
-	Feature(ctx context.Context, customer, feature string) (tiers.FeatureValue, error)
 	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)

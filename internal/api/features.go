@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -15,6 +16,27 @@ const codeFeatureNotGranted = "feature_not_granted"
 // codeFeatureOverrideNotFound: the customer has no override of the
 // feature.
 const codeFeatureOverrideNotFound = "feature_override_not_found"
+
+// FeatureChecker answers whether a customer is granted a feature, from
+// memory. *tiers.FeatureChecker implements it; its errors are tiers'
+// sentinels and *tiers.ValidationError.
+type FeatureChecker interface {
+	Feature(ctx context.Context, customer, feature string) (tiers.FeatureValue, error)
+}
+
+var _ FeatureChecker = (*tiers.FeatureChecker)(nil)
+
+// errNoFeatures answers the feature routes of a server without a
+// FeatureChecker.
+var errNoFeatures = problemf(http.StatusNotFound, codeNotFound, "this server answers no feature checks")
+
+// feature asks the server's FeatureChecker.
+func (s *Server) feature(ctx context.Context, customer, feature string) (tiers.FeatureValue, error) {
+	if s.features == nil {
+		return tiers.FeatureValue{}, errNoFeatures
+	}
+	return s.features.Feature(ctx, customer, feature)
+}
 
 // featureCheckRequest is the body of POST /v1/features/check.
 type featureCheckRequest struct {
@@ -58,7 +80,7 @@ func (s *Server) checkFeature(c echo.Context) error {
 	if err := s.identify(ctx, &who); err != nil {
 		return err
 	}
-	v, err := s.checker.Feature(ctx, who.Customer, req.Feature)
+	v, err := s.feature(ctx, who.Customer, req.Feature)
 	if err != nil {
 		return byKey(&who, err)
 	}
@@ -109,7 +131,7 @@ const headerFeature = "X-Quotad-Feature"
 // the 403 feature_not_granted problem, naming the feature in
 // headerFeature: the answer of a forward-auth route that requires it.
 func (s *Server) featureGranted(c echo.Context, customer, feature string) error {
-	v, err := s.checker.Feature(c.Request().Context(), customer, feature)
+	v, err := s.feature(c.Request().Context(), customer, feature)
 	if err != nil {
 		return err
 	}

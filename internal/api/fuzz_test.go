@@ -925,10 +925,6 @@ func (fuzzChecker) Usage(context.Context, string, string) (tiers.Account, []quot
 	panic("fuzzChecker: unexpected call")
 }
 
-func (fuzzChecker) Feature(context.Context, string, string) (tiers.FeatureValue, error) {
-	panic("fuzzChecker: unexpected call")
-}
-
 func (fuzzChecker) MetricUsage(context.Context, string) (tiers.Metric, []quota.GlobalUsage, error) {
 	panic("fuzzChecker: unexpected call")
 }

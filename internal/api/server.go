@@ -82,6 +82,10 @@ type Config struct {
 	KeyResolver KeyResolver
 	// Holders serves /v1/admin/holders; nil answers 404 there.
 	Holders Holders
+	// Features answers POST /v1/features/check and forward-auth routes
+	// that require a feature, from memory; nil answers 404 not_found
+	// there.
+	Features FeatureChecker
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -112,6 +116,7 @@ type Server struct {
 	keys           Keys
 	keyResolver    KeyResolver
 	holders        Holders
+	features       FeatureChecker
 	requestTimeout time.Duration
 
 	refundRequiresRequestID bool
@@ -147,6 +152,7 @@ func New(cfg Config) *Server {
 		keys:           cfg.Keys,
 		keyResolver:    cfg.KeyResolver,
 		holders:        cfg.Holders,
+		features:       cfg.Features,
 		requestTimeout: cfg.RequestTimeout,
 
 		refundRequiresRequestID: cfg.RefundRequiresRequestID,

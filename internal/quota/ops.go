@@ -327,20 +327,6 @@ func knownShares(c Charge) []GlobalKey {
 	return out
 }
 
-// Feature returns what the customer is granted of feature key now (false
-// when nothing grants it), from the cached account: no store round trip
-// when the customer is warm, nothing counted.
-func (e *Engine) Feature(ctx context.Context, customer, key string) (tiers.FeatureValue, error) {
-	if err := tiers.CheckFeatureAddress(customer, key); err != nil {
-		return tiers.FeatureValue{}, err
-	}
-	acct, err := e.catalog.Account(ctx, customer)
-	if err != nil {
-		return tiers.FeatureValue{}, err
-	}
-	return acct.Feature(key, e.clock.Now()), nil
-}
-
 // Usage returns the customer's current count for every effective limit of
 // the customer's, and, with a subject, for each limit per subject, the
 // subject's.

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -187,6 +188,40 @@ func (a Account) Features(now time.Time) map[string]FeatureValue {
 		}
 	}
 	return out
+}
+
+// AccountSource returns a customer's account, or ErrCustomerNotFound:
+// a Cache, from memory.
+type AccountSource interface {
+	Account(ctx context.Context, id string) (Account, error)
+}
+
+// FeatureChecker answers feature checks from an AccountSource, by its
+// clock: a Cache makes them as cheap as a check's lookup of the customer.
+// It is safe for concurrent use as its source is.
+type FeatureChecker struct {
+	accounts AccountSource
+	now      func() time.Time
+}
+
+// NewFeatureChecker returns a FeatureChecker over accounts; now is its
+// clock.
+func NewFeatureChecker(accounts AccountSource, now func() time.Time) *FeatureChecker {
+	return &FeatureChecker{accounts: accounts, now: now}
+}
+
+// Feature returns what the customer is granted of feature key now (false
+// when nothing grants it). Errors: a *ValidationError for a bad customer
+// id or key, the source's ErrCustomerNotFound and ErrUnavailable.
+func (f *FeatureChecker) Feature(ctx context.Context, customer, key string) (FeatureValue, error) {
+	if err := CheckFeatureAddress(customer, key); err != nil {
+		return FeatureValue{}, err
+	}
+	a, err := f.accounts.Account(ctx, customer)
+	if err != nil {
+		return FeatureValue{}, err
+	}
+	return a.Feature(key, f.now()), nil
 }
 
 // FeatureOverrideSpec is the body of PUT /v1/customers/{customer}/features/{feature}.

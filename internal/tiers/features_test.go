@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -246,5 +247,55 @@ func TestServiceFeatureOverrides(t *testing.T) {
 	}
 	if err := ts.DeleteFeatureOverride(ctx, Write{}, "acme", "sandbox"); !errors.Is(err, ErrFeatureOverrideNotFound) {
 		t.Fatalf("second DeleteFeatureOverride: %v, want ErrFeatureOverrideNotFound", err)
+	}
+}
+
+// accountFunc is an AccountSource of a function.
+type accountFunc func(ctx context.Context, id string) (Account, error)
+
+func (f accountFunc) Account(ctx context.Context, id string) (Account, error) { return f(ctx, id) }
+
+// TestFeatureChecker: answers come from the source's account at the
+// checker's clock, which is read on every call: an override stops
+// applying when the clock passes its expiry, the account unchanged.
+func TestFeatureChecker(t *testing.T) {
+	expiry := t0.Add(time.Minute)
+	loads := 0
+	src := accountFunc(func(_ context.Context, id string) (Account, error) {
+		loads++
+		if id != "acme" {
+			return Account{}, ErrCustomerNotFound
+		}
+		return Account{
+			Plan:             Plan{Features: map[string]FeatureValue{"sso": FeatureBool(false)}},
+			FeatureOverrides: []FeatureOverride{{Feature: "sso", Value: FeatureBool(true), ExpiresAt: &expiry}},
+		}, nil
+	})
+	now := t0
+	fc := NewFeatureChecker(src, func() time.Time { return now })
+	tests := []struct {
+		name              string
+		at                time.Time
+		customer, feature string
+		want              FeatureValue
+		err               error
+	}{
+		{"override before its expiry", t0, "acme", "sso", FeatureBool(true), nil},
+		{"plan's at the expiry", expiry, "acme", "sso", FeatureBool(false), nil},
+		{"unknown customer", t0, "ghost", "sso", FeatureValue{}, ErrCustomerNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now = tt.at
+			got, err := fc.Feature(t.Context(), tt.customer, tt.feature)
+			if got != tt.want || !errors.Is(err, tt.err) {
+				t.Errorf("Feature = %v, %v; want %v, %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+	before := loads
+	var ve *ValidationError
+	if _, err := fc.Feature(t.Context(), "acme", "Not A Key"); !errors.As(err, &ve) || loads != before {
+		t.Errorf("bad key: %v after %d loads, want a ValidationError before any", err, loads-before)
 	}
 }

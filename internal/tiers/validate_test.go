@@ -579,13 +579,13 @@ func TestPlanSpecValidateResult(t *testing.T) {
 		{
 			name: "defaults: name is the key, price 0 USD per month, no limits",
 			key:  "free",
-			want: Plan{Key: "free", Name: "free", Price: Price{Currency: "USD", Interval: "month"}, Limits: []Limit{}},
+			want: Plan{Features: map[string]FeatureValue{}, Key: "free", Name: "free", Price: Price{Currency: "USD", Interval: "month"}, Limits: []Limit{}},
 		},
 		{
 			name: "partial price keeps the other defaults",
 			key:  "eu",
 			spec: PlanSpec{Price: &PriceSpec{Currency: ptr("EUR")}},
-			want: Plan{Key: "eu", Name: "eu", Price: Price{Currency: "EUR", Interval: "month"}, Limits: []Limit{}},
+			want: Plan{Features: map[string]FeatureValue{}, Key: "eu", Name: "eu", Price: Price{Currency: "EUR", Interval: "month"}, Limits: []Limit{}},
 		},
 		{
 			name: "every mode converted",
@@ -602,7 +602,7 @@ func TestPlanSpecValidateResult(t *testing.T) {
 					{Metric: "exports", Window: "minute", Limit: ptr[int64](3), Mode: "hard", OveragePercent: ptr[int64](0)},
 				},
 			},
-			want: Plan{
+			want: Plan{Features: map[string]FeatureValue{},
 				Key: "pro", Name: "Pro", Description: "for teams",
 				Price: Price{AmountCents: 4900, Currency: "USD", Interval: "year"},
 				Limits: []Limit{
@@ -624,7 +624,7 @@ func TestPlanSpecValidateResult(t *testing.T) {
 				{Metric: "c", Window: "second", Limit: ptr[int64](7), Mode: "soft", Algorithm: ptr("token_bucket")},
 				{Metric: "c", Window: "day", Limit: ptr[int64](700), Algorithm: nil, Burst: nil},
 			}},
-			want: Plan{
+			want: Plan{Features: map[string]FeatureValue{},
 				Key: "rates", Name: "rates", Price: Price{Currency: "USD", Interval: "month"},
 				Limits: []Limit{
 					{Metric: "a", Window: Second, Limit: 5, Mode: Hard, Algorithm: SlidingWindow},
@@ -645,7 +645,7 @@ func TestPlanSpecValidateResult(t *testing.T) {
 				withPer(limitSpec("a", "minute", 100), "customer"),
 				perSubject(LimitSpec{Metric: "a", Window: "minute", Limit: ptr[int64](5), Algorithm: ptr("token_bucket")}),
 			}},
-			want: Plan{
+			want: Plan{Features: map[string]FeatureValue{},
 				Key: "per", Name: "per", Price: Price{Currency: "USD", Interval: "month"},
 				Limits: []Limit{
 					{Metric: "a", Window: Day, Limit: 1000, Mode: Hard},
