@@ -107,6 +107,9 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		// Before anything is counted: a request refused for its plan
 		// takes nothing.
 		err := s.featureGranted(c, call.Customer, call.Feature)
+		if log != nil {
+			log.customer = call.Customer // a key's, resolved
+		}
 		if err == nil && call.Metric == "" {
 			if log != nil {
 				log.decision = "passed" // a route that requires a feature and counts nothing
