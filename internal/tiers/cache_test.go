@@ -20,7 +20,8 @@ type fakeSource struct {
 	mu       sync.Mutex
 	metrics  map[string]Metric
 	plans    map[string]Plan
-	accounts map[string]Customer // customer id -> customer; the plan comes from plans
+	accounts map[string]Customer          // customer id -> customer; the plan comes from plans
+	features map[string][]FeatureOverride // customer id -> its feature overrides
 	fail     error
 	calls    map[string]int
 	batches  [][]string // the ids of every load of customers, in order
@@ -117,7 +118,7 @@ func (s *fakeSource) FindAccounts(ctx context.Context, ids []string) (map[string
 		s.calls["c:"+id]++
 		s.deadlines["c:"+id], _ = ctx.Deadline()
 		if c, ok := s.accounts[id]; ok {
-			out[id] = Account{Customer: c, Plan: s.plans[c.Plan]}
+			out[id] = Account{Customer: c, Plan: s.plans[c.Plan], FeatureOverrides: s.features[id]}
 		}
 	}
 	fail := s.fail

@@ -299,3 +299,30 @@ func TestFeatureChecker(t *testing.T) {
 		t.Errorf("bad key: %v after %d loads, want a ValidationError before any", err, loads-before)
 	}
 }
+
+// TestCacheKeepsFeatureOverrides: a cached account carries its feature
+// overrides on every hit, not only on the load that brought it, and a
+// change of the customer brings the new ones.
+func TestCacheKeepsFeatureOverrides(t *testing.T) {
+	src := newFakeSource()
+	src.plans["pro"] = Plan{Key: "pro", Features: map[string]FeatureValue{"sso": FeatureBool(false)}}
+	src.accounts["acme"] = Customer{ID: "acme", Plan: "pro"}
+	src.features = map[string][]FeatureOverride{"acme": {{Customer: "acme", Feature: "sso", Value: FeatureBool(true)}}}
+	c := NewCache(src, 0)
+	fc := NewFeatureChecker(c, func() time.Time { return t0 })
+	for i := range 3 {
+		if v, err := fc.Feature(t.Context(), "acme", "sso"); err != nil || v != FeatureBool(true) {
+			t.Fatalf("check %d: %v, %v; want the override's true", i, v, err)
+		}
+	}
+	if n := src.count("c:acme"); n != 1 {
+		t.Fatalf("acme loaded %d times, want once", n)
+	}
+	src.mu.Lock()
+	src.features["acme"] = nil
+	src.mu.Unlock()
+	c.Invalidate(Change{Kind: CustomerChanged, Key: "acme"})
+	if v, err := fc.Feature(t.Context(), "acme", "sso"); err != nil || v != FeatureBool(false) {
+		t.Fatalf("after the override's deletion: %v, %v; want the plan's false", v, err)
+	}
+}
