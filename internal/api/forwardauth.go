@@ -110,18 +110,18 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		if log != nil {
 			log.customer = call.Customer // a key's, resolved
 		}
-		if err == nil && call.Metric == "" {
-			if log != nil {
-				log.decision = "passed" // a route that requires a feature and counts nothing
-			}
-			c.Response().Header()[headerCustomer] = []string{call.Customer}
-			return c.NoContent(http.StatusOK)
-		}
 		if err != nil {
 			if log != nil {
 				log.failed(err)
 			}
 			return s.forwardAuthError(byForwardedKey(&call, err))
+		}
+		if call.Metric == "" {
+			if log != nil {
+				log.decision = "passed" // a route that requires a feature and counts nothing
+			}
+			c.Response().Header()[headerCustomer] = []string{call.Customer}
+			return c.NoContent(http.StatusOK)
 		}
 	}
 	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost,

@@ -56,11 +56,10 @@ func loadDeadline(waitUntil time.Time) time.Time {
 const maxStale = 10_000
 
 // Cache holds metrics, plans and customers (with their overrides, of
-// limits and of features) in
-// memory for the check path. Entries load on first use, absent ones
-// included, and stay until Invalidate drops them: call it for every
-// committed change, in this process and, through PostgreSQL
-// LISTEN/NOTIFY, in the others.
+// limits and of features) in memory for the check path. Entries load on
+// first use, absent ones included, and stay until Invalidate drops them:
+// call it for every committed change, in this process and, through
+// PostgreSQL LISTEN/NOTIFY, in the others.
 //
 // Customers load in batches: the first caller that misses starts a load
 // with its customer; callers that miss while it is in flight wait for the
