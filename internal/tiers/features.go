@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -112,7 +114,7 @@ func (v *FeatureValue) UnmarshalJSON(b []byte) error {
 // no NUL). Anything else (null, other numbers, arrays, objects) is an
 // error whose text is the rule, for the client.
 func ParseFeatureValue(raw []byte) (FeatureValue, error) {
-	bad := fmt.Errorf("%s", featureValueRule)
+	bad := errors.New(featureValueRule)
 	raw = bytes.TrimSpace(raw)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -130,7 +132,7 @@ func ParseFeatureValue(raw []byte) (FeatureValue, error) {
 		}
 		return FeatureInt(n), nil
 	case string:
-		if t == "" || !utf8.ValidString(t) || bytes.IndexByte([]byte(t), 0) >= 0 ||
+		if t == "" || !utf8.ValidString(t) || strings.IndexByte(t, 0) >= 0 ||
 			utf8.RuneCountInString(t) > MaxFeatureString {
 			return FeatureValue{}, bad
 		}
