@@ -290,10 +290,17 @@ func (d *debts) putPending(p []pendingCheck) {
 	d.pending = append(p, d.pending...)
 }
 
-// repay charges what the engine owes, where its stores answer: pending
-// checks are resolved into charges first. It returns the first error of
-// a store; what could not be charged stays owed.
+// repay charges what the engine owes, where its stores answer (see
+// repayLedger and repayShared), and returns the first error of each; what
+// could not be charged stays owed.
 func (e *Engine) repay(ctx context.Context) error {
+	return errors.Join(e.repayLedger(ctx), e.repayShared(ctx))
+}
+
+// repayLedger charges what the engine owes the ledger: pending checks are
+// resolved into charges first. It returns the first error of the ledger
+// (or of the catalog, for a pending check).
+func (e *Engine) repayLedger(ctx context.Context) error {
 	if e.debts.owed.Load() == 0 {
 		return nil
 	}
@@ -321,21 +328,29 @@ func (e *Engine) repay(ctx context.Context) error {
 			firstErr = e.repayLong(ctx, repayment{id: newRepaymentID(), cs: cs}, now)
 		}
 	}
-	if e.failover != nil {
-		for {
-			cs := e.debts.takeDue(false, now, repayBatch)
-			if len(cs) == 0 {
-				break
-			}
-			_, err := e.failover.shared.Take(ctx, cs)
-			e.debts.settle(cs, e.health.unavailable(err))
-			if err != nil {
-				firstErr = cmpErr(firstErr, err)
-				break
-			}
+	return firstErr
+}
+
+// repayShared charges the short windows' debts to the shared store and
+// returns its error. A shared store that cannot be reached is the
+// failover's to track (checks go on degraded meanwhile), not health's:
+// it must not make the engine say its ledger is down.
+func (e *Engine) repayShared(ctx context.Context) error {
+	if e.failover == nil {
+		return nil
+	}
+	now := e.clock.Now().UTC()
+	for {
+		cs := e.debts.takeDue(false, now, repayBatch)
+		if len(cs) == 0 {
+			return nil
+		}
+		_, err := e.failover.shared.Take(ctx, cs)
+		e.debts.settle(cs, err)
+		if err != nil {
+			return err
 		}
 	}
-	return firstErr
 }
 
 // repayLong charges repayment r to the ledger, exactly once: in one

@@ -62,13 +62,14 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 	// Every piece is bounded, and its failure recorded (see health); a
 	// periodic call cut short by shutdown is not a failure: Close does its
 	// work once more.
-	work := func(what string, f func(ctx context.Context) error) {
+	try := func(what string, f func(ctx context.Context) error, record func(error) error) {
 		bounded, cancel := context.WithTimeout(ctx, backgroundTimeout)
 		defer cancel()
-		if err := e.health.unavailable(f(bounded)); err != nil && ctx.Err() == nil {
+		if err := record(f(bounded)); err != nil && ctx.Err() == nil {
 			report(fmt.Errorf("%s: %w", what, err))
 		}
 	}
+	work := func(what string, f func(ctx context.Context) error) { try(what, f, e.health.unavailable) }
 	for {
 		select {
 		case <-ctx.Done():
@@ -79,7 +80,10 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			cancel()
 			return
 		case <-flush.C:
-			work("repay degraded admissions", e.repay)
+			work("repay degraded admissions", e.repayLedger)
+			// Not the ledger's: a Redis that cannot be reached leaves
+			// /readyz alone (see repayShared).
+			try("repay degraded admissions to Redis", e.repayShared, func(err error) error { return err })
 			work("flush history", e.history.flush)
 			work("write refunds' audit events", e.audits.flush)
 		case <-leases.C:
