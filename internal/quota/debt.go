@@ -290,17 +290,12 @@ func (d *debts) putPending(p []pendingCheck) {
 	d.pending = append(p, d.pending...)
 }
 
-// repay charges what the engine owes, where its stores answer (see
-// repayLedger and repayShared), and returns the first error of each; what
-// could not be charged stays owed.
+// repay charges what the engine owes the ledger, where it answers:
+// pending checks are resolved into charges first. It returns the first
+// error of the ledger (or of the catalog, for a pending check); what could
+// not be charged stays owed. The short windows' debts to a shared store
+// are repayShared's.
 func (e *Engine) repay(ctx context.Context) error {
-	return errors.Join(e.repayLedger(ctx), e.repayShared(ctx))
-}
-
-// repayLedger charges what the engine owes the ledger: pending checks are
-// resolved into charges first. It returns the first error of the ledger
-// (or of the catalog, for a pending check).
-func (e *Engine) repayLedger(ctx context.Context) error {
 	if e.debts.owed.Load() == 0 {
 		return nil
 	}
@@ -331,22 +326,22 @@ func (e *Engine) repayLedger(ctx context.Context) error {
 	return firstErr
 }
 
-// repayShared charges the short windows' debts to the shared store and
-// returns its error. A shared store that cannot be reached is the
-// failover's to track (checks go on degraded meanwhile), not health's:
-// it must not make the engine say its ledger is down.
-func (e *Engine) repayShared(ctx context.Context) error {
-	if e.failover == nil {
+// repayShared charges the short windows' debts, due at now, to the
+// failover's shared store and returns its error. A shared store that
+// cannot be reached is the failover's to track (checks go on degraded
+// meanwhile), not health's: it must not make the engine say its ledger is
+// down.
+func (d *debts) repayShared(ctx context.Context, f *Failover, now time.Time) error {
+	if f == nil {
 		return nil
 	}
-	now := e.clock.Now().UTC()
 	for {
-		cs := e.debts.takeDue(false, now, repayBatch)
+		cs := d.takeDue(false, now, repayBatch)
 		if len(cs) == 0 {
 			return nil
 		}
-		_, err := e.failover.shared.Take(ctx, cs)
-		e.debts.settle(cs, err)
+		_, err := f.shared.Take(ctx, cs)
+		d.settle(cs, err)
 		if err != nil {
 			return err
 		}

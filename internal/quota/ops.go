@@ -80,10 +80,12 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			cancel()
 			return
 		case <-flush.C:
-			work("repay degraded admissions", e.repayLedger)
+			work("repay degraded admissions", e.repay)
 			// Not the ledger's: a Redis that cannot be reached leaves
 			// /readyz alone (see repayShared).
-			try("repay degraded admissions to Redis", e.repayShared, func(err error) error { return err })
+			try("repay degraded admissions to Redis", func(ctx context.Context) error {
+				return e.debts.repayShared(ctx, e.failover, e.clock.Now().UTC())
+			}, func(err error) error { return err })
 			work("flush history", e.history.flush)
 			work("write refunds' audit events", e.audits.flush)
 		case <-leases.C:
@@ -126,6 +128,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	var errs []error
 	if err := e.repay(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("repay degraded admissions: %w", err))
+	}
+	if err := e.debts.repayShared(ctx, e.failover, e.clock.Now().UTC()); err != nil {
+		errs = append(errs, fmt.Errorf("repay degraded admissions to Redis: %w", err))
 	}
 	if e.leases != nil {
 		if err := e.health.unavailable(e.leases.Close(ctx)); err != nil {
