@@ -72,7 +72,8 @@ type usageEntry struct {
 	Used      int64            `json:"used"`
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
-	ResetAt   time.Time        `json:"reset_at"`
+	// ResetAt is null for a window that never resets (total).
+	ResetAt *time.Time `json:"reset_at"`
 	// Refunded is in a refund's answer only: the units it took off this
 	// window.
 	Refunded *int64 `json:"refunded,omitempty"`
@@ -356,13 +357,22 @@ type refundAnswer struct {
 	Usage    []usageEntry `json:"usage"`
 }
 
+// resetAt is a window's reset_at as answers show it: null (nil) for one
+// that never resets, which quota reports as the zero time.
+func resetAt(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 func toUsageEntries(us []quota.Usage) []usageEntry {
 	out := make([]usageEntry, len(us))
 	for i, u := range us {
 		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
 		out[i] = usageEntry{Metric: u.Metric, Subject: u.Subject, Window: u.Window, Limit: u.Limit,
 			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
-			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
+			Remaining: u.Remaining, Overage: u.Overage, ResetAt: resetAt(u.ResetAt)}
 	}
 	return out
 }
