@@ -216,6 +216,10 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
 			engine.Forget(customer, metric)
 		}
+	case store.NotifyTotal:
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
+			engine.ForgetLeases(customer, metric)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ type Checker interface {
 	Usage(ctx context.Context, customer, subject string) (tiers.Account, []quota.Usage, error)
 	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
+	SetTotal(ctx context.Context, actor, customer, metric string, used int64) (quota.Usage, error)
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
 	Today() time.Time
 	Stats() quota.Stats
@@ -399,6 +400,34 @@ func (s *Server) resetUsage(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// totalRequest is the body of PUT /v1/customers/{id}/usage/{metric}/total.
+type totalRequest struct {
+	Used *int64 `json:"used"`
+}
+
+// totalAnswer is its answer: the customer's total of the metric as set.
+type totalAnswer struct {
+	Customer string `json:"customer"`
+	usageEntry
+}
+
+// putTotal sets a customer's gauge (window total) of a metric outright.
+func (s *Server) putTotal(c echo.Context) error {
+	var req totalRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	if req.Used == nil {
+		return invalid("used", "is required")
+	}
+	customer := param(c, "customer")
+	u, err := s.checker.SetTotal(c.Request().Context(), actor(c), customer, param(c, "metric"), *req.Used)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, totalAnswer{Customer: customer, usageEntry: toUsageEntries([]quota.Usage{u})[0]})
 }
 
 const dateLayout = "2006-01-02"

@@ -885,6 +885,10 @@ func (fuzzChecker) Reset(context.Context, string, string, string) error {
 	panic("fuzzChecker: unexpected call")
 }
 
+func (fuzzChecker) SetTotal(context.Context, string, string, string, int64) (quota.Usage, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
 func (fuzzChecker) History(context.Context, string, string, time.Time, time.Time) ([]quota.Day, error) {
 	panic("fuzzChecker: unexpected call")
 }
