@@ -217,8 +217,10 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 			engine.Forget(customer, metric)
 		}
 	case store.NotifyTotal:
-		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
-			engine.ForgetLeases(customer, metric)
+		// A set of a total ended its leases, and only them: the short
+		// windows stay, and the metric's other leases are asked about.
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok && leases != nil {
+			leases.Forget(customer, metric)
 		}
 	}
 }

@@ -415,7 +415,10 @@ func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, u
 	if _, err := e.ledger.SetTotal(ctx, actor, customer, metric, used, now); err != nil {
 		return Usage{}, e.health.unavailable(err)
 	}
-	e.ForgetLeases(customer, metric)
+	if e.leases != nil {
+		// The store ended this process's lease of the total too.
+		e.leases.Forget(customer, metric)
+	}
 	return Usage{Metric: metric, Window: tiers.Total, Limit: limit.Limit.Limit, Used: used,
 		Remaining: max(0, limit.Limit.Limit-used)}, nil
 }
@@ -430,16 +433,6 @@ func (e *Engine) Forget(customer, metric string) {
 	if f := e.failover; f != nil {
 		f.shared.mirror.forget(customer, metric)
 	}
-	if e.leases != nil {
-		e.leases.Forget(customer, metric)
-	}
-}
-
-// ForgetLeases drops this process's leases of the customer's metric,
-// which a set of its total ended in the store (its other windows' leases
-// are asked about again, and kept where the store still holds them); its
-// short windows stay. Other processes call it when told of a set.
-func (e *Engine) ForgetLeases(customer, metric string) {
 	if e.leases != nil {
 		e.leases.Forget(customer, metric)
 	}
