@@ -111,6 +111,11 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 		if r.Status != http.StatusTooManyRequests || ans.RetryAfter != nil || r.Header.Get("Retry-After") != "" {
 			t.Errorf("a full total: %d Retry-After %q %s, want 429 with no retry", r.Status, r.Header.Get("Retry-After"), r.Body)
 		}
+		// The count is the process's, which a lease may know a moment late.
+		detail := regexp.MustCompile(`^the api_calls/total limit of 1000 is reached \([0-9]+ used\) and never resets: a refund or a set of the total frees units; do not retry$`)
+		if got, _ := r.JSON(t)["detail"].(string); !detail.MatchString(got) {
+			t.Errorf("detail = %q, want it to match %s", got, detail)
+		}
 	})
 	t.Run("a limit lowered below the count", func(t *testing.T) {
 		a.mustDo(http.StatusOK, "PUT", "/v1/plans/limited", `{"name":"Limited","limits":[{"metric":"api_calls","window":"total","limit":500}]}`)
