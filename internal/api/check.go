@@ -420,7 +420,7 @@ func (s *Server) putTotal(c echo.Context) error {
 		return err
 	}
 	if req.Used == nil {
-		return invalid("used", "is required")
+		return tiers.Invalid("used", "is required")
 	}
 	customer := param(c, "customer")
 	u, err := s.checker.SetTotal(c.Request().Context(), actor(c), customer, param(c, "metric"), *req.Used)

@@ -371,17 +371,10 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 	return nil
 }
 
-// SetTotal sets the customer's count of metric in window total, its
-// gauge (seats, projects), to used, in every quotad process: to sync it
-// with the application's own records. The customer must have a
-// customer-wide limit of window total on metric in effect
-// (tiers.ErrNoTotalLimit otherwise); used may be above it (the limit was
-// lowered, the records say more): later checks are then denied until
-// refunds bring the count below. Checks admitted by other processes from
-// their leases before they hear of the set count as before it, as for a
-// reset. It returns the total's usage after the set; actor is recorded
-// in the audit log.
-func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, used int64) (Usage, error) {
+// ValidateTotal returns the *tiers.ValidationError of a set of customer's
+// total of metric to used (see Engine.SetTotal), or nil: used is a count,
+// 0..tiers.MaxLimit.
+func ValidateTotal(customer, metric string, used int64) error {
 	var fields []tiers.FieldError
 	if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		fields = append(fields, err.(*tiers.ValidationError).Fields...)
@@ -393,7 +386,24 @@ func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, u
 		fields = append(fields, tiers.FieldError{Field: "used", Message: fmt.Sprintf("must be an integer between 0 and %d", tiers.MaxLimit)})
 	}
 	if fields != nil {
-		return Usage{}, &tiers.ValidationError{Fields: fields}
+		return &tiers.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// SetTotal sets the customer's count of metric in window total, its
+// gauge (seats, projects), to used, in every quotad process: to sync it
+// with the application's own records. The customer must have a
+// customer-wide limit of window total on metric in effect
+// (tiers.ErrNoTotalLimit otherwise); used may be above it (the limit was
+// lowered, the records say more): later checks are then denied until
+// refunds bring the count below. Checks admitted by other processes from
+// their leases before they hear of the set count as before it, as for a
+// reset. It returns the total's usage after the set; actor is recorded
+// in the audit log.
+func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, used int64) (Usage, error) {
+	if err := ValidateTotal(customer, metric, used); err != nil {
+		return Usage{}, err
 	}
 	acct, err := e.catalog.Account(ctx, customer)
 	if err != nil {
