@@ -8,7 +8,9 @@ import (
 )
 
 // Windows, as quotad names them. second and minute are short windows;
-// hour, day, week and month calendar windows in UTC.
+// hour, day, week and month calendar windows in UTC; total never resets (a
+// gauge: seats, projects; checks add to it, refunds take from it, and
+// Client.SetTotal sets it). A total's ResetAt is the zero time.
 const (
 	Second = "second"
 	Minute = "minute"
@@ -16,6 +18,7 @@ const (
 	Day    = "day"
 	Week   = "week"
 	Month  = "month"
+	Total  = "total"
 )
 
 // Modes of a limit.
@@ -318,13 +321,14 @@ type CheckLimit struct {
 	Metric string `json:"metric"`
 	// Subject is the subject a window of a limit per subject counts for;
 	// empty for the customer's windows.
-	Subject   string    `json:"subject,omitempty"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	ResetAt   time.Time `json:"reset_at"`
-	Mode      string    `json:"mode"`
+	Subject   string `json:"subject,omitempty"`
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Used      int64  `json:"used"`
+	Remaining int64  `json:"remaining"`
+	// ResetAt is the zero time for a Total, which never resets.
+	ResetAt time.Time `json:"reset_at"`
+	Mode    string    `json:"mode"`
 	// State is ok, overage, elastic or exceeded (this window denied).
 	State string `json:"state"`
 }
@@ -367,15 +371,16 @@ type UsageEntry struct {
 	Metric string `json:"metric"`
 	// Subject is the subject a window of a limit per subject counts for
 	// (SubjectUsage); empty for the customer's windows.
-	Subject   string    `json:"subject,omitempty"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Algorithm string    `json:"algorithm,omitempty"`
-	Burst     *int64    `json:"burst,omitempty"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	Overage   int64     `json:"overage"`
-	ResetAt   time.Time `json:"reset_at"`
+	Subject   string `json:"subject,omitempty"`
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Burst     *int64 `json:"burst,omitempty"`
+	Used      int64  `json:"used"`
+	Remaining int64  `json:"remaining"`
+	Overage   int64  `json:"overage"`
+	// ResetAt is the zero time for a Total, which never resets.
+	ResetAt time.Time `json:"reset_at"`
 	// Refunded is, in a refund's answer, how many units went back to this
 	// window, when quotad says.
 	Refunded int64 `json:"refunded,omitempty"`

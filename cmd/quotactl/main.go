@@ -13,6 +13,7 @@
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
 //	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl usage CUSTOMER [--subject S]
+//	quotactl set-total CUSTOMER METRIC USED
 //	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
 //	quotactl keys list CUSTOMER
 //	quotactl keys revoke KEY_ID
@@ -63,9 +64,10 @@ type cli struct {
 		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
 		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
 	} `cmd:"" help:"The catalog as code."`
-	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
-	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
-	Keys  keysCmd  `cmd:"" help:"Issue, list and revoke customers' API keys."`
+	Check    checkCmd    `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
+	Usage    usageCmd    `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
+	SetTotal setTotalCmd `cmd:"" name:"set-total" help:"Set a customer's total of a metric (a gauge: seats, projects) to a count, to sync it with the application's records."`
+	Keys     keysCmd     `cmd:"" help:"Issue, list and revoke customers' API keys."`
 }
 
 // env is what every command runs with.

@@ -400,6 +400,35 @@ customers:
 	}
 }
 
+// Seats as code: a plan's limit of window total, set to the application's
+// count, printed with no reset; a check it denies can never pass.
+func TestSeats(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", mustWrite(t, `metrics:
+  seats: {description: Seats of a workspace}
+plans:
+  team:
+    limits:
+      - {metric: seats, window: total, limit: 10}
+customers:
+  acme:
+    plan: team
+`))
+	for _, tt := range []checkRun{
+		{name: "add a seat", args: []string{"check", "acme", "seats"}, wantOut: []string{
+			"acme seats cost 1: allowed\n", "seats - total hard 10 1 9 ok never\n"}},
+		{name: "set the count", args: []string{"set-total", "acme", "seats", "10"}, wantOut: []string{
+			"acme seats total: 10 used of 10, 0 remaining\n"}},
+		{name: "full", args: []string{"check", "acme", "seats"}, wantCode: 2, wantOut: []string{
+			"denied: the check can never pass\n", "seats - total hard 10 10 0 exceeded never\n"}},
+		{name: "usage", args: []string{"usage", "acme"}, wantOut: []string{"seats - total 10 10 0 0 never\n"}},
+		{name: "a negative count", args: []string{"set-total", "acme", "seats", "--", "-1"}, wantCode: 1},
+		{name: "the catalog exports the total", args: []string{"catalog", "export"}, wantOut: []string{"window: total"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, srv) })
+	}
+}
+
 // TestCheckItemsAndSubjects checks with subjects and of several items, a
 // metric drawing on a credit pool among them, and reads a subject's usage.
 func TestCheckItemsAndSubjects(t *testing.T) {

@@ -216,6 +216,12 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
 			engine.Forget(customer, metric)
 		}
+	case store.NotifyTotal:
+		// A set of a total ended its leases, and only them: the short
+		// windows stay, and the metric's other leases are asked about.
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok && leases != nil {
+			leases.Forget(customer, metric)
+		}
 	}
 }
 

@@ -30,6 +30,7 @@ var bodyTypes = map[string]reflect.Type{
 	"PUT /v1/customers/{customer}/overrides/{metric}/{window}": reflect.TypeFor[tiers.OverrideSpec](),
 	"PUT /v1/webhooks/{webhook}":                               reflect.TypeFor[webhooks.Spec](),
 	"POST /v1/customers/{customer}/keys":                       reflect.TypeFor[keys.Spec](),
+	"PUT /v1/customers/{customer}/usage/{metric}/total":        reflect.TypeFor[totalRequest](),
 }
 
 // The decoder admits null exactly where openapi.yaml says a request field is

@@ -35,6 +35,7 @@ const (
 	codeReservationExpired   = "reservation_expired"
 	codeCheckNotFound        = "check_not_found"
 	codeSubjectRequired      = "subject_required"
+	codeNoTotalLimit         = "no_total_limit"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
 	codeMetricNotFound       = "metric_not_found"
@@ -126,6 +127,7 @@ var errorTable = []struct {
 	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
 	{tiers.ErrCheckNotFound, http.StatusNotFound, codeCheckNotFound},
 	{tiers.ErrSubjectRequired, http.StatusBadRequest, codeSubjectRequired},
+	{tiers.ErrNoTotalLimit, http.StatusConflict, codeNoTotalLimit},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
 
@@ -146,6 +148,7 @@ var details = map[string]string{
 	codeNotFound:            "no such route",
 	codeMethodNotAllowed:    "the route does not allow this method",
 	codeSubjectRequired:     "the metric has limits per subject: the request must name a subject",
+	codeNoTotalLimit:        "no limit of window total on this metric is in effect for the customer: only a total can be set",
 }
 
 // toProblem turns any error a handler returns into the problem to send.

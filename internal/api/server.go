@@ -189,6 +189,7 @@ func New(cfg Config) *Server {
 
 	v1.GET("/customers/:customer/usage", s.usage)
 	v1.DELETE("/customers/:customer/usage/:metric", s.resetUsage)
+	v1.PUT("/customers/:customer/usage/:metric/total", s.putTotal)
 	v1.GET("/customers/:customer/usage/history", s.history)
 	v1.POST("/check", s.check)
 	v1.POST("/refund", s.refund)

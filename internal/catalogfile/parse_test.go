@@ -168,7 +168,7 @@ func TestBadFiles(t *testing.T) {
 				"        mode: strict",
 			),
 			want: []string{
-				"catalog.yaml:6: plans.pro.limits[0].window: must be one of second, minute, hour, day, week, month",
+				"catalog.yaml:6: plans.pro.limits[0].window: must be one of second, minute, hour, day, week, month, total",
 				"catalog.yaml:8: plans.pro.limits[0].mode: must be one of hard, soft, elastic",
 			},
 		},

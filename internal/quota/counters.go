@@ -201,7 +201,10 @@ func (c *counters) usage(ctx context.Context, catalog Catalog, acct tiers.Accoun
 			key.Subject = subject
 		}
 		u := Usage{Metric: el.Metric, Subject: key.Subject, Window: el.Window, Algorithm: el.Algorithm, Burst: el.Burst,
-			Limit: el.Limit.Limit, ResetAt: end}
+			Limit: el.Limit.Limit}
+		if el.Window.Resets() {
+			u.ResetAt = end
+		}
 		if el.Window.Short() {
 			m, err := catalog.Metric(ctx, el.Metric)
 			if err != nil {

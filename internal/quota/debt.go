@@ -57,7 +57,7 @@ type debtKey struct {
 }
 
 // windowIndex has a place for every window (see tiers.Windows).
-var windowIndex [tiers.Month + 1]struct{}
+var windowIndex [tiers.Total + 1]struct{}
 
 // repayment is a batch of charges repaid to the ledger in one
 // transaction, under an id of its own.

@@ -221,7 +221,7 @@ func chargeWindows(c *Charge, allowed bool, dst []WindowResult) []WindowResult {
 		sp, o := &c.Spans[i], &c.Out[i]
 		after := addCap(o.Used, c.Cost)
 		length := sp.Key.Window.Length()
-		if length == 0 {
+		if length == 0 && sp.Key.Window.Resets() {
 			length = sp.End.Sub(sp.Key.Start)
 		}
 		w := WindowResult{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Mode: sp.Rule.Mode,

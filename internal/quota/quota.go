@@ -3,7 +3,8 @@
 // counts short windows (second, minute) in process, each by the algorithm
 // its limit names (sliding window counter, fixed window, sliding log or
 // token bucket; see algorithms.go), and long windows (hour, day, week,
-// month) through a Ledger shared by every quotad process.
+// month, and total, which never resets) through a Ledger shared by every
+// quotad process.
 //
 // NOTE on over-limit behaviour. A denied check is a result (Decision with
 // Allowed false), never an error, and it charges nothing anywhere: units
@@ -124,10 +125,11 @@ type WindowResult struct {
 	Limit     int64
 	Used      int64
 	Remaining int64
-	ResetAt   time.Time
-	State     State
+	// ResetAt is the zero time for a window that never resets (total).
+	ResetAt time.Time
+	State   State
 	// Length is the window's length at the time of the check (calendar
-	// months vary), for the RateLimit-Policy header.
+	// months vary), for the RateLimit-Policy header; 0 for a total.
 	Length time.Duration
 }
 
@@ -195,7 +197,8 @@ type Usage struct {
 	Used      int64
 	Remaining int64
 	Overage   int64
-	ResetAt   time.Time
+	// ResetAt is the zero time for a window that never resets (total).
+	ResetAt time.Time
 	// Refunded, in a refund's answer, is how many units the refund took
 	// off this window's count (see RefundResult); 0 elsewhere.
 	Refunded int64

@@ -250,7 +250,7 @@ func (s *set) spansOf(g int) int {
 	if gr.subject != "" {
 		per = tiers.PerSubject
 	}
-	var limits [tiers.Month + 1]*tiers.Limit // by window
+	var limits [tiers.Total + 1]*tiers.Limit // by window
 	perSubject := false
 	for i := range acct.Plan.Limits {
 		if l := &acct.Plan.Limits[i]; l.Metric == m.Key {
@@ -273,7 +273,7 @@ func (s *set) spansOf(g int) int {
 			return i
 		}
 	}
-	var globals [tiers.Month + 1]GlobalKey // by window, where the metric declares a capacity
+	var globals [tiers.Total + 1]GlobalKey // by window, where the metric declares a capacity
 	var shortG, longG []GlobalKey
 	for _, w := range tiers.Windows {
 		if _, ok := m.Capacity[w]; ok {

@@ -104,7 +104,8 @@ func (s MetricSpec) Validate(key string) (Metric, error) {
 	for name, v := range s.Capacity {
 		field := "capacity." + name
 		w, ok := ParseWindow(name)
-		if !ok {
+		if !ok || !w.Resets() {
+			// Spare capacity is for elastic limits, which a total has not.
 			p.add(field, "must be a window: second, minute, hour, day, week or month")
 			continue
 		}
@@ -317,6 +318,11 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 			return
 		}
 		l.Mode = m
+	}
+	if l.Mode != Hard && !l.Window.Resets() {
+		// A count that never resets has no period to bill overage for nor
+		// a metric's spare capacity to draw on.
+		p.add(field("mode"), "must be hard on window total")
 	}
 	if t.OveragePercent != nil && *t.OveragePercent != 0 {
 		switch {

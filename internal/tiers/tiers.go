@@ -25,8 +25,10 @@ const MaxOveragePercent = 1000
 type Window uint8
 
 // The windows. Second and Minute are short windows, counted in process by
-// their limit's Algorithm; the others are calendar windows counted in
-// PostgreSQL.
+// their limit's Algorithm; the others are long windows counted in
+// PostgreSQL: the calendar windows, and Total, which never ends (a gauge:
+// seats, projects, a lifetime allowance; checks add to it, refunds take
+// from it, only an admin's set or reset brings it elsewhere).
 const (
 	Second Window = iota + 1
 	Minute
@@ -34,16 +36,17 @@ const (
 	Day
 	Week
 	Month
+	Total
 )
 
 // Windows lists every window, shortest first.
-var Windows = []Window{Second, Minute, Hour, Day, Week, Month}
+var Windows = []Window{Second, Minute, Hour, Day, Week, Month, Total}
 
-var windowNames = [...]string{"", "second", "minute", "hour", "day", "week", "month"}
+var windowNames = [...]string{"", "second", "minute", "hour", "day", "week", "month", "total"}
 
 // ParseWindow returns the window named s.
 func ParseWindow(s string) (Window, bool) {
-	for i := Second; i <= Month; i++ {
+	for i := Second; i <= Total; i++ {
 		if windowNames[i] == s {
 			return i, true
 		}
@@ -53,20 +56,24 @@ func ParseWindow(s string) (Window, bool) {
 
 // String returns the window's name as used in the API.
 func (w Window) String() string {
-	if w < Second || w > Month {
+	if !w.Valid() {
 		return fmt.Sprintf("Window(%d)", uint8(w))
 	}
 	return windowNames[w]
 }
 
 // Valid reports whether w is one of the declared windows.
-func (w Window) Valid() bool { return w >= Second && w <= Month }
+func (w Window) Valid() bool { return w >= Second && w <= Total }
 
 // Short reports whether w is counted in process (second, minute).
 func (w Window) Short() bool { return w == Second || w == Minute }
 
+// Resets reports whether counts of w go back to zero when it ends: every
+// window but Total, which never ends.
+func (w Window) Resets() bool { return w != Total }
+
 // Length returns the fixed length of a short window; it is 0 for calendar
-// windows, whose length depends on the date.
+// windows, whose length depends on the date, and for Total, which has none.
 func (w Window) Length() time.Duration {
 	switch w {
 	case Second:

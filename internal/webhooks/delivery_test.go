@@ -18,6 +18,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -55,6 +56,20 @@ func TestPayloadGolden(t *testing.T) {
 				t.Errorf("Payload = %s\nwant      %s", got, want)
 			}
 		})
+	}
+}
+
+// A total never ends: its events' window_end is null, not a date no one
+// reaches.
+func TestPayloadOfATotal(t *testing.T) {
+	e := sampleEvent(Threshold)
+	e.Window, e.Start, e.End = tiers.Total, quota.TotalStart, quota.TotalEnd
+	got, err := Payload(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"window":"total","window_start":"1970-01-01T00:00:00Z","window_end":null,`) {
+		t.Errorf("Payload = %s, want window_end null", got)
 	}
 }
 

@@ -41,7 +41,7 @@ type Event struct {
 	Type       EventType
 	Customer   string
 	Metric     string
-	Window     tiers.Window // hour, day, week or month
+	Window     tiers.Window // hour, day, week, month or total
 	Start, End time.Time    // the window's bounds
 	Threshold  int          // percent of Limit, for Threshold; 0 otherwise
 	Limit      int64

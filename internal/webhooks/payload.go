@@ -24,10 +24,11 @@ type payloadData struct {
 	Metric      string       `json:"metric"`
 	Window      tiers.Window `json:"window"`
 	WindowStart time.Time    `json:"window_start"`
-	WindowEnd   time.Time    `json:"window_end"`
-	Threshold   *int         `json:"threshold,omitempty"` // usage.threshold only
-	Limit       int64        `json:"limit"`
-	Used        int64        `json:"used"`
+	// WindowEnd is null for a total, which never ends.
+	WindowEnd *time.Time `json:"window_end"`
+	Threshold *int       `json:"threshold,omitempty"` // usage.threshold only
+	Limit     int64      `json:"limit"`
+	Used      int64      `json:"used"`
 }
 
 // Payload returns the bytes delivered for e.
@@ -36,8 +37,12 @@ func Payload(e Event) ([]byte, error) {
 		Type: e.Type, Timestamp: e.At.UTC(),
 		Data: payloadData{
 			Customer: e.Customer, Metric: e.Metric, Window: e.Window,
-			WindowStart: e.Start.UTC(), WindowEnd: e.End.UTC(), Limit: e.Limit, Used: e.Used,
+			WindowStart: e.Start.UTC(), Limit: e.Limit, Used: e.Used,
 		},
+	}
+	if e.Window.Resets() {
+		end := e.End.UTC()
+		p.Data.WindowEnd = &end
 	}
 	if e.Type == Threshold {
 		t := e.Threshold
