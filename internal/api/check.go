@@ -72,7 +72,9 @@ type usageEntry struct {
 	Used      int64            `json:"used"`
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
-	ResetAt   time.Time        `json:"reset_at"`
+	// Granted: units of the window grants paid for (not in used).
+	Granted int64     `json:"granted"`
+	ResetAt time.Time `json:"reset_at"`
 	// Refunded is in a refund's answer only: the units it took off this
 	// window.
 	Refunded *int64 `json:"refunded,omitempty"`
@@ -362,7 +364,7 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
 		out[i] = usageEntry{Metric: u.Metric, Subject: u.Subject, Window: u.Window, Limit: u.Limit,
 			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
-			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
+			Remaining: u.Remaining, Overage: u.Overage, Granted: u.Granted, ResetAt: u.ResetAt}
 	}
 	return out
 }

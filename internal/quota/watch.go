@@ -41,7 +41,7 @@ func (s *set) watch(w Watcher, allowed bool) {
 		for j := range c.Spans {
 			sp, o := &c.Spans[j], &c.Out[j]
 			used := o.Used
-			if allowed {
+			if allowed && !o.Granted {
 				used = addCap(used, c.Cost)
 			}
 			w.Observe(Observation{Key: sp.Key, End: sp.End, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: used,

@@ -400,6 +400,31 @@ type Customer struct {
 	Version          int64           `json:"version"`
 	CreatedAt        time.Time       `json:"created_at"`
 	UpdatedAt        time.Time       `json:"updated_at"`
+	// Grants are the metrics and expiries of the customer's grants that
+	// had units left when it was loaded (see HasGrants); the catalog's
+	// loads fill it, nothing else.
+	Grants []GrantTerm `json:"-"`
+}
+
+// GrantTerm is what the catalog keeps of a customer's live grant: its
+// metric and when it expires (nil: never).
+type GrantTerm struct {
+	Metric    string     `json:"metric"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// HasGrants reports whether the customer, as loaded, has a grant of
+// metric that is unexpired at at: whether a check a hard long window
+// denies may draw on grants. It may say true of grants drawn or voided
+// since (the draw then finds nothing), never false of one created before
+// the load.
+func (c *Customer) HasGrants(metric string, at time.Time) bool {
+	for _, g := range c.Grants {
+		if g.Metric == metric && (g.ExpiresAt == nil || g.ExpiresAt.After(at)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Override is a limit set for one customer on one metric+window. It replaces

@@ -1,0 +1,3 @@
+DROP TABLE granted_usage;
+DROP TABLE grant_draws;
+DROP TABLE grants;
