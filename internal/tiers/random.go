@@ -24,4 +24,3 @@ func RandomBase62(n int) (string, error) {
 	}
 	return string(out), nil
 }
-
