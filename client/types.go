@@ -276,6 +276,9 @@ type CheckResult struct {
 	RetryAfter *int64 `json:"retry_after"`
 	// Degraded: quotad answered without a shared store it could not reach.
 	Degraded bool `json:"degraded"`
+	// Granted is how many units the check drew on the customer's grants
+	// (a hard window of a day or longer denied them); 0 otherwise.
+	Granted int64 `json:"granted,omitempty"`
 	// Limits are every window the check covered (of every item, once):
 	// the customer's, its subjects', the credit pools'.
 	Limits []CheckLimit `json:"limits"`
@@ -367,15 +370,18 @@ type UsageEntry struct {
 	Metric string `json:"metric"`
 	// Subject is the subject a window of a limit per subject counts for
 	// (SubjectUsage); empty for the customer's windows.
-	Subject   string    `json:"subject,omitempty"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Algorithm string    `json:"algorithm,omitempty"`
-	Burst     *int64    `json:"burst,omitempty"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	Overage   int64     `json:"overage"`
-	ResetAt   time.Time `json:"reset_at"`
+	Subject   string `json:"subject,omitempty"`
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Burst     *int64 `json:"burst,omitempty"`
+	Used      int64  `json:"used"`
+	Remaining int64  `json:"remaining"`
+	Overage   int64  `json:"overage"`
+	// Granted is how many units of the window the customer's grants paid
+	// for (not counted in Used).
+	Granted int64     `json:"granted"`
+	ResetAt time.Time `json:"reset_at"`
 	// Refunded is, in a refund's answer, how many units went back to this
 	// window, when quotad says.
 	Refunded int64 `json:"refunded,omitempty"`
