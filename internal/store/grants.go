@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
@@ -347,19 +348,16 @@ func (db *DB) Granted(ctx context.Context, counters []quota.CounterKey) ([]int64
 	return out, nil
 }
 
-// GrantUse is the units drawn on one grant in a period (see
-// FindGrantUse).
-type GrantUse struct {
-	Grant  string `db:"grant_id"`
-	Metric string
-	Units  int64
+type grantUseRow struct {
+	GrantID string
+	Metric  string
+	Units   int64
 }
 
-// FindGrantUse returns, per grant of the customer, the units drawn on it
-// in [from, to) (draws given back taken off), for statements.
-func (db *DB) FindGrantUse(ctx context.Context, customer string, from, to time.Time) ([]GrantUse, error) {
+// FindGrantUse implements billing.Store.
+func (db *DB) FindGrantUse(ctx context.Context, customer string, from, to time.Time) ([]billing.GrantUse, error) {
 	const q = `
-		SELECT grant_id, metric, sum(units)::bigint AS units FROM grant_draws
+		SELECT grant_id AS grantid, metric, sum(units)::bigint AS units FROM grant_draws
 		WHERE customer_id = $1 AND drawn_at >= $2 AND drawn_at < $3
 		GROUP BY grant_id, metric HAVING sum(units) > 0
 		ORDER BY metric, grant_id`
@@ -367,9 +365,13 @@ func (db *DB) FindGrantUse(ctx context.Context, customer string, from, to time.T
 	if err != nil {
 		return nil, fmt.Errorf("find grant use of customer[%s]: %w", customer, mapErr(err))
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[GrantUse])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[grantUseRow])
 	if err != nil {
 		return nil, fmt.Errorf("find grant use of customer[%s]: %w", customer, mapErr(err))
+	}
+	out := make([]billing.GrantUse, len(list))
+	for i, r := range list {
+		out[i] = billing.GrantUse{Grant: r.GrantID, Metric: r.Metric, Units: r.Units}
 	}
 	return out, nil
 }

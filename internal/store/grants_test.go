@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
@@ -245,6 +246,26 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 	left := p.remaining(t)
 	if left[lowSoon.ID] != 2 || left[expiring.ID] != 5 {
 		t.Errorf("expired grants were drawn: %d and %d left of 2 and 5", left[lowSoon.ID], left[expiring.ID])
+	}
+	// The statement lists what each grant gave, billing none of it.
+	st, err := billing.NewService(p.db, f.clock.Now).Statement(context.Background(), "acme", "2026-11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drawn := map[string]int64{}
+	for _, l := range st.Lines {
+		if l.Kind == billing.KindGrant {
+			drawn[*l.Metric] += l.Quantity
+			if l.AmountCents != 0 || l.Plan != "p" {
+				t.Errorf("grant line %+v: want amount 0 on plan p", l)
+			}
+		}
+		if l.Kind == billing.KindOverage {
+			t.Errorf("an overage line for units drawn on grants: %+v", l)
+		}
+	}
+	if drawn["api_calls"] != 4 {
+		t.Errorf("statement lists %d units drawn on grants; want 4 (%+v)", drawn["api_calls"], st.Lines)
 	}
 	// A cost no window fits comes whole from grants, all or nothing.
 	p.mustGrant(t, 3, 0, nil)
