@@ -53,3 +53,25 @@ CREATE TABLE granted_usage (
     granted      bigint      NOT NULL CHECK (granted >= 0),
     PRIMARY KEY (customer_id, metric, quota_window, window_start)
 );
+
+-- grant.exhausted: checks drew a grant's last unit. Such an event concerns
+-- no window; it happens once per grant.
+ALTER TABLE usage_events
+    ADD COLUMN grant_id text COLLATE "C",
+    ALTER COLUMN quota_window DROP NOT NULL,
+    ALTER COLUMN window_start DROP NOT NULL,
+    ALTER COLUMN window_end DROP NOT NULL,
+    DROP CONSTRAINT usage_events_type_check,
+    ADD CONSTRAINT usage_events_type_check
+        CHECK (type IN ('usage.threshold', 'usage.overage_started', 'usage.limit_reached', 'grant.exhausted')),
+    ADD CONSTRAINT usage_events_grant_check CHECK (
+        CASE WHEN type = 'grant.exhausted'
+             THEN grant_id IS NOT NULL AND quota_window IS NULL AND window_start IS NULL AND window_end IS NULL
+             ELSE grant_id IS NULL AND quota_window IS NOT NULL AND window_start IS NOT NULL AND window_end IS NOT NULL
+        END);
+CREATE UNIQUE INDEX usage_events_grant_once ON usage_events (grant_id) WHERE grant_id IS NOT NULL;
+
+ALTER TABLE webhooks
+    DROP CONSTRAINT webhooks_events_check,
+    ADD CONSTRAINT webhooks_events_check
+        CHECK (events <@ ARRAY['usage.threshold', 'usage.overage_started', 'usage.limit_reached', 'grant.exhausted']);

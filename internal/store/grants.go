@@ -15,6 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 var (
@@ -179,6 +180,7 @@ func (db *DB) VoidGrant(ctx context.Context, w tiers.Write, id string) (grants.G
 type liveGrantRow struct {
 	ID        string
 	Metric    string
+	Amount    int64
 	Remaining int64
 }
 
@@ -191,11 +193,11 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 	ok := false
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		taken, ok = taken[:0], false
-		var exhausted []string // customers one of whose grants a draw used up
+		var exhausted []webhooks.Event // of the grants the draws use up
 		for _, d := range sortedDraws(draws) {
 			const lock = `
-				SELECT id, metric, remaining FROM (
-				  SELECT id, metric, remaining, priority, expires_at, created_at FROM grants
+				SELECT id, metric, amount, remaining FROM (
+				  SELECT id, metric, amount, remaining, priority, expires_at, created_at FROM grants
 				  WHERE customer_id = $1 AND metric = $2 AND remaining > 0 AND voided_at IS NULL
 				    AND (expires_at IS NULL OR expires_at > $3)
 				  ORDER BY id
@@ -218,7 +220,8 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 				need -= n
 				taken = append(taken, quota.GrantTake{Grant: g.ID, Customer: d.Customer, Metric: d.Metric, Units: n})
 				if n == g.Remaining {
-					exhausted = append(exhausted, d.Customer)
+					exhausted = append(exhausted, webhooks.Event{Type: webhooks.GrantExhausted, Customer: d.Customer,
+						Metric: d.Metric, Grant: g.ID, Limit: g.Amount, Used: g.Amount, At: at})
 				}
 			}
 			if need > 0 {
@@ -228,11 +231,20 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 		if err := applyTakes(ctx, tx, draws, taken, at, 1); err != nil {
 			return err
 		}
-		slices.Sort(exhausted)
-		for _, c := range slices.Compact(exhausted) {
+		// A grant used up: its customer's processes learn it has no more
+		// (if none is left), and the webhooks hear of it.
+		customers := make([]string, len(exhausted))
+		for i, e := range exhausted {
+			customers[i] = e.Customer
+		}
+		slices.Sort(customers)
+		for _, c := range slices.Compact(customers) {
 			if err := db.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
+		}
+		if _, err := db.recordEvents(ctx, tx, exhausted); err != nil {
+			return err
 		}
 		ok = true
 		return nil

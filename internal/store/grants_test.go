@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/webhooks"
 )
 
 // grantFixture is a schema with customer acme on a plan whose api_calls
@@ -217,6 +219,7 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 	t.Parallel()
 	f := newGrantFixture(t, 1)
 	p := f.process()
+	mustPutWebhook(t, p.db, "grants", []webhooks.EventType{webhooks.GrantExhausted}, nil)
 	soon, later := f.clock.Now().Add(2*time.Hour), f.clock.Now().Add(48*time.Hour)
 	lowLate := p.mustGrant(t, 2, 0, &later)
 	lowSoon := p.mustGrant(t, 2, 0, &soon)
@@ -246,6 +249,21 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 	left := p.remaining(t)
 	if left[lowSoon.ID] != 2 || left[expiring.ID] != 5 {
 		t.Errorf("expired grants were drawn: %d and %d left of 2 and 5", left[lowSoon.ID], left[expiring.ID])
+	}
+	// Each grant used up is one event for the webhooks, once.
+	ds, _, err := p.db.FindDeliveries(context.Background(), webhooks.DeliveryFilter{Webhook: "grants", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exhausted []string
+	for _, d := range slices.Backward(ds) {
+		if d.Event.Type != webhooks.GrantExhausted || d.Event.Customer != "acme" || d.Event.Window != nil {
+			t.Errorf("delivery %+v: want grant.exhausted of acme, without a window", d)
+		}
+		exhausted = append(exhausted, d.Event.Grant)
+	}
+	if want := []string{lowLate.ID, high.ID}; !slices.Equal(exhausted, want) {
+		t.Errorf("grant.exhausted events of %v; want %v (the grants used up, in that order)", exhausted, want)
 	}
 	// The statement lists what each grant gave, billing none of it.
 	st, err := billing.NewService(p.db, f.clock.Now).Statement(context.Background(), "acme", "2026-11")
