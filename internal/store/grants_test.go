@@ -55,6 +55,19 @@ type grantProcess struct {
 	cache  *tiers.Cache
 	engine *quota.Engine
 	grants *grants.Service
+	// draws counts the engine's calls to draw on grants.
+	draws *atomic.Int64
+}
+
+// countedGrants counts the draws on the grants of a store.
+type countedGrants struct {
+	*store.DB
+	draws *atomic.Int64
+}
+
+func (c countedGrants) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) ([]quota.GrantTake, bool, error) {
+	c.draws.Add(1)
+	return c.DB.Draw(ctx, draws, at)
 }
 
 func (f *grantFixture) process() *grantProcess {
@@ -90,8 +103,9 @@ func (f *grantFixture) process() *grantProcess {
 	case <-time.After(10 * time.Second):
 		t.Fatal("listener did not connect")
 	}
-	e := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: f.clock, Leases: pool, Grants: db,
-		StoreTimeout: 30 * time.Second})
+	draws := new(atomic.Int64)
+	e := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: f.clock, Leases: pool,
+		Grants: countedGrants{db, draws}, StoreTimeout: 30 * time.Second})
 	svc := grants.NewService(db, f.clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
 	t.Cleanup(func() {
@@ -102,7 +116,7 @@ func (f *grantFixture) process() *grantProcess {
 		<-stopped
 		background.Wait()
 	})
-	return &grantProcess{db: db, cache: cache, engine: e, grants: svc}
+	return &grantProcess{db: db, cache: cache, engine: e, grants: svc, draws: draws}
 }
 
 func (p *grantProcess) mustGrant(t *testing.T, amount int64, priority int, expires *time.Time) grants.Grant {
@@ -361,5 +375,51 @@ func TestGrantsAllOrNothingWithItems(t *testing.T) {
 	}
 	if _, granted := p.dayUsage(t, "api_calls"); granted != 5 {
 		t.Errorf("day window granted %d; want 5", granted)
+	}
+}
+
+// A denial of a customer without live grants of the metric does not try
+// to draw (no round trip for it): the process knows from memory. Once a
+// draw uses the last grant up, the process hears of it (its own
+// notification) and stops trying.
+func TestGrantsDenialWithoutGrantsCostsNoRoundTrip(t *testing.T) {
+	t.Parallel()
+	f := newGrantFixture(t, 0)
+	p := f.process()
+	// denied checks once, denied, and returns how many draws it tried.
+	denied := func() int64 {
+		t.Helper()
+		before := p.draws.Load()
+		if d := p.check(t, quota.Request{Metric: "api_calls", Cost: 1}); d.Allowed {
+			t.Fatalf("admitted: %+v", d)
+		}
+		return p.draws.Load() - before
+	}
+	if n := denied(); n != 0 {
+		t.Fatalf("a denial without grants tried %d draws; want none", n)
+	}
+	if _, _, err := p.grants.CreateGrant(context.Background(), write("ops"), "acme",
+		grants.Spec{Metric: "images", Amount: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if n := denied(); n != 0 {
+		t.Fatalf("a denial with grants of another metric only tried %d draws; want none", n)
+	}
+	p.mustGrant(t, 1, 0, nil)
+	if d := p.check(t, quota.Request{Metric: "api_calls", Cost: 1}); !d.Allowed || d.Granted != 1 {
+		t.Fatalf("a check on the grant: %+v", d)
+	}
+	// The draw's notification reaches the cache: wait for it, a denial at
+	// a time, then no denial tries again.
+	deadline := time.Now().Add(10 * time.Second)
+	for denied() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("denials still try to draw after the last grant was used up")
+		}
+	}
+	for range 3 {
+		if n := denied(); n != 0 {
+			t.Fatalf("a denial after the grants were used up tried %d draws; want none", n)
+		}
 	}
 }
