@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -55,8 +56,9 @@ type grantProcess struct {
 	cache  *tiers.Cache
 	engine *quota.Engine
 	grants *grants.Service
-	// draws counts the engine's calls to draw on grants.
-	draws *atomic.Int64
+	// draws counts the engine's calls to draw on grants, notes the
+	// notifications of grants' changes the process heard.
+	draws, notes *atomic.Int64
 }
 
 // countedGrants counts the draws on the grants of a store.
@@ -81,11 +83,13 @@ func (f *grantFixture) process() *grantProcess {
 	cache := tiers.NewCache(db, 0)
 	pool := lease.NewPool(db, f.clock)
 	var background sync.WaitGroup
+	notes := new(atomic.Int64)
 	connected, stopped := make(chan struct{}, 1), make(chan struct{})
 	l := db.Listener(func(n store.Notification) {
 		switch n.Kind {
 		case store.NotifyGrants:
 			cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
+			notes.Add(1)
 		case store.NotifyFreed:
 			if k, ok := store.ParseCounterKey(n.Key); ok {
 				pool.Freed(k)
@@ -116,7 +120,7 @@ func (f *grantFixture) process() *grantProcess {
 		<-stopped
 		background.Wait()
 	})
-	return &grantProcess{db: db, cache: cache, engine: e, grants: svc, draws: draws}
+	return &grantProcess{db: db, cache: cache, engine: e, grants: svc, draws: draws, notes: notes}
 }
 
 func (p *grantProcess) mustGrant(t *testing.T, amount int64, priority int, expires *time.Time) grants.Grant {
@@ -380,14 +384,14 @@ func TestGrantsAllOrNothingWithItems(t *testing.T) {
 
 // A denial of a customer without live grants of the metric does not try
 // to draw (no round trip for it): the process knows from memory. Once a
-// draw uses the last grant up, the process hears of it (its own
-// notification) and stops trying.
+// draw uses the last grant up, the processes hear of it and stop trying.
 func TestGrantsDenialWithoutGrantsCostsNoRoundTrip(t *testing.T) {
 	t.Parallel()
 	f := newGrantFixture(t, 0)
-	p := f.process()
-	// denied checks once, denied, and returns how many draws it tried.
-	denied := func() int64 {
+	a, b := f.process(), f.process()
+	// denied checks once in p, denied, and returns how many draws it
+	// tried.
+	denied := func(p *grantProcess) int64 {
 		t.Helper()
 		before := p.draws.Load()
 		if d := p.check(t, quota.Request{Metric: "api_calls", Cost: 1}); d.Allowed {
@@ -395,31 +399,36 @@ func TestGrantsDenialWithoutGrantsCostsNoRoundTrip(t *testing.T) {
 		}
 		return p.draws.Load() - before
 	}
-	if n := denied(); n != 0 {
+	if n := denied(b); n != 0 {
 		t.Fatalf("a denial without grants tried %d draws; want none", n)
 	}
-	if _, _, err := p.grants.CreateGrant(context.Background(), write("ops"), "acme",
+	if _, _, err := a.grants.CreateGrant(context.Background(), write("ops"), "acme",
 		grants.Spec{Metric: "images", Amount: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if n := denied(); n != 0 {
-		t.Fatalf("a denial with grants of another metric only tried %d draws; want none", n)
-	}
-	p.mustGrant(t, 1, 0, nil)
-	if d := p.check(t, quota.Request{Metric: "api_calls", Cost: 1}); !d.Allowed || d.Granted != 1 {
+	a.mustGrant(t, 1, 0, nil)
+	// b hears of both creations, then draws the last unit itself: only
+	// the draw's own notification tells it the grants are used up.
+	waitUntil(t, "the creations' notifications", func() bool { return b.notes.Load() >= 2 })
+	if d := b.check(t, quota.Request{Metric: "api_calls", Cost: 1}); !d.Allowed || d.Granted != 1 {
 		t.Fatalf("a check on the grant: %+v", d)
 	}
-	// The draw's notification reaches the cache: wait for it, a denial at
-	// a time, then no denial tries again.
-	deadline := time.Now().Add(10 * time.Second)
-	for denied() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("denials still try to draw after the last grant was used up")
+	waitUntil(t, "the used-up grant's notification", func() bool { return b.notes.Load() >= 3 })
+	for _, p := range []*grantProcess{b, a} {
+		if n := denied(p); n != 0 {
+			t.Fatalf("a denial with only grants of another metric left tried %d draws; want none", n)
 		}
 	}
-	for range 3 {
-		if n := denied(); n != 0 {
-			t.Fatalf("a denial after the grants were used up tried %d draws; want none", n)
+}
+
+// waitUntil waits until cond holds, failing after 10 seconds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
 		}
+		runtime.Gosched()
 	}
 }
