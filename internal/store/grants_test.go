@@ -361,6 +361,18 @@ func TestGrantsAllOrNothingWithItems(t *testing.T) {
 	if used, _ := p.dayUsage(t, "images"); used != 0 {
 		t.Fatalf("a denied check of items counted %d images", used)
 	}
+	// Grants too small for the item that needs them: the other item's
+	// units, taken before the draw, go back.
+	small := quota.Request{Customer: "acme", Items: []quota.Item{{Metric: "api_calls", Cost: 11}, {Metric: "images", Cost: 4}}}
+	if d := p.check(t, small); d.Allowed {
+		t.Fatalf("items admitted though the grant holds 10 of the 11 units needed: %+v", d)
+	}
+	if used, _ := p.dayUsage(t, "images"); used != 0 {
+		t.Fatalf("a check of items denied for want of grants counted %d images", used)
+	}
+	if left := p.remaining(t)[g.ID]; left != 10 {
+		t.Fatalf("a check of items denied for want of grants drew on the grant: %d left of 10", left)
+	}
 	d := p.check(t, items(4))
 	if !d.Allowed || d.Granted != 2 {
 		t.Fatalf("items on a grant: allowed %v, granted %d; want admitted with 2 units from the grant", d.Allowed, d.Granted)
