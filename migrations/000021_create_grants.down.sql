@@ -4,6 +4,7 @@ ALTER TABLE webhooks
     DROP CONSTRAINT webhooks_events_check,
     ADD CONSTRAINT webhooks_events_check
         CHECK (events <@ ARRAY['usage.threshold', 'usage.overage_started', 'usage.limit_reached']);
+DROP INDEX usage_events_grant_occurred;
 DROP INDEX usage_events_grant_once;
 ALTER TABLE usage_events
     DROP CONSTRAINT usage_events_grant_check,

@@ -54,6 +54,9 @@ CREATE TABLE granted_usage (
     PRIMARY KEY (customer_id, metric, quota_window, window_start)
 );
 
+-- The purge finds past windows' rows by their start, as counters'.
+CREATE INDEX granted_usage_window_start ON granted_usage (window_start);
+
 -- grant.exhausted: checks drew a grant's last unit. Such an event concerns
 -- no window; it happens once per grant.
 ALTER TABLE usage_events
@@ -70,6 +73,8 @@ ALTER TABLE usage_events
              ELSE grant_id IS NULL AND quota_window IS NOT NULL AND window_start IS NOT NULL AND window_end IS NOT NULL
         END);
 CREATE UNIQUE INDEX usage_events_grant_once ON usage_events (grant_id) WHERE grant_id IS NOT NULL;
+-- The purge finds them by age, having no window.
+CREATE INDEX usage_events_grant_occurred ON usage_events (occurred_at) WHERE grant_id IS NOT NULL;
 
 ALTER TABLE webhooks
     DROP CONSTRAINT webhooks_events_check,
