@@ -59,6 +59,27 @@ type grantProcess struct {
 	// draws counts the engine's calls to draw on grants, notes the
 	// notifications of grants' changes the process heard.
 	draws, notes *atomic.Int64
+	// watched is what the engine's watcher saw (see webhooks).
+	watched *watched
+}
+
+// watched records what a quota.Watcher is shown.
+type watched struct {
+	mu  sync.Mutex
+	obs []quota.Observation
+}
+
+func (w *watched) Observe(o quota.Observation) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.obs = append(w.obs, o)
+}
+
+// last returns the last observation.
+func (w *watched) last() quota.Observation {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.obs[len(w.obs)-1]
 }
 
 // countedGrants counts the draws on the grants of a store.
@@ -107,9 +128,9 @@ func (f *grantFixture) process() *grantProcess {
 	case <-time.After(10 * time.Second):
 		t.Fatal("listener did not connect")
 	}
-	draws := new(atomic.Int64)
+	draws, w := new(atomic.Int64), new(watched)
 	e := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: f.clock, Leases: pool,
-		Grants: countedGrants{db, draws}, StoreTimeout: 30 * time.Second})
+		Grants: countedGrants{db, draws}, Watcher: w, StoreTimeout: 30 * time.Second})
 	svc := grants.NewService(db, f.clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
 	t.Cleanup(func() {
@@ -120,7 +141,7 @@ func (f *grantFixture) process() *grantProcess {
 		<-stopped
 		background.Wait()
 	})
-	return &grantProcess{db: db, cache: cache, engine: e, grants: svc, draws: draws, notes: notes}
+	return &grantProcess{db: db, cache: cache, engine: e, grants: svc, draws: draws, notes: notes, watched: w}
 }
 
 func (p *grantProcess) mustGrant(t *testing.T, amount int64, priority int, expires *time.Time) grants.Grant {
@@ -256,6 +277,11 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 		d := p.check(t, quota.Request{Metric: "api_calls", Cost: 1})
 		if !d.Allowed || d.Granted != 1 {
 			t.Fatalf("check %d: allowed %v, granted %d; want 1 unit from a grant", i, d.Allowed, d.Granted)
+		}
+		// The window denied it (webhooks hear its limit reached) and
+		// counts none of it.
+		if o := p.watched.last(); o.State != quota.StateExceeded || o.Used != 1 || d.Limits[0].Used != 1 {
+			t.Fatalf("check %d: the watcher saw %+v, the answer %+v; want the day window exceeded at 1", i, o, d.Limits)
 		}
 		if got := p.remaining(t)[w.grant]; got != w.left {
 			t.Fatalf("check %d: grant %s has %d left; want %d (drawn in priority, then expiry order)", i, w.grant, got, w.left)
