@@ -15,7 +15,7 @@ type Observation struct {
 	Limit int64
 	// Used is the window's count as the check's answer reports it: with
 	// the check's cost when it was allowed, without it when denied.
-	Used  int64
+	Used int64
 	// State is StateExceeded where this window denied the check (also
 	// when the customer's grants paid for it in its place).
 	State State
