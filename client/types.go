@@ -110,6 +110,16 @@ type Limit struct {
 	// may have a customer-wide limit and a limit per subject on one
 	// metric and window.
 	Per string `json:"per,omitempty"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends.
+	Rollover *Rollover `json:"rollover,omitempty"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Price is what a plan costs per interval.
@@ -182,6 +192,8 @@ type OverrideSpec struct {
 	Ceiling            *int64 `json:"ceiling,omitempty"`
 	Algorithm          string `json:"algorithm,omitempty"`
 	Burst              *int64 `json:"burst,omitempty"`
+	// Rollover: see Limit.Rollover.
+	Rollover *Rollover `json:"rollover,omitempty"`
 	// ExpiresAt, if set, must lie in the future.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Reason    string     `json:"reason,omitempty"`

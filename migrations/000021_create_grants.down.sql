@@ -16,6 +16,9 @@ ALTER TABLE usage_events
     ALTER COLUMN window_end SET NOT NULL,
     DROP COLUMN grant_id;
 
+ALTER TABLE overrides DROP COLUMN rollover_max;
+ALTER TABLE plan_limits DROP COLUMN rollover_max;
+
 DROP TABLE granted_usage;
 DROP TABLE grant_draws;
 DROP TABLE grants;

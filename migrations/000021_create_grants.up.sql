@@ -57,6 +57,14 @@ CREATE TABLE granted_usage (
 -- The purge finds past windows' rows by their start, as counters'.
 CREATE INDEX granted_usage_window_start ON granted_usage (window_start);
 
+-- Rollover: a hard limit of a day, week or month may turn its window's
+-- unused units (at most rollover_max) into a grant that expires when the
+-- next window ends.
+ALTER TABLE plan_limits ADD COLUMN rollover_max bigint
+    CHECK (rollover_max IS NULL OR rollover_max BETWEEN 1 AND 9007199254740991 AND mode = 'hard' AND quota_window IN ('day', 'week', 'month'));
+ALTER TABLE overrides ADD COLUMN rollover_max bigint
+    CHECK (rollover_max IS NULL OR rollover_max BETWEEN 1 AND 9007199254740991 AND mode = 'hard' AND quota_window IN ('day', 'week', 'month'));
+
 -- grant.exhausted: checks drew a grant's last unit. Such an event concerns
 -- no window; it happens once per grant.
 ALTER TABLE usage_events

@@ -24,8 +24,10 @@ type counters struct {
 	// debts owes what checks admitted degraded did not count.
 	debts *debts
 	// grants, if set, admits checks that hard long windows deny on the
-	// customers' grants (see draw).
-	grants Grants
+	// customers' grants (see draw); rollovers are the windows whose
+	// rollover grants it made.
+	grants    Grants
+	rollovers rollovers
 }
 
 // take counts set s for request r, all or nothing: the short windows

@@ -2,6 +2,8 @@ package quota
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -33,6 +35,13 @@ import (
 // charge of the set that a hard long window denies from its own metric's
 // grants (a pool's for a pool's charge); a subject's windows never draw
 // (grants are the customer's). Reservations and dry runs do not draw.
+//
+// Rollover: a window whose hard limit has a rollover owes the window after
+// it a grant of its unused units (see GrantRollover). The first check of
+// the customer that the next window denies makes it (once in all
+// processes: the grant's request id), and draws on it; the process then
+// remembers the window's rollover made (rollovers), so later denials ask
+// PostgreSQL nothing more unless the customer has live grants.
 
 // Grants draws units from customers' grants. The PostgreSQL store
 // implements it. Implementations are safe for concurrent use. Errors:
@@ -54,12 +63,43 @@ type Grants interface {
 }
 
 // GrantDraw asks for Units of a customer's metric from its grants, in
-// place of the units Windows denied.
+// place of the units Windows denied. Rollovers are the grants the windows
+// before some of Windows owe the customer, which the draw makes first if
+// no draw made them before.
 type GrantDraw struct {
-	Customer string
-	Metric   string
-	Units    int64
-	Windows  []CounterKey
+	Customer  string
+	Metric    string
+	Units     int64
+	Windows   []CounterKey
+	Rollovers []GrantRollover
+}
+
+// GrantRollover is the grant a window with a rollover owes its
+// customer when it ends: its unused units (Limit less its count), at most
+// Max, granted until Expires (the end of the window after it). Request is
+// the grant's request id: one grant per customer, metric and window,
+// whatever the processes.
+type GrantRollover struct {
+	Window  CounterKey // the window that ended
+	Next    CounterKey // the window after it, current at the draw
+	Limit   int64
+	Max     int64
+	Expires time.Time
+	Request string
+}
+
+// rollover returns the rollover owed to the window of span sp, current at
+// at, of a customer created at created: the window before it's; false when
+// the span's limit has no rollover or the customer did not exist before
+// the window.
+func rollover(sp *Span, anchor tiers.Anchor, created time.Time) (GrantRollover, bool) {
+	if sp.Rule.Rollover <= 0 || !created.Before(sp.Key.Start) {
+		return GrantRollover{}, false
+	}
+	prev := sp.Key
+	prev.Start, _ = Bounds(prev.Window, sp.Key.Start.Add(-time.Nanosecond), anchor)
+	return GrantRollover{Window: prev, Next: sp.Key, Limit: sp.Rule.Limit, Max: sp.Rule.Rollover, Expires: sp.End,
+		Request: fmt.Sprintf("rollover/%s/%s/%d", prev.Metric, prev.Window, prev.Start.Unix())}, true
 }
 
 // GrantTake is what a draw took from one grant.
@@ -82,29 +122,34 @@ func grantWindow(sp *Span) bool {
 // windows those draws pay for (rest; a charge left without windows is
 // left out); nil when s cannot be admitted on grants: a window that may
 // not draw denied it, or a customer has no live grants of the metric.
-func (s *set) grantDraws() (draws []GrantDraw, rest []Charge) {
+func (s *set) grantDraws(made *rollovers) (draws []GrantDraw, rest []Charge) {
 	for i := range s.long {
 		c := &s.long[i]
-		var windows []CounterKey
-		kept := 0
-		for j := range c.Spans {
-			if c.Out[j].Passed {
-				kept++
-				continue
-			}
-			if !grantWindow(&c.Spans[j]) {
-				return nil, nil
-			}
-			windows = append(windows, c.Spans[j].Key)
-		}
-		if windows == nil {
-			continue
-		}
-		if acct := s.account(c.Customer); c.Subject != "" || len(c.Globals) > 0 || acct == nil ||
-			!acct.Customer.HasGrants(c.Metric, s.at) {
+		acct := s.account(c.Customer)
+		if acct == nil {
 			return nil, nil
 		}
-		draws = append(draws, GrantDraw{Customer: c.Customer, Metric: c.Metric, Units: c.Cost, Windows: windows})
+		d := GrantDraw{Customer: c.Customer, Metric: c.Metric, Units: c.Cost}
+		for j := range c.Spans {
+			sp := &c.Spans[j]
+			if c.Out[j].Passed {
+				continue
+			}
+			if !grantWindow(sp) {
+				return nil, nil
+			}
+			d.Windows = append(d.Windows, sp.Key)
+			if r, ok := rollover(sp, acct.Customer.Anchor, acct.Customer.CreatedAt); ok && !made.has(sp.Key) {
+				d.Rollovers = append(d.Rollovers, r)
+			}
+		}
+		if d.Windows == nil {
+			continue
+		}
+		if c.Subject != "" || len(c.Globals) > 0 || d.Rollovers == nil && !acct.Customer.HasGrants(c.Metric, s.at) {
+			return nil, nil
+		}
+		draws = append(draws, d)
 	}
 	if draws == nil {
 		return nil, nil
@@ -133,7 +178,7 @@ func (s *set) grantDraws() (draws []GrantDraw, rest []Charge) {
 // when the set is not admitted so (nothing taken then; the short windows
 // are the caller's to give back).
 func (c *counters) draw(ctx context.Context, s *set, r *Request) (Decision, bool) {
-	draws, rest := s.grantDraws()
+	draws, rest := s.grantDraws(&c.rollovers)
 	if draws == nil {
 		return Decision{}, false
 	}
@@ -146,6 +191,9 @@ func (c *counters) draw(ctx context.Context, s *set, r *Request) (Decision, bool
 	}
 	taken, ok, err := c.grants.Draw(ctx, draws, s.at)
 	s.trip()
+	if err == nil {
+		c.rollovers.made(draws)
+	}
 	if err != nil || !ok {
 		c.health.unavailable(err)
 		if len(rest) > 0 {
@@ -180,6 +228,34 @@ func (c *counters) draw(ctx context.Context, s *set, r *Request) (Decision, bool
 		d.Granted = addCap(d.Granted, dr.Units)
 	}
 	return d, true
+}
+
+// rollovers are the current windows whose rollover this process made (or
+// found made), each with when it ends.
+type rollovers struct{ m sync.Map }
+
+func (r *rollovers) has(k CounterKey) bool {
+	_, ok := r.m.Load(k)
+	return ok
+}
+
+// made records the windows whose rollovers draws made.
+func (r *rollovers) made(draws []GrantDraw) {
+	for _, d := range draws {
+		for _, ro := range d.Rollovers {
+			r.m.Store(ro.Next, ro.Expires)
+		}
+	}
+}
+
+// forget drops the windows that ended by now.
+func (r *rollovers) forget(now time.Time) {
+	r.m.Range(func(k, end any) bool {
+		if !end.(time.Time).After(now) {
+			r.m.Delete(k)
+		}
+		return true
+	})
 }
 
 // undoDraw gives back what set s drew on grants, and returns the long

@@ -189,6 +189,9 @@ type liveGrantRow struct {
 // draws never wait for each other in a cycle, then takes each draw's units
 // in drawing order (grantOrder).
 func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) ([]quota.GrantTake, bool, error) {
+	if err := db.rollOver(ctx, draws, at); err != nil {
+		return nil, false, fmt.Errorf("draw on grants: %w", err)
+	}
 	var taken []quota.GrantTake
 	ok := false
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
@@ -256,6 +259,64 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 		return nil, false, fmt.Errorf("draw on grants: %w", err)
 	}
 	return taken, ok, nil
+}
+
+// rollOver makes the rollover grants draws owe, in a transaction of their
+// own (a draw that finds too few units must not take them back): each
+// once, under its request id, whatever the processes. The unused units
+// are the ended window's limit less its count as stored: units processes
+// still hold in leases of it count as used (they settle within a flush
+// interval after the window ends), so a rollover made sooner rolls over
+// fewer units, never more.
+func (db *DB) rollOver(ctx context.Context, draws []quota.GrantDraw, at time.Time) error {
+	var rs []quota.GrantRollover
+	for _, d := range draws {
+		rs = append(rs, d.Rollovers...)
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		made := false
+		for _, r := range rs {
+			id, err := grants.NewID()
+			if err != nil {
+				return err
+			}
+			const q = `
+				INSERT INTO grants (id, customer_id, metric, amount, remaining, priority, expires_at, reason,
+				                    request_id, created_at)
+				SELECT $1, $2, $3, n, n, 0, $8, 'rollover', $9, $10
+				FROM (SELECT least($4::bigint, $5::bigint - coalesce((
+				        SELECT used FROM usage_counters
+				        WHERE customer_id = $2 AND metric = $3 AND subject = '' AND quota_window = $6
+				          AND window_start = $7), 0)) AS n) unused
+				WHERE n > 0
+				-- Made before, by this process or another: once.
+				ON CONFLICT (customer_id, request_id) DO NOTHING`
+			tag, err := tx.Exec(ctx, q, id, r.Window.Customer, r.Window.Metric, r.Max, r.Limit, r.Window.Window.String(),
+				r.Window.Start, r.Expires, r.Request, at)
+			if err != nil {
+				return err
+			}
+			made = made || tag.RowsAffected() > 0
+		}
+		if !made {
+			return nil
+		}
+		// The customers' processes learn they have live grants.
+		customers := make([]string, len(rs))
+		for i, r := range rs {
+			customers[i] = r.Window.Customer
+		}
+		slices.Sort(customers)
+		for _, c := range slices.Compact(customers) {
+			if err := db.notify(ctx, tx, NotifyGrants, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // errTooFew rolls back a draw that found too few units.

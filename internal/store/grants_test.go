@@ -470,3 +470,71 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		runtime.Gosched()
 	}
 }
+
+// A day limit of 10 with a rollover of at most 4, across window
+// boundaries on a manual clock, with two processes: the day's unused
+// units, capped, become one grant (whatever the processes) available the
+// next day only.
+func TestGrantsRollover(t *testing.T) {
+	t.Parallel()
+	f := newGrantFixture(t, 10)
+	ctx := context.Background()
+	mustPut(t, second(f.db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard, Rollover: &tiers.Rollover{Max: 4}},
+	}})))
+	a, b := f.process(), f.process()
+	admitted := func(n int) (allowed int, granted int64) {
+		t.Helper()
+		for i := range n {
+			d := []*grantProcess{a, b}[i%2].check(t, quota.Request{Metric: "api_calls", Cost: 1})
+			if d.Allowed {
+				allowed++
+				granted += d.Granted
+			}
+		}
+		return allowed, granted
+	}
+	// Day 1: 3 of 10 used, and no rollover from before the customer was.
+	if n, g := admitted(3); n != 3 || g != 0 {
+		t.Fatalf("day 1: %d admitted, %d granted; want 3 and 0", n, g)
+	}
+	if n, _ := admitted(8); n != 7 {
+		t.Fatalf("day 1: %d more admitted; want the 7 left, nothing rolled over into the first window", n)
+	}
+	// Undo the last 7 (a refund): 7 unused at the day's end, 4 roll over.
+	if _, err := a.engine.Refund(ctx, quota.RefundRequest{Customer: "acme", Metric: "api_calls", Cost: 7}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*grantProcess{a, b} {
+		if err := p.engine.Close(ctx); err != nil { // the day's leases settled
+			t.Fatal(err)
+		}
+	}
+	f.clock.Set(dayStart.AddDate(0, 0, 1).Add(time.Second))
+	if n, g := admitted(10); n != 10 || g != 0 {
+		t.Fatalf("day 2: %d admitted, %d granted; want the window's own 10", n, g)
+	}
+	if n, g := admitted(2); n != 2 || g != 2 {
+		t.Fatalf("day 2: %d admitted beyond the limit, %d granted; want 2 from the rollover", n, g)
+	}
+	list, err := a.grants.Grants(ctx, "acme", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].Amount != 4 || list[0].Remaining != 2 || list[0].ExpiresAt == nil ||
+		!list[0].ExpiresAt.Equal(dayStart.AddDate(0, 0, 2)) {
+		t.Fatalf("grants on day 2: %+v; want one rollover of 4 (capped), 2 left, expiring at the end of day 2", list)
+	}
+	// Day 3: day 2 left nothing unused; day 1's rollover has expired.
+	f.clock.Set(dayStart.AddDate(0, 0, 2).Add(time.Second))
+	if n, g := admitted(12); n != 10 || g != 0 {
+		t.Fatalf("day 3: %d admitted, %d granted; want the window's own 10, the rollover gone", n, g)
+	}
+	all, err := a.grants.Grants(ctx, "acme", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Errorf("every grant by day 3: %+v; want the one rollover, made once", all)
+	}
+}

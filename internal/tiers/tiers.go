@@ -233,6 +233,16 @@ type Limit struct {
 	// zero value), or each of the customer's subjects apart (an end user,
 	// an IP, an API key), beside the customer-wide limits of the metric.
 	Per Per `json:"per"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends; nil: none.
+	Rollover *Rollover `json:"rollover"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Size is how many units a short window's count admits before any soft
