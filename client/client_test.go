@@ -43,6 +43,7 @@ var allSentinels = map[string]error{
 	"ErrTooManyRequests":      quotad.ErrTooManyRequests,
 	"ErrUnavailable":          quotad.ErrUnavailable,
 	"ErrSubjectRequired":      quotad.ErrSubjectRequired,
+	"ErrGrantNotFound":        quotad.ErrGrantNotFound,
 }
 
 func TestProblems(t *testing.T) {

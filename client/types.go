@@ -113,6 +113,16 @@ type Limit struct {
 	// may have a customer-wide limit and a limit per subject on one
 	// metric and window.
 	Per string `json:"per,omitempty"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends.
+	Rollover *Rollover `json:"rollover,omitempty"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Price is what a plan costs per interval.
@@ -185,6 +195,8 @@ type OverrideSpec struct {
 	Ceiling            *int64 `json:"ceiling,omitempty"`
 	Algorithm          string `json:"algorithm,omitempty"`
 	Burst              *int64 `json:"burst,omitempty"`
+	// Rollover: see Limit.Rollover.
+	Rollover *Rollover `json:"rollover,omitempty"`
 	// ExpiresAt, if set, must lie in the future.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
@@ -279,6 +291,9 @@ type CheckResult struct {
 	RetryAfter *int64 `json:"retry_after"`
 	// Degraded: quotad answered without a shared store it could not reach.
 	Degraded bool `json:"degraded"`
+	// Granted is how many units the check drew on the customer's grants
+	// (a hard window of a day or longer denied them); 0 otherwise.
+	Granted int64 `json:"granted,omitempty"`
 	// Limits are every window the check covered (of every item, once):
 	// the customer's, its subjects', the credit pools'.
 	Limits []CheckLimit `json:"limits"`
@@ -379,6 +394,9 @@ type UsageEntry struct {
 	Used      int64  `json:"used"`
 	Remaining int64  `json:"remaining"`
 	Overage   int64  `json:"overage"`
+	// Granted is how many units of the window the customer's grants paid
+	// for (not counted in Used).
+	Granted int64 `json:"granted"`
 	// ResetAt is the zero time for a Total, which never resets.
 	ResetAt time.Time `json:"reset_at"`
 	// Refunded is, in a refund's answer, how many units went back to this

@@ -735,3 +735,49 @@ func TestBadPoolsAndPers(t *testing.T) {
 		t.Errorf("audit log has %d events, want 0", n)
 	}
 }
+
+func TestGrants(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+
+	code, out, errOut := mustRun(t, srv, "grants", "list", "acme")
+	if code != 0 || out != "acme has no grants.\n" {
+		t.Fatalf("list before: exit %d\n%s%s", code, out, errOut)
+	}
+	code, id, errOut := mustRun(t, srv, "grants", "create", "acme", "api_calls", "500", "--priority", "2",
+		"--expires-at", "2999-01-01T00:00:00Z", "--reason", "top-up pack", "--request-id", "order-1")
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "grt_") || !strings.Contains(errOut, "Granted 500 api_calls to acme (priority 2), expires 2999-01-01T00:00:00Z") {
+		t.Fatalf("create: exit %d\nstdout %q\nstderr %s", code, id, errOut)
+	}
+	// The same request id: the same grant.
+	if code, again, errOut := mustRun(t, srv, "grants", "create", "acme", "api_calls", "500", "--priority", "2",
+		"--expires-at", "2999-01-01T00:00:00Z", "--reason", "top-up pack", "--request-id", "order-1"); code != 0 || strings.TrimSpace(again) != id {
+		t.Fatalf("repeat: exit %d\nstdout %q, want %s\nstderr %s", code, again, id, errOut)
+	}
+	code, out, errOut = mustRun(t, srv, "grants", "list", "acme")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "top-up pack") || strings.Count(out, "grt_") != 1 {
+		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "void", id); code != 0 || out != "Voided "+id+".\n" {
+		t.Fatalf("void: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "list", "acme"); code != 0 || out != "acme has no grants.\n" {
+		t.Fatalf("list after the void: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "list", "acme", "--all"); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("list --all after the void: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"grants", "void", id},
+		{"grants", "create", "nobody", "api_calls", "5"},
+		{"grants", "create", "acme", "nothing", "5"},
+		{"grants", "create", "acme", "api_calls", "0"},
+		{"grants", "create", "acme", "api_calls", "5", "--expires-at", "tomorrow"},
+		{"grants", "list", "nobody"},
+	} {
+		if code, out, errOut := mustRun(t, srv, args...); code != 1 || errOut == "" {
+			t.Errorf("%q: exit %d, want 1 with a message\n%s%s", args, code, out, errOut)
+		}
+	}
+}

@@ -189,6 +189,12 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		}
 		return
 	}
+	if n.Kind == store.NotifyGrants {
+		// Whether the customer has live grants: a draw by this process
+		// that used one up changes it too.
+		cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
+		return
+	}
 	if n.Local {
 		return
 	}

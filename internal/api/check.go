@@ -73,6 +73,8 @@ type usageEntry struct {
 	Used      int64            `json:"used"`
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
+	// Granted: units of the window grants paid for (not in used).
+	Granted int64 `json:"granted"`
 	// ResetAt is null for a window that never resets (total).
 	ResetAt *time.Time `json:"reset_at"`
 	// Refunded is in a refund's answer only: the units it took off this
@@ -373,7 +375,7 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
 		out[i] = usageEntry{Metric: u.Metric, Subject: u.Subject, Window: u.Window, Limit: u.Limit,
 			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
-			Remaining: u.Remaining, Overage: u.Overage, ResetAt: resetAt(u.ResetAt)}
+			Remaining: u.Remaining, Overage: u.Overage, Granted: u.Granted, ResetAt: resetAt(u.ResetAt)}
 	}
 	return out
 }

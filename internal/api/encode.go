@@ -57,6 +57,10 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	}
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
+	if d.Granted > 0 {
+		b = append(b, `,"granted":`...)
+		b = strconv.AppendInt(b, d.Granted, 10)
+	}
 	b = append(b, `,"limits":`...)
 	if b, ok = appendWindows(b, d.Limits, d.Metric); !ok {
 		return dst[:n0], false

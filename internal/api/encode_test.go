@@ -21,6 +21,7 @@ type checkResponse struct {
 	Elastic    bool          `json:"elastic"`
 	RetryAfter *int64        `json:"retry_after"`
 	Degraded   bool          `json:"degraded"`
+	Granted    int64         `json:"granted,omitempty"`
 	Limits     []windowState `json:"limits"`
 	Items      []itemState   `json:"items,omitempty"`
 	// Code and Detail are set when the check can never pass.
@@ -53,7 +54,7 @@ type itemState struct {
 func newCheckResponse(d quota.Decision) checkResponse {
 	resp := checkResponse{
 		Allowed: d.Allowed, Customer: d.Customer,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Granted: d.Granted,
 		Limits: newWindowStates(d.Limits, d.Metric),
 	}
 	if d.Items == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -117,6 +118,7 @@ var errorTable = []struct {
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
 	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
 	{keys.ErrKeyNotFound, http.StatusNotFound, codeKeyNotFound},
+	{grants.ErrGrantNotFound, http.StatusNotFound, codeGrantNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
@@ -144,6 +146,7 @@ var details = map[string]string{
 	codeReservationNotFound: "no reservation has this id",
 	codeReservationExpired:  "the reservation expired before it was committed; its units were given back",
 	codeKeyNotFound:         "no live API key has this id",
+	codeGrantNotFound:       "no grant that is not voided has this id",
 	codeCheckNotFound:       "the request_id names no check of this customer admitted within the last 24 hours: a refund gives back the units of such a check",
 	codeNotFound:            "no such route",
 	codeMethodNotAllowed:    "the route does not allow this method",

@@ -73,6 +73,8 @@ type Config struct {
 	Reservations Reservations
 	// Keys serves the API-key routes; nil answers 404 there.
 	Keys Keys
+	// Grants serves the grants' routes; nil answers 404 there.
+	Grants Grants
 	// KeyResolver resolves the api_key of checks, refunds and forward-auth;
 	// nil refuses every key quotad would have issued.
 	KeyResolver KeyResolver
@@ -106,6 +108,7 @@ type Server struct {
 	webhooks       Webhooks
 	reservations   Reservations
 	keys           Keys
+	grants         Grants
 	keyResolver    KeyResolver
 	holders        Holders
 	requestTimeout time.Duration
@@ -141,6 +144,7 @@ func New(cfg Config) *Server {
 		webhooks:       cfg.Webhooks,
 		reservations:   cfg.Reservations,
 		keys:           cfg.Keys,
+		grants:         cfg.Grants,
 		keyResolver:    cfg.KeyResolver,
 		holders:        cfg.Holders,
 		requestTimeout: cfg.RequestTimeout,
@@ -202,6 +206,7 @@ func New(cfg Config) *Server {
 	v1.GET("/statements", s.listStatements)
 	s.registerWebhooks(v1)
 	s.registerKeys(v1)
+	s.registerGrants(v1)
 	s.registerReservations(v1)
 	s.registerHolders(v1)
 

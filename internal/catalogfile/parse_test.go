@@ -79,7 +79,7 @@ func TestBadFiles(t *testing.T) {
 				"        limit: 5",
 				"        mdoe: soft",
 			),
-			want: []string{"catalog.yaml:8: plans.pro.limits[0].mdoe: unknown field; known fields: metric, window, per, limit, mode, overage_percent, overage_price_micros, ceiling, algorithm, burst"},
+			want: []string{"catalog.yaml:8: plans.pro.limits[0].mdoe: unknown field; known fields: metric, window, per, limit, mode, overage_percent, overage_price_micros, ceiling, algorithm, burst, rollover"},
 		},
 		{
 			name: "string for an integer",

@@ -146,6 +146,9 @@ type Outcome struct {
 	// otherwise that is the span's End.
 	ResetMs      int64
 	ResetAfterMs int64
+	// Granted: grants paid for the charge's units in this window, which
+	// counted none of them (see counters.draw).
+	Granted bool
 }
 
 // Counter counts units of customers' metrics in windows. The in-process

@@ -227,7 +227,7 @@ func chargeWindows(c *Charge, allowed bool, dst []WindowResult) []WindowResult {
 		w := WindowResult{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Mode: sp.Rule.Mode,
 			Limit: sp.Rule.Limit, Used: o.Used, ResetAt: o.resetAt(sp, allowed),
 			State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
-		if allowed {
+		if allowed && !o.Granted {
 			w.Used = after
 		}
 		w.Remaining = max(0, sp.Rule.Size-w.Used)

@@ -94,6 +94,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
+			e.counters.rollovers.forget(e.clock.Now())
 			if f := e.failover; f != nil {
 				f.shared.Evict(e.clock.Now().UnixMilli())
 			}

@@ -151,7 +151,10 @@ type Decision struct {
 	// Degraded: the store could not be consulted; the long windows it
 	// would have counted are left out of Limits.
 	Degraded bool
-	Limits   []WindowResult
+	// Granted is how many units the check drew on the customer's grants
+	// (see Grants): 0 for a check its windows admitted.
+	Granted int64
+	Limits  []WindowResult
 	// Replayed: the answer was recorded under the same request id before.
 	Replayed bool
 	// StoreTrips counts the round trips to PostgreSQL this check made.
@@ -199,6 +202,9 @@ type Usage struct {
 	Overage   int64
 	// ResetAt is the zero time for a window that never resets (total).
 	ResetAt time.Time
+	// Granted is, for a hard window of a day or longer, how many units of
+	// the window grants paid for (not counted in Used).
+	Granted int64
 	// Refunded, in a refund's answer, is how many units the refund took
 	// off this window's count (see RefundResult); 0 elsewhere.
 	Refunded int64

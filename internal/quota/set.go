@@ -80,6 +80,12 @@ type set struct {
 	// unconsulted: the set was answered without its long windows, the
 	// store out of reach (see answer).
 	unconsulted bool
+	// draws and taken are what the set drew on grants (see
+	// counters.draw), rest the long charges it counted then: the set's
+	// long charges without the windows the grants paid for.
+	draws []GrantDraw
+	taken []GrantTake
+	rest  []Charge
 
 	shortBuf [setGroups]Charge
 	longBuf  [setGroups]Charge
@@ -109,6 +115,7 @@ func (s *set) reset(at time.Time) {
 	s.accts = reuse(s.accts, s.acctBuf[:])
 	s.mets = reuse(s.mets, s.metBuf[:])
 	s.calls, s.unconsulted = 0, false
+	s.draws, s.taken, s.rest = nil, nil, nil
 }
 
 // account returns the account of customer the set looked up, or nil.

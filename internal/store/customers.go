@@ -197,6 +197,7 @@ type accountRow struct {
 	customerRow
 	Plan      *planRow
 	Overrides []overrideRow
+	Grants    []tiers.GrantTerm
 }
 
 // FindAccounts implements tiers.CacheSource: the accounts of those of ids
@@ -216,7 +217,10 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		       -- All of them, expired ones too, in findOverrides' order.
 		       (SELECT coalesce(jsonb_agg(to_jsonb(orow) ORDER BY orow.metric, window_rank(orow.quota_window)), '[]')
 		        FROM (SELECT ` + overrideColumns + `
-		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides
+		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides,
+		       -- The metrics and expiries of its grants with units left.
+		       (SELECT coalesce(jsonb_agg(jsonb_build_object('metric', g.metric, 'expires_at', g.expires_at)), '[]')
+		        FROM grants g WHERE g.customer_id = c.id AND g.remaining > 0 AND g.voided_at IS NULL) AS grants
 		FROM customers c
 		WHERE c.id = ANY($1)`
 	rows, err := db.pool.Query(ctx, q, ids)
@@ -239,6 +243,9 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 			Overrides: make([]tiers.Override, len(r.Overrides))}
 		for i, o := range r.Overrides {
 			a.Overrides[i] = toOverride(o)
+		}
+		if len(r.Grants) > 0 {
+			a.Customer.Grants = r.Grants
 		}
 		out[r.ID] = a
 	}

@@ -86,6 +86,19 @@ func TestRetentionPurgesEachTable(t *testing.T) {
 			want:  "12-06",
 		},
 		{
+			name: "units grants paid for, as counters",
+			seed: func(exec execFunc, _ idFunc) {
+				for i := range 5 {
+					exec(`INSERT INTO granted_usage (customer_id, metric, quota_window, window_start, granted) VALUES ('acme', 'api_calls', 'day', $1, 1)`,
+						today.AddDate(0, 0, -3-i))
+				}
+				exec(`INSERT INTO granted_usage (customer_id, metric, quota_window, window_start, granted) VALUES ('acme', 'api_calls', 'day', $1, 1)`, today)
+			},
+			table: "granted_usage",
+			left:  `SELECT string_agg(to_char(window_start AT TIME ZONE 'UTC', 'MM-DD'), ', ') FROM granted_usage`,
+			want:  "12-06",
+		},
+		{
 			name: "request ids, after 24 hours",
 			seed: func(exec execFunc, _ idFunc) {
 				for i := range 5 {

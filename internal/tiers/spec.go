@@ -33,6 +33,8 @@ type LimitSpec struct {
 	Burst              *int64  `json:"burst" nullable:"true"`
 	// Per is "customer" (the default) or "subject".
 	Per *string `json:"per" nullable:"true"`
+	// Rollover: see Limit.Rollover.
+	Rollover *Rollover `json:"rollover" nullable:"true"`
 }
 
 // MetricSpec is the body of PUT /v1/metrics/{metric}.
@@ -88,6 +90,7 @@ type OverrideSpec struct {
 	ExpiresAt          *time.Time `json:"expires_at" nullable:"true"`
 	Reason             *string    `json:"reason" nullable:"true"`
 	Per                *string    `json:"per" nullable:"true"`
+	Rollover           *Rollover  `json:"rollover" nullable:"true"`
 }
 
 // Validate returns the metric key describes, with Version and times unset.
@@ -275,7 +278,7 @@ func (s LimitSpec) validate(path string, p *problems) (Limit, bool) {
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
-		Algorithm: s.Algorithm, Burst: s.Burst,
+		Algorithm: s.Algorithm, Burst: s.Burst, Rollover: s.Rollover,
 	}
 	terms.apply(path, &l, p)
 	return l, len(p.list) == before
@@ -290,6 +293,7 @@ type limitTerms struct {
 	Ceiling            *int64
 	Algorithm          *string
 	Burst              *int64
+	Rollover           *Rollover
 }
 
 // apply validates t into l, whose window is set (or invalid, already
@@ -360,6 +364,18 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 		default:
 			v := *t.Ceiling
 			l.Ceiling = &v
+		}
+	}
+	if r := t.Rollover; r != nil {
+		switch {
+		case l.Mode != Hard || l.Window != Day && l.Window != Week && l.Window != Month:
+			p.add(field("rollover"), "applies only to hard limits of a day, week or month")
+		case l.Per != PerCustomer:
+			p.add(field("rollover"), "applies only to customer-wide limits (not per subject)")
+		case r.Max < 1 || r.Max > MaxLimit:
+			p.add(field("rollover.max"), fmt.Sprintf("must be an integer between 1 and %d", MaxLimit))
+		default:
+			l.Rollover = &Rollover{Max: r.Max}
 		}
 	}
 }
@@ -545,7 +561,7 @@ func (s OverrideSpec) Validate(customer, metric, window, per string, now time.Ti
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
-		Algorithm: s.Algorithm, Burst: s.Burst,
+		Algorithm: s.Algorithm, Burst: s.Burst, Rollover: s.Rollover,
 	}
 	terms.apply("", &o.Limit, &p)
 	if s.ExpiresAt != nil {

@@ -240,6 +240,16 @@ type Limit struct {
 	// zero value), or each of the customer's subjects apart (an end user,
 	// an IP, an API key), beside the customer-wide limits of the metric.
 	Per Per `json:"per"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends; nil: none.
+	Rollover *Rollover `json:"rollover"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Size is how many units a short window's count admits before any soft
@@ -407,6 +417,31 @@ type Customer struct {
 	Version          int64           `json:"version"`
 	CreatedAt        time.Time       `json:"created_at"`
 	UpdatedAt        time.Time       `json:"updated_at"`
+	// Grants are the metrics and expiries of the customer's grants that
+	// had units left when it was loaded (see HasGrants); the catalog's
+	// loads fill it, nothing else.
+	Grants []GrantTerm `json:"-"`
+}
+
+// GrantTerm is what the catalog keeps of a customer's live grant: its
+// metric and when it expires (nil: never).
+type GrantTerm struct {
+	Metric    string     `json:"metric"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// HasGrants reports whether the customer, as loaded, has a grant of
+// metric that is unexpired at at: whether a check a hard long window
+// denies may draw on grants. It may say true of grants drawn or voided
+// since (the draw then finds nothing), never false of one created before
+// the load.
+func (c *Customer) HasGrants(metric string, at time.Time) bool {
+	for _, g := range c.Grants {
+		if g.Metric == metric && (g.ExpiresAt == nil || g.ExpiresAt.After(at)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Override is a limit set for one customer on one metric+window. It replaces

@@ -333,9 +333,11 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 	}
 
 	// Every field the types declare is in the answer of a token bucket per
-	// subject: a field added to Override or EffectiveLimit must be added
-	// to its MarshalJSON too.
-	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject}
+	// subject with a rollover (no valid limit has both: marshalling does
+	// not judge): a field added to Override or EffectiveLimit must be
+	// added to its MarshalJSON too.
+	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject,
+		Rollover: &Rollover{Max: 1}}
 	for _, v := range []any{Override{Limit: tb}, EffectiveLimit{Limit: tb, Source: FromPlan}} {
 		b, err := json.Marshal(v)
 		if err != nil {

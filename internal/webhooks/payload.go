@@ -31,8 +31,31 @@ type payloadData struct {
 	Used      int64      `json:"used"`
 }
 
+// grantPayload is the body of a grant.exhausted delivery: a wire form, as
+// payload.
+type grantPayload struct {
+	Type      EventType        `json:"type"`
+	Timestamp time.Time        `json:"timestamp"`
+	Data      grantPayloadData `json:"data"`
+}
+
+type grantPayloadData struct {
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	Grant    string `json:"grant"`
+	Amount   int64  `json:"amount"`
+}
+
 // Payload returns the bytes delivered for e.
 func Payload(e Event) ([]byte, error) {
+	if e.Type == GrantExhausted {
+		b, err := json.Marshal(grantPayload{Type: e.Type, Timestamp: e.At.UTC(),
+			Data: grantPayloadData{Customer: e.Customer, Metric: e.Metric, Grant: e.Grant, Amount: e.Limit}})
+		if err != nil {
+			return nil, fmt.Errorf("encode webhook payload: %w", err)
+		}
+		return b, nil
+	}
 	p := payload{
 		Type: e.Type, Timestamp: e.At.UTC(),
 		Data: payloadData{
