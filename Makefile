@@ -48,12 +48,15 @@ build: ## build quotad, quotactl and quotasim into bin/
 
 # Both modules' tests run even when the main module's fail, so that one
 # run shows every failure; the target fails at the end if either did.
+# -timeout bounds a package's run: cmd/quotad takes about 3 minutes on an
+# idle 2-core machine and several times that beside other work, where go
+# test's default of 10 minutes would cut it short.
 test: ## run every test with the race detector (the client module's too, whatever the first module's result)
 	@failed=; \
-	echo '$(GO) test -race -count=1 ./...'; \
-	$(GO) test -race -count=1 ./... || failed="$$failed main"; \
-	echo 'cd client && $(GO) test -race -count=1 ./...'; \
-	(cd client && $(GO) test -race -count=1 ./...) || failed="$$failed client"; \
+	echo '$(GO) test -race -count=1 -timeout 40m ./...'; \
+	$(GO) test -race -count=1 -timeout 40m ./... || failed="$$failed main"; \
+	echo 'cd client && $(GO) test -race -count=1 -timeout 40m ./...'; \
+	(cd client && $(GO) test -race -count=1 -timeout 40m ./...) || failed="$$failed client"; \
 	if [ -n "$$failed" ]; then echo "make test: the tests of these modules failed:$$failed"; exit 1; fi
 
 cover: ## run the tests and report coverage (of the main module, then of the client module)

@@ -83,6 +83,20 @@ func (c *Client) ResetUsage(ctx context.Context, customer, metric string) error 
 	return c.del(ctx, pathf("/v1/customers/%s/usage/%s", customer, metric), nil)
 }
 
+// SetTotal sets a customer's gauge of metric (its count in window Total:
+// seats, projects) to used, in every quotad process, to sync it with the
+// application's own records. used may exceed the limit: later checks are
+// then denied until refunds bring the count down. A metric without a
+// customer-wide limit of window total is a 409 (no_total_limit).
+func (c *Client) SetTotal(ctx context.Context, customer, metric string, used int64) (*UsageEntry, error) {
+	var u UsageEntry
+	if _, err := c.do(ctx, call{method: http.MethodPut, path: pathf("/v1/customers/%s/usage/%s/total", customer, metric),
+		body: map[string]int64{"used": used}, retry: true, out: &u}); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
 // UsageHistory gets a customer's daily usage totals, by date then metric.
 // Any valid customer id answers, deleted customers' too.
 func (c *Client) UsageHistory(ctx context.Context, customer string, f HistoryFilter) ([]UsageDay, error) {

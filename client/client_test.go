@@ -43,6 +43,7 @@ var allSentinels = map[string]error{
 	"ErrTooManyRequests":      quotad.ErrTooManyRequests,
 	"ErrUnavailable":          quotad.ErrUnavailable,
 	"ErrSubjectRequired":      quotad.ErrSubjectRequired,
+	"ErrGrantNotFound":        quotad.ErrGrantNotFound,
 }
 
 func TestProblems(t *testing.T) {
@@ -621,5 +622,30 @@ func TestMetadataKeepsDigits(t *testing.T) {
 				t.Errorf("PUT body = %s, want %s", put, tt.wantPut)
 			}
 		})
+	}
+}
+
+// SetTotal puts the count to the customer's total of the metric and reads
+// the total back: its reset_at, null, is the zero time.
+func TestSetTotal(t *testing.T) {
+	var method, path, body string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		method, path, body = r.Method, r.URL.EscapedPath(), string(b)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"customer":"acme","metric":"seats","window":"total","limit":10,"used":12,"remaining":0,` +
+			`"overage":0,"reset_at":null}`))
+	}))
+	defer srv.Close()
+	u, err := quotad.New(srv.URL).SetTotal(context.Background(), "acme", "seats", 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if method != "PUT" || path != "/v1/customers/acme/usage/seats/total" || body != `{"used":12}` {
+		t.Errorf("request = %s %s %s, want PUT /v1/customers/acme/usage/seats/total {\"used\":12}", method, path, body)
+	}
+	want := quotad.UsageEntry{Metric: "seats", Window: quotad.Total, Limit: 10, Used: 12}
+	if *u != want || !u.ResetAt.IsZero() {
+		t.Errorf("SetTotal = %+v, want %+v", *u, want)
 	}
 }

@@ -113,6 +113,9 @@ var (
 	ErrFeatureNotGranted error = &sentinel{"quotad: feature not granted", "feature_not_granted", 0}
 	// ErrKeyNotFound: 404 key_not_found, no live API key has the id.
 	ErrKeyNotFound error = &sentinel{"quotad: api key not found", "key_not_found", 0}
+	// ErrGrantNotFound: 404 grant_not_found, no grant that is not voided
+	// has the id.
+	ErrGrantNotFound error = &sentinel{"quotad: grant not found", "grant_not_found", 0}
 	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
 	// key that is unknown, revoked or expired.
 	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}

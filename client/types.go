@@ -8,7 +8,9 @@ import (
 )
 
 // Windows, as quotad names them. second and minute are short windows;
-// hour, day, week and month calendar windows in UTC.
+// hour, day, week and month calendar windows in UTC; total never resets (a
+// gauge: seats, projects; checks add to it, refunds take from it, and
+// Client.SetTotal sets it). A total's ResetAt is the zero time.
 const (
 	Second = "second"
 	Minute = "minute"
@@ -16,6 +18,7 @@ const (
 	Day    = "day"
 	Week   = "week"
 	Month  = "month"
+	Total  = "total"
 )
 
 // Modes of a limit.
@@ -110,6 +113,16 @@ type Limit struct {
 	// may have a customer-wide limit and a limit per subject on one
 	// metric and window.
 	Per string `json:"per,omitempty"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends.
+	Rollover *Rollover `json:"rollover,omitempty"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Price is what a plan costs per interval.
@@ -184,6 +197,8 @@ type OverrideSpec struct {
 	Ceiling            *int64 `json:"ceiling,omitempty"`
 	Algorithm          string `json:"algorithm,omitempty"`
 	Burst              *int64 `json:"burst,omitempty"`
+	// Rollover: see Limit.Rollover.
+	Rollover *Rollover `json:"rollover,omitempty"`
 	// ExpiresAt, if set, must lie in the future.
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
@@ -278,6 +293,9 @@ type CheckResult struct {
 	RetryAfter *int64 `json:"retry_after"`
 	// Degraded: quotad answered without a shared store it could not reach.
 	Degraded bool `json:"degraded"`
+	// Granted is how many units the check drew on the customer's grants
+	// (a hard window of a day or longer denied them); 0 otherwise.
+	Granted int64 `json:"granted,omitempty"`
 	// Limits are every window the check covered (of every item, once):
 	// the customer's, its subjects', the credit pools'.
 	Limits []CheckLimit `json:"limits"`
@@ -320,13 +338,14 @@ type CheckLimit struct {
 	Metric string `json:"metric"`
 	// Subject is the subject a window of a limit per subject counts for;
 	// empty for the customer's windows.
-	Subject   string    `json:"subject,omitempty"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	ResetAt   time.Time `json:"reset_at"`
-	Mode      string    `json:"mode"`
+	Subject   string `json:"subject,omitempty"`
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Used      int64  `json:"used"`
+	Remaining int64  `json:"remaining"`
+	// ResetAt is the zero time for a Total, which never resets.
+	ResetAt time.Time `json:"reset_at"`
+	Mode    string    `json:"mode"`
 	// State is ok, overage, elastic or exceeded (this window denied).
 	State string `json:"state"`
 }
@@ -369,15 +388,19 @@ type UsageEntry struct {
 	Metric string `json:"metric"`
 	// Subject is the subject a window of a limit per subject counts for
 	// (SubjectUsage); empty for the customer's windows.
-	Subject   string    `json:"subject,omitempty"`
-	Window    string    `json:"window"`
-	Limit     int64     `json:"limit"`
-	Algorithm string    `json:"algorithm,omitempty"`
-	Burst     *int64    `json:"burst,omitempty"`
-	Used      int64     `json:"used"`
-	Remaining int64     `json:"remaining"`
-	Overage   int64     `json:"overage"`
-	ResetAt   time.Time `json:"reset_at"`
+	Subject   string `json:"subject,omitempty"`
+	Window    string `json:"window"`
+	Limit     int64  `json:"limit"`
+	Algorithm string `json:"algorithm,omitempty"`
+	Burst     *int64 `json:"burst,omitempty"`
+	Used      int64  `json:"used"`
+	Remaining int64  `json:"remaining"`
+	Overage   int64  `json:"overage"`
+	// Granted is how many units of the window the customer's grants paid
+	// for (not counted in Used).
+	Granted int64 `json:"granted"`
+	// ResetAt is the zero time for a Total, which never resets.
+	ResetAt time.Time `json:"reset_at"`
 	// Refunded is, in a refund's answer, how many units went back to this
 	// window, when quotad says.
 	Refunded int64 `json:"refunded,omitempty"`

@@ -12,6 +12,8 @@ const (
 	EventThreshold      = "usage.threshold"
 	EventOverageStarted = "usage.overage_started"
 	EventLimitReached   = "usage.limit_reached"
+	// EventGrantExhausted: checks drew the last unit of a grant.
+	EventGrantExhausted = "grant.exhausted"
 )
 
 // WebhookSpec is the body of PutWebhook.
@@ -46,12 +48,15 @@ type WebhookDelivery struct {
 	// ID is the webhook-id header the receiver sees.
 	ID    string `json:"id"`
 	Event struct {
-		Type        string    `json:"type"`
-		Customer    string    `json:"customer"`
-		Metric      string    `json:"metric"`
+		Type     string `json:"type"`
+		Customer string `json:"customer"`
+		Metric   string `json:"metric"`
+		// Window and WindowStart are a usage event's (empty and zero for
+		// grant.exhausted, whose Grant is set).
 		Window      string    `json:"window"`
 		WindowStart time.Time `json:"window_start"`
 		Threshold   int       `json:"threshold,omitempty"`
+		Grant       string    `json:"grant,omitempty"`
 	} `json:"event"`
 	// Status is pending, delivered or failed.
 	Status        string     `json:"status"`

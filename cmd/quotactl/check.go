@@ -167,9 +167,33 @@ func printWindows(w io.Writer, limits []quotad.CheckLimit) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "METRIC\tSUBJECT\tWINDOW\tMODE\tLIMIT\tUSED\tREMAINING\tSTATE\tRESET AT")
 	for _, l := range limits {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Metric, orDash(l.Subject), l.Window, l.Mode, l.Limit, l.Used, l.Remaining, l.State, l.ResetAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", l.Metric, orDash(l.Subject), l.Window, l.Mode, l.Limit, l.Used, l.Remaining, l.State, resetAt(l.ResetAt))
 	}
 	return tw.Flush()
+}
+
+// resetAt is a window's reset as the tables print it: "never" for a
+// total, which the client reads as the zero time.
+func resetAt(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return t.Format(time.RFC3339)
+}
+
+type setTotalCmd struct {
+	Customer string `arg:"" help:"The customer's id."`
+	Metric   string `arg:"" help:"The metric whose total (its limit of window total: seats, projects) to set."`
+	Used     int64  `arg:"" help:"The count to set, from the application's own records; it may exceed the limit."`
+}
+
+func (x *setTotalCmd) Run(e *env) error {
+	u, err := e.client.SetTotal(e.ctx, x.Customer, x.Metric, x.Used)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s %s total: %d used of %d, %d remaining\n", x.Customer, u.Metric, u.Used, u.Limit, u.Remaining)
+	return err
 }
 
 type usageCmd struct {
@@ -202,7 +226,7 @@ func (x *usageCmd) Run(e *env) error {
 	perSubject := false
 	for _, w := range a.Usage {
 		perSubject = perSubject || w.Subject != ""
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", w.Metric, orDash(w.Subject), w.Window, w.Limit, w.Used, w.Remaining, w.Overage, w.ResetAt.Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", w.Metric, orDash(w.Subject), w.Window, w.Limit, w.Used, w.Remaining, w.Overage, resetAt(w.ResetAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

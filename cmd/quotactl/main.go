@@ -1,6 +1,6 @@
 // Command quotactl is quotad's command line for operators: the catalog as
 // code (export it to YAML, apply a YAML file through the admin API), a
-// customer's checks and usage, and its API keys.
+// customer's checks and usage, its API keys and its grants.
 //
 // It is built on quotad's Go client (github.com/quotad/quotad/client): every
 // call to quotad is one of the client's, with its typed answers, errors
@@ -13,9 +13,13 @@
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
 //	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl usage CUSTOMER [--subject S]
+//	quotactl set-total CUSTOMER METRIC USED
 //	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
 //	quotactl keys list CUSTOMER
 //	quotactl keys revoke KEY_ID
+//	quotactl grants create CUSTOMER METRIC AMOUNT [--expires-at TIME] [--priority N] [--reason TEXT] [--request-id ID]
+//	quotactl grants list CUSTOMER [--all]
+//	quotactl grants void GRANT_ID
 //
 // --url (QUOTAD_URL, default http://127.0.0.1:8080) and --token
 // (QUOTAD_TOKEN) say which quotad to talk to; see --help.
@@ -63,9 +67,11 @@ type cli struct {
 		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
 		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
 	} `cmd:"" help:"The catalog as code."`
-	Check checkCmd `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
-	Usage usageCmd `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
-	Keys  keysCmd  `cmd:"" help:"Issue, list and revoke customers' API keys."`
+	Check    checkCmd    `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
+	Usage    usageCmd    `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
+	SetTotal setTotalCmd `cmd:"" name:"set-total" help:"Set a customer's total of a metric (a gauge: seats, projects) to a count, to sync it with the application's records."`
+	Keys     keysCmd     `cmd:"" help:"Issue, list and revoke customers' API keys."`
+	Grants   grantsCmd   `cmd:"" help:"Grant customers units beyond their plan (top-ups), list and void them."`
 }
 
 // env is what every command runs with.

@@ -401,6 +401,35 @@ customers:
 	}
 }
 
+// Seats as code: a plan's limit of window total, set to the application's
+// count, printed with no reset; a check it denies can never pass.
+func TestSeats(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", mustWrite(t, `metrics:
+  seats: {description: Seats of a workspace}
+plans:
+  team:
+    limits:
+      - {metric: seats, window: total, limit: 10}
+customers:
+  acme:
+    plan: team
+`))
+	for _, tt := range []checkRun{
+		{name: "add a seat", args: []string{"check", "acme", "seats"}, wantOut: []string{
+			"acme seats cost 1: allowed\n", "seats - total hard 10 1 9 ok never\n"}},
+		{name: "set the count", args: []string{"set-total", "acme", "seats", "10"}, wantOut: []string{
+			"acme seats total: 10 used of 10, 0 remaining\n"}},
+		{name: "full", args: []string{"check", "acme", "seats"}, wantCode: 2, wantOut: []string{
+			"denied: the check can never pass\n", "seats - total hard 10 10 0 exceeded never\n"}},
+		{name: "usage", args: []string{"usage", "acme"}, wantOut: []string{"seats - total 10 10 0 0 never\n"}},
+		{name: "a negative count", args: []string{"set-total", "acme", "seats", "--", "-1"}, wantCode: 1},
+		{name: "the catalog exports the total", args: []string{"catalog", "export"}, wantOut: []string{"window: total"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { tt.run(t, srv) })
+	}
+}
+
 // TestCheckItemsAndSubjects checks with subjects and of several items, a
 // metric drawing on a credit pool among them, and reads a subject's usage.
 func TestCheckItemsAndSubjects(t *testing.T) {
@@ -762,5 +791,51 @@ plans:
 	mustOK(t, err)
 	if want := (quotad.Features{"sso": true, "max_projects": int64(50), "support": "priority"}); !reflect.DeepEqual(p.Features, want) {
 		t.Errorf("business features after the edit = %#v, want %#v", p.Features, want)
+	}
+}
+
+func TestGrants(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+
+	code, out, errOut := mustRun(t, srv, "grants", "list", "acme")
+	if code != 0 || out != "acme has no grants.\n" {
+		t.Fatalf("list before: exit %d\n%s%s", code, out, errOut)
+	}
+	code, id, errOut := mustRun(t, srv, "grants", "create", "acme", "api_calls", "500", "--priority", "2",
+		"--expires-at", "2999-01-01T00:00:00Z", "--reason", "top-up pack", "--request-id", "order-1")
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "grt_") || !strings.Contains(errOut, "Granted 500 api_calls to acme (priority 2), expires 2999-01-01T00:00:00Z") {
+		t.Fatalf("create: exit %d\nstdout %q\nstderr %s", code, id, errOut)
+	}
+	// The same request id: the same grant.
+	if code, again, errOut := mustRun(t, srv, "grants", "create", "acme", "api_calls", "500", "--priority", "2",
+		"--expires-at", "2999-01-01T00:00:00Z", "--reason", "top-up pack", "--request-id", "order-1"); code != 0 || strings.TrimSpace(again) != id {
+		t.Fatalf("repeat: exit %d\nstdout %q, want %s\nstderr %s", code, again, id, errOut)
+	}
+	code, out, errOut = mustRun(t, srv, "grants", "list", "acme")
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "top-up pack") || strings.Count(out, "grt_") != 1 {
+		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "void", id); code != 0 || out != "Voided "+id+".\n" {
+		t.Fatalf("void: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "list", "acme"); code != 0 || out != "acme has no grants.\n" {
+		t.Fatalf("list after the void: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = mustRun(t, srv, "grants", "list", "acme", "--all"); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("list --all after the void: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"grants", "void", id},
+		{"grants", "create", "nobody", "api_calls", "5"},
+		{"grants", "create", "acme", "nothing", "5"},
+		{"grants", "create", "acme", "api_calls", "0"},
+		{"grants", "create", "acme", "api_calls", "5", "--expires-at", "tomorrow"},
+		{"grants", "list", "nobody"},
+	} {
+		if code, out, errOut := mustRun(t, srv, args...); code != 1 || errOut == "" {
+			t.Errorf("%q: exit %d, want 1 with a message\n%s%s", args, code, out, errOut)
+		}
 	}
 }

@@ -189,6 +189,12 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 		}
 		return
 	}
+	if n.Kind == store.NotifyGrants {
+		// Whether the customer has live grants: a draw by this process
+		// that used one up changes it too.
+		cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: n.Key})
+		return
+	}
 	if n.Local {
 		return
 	}
@@ -215,6 +221,12 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 	case store.NotifyReset:
 		if customer, metric, ok := strings.Cut(n.Key, "/"); ok {
 			engine.Forget(customer, metric)
+		}
+	case store.NotifyTotal:
+		// A set of a total ended its leases, and only them: the short
+		// windows stay, and the metric's other leases are asked about.
+		if customer, metric, ok := strings.Cut(n.Key, "/"); ok && leases != nil {
+			leases.Forget(customer, metric)
 		}
 	}
 }

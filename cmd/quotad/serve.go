@@ -19,6 +19,7 @@ import (
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/gctune"
+	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
@@ -159,6 +160,7 @@ type instance struct {
 	// verifier holds the live API keys; keys issues and revokes them.
 	verifier *keys.Verifier
 	keys     *keys.Service
+	grants   *grants.Service
 	// onPurge hears what each retention purge deleted (see retention.go);
 	// set with the registry, before the engine's work starts.
 	onPurge func(quota.Purged)
@@ -231,6 +233,7 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		Watcher:      p.detector,
 		StoreTimeout: p.cfg.StoreTimeout,
 		Reservations: p.db,
+		Grants:       p.db,
 		// A slow PostgreSQL (a busy machine) is waited for up to the
 		// request timeout; a silent one for the store timeout.
 		Liveness:    p.liveness,
@@ -270,6 +273,10 @@ func (p *instance) buildEngine(ctx context.Context) error {
 	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
 	p.verifier = keys.NewVerifier(p.db, p.now)
 	p.keys = keys.NewService(p.db, p.now, p.verifier)
+	p.grants = grants.NewService(p.db, p.now)
+	p.grants.Changed = func(customer string) {
+		p.cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer})
+	}
 	return nil
 }
 
@@ -467,6 +474,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 
 		Reservations: p.engine,
 		Keys:         p.keys,
+		Grants:       p.grants,
 		KeyResolver:  p.verifier,
 		Holders:      store.NewHolders(p.db),
 	})

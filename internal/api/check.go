@@ -20,6 +20,7 @@ type Checker interface {
 	Usage(ctx context.Context, customer, subject string) (tiers.Account, []quota.Usage, error)
 	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
+	SetTotal(ctx context.Context, actor, customer, metric string, used int64) (quota.Usage, error)
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
 	Today() time.Time
 	Stats() quota.Stats
@@ -72,7 +73,10 @@ type usageEntry struct {
 	Used      int64            `json:"used"`
 	Remaining int64            `json:"remaining"`
 	Overage   int64            `json:"overage"`
-	ResetAt   time.Time        `json:"reset_at"`
+	// Granted: units of the window grants paid for (not in used).
+	Granted int64 `json:"granted"`
+	// ResetAt is null for a window that never resets (total).
+	ResetAt *time.Time `json:"reset_at"`
 	// Refunded is in a refund's answer only: the units it took off this
 	// window.
 	Refunded *int64 `json:"refunded,omitempty"`
@@ -356,13 +360,22 @@ type refundAnswer struct {
 	Usage    []usageEntry `json:"usage"`
 }
 
+// resetAt is a window's reset_at as answers show it: null (nil) for one
+// that never resets, which quota reports as the zero time.
+func resetAt(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
 func toUsageEntries(us []quota.Usage) []usageEntry {
 	out := make([]usageEntry, len(us))
 	for i, u := range us {
 		l := tiers.Limit{Window: u.Window, Limit: u.Limit, Algorithm: u.Algorithm, Burst: u.Burst}
 		out[i] = usageEntry{Metric: u.Metric, Subject: u.Subject, Window: u.Window, Limit: u.Limit,
 			Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Used: u.Used,
-			Remaining: u.Remaining, Overage: u.Overage, ResetAt: u.ResetAt}
+			Remaining: u.Remaining, Overage: u.Overage, Granted: u.Granted, ResetAt: resetAt(u.ResetAt)}
 	}
 	return out
 }
@@ -389,6 +402,34 @@ func (s *Server) resetUsage(c echo.Context) error {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// totalRequest is the body of PUT /v1/customers/{id}/usage/{metric}/total.
+type totalRequest struct {
+	Used *int64 `json:"used"`
+}
+
+// totalAnswer is its answer: the customer's total of the metric as set.
+type totalAnswer struct {
+	Customer string `json:"customer"`
+	usageEntry
+}
+
+// putTotal sets a customer's gauge (window total) of a metric outright.
+func (s *Server) putTotal(c echo.Context) error {
+	var req totalRequest
+	if err := decodeBody(c, &req); err != nil {
+		return err
+	}
+	if req.Used == nil {
+		return tiers.Invalid("used", "is required")
+	}
+	customer := param(c, "customer")
+	u, err := s.checker.SetTotal(c.Request().Context(), actor(c), customer, param(c, "metric"), *req.Used)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, totalAnswer{Customer: customer, usageEntry: toUsageEntries([]quota.Usage{u})[0]})
 }
 
 const dateLayout = "2006-01-02"

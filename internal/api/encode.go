@@ -57,6 +57,10 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	}
 	b = append(b, `,"degraded":`...)
 	b = strconv.AppendBool(b, d.Degraded)
+	if d.Granted > 0 {
+		b = append(b, `,"granted":`...)
+		b = strconv.AppendInt(b, d.Granted, 10)
+	}
 	b = append(b, `,"limits":`...)
 	if b, ok = appendWindows(b, d.Limits, d.Metric); !ok {
 		return dst[:n0], false
@@ -128,7 +132,9 @@ func appendWindows(b []byte, ws []quota.WindowResult, metric string) (_ []byte, 
 		b = append(b, `,"remaining":`...)
 		b = strconv.AppendInt(b, w.Remaining, 10)
 		b = append(b, `,"reset_at":`...)
-		if b, ok = appendJSONTime(b, w.ResetAt); !ok {
+		if w.ResetAt.IsZero() {
+			b = append(b, "null"...) // a total never resets
+		} else if b, ok = appendJSONTime(b, w.ResetAt); !ok {
 			return b, false
 		}
 		b = append(b, `,"mode":"`...)
@@ -189,6 +195,9 @@ func neverDetail(d *quota.Decision) string {
 	limit := "the " + windowMetric(w, d.Metric) + "/" + w.Window.String() + " limit of " + strconv.FormatInt(w.Limit, 10)
 	if w.Subject != "" {
 		limit += " per subject (" + w.Subject + ")"
+	}
+	if !w.Window.Resets() && d.Cost <= w.Limit {
+		return limit + " is reached (" + strconv.FormatInt(w.Used, 10) + " used) and never resets: a refund or a set of the total frees units; do not retry"
 	}
 	return "a cost of " + cost + " can never pass " + limit + "; do not retry"
 }

@@ -21,6 +21,7 @@ type checkResponse struct {
 	Elastic    bool          `json:"elastic"`
 	RetryAfter *int64        `json:"retry_after"`
 	Degraded   bool          `json:"degraded"`
+	Granted    int64         `json:"granted,omitempty"`
 	Limits     []windowState `json:"limits"`
 	Items      []itemState   `json:"items,omitempty"`
 	// Code and Detail are set when the check can never pass.
@@ -35,7 +36,7 @@ type windowState struct {
 	Limit     int64        `json:"limit"`
 	Used      int64        `json:"used"`
 	Remaining int64        `json:"remaining"`
-	ResetAt   time.Time    `json:"reset_at"`
+	ResetAt   *time.Time   `json:"reset_at"`
 	Mode      tiers.Mode   `json:"mode"`
 	State     quota.State  `json:"state"`
 }
@@ -53,7 +54,7 @@ type itemState struct {
 func newCheckResponse(d quota.Decision) checkResponse {
 	resp := checkResponse{
 		Allowed: d.Allowed, Customer: d.Customer,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded,
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Granted: d.Granted,
 		Limits: newWindowStates(d.Limits, d.Metric),
 	}
 	if d.Items == nil {
@@ -81,7 +82,7 @@ func newWindowStates(ws []quota.WindowResult, metric string) []windowState {
 	out := make([]windowState, len(ws))
 	for i, w := range ws {
 		out[i] = windowState{Metric: w.Metric, Subject: w.Subject, Window: w.Window, Limit: w.Limit, Used: w.Used,
-			Remaining: w.Remaining, ResetAt: w.ResetAt, Mode: w.Mode, State: w.State}
+			Remaining: w.Remaining, ResetAt: resetAt(w.ResetAt), Mode: w.Mode, State: w.State}
 		if w.Metric == "" {
 			out[i].Metric = metric
 		}
@@ -136,7 +137,7 @@ func TestAppendCheckAnswer(t *testing.T) {
 	every := benchDecision
 	every.Overage, every.Elastic, every.Cost, every.RetryAfter = true, true, 1_000_000_000, -3
 	every.Limits = nil
-	for w := tiers.Second; w <= tiers.Month; w++ {
+	for w := tiers.Second; w <= tiers.Total; w++ {
 		for m := tiers.Hard; m <= tiers.Elastic; m++ {
 			for _, s := range []quota.State{quota.StateOK, quota.StateOverage, quota.StateElastic, quota.StateExceeded} {
 				every.Limits = append(every.Limits, window(w, m, s, reset))
@@ -160,7 +161,10 @@ func TestAppendCheckAnswer(t *testing.T) {
 	badWindow := benchDecision
 	badWindow.Limits = []quota.WindowResult{window(0, tiers.Hard, quota.StateOK, reset)}
 	badWindow2 := benchDecision
-	badWindow2.Limits = []quota.WindowResult{ok, window(tiers.Month+1, tiers.Hard, quota.StateOK, reset)}
+	badWindow2.Limits = []quota.WindowResult{ok, window(tiers.Total+1, tiers.Hard, quota.StateOK, reset)}
+	full := denied
+	full.Never, full.RetryAfter = true, 0
+	full.Limits = []quota.WindowResult{ok, window(tiers.Total, tiers.Hard, quota.StateExceeded, time.Time{})}
 	badMode := benchDecision
 	badMode.Limits = []quota.WindowResult{window(tiers.Day, 0, quota.StateOK, reset)}
 	badMode2 := benchDecision
@@ -194,48 +198,49 @@ func TestAppendCheckAnswer(t *testing.T) {
 		Items: []quota.ItemResult{{Metric: "a", Cost: 1, Allowed: true, Limits: []quota.WindowResult{}}}}
 
 	for name, d := range map[string]quota.Decision{
-		"allowed, two windows":            benchDecision,
-		"denied":                          denied,
-		"never passes: retry_after null":  never,
-		"degraded":                        degraded,
-		"no limits (nil)":                 noLimits,
-		"no limits (empty)":               emptyLimits,
-		"every window, mode and state":    every,
-		"zero decision":                   {},
-		"extreme numbers":                 numbers,
-		"customer with punctuation":       named("user@example.com:1", "api_calls", quota.StateOK),
-		"HTML characters":                 named(`a<b>&c`, "m&m", "<ok>"),
-		"quotes and backslashes":          named(`a"b\c`, `"`, `\`),
-		"control characters":              named("a\x00b\x01\n\t\r\b\f\x1f", "\x7f", "ok"),
-		"non-ASCII":                       named("acmé", "日本語", "ünïcode"),
-		"line and paragraph separators":   named("a\u2028b\u2029c", "m", "ok"),
-		"invalid UTF-8":                   named("a\xffb", "\xed\xa0\x80", "\xc3"),
-		"empty strings":                   named("", "", ""),
-		"time with nanoseconds":           at(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)),
-		"time with trailing zero nanos":   at(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)),
-		"time east of UTC":                at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("IST", 5*3600+1800))),
-		"time west of UTC":                at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -8*3600))),
-		"time with an odd offset":         at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600+61))),
-		"time in a named location":        at(time.Date(2026, 7, 1, 12, 0, 0, 0, mustLoadLocation(t, "Europe/Paris"))),
-		"time of year 0":                  at(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time of year 9999":               at(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)),
-		"zero time":                       at(time.Time{}),
-		"time of year 10000":              at(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time of year -1":                 at(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"time with a 24 hour offset":      at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))),
-		"time with a -25 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", -25*3600))),
-		"time with a 23:59 offset":        at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60))),
-		"time with a 100 hour offset":     at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 100*3600))),
-		"window 0":                        badWindow,
-		"window beyond month":             badWindow2,
-		"mode 0":                          badMode,
-		"mode beyond elastic":             badMode2,
-		"windows of a subject and a pool": pooled,
-		"items":                           items,
-		"items, one denied":               itemsDenied,
-		"items, one never passes":         itemsNever,
-		"items, a bad window":             badItemWindow,
-		"items, degraded without limits":  emptyItems,
+		"allowed, two windows":             benchDecision,
+		"denied":                           denied,
+		"never passes: retry_after null":   never,
+		"degraded":                         degraded,
+		"no limits (nil)":                  noLimits,
+		"no limits (empty)":                emptyLimits,
+		"every window, mode and state":     every,
+		"zero decision":                    {},
+		"extreme numbers":                  numbers,
+		"customer with punctuation":        named("user@example.com:1", "api_calls", quota.StateOK),
+		"HTML characters":                  named(`a<b>&c`, "m&m", "<ok>"),
+		"quotes and backslashes":           named(`a"b\c`, `"`, `\`),
+		"control characters":               named("a\x00b\x01\n\t\r\b\f\x1f", "\x7f", "ok"),
+		"non-ASCII":                        named("acmé", "日本語", "ünïcode"),
+		"line and paragraph separators":    named("a\u2028b\u2029c", "m", "ok"),
+		"invalid UTF-8":                    named("a\xffb", "\xed\xa0\x80", "\xc3"),
+		"empty strings":                    named("", "", ""),
+		"time with nanoseconds":            at(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)),
+		"time with trailing zero nanos":    at(time.Date(2026, 1, 2, 3, 4, 5, 120000000, time.UTC)),
+		"time east of UTC":                 at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("IST", 5*3600+1800))),
+		"time west of UTC":                 at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", -8*3600))),
+		"time with an odd offset":          at(time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("", 3600+61))),
+		"time in a named location":         at(time.Date(2026, 7, 1, 12, 0, 0, 0, mustLoadLocation(t, "Europe/Paris"))),
+		"time of year 0":                   at(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year 9999":                at(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)),
+		"zero time":                        at(time.Time{}),
+		"time of year 10000":               at(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time of year -1":                  at(time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"time with a 24 hour offset":       at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600))),
+		"time with a -25 hour offset":      at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", -25*3600))),
+		"time with a 23:59 offset":         at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 23*3600+59*60))),
+		"time with a 100 hour offset":      at(time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 100*3600))),
+		"window 0":                         badWindow,
+		"window beyond total":              badWindow2,
+		"a full total, which never resets": full,
+		"mode 0":                           badMode,
+		"mode beyond elastic":              badMode2,
+		"windows of a subject and a pool":  pooled,
+		"items":                            items,
+		"items, one denied":                itemsDenied,
+		"items, one never passes":          itemsNever,
+		"items, a bad window":              badItemWindow,
+		"items, degraded without limits":   emptyItems,
 	} {
 		t.Run(name, func(t *testing.T) { assertSameAnswer(t, d) })
 	}
@@ -259,6 +264,8 @@ func FuzzAppendCheckAnswer(f *testing.F) {
 	f.Add(true, "acme", "api_calls", int64(2), false, int64(0), false, uint8(2), uint8(1), "ok", int64(10), int64(2), int64(8), int64(1795341601), int64(0), 0, "user/7", "credits", uint8(0))
 	f.Add(false, "acme", "a", int64(3), true, int64(0), false, uint8(1), uint8(2), "exceeded", int64(2), int64(0), int64(2), int64(1795341601), int64(0), 0, "alice", "b", uint8(3))
 	f.Add(true, "acme", "", int64(0), false, int64(0), true, uint8(5), uint8(1), "ok", int64(1), int64(1), int64(0), int64(1795341601), int64(0), 60, "\"<&>", "\x00", uint8(2))
+	// A total: no reset (the zero time), in any zone.
+	f.Add(false, "acme", "seats", int64(1), true, int64(0), false, uint8(7), uint8(1), "exceeded", int64(10), int64(10), int64(0), int64(-62135596800), int64(0), 3600, "", "", uint8(0))
 	f.Fuzz(func(t *testing.T, allowed bool, customer, metric string, cost int64, never bool, retryAfter int64, degraded bool,
 		w, m uint8, state string, limit, used, remaining, unix, nsec int64, offset int, subject, other string, items uint8) {
 		d := quota.Decision{Allowed: allowed, Customer: customer, Metric: metric, Cost: cost, Never: never,

@@ -194,6 +194,23 @@ var fuzzRoutes = []fuzzRoute{
 		},
 	},
 	{
+		name: "set total", method: http.MethodPut, path: "/v1/customers/acme/usage/api_calls/total", status: http.StatusOK,
+		decode: func(t *testing.T, name string, body []byte) (any, error) {
+			return fuzzDecode(t, name, body, func(r totalRequest) (any, error) {
+				if r.Used == nil {
+					return nil, tiers.Invalid("used", "is required")
+				}
+				q := fuzzTotal{Customer: "acme", Metric: "api_calls", Used: *r.Used}
+				return q, quota.ValidateTotal(q.Customer, q.Metric, q.Used)
+			}, sameValue)
+		},
+		answer: func(passed any) any {
+			q := passed.(fuzzTotal)
+			u := quota.Usage{Metric: q.Metric, Window: tiers.Total, Used: q.Used}
+			return totalAnswer{Customer: q.Customer, usageEntry: toUsageEntries([]quota.Usage{u})[0]}
+		},
+	},
+	{
 		name: "key", method: http.MethodPost, path: "/v1/customers/acme/keys", status: http.StatusCreated,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(s keys.Spec) (any, error) {
@@ -931,6 +948,20 @@ func (fuzzChecker) MetricUsage(context.Context, string) (tiers.Metric, []quota.G
 
 func (fuzzChecker) Reset(context.Context, string, string, string) error {
 	panic("fuzzChecker: unexpected call")
+}
+
+// fuzzTotal is what a set of a total passes on.
+type fuzzTotal struct {
+	Customer, Metric string
+	Used             int64
+}
+
+func (c fuzzChecker) SetTotal(_ context.Context, _, customer, metric string, used int64) (quota.Usage, error) {
+	if err := quota.ValidateTotal(customer, metric, used); err != nil {
+		return quota.Usage{}, err
+	}
+	c.fs.passed = fuzzTotal{Customer: customer, Metric: metric, Used: used}
+	return quota.Usage{Metric: metric, Window: tiers.Total, Used: used}, nil
 }
 
 func (fuzzChecker) History(context.Context, string, string, time.Time, time.Time) ([]quota.Day, error) {

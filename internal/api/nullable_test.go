@@ -13,6 +13,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -32,6 +33,8 @@ var bodyTypes = map[string]reflect.Type{
 	"POST /v1/features/check":                                  reflect.TypeFor[featureCheckRequest](),
 	"PUT /v1/webhooks/{webhook}":                               reflect.TypeFor[webhooks.Spec](),
 	"POST /v1/customers/{customer}/keys":                       reflect.TypeFor[keys.Spec](),
+	"PUT /v1/customers/{customer}/usage/{metric}/total":        reflect.TypeFor[totalRequest](),
+	"POST /v1/customers/{customer}/grants":                     reflect.TypeFor[grants.Spec](),
 }
 
 // The decoder admits null exactly where openapi.yaml says a request field is

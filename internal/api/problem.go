@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -35,6 +36,7 @@ const (
 	codeReservationExpired   = "reservation_expired"
 	codeCheckNotFound        = "check_not_found"
 	codeSubjectRequired      = "subject_required"
+	codeNoTotalLimit         = "no_total_limit"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
 	codeMetricNotFound       = "metric_not_found"
@@ -117,6 +119,7 @@ var errorTable = []struct {
 	{tiers.ErrFeatureOverrideNotFound, http.StatusNotFound, codeFeatureOverrideNotFound},
 	{webhooks.ErrWebhookNotFound, http.StatusNotFound, codeNotFound},
 	{keys.ErrKeyNotFound, http.StatusNotFound, codeKeyNotFound},
+	{grants.ErrGrantNotFound, http.StatusNotFound, codeGrantNotFound},
 	{tiers.ErrMetricInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrPlanInUse, http.StatusConflict, codeConflict},
 	{tiers.ErrConflict, http.StatusConflict, codeConflict},
@@ -127,6 +130,7 @@ var errorTable = []struct {
 	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
 	{tiers.ErrCheckNotFound, http.StatusNotFound, codeCheckNotFound},
 	{tiers.ErrSubjectRequired, http.StatusBadRequest, codeSubjectRequired},
+	{tiers.ErrNoTotalLimit, http.StatusConflict, codeNoTotalLimit},
 	{tiers.ErrUnavailable, http.StatusServiceUnavailable, codeUnavailable},
 }
 
@@ -148,6 +152,8 @@ var details = map[string]string{
 	codeNotFound:                "no such route",
 	codeMethodNotAllowed:        "the route does not allow this method",
 	codeSubjectRequired:         "the metric has limits per subject: the request must name a subject",
+	codeGrantNotFound:           "no grant that is not voided has this id",
+	codeNoTotalLimit:            "no limit of window total on this metric is in effect for the customer: only a total can be set",
 }
 
 // toProblem turns any error a handler returns into the problem to send.

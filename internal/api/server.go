@@ -77,6 +77,8 @@ type Config struct {
 	Reservations Reservations
 	// Keys serves the API-key routes; nil answers 404 there.
 	Keys Keys
+	// Grants serves the grants' routes; nil answers 404 there.
+	Grants Grants
 	// KeyResolver resolves the api_key of checks, refunds and forward-auth;
 	// nil refuses every key quotad would have issued.
 	KeyResolver KeyResolver
@@ -114,6 +116,7 @@ type Server struct {
 	webhooks       Webhooks
 	reservations   Reservations
 	keys           Keys
+	grants         Grants
 	keyResolver    KeyResolver
 	holders        Holders
 	features       FeatureChecker
@@ -150,6 +153,7 @@ func New(cfg Config) *Server {
 		webhooks:       cfg.Webhooks,
 		reservations:   cfg.Reservations,
 		keys:           cfg.Keys,
+		grants:         cfg.Grants,
 		keyResolver:    cfg.KeyResolver,
 		holders:        cfg.Holders,
 		features:       cfg.Features,
@@ -199,6 +203,7 @@ func New(cfg Config) *Server {
 
 	v1.GET("/customers/:customer/usage", s.usage)
 	v1.DELETE("/customers/:customer/usage/:metric", s.resetUsage)
+	v1.PUT("/customers/:customer/usage/:metric/total", s.putTotal)
 	v1.GET("/customers/:customer/usage/history", s.history)
 	v1.POST("/check", s.check)
 	v1.POST("/refund", s.refund)
@@ -212,6 +217,7 @@ func New(cfg Config) *Server {
 	s.registerFeatures(v1)
 	s.registerWebhooks(v1)
 	s.registerKeys(v1)
+	s.registerGrants(v1)
 	s.registerReservations(v1)
 	s.registerHolders(v1)
 

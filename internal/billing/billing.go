@@ -86,6 +86,34 @@ func OveragePrices(limits []tiers.Limit) map[string]int64 {
 }
 
 // Overage is one day's overage units of one metric, from usage history.
+// GrantUse is the units checks drew on one grant in a period.
+type GrantUse struct {
+	Grant  string
+	Metric string
+	Units  int64
+}
+
+// grantLines returns the lines of statement st's grant consumption: one
+// per grant drawn on, of no amount (grants are paid for when granted, and
+// units drawn on them are no overage), under the plan of st's last base
+// line.
+func grantLines(st Statement, use []GrantUse) []Line {
+	plan := ""
+	for _, l := range st.Lines {
+		if l.Kind == KindBase {
+			plan = l.Plan
+		}
+	}
+	var out []Line
+	for _, u := range use {
+		metric := u.Metric
+		out = append(out, Line{Kind: KindGrant, Plan: plan, Metric: &metric, Quantity: u.Units,
+			Description: fmt.Sprintf("%d units of %s drawn on grant %s: paid for when granted, not billed here",
+				u.Units, u.Metric, u.Grant)})
+	}
+	return out
+}
+
 type Overage struct {
 	Date   time.Time // 00:00 UTC
 	Metric string
@@ -170,6 +198,9 @@ func PeriodOf(m Month, terms []Terms) Period {
 const (
 	KindBase    = "base"
 	KindOverage = "overage"
+	// KindGrant: units drawn on a grant in the period, paid for when it
+	// was granted: listed, never billed (amount 0).
+	KindGrant = "grant"
 )
 
 // Line is one line of a statement.

@@ -22,6 +22,10 @@ type Store interface {
 	// customers (deleted ones too) with terms overlapping [from, to), and
 	// whether more follow.
 	FindBilledCustomers(ctx context.Context, from, to time.Time, page tiers.Page) ([]string, bool, error)
+	// FindGrantUse returns, per grant of the customer, the units checks
+	// drew on it in [from, to) (draws given back taken off; grants with
+	// none left out), by metric then grant.
+	FindGrantUse(ctx context.Context, customer string, from, to time.Time) ([]GrantUse, error)
 }
 
 // Service makes statements.
@@ -68,7 +72,16 @@ func (s *Service) build(ctx context.Context, customer string, p Period, terms []
 	if err != nil {
 		return Statement{}, fmt.Errorf("statement[%s]: %w", customer, err)
 	}
-	return Build(customer, p, terms, usage)
+	st, err := Build(customer, p, terms, usage)
+	if err != nil {
+		return Statement{}, err
+	}
+	use, err := s.store.FindGrantUse(ctx, customer, p.Start, p.End)
+	if err != nil {
+		return Statement{}, fmt.Errorf("statement[%s]: %w", customer, err)
+	}
+	st.Lines = append(st.Lines, grantLines(st, use)...)
+	return st, nil
 }
 
 func checkInput(customer, month string) (Month, error) {

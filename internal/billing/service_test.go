@@ -30,6 +30,10 @@ func (f fakeStore) FindOverage(_ context.Context, customer string, from, to time
 	return out, nil
 }
 
+func (f fakeStore) FindGrantUse(context.Context, string, time.Time, time.Time) ([]GrantUse, error) {
+	return nil, nil
+}
+
 func (f fakeStore) FindBilledCustomers(_ context.Context, from, to time.Time, page tiers.Page) ([]string, bool, error) {
 	var ids []string
 	for id, list := range f.terms {

@@ -257,7 +257,7 @@ func (p *Plan) spec() tiers.PlanSpec {
 		s.Limits[i] = tiers.LimitSpec{
 			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: deref(l.Mode),
 			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros,
-			Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst, Per: l.Per,
+			Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst, Per: l.Per, Rollover: l.Rollover.spec(),
 		}
 	}
 	return s
@@ -267,8 +267,24 @@ func (o *Override) spec() tiers.OverrideSpec {
 	return tiers.OverrideSpec{
 		Limit: o.Limit, Mode: deref(o.Mode), OveragePercent: o.OveragePercent,
 		OveragePriceMicros: o.OveragePriceMicros, Ceiling: o.Ceiling,
-		Algorithm: o.Algorithm, Burst: o.Burst, ExpiresAt: o.ExpiresAt, Reason: o.Reason,
+		Algorithm: o.Algorithm, Burst: o.Burst, ExpiresAt: o.ExpiresAt, Reason: o.Reason, Rollover: o.Rollover.spec(),
 	}
+}
+
+// spec returns r as the API takes it (nil: none).
+func (r *Rollover) spec() *tiers.Rollover {
+	if r == nil {
+		return nil
+	}
+	return &tiers.Rollover{Max: r.Max}
+}
+
+// fromRollover returns r as a file writes it (nil: none).
+func fromRollover(r *tiers.Rollover) *Rollover {
+	if r == nil {
+		return nil
+	}
+	return &Rollover{Max: r.Max}
 }
 
 func deref[T any](p *T) T {

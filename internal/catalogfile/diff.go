@@ -368,6 +368,7 @@ func planFields(p *Plan) []field {
 		for _, f := range limitFields(&Override{
 			Limit: l.Limit, Mode: l.Mode, OveragePercent: l.OveragePercent,
 			OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling, Algorithm: l.Algorithm, Burst: l.Burst,
+			Rollover: l.Rollover,
 		}) {
 			fs = append(fs, field{prefix + f.name, f.value})
 		}
@@ -384,7 +385,16 @@ func limitFields(o *Override) []field {
 		{"ceiling", num(o.Ceiling)},
 		{"algorithm", str(o.Algorithm)},
 		{"burst", num(o.Burst)},
+		{"rollover.max", num(rolloverMax(o.Rollover))},
 	}
+}
+
+// rolloverMax returns r's max, nil when there is no rollover.
+func rolloverMax(r *Rollover) *int64 {
+	if r == nil {
+		return nil
+	}
+	return &r.Max
 }
 
 func customerFields(c *Customer) []field {

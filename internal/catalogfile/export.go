@@ -136,7 +136,7 @@ func fromPlan(p tiers.Plan) *Plan {
 		f.Limits = append(f.Limits, Limit{
 			Metric: l.Metric, Window: l.Window.String(), Per: t.Per, Limit: t.Limit, Mode: t.Mode,
 			OveragePercent: t.OveragePercent, OveragePriceMicros: t.OveragePriceMicros,
-			Ceiling: t.Ceiling, Algorithm: t.Algorithm, Burst: t.Burst,
+			Ceiling: t.Ceiling, Algorithm: t.Algorithm, Burst: t.Burst, Rollover: t.Rollover,
 		})
 	}
 	return f
@@ -148,7 +148,7 @@ func fromLimit(l tiers.Limit) *Override {
 	o := &Override{
 		Metric: l.Metric, Window: l.Window.String(), Per: perField(l.Per), Limit: ptr(l.Limit), Mode: ptr(l.Mode.String()),
 		OveragePercent: nonZero(l.OveragePercent), OveragePriceMicros: l.OveragePriceMicros,
-		Ceiling: l.Ceiling, Burst: l.Burst,
+		Ceiling: l.Ceiling, Burst: l.Burst, Rollover: fromRollover(l.Rollover),
 	}
 	if l.Window.Short() && l.Algorithm != tiers.SlidingWindow {
 		o.Algorithm = ptr(l.Algorithm.String())

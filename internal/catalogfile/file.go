@@ -105,6 +105,13 @@ type Limit struct {
 	Ceiling            *int64  `yaml:"ceiling,omitempty"`
 	Algorithm          *string `yaml:"algorithm,omitempty"`
 	Burst              *int64  `yaml:"burst,omitempty"`
+	// Rollover: see tiers.Limit.Rollover.
+	Rollover *Rollover `yaml:"rollover,omitempty"`
+}
+
+// Rollover is a limit's rollover: rollover: {max: 1000}.
+type Rollover struct {
+	Max int64 `yaml:"max"`
 }
 
 // Customer is a customer's entry: the body of PUT /v1/customers/{customer},
@@ -133,6 +140,7 @@ type Override struct {
 	Ceiling            *int64     `yaml:"ceiling,omitempty"`
 	Algorithm          *string    `yaml:"algorithm,omitempty"`
 	Burst              *int64     `yaml:"burst,omitempty"`
+	Rollover           *Rollover  `yaml:"rollover,omitempty"`
 	ExpiresAt          *time.Time `yaml:"expires_at,omitempty"`
 	Reason             *string    `yaml:"reason,omitempty"`
 }

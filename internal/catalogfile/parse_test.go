@@ -104,7 +104,7 @@ func TestBadFiles(t *testing.T) {
 				"        limit: 5",
 				"        mdoe: soft",
 			),
-			want: []string{"catalog.yaml:8: plans.pro.limits[0].mdoe: unknown field; known fields: metric, window, per, limit, mode, overage_percent, overage_price_micros, ceiling, algorithm, burst"},
+			want: []string{"catalog.yaml:8: plans.pro.limits[0].mdoe: unknown field; known fields: metric, window, per, limit, mode, overage_percent, overage_price_micros, ceiling, algorithm, burst, rollover"},
 		},
 		{
 			name: "string for an integer",
@@ -193,7 +193,7 @@ func TestBadFiles(t *testing.T) {
 				"        mode: strict",
 			),
 			want: []string{
-				"catalog.yaml:6: plans.pro.limits[0].window: must be one of second, minute, hour, day, week, month",
+				"catalog.yaml:6: plans.pro.limits[0].window: must be one of second, minute, hour, day, week, month, total",
 				"catalog.yaml:8: plans.pro.limits[0].mode: must be one of hard, soft, elastic",
 			},
 		},

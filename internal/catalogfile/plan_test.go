@@ -353,3 +353,42 @@ func TestMetricOrder(t *testing.T) {
 		})
 	}
 }
+
+// A limit's rollover is part of plans as code: read, sent, exported and
+// compared like any field.
+func TestRolloverAsCode(t *testing.T) {
+	const text = `
+metrics:
+  api_calls: {}
+plans:
+  pro:
+    name: Pro
+    limits:
+      - {metric: api_calls, window: month, limit: 100000, rollover: {max: 50000}}
+customers:
+  acme:
+    plan: pro
+    overrides:
+      - {metric: api_calls, window: day, limit: 5000, rollover: {max: 1000}}
+`
+	c := mustCatalog(t, text, &Catalog{})
+	if r := c.Plans["pro"].Limits[0].Rollover; r == nil || r.Max != 50000 {
+		t.Errorf("the plan's limit has rollover %+v; want max 50000", r)
+	}
+	key := tiers.LimitKey{Metric: "api_calls", Window: tiers.Day}
+	if r := c.Customers["acme"].Overrides[key].Rollover; r == nil || r.Max != 1000 {
+		t.Errorf("the override has rollover %+v; want max 1000", r)
+	}
+	out, err := Encode(Export(c, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "max: 50000") || !strings.Contains(string(out), "max: 1000") {
+		t.Errorf("export lacks the rollovers:\n%s", out)
+	}
+	changed := mustCatalog(t, strings.Replace(text, "max: 50000", "max: 40000", 1), &Catalog{})
+	changes := Diff(changed, c, nil, false)
+	if len(changes) != 1 {
+		t.Fatalf("a rollover changed: %+v; want one change", changes)
+	}
+}

@@ -6,7 +6,6 @@ package keys
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -40,29 +39,9 @@ const (
 	MaxKeyLen = 256
 )
 
-const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-// randomBase62 returns n base62 characters from crypto/rand, each uniform
-// (bytes of 248 and above are drawn again: 248 = 4·62).
-func randomBase62(n int) (string, error) {
-	out := make([]byte, 0, n)
-	var buf [64]byte
-	for len(out) < n {
-		if _, err := rand.Read(buf[:]); err != nil {
-			return "", fmt.Errorf("read random bytes: %w", err)
-		}
-		for _, b := range buf {
-			if b < 248 && len(out) < n {
-				out = append(out, base62[b%62])
-			}
-		}
-	}
-	return string(out), nil
-}
-
 // NewSecret returns a fresh key: "qk_" and 32 base62 characters.
 func NewSecret() (string, error) {
-	s, err := randomBase62(secretChars)
+	s, err := tiers.RandomBase62(secretChars)
 	if err != nil {
 		return "", fmt.Errorf("generate api key: %w", err)
 	}
@@ -71,7 +50,7 @@ func NewSecret() (string, error) {
 
 // NewID returns a fresh key id: "key_" and 16 base62 characters.
 func NewID() (string, error) {
-	s, err := randomBase62(idChars)
+	s, err := tiers.RandomBase62(idChars)
 	if err != nil {
 		return "", fmt.Errorf("generate api key id: %w", err)
 	}

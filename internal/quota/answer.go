@@ -27,6 +27,7 @@ type wireAnswer struct {
 	Elastic    bool         `json:"elastic"`
 	RetryAfter *int64       `json:"retry_after"` // null: never
 	Degraded   bool         `json:"degraded"`
+	Granted    int64        `json:"granted,omitempty"`
 	Limits     []wireWindow `json:"limits"`
 	Items      []wireItem   `json:"items,omitempty"`
 }
@@ -59,7 +60,7 @@ type wireWindow struct {
 func encodeAnswer(d Decision) ([]byte, error) {
 	w := wireAnswer{
 		Version: answerVersion, Allowed: d.Allowed, Customer: d.Customer, Metric: d.Metric, Cost: d.Cost,
-		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Limits: toWireWindows(d.Limits),
+		Overage: d.Overage, Elastic: d.Elastic, Degraded: d.Degraded, Granted: d.Granted, Limits: toWireWindows(d.Limits),
 		RetryAfter: wireRetry(d.RetryAfter, d.Never),
 	}
 	for _, it := range d.Items {
@@ -121,7 +122,7 @@ func decodeAnswer(b []byte) (Decision, error) {
 		return Decision{}, fmt.Errorf("decode recorded answer: %w", err)
 	}
 	d := Decision{Allowed: w.Allowed, Customer: w.Customer, Metric: w.Metric, Cost: w.Cost,
-		Overage: w.Overage, Elastic: w.Elastic, Degraded: w.Degraded, Never: w.RetryAfter == nil,
+		Overage: w.Overage, Elastic: w.Elastic, Degraded: w.Degraded, Granted: w.Granted, Never: w.RetryAfter == nil,
 		Limits: fromWireWindows(w.Limits, w.Metric)}
 	if w.RetryAfter != nil {
 		d.RetryAfter = *w.RetryAfter

@@ -10,7 +10,7 @@ import (
 // Most windows a charge has of each kind: one limit per window.
 const (
 	maxShort = 2 // second, minute
-	MaxLong  = 4 // hour, day, week, month
+	MaxLong  = 5 // hour, day, week, month, total
 )
 
 // CounterKey names one counter: a customer's count of a metric in one
@@ -146,6 +146,9 @@ type Outcome struct {
 	// otherwise that is the span's End.
 	ResetMs      int64
 	ResetAfterMs int64
+	// Granted: grants paid for the charge's units in this window, which
+	// counted none of them (see counters.draw).
+	Granted bool
 }
 
 // Counter counts units of customers' metrics in windows. The in-process
@@ -189,8 +192,13 @@ type Counter interface {
 // CalendarWait returns the milliseconds until a calendar window that
 // denied cost at count used admits it, or -1 for never: counts only fall
 // when the window ends (spare capacity when the metric's global window
-// ends). Long-window counters report it as their Wait.
+// ends). Long-window counters report it as their Wait. A total never
+// ends: only a refund or an admin brings its count down, which no wait
+// foretells, so it never admits by waiting.
 func (s Span) CalendarWait(used, cost int64, at time.Time) int64 {
+	if !s.Key.Window.Resets() {
+		return -1
+	}
 	toEnd := msUntil(at, s.End)
 	toThreshold, toCeiling, toCapacity := int64(-1), int64(-1), int64(-1)
 	if cost <= s.Rule.Threshold {
@@ -218,8 +226,11 @@ const maxResetMs = 253402300799999
 
 // resetAt returns when span sp's count is back to zero, as o reports it:
 // with the charge's units added when charged (the check passed, or a dry
-// run would have).
+// run would have). It is the zero time for a window that never resets.
 func (o *Outcome) resetAt(sp *Span, charged bool) time.Time {
+	if !sp.Key.Window.Resets() {
+		return time.Time{}
+	}
 	ms := o.ResetMs
 	if charged {
 		ms = o.ResetAfterMs

@@ -23,6 +23,11 @@ type counters struct {
 	clock  Clock
 	// debts owes what checks admitted degraded did not count.
 	debts *debts
+	// grants, if set, admits checks that hard long windows deny on the
+	// customers' grants (see draw); rollovers are the windows whose
+	// rollover grants it made.
+	grants    Grants
+	rollovers rollovers
 }
 
 // take counts set s for request r, all or nothing: the short windows
@@ -66,6 +71,12 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 		return Decision{}, err
 	}
 	d := s.answer(r, ok, false)
+	if !ok && degradable && c.grants != nil {
+		if granted, ok := c.draw(ctx, s, r); ok {
+			c.owe(s, true, false)
+			return granted, nil
+		}
+	}
 	if !ok {
 		c.undo(ctx, s, true, false)
 	} else {
@@ -147,9 +158,10 @@ func (c *counters) undo(ctx context.Context, s *set, short, long bool) {
 		undoing(s.short, time.Time{})
 	}
 	if long && s.hasLong() {
-		undoing(s.long, now)
-		c.health.unavailable(c.long.GiveBack(ctx, s.long))
-		undoing(s.long, time.Time{})
+		cs := c.undoDraw(ctx, s)
+		undoing(cs, now)
+		c.health.unavailable(c.long.GiveBack(ctx, cs))
+		undoing(cs, time.Time{})
 	}
 }
 
@@ -201,7 +213,10 @@ func (c *counters) usage(ctx context.Context, catalog Catalog, acct tiers.Accoun
 			key.Subject = subject
 		}
 		u := Usage{Metric: el.Metric, Subject: key.Subject, Window: el.Window, Algorithm: el.Algorithm, Burst: el.Burst,
-			Limit: el.Limit.Limit, ResetAt: end}
+			Limit: el.Limit.Limit}
+		if el.Window.Resets() {
+			u.ResetAt = end
+		}
 		if el.Window.Short() {
 			m, err := catalog.Metric(ctx, el.Metric)
 			if err != nil {
@@ -228,6 +243,9 @@ func (c *counters) usage(ctx context.Context, catalog Catalog, acct tiers.Accoun
 		}
 		for i, j := range long {
 			out[j].Used = used[i]
+		}
+		if err := c.granted(ctx, keys, long, out); err != nil {
+			return nil, err
 		}
 	}
 	for i := range out {

@@ -57,7 +57,7 @@ type debtKey struct {
 }
 
 // windowIndex has a place for every window (see tiers.Windows).
-var windowIndex [tiers.Month + 1]struct{}
+var windowIndex [tiers.Total + 1]struct{}
 
 // repayment is a batch of charges repaid to the ledger in one
 // transaction, under an id of its own.
@@ -290,9 +290,11 @@ func (d *debts) putPending(p []pendingCheck) {
 	d.pending = append(p, d.pending...)
 }
 
-// repay charges what the engine owes, where its stores answer: pending
-// checks are resolved into charges first. It returns the first error of
-// a store; what could not be charged stays owed.
+// repay charges what the engine owes the ledger, where it answers:
+// pending checks are resolved into charges first. It returns the first
+// error of the ledger (or of the catalog, for a pending check); what could
+// not be charged stays owed. The short windows' debts to a shared store
+// are repayShared's.
 func (e *Engine) repay(ctx context.Context) error {
 	if e.debts.owed.Load() == 0 {
 		return nil
@@ -321,21 +323,29 @@ func (e *Engine) repay(ctx context.Context) error {
 			firstErr = e.repayLong(ctx, repayment{id: newRepaymentID(), cs: cs}, now)
 		}
 	}
-	if e.failover != nil {
-		for {
-			cs := e.debts.takeDue(false, now, repayBatch)
-			if len(cs) == 0 {
-				break
-			}
-			_, err := e.failover.shared.Take(ctx, cs)
-			e.debts.settle(cs, e.health.unavailable(err))
-			if err != nil {
-				firstErr = cmpErr(firstErr, err)
-				break
-			}
+	return firstErr
+}
+
+// repayShared charges the short windows' debts, due at now, to the
+// failover's shared store and returns its error. A shared store that
+// cannot be reached is the failover's to track (checks go on degraded
+// meanwhile), not health's: it must not make the engine say its ledger is
+// down.
+func (d *debts) repayShared(ctx context.Context, f *Failover, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	for {
+		cs := d.takeDue(false, now, repayBatch)
+		if len(cs) == 0 {
+			return nil
+		}
+		_, err := f.shared.Take(ctx, cs)
+		d.settle(cs, err)
+		if err != nil {
+			return err
 		}
 	}
-	return firstErr
 }
 
 // repayLong charges repayment r to the ledger, exactly once: in one

@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -215,4 +216,31 @@ func (l *losingLedger) Atomically(ctx context.Context, fn func(ctx context.Conte
 		return fmt.Errorf("%w: the answer was lost", tiers.ErrUnavailable)
 	}
 	return err
+}
+
+// Repaying short windows' debts to a shared store that cannot be reached
+// keeps them owed, and does not say the ledger is down: /readyz follows
+// StoreDown, and a Redis outage is no reason for it to fail.
+func TestSharedStoreDebtsLeaveTheLedgerUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	catalog := quotatest.NewCatalog()
+	catalog.PutMetric("api_calls", nil)
+	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 100)})
+	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
+		Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), Shared: downStore{},
+		StoreTimeout: testStoreTimeout})
+	d, err := e.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 3})
+	if err != nil || !d.Allowed || !d.Degraded {
+		t.Fatalf("check with the shared store down = %+v, %v; want allowed, degraded", d, err)
+	}
+	if err := e.Repay(ctx); !errors.Is(err, tiers.ErrUnavailable) {
+		t.Fatalf("Repay with the shared store down = %v, want it unavailable", err)
+	}
+	if got := e.Stats().Debts.Owed; got != 3 {
+		t.Errorf("owed %d after a failed repay, want 3", got)
+	}
+	if e.StoreDown() {
+		t.Error("StoreDown() = true: the shared store's outage was taken for the ledger's")
+	}
 }

@@ -221,13 +221,13 @@ func chargeWindows(c *Charge, allowed bool, dst []WindowResult) []WindowResult {
 		sp, o := &c.Spans[i], &c.Out[i]
 		after := addCap(o.Used, c.Cost)
 		length := sp.Key.Window.Length()
-		if length == 0 {
+		if length == 0 && sp.Key.Window.Resets() {
 			length = sp.End.Sub(sp.Key.Start)
 		}
 		w := WindowResult{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Mode: sp.Rule.Mode,
 			Limit: sp.Rule.Limit, Used: o.Used, ResetAt: o.resetAt(sp, allowed),
 			State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
-		if allowed {
+		if allowed && !o.Granted {
 			w.Used = after
 		}
 		w.Remaining = max(0, sp.Rule.Size-w.Used)

@@ -65,6 +65,9 @@ type Options struct {
 	// OnPurge, if set, hears what each purge deleted (see Run), also when
 	// it failed part-way.
 	OnPurge func(Purged)
+	// Grants, if set, admits checks that a hard window of a day or longer
+	// denies on the customer's grants (see Grants).
+	Grants Grants
 }
 
 // Liveness tells a store that answers slowly (a busy machine, queues,
@@ -154,7 +157,7 @@ func New(o Options) *Engine {
 		onPurge:     o.OnPurge,
 	}
 	e.health.failClosed = o.FailClosed
-	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts}
+	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts, grants: o.Grants}
 	if o.Ledger != nil {
 		e.counters.long, e.counters.read = o.Ledger, o.Ledger.Read
 		e.claims = batch.New(o.Ledger.Claim, claimBatch, claimsInFlight, backgroundTimeout)

@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -28,4 +29,6 @@ func (e *Engine) EvictIdle() int { return e.sliding.evict(e.clock.Now().UnixMill
 
 // Repay charges what checks admitted degraded owe, where their stores
 // answer (Run does it every second).
-func (e *Engine) Repay(ctx context.Context) error { return e.repay(ctx) }
+func (e *Engine) Repay(ctx context.Context) error {
+	return errors.Join(e.repay(ctx), e.debts.repayShared(ctx, e.failover, e.clock.Now().UTC()))
+}

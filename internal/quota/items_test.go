@@ -749,8 +749,9 @@ func TestEngineSurface(t *testing.T) {
 	if len(methods) < 10 {
 		t.Fatalf("found %d methods of quota.Engine, want its whole surface: %v", len(methods), methods)
 	}
-	if len(methods) > 25 {
-		t.Errorf("quota.Engine has %d methods, want at most 25: %v", len(methods), methods)
+	// 26: SetTotal, a gauge's set (issue 32), is one of the API's verbs.
+	if len(methods) > 26 {
+		t.Errorf("quota.Engine has %d methods, want at most 26: %v", len(methods), methods)
 	}
 }
 

@@ -71,6 +71,12 @@ type Maintenance interface {
 	// on them, records an audit event for actor, and tells every quotad
 	// process to forget its own counts of them.
 	Reset(ctx context.Context, actor, customer, metric string, at time.Time) error
+	// SetTotal sets the customer's own counter of metric in window total
+	// to used, ending every lease on it (as Reset ends them), records an
+	// audit event for actor, and tells every quotad process to forget its
+	// leases of the metric. It returns the count it replaced, as admitted
+	// units (what leases held unused left out).
+	SetTotal(ctx context.Context, actor, customer, metric string, used int64, at time.Time) (before int64, err error)
 	// Purge deletes, in small batches, counters of windows long past
 	// (their leases with them), request ids older than 24 hours, and
 	// whatever r keeps no longer (see Retention). It returns what it

@@ -62,13 +62,14 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 	// Every piece is bounded, and its failure recorded (see health); a
 	// periodic call cut short by shutdown is not a failure: Close does its
 	// work once more.
-	work := func(what string, f func(ctx context.Context) error) {
+	try := func(what string, f func(ctx context.Context) error, record func(error) error) {
 		bounded, cancel := context.WithTimeout(ctx, backgroundTimeout)
 		defer cancel()
-		if err := e.health.unavailable(f(bounded)); err != nil && ctx.Err() == nil {
+		if err := record(f(bounded)); err != nil && ctx.Err() == nil {
 			report(fmt.Errorf("%s: %w", what, err))
 		}
 	}
+	work := func(what string, f func(ctx context.Context) error) { try(what, f, e.health.unavailable) }
 	for {
 		select {
 		case <-ctx.Done():
@@ -80,6 +81,11 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			return
 		case <-flush.C:
 			work("repay degraded admissions", e.repay)
+			// Not the ledger's: a Redis that cannot be reached leaves
+			// /readyz alone (see repayShared).
+			try("repay degraded admissions to Redis", func(ctx context.Context) error {
+				return e.debts.repayShared(ctx, e.failover, e.clock.Now().UTC())
+			}, func(err error) error { return err })
 			work("flush history", e.history.flush)
 			work("write refunds' audit events", e.audits.flush)
 		case <-leases.C:
@@ -88,6 +94,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 			}
 		case <-evict.C:
 			e.sliding.evict(e.clock.Now().UnixMilli())
+			e.counters.rollovers.forget(e.clock.Now())
 			if f := e.failover; f != nil {
 				f.shared.Evict(e.clock.Now().UnixMilli())
 			}
@@ -122,6 +129,9 @@ func (e *Engine) Close(ctx context.Context) error {
 	var errs []error
 	if err := e.repay(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("repay degraded admissions: %w", err))
+	}
+	if err := e.debts.repayShared(ctx, e.failover, e.clock.Now().UTC()); err != nil {
+		errs = append(errs, fmt.Errorf("repay degraded admissions to Redis: %w", err))
 	}
 	if e.leases != nil {
 		if err := e.health.unavailable(e.leases.Close(ctx)); err != nil {
@@ -369,6 +379,68 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 		return f.shared.store.Clear(ctx, customer, []string{metric})
 	}
 	return nil
+}
+
+// ValidateTotal returns the *tiers.ValidationError of a set of customer's
+// total of metric to used (see Engine.SetTotal), or nil: used is a count,
+// 0..tiers.MaxLimit.
+func ValidateTotal(customer, metric string, used int64) error {
+	var fields []tiers.FieldError
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		fields = append(fields, err.(*tiers.ValidationError).Fields...)
+	}
+	if err := tiers.CheckKey("metric", metric); err != nil {
+		fields = append(fields, err.(*tiers.ValidationError).Fields...)
+	}
+	if used < 0 || used > tiers.MaxLimit {
+		fields = append(fields, tiers.FieldError{Field: "used", Message: fmt.Sprintf("must be an integer between 0 and %d", tiers.MaxLimit)})
+	}
+	if fields != nil {
+		return &tiers.ValidationError{Fields: fields}
+	}
+	return nil
+}
+
+// SetTotal sets the customer's count of metric in window total, its
+// gauge (seats, projects), to used, in every quotad process: to sync it
+// with the application's own records. The customer must have a
+// customer-wide limit of window total on metric in effect
+// (tiers.ErrNoTotalLimit otherwise); used may be above it (the limit was
+// lowered, the records say more): later checks are then denied until
+// refunds bring the count below. Checks admitted by other processes from
+// their leases before they hear of the set count as before it, as for a
+// reset. It returns the total's usage after the set; actor is recorded
+// in the audit log.
+func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, used int64) (Usage, error) {
+	if err := ValidateTotal(customer, metric, used); err != nil {
+		return Usage{}, err
+	}
+	acct, err := e.catalog.Account(ctx, customer)
+	if err != nil {
+		return Usage{}, err
+	}
+	if _, err := e.catalog.Metric(ctx, metric); err != nil {
+		return Usage{}, err
+	}
+	now := e.clock.Now().UTC()
+	var limit *tiers.EffectiveLimit
+	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
+		if el.Metric == metric && el.Window == tiers.Total && el.Per == tiers.PerCustomer {
+			limit = &el
+		}
+	}
+	if limit == nil {
+		return Usage{}, fmt.Errorf("set total %s/%s: %w", customer, metric, tiers.ErrNoTotalLimit)
+	}
+	if _, err := e.ledger.SetTotal(ctx, actor, customer, metric, used, now); err != nil {
+		return Usage{}, e.health.unavailable(err)
+	}
+	if e.leases != nil {
+		// The store ended this process's lease of the total too.
+		e.leases.Forget(customer, metric)
+	}
+	return Usage{Metric: metric, Window: tiers.Total, Limit: limit.Limit.Limit, Used: used,
+		Remaining: max(0, limit.Limit.Limit-used)}, nil
 }
 
 // Forget drops what this process counts of the customer's metric (of all

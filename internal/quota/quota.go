@@ -3,7 +3,8 @@
 // counts short windows (second, minute) in process, each by the algorithm
 // its limit names (sliding window counter, fixed window, sliding log or
 // token bucket; see algorithms.go), and long windows (hour, day, week,
-// month) through a Ledger shared by every quotad process.
+// month, and total, which never resets) through a Ledger shared by every
+// quotad process.
 //
 // NOTE on over-limit behaviour. A denied check is a result (Decision with
 // Allowed false), never an error, and it charges nothing anywhere: units
@@ -124,10 +125,11 @@ type WindowResult struct {
 	Limit     int64
 	Used      int64
 	Remaining int64
-	ResetAt   time.Time
-	State     State
+	// ResetAt is the zero time for a window that never resets (total).
+	ResetAt time.Time
+	State   State
 	// Length is the window's length at the time of the check (calendar
-	// months vary), for the RateLimit-Policy header.
+	// months vary), for the RateLimit-Policy header; 0 for a total.
 	Length time.Duration
 }
 
@@ -149,7 +151,10 @@ type Decision struct {
 	// Degraded: the store could not be consulted; the long windows it
 	// would have counted are left out of Limits.
 	Degraded bool
-	Limits   []WindowResult
+	// Granted is how many units the check drew on the customer's grants
+	// (see Grants): 0 for a check its windows admitted.
+	Granted int64
+	Limits  []WindowResult
 	// Replayed: the answer was recorded under the same request id before.
 	Replayed bool
 	// StoreTrips counts the round trips to PostgreSQL this check made.
@@ -195,7 +200,11 @@ type Usage struct {
 	Used      int64
 	Remaining int64
 	Overage   int64
-	ResetAt   time.Time
+	// ResetAt is the zero time for a window that never resets (total).
+	ResetAt time.Time
+	// Granted is, for a hard window of a day or longer, how many units of
+	// the window grants paid for (not counted in Used).
+	Granted int64
 	// Refunded, in a refund's answer, is how many units the refund took
 	// off this window's count (see RefundResult); 0 elsewhere.
 	Refunded int64

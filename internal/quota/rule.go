@@ -28,6 +28,9 @@ type Rule struct {
 	Spare    bool
 	Capacity int64
 	Ceiling  int64
+	// Rollover is, for a limit with a rollover, the most unused units of
+	// the window before that become a grant in this one; 0: none.
+	Rollover int64
 }
 
 // RuleFor resolves a limit of metric m into its rule.
@@ -39,6 +42,9 @@ func RuleFor(l tiers.Limit, m tiers.Metric) Rule {
 	}
 	if capacity, ok := m.Capacity[l.Window]; ok && l.Mode == tiers.Elastic {
 		r.Spare, r.Capacity = true, capacity
+	}
+	if l.Rollover != nil {
+		r.Rollover = l.Rollover.Max
 	}
 	return r
 }

@@ -80,6 +80,12 @@ type set struct {
 	// unconsulted: the set was answered without its long windows, the
 	// store out of reach (see answer).
 	unconsulted bool
+	// draws and taken are what the set drew on grants (see
+	// counters.draw), rest the long charges it counted then: the set's
+	// long charges without the windows the grants paid for.
+	draws []GrantDraw
+	taken []GrantTake
+	rest  []Charge
 
 	shortBuf [setGroups]Charge
 	longBuf  [setGroups]Charge
@@ -109,6 +115,7 @@ func (s *set) reset(at time.Time) {
 	s.accts = reuse(s.accts, s.acctBuf[:])
 	s.mets = reuse(s.mets, s.metBuf[:])
 	s.calls, s.unconsulted = 0, false
+	s.draws, s.taken, s.rest = nil, nil, nil
 }
 
 // account returns the account of customer the set looked up, or nil.
@@ -250,7 +257,7 @@ func (s *set) spansOf(g int) int {
 	if gr.subject != "" {
 		per = tiers.PerSubject
 	}
-	var limits [tiers.Month + 1]*tiers.Limit // by window
+	var limits [tiers.Total + 1]*tiers.Limit // by window
 	perSubject := false
 	for i := range acct.Plan.Limits {
 		if l := &acct.Plan.Limits[i]; l.Metric == m.Key {
@@ -273,7 +280,7 @@ func (s *set) spansOf(g int) int {
 			return i
 		}
 	}
-	var globals [tiers.Month + 1]GlobalKey // by window, where the metric declares a capacity
+	var globals [tiers.Total + 1]GlobalKey // by window, where the metric declares a capacity
 	var shortG, longG []GlobalKey
 	for _, w := range tiers.Windows {
 		if _, ok := m.Capacity[w]; ok {

@@ -15,8 +15,10 @@ type Observation struct {
 	Limit int64
 	// Used is the window's count as the check's answer reports it: with
 	// the check's cost when it was allowed, without it when denied.
-	Used  int64
-	State State // StateExceeded: this window denied the check
+	Used int64
+	// State is StateExceeded where this window denied the check (also
+	// when the customer's grants paid for it in its place).
+	State State
 	At    time.Time
 }
 
@@ -41,11 +43,16 @@ func (s *set) watch(w Watcher, allowed bool) {
 		for j := range c.Spans {
 			sp, o := &c.Spans[j], &c.Out[j]
 			used := o.Used
-			if allowed {
+			state := sp.Rule.State(addCap(o.Used, c.Cost), o.Passed, o.Elastic)
+			switch {
+			case o.Granted:
+				// The window denied the check; grants paid for it.
+				state = StateExceeded
+			case allowed:
 				used = addCap(used, c.Cost)
 			}
 			w.Observe(Observation{Key: sp.Key, End: sp.End, Mode: sp.Rule.Mode, Limit: sp.Rule.Limit, Used: used,
-				State: sp.Rule.State(addCap(o.Used, c.Cost), o.Passed, o.Elastic), At: c.At})
+				State: state, At: c.At})
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 // a day from 00:00, a week from Monday 00:00, a month as the customer's
 // anchor says. Short windows return the current bucket of the sliding
 // window counter, aligned to multiples of the window since the Unix epoch.
+// Total, which never ends, is TotalStart..TotalEnd whatever now is.
 func Bounds(w tiers.Window, now time.Time, anchor tiers.Anchor) (start, end time.Time) {
 	now = now.UTC()
 	switch w {
@@ -33,9 +34,19 @@ func Bounds(w tiers.Window, now time.Time, anchor tiers.Anchor) (start, end time
 		return start, start.AddDate(0, 0, 7)
 	case tiers.Month:
 		return anchor.MonthPeriod(now)
+	case tiers.Total:
+		return TotalStart, TotalEnd
 	}
 	panic("quota: invalid window " + w.String())
 }
+
+// TotalStart and TotalEnd bound the window Total: its one counter starts
+// at the Unix epoch, and its end is the latest instant an answer may name
+// (see maxResetMs), which no clock reaches. Answers report no reset for it.
+var (
+	TotalStart = time.Unix(0, 0).UTC()
+	TotalEnd   = time.UnixMilli(maxResetMs).UTC()
+)
 
 // mod is the non-negative remainder of a/b for b > 0.
 func mod(a, b int64) int64 {

@@ -41,12 +41,45 @@ func TestBounds(t *testing.T) {
 		{"changed anchor keeps the current period", tiers.Month, "2026-11-25T00:00:00Z", pinned, "2026-11-10T00:00:00Z", "2026-12-10T00:00:00Z"},
 		{"changed anchor: a short first period", tiers.Month, "2026-12-12T00:00:00Z", pinned, "2026-12-10T00:00:00Z", "2026-12-20T00:00:00Z"},
 		{"changed anchor: then whole periods", tiers.Month, "2026-12-25T00:00:00Z", pinned, "2026-12-20T00:00:00Z", "2027-01-20T00:00:00Z"},
+		{"total: one window, whatever the time", tiers.Total, "2026-11-22T10:00:00Z", tiers.Anchor{}, "1970-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z"},
+		{"total: the anchor changes nothing", tiers.Total, "2026-12-25T00:00:00Z", pinned, "1970-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z"},
+		{"total: at the epoch", tiers.Total, "1970-01-01T00:00:00Z", tiers.Anchor{}, "1970-01-01T00:00:00Z", "9999-12-31T23:59:59.999Z"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
 			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
 				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
+			}
+		})
+	}
+}
+
+// A total never admits by waiting: its count falls only by a refund or an
+// admin's set, which no wait foretells. A calendar window that denies
+// admits when it ends.
+func TestCalendarWait(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		window tiers.Window
+		used   int64
+		cost   int64
+		want   int64
+	}{
+		{"a full day admits at midnight", tiers.Day, 10, 1, 14 * 3600 * 1000},
+		{"a cost above a day's limit never", tiers.Day, 0, 11, -1},
+		{"a full total never", tiers.Total, 10, 1, -1},
+		{"a total with room but not for the cost never", tiers.Total, 5, 6, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start, end := quota.Bounds(tt.window, now, tiers.Anchor{})
+			sp := quota.Span{Key: quota.CounterKey{Customer: "acme", Metric: "seats", Window: tt.window, Start: start}, End: end,
+				Rule: quota.RuleFor(tiers.Limit{Metric: "seats", Window: tt.window, Limit: 10, Mode: tiers.Hard}, tiers.Metric{Key: "seats"})}
+			if got := sp.CalendarWait(tt.used, tt.cost, now); got != tt.want {
+				t.Errorf("CalendarWait(%d, %d) = %d, want %d", tt.used, tt.cost, got, tt.want)
 			}
 		})
 	}

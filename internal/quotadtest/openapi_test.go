@@ -120,6 +120,10 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		return err
 	},
 	"ResetUsage": func(ctx context.Context, c *quotad.Client) error { return c.ResetUsage(ctx, "acme", "api_calls") },
+	"SetTotal": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.SetTotal(ctx, "acme", "seats", 3)
+		return err
+	},
 	"UsageHistory": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls"})
 		return err
@@ -264,6 +268,9 @@ func TestClientCoversOpenAPI(t *testing.T) {
 		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/keys"):
 			w.WriteHeader(http.StatusCreated)
 			w.Write([]byte(`{"id":"key_AAAAAAAAAAAAAAAA","key":"qk_x"}`))
+		case r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/total"):
+			// A set of a total answers 200: it creates no resource.
+			w.Write([]byte(`{"customer":"acme","metric":"seats","window":"total","limit":10,"used":3}`))
 		case r.Method == http.MethodPut:
 			w.Header().Set("ETag", `"1"`)
 			w.WriteHeader(http.StatusCreated)

@@ -18,12 +18,18 @@ import (
 // checks are counted there, not degraded. One that goes silent (a black
 // hole) is given up on within its silence (four timeouts, at least a
 // second), and checks go on in process, degraded.
+//
+// The windows' clock stands still, mid-minute: on the wall clock a minute
+// may end between two checks, and the sliding window then weighs the
+// last minute's count down (two checks before the boundary and one after
+// read as floor(2·59.5/60)+1 = 2, not 3), however well Redis counted.
 func TestSlowRedisIsNotAnOutage(t *testing.T) {
 	t.Parallel()
 	server := redistest.StartServer(t)
 	proxy := faulttest.Start(t, fmt.Sprintf("127.0.0.1:%d", server.Port()))
 	const timeout = 100 * time.Millisecond // silence: 1 s
-	s, err := redisstore.New("redis://"+proxy.Addr()+"/0", redisstore.Options{Prefix: redistest.Prefix(t),
+	prefix := redistest.Prefix(t)
+	s, err := redisstore.New("redis://"+proxy.Addr()+"/0", redisstore.Options{Prefix: prefix,
 		Timeout: timeout, Wait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -32,8 +38,9 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 	catalog := quotatest.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Minute, Limit: 1000}})
+	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 30, 0, time.UTC))
 	engine := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: s,
-		StoreTimeout: time.Minute})
+		Clock: clock, StoreTimeout: time.Minute})
 	ctx := context.Background()
 	check := func() quota.Decision {
 		t.Helper()
@@ -52,6 +59,18 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 		if d := check(); d.Degraded || !d.Allowed || d.Limits[0].Used != int64(i+2) {
 			t.Errorf("check %d through a slow network: %+v, want counted in Redis", i+2, d)
 		}
+	}
+	// What Redis holds, read by another process straight from the server:
+	// every check counted there once, none only in this process.
+	direct, err := redisstore.New(server.URL(), redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(direct.Close)
+	other := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: direct,
+		Clock: clock, StoreTimeout: time.Minute})
+	if _, u, err := other.Usage(ctx, "acme", ""); err != nil || len(u) != 1 || u[0].Used != 4 {
+		t.Errorf("usage in Redis after four checks: %+v, %v; want 4 used", u, err)
 	}
 	proxy.Clear()
 	proxy.BlackHole()

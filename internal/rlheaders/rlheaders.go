@@ -59,8 +59,11 @@ func For(d *quota.Decision, now time.Time) Values {
 			remaining, reset := State(d, w, now)
 			b = append(b, ";r="...)
 			b = strconv.AppendInt(b, remaining, 10)
-			b = append(b, ";t="...)
-			b = strconv.AppendInt(b, reset, 10)
+			if w.Window.Resets() {
+				// A total has no t: no wait restores it.
+				b = append(b, ";t="...)
+				b = strconv.AppendInt(b, reset, 10)
+			}
 		}
 		limitEnd = len(b)
 	}
@@ -116,11 +119,15 @@ func State(d *quota.Decision, w quota.WindowResult, now time.Time) (remaining, r
 }
 
 // appendPolicy appends window w's item of RateLimit-Policy: its name, q
-// its limit and w its length in seconds.
+// its limit and w its length in seconds (none for a total, which has no
+// length).
 func appendPolicy(b []byte, metric string, w *quota.WindowResult) []byte {
 	b = appendID(b, metric, w)
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, w.Limit, 10)
+	if !w.Window.Resets() {
+		return b
+	}
 	b = append(b, ";w="...)
 	return strconv.AppendInt(b, int64(w.Length/time.Second), 10)
 }

@@ -17,6 +17,10 @@ func TestFor(t *testing.T) {
 		State: quota.StateOK, Length: 24 * time.Hour}
 	exceeded := minute
 	exceeded.State = quota.StateExceeded
+	// A total never resets: no reset_at, no length.
+	seats := quota.WindowResult{Window: tiers.Total, Limit: 10, Used: 9, Remaining: 1, State: quota.StateOK}
+	full := seats
+	full.Used, full.Remaining, full.State = 10, 0, quota.StateExceeded
 	tight := minute
 	tight.Used, tight.Remaining = 4, 1
 	named := func(w quota.WindowResult, metric, subject string) quota.WindowResult {
@@ -48,6 +52,12 @@ func TestFor(t *testing.T) {
 			rlheaders.Values{Policy: `"a/minute";q=5;w=60, "b/minute";q=5;w=60`, RateLimit: `"b/minute";r=2;t=4`, RetryAfter: "4"}},
 		{"quoted subject", quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{named(day, "", `x"y`)}},
 			rlheaders.Values{Policy: `"m/day/x\"y";q=100;w=86400`, RateLimit: `"m/day/x\"y";r=97;t=50400`}},
+		{"a total: no t and no w", quota.Decision{Allowed: true, Metric: "seats", Limits: []quota.WindowResult{seats}},
+			rlheaders.Values{Policy: `"seats/total";q=10`, RateLimit: `"seats/total";r=1`}},
+		{"a total beside a day", quota.Decision{Allowed: true, Metric: "m", Limits: []quota.WindowResult{day, seats}},
+			rlheaders.Values{Policy: `"m/day";q=100;w=86400, "m/total";q=10`, RateLimit: `"m/total";r=1`}},
+		{"a full total: never, no retry", quota.Decision{Metric: "seats", Never: true, Limits: []quota.WindowResult{full}},
+			rlheaders.Values{Policy: `"seats/total";q=10`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := rlheaders.For(&tc.d, now); got != tc.want {

@@ -687,8 +687,11 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 			st.CurrentLimit.RequestsPerUnit = clamp32(w.Limit)
 			st.CurrentLimit.Unit = Unit(w.Window)
 			st.LimitRemaining = clamp32(w.Remaining)
-			st.DurationUntilReset = &sm.reset
-			setDuration(st.DurationUntilReset, max(0, w.ResetAt.Sub(now)))
+			st.DurationUntilReset = nil // a total never resets
+			if w.Window.Resets() {
+				st.DurationUntilReset = &sm.reset
+				setDuration(st.DurationUntilReset, max(0, w.ResetAt.Sub(now)))
+			}
 		}
 	}
 	if i := headline(ds, decisions); i >= 0 {
@@ -758,9 +761,9 @@ func headline(ds []descriptor, decisions []quota.Decision) int {
 	return best
 }
 
-// Unit names window w as Envoy does. Every quotad window has its unit (a
-// month anchored on a billing day is still a month); a window Envoy has no
-// unit for would be UNKNOWN.
+// Unit names window w as Envoy does. Every quotad window but total has its
+// unit (a month anchored on a billing day is still a month); a total,
+// which Envoy has no unit for, is UNKNOWN.
 func Unit(w tiers.Window) rlsv3.RateLimitResponse_RateLimit_Unit {
 	switch w {
 	case tiers.Second:

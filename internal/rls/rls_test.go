@@ -56,6 +56,8 @@ func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{limit("api_calls", tiers.Minute, 5), limit("api_calls", tiers.Day, 100),
 		limit("exports", tiers.Day, 3)})
 	catalog.PutCustomer("tiny", tiers.Anchor{}, []tiers.Limit{limit("api_calls", tiers.Minute, 1)})
+	catalog.PutMetric("seats", nil)
+	catalog.PutCustomer("team", tiers.Anchor{}, []tiers.Limit{limit("seats", tiers.Total, 2)})
 	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
 		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"key-acme": "acme"}, Rules: rules, Tokens: tokens,
@@ -160,6 +162,33 @@ func TestShouldRateLimit(t *testing.T) {
 				t.Errorf("acme's exports/day counts %d, want %d", got, tc.exports)
 			}
 		})
+	}
+}
+
+// A total has no Envoy unit and never resets: its status names no
+// duration until reset, and a denial by it no Retry-After.
+func TestShouldRateLimitTotal(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	req := &rlsv3.RateLimitRequest{Domain: "seats", Descriptors: []*commonrl.RateLimitDescriptor{desc("customer", "team")}}
+	for i, want := range []string{"OK [OK]", "OK [OK]", "OVER_LIMIT [OVER_LIMIT]"} {
+		res, err := f.svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := codesOf(res); got != want {
+			t.Fatalf("check %d: codes %s, want %s", i, got, want)
+		}
+		st := res.GetStatuses()[0]
+		if l := st.GetCurrentLimit(); l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_UNKNOWN || l.GetName() != "seats/total" ||
+			st.GetDurationUntilReset() != nil {
+			t.Errorf("check %d: status %v, want seats/total, unit UNKNOWN, no duration until reset", i, st)
+		}
+		for _, h := range res.GetResponseHeadersToAdd() {
+			if h.GetKey() == "Retry-After" {
+				t.Errorf("check %d: Retry-After %s on a total", i, h.GetValue())
+			}
+		}
 	}
 }
 
@@ -356,6 +385,13 @@ func TestParseRules(t *testing.T) {
 func TestUnitNamesEveryWindow(t *testing.T) {
 	t.Parallel()
 	for _, w := range tiers.Windows {
+		if !w.Resets() {
+			// Envoy has no unit for a window that never ends.
+			if u := rls.Unit(w); u != rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
+				t.Errorf("window %s: unit %s, want UNKNOWN", w, u)
+			}
+			continue
+		}
 		if u := rls.Unit(w); u == rlsv3.RateLimitResponse_RateLimit_UNKNOWN || !strings.EqualFold(u.String(), w.String()) {
 			t.Errorf("window %s: unit %s", w, u)
 		}

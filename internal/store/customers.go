@@ -201,6 +201,7 @@ type accountRow struct {
 	Plan      *planRow
 	Overrides []overrideRow
 	Features  []featureOverrideRow
+	Grants    []tiers.GrantTerm
 }
 
 // FindAccounts implements tiers.CacheSource: the accounts of those of ids
@@ -223,7 +224,10 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		              FROM overrides o WHERE o.customer_id = c.id) orow) AS overrides,
 		       (SELECT coalesce(jsonb_agg(to_jsonb(frow) ORDER BY frow.feature), '[]')
 		        FROM (SELECT ` + featureOverrideColumns + `
-		              FROM feature_overrides f WHERE f.customer_id = c.id) frow) AS features
+		              FROM feature_overrides f WHERE f.customer_id = c.id) frow) AS features,
+		       -- The metrics and expiries of its grants with units left.
+		       (SELECT coalesce(jsonb_agg(jsonb_build_object('metric', g.metric, 'expires_at', g.expires_at)), '[]')
+		        FROM grants g WHERE g.customer_id = c.id AND g.remaining > 0 AND g.voided_at IS NULL) AS grants
 		FROM customers c
 		WHERE c.id = ANY($1)`
 	rows, err := db.pool.Query(ctx, q, ids)
@@ -250,6 +254,9 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		a.FeatureOverrides = make([]tiers.FeatureOverride, len(r.Features))
 		for i, f := range r.Features {
 			a.FeatureOverrides[i] = toFeatureOverride(f)
+		}
+		if len(r.Grants) > 0 {
+			a.Customer.Grants = r.Grants
 		}
 		out[r.ID] = a
 	}

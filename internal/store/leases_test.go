@@ -123,6 +123,14 @@ func (p pgStore) Reset(t *testing.T, customer string) {
 	}
 }
 
+func (p pgStore) SetTotal(t *testing.T, customer string, used int64) int64 {
+	before, err := p.db.SetTotal(context.Background(), "ops", customer, "api_calls", used, leasetest.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return before
+}
+
 // MustRaw reads a counter as stored: admitted units and leased ones.
 func MustRaw(t testing.TB, s *dbtest.Schema, k quota.CounterKey) int64 {
 	t.Helper()

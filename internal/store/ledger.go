@@ -582,6 +582,70 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 	return nil
 }
 
+// SetTotal implements quota.Ledger: it sets the customer's own counter of
+// metric in window total to used, ending the leases on it as Reset ends
+// them, records the change in the audit log and tells every process.
+func (db *DB) SetTotal(ctx context.Context, actor, customer, metric string, used int64, at time.Time) (int64, error) {
+	// total is the audit image of the count, before and after.
+	type total struct {
+		Used int64 `json:"used"`
+	}
+	var before int64
+	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := requireCustomer(ctx, tx, customer, true); err != nil {
+			return err
+		}
+		if err := requireMetric(ctx, tx, metric, true); err != nil {
+			return err
+		}
+		// The counter is locked first, as every lease call locks it before
+		// its leases: none lands between the read and the set. Units the
+		// leases report unused are not admitted ones.
+		const q = `
+			WITH old AS MATERIALIZED (
+			    SELECT c.used - coalesce((SELECT sum(l.unused) FROM counter_leases l
+			        WHERE l.customer_id = c.customer_id AND l.metric = c.metric AND l.subject = c.subject
+			          AND l.quota_window = c.quota_window AND l.window_start = c.window_start AND l.held), 0) AS admitted
+			    FROM usage_counters c
+			    WHERE c.customer_id = $1 AND c.metric = $2 AND c.subject = '' AND c.quota_window = 'total'
+			      AND c.window_start = $3
+			    FOR UPDATE
+			)
+			SELECT coalesce((SELECT greatest(admitted, 0) FROM old), 0)`
+		const setQ = `
+			INSERT INTO usage_counters AS c (customer_id, metric, subject, quota_window, window_start, used)
+			VALUES ($1, $2, '', 'total', $3, $4)
+			ON CONFLICT (customer_id, metric, subject, quota_window, window_start)
+			DO UPDATE SET used = EXCLUDED.used, watched = false`
+		// The leases end but keep their rows: a call in flight from before
+		// the set finds its number taken (see Reset).
+		const leasesQ = `
+			UPDATE counter_leases SET held = false, unused = 0, granted = 0
+			WHERE customer_id = $1 AND metric = $2 AND subject = '' AND quota_window = 'total'
+			  AND window_start = $3 AND held`
+		if err := tx.QueryRow(ctx, q, customer, metric, quota.TotalStart).Scan(&before); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, setQ, customer, metric, quota.TotalStart, used); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, leasesQ, customer, metric, quota.TotalStart); err != nil {
+			return err
+		}
+		e := auditEntry{actor: actor, action: tiers.ActionUpdate, customer: customer,
+			resource: usageResource(customer, metric) + "/total",
+			before:   total{Used: before}, after: total{Used: used}}
+		if err := recordAudit(ctx, tx, at, e); err != nil {
+			return err
+		}
+		return db.notify(ctx, tx, NotifyTotal, customer+"/"+metric)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("set total %s/%s: %w", customer, metric, err)
+	}
+	return before, nil
+}
+
 var (
 	_ quota.Ledger = (*DB)(nil)
 	_ quota.Tx     = txLedger{}

@@ -23,6 +23,7 @@ const (
 	NotifyPlan     = "plan"     // key: plan
 	NotifyCustomer = "customer" // key: customer; its overrides changed too
 	NotifyReset    = "reset"    // key: customer/metric, whose usage was reset (every subject's with the customer's)
+	NotifyTotal    = "total"    // key: customer/metric, whose total was set: its leases ended
 	NotifyForget   = "forget"   // key: customer, deleted
 	NotifyRecall   = "recall"   // key: a counter (CounterKeyString, with its subject) whose leased units a process needs
 	NotifyFreed    = "freed"    // key: a counter (CounterKeyString, with its subject) that units came back to, which a process knew full

@@ -195,6 +195,7 @@ func FuzzCounterKeyPayload(f *testing.F) {
 	f.Add("acme", "api_calls", "", int64(1795305600), "acme/api_calls/day/1795305600")
 	f.Add("acme", "api_calls", "a/b:c@d.e-f_g", int64(0), "acme/api_calls/week/-86400/u//")
 	f.Add("c", "m", "/", int64(-1), "c/m/month/1/x/y")
+	f.Add("acme", "seats", "", int64(0), "acme/seats/total/0")
 	f.Fuzz(func(t *testing.T, customer, metric, subject string, start int64, payload string) {
 		if k, ok := store.ParseCounterKey(payload); ok {
 			if got := store.CounterKeyString(k); got != payload {

@@ -25,6 +25,7 @@ type overrideRow struct {
 	Algorithm          *string    `json:"algorithm"`
 	Burst              *int64     `json:"burst"`
 	Per                string     `json:"per"`
+	RolloverMax        *int64     `json:"rollover_max"`
 	ExpiresAt          *time.Time `json:"expires_at"`
 	Reason             string     `json:"reason"`
 	Version            int64      `json:"version"`
@@ -45,7 +46,7 @@ func toOverride(r overrideRow) tiers.Override {
 		Limit: tiers.Limit{
 			Metric: r.Metric, Window: w, Limit: r.LimitValue, Mode: m,
 			OveragePercent: int64(r.OveragePercent), OveragePriceMicros: r.OveragePriceMicros, Ceiling: r.Ceiling,
-			Algorithm: a, Burst: r.Burst, Per: per,
+			Algorithm: a, Burst: r.Burst, Per: per, Rollover: toRollover(r.RolloverMax),
 		},
 		ExpiresAt: utcPtr(r.ExpiresAt), Reason: r.Reason,
 		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
@@ -54,7 +55,7 @@ func toOverride(r overrideRow) tiers.Override {
 
 const overrideColumns = `
 	o.customer_id, o.metric, o.quota_window, o.limit_value, o.mode, o.overage_percent,
-	o.overage_price_micros, o.ceiling, o.algorithm, o.burst, o.per, o.expires_at, o.reason, o.version,
+	o.overage_price_micros, o.ceiling, o.algorithm, o.burst, o.per, o.rollover_max, o.expires_at, o.reason, o.version,
 	o.created_at, o.updated_at`
 
 // findOverrides lists a customer's overrides by metric, then window, then
@@ -209,17 +210,17 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 			const update = `
 				UPDATE overrides SET limit_value = $4, mode = $5, overage_percent = $6, overage_price_micros = $7,
 				       ceiling = $8, algorithm = $12, burst = $13, expires_at = $9, reason = $10,
-				       version = version + 1, updated_at = $11
+				       rollover_max = $15, version = version + 1, updated_at = $11
 				WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND per = $14`
 			const insert = `
 				INSERT INTO overrides (customer_id, metric, quota_window, limit_value, mode, overage_percent,
 				                       overage_price_micros, ceiling, expires_at, reason, created_at, updated_at,
-				                       algorithm, burst, per)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14)
+				                       algorithm, burst, per, rollover_max)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12, $13, $14, $15)
 				ON CONFLICT (customer_id, metric, quota_window, per) DO NOTHING`
 			return upsert(ctx, tx, exists, update, insert, o.Customer, o.Metric, o.Window.String(), o.Limit.Limit,
 				o.Mode.String(), o.OveragePercent, o.OveragePriceMicros, o.Ceiling, o.ExpiresAt, o.Reason, w.At,
-				algorithmColumn(o.Limit), o.Burst, o.Per.String())
+				algorithmColumn(o.Limit), o.Burst, o.Per.String(), rolloverColumn(o.Limit))
 		},
 		resource: overrideResource(o.Customer, o.Key()),
 		customer: o.Customer,

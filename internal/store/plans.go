@@ -43,6 +43,7 @@ type limitRow struct {
 	Algorithm          *tiers.Algorithm `json:"algorithm"`
 	Burst              *int64           `json:"burst"`
 	Per                tiers.Per        `json:"per"`
+	RolloverMax        *int64           `json:"rollover_max"`
 }
 
 func toPlan(r planRow) tiers.Plan {
@@ -51,7 +52,7 @@ func toPlan(r planRow) tiers.Plan {
 		limits[i] = tiers.Limit{
 			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
 			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
-			Burst: l.Burst, Per: l.Per,
+			Burst: l.Burst, Per: l.Per, Rollover: toRollover(l.RolloverMax),
 		}
 		if l.Algorithm != nil {
 			limits[i].Algorithm = *l.Algorithm
@@ -75,6 +76,22 @@ func featuresOrEmpty(features map[string]tiers.FeatureValue) map[string]tiers.Fe
 	return features
 }
 
+// toRollover is the rollover a rollover_max column holds (null: none).
+func toRollover(max *int64) *tiers.Rollover {
+	if max == nil {
+		return nil
+	}
+	return &tiers.Rollover{Max: *max}
+}
+
+// rolloverColumn is what the rollover_max column holds for l.
+func rolloverColumn(l tiers.Limit) *int64 {
+	if l.Rollover == nil {
+		return nil
+	}
+	return &l.Rollover.Max
+}
+
 // algorithmColumn is what the algorithm column holds for l: null for the
 // default (and so for every long window), else the algorithm's name.
 func algorithmColumn(l tiers.Limit) *string {
@@ -92,7 +109,8 @@ const planColumns = `
 	              'metric', l.metric, 'window', l.quota_window, 'limit', l.limit_value,
 	              'mode', l.mode, 'overage_percent', l.overage_percent,
 	              'overage_price_micros', l.overage_price_micros, 'ceiling', l.ceiling,
-	              'algorithm', l.algorithm, 'burst', l.burst, 'per', l.per)
+	              'algorithm', l.algorithm, 'burst', l.burst, 'per', l.per,
+	              'rollover_max', l.rollover_max)
 	              ORDER BY l.position)
 	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
 	p.features, p.version, p.created_at, p.updated_at`
@@ -215,20 +233,23 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 		algorithms = make([]*string, n)
 		bursts     = make([]*int64, n)
 		pers       = make([]string, n)
+		rollovers  = make([]*int64, n)
 	)
 	for i, l := range p.Limits {
 		metrics[i], windows[i], positions[i] = l.Metric, l.Window.String(), int16(i)
 		values[i], modes[i], percents[i] = l.Limit, l.Mode.String(), l.OveragePercent
 		prices[i], ceilings[i] = l.OveragePriceMicros, l.Ceiling
 		algorithms[i], bursts[i], pers[i] = algorithmColumn(l), l.Burst, l.Per.String()
+		rollovers[i] = rolloverColumn(l)
 	}
 	const q = `
 		INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode,
-		                         overage_percent, overage_price_micros, ceiling, algorithm, burst, per)
+		                         overage_percent, overage_price_micros, ceiling, algorithm, burst, per, rollover_max)
 		SELECT $1, * FROM unnest($2::text[], $3::text[], $4::smallint[], $5::bigint[], $6::text[],
-		                         $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $12::text[])`
+		                         $7::int[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $12::text[],
+		                         $13::bigint[])`
 	_, err := tx.Exec(ctx, q, p.Key, metrics, windows, positions, values, modes, percents, prices, ceilings,
-		algorithms, bursts, pers)
+		algorithms, bursts, pers, rollovers)
 	if isCode(err, "23503") { // foreign_key_violation: a metric went away meanwhile
 		return errRetry
 	}

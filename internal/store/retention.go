@@ -49,6 +49,9 @@ var purgeSteps = []purgeStep{
 	// counter goes (see 000008).
 	{table: "usage_counters", cond: counterPurgeCond},
 	{table: "metric_usage", cond: counterPurgeCond},
+	// What grants paid for in a window: usage shows it while the window
+	// is current.
+	{table: "granted_usage", cond: counterPurgeCond},
 	// Request ids are kept 24 hours: a repeated id within them gets the
 	// first answer (see quota.Tx.Claim).
 	{table: "request_ids", cond: `created_at < $1::timestamptz - interval '24 hours'`},
@@ -65,8 +68,10 @@ var purgeSteps = []purgeStep{
 	{table: "webhook_deliveries", cond: `status <> 'pending' AND last_attempt_at < $1`,
 		keep: func(r quota.Retention) time.Duration { return r.Deliveries }},
 	// An event goes once its window has ended (no check can record it
-	// again) long enough ago, and no delivery of it is left.
-	{table: "usage_events", cond: `window_end < $1 AND NOT EXISTS (
+	// again) long enough ago, and no delivery of it is left; a
+	// grant.exhausted event, which has no window, once it happened long
+	// enough ago (its grant is used up: it does not happen again).
+	{table: "usage_events", cond: `(window_end < $1 OR grant_id IS NOT NULL AND occurred_at < $1) AND NOT EXISTS (
 		SELECT 1 FROM webhook_deliveries d WHERE d.event_id = usage_events.id)`,
 		keep: func(r quota.Retention) time.Duration { return r.Deliveries }},
 }

@@ -63,13 +63,14 @@ func TestRetentionPurgesEachTable(t *testing.T) {
 				exec(insertLease, "day", today, true)                    // held
 				exec(insertCounter, "hour", now.Truncate(time.Hour).Add(-time.Hour))
 				exec(insertCounter, "month", today.AddDate(0, 0, -40)) // a month lasts up to 31 days, kept 63
+				exec(insertCounter, "total", quota.TotalStart)         // never ends: never purged
 			},
 			table: "usage_counters",
 			left: `SELECT string_agg(quota_window || ' ' || to_char(window_start AT TIME ZONE 'UTC', 'MM-DD HH24') ||
 			              coalesce((SELECT ' leased' FROM counter_leases l WHERE l.window_start = c.window_start
 			                        AND l.quota_window = c.quota_window), ''), ', ' ORDER BY window_start)
 			       FROM usage_counters c`,
-			want: "month 10-27 00, day 12-06 00 leased, hour 12-06 11",
+			want: "total 01-01 00, month 10-27 00, day 12-06 00 leased, hour 12-06 11",
 		},
 		{
 			name: "global usage",
@@ -82,6 +83,19 @@ func TestRetentionPurgesEachTable(t *testing.T) {
 			},
 			table: "metric_usage",
 			left:  `SELECT string_agg(to_char(window_start AT TIME ZONE 'UTC', 'MM-DD'), ', ') FROM metric_usage`,
+			want:  "12-06",
+		},
+		{
+			name: "units grants paid for, as counters",
+			seed: func(exec execFunc, _ idFunc) {
+				for i := range 5 {
+					exec(`INSERT INTO granted_usage (customer_id, metric, quota_window, window_start, granted) VALUES ('acme', 'api_calls', 'day', $1, 1)`,
+						today.AddDate(0, 0, -3-i))
+				}
+				exec(`INSERT INTO granted_usage (customer_id, metric, quota_window, window_start, granted) VALUES ('acme', 'api_calls', 'day', $1, 1)`, today)
+			},
+			table: "granted_usage",
+			left:  `SELECT string_agg(to_char(window_start AT TIME ZONE 'UTC', 'MM-DD'), ', ') FROM granted_usage`,
 			want:  "12-06",
 		},
 		{

@@ -179,8 +179,9 @@ type deliveryRow struct {
 	Type          string
 	CustomerID    string
 	Metric        string
-	QuotaWindow   string
-	WindowStart   time.Time
+	QuotaWindow   *string
+	WindowStart   *time.Time
+	GrantID       *string
 	Threshold     int32
 	Status        string
 	Attempts      int32
@@ -193,16 +194,22 @@ type deliveryRow struct {
 }
 
 func toDelivery(r deliveryRow) webhooks.Delivery {
-	window, _ := tiers.ParseWindow(r.QuotaWindow)
 	d := webhooks.Delivery{
 		ID: webhooks.MessageID(r.ID),
 		Event: webhooks.DeliveryEvent{
-			Type: webhooks.EventType(r.Type), Customer: r.CustomerID, Metric: r.Metric, Window: window,
-			WindowStart: utc(r.WindowStart), Threshold: int(r.Threshold),
+			Type: webhooks.EventType(r.Type), Customer: r.CustomerID, Metric: r.Metric,
+			WindowStart: utcPtr(r.WindowStart), Threshold: int(r.Threshold),
 		},
 		Status: webhooks.Status(r.Status), Attempts: int(r.Attempts),
 		LastAttemptAt: utcPtr(r.LastAttemptAt), LastError: r.LastError,
 		DeliveredAt: utcPtr(r.DeliveredAt), CreatedAt: utc(r.CreatedAt),
+	}
+	if r.QuotaWindow != nil {
+		window, _ := tiers.ParseWindow(*r.QuotaWindow)
+		d.Event.Window = &window
+	}
+	if r.GrantID != nil {
+		d.Event.Grant = *r.GrantID
 	}
 	if d.Status == webhooks.Pending {
 		d.NextAttemptAt = utcPtr(&r.NextAttemptAt)
@@ -225,7 +232,7 @@ func (db *DB) FindDeliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]
 				return err
 			}
 			const q = `
-				SELECT d.id, e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.threshold,
+				SELECT d.id, e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.grant_id, e.threshold,
 				       d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status,
 				       d.last_error, d.delivered_at, d.created_at
 				FROM webhook_deliveries d JOIN usage_events e ON e.id = d.event_id
@@ -292,50 +299,67 @@ func (db *DB) RecordEvents(ctx context.Context, events []webhooks.Event) (int, e
 	}
 	var added int
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		added = 0
-		queued := int64(0)
-		for _, e := range events {
-			threshold := 0
-			if e.Type == webhooks.Threshold {
-				threshold = e.Threshold
-			}
-			const insertEvent = `
-				INSERT INTO usage_events (type, customer_id, metric, quota_window, window_start, window_end,
-				                          threshold, limit_value, used, occurred_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-				ON CONFLICT ON CONSTRAINT usage_events_once DO NOTHING
-				RETURNING id`
-			var id int64
-			err := tx.QueryRow(ctx, insertEvent, string(e.Type), e.Customer, e.Metric, e.Window.String(),
-				e.Start, e.End, threshold, e.Limit, e.Used, e.At).Scan(&id)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue // recorded before
-			}
-			if err != nil {
-				return fmt.Errorf("record event %s %s/%s: %w", e.Type, e.Customer, e.Metric, err)
-			}
-			added++
-			const queue = `
-				INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at)
-				SELECT w.id, $1, $2, $2
-				FROM webhooks w
-				WHERE $3 = ANY (w.events)
-				  AND ($3 <> 'usage.threshold' OR $4::integer = ANY (w.thresholds))`
-			tag, err := tx.Exec(ctx, queue, id, e.At, string(e.Type), threshold)
-			if err != nil {
-				return fmt.Errorf("queue deliveries: %w", err)
-			}
-			queued += tag.RowsAffected()
-		}
-		if queued == 0 {
-			return nil
-		}
-		return db.notify(ctx, tx, NotifyDelivery, "")
+		var err error
+		added, err = db.recordEvents(ctx, tx, events)
+		return err
 	})
 	if err != nil {
 		return 0, mapErr(err)
 	}
 	return added, nil
+}
+
+// recordEvents is RecordEvents within tx.
+func (db *DB) recordEvents(ctx context.Context, tx pgx.Tx, events []webhooks.Event) (added int, err error) {
+	queued := int64(0)
+	for _, e := range events {
+		threshold := 0
+		if e.Type == webhooks.Threshold {
+			threshold = e.Threshold
+		}
+		// A usage event names its window; grant.exhausted its grant
+		// instead. Each happens once (usage_events_once,
+		// usage_events_grant_once).
+		var window, grant *string
+		var start, end *time.Time
+		if e.Type == webhooks.GrantExhausted {
+			grant = &e.Grant
+		} else {
+			w := e.Window.String()
+			window, start, end = &w, &e.Start, &e.End
+		}
+		const insertEvent = `
+			INSERT INTO usage_events (type, customer_id, metric, quota_window, window_start, window_end,
+			                          threshold, limit_value, used, occurred_at, grant_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT DO NOTHING
+			RETURNING id`
+		var id int64
+		err := tx.QueryRow(ctx, insertEvent, string(e.Type), e.Customer, e.Metric, window,
+			start, end, threshold, e.Limit, e.Used, e.At, grant).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // recorded before
+		}
+		if err != nil {
+			return added, fmt.Errorf("record event %s %s/%s: %w", e.Type, e.Customer, e.Metric, err)
+		}
+		added++
+		const queue = `
+			INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, created_at)
+			SELECT w.id, $1, $2, $2
+			FROM webhooks w
+			WHERE $3 = ANY (w.events)
+			  AND ($3 <> 'usage.threshold' OR $4::integer = ANY (w.thresholds))`
+		tag, err := tx.Exec(ctx, queue, id, e.At, string(e.Type), threshold)
+		if err != nil {
+			return added, fmt.Errorf("queue deliveries: %w", err)
+		}
+		queued += tag.RowsAffected()
+	}
+	if queued == 0 {
+		return added, nil
+	}
+	return added, db.notify(ctx, tx, NotifyDelivery, "")
 }
 
 type messageRow struct {
@@ -348,9 +372,10 @@ type messageRow struct {
 	Type        string
 	CustomerID  string
 	Metric      string
-	QuotaWindow string
-	WindowStart time.Time
-	WindowEnd   time.Time
+	QuotaWindow *string
+	WindowStart *time.Time
+	WindowEnd   *time.Time
+	GrantID     *string
 	Threshold   int32
 	LimitValue  int64
 	Used        int64
@@ -372,7 +397,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		const claim = `
 			SELECT d.id, d.webhook_id, w.url, w.secret, d.attempts, d.created_at,
-			       e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.window_end,
+			       e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.window_end, e.grant_id,
 			       e.threshold, e.limit_value, e.used, e.occurred_at
 			FROM webhook_deliveries d
 			JOIN webhooks w ON w.id = d.webhook_id
@@ -404,15 +429,21 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 			return err
 		}
 		found = true
-		window, _ := tiers.ParseWindow(r.QuotaWindow)
 		m := webhooks.Message{
 			ID: webhooks.MessageID(r.ID), Webhook: r.WebhookID, URL: r.URL, Secret: r.Secret,
 			Attempts: int(r.Attempts), CreatedAt: utc(r.CreatedAt),
 			Event: webhooks.Event{
-				Type: webhooks.EventType(r.Type), Customer: r.CustomerID, Metric: r.Metric, Window: window,
-				Start: utc(r.WindowStart), End: utc(r.WindowEnd), Threshold: int(r.Threshold),
-				Limit: r.LimitValue, Used: r.Used, At: utc(r.OccurredAt),
+				Type: webhooks.EventType(r.Type), Customer: r.CustomerID, Metric: r.Metric,
+				Threshold: int(r.Threshold), Limit: r.LimitValue, Used: r.Used, At: utc(r.OccurredAt),
 			},
+		}
+		// A usage event's window; grant.exhausted's grant.
+		if r.QuotaWindow != nil && r.WindowStart != nil && r.WindowEnd != nil {
+			m.Event.Window, _ = tiers.ParseWindow(*r.QuotaWindow)
+			m.Event.Start, m.Event.End = utc(*r.WindowStart), utc(*r.WindowEnd)
+		}
+		if r.GrantID != nil {
+			m.Event.Grant = *r.GrantID
 		}
 		o := send(ctx, m)
 		next := o.Next

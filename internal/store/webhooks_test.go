@@ -115,7 +115,7 @@ func TestRecordEventsAndWatches(t *testing.T) {
 	mustPutWebhook(t, db, "limits", []webhooks.EventType{webhooks.LimitReached}, []int{50})
 	mustPutWebhook(t, db, "ninety", []webhooks.EventType{webhooks.Threshold}, []int{90, 100})
 	w, err := db.Watches(ctx)
-	if err != nil || len(w.Types) != 3 || !slices.Equal(w.Thresholds, []int{80, 90, 100}) {
+	if err != nil || len(w.Types) != len(webhooks.EventTypes) || !slices.Equal(w.Thresholds, []int{80, 90, 100}) {
 		t.Errorf("Watches = %+v, %v; want every type and thresholds 80, 90, 100 (not 50)", w, err)
 	}
 

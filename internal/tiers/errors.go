@@ -41,6 +41,9 @@ var (
 	// ErrSubjectRequired: a check of a metric that has limits per subject
 	// names no subject.
 	ErrSubjectRequired = errors.New("subject required")
+	// ErrNoTotalLimit: a set of a customer's total names a metric on which
+	// no limit of window total, customer-wide, is in effect for it.
+	ErrNoTotalLimit = errors.New("no total limit")
 	// ErrUnavailable: the store cannot be reached; nothing was written.
 	ErrUnavailable = errors.New("store unavailable")
 )

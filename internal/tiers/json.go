@@ -7,14 +7,15 @@ import (
 
 // How limits look in JSON: in API answers (plans, overrides, effective
 // limits) and in the audit log's images of plans and overrides. Every
-// field is always there, except three:
+// field is always there, except four:
 //
 //   - "per" is shown on limits per subject only ("per": "subject"): a
 //     customer-wide limit looks as it did before limits per subject;
 //   - "algorithm" is shown on short windows only, the default named
 //     ("sliding_window" when the limit names none); long windows have none;
 //   - "burst" is shown for token buckets only: the bucket's size, the burst
-//     if one was set, else the limit.
+//     if one was set, else the limit;
+//   - "rollover" is shown where it is set.
 //
 // Limit, Override and EffectiveLimit all marshal through limitJSON, so that
 // the rule lives in one place. Override and EffectiveLimit need methods of
@@ -37,13 +38,14 @@ type limitJSON struct {
 	Ceiling            *int64     `json:"ceiling"`
 	Algorithm          *Algorithm `json:"algorithm,omitempty"`
 	Burst              *int64     `json:"burst,omitempty"`
+	Rollover           *Rollover  `json:"rollover,omitempty"`
 }
 
 func (l Limit) toJSON() limitJSON {
 	return limitJSON{
 		Metric: l.Metric, Window: l.Window, Per: l.ShownPer(), Limit: l.Limit, Mode: l.Mode,
 		OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
-		Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(),
+		Algorithm: l.ShownAlgorithm(), Burst: l.ShownBurst(), Rollover: l.Rollover,
 	}
 }
 

@@ -33,6 +33,8 @@ type LimitSpec struct {
 	Burst              *int64  `json:"burst" nullable:"true"`
 	// Per is "customer" (the default) or "subject".
 	Per *string `json:"per" nullable:"true"`
+	// Rollover: see Limit.Rollover.
+	Rollover *Rollover `json:"rollover" nullable:"true"`
 }
 
 // MetricSpec is the body of PUT /v1/metrics/{metric}.
@@ -90,6 +92,7 @@ type OverrideSpec struct {
 	ExpiresAt          *time.Time `json:"expires_at" nullable:"true"`
 	Reason             *string    `json:"reason" nullable:"true"`
 	Per                *string    `json:"per" nullable:"true"`
+	Rollover           *Rollover  `json:"rollover" nullable:"true"`
 }
 
 // Validate returns the metric key describes, with Version and times unset.
@@ -106,7 +109,8 @@ func (s MetricSpec) Validate(key string) (Metric, error) {
 	for name, v := range s.Capacity {
 		field := "capacity." + name
 		w, ok := ParseWindow(name)
-		if !ok {
+		if !ok || !w.Resets() {
+			// Spare capacity is for elastic limits, which a total has not.
 			p.add(field, "must be a window: second, minute, hour, day, week or month")
 			continue
 		}
@@ -277,7 +281,7 @@ func (s LimitSpec) validate(path string, p *problems) (Limit, bool) {
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
-		Algorithm: s.Algorithm, Burst: s.Burst,
+		Algorithm: s.Algorithm, Burst: s.Burst, Rollover: s.Rollover,
 	}
 	terms.apply(path, &l, p)
 	return l, len(p.list) == before
@@ -292,6 +296,7 @@ type limitTerms struct {
 	Ceiling            *int64
 	Algorithm          *string
 	Burst              *int64
+	Rollover           *Rollover
 }
 
 // apply validates t into l, whose window is set (or invalid, already
@@ -320,6 +325,11 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 			return
 		}
 		l.Mode = m
+	}
+	if l.Mode != Hard && !l.Window.Resets() {
+		// A count that never resets has no period to bill overage for nor
+		// a metric's spare capacity to draw on.
+		p.add(field("mode"), "must be hard on window total")
 	}
 	if t.OveragePercent != nil && *t.OveragePercent != 0 {
 		switch {
@@ -357,6 +367,18 @@ func (t limitTerms) apply(path string, l *Limit, p *problems) {
 		default:
 			v := *t.Ceiling
 			l.Ceiling = &v
+		}
+	}
+	if r := t.Rollover; r != nil {
+		switch {
+		case l.Mode != Hard || l.Window != Day && l.Window != Week && l.Window != Month:
+			p.add(field("rollover"), "applies only to hard limits of a day, week or month")
+		case l.Per != PerCustomer:
+			p.add(field("rollover"), "applies only to customer-wide limits (not per subject)")
+		case r.Max < 1 || r.Max > MaxLimit:
+			p.add(field("rollover.max"), fmt.Sprintf("must be an integer between 1 and %d", MaxLimit))
+		default:
+			l.Rollover = &Rollover{Max: r.Max}
 		}
 	}
 }
@@ -560,7 +582,7 @@ func (s OverrideSpec) Validate(customer, metric, window, per string, now time.Ti
 	terms := limitTerms{
 		Limit: s.Limit, Mode: s.Mode, OveragePercent: s.OveragePercent,
 		OveragePriceMicros: s.OveragePriceMicros, Ceiling: s.Ceiling,
-		Algorithm: s.Algorithm, Burst: s.Burst,
+		Algorithm: s.Algorithm, Burst: s.Burst, Rollover: s.Rollover,
 	}
 	terms.apply("", &o.Limit, &p)
 	o.ExpiresAt = p.checkExpiry(s.ExpiresAt, now)

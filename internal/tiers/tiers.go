@@ -25,8 +25,10 @@ const MaxOveragePercent = 1000
 type Window uint8
 
 // The windows. Second and Minute are short windows, counted in process by
-// their limit's Algorithm; the others are calendar windows counted in
-// PostgreSQL.
+// their limit's Algorithm; the others are long windows counted in
+// PostgreSQL: the calendar windows, and Total, which never ends (a gauge:
+// seats, projects, a lifetime allowance; checks add to it, refunds take
+// from it, only an admin's set or reset brings it elsewhere).
 const (
 	Second Window = iota + 1
 	Minute
@@ -34,16 +36,17 @@ const (
 	Day
 	Week
 	Month
+	Total
 )
 
 // Windows lists every window, shortest first.
-var Windows = []Window{Second, Minute, Hour, Day, Week, Month}
+var Windows = []Window{Second, Minute, Hour, Day, Week, Month, Total}
 
-var windowNames = [...]string{"", "second", "minute", "hour", "day", "week", "month"}
+var windowNames = [...]string{"", "second", "minute", "hour", "day", "week", "month", "total"}
 
 // ParseWindow returns the window named s.
 func ParseWindow(s string) (Window, bool) {
-	for i := Second; i <= Month; i++ {
+	for i := Second; i <= Total; i++ {
 		if windowNames[i] == s {
 			return i, true
 		}
@@ -53,20 +56,24 @@ func ParseWindow(s string) (Window, bool) {
 
 // String returns the window's name as used in the API.
 func (w Window) String() string {
-	if w < Second || w > Month {
+	if !w.Valid() {
 		return fmt.Sprintf("Window(%d)", uint8(w))
 	}
 	return windowNames[w]
 }
 
 // Valid reports whether w is one of the declared windows.
-func (w Window) Valid() bool { return w >= Second && w <= Month }
+func (w Window) Valid() bool { return w >= Second && w <= Total }
 
 // Short reports whether w is counted in process (second, minute).
 func (w Window) Short() bool { return w == Second || w == Minute }
 
+// Resets reports whether counts of w go back to zero when it ends: every
+// window but Total, which never ends.
+func (w Window) Resets() bool { return w != Total }
+
 // Length returns the fixed length of a short window; it is 0 for calendar
-// windows, whose length depends on the date.
+// windows, whose length depends on the date, and for Total, which has none.
 func (w Window) Length() time.Duration {
 	switch w {
 	case Second:
@@ -233,6 +240,16 @@ type Limit struct {
 	// zero value), or each of the customer's subjects apart (an end user,
 	// an IP, an API key), beside the customer-wide limits of the metric.
 	Per Per `json:"per"`
+	// Rollover, on a hard limit of a day, week or month, turns the
+	// window's unused units (at most Max) into a grant that expires when
+	// the next window ends; nil: none.
+	Rollover *Rollover `json:"rollover"`
+}
+
+// Rollover is how much of a window's unused units roll over into the
+// next window.
+type Rollover struct {
+	Max int64 `json:"max"`
 }
 
 // Size is how many units a short window's count admits before any soft
@@ -403,6 +420,31 @@ type Customer struct {
 	Version          int64           `json:"version"`
 	CreatedAt        time.Time       `json:"created_at"`
 	UpdatedAt        time.Time       `json:"updated_at"`
+	// Grants are the metrics and expiries of the customer's grants that
+	// had units left when it was loaded (see HasGrants); the catalog's
+	// loads fill it, nothing else.
+	Grants []GrantTerm `json:"-"`
+}
+
+// GrantTerm is what the catalog keeps of a customer's live grant: its
+// metric and when it expires (nil: never).
+type GrantTerm struct {
+	Metric    string     `json:"metric"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// HasGrants reports whether the customer, as loaded, has a grant of
+// metric that is unexpired at at: whether a check a hard long window
+// denies may draw on grants. It may say true of grants drawn or voided
+// since (the draw then finds nothing), never false of one created before
+// the load.
+func (c *Customer) HasGrants(metric string, at time.Time) bool {
+	for _, g := range c.Grants {
+		if g.Metric == metric && (g.ExpiresAt == nil || g.ExpiresAt.After(at)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Override is a limit set for one customer on one metric+window. It replaces

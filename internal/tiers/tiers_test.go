@@ -15,13 +15,16 @@ func TestWindows(t *testing.T) {
 		window Window
 		short  bool
 		length time.Duration
+		// resets: false for the one window that never ends.
+		resets bool
 	}{
-		{"second", Second, true, time.Second},
-		{"minute", Minute, true, time.Minute},
-		{"hour", Hour, false, 0},
-		{"day", Day, false, 0},
-		{"week", Week, false, 0},
-		{"month", Month, false, 0},
+		{"second", Second, true, time.Second, true},
+		{"minute", Minute, true, time.Minute, true},
+		{"hour", Hour, false, 0, true},
+		{"day", Day, false, 0, true},
+		{"week", Week, false, 0, true},
+		{"month", Month, false, 0, true},
+		{"total", Total, false, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,6 +44,9 @@ func TestWindows(t *testing.T) {
 			if got := w.Length(); got != tc.length {
 				t.Errorf("Length() = %v, want %v", got, tc.length)
 			}
+			if got := w.Resets(); got != tc.resets {
+				t.Errorf("Resets() = %v, want %v", got, tc.resets)
+			}
 			text, err := w.MarshalText()
 			if err != nil || string(text) != tc.name {
 				t.Errorf("MarshalText() = %q, %v, want %q", text, err, tc.name)
@@ -52,7 +58,7 @@ func TestWindows(t *testing.T) {
 		})
 	}
 	t.Run("listed shortest first", func(t *testing.T) {
-		want := []Window{Second, Minute, Hour, Day, Week, Month}
+		want := []Window{Second, Minute, Hour, Day, Week, Month, Total}
 		if !reflect.DeepEqual(Windows, want) {
 			t.Errorf("Windows = %v, want %v", Windows, want)
 		}
@@ -65,7 +71,7 @@ func TestWindows(t *testing.T) {
 }
 
 func TestInvalidWindows(t *testing.T) {
-	for _, s := range []string{"", "Second", "DAY", "hours", "year", " day", "0"} {
+	for _, s := range []string{"", "Second", "DAY", "hours", "year", " day", "0", "Total", "lifetime"} {
 		t.Run("parse "+s, func(t *testing.T) {
 			if w, ok := ParseWindow(s); ok {
 				t.Errorf("ParseWindow(%q) = %v, true; want false", s, w)
@@ -76,7 +82,7 @@ func TestInvalidWindows(t *testing.T) {
 			}
 		})
 	}
-	for _, w := range []Window{0, Month + 1, 255} {
+	for _, w := range []Window{0, Total + 1, 255} {
 		t.Run("value "+w.String(), func(t *testing.T) {
 			if w.Valid() {
 				t.Errorf("Valid() = true")
@@ -328,9 +334,11 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 	}
 
 	// Every field the types declare is in the answer of a token bucket per
-	// subject: a field added to Override or EffectiveLimit must be added
-	// to its MarshalJSON too.
-	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject}
+	// subject with a rollover (no valid limit has both: marshalling does
+	// not judge): a field added to Override or EffectiveLimit must be
+	// added to its MarshalJSON too.
+	tb := Limit{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: TokenBucket, Per: PerSubject,
+		Rollover: &Rollover{Max: 1}}
 	for _, v := range []any{Override{Limit: tb}, EffectiveLimit{Limit: tb, Source: FromPlan}} {
 		b, err := json.Marshal(v)
 		if err != nil {

@@ -85,7 +85,7 @@ const UniqueLimitRule = "a metric+window+per appears at most once"
 
 const (
 	perRule        = "must be one of customer, subject"
-	windowRule     = "must be one of second, minute, hour, day, week, month"
+	windowRule     = "must be one of second, minute, hour, day, week, month, total"
 	keyRule        = "must match ^[a-z0-9][a-z0-9_.-]{0,62}$"
 	customerIDRule = "must match ^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
 	// SubjectRule is what a subject must match, as a client is told.

@@ -121,6 +121,9 @@ func TestMetricSpecValidate(t *testing.T) {
 		{name: "capacity for unknown window", key: "m", spec: MetricSpec{
 			Capacity: map[string]*int64{"year": ptr[int64](1)},
 		}, wantFields: []string{"capacity.year"}},
+		{name: "no capacity for a total, which is hard only", key: "m", spec: MetricSpec{
+			Capacity: map[string]*int64{"total": ptr[int64](1)},
+		}, wantFields: []string{"capacity.total"}},
 		{name: "capacity window in wrong case", key: "m", spec: MetricSpec{
 			Capacity: map[string]*int64{"Day": ptr[int64](1)},
 		}, wantFields: []string{"capacity.Day"}},
@@ -559,6 +562,12 @@ func TestAlgorithmMessages(t *testing.T) {
 			FieldError{"limits[0].burst", "must be an integer between 1 and 9007199254740991"}},
 		{LimitSpec{Metric: "m", Window: "second", Limit: ptr[int64](10001), Algorithm: ptr("sliding_log")},
 			FieldError{"limits[0].limit", "must be at most 10000 with algorithm sliding_log"}},
+		{LimitSpec{Metric: "seats", Window: "total", Limit: ptr[int64](10), Mode: "soft"},
+			FieldError{"limits[0].mode", "must be hard on window total"}},
+		{LimitSpec{Metric: "seats", Window: "total", Limit: ptr[int64](10), Mode: "elastic"},
+			FieldError{"limits[0].mode", "must be hard on window total"}},
+		{LimitSpec{Metric: "seats", Window: "total", Limit: ptr[int64](10), Algorithm: ptr("fixed_window")},
+			FieldError{"limits[0].algorithm", "applies only to short windows: second, minute"}},
 	}
 	for _, tc := range tests {
 		_, err := PlanSpec{Limits: []LimitSpec{tc.spec}}.Validate("p")

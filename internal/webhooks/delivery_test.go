@@ -18,6 +18,7 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -26,6 +27,10 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 var t0 = time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC)
 
 func sampleEvent(typ EventType) Event {
+	if typ == GrantExhausted {
+		return Event{Type: typ, Customer: "acme", Metric: "api_calls", Grant: "grt_9fQ2mX7aLp3ZkR1c", Limit: 5000,
+			Used: 5000, At: t0}
+	}
 	return Event{
 		Type: typ, Customer: "acme", Metric: "api_calls", Window: tiers.Day,
 		Start: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC), End: time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC),
@@ -55,6 +60,20 @@ func TestPayloadGolden(t *testing.T) {
 				t.Errorf("Payload = %s\nwant      %s", got, want)
 			}
 		})
+	}
+}
+
+// A total never ends: its events' window_end is null, not a date no one
+// reaches.
+func TestPayloadOfATotal(t *testing.T) {
+	e := sampleEvent(Threshold)
+	e.Window, e.Start, e.End = tiers.Total, quota.TotalStart, quota.TotalEnd
+	got, err := Payload(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"window":"total","window_start":"1970-01-01T00:00:00Z","window_end":null,`) {
+		t.Errorf("Payload = %s, want window_end null", got)
 	}
 }
 

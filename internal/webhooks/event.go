@@ -24,14 +24,17 @@ const (
 	OverageStarted EventType = "usage.overage_started"
 	// LimitReached: the window denied a check for the first time.
 	LimitReached EventType = "usage.limit_reached"
+	// GrantExhausted: checks drew the last unit of a customer's grant
+	// (Grant; Limit is its amount). It concerns no window.
+	GrantExhausted EventType = "grant.exhausted"
 )
 
 // EventTypes lists every event type.
-var EventTypes = []EventType{Threshold, OverageStarted, LimitReached}
+var EventTypes = []EventType{Threshold, OverageStarted, LimitReached, GrantExhausted}
 
 // Valid reports whether t is a known event type.
 func (t EventType) Valid() bool {
-	return t == Threshold || t == OverageStarted || t == LimitReached
+	return t == Threshold || t == OverageStarted || t == LimitReached || t == GrantExhausted
 }
 
 // Event is one thing that happened to one long window of one customer's
@@ -41,12 +44,15 @@ type Event struct {
 	Type       EventType
 	Customer   string
 	Metric     string
-	Window     tiers.Window // hour, day, week or month
+	Window     tiers.Window // hour, day, week, month or total
 	Start, End time.Time    // the window's bounds
 	Threshold  int          // percent of Limit, for Threshold; 0 otherwise
 	Limit      int64
 	Used       int64 // the window's used when the event was seen
 	At         time.Time
+	// Grant is the grant a GrantExhausted event is about ("" otherwise);
+	// such an event has no Window, Start or End.
+	Grant string
 }
 
 // Watch is what the registered webhooks listen to: the event types at

@@ -24,20 +24,48 @@ type payloadData struct {
 	Metric      string       `json:"metric"`
 	Window      tiers.Window `json:"window"`
 	WindowStart time.Time    `json:"window_start"`
-	WindowEnd   time.Time    `json:"window_end"`
-	Threshold   *int         `json:"threshold,omitempty"` // usage.threshold only
-	Limit       int64        `json:"limit"`
-	Used        int64        `json:"used"`
+	// WindowEnd is null for a total, which never ends.
+	WindowEnd *time.Time `json:"window_end"`
+	Threshold *int       `json:"threshold,omitempty"` // usage.threshold only
+	Limit     int64      `json:"limit"`
+	Used      int64      `json:"used"`
+}
+
+// grantPayload is the body of a grant.exhausted delivery: a wire form, as
+// payload.
+type grantPayload struct {
+	Type      EventType        `json:"type"`
+	Timestamp time.Time        `json:"timestamp"`
+	Data      grantPayloadData `json:"data"`
+}
+
+type grantPayloadData struct {
+	Customer string `json:"customer"`
+	Metric   string `json:"metric"`
+	Grant    string `json:"grant"`
+	Amount   int64  `json:"amount"`
 }
 
 // Payload returns the bytes delivered for e.
 func Payload(e Event) ([]byte, error) {
+	if e.Type == GrantExhausted {
+		b, err := json.Marshal(grantPayload{Type: e.Type, Timestamp: e.At.UTC(),
+			Data: grantPayloadData{Customer: e.Customer, Metric: e.Metric, Grant: e.Grant, Amount: e.Limit}})
+		if err != nil {
+			return nil, fmt.Errorf("encode webhook payload: %w", err)
+		}
+		return b, nil
+	}
 	p := payload{
 		Type: e.Type, Timestamp: e.At.UTC(),
 		Data: payloadData{
 			Customer: e.Customer, Metric: e.Metric, Window: e.Window,
-			WindowStart: e.Start.UTC(), WindowEnd: e.End.UTC(), Limit: e.Limit, Used: e.Used,
+			WindowStart: e.Start.UTC(), Limit: e.Limit, Used: e.Used,
 		},
+	}
+	if e.Window.Resets() {
+		end := e.End.UTC()
+		p.Data.WindowEnd = &end
 	}
 	if e.Type == Threshold {
 		t := e.Threshold

@@ -149,7 +149,7 @@ func (s Spec) Validate(id string) (Webhook, error) {
 		for i, e := range s.Events {
 			switch {
 			case !e.Valid():
-				add(fmt.Sprintf("events[%d]", i), `must be "usage.threshold", "usage.overage_started" or "usage.limit_reached"`)
+				add(fmt.Sprintf("events[%d]", i), `must be "usage.threshold", "usage.overage_started", "usage.limit_reached" or "grant.exhausted"`)
 			case slices.Contains(s.Events[:i], e):
 				add(fmt.Sprintf("events[%d]", i), "is named twice")
 			}
@@ -203,12 +203,15 @@ const (
 
 // DeliveryEvent is what a delivery listing shows of its event.
 type DeliveryEvent struct {
-	Type        EventType    `json:"type"`
-	Customer    string       `json:"customer"`
-	Metric      string       `json:"metric"`
-	Window      tiers.Window `json:"window"`
-	WindowStart time.Time    `json:"window_start"`
-	Threshold   int          `json:"threshold,omitempty"`
+	Type     EventType `json:"type"`
+	Customer string    `json:"customer"`
+	Metric   string    `json:"metric"`
+	// Window and WindowStart are a usage event's; nil for grant.exhausted.
+	Window      *tiers.Window `json:"window,omitempty"`
+	WindowStart *time.Time    `json:"window_start,omitempty"`
+	Threshold   int           `json:"threshold,omitempty"`
+	// Grant is grant.exhausted's grant.
+	Grant string `json:"grant,omitempty"`
 }
 
 // Delivery is one event's delivery to one webhook, as

@@ -1,4 +1,4 @@
-// Package lease serves quotad's long windows (hour, day, week, month) at
+// Package lease serves quotad's long windows (hour, day, week, month, total) at
 // memory speed, exactly across processes: a Pool holds blocks of each
 // counter's units, leased from the PostgreSQL ledger (a Leaser), and
 // admits checks from them in memory. To the quota engine it is the

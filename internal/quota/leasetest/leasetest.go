@@ -38,6 +38,9 @@ type Store interface {
 	Count(t *testing.T, k quota.CounterKey) int64
 	// Reset zeroes customer's api_calls counters and ends their leases.
 	Reset(t *testing.T, customer string)
+	// SetTotal sets customer's api_calls total to used and ends the
+	// total's leases; it returns the total's admitted units before.
+	SetTotal(t *testing.T, customer string, used int64) int64
 }
 
 // Process is one quotad process's view of the store.
@@ -77,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 			subjectsApart},
 		{"recalls and notices name a subject's counter or its customer's, never both", subjectNotices},
 		{"a reset of a metric ends its subjects' leases with its customer's", resetEndsSubjectLeases},
+		{"a set of a total ends its leases, fenced, and no other window's", setTotalEndsItsLeases},
 		{"the lease pools of several processes take sets all or nothing, within every bound", poolSets},
 	}
 	for _, tt := range tests {
@@ -451,6 +455,50 @@ func resetEndsLeases(t *testing.T, s Store) {
 	// A new lease begins.
 	if r := grant(t, a, lease.Request{Key: k, Seq: 9, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 2 {
 		t.Errorf("a new lease after the reset: %+v, want 2 granted", r)
+	}
+}
+
+// totalKey is customer's api_calls total: one counter, from the epoch.
+func totalKey(customer string) quota.CounterKey {
+	return quota.CounterKey{Customer: customer, Metric: "api_calls", Window: tiers.Total, Start: quota.TotalStart}
+}
+
+func setTotalEndsItsLeases(t *testing.T, s Store) {
+	a := s.Process(t)
+	k, day := totalKey("acme"), key("acme")
+	grant(t, a, lease.Request{Key: k, Seq: 4, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	report(t, a, lease.Settlement{Key: k, Seq: 5, Unused: 8})
+	grant(t, a, lease.Request{Key: day, Seq: 6, Bound: 100, Need: 1, Extra: 9, InFlight: 1})
+	if before := s.SetTotal(t, "acme", 40); before != 2 {
+		t.Errorf("the set replaced %d admitted units, want 2 (8 reported leased unused)", before)
+	}
+	if n := s.Count(t, k); n != 40 {
+		t.Errorf("total = %d after the set, want 40", n)
+	}
+	if n := s.Count(t, day); n != 10 {
+		t.Errorf("day = %d after the set of the total, want 10 as it was", n)
+	}
+	if set := report(t, a, lease.Settlement{Key: k, Seq: 7, Unused: 4}); !set[0].Lost {
+		t.Error("a report after the set does not find the total's lease lost")
+	}
+	if set := report(t, a, lease.Settlement{Key: day, Seq: 8, Unused: 4}); set[0].Lost {
+		t.Error("the set of the total ended the day's lease")
+	}
+	// A copy of the grant from before the set arrives: nothing.
+	if r := grant(t, a, lease.Request{Key: k, Seq: 4, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
+		t.Errorf("a late copy from before the set granted %d", r.Granted)
+	}
+	// A new lease begins from the count set.
+	if r := grant(t, a, lease.Request{Key: k, Seq: 9, Bound: 100, Need: 1, Extra: 1, InFlight: 1}); r.Granted != 2 || r.Used != 42 {
+		t.Errorf("a new lease after the set: %+v, want 2 granted, used 42", r)
+	}
+	// Set above the bound: nothing is granted, nothing lost.
+	s.SetTotal(t, "acme", 150)
+	if r := grant(t, a, lease.Request{Key: k, Seq: 10, Bound: 100, Need: 1, InFlight: 1}); r.Granted != 0 {
+		t.Errorf("a grant above the bound: %+v, want none", r)
+	}
+	if n := s.Count(t, k); n != 150 {
+		t.Errorf("total = %d after a refused grant, want 150", n)
 	}
 }
 

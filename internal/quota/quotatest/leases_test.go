@@ -34,3 +34,13 @@ func (f fakeStore) Reset(t *testing.T, customer string) {
 		t.Fatal(err)
 	}
 }
+
+func (f fakeStore) SetTotal(t *testing.T, customer string, used int64) int64 {
+	l := f.s.Process()
+	f.s.Kill(l) // an admin, not a process holding leases
+	before, err := l.SetTotal(context.Background(), "ops", customer, "api_calls", used, leasetest.At)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return before
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // Store is the state quotad processes share, in memory, with the
@@ -481,6 +482,24 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 		}
 	}
 	return nil
+}
+
+// SetTotal implements quota.Ledger: the customer's total of metric is
+// set, and its leases end as a reset ends them.
+func (l *Ledger) SetTotal(_ context.Context, _, customer, metric string, used int64, _ time.Time) (int64, error) {
+	if err := l.lock(); err != nil {
+		return 0, err
+	}
+	defer l.s.mu.Unlock()
+	k := quota.CounterKey{Customer: customer, Metric: metric, Window: tiers.Total, Start: quota.TotalStart}
+	before := l.s.counters[k] - l.s.reserved(k)
+	l.s.counters[k] = used
+	for _, h := range l.s.byKey[k] {
+		row := l.s.leases[leaseKey{k, h}]
+		l.s.setLease(leaseKey{k, h}, leaseRow{seq: row.seq, fenced: row.fenced})
+	}
+	delete(l.s.watched, k)
+	return before, nil
 }
 
 // RecordRefunds implements quota.Ledger: the events are kept in order

@@ -11,7 +11,10 @@ const nav = document.getElementById('nav');
 
 // REFRESH_MS is how often the customer page reloads usage.
 const REFRESH_MS = 3000;
-const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month'];
+const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month', 'total'];
+// CAPACITY_WINDOWS are those a metric may declare a capacity for: a total,
+// hard only, has none.
+const CAPACITY_WINDOWS = WINDOWS.filter((w) => w !== 'total');
 const MODES = ['hard', 'soft', 'elastic'];
 // PER_SUBJECT is the per of a limit (or override) that counts each subject
 // of the customer apart (an end user, an IP, an API key); without it, a
@@ -263,7 +266,8 @@ async function customerPage(main, id) {
       h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
       h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
       h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
-      h('td', { 'data-label': 'Resets' }, time(u.reset_at)));
+      // A total never resets: its reset_at is null.
+      h('td', { 'data-label': 'Resets' }, u.reset_at === null ? 'never' : time(u.reset_at)));
   };
   // A limit per subject without a subject looked up has no usage of its
   // own: each subject counts apart.
@@ -731,7 +735,7 @@ async function metricsPage(main) {
       return {
         attrs: { 'data-key': m.key },
         cells: [m.key, m.description || '',
-          Object.keys(m.capacity || {}).length ? WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
+          Object.keys(m.capacity || {}).length ? CAPACITY_WINDOWS.filter((w) => m.capacity[w] != null).map((w) => `${w}: ${num(m.capacity[w])}`).join(', ') : 'none',
           creditsCell(m, pools.get(m.key)), num(m.version), edit],
       };
     })) : h('p', { class: 'muted' }, 'No metrics.'));
@@ -744,7 +748,7 @@ async function metricsPage(main) {
   const showMetricForm = (m) => {
     clear(msg);
     const desc = h('input', { id: 'mt-description', type: 'text', maxlength: 2000, value: m.description || '' });
-    const caps = WINDOWS.map((w) => [w, h('input', { id: `mt-capacity-${w}`, type: 'number', min: 0, step: 1, value: m.capacity?.[w] ?? '', placeholder: 'none' })]);
+    const caps = CAPACITY_WINDOWS.map((w) => [w, h('input', { id: `mt-capacity-${w}`, type: 'number', min: 0, step: 1, value: m.capacity?.[w] ?? '', placeholder: 'none' })]);
     const others = metrics.map((x) => x.key).filter((k) => k !== m.key);
     const rates = h('div', { id: 'mt-rates' });
     let n = 0;
