@@ -98,7 +98,7 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 			}
 		}
 		r := a.mustDo(http.StatusOK, "PUT", "/v1/customers/acme/usage/api_calls/total", `{"used":995}`)
-		want := `{"customer":"acme","metric":"api_calls","window":"total","limit":1000,"used":995,"remaining":5,"overage":0,"reset_at":null}`
+		want := `{"customer":"acme","metric":"api_calls","window":"total","limit":1000,"used":995,"remaining":5,"overage":0,"granted":0,"reset_at":null}`
 		if strings.TrimSpace(string(r.Body)) != want {
 			t.Errorf("PUT total answered %s, want %s", r.Body, want)
 		}

@@ -160,6 +160,15 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		return err
 	},
 	"RevokeKey": func(ctx context.Context, c *quotad.Client) error { return c.RevokeKey(ctx, "key_AAAAAAAAAAAAAAAA") },
+	"CreateGrant": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 500})
+		return err
+	},
+	"Grants": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Grants(ctx, "acme", true)
+		return err
+	},
+	"VoidGrant": func(ctx context.Context, c *quotad.Client) error { return c.VoidGrant(ctx, "grt_AAAAAAAAAAAAAAAA") },
 	"Healthz":   func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
 	"Readyz":    func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
