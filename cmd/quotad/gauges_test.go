@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/quotad/quotad/internal/dbtest"
 )
@@ -55,7 +56,7 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 	schema := dbtest.New(t)
 	a := MustStartServer(t, schema, nil)
 	b := MustStartServer(t, schema, nil)
-	MustSeed(t, a, "", `[{"metric":"api_calls","window":"total","limit":1000}]`, "acme")
+	MustSeed(t, a, "", `[{"metric":"api_calls","window":"total","limit":1000}]`, "acme", "probe")
 	servers := []*testServer{a, b}
 
 	t.Run("add", func(t *testing.T) {
@@ -102,6 +103,10 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 		if strings.TrimSpace(string(r.Body)) != want {
 			t.Errorf("PUT total answered %s, want %s", r.Body, want)
 		}
+		// Exact once every process has heard of the set: a check b admits
+		// from its lease before then counts as before the set (see the
+		// README), so wait for b to hear a change made after it.
+		heard(t, a, b)
 		got, _ := checkAll(t, servers, 16, 64, "acme")
 		if got[200] != 5 || got[429] != 59 {
 			t.Errorf("statuses after setting 995 of 1000 = %v, want exactly 5 × 200", got)
@@ -214,4 +219,20 @@ func TestSetTotalBadInput(t *testing.T) {
 	if used, _, _ := totalUsage(t, s); used != 0 {
 		t.Errorf("after bad sets, used = %d, want 0", used)
 	}
+}
+
+// heard waits until to has heard every notification from's changes sent
+// so far: it changes the limit of customer probe (on the seed's plan) in
+// from, and waits until a look at probe in to sees the new limit. One
+// channel carries the notifications, in order, and to applies each before
+// the next, so once it applies this one it has applied those before.
+func heard(t *testing.T, from, to *testServer) {
+	t.Helper()
+	limit := strconv.Itoa(int(time.Now().UnixNano()%1000) + 2000)
+	from.mustDo(http.StatusCreated, "PUT", "/v1/customers/probe/overrides/api_calls/total", `{"limit":`+limit+`}`)
+	eventually(t, func() bool {
+		r := to.do("POST", "/v1/check", `{"customer":"probe","metric":"api_calls","dry_run":true}`,
+			"Authorization", "Bearer "+checkToken)
+		return strings.Contains(string(r.Body), `"limit":`+limit+`,`)
+	}, "the other process to hear the change")
 }
