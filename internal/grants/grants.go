@@ -112,27 +112,10 @@ func checkText(s string, n int) string {
 }
 
 // NewID returns a fresh grant id: "grt_" and 16 base62 characters.
-func NewID() (string, error) {
-	s, err := tiers.RandomBase62(idChars)
-	if err != nil {
-		return "", fmt.Errorf("generate grant id: %w", err)
-	}
-	return IDPrefix + s, nil
-}
+func NewID() (string, error) { return tiers.NewRandomID(IDPrefix, idChars, "grant") }
 
 // ValidID reports whether s has the shape of a grant id.
-func ValidID(s string) bool {
-	if len(s) < len(IDPrefix)+idChars || len(s) > len(IDPrefix)+64 || s[:len(IDPrefix)] != IDPrefix {
-		return false
-	}
-	for i := len(IDPrefix); i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return tiers.ValidRandomID(s, IDPrefix, idChars) }
 
 // Filter selects a customer's grants: the live ones at At, or, with All,
 // every one (used up, expired and voided included).

@@ -49,27 +49,10 @@ func NewSecret() (string, error) {
 }
 
 // NewID returns a fresh key id: "key_" and 16 base62 characters.
-func NewID() (string, error) {
-	s, err := tiers.RandomBase62(idChars)
-	if err != nil {
-		return "", fmt.Errorf("generate api key id: %w", err)
-	}
-	return IDPrefix + s, nil
-}
+func NewID() (string, error) { return tiers.NewRandomID(IDPrefix, idChars, "api key") }
 
 // ValidID reports whether s has the shape of a key id.
-func ValidID(s string) bool {
-	if len(s) < len(IDPrefix)+idChars || len(s) > len(IDPrefix)+64 || s[:len(IDPrefix)] != IDPrefix {
-		return false
-	}
-	for i := len(IDPrefix); i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return tiers.ValidRandomID(s, IDPrefix, idChars) }
 
 // Digest is the SHA-256 of a key: what quotad stores and looks keys up by.
 type Digest [sha256.Size]byte

@@ -158,9 +158,7 @@ type FeatureOverride struct {
 }
 
 // ExpiredAt reports whether the override no longer counts at now.
-func (o FeatureOverride) ExpiredAt(now time.Time) bool {
-	return o.ExpiresAt != nil && !now.Before(*o.ExpiresAt)
-}
+func (o FeatureOverride) ExpiredAt(now time.Time) bool { return expiredAt(o.ExpiresAt, now) }
 
 // Feature returns what the account grants of feature key at now: its
 // unexpired override's value, else its plan's, else false. An override

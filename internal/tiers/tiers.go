@@ -462,8 +462,11 @@ type Override struct {
 }
 
 // ExpiredAt reports whether the override no longer counts at now.
-func (o Override) ExpiredAt(now time.Time) bool {
-	return o.ExpiresAt != nil && !now.Before(*o.ExpiresAt)
+func (o Override) ExpiredAt(now time.Time) bool { return expiredAt(o.ExpiresAt, now) }
+
+// expiredAt reports whether an expiry, nil for none, has come at now.
+func expiredAt(expiresAt *time.Time, now time.Time) bool {
+	return expiresAt != nil && !now.Before(*expiresAt)
 }
 
 // Account is a customer together with everything that decides its limits.
