@@ -40,19 +40,7 @@ const featureOverrideColumns = `
 func findFeatureOverrides(ctx context.Context, q querier, customer string) ([]tiers.FeatureOverride, error) {
 	const sql = `SELECT ` + featureOverrideColumns + `
 		FROM feature_overrides f WHERE f.customer_id = $1 ORDER BY f.feature`
-	rows, err := q.Query(ctx, sql, customer)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[featureOverrideRow])
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tiers.FeatureOverride, len(list))
-	for i, r := range list {
-		out[i] = toFeatureOverride(r)
-	}
-	return out, nil
+	return findAll(ctx, q, toFeatureOverride, sql, customer)
 }
 
 func findFeatureOverride(ctx context.Context, q querier, customer, feature string, lock bool) (tiers.FeatureOverride, error) {

@@ -73,19 +73,7 @@ func findOverrides(ctx context.Context, q querier, customer string, after tiers.
 		lim = &limit
 	}
 	// The zero key sorts before every override: no metric is "".
-	rows, err := q.Query(ctx, sql, customer, after.Metric, int(after.Window), after.Per.String(), lim)
-	if err != nil {
-		return nil, err
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[overrideRow])
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tiers.Override, len(list))
-	for i, r := range list {
-		out[i] = toOverride(r)
-	}
-	return out, nil
+	return findAll(ctx, q, toOverride, sql, customer, after.Metric, int(after.Window), after.Per.String(), lim)
 }
 
 func findOverride(ctx context.Context, q querier, customer string, k tiers.LimitKey, lock bool) (tiers.Override, error) {

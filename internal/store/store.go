@@ -219,6 +219,24 @@ func findPage[R, T any](ctx context.Context, q querier, what string, limit int, 
 	return out, more, nil
 }
 
+// findAll reads every row sql selects with args into row structs R and
+// converts each with to.
+func findAll[R, T any](ctx context.Context, q querier, to func(R) T, sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[R])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(list))
+	for i, r := range list {
+		out[i] = to(r)
+	}
+	return out, nil
+}
+
 type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
