@@ -81,6 +81,22 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// mustStartDocsNginx starts an application and, in front of it, a real
+// nginx configured with the docs' block, asking s; it returns the
+// application and nginx's address.
+func mustStartDocsNginx(t *testing.T, s *testServer) (*upstream, string) {
+	t.Helper()
+	app := &upstream{}
+	appSrv := httptest.NewServer(app)
+	t.Cleanup(appSrv.Close)
+	return app, MustStartNginx(t, gatewayBlock(t, "nginx", map[string]string{
+		"http://app:3000":    appSrv.URL,
+		"http://quotad:8080": s.URL,
+		"CHECK_TOKEN":        checkToken,
+		"listen 80;":         "listen 80;", // MustStartNginx puts the port
+	}))
+}
+
 // MustStartNginx runs nginx with the http-level block in a directory of its
 // own, on a free port of 127.0.0.1, until the test ends, and returns its
 // base URL. Everything nginx writes stays in that directory, which is
@@ -250,16 +266,7 @@ routes:
 	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"gw"}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/bob", `{"plan":"gw"}`)
 
-	app := &upstream{}
-	appSrv := httptest.NewServer(app)
-	t.Cleanup(appSrv.Close)
-
-	gw := MustStartNginx(t, gatewayBlock(t, "nginx", map[string]string{
-		"http://app:3000":    appSrv.URL,
-		"http://quotad:8080": s.URL,
-		"CHECK_TOKEN":        checkToken,
-		"listen 80;":         "listen 80;", // MustStartNginx puts the port
-	}))
+	app, gw := mustStartDocsNginx(t, s)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	send := func(method, path, key, body string) response {
@@ -420,15 +427,7 @@ routes:
 	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"business"}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/customers/bob", `{"plan":"free"}`)
 
-	app := &upstream{}
-	appSrv := httptest.NewServer(app)
-	t.Cleanup(appSrv.Close)
-	gw := MustStartNginx(t, gatewayBlock(t, "nginx", map[string]string{
-		"http://app:3000":    appSrv.URL,
-		"http://quotad:8080": s.URL,
-		"CHECK_TOKEN":        checkToken,
-		"listen 80;":         "listen 80;",
-	}))
+	app, gw := mustStartDocsNginx(t, s)
 
 	client := &http.Client{Timeout: 10 * time.Second}
 	send := func(method, path, key string) response {
