@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -82,33 +80,16 @@ func (s Spec) Validate(now time.Time) error {
 	if s.Priority != nil && (*s.Priority < 0 || *s.Priority > MaxPriority) {
 		add("priority", fmt.Sprintf("must be an integer between 0 and %d (0 is drawn first)", MaxPriority))
 	}
-	if msg := checkText(s.Reason, MaxReasonLen); msg != "" {
+	if msg := tiers.CheckText(s.Reason, MaxReasonLen); msg != "" {
 		add("reason", msg)
 	}
-	if msg := checkText(s.RequestID, 200); msg != "" {
+	if msg := tiers.CheckText(s.RequestID, 200); msg != "" {
 		add("request_id", msg)
 	}
 	if fields != nil {
 		return &tiers.ValidationError{Fields: fields}
 	}
 	return nil
-}
-
-// checkText returns what is wrong with a free text of at most n
-// characters, or "".
-func checkText(s string, n int) string {
-	switch {
-	case !utf8.ValidString(s):
-		return "must be UTF-8"
-	case utf8.RuneCountInString(s) > n:
-		return fmt.Sprintf("must be at most %d characters", n)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return "must not contain control characters"
-		}
-	}
-	return ""
 }
 
 // NewID returns a fresh grant id: "grt_" and 16 base62 characters.

@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -92,7 +90,7 @@ type Spec struct {
 func (s Spec) Validate(now time.Time) error {
 	var fields []tiers.FieldError
 	add := func(field, msg string) { fields = append(fields, tiers.FieldError{Field: field, Message: msg}) }
-	if msg := checkName(s.Name); msg != "" {
+	if msg := tiers.CheckText(s.Name, MaxNameLen); msg != "" {
 		add("name", msg)
 	}
 	if s.ExpiresAt != nil && !s.ExpiresAt.After(now) {
@@ -102,22 +100,6 @@ func (s Spec) Validate(now time.Time) error {
 		return &tiers.ValidationError{Fields: fields}
 	}
 	return nil
-}
-
-// checkName returns what is wrong with a key's name, or "".
-func checkName(name string) string {
-	switch {
-	case !utf8.ValidString(name):
-		return "must be UTF-8"
-	case utf8.RuneCountInString(name) > MaxNameLen:
-		return fmt.Sprintf("must be at most %d characters", MaxNameLen)
-	}
-	for _, r := range name {
-		if unicode.IsControl(r) {
-			return "must not contain control characters"
-		}
-	}
-	return ""
 }
 
 // Created is the answer to a key's creation: the one that shows the key.

@@ -3,6 +3,7 @@ package tiers
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -172,4 +173,21 @@ func (p *problems) checkCount(field string, v int64) {
 	if v < 0 || v > MaxLimit {
 		p.add(field, fmt.Sprintf("must be an integer between 0 and %d", MaxLimit))
 	}
+}
+
+// CheckText returns what is wrong with a free text of at most n characters
+// (a name, a reason), or "": it must be UTF-8, without control characters.
+func CheckText(s string, n int) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "must be UTF-8"
+	case utf8.RuneCountInString(s) > n:
+		return fmt.Sprintf("must be at most %d characters", n)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return "must not contain control characters"
+		}
+	}
+	return ""
 }
