@@ -277,7 +277,7 @@ func (p *Pool) Undo(ctx context.Context, cs []quota.Charge) error {
 // recall them.
 func (p *Pool) putBack(ctx context.Context, l *lease, n int64) error {
 	b := newGather[Settlement]()
-	toStore, report := l.putBack(n, p.nextSeq(), b.busy)
+	toStore, report := l.putBack(n, p.nextSeq, b.busy)
 	switch {
 	case toStore:
 		p.returnToStore(ctx, l, n)
