@@ -29,11 +29,11 @@ func (p *Pool) Flush(ctx context.Context, now time.Time) error {
 				resolving.add(l, r)
 			}
 		case dutySettle:
-			if st, _, s := l.beginSettle(p.nextSeq(), settling.busy); st == settleSend {
+			if st, _, s := l.beginSettle(p.nextSeq, settling.busy); st == settleSend {
 				settling.add(l, s)
 			}
 		case dutyReport:
-			if s, ok := l.beginReport(p.nextSeq(), reporting.busy); ok {
+			if s, ok := l.beginReport(p.nextSeq, reporting.busy); ok {
 				reporting.add(l, s)
 			}
 		}

@@ -128,7 +128,11 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
-// nextSeq numbers a store call on a lease.
+// nextSeq numbers a store call on a lease. A call draws it once it has
+// claimed the lease (set busy), never before: the store ignores a call
+// whose seq is not above the last one it applied there, as a late copy,
+// so a seq drawn before a refill on the same lease landed would have the
+// call ignored while this process takes it as applied.
 func (p *Pool) nextSeq() int64 { return p.seq.Add(1) }
 
 // each calls f for every lease.

@@ -32,7 +32,7 @@ func (p *Pool) settleNow(ctx context.Context, l *lease) (int, error) {
 	trips := 0
 	for {
 		b := newGather[Settlement]()
-		st, busy, s := l.beginSettle(p.nextSeq(), b.busy)
+		st, busy, s := l.beginSettle(p.nextSeq, b.busy)
 		switch st {
 		case settleNothing:
 			return trips, nil
@@ -131,7 +131,7 @@ func (p *Pool) Close(ctx context.Context) error {
 	err := p.resolve(ctx, resolving)
 	settling := newGather[Settlement]()
 	p.leases.each(func(l *lease) {
-		if st, _, s := l.beginSettle(p.nextSeq(), settling.busy); st == settleSend {
+		if st, _, s := l.beginSettle(p.nextSeq, settling.busy); st == settleSend {
 			settling.add(l, s)
 		}
 	})

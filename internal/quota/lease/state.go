@@ -16,7 +16,8 @@ import (
 //     next report, which is due at once: see putBack.)
 //   - One store call at a time: busy is non-nil while one is in flight,
 //     and a call whose answer was lost (doubt) is resolved before any
-//     other.
+//     other. A call's seq is drawn once it set busy, so that each call's
+//     is above the one before it (see Pool.nextSeq).
 //   - Units a settlement in doubt carried (limbo) are not spent: the store
 //     may have given them back, and another process may hold them now.
 //   - A lease dropped from the pool (gone) is never used again.
@@ -300,9 +301,9 @@ func (l *lease) endTake(n int64, keep bool) (toStore bool) {
 // kept after all. It reports whether they must go back to the store
 // instead (l was settled), and, when l now holds more than the store
 // heard and no call is in flight or in doubt, the report to make at once
-// (l is then busy with it, under busy), so that other processes may
-// recall them.
-func (l *lease) putBack(n, seq int64, busy chan struct{}) (toStore bool, report *Settlement) {
+// (l is then busy with it, under busy, its seq drawn from next), so that
+// other processes may recall them.
+func (l *lease) putBack(n int64, next func() int64, busy chan struct{}) (toStore bool, report *Settlement) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -316,7 +317,7 @@ func (l *lease) putBack(n, seq int64, busy chan struct{}) (toStore bool, report 
 		return false, nil // the store heard enough, or the next call will tell it
 	}
 	l.busy = busy
-	return false, &Settlement{Key: l.key, Seq: seq, Unused: l.unused + l.inflight}
+	return false, &Settlement{Key: l.key, Seq: next(), Unused: l.unused + l.inflight}
 }
 
 // known returns the admitted units of span sp's counter as l knows them,
@@ -363,10 +364,10 @@ const (
 	settleSend                      // l is busy with the settlement returned
 )
 
-// beginSettle prepares l's settlement as call seq, under busy: it gives
-// its unused units back and ends. A lease the store never held is
-// dropped at once.
-func (l *lease) beginSettle(seq int64, busy chan struct{}) (settleStep, chan struct{}, Settlement) {
+// beginSettle prepares l's settlement, under busy, its seq drawn from
+// next: it gives its unused units back and ends. A lease the store never
+// held is dropped at once.
+func (l *lease) beginSettle(next func() int64, busy chan struct{}) (settleStep, chan struct{}, Settlement) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
@@ -380,7 +381,7 @@ func (l *lease) beginSettle(seq int64, busy chan struct{}) (settleStep, chan str
 		l.dropLocked()
 		return settleNothing, nil, Settlement{}
 	}
-	s := Settlement{Key: l.key, Seq: seq, Unused: l.unused, Global: l.global}
+	s := Settlement{Key: l.key, Seq: next(), Unused: l.unused, Global: l.global}
 	l.unused = 0
 	l.busy = busy
 	return settleSend, nil, s
@@ -413,16 +414,16 @@ func (l *lease) endSettled() int64 {
 	return back
 }
 
-// beginReport prepares a report of l as call seq under busy, if the store
-// should hear what l holds unused now.
-func (l *lease) beginReport(seq int64, busy chan struct{}) (Settlement, bool) {
+// beginReport prepares a report of l under busy, its seq drawn from next,
+// if the store should hear what l holds unused now.
+func (l *lease) beginReport(next func() int64, busy chan struct{}) (Settlement, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone || !l.held || l.busy != nil || l.doubt.kind != noCall || !l.verify && l.unused+l.inflight == l.reported {
 		return Settlement{}, false
 	}
 	l.busy = busy
-	return Settlement{Key: l.key, Seq: seq, Unused: l.unused + l.inflight}, true
+	return Settlement{Key: l.key, Seq: next(), Unused: l.unused + l.inflight}, true
 }
 
 // reportLanded applies the answer to l's report s (err, if it failed).

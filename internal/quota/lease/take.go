@@ -277,7 +277,7 @@ func (p *Pool) Undo(ctx context.Context, cs []quota.Charge) error {
 // recall them.
 func (p *Pool) putBack(ctx context.Context, l *lease, n int64) error {
 	b := newGather[Settlement]()
-	toStore, report := l.putBack(n, p.nextSeq(), b.busy)
+	toStore, report := l.putBack(n, p.nextSeq, b.busy)
 	switch {
 	case toStore:
 		p.returnToStore(ctx, l, n)
@@ -293,8 +293,11 @@ func (p *Pool) putBack(ctx context.Context, l *lease, n int64) error {
 // lease held unused, so the store still counts them. If the store cannot
 // be told, they stay counted: fewer units admitted, never more.
 func (p *Pool) returnToStore(ctx context.Context, l *lease, n int64) {
+	// Admitted: the store counts them (the lease's grant did), so they
+	// come off its count whatever other processes' leases last reported
+	// unused (units admitted from them since count there as unused).
 	c := quota.Charge{Customer: l.key.Customer, Metric: l.key.Metric, Subject: l.key.Subject, Cost: n, At: l.key.Start,
-		Spans: []quota.Span{{Key: l.key}}, Out: make([]quota.Outcome, 1)}
+		Spans: []quota.Span{{Key: l.key}}, Out: make([]quota.Outcome, 1), Admitted: true}
 	if l.global.Metric != "" {
 		c.Globals = []quota.GlobalKey{l.global}
 	}
