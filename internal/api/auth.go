@@ -110,15 +110,16 @@ var anonymous = Token{Name: "anonymous", Role: RoleAdmin}
 // checkRoutes are the routes a check token may call.
 var checkRoutes = func() map[string]bool {
 	m := map[string]bool{
-		http.MethodPost + " /v1/check":                    true,
-		http.MethodPost + " /v1/refund":                   true,
-		http.MethodPost + " /v1/features/check":           true,
-		http.MethodGet + " /v1/customers/:customer/usage": true,
-		http.MethodGet + " " + forwardAuthPath:            true,
-		http.MethodPost + " /v1/reservations":             true,
-		http.MethodGet + " /v1/reservations/:id":          true,
-		http.MethodDelete + " /v1/reservations/:id":       true,
-		http.MethodPost + " /v1/reservations/:id/commit":  true,
+		http.MethodPost + " /v1/check":                           true,
+		http.MethodPost + " /v1/refund":                          true,
+		http.MethodPost + " /v1/features/check":                  true,
+		http.MethodGet + " /v1/customers/:customer/usage":        true,
+		http.MethodGet + " /v1/customers/:customer/entitlements": true,
+		http.MethodGet + " " + forwardAuthPath:                   true,
+		http.MethodPost + " /v1/reservations":                    true,
+		http.MethodGet + " /v1/reservations/:id":                 true,
+		http.MethodDelete + " /v1/reservations/:id":              true,
+		http.MethodPost + " /v1/reservations/:id/commit":         true,
 	}
 	for _, method := range forwardAuthMethods {
 		m[method+" "+forwardAuthPath+"/*"] = true

@@ -18,6 +18,7 @@ type Checker interface {
 	Check(ctx context.Context, r quota.Request) (quota.Decision, error)
 	Refund(ctx context.Context, r quota.RefundRequest) (quota.RefundResult, error)
 	Usage(ctx context.Context, customer, subject string) (tiers.Account, []quota.Usage, error)
+	Entitlements(ctx context.Context, customer, subject string) (quota.Entitlements, error)
 	MetricUsage(ctx context.Context, metric string) (tiers.Metric, []quota.GlobalUsage, error)
 	Reset(ctx context.Context, actor, customer, metric string) error
 	SetTotal(ctx context.Context, actor, customer, metric string, used int64) (quota.Usage, error)

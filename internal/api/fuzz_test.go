@@ -942,6 +942,10 @@ func (fuzzChecker) Usage(context.Context, string, string) (tiers.Account, []quot
 	panic("fuzzChecker: unexpected call")
 }
 
+func (fuzzChecker) Entitlements(context.Context, string, string) (quota.Entitlements, error) {
+	panic("fuzzChecker: unexpected call")
+}
+
 func (fuzzChecker) MetricUsage(context.Context, string) (tiers.Metric, []quota.GlobalUsage, error) {
 	panic("fuzzChecker: unexpected call")
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -17,6 +18,7 @@ type Grants interface {
 	CreateGrant(ctx context.Context, w tiers.Write, customer string, spec grants.Spec) (grants.Grant, bool, error)
 	Grants(ctx context.Context, customer string, all bool) ([]grants.Grant, error)
 	VoidGrant(ctx context.Context, w tiers.Write, id string) error
+	Live(ctx context.Context, c tiers.Customer, at time.Time) ([]grants.Grant, error)
 }
 
 var _ Grants = (*grants.Service)(nil)

@@ -202,6 +202,7 @@ func New(cfg Config) *Server {
 	v1.DELETE("/customers/:customer/overrides/:metric/:window", s.deleteOverride)
 
 	v1.GET("/customers/:customer/usage", s.usage)
+	v1.GET("/customers/:customer/entitlements", s.entitlements)
 	v1.DELETE("/customers/:customer/usage/:metric", s.resetUsage)
 	v1.PUT("/customers/:customer/usage/:metric/total", s.putTotal)
 	v1.GET("/customers/:customer/usage/history", s.history)

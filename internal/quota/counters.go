@@ -212,7 +212,7 @@ func (c *counters) usage(ctx context.Context, catalog Catalog, acct tiers.Accoun
 		if el.Per == tiers.PerSubject {
 			key.Subject = subject
 		}
-		u := Usage{Metric: el.Metric, Subject: key.Subject, Window: el.Window, Algorithm: el.Algorithm, Burst: el.Burst,
+		u := Usage{Metric: el.Metric, Subject: key.Subject, Window: el.Window, Mode: el.Mode, Algorithm: el.Algorithm, Burst: el.Burst,
 			Limit: el.Limit.Limit}
 		if el.Window.Resets() {
 			u.ResetAt = end

@@ -439,7 +439,7 @@ func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, u
 		// The store ended this process's lease of the total too.
 		e.leases.Forget(customer, metric)
 	}
-	return Usage{Metric: metric, Window: tiers.Total, Limit: limit.Limit.Limit, Used: used,
+	return Usage{Metric: metric, Window: tiers.Total, Mode: limit.Mode, Limit: limit.Limit.Limit, Used: used,
 		Remaining: max(0, limit.Limit.Limit-used)}, nil
 }
 

@@ -193,6 +193,8 @@ type Usage struct {
 	// customer's limits.
 	Subject string
 	Window  tiers.Window
+	// Mode is the limit's: hard, soft or elastic.
+	Mode tiers.Mode
 	// Algorithm and Burst are the short window's, as its limit names them.
 	Algorithm tiers.Algorithm
 	Burst     *int64

@@ -633,7 +633,7 @@ func (s *set) usage() []Usage {
 			}
 			for i := range c.Spans {
 				sp, o := &c.Spans[i], &c.Out[i]
-				u := Usage{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Algorithm: sp.Rule.Algorithm,
+				u := Usage{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Mode: sp.Rule.Mode, Algorithm: sp.Rule.Algorithm,
 					Limit: sp.Rule.Limit, Used: o.Used, Remaining: max(0, sp.Rule.Size-o.Used), ResetAt: o.resetAt(sp, false)}
 				if sp.Key.Window.Short() && sp.Rule.Algorithm == tiers.TokenBucket {
 					burst := sp.Rule.Size

@@ -93,6 +93,10 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		return c.DeleteOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
 	},
 	"Features": func(ctx context.Context, c *quotad.Client) error { _, err := c.Features(ctx, "acme"); return err },
+	"Entitlements": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Entitlements(ctx, "acme", "u1")
+		return err
+	},
 	"PutFeature": func(ctx context.Context, c *quotad.Client) error {
 		_, _, err := c.PutFeature(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: true})
 		return err

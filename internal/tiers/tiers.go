@@ -434,13 +434,13 @@ type GrantTerm struct {
 }
 
 // HasGrants reports whether the customer, as loaded, has a grant of
-// metric that is unexpired at at: whether a check a hard long window
-// denies may draw on grants. It may say true of grants drawn or voided
-// since (the draw then finds nothing), never false of one created before
-// the load.
+// metric ("": of any metric) that is unexpired at at: whether a check a
+// hard long window denies may draw on grants. It may say true of grants
+// drawn or voided since (the draw then finds nothing), never false of one
+// created before the load.
 func (c *Customer) HasGrants(metric string, at time.Time) bool {
 	for _, g := range c.Grants {
-		if g.Metric == metric && (g.ExpiresAt == nil || g.ExpiresAt.After(at)) {
+		if (metric == "" || g.Metric == metric) && (g.ExpiresAt == nil || g.ExpiresAt.After(at)) {
 			return true
 		}
 	}

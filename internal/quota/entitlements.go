@@ -1,0 +1,76 @@
+package quota
+
+import (
+	"context"
+	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// Entitlements is what a customer may use at At, as this process knows
+// it: its account (plan, overrides), its features, and the usage of each
+// of its effective limits.
+type Entitlements struct {
+	Account  tiers.Account
+	At       time.Time
+	Features map[string]tiers.FeatureValue
+	// Usage lists the customer's windows, metric by metric (the order of
+	// tiers.Effective), shortest window first; with a subject, the
+	// subject's windows follow its metric's.
+	Usage []Usage
+}
+
+// Entitlements returns the customer's entitlements at the engine's now,
+// the windows of limits per subject for subject when it names one (else
+// none of them), each as a check of one unit would find it (nothing is
+// counted). It is answered as checks are: the catalog from memory, short
+// windows where they are counted, long windows from this process's
+// leases where it holds them, so a customer this process checks costs no
+// store round trip; other processes' checks since its leases last heard
+// from the store are not counted then (at most their leases' units). A
+// window without a lease here is read from the store.
+//
+// Errors: *tiers.ValidationError, tiers.ErrCustomerNotFound,
+// tiers.ErrUnavailable.
+func (e *Engine) Entitlements(ctx context.Context, customer, subject string) (Entitlements, error) {
+	if err := tiers.CheckCustomerID("customer", customer); err != nil {
+		return Entitlements{}, err
+	}
+	if subject != "" && !tiers.ValidSubject(subject) {
+		return Entitlements{}, tiers.Invalid("subject", tiers.SubjectRule)
+	}
+	s, ctx := e.set(ctx, e.timeout)
+	defer s.free(&e.sets)
+	acct, err := e.catalog.Account(ctx, customer)
+	if err != nil {
+		return Entitlements{}, err
+	}
+	s.accts = append(s.accts, acct)
+	var metrics []string
+	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, s.at) {
+		if len(metrics) > 0 && metrics[len(metrics)-1] == el.Metric {
+			continue // Effective orders limits by metric
+		}
+		m, err := e.catalog.Metric(ctx, el.Metric)
+		if err != nil {
+			return Entitlements{}, err
+		}
+		s.mets = append(s.mets, m)
+		metrics = append(metrics, el.Metric)
+	}
+	for _, m := range metrics {
+		s.spansOf(s.group(customer, m, "", 1, 1, 1))
+		if subject != "" {
+			s.spansOf(s.group(customer, m, subject, 1, 1, 1))
+		}
+	}
+	if err := e.counters.short.Peek(ctx, s.short); err != nil {
+		return Entitlements{}, err
+	}
+	if s.hasLong() {
+		if err := e.counters.long.Peek(ctx, s.long); err != nil {
+			return Entitlements{}, e.health.unavailable(err)
+		}
+	}
+	return Entitlements{Account: acct, At: s.at, Features: acct.Features(s.at), Usage: s.usage()}, nil
+}
