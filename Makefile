@@ -21,7 +21,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 	@echo
 	@echo "make bench takes BENCH_CONC=64 BENCH_DURATION=8s BENCH_WARMUP=2s BENCH_ROUNDS=2,"
-	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects\""
+	@echo "BENCH_SCENARIOS=\"mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects entitlements\""
 	@echo "(a subset runs only those; the *-redis ones need redis-cli and a Redis at"
 	@echo "BENCH_REDIS_URL=redis://127.0.0.1:6379/0, their keys under BENCH_REDIS_PREFIX=bench:,"
 	@echo "deleted when the run starts and ends; cold, longtail, sparse and upsert are not in"

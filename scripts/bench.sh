@@ -28,7 +28,7 @@
 #   BENCH_DURATION=8s     measured time of each run
 #   BENCH_WARMUP=2s       unmeasured warm-up before each run
 #   BENCH_ROUNDS=2        rounds; each runs every scenario
-#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects"
+#   BENCH_SCENARIOS="mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects entitlements"
 #                         the default; the others are cold, longtail,
 #                         sparse, upsert (BENCH_SCENARIOS="cold longtail
 #                         sparse upsert") and short-apikey (short's load
@@ -40,7 +40,10 @@
 #                         check of tokens, which draw on the credit pool
 #                         credits at a credit per 100) and subjects (limits
 #                         per subject: BENCH_SUBJECT_KEYS subjects, 100 per
-#                         customer, drawn Zipf-distributed, exponent 1.1).
+#                         customer, drawn Zipf-distributed, exponent 1.1);
+#                         entitlements (GET /v1/customers/{id}/entitlements
+#                         of warm customers: no check; its per-check figures
+#                         are per request).
 #                         reserve-commit's requests are
 #                         pairs: a reservation of 10 units, then its commit
 #                         at a cost drawn from 0..9 (loadgen -commit-below;
@@ -107,7 +110,7 @@ CONC=${BENCH_CONC:-64}
 DURATION=${BENCH_DURATION:-8s}
 WARMUP=${BENCH_WARMUP:-2s}
 ROUNDS=${BENCH_ROUNDS:-2}
-SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects}
+SCENARIOS=${BENCH_SCENARIOS:-mixed short hot mixed-request-id mixed-2proc short-redis mixed-redis mixed-redis-2proc reserve-commit items credits subjects entitlements}
 KEYS=${BENCH_KEYS:-10000}
 LONGTAIL_KEYS=${BENCH_LONGTAIL_KEYS:-100000}
 SPARSE_KEYS=${BENCH_SPARSE_KEYS:-1000000}
@@ -235,6 +238,7 @@ read_metrics() {
   for u in "$@"; do
     u=${u%/v1/check}
     u=${u%/v1/reservations}
+    u=${u%%/v1/customers/*}  # entitlements
     case $u in grpc://*) u=http://$QUOTAD1 ;; esac  # gRPC checks are the first quotad's
     out=$(curl -sf "$u/metrics") || die "GET $u/metrics failed"
     sums=$(printf '%s\n' "$out" | awk '
@@ -453,6 +457,7 @@ scenario() {
   # VERSUS_URL, VERSUS_BODY: the run each quotad run is paired with, when
   # not the baseline's: grpc is measured against quotad's HTTP check.
   VERSUS_URL="" VERSUS_BODY=""
+  BASE_URL=http://$BASELINE/v1/check  # the baseline's route for the same request
   case $1 in
     mixed) ;;
     short) SET=s ;;
@@ -496,10 +501,16 @@ scenario() {
     # subject.
     subjects) SET=p SET_KEYS=$SUBJECT_KEYS DRAW="-zipf 1.1"
       BODY="{\"customer\":\"p{{key/100}}\",\"metric\":\"api_calls\",\"cost\":1,\"subject\":\"u{{key}}\"}" PRIME_BODY=$BODY ;;
-    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert, short-apikey, grpc, items, credits or subjects)" ;;
+    # What a paywall asks: GET /v1/customers/{id}/entitlements of warm
+    # customers (primed by a check of every metric of plan long, so each
+    # long window has a lease), against the baseline's constant answer of
+    # the same size.
+    entitlements) URLS="http://$QUOTAD1/v1/customers/l{{key}}/entitlements" BASE_URL="http://$BASELINE/v1/customers/l{{key}}/entitlements"
+      BODY="" PRIME_BODY="{\"customer\":\"l{{key}}\",\"items\":[{\"metric\":\"api_calls\",\"cost\":1},{\"metric\":\"exports\",\"cost\":1},{\"metric\":\"tokens\",\"cost\":100}]}" ;;
+    *) die "unknown scenario $1 (want mixed, short, hot, mixed-request-id, mixed-2proc, short-redis, mixed-redis, mixed-redis-2proc, reserve-commit, cold, longtail, sparse, upsert, short-apikey, grpc, items, credits, subjects or entitlements)" ;;
   esac
   case $1 in
-    hot | mixed-request-id | short-apikey | items | credits | subjects) ;;
+    hot | mixed-request-id | short-apikey | items | credits | subjects | entitlements) ;;
     reserve-commit) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":10}" ;;
     grpc) BODY="customer=$SET{{key}}" ;;
     *) BODY="{\"customer\":\"$SET{{key}}\",\"metric\":\"api_calls\",\"cost\":1}" ;;
@@ -520,6 +531,7 @@ prime() {
   for url in "$@"; do
     i=$((i + 1))
     case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac  # reserve-commit: primed by checks
+    case $url in */v1/customers/*) url=${url%%/v1/customers/*}/v1/check ;; esac  # entitlements: primed by checks
     bin/loadgen -json -sweep -keys "$keys" -c "$CONC" -d 5m -url "$url" \
       -H "Authorization: Bearer $CHECK_TOKEN" -H 'Content-Type: application/json' \
       -body "$body" > "bin/bench-prime$i.out" 2>&1 &
@@ -531,6 +543,7 @@ prime() {
   for url in "$@"; do
     i=$((i + 1))
     case $url in */v1/reservations) url=${url%/v1/reservations}/v1/check ;; esac
+    case $url in */v1/customers/*) url=${url%%/v1/customers/*}/v1/check ;; esac
     { echo "== priming $set on $url"; cat "bin/bench-prime$i.out"; } >> "$LOADGEN_LOG"
     parse "bin/bench-prime$i.out"
     if [ "$REQUESTS" != "$keys" ] || [ "$NON2XX" != 0 ] || [ "$ERRORS" != 0 ]; then
@@ -714,7 +727,7 @@ for r in $(seq 1 "$ROUNDS"); do
       name=$s of="" profile=$s-round$r
       if [ "$RUNS" -gt 1 ]; then name="$s $run/$RUNS" of=", run $run of $RUNS" profile=$profile-run$run; fi
       MORE=()
-      ref=baseline ref_url=http://$BASELINE/v1/check body=$BODY ref_profile=""
+      ref=baseline ref_url=$BASE_URL body=$BODY ref_profile=""
       if [ -n "$VERSUS_URL" ]; then
         # quotad's own HTTP run: profiled too, to compare with the scenario's
         ref=http ref_url=$VERSUS_URL BODY=$VERSUS_BODY ref_profile=$profile-http
@@ -800,10 +813,11 @@ for r in $(seq 1 "$ROUNDS"); do
       # Round trips per check over the whole run: warm-up and the checks
       # still in flight when the measured window closed included.
       trips_sum=$((TRIPS_SUM - t0)) trips_count=$((TRIPS_COUNT - c0))
-      if [ "$s" = grpc ]; then
-        # gRPC checks are not in the HTTP checks' histogram: counted by
-        # the load generator (every answer, warm-up included), their round
-        # trips not known.
+      if [ "$s" = grpc ] || [ "$s" = entitlements ]; then
+        # gRPC checks are not in the HTTP checks' histogram, nor are
+        # entitlements requests, which are no checks: counted by the load
+        # generator (every answer, warm-up included), their round trips
+        # not known (PostgreSQL's transactions per request are).
         trips_sum=- trips_count=$TOTAL
       fi
       [ "$trips_count" -gt 0 ] || die "$s, round $r$of: $who counted no check during the run"

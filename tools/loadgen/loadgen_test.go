@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +66,7 @@ func TestTemplateExpansion(t *testing.T) {
 func TestKeyRange(t *testing.T) {
 	tmpl, _ := parseTemplate(`{{key}}`)
 	const keys, draws = 7, 70000
-	p := &plan{keys: keys, body: tmpl, seed: 9}
+	p := &plan{keys: keys, body: tmpl, seed: 9, keyed: true}
 	counts := make([]int, keys)
 	for i := range 2 {
 		w := p.newWorker(i, &target{})
@@ -599,5 +601,45 @@ func TestReserveCommitPairs(t *testing.T) {
 	}
 	if s.Status["200"] == 0 || s.Status["429"] == 0 || s.Status["201"] != 0 {
 		t.Errorf("status %v: want the commits' 200s and the denied reserves' 429s", s.Status)
+	}
+}
+
+// TestURLTemplate: a URL's path may draw {{key}} as a body does, each
+// request its own, whichever the client; a GET without a body.
+func TestURLTemplate(t *testing.T) { forClients(t, urlTemplate) }
+
+func urlTemplate(t *testing.T, client string) {
+	var mu sync.Mutex
+	keys := map[int]int{}
+	var problems []string
+	path := regexp.MustCompile(`^/v1/customers/c([0-9]+)/entitlements$`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		m := path.FindStringSubmatch(r.URL.Path)
+		if m == nil || r.Method != http.MethodGet || r.ContentLength > 0 {
+			problems = append(problems, r.Method+" "+r.URL.Path)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		k, _ := strconv.Atoi(m[1])
+		keys[k]++
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	s := runJSON(t, "-client", client, "-url", srv.URL+"/v1/customers/c{{key}}/entitlements", "-c", "2",
+		"-warmup", "0s", "-d", "300ms", "-keys", "20")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(problems) > 0 || s.AllErrors != 0 || s.Total == 0 {
+		t.Fatalf("requests the server refused: %v; %d errors (first: %s), %d answered", problems, s.AllErrors, s.FirstError, s.Total)
+	}
+	for k := range keys {
+		if k < 0 || k >= 20 {
+			t.Errorf("key %d drawn, want [0, 20)", k)
+		}
+	}
+	if len(keys) < 2 || s.DistinctKeys != int64(len(keys)) {
+		t.Errorf("the server saw %d distinct keys (%v), the summary counts %d", len(keys), keys, s.DistinctKeys)
 	}
 }

@@ -14,7 +14,11 @@
 // probability proportional to (k+1)^-s, so key 0 is the most frequent;
 // {{key/N}} is that key divided by N (the group it is in: the customer of
 // a subject, say); {{seq}} is unique per request in the run: the worker's number and its
-// request counter, such as 12-3456. Repeat -url to spread the workers
+// request counter, such as 12-3456. A URL's path may hold the same
+// placeholders, expanded with the body's:
+//
+//	loadgen -url 'http://127.0.0.1:8080/v1/customers/c{{key}}/entitlements' -keys 10000 Repeat -url to spread the workers
+//
 // round-robin over several servers. A grpc://host:port/DOMAIN URL loads
 // Envoy's rate limit service instead (see grpc.go).
 //
@@ -196,11 +200,6 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		}
 		p.body, p.rawBody = t, *body
 	}
-	if p.body != nil && p.body.hasKey {
-		p.seen = newKeySet(p.keys)
-	} else if *seenFile != "" {
-		return nil, options{}, errors.New("-seen: the body has no {{key}}")
-	}
 	if p.method == "" {
 		p.method = "GET"
 		if p.body != nil {
@@ -225,6 +224,15 @@ func parseFlags(args []string, stderr io.Writer) (*plan, options, error) {
 		return nil, options{}, err
 	}
 	p.targets = targets
+	p.keyed = p.body != nil && p.body.hasKey
+	for _, t := range targets {
+		p.keyed = p.keyed || t.keyed()
+	}
+	if p.keyed {
+		p.seen = newKeySet(p.keys)
+	} else if *seenFile != "" {
+		return nil, options{}, errors.New("-seen: neither the body nor a URL has a {{key}}")
+	}
 	for _, t := range targets {
 		if t.grpc {
 			if _, _, err := descriptorTemplate(p.rawBody); err != nil {

@@ -30,7 +30,14 @@ type target struct {
 	header http.Header
 	grpc   bool   // a grpc:// URL: Envoy's rate limit service (see grpc.go)
 	domain string // its domain
+	// urlT and headT, for a URL whose path has placeholders ({{key}}...,
+	// as a body's): the URL and the request head as templates, expanded
+	// per request; nil otherwise.
+	urlT, headT *bodyTemplate
 }
+
+// keyed reports whether t's path draws a {{key}}.
+func (t *target) keyed() bool { return t.urlT != nil && t.urlT.hasKey }
 
 // newTargets checks the URLs and serializes each one's request head from
 // the header map built from -H once.
@@ -44,7 +51,17 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 			ts = append(ts, &target{url: raw, addr: addr, header: header.Clone(), grpc: true, domain: domain})
 			continue
 		}
-		u, err := url.Parse(raw)
+		// A path with placeholders is checked as its first expansion.
+		var urlT *bodyTemplate
+		parsed := raw
+		if strings.Contains(raw, "{{") {
+			t, err := parseTemplate(raw)
+			if err != nil {
+				return nil, fmt.Errorf("url %q: %v", raw, err)
+			}
+			urlT, parsed = t, string(t.expand(nil, 0, 0, 0))
+		}
+		u, err := url.Parse(parsed)
 		if err != nil {
 			return nil, fmt.Errorf("url %q: %v", raw, err)
 		}
@@ -59,8 +76,14 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 		if h := header.Get("Host"); h != "" {
 			host = h
 		}
+		uri := u.RequestURI()
+		if urlT != nil {
+			if uri = strings.TrimPrefix(raw, u.Scheme+"://"+u.Host); uri == "" {
+				uri = "/"
+			}
+		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, u.RequestURI(), host)
+		fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, uri, host)
 		h := header.Clone()
 		h.Del("Host")
 		if h.Get("User-Agent") == "" {
@@ -69,7 +92,13 @@ func newTargets(urls []string, method string, header http.Header) ([]*target, er
 		if err := h.Write(&b); err != nil {
 			return nil, err
 		}
-		ts = append(ts, &target{url: raw, addr: addr, head: []byte(b.String()), host: host, header: h})
+		t := &target{url: raw, addr: addr, head: []byte(b.String()), host: host, header: h, urlT: urlT}
+		if urlT != nil {
+			if t.headT, err = parseTemplate(b.String()); err != nil {
+				return nil, fmt.Errorf("url %q: %v", raw, err)
+			}
+		}
+		ts = append(ts, t)
 	}
 	return ts, nil
 }
@@ -99,7 +128,8 @@ type plan struct {
 	zipf    float64 // > 1: Zipf-distributed keys with this exponent; 0: uniform
 	sweep   bool    // each key once, then stop
 	raw     bool    // write requests by hand rather than with net/http
-	seen    *keySet // the keys of answered requests (nil: the body has no {{key}})
+	keyed   bool    // the body or a URL's path draws a {{key}}
+	seen    *keySet // the keys of answered requests (nil: nothing draws a {{key}})
 	// commitBelow > 0: each request is a reservation, committed at a cost
 	// in [0, commitBelow) once answered 201.
 	commitBelow int64
@@ -247,9 +277,9 @@ func (w *worker) nextKey(next *atomic.Int64) (int, bool) {
 	case p.sweep:
 		k := next.Add(1) - 1
 		return int(k), k < int64(p.keys)
-	case p.body != nil && p.body.hasKey && w.zipf != nil:
+	case p.keyed && w.zipf != nil:
 		return int(w.zipf.Uint64()), true
-	case p.body != nil && p.body.hasKey:
+	case p.keyed:
 		return w.rng.IntN(p.keys), true
 	}
 	return 0, true
@@ -258,7 +288,11 @@ func (w *worker) nextKey(next *atomic.Int64) (int, bool) {
 // build writes the next request into w.req.
 func (w *worker) build(key int) {
 	p := w.plan
-	w.req = append(w.req[:0], w.target.head...)
+	if t := w.target.headT; t != nil {
+		w.req = t.expand(w.req[:0], key, w.id, w.seq)
+	} else {
+		w.req = append(w.req[:0], w.target.head...)
+	}
 	if p.body != nil {
 		w.body = p.body.expand(w.body[:0], key, w.id, w.seq)
 		w.seq++
@@ -326,7 +360,11 @@ func (w *worker) send(ctx context.Context, key int) (int, error) {
 		body = bytes.NewReader(p.body.expand(nil, key, w.id, w.seq))
 		w.seq++
 	}
-	req, err := http.NewRequestWithContext(ctx, p.method, w.target.url, body)
+	u := w.target.url
+	if t := w.target.urlT; t != nil {
+		u = string(t.expand(nil, key, w.id, w.seq))
+	}
+	req, err := http.NewRequestWithContext(ctx, p.method, u, body)
 	if err != nil {
 		return 0, err
 	}
