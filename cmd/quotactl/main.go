@@ -13,6 +13,7 @@
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
 //	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl usage CUSTOMER [--subject S]
+//	quotactl entitlements CUSTOMER [--subject S]
 //	quotactl set-total CUSTOMER METRIC USED
 //	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
 //	quotactl keys list CUSTOMER
@@ -59,7 +60,7 @@ const defaultURL = "http://127.0.0.1:8080"
 // cli is quotactl's command line.
 type cli struct {
 	URL     string           `help:"quotad's base URL." envvar:"QUOTAD_URL" default:"${default_url}" placeholder:"URL"`
-	Token   string           `help:"Bearer token: an admin token, or a check token for check and usage." envvar:"QUOTAD_TOKEN" placeholder:"TOKEN"`
+	Token   string           `help:"Bearer token: an admin token, or a check token for check, usage and entitlements." envvar:"QUOTAD_TOKEN" placeholder:"TOKEN"`
 	CACert  string           `help:"PEM file of certificate authorities to trust, besides the system's, for an https URL served with a private one's certificate." envvar:"QUOTAD_CA_CERT" placeholder:"FILE"`
 	Version kong.VersionFlag `help:"Print the version and exit."`
 
@@ -67,11 +68,12 @@ type cli struct {
 		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
 		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
 	} `cmd:"" help:"The catalog as code."`
-	Check    checkCmd    `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
-	Usage    usageCmd    `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
-	SetTotal setTotalCmd `cmd:"" name:"set-total" help:"Set a customer's total of a metric (a gauge: seats, projects) to a count, to sync it with the application's records."`
-	Keys     keysCmd     `cmd:"" help:"Issue, list and revoke customers' API keys."`
-	Grants   grantsCmd   `cmd:"" help:"Grant customers units beyond their plan (top-ups), list and void them."`
+	Check        checkCmd        `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
+	Usage        usageCmd        `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
+	Entitlements entitlementsCmd `cmd:"" help:"Print what a customer may use now: its features, its limits with their usage (with --subject, the subject's too), its live grants."`
+	SetTotal     setTotalCmd     `cmd:"" name:"set-total" help:"Set a customer's total of a metric (a gauge: seats, projects) to a count, to sync it with the application's records."`
+	Keys         keysCmd         `cmd:"" help:"Issue, list and revoke customers' API keys."`
+	Grants       grantsCmd       `cmd:"" help:"Grant customers units beyond their plan (top-ups), list and void them."`
 }
 
 // env is what every command runs with.

@@ -394,7 +394,12 @@ customers:
 		{name: "usage of a subject, without limits per subject", args: []string{"usage", "globex", "--subject", "user-42"}, wantOut: []string{
 			"globex on plan basic, subject user-42\n", "api_calls - second 10 0 10 0 ",
 			"No limit of globex counts per subject: user-42's units count in the customer's windows only.\n"}},
+		{name: "entitlements", args: []string{"entitlements", "acme", "--subject", "user-42"}, wantOut: []string{
+			"acme on plan pro (active)\n", "FEATURE VALUE\n", "max_projects 10\n", "sso true\n", "support priority\n",
+			"METRIC SUBJECT WINDOW MODE LIMIT USED REMAINING RESET AT\n",
+			"api_calls - day elastic 200000 4 199996 ", "exports user-42 day hard 20 0 20 ", "No live grant.\n"}},
 		{name: "unknown customer", args: []string{"usage", "nobody"}, wantCode: 1},
+		{name: "entitlements of an unknown customer", args: []string{"entitlements", "nobody"}, wantCode: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, srv) })
