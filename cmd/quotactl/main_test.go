@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -842,5 +843,66 @@ func TestGrants(t *testing.T) {
 		if code, out, errOut := mustRun(t, srv, args...); code != 1 || errOut == "" {
 			t.Errorf("%q: exit %d, want 1 with a message\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// TestPricingWalkthrough follows the README's "Features, seats and
+// top-ups" on a real quotad: the pricing page's catalog applied, then what
+// the application does — seats added and given back, a feature asked, a
+// month's allowance used up, a top-up bought and drawn — and the
+// entitlements that show it.
+func TestPricingWalkthrough(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", "../../examples/pricing.yaml")
+	ctx := context.Background()
+	c := quotad.New(srv.URL, quotad.WithToken(srv.CheckToken))
+
+	// Inviting a member takes a seat; Pro has 5.
+	for i := range 6 {
+		res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "seats", RequestID: fmt.Sprintf("invite-%d", i)})
+		mustOK(t, err)
+		if res.Allowed != (i < 5) {
+			t.Fatalf("invite %d: allowed %t", i, res.Allowed)
+		}
+	}
+	// A member leaves: the seat goes back.
+	_, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "seats", Cost: 1, RequestID: "invite-4"})
+	mustOK(t, err)
+	// Features: Pro has 10 projects and no SSO.
+	f, err := c.CheckFeature(ctx, quotad.FeatureCheckRequest{Customer: "acme", Feature: "max_projects"})
+	mustOK(t, err)
+	sso, err := c.CheckFeature(ctx, quotad.FeatureCheckRequest{Customer: "acme", Feature: "sso"})
+	mustOK(t, err)
+	if !f.Allowed || f.Value != int64(10) || sso.Allowed {
+		t.Errorf("max_projects %+v, sso %+v; want 10 and not granted", f, sso)
+	}
+	// The month's allowance used up, the next call is denied until a
+	// top-up is bought; then it draws on it.
+	res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls", Cost: 100000})
+	mustOK(t, err)
+	if !res.Allowed {
+		t.Fatalf("the month's 100000: %+v", res)
+	}
+	if res, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"}); err != nil || res.Allowed {
+		t.Fatalf("a call beyond the month: %+v, %v; want denied", res, err)
+	}
+	if _, err := admin(srv).CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 10000,
+		Reason: "top-up pack", RequestID: "order-1234"}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"}); err != nil || !res.Allowed || res.Granted != 1 {
+		t.Fatalf("a call on the top-up: %+v, %v; want allowed, 1 granted", res, err)
+	}
+	e, err := c.Entitlements(ctx, "acme", "")
+	mustOK(t, err)
+	var got []string
+	for _, l := range e.Limits {
+		got = append(got, fmt.Sprintf("%s/%s %d/%d", l.Metric, l.Window, l.Used, l.Limit))
+	}
+	if want := "[api_calls/month 100000/100000 seats/total 4/5]"; fmt.Sprint(got) != want {
+		t.Errorf("limits %v, want %s", got, want)
+	}
+	if len(e.Grants) != 1 || e.Grants[0].Remaining != 9999 || e.Features["support"] != "standard" {
+		t.Errorf("entitlements %+v", e)
 	}
 }

@@ -272,23 +272,32 @@ customers:
 	}
 }
 
-// TestReadmeCatalog keeps the catalog the README shows the same as
-// examples/catalog.yaml, which a test of quotactl applies to quotad.
+// TestReadmeCatalog keeps the catalogs the README shows the same as
+// the files under examples/, which tests of quotactl apply to quotad.
 func TestReadmeCatalog(t *testing.T) {
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile("(?s)## Set up a catalog\n.*?```yaml\n(.*?)```").FindSubmatch(readme)
-	if m == nil {
-		t.Fatal("README has no yaml block under Set up a catalog")
-	}
-	_, example := mustExample(t)
-	shown := mustCatalog(t, string(m[1]), &Catalog{})
-	if changes := Diff(shown, example, nil, true); len(changes) != 0 {
-		var b bytes.Buffer
-		Print(&b, changes, nil)
-		t.Errorf("README's catalog differs from examples/catalog.yaml:\n%s", b.String())
+	for _, tc := range []struct{ section, file string }{
+		{"Set up a catalog", "catalog.yaml"},
+		{"Features, seats and top-ups", "pricing.yaml"},
+	} {
+		m := regexp.MustCompile("(?s)## " + tc.section + "\n.*?```yaml\n(.*?)```").FindSubmatch(readme)
+		if m == nil {
+			t.Errorf("README has no yaml block under %s", tc.section)
+			continue
+		}
+		data, err := os.ReadFile("../../examples/" + tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shown, example := mustCatalog(t, string(m[1]), &Catalog{}), mustCatalog(t, string(data), &Catalog{})
+		if changes := Diff(shown, example, nil, true); len(changes) != 0 {
+			var b bytes.Buffer
+			Print(&b, changes, nil)
+			t.Errorf("README's catalog under %s differs from examples/%s:\n%s", tc.section, tc.file, b.String())
+		}
 	}
 }
 
