@@ -14,15 +14,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-func mustExample(t *testing.T) (string, *Catalog) {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/catalog.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(data), mustCatalog(t, string(data), &Catalog{})
-}
-
 // have is a server's catalog for the golden plan: the example, then
 // edited by hand in every way a plan prints.
 const have = `
