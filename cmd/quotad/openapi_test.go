@@ -22,6 +22,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/npmtest"
 )
 
 // specPath is openapi.yaml at the module root, seen from this package.
@@ -57,6 +58,19 @@ func TestOpenAPISpecValid(t *testing.T) {
 		case !open && !slices.Contains(roles, "admin"):
 			t.Errorf("%s does not admit the admin role; an admin token may do everything", op)
 		}
+	}
+}
+
+// openapi.yaml passes Spectral's standard OpenAPI rules (.spectral.yaml
+// at the module root) without an error or a warning, nor an info or a
+// hint.
+func TestOpenAPISpectral(t *testing.T) {
+	t.Parallel()
+	root := filepath.Dir(specPath) // the module root
+	out, err := npmtest.RunBin(t, root, "spectral", "lint", "--ruleset", ".spectral.yaml", "--fail-severity", "hint",
+		"--format", "text", filepath.Base(specPath))
+	if err != nil {
+		t.Fatalf("spectral lint %s: %v\n%s", specPath, err, out)
 	}
 }
 
