@@ -115,7 +115,9 @@ func TestName(t *testing.T) {
 // time of the reset, rounded up).
 func TestForms(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
-	unix := func(h, m, s int) string { return strconv.FormatInt(time.Date(2026, 11, 22, h, m, s, 0, time.UTC).Unix(), 10) }
+	unix := func(h, m, s int) string {
+		return strconv.FormatInt(time.Date(2026, 11, 22, h, m, s, 0, time.UTC).Unix(), 10)
+	}
 	minute := quota.WindowResult{Window: tiers.Minute, Limit: 5, Used: 3, Remaining: 2, ResetAt: now.Add(59700 * time.Millisecond),
 		State: quota.StateOK, Length: time.Minute}
 	day := quota.WindowResult{Window: tiers.Day, Limit: 100, Used: 3, Remaining: 97, ResetAt: now.Add(14 * time.Hour),
