@@ -15,6 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/cmdline"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -73,6 +74,9 @@ type config struct {
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
 	// RefundRequiresRequestID: see api.Config.RefundRequiresRequestID.
 	RefundRequiresRequestID bool `help:"Refuse (403) POST /v1/refund without a request_id, the id of the check whose units it gives back, unless an admin token makes it without an API key: check tokens and API keys then give back only what a check charged." envvar:"QUOTAD_REFUND_REQUIRES_REQUEST_ID" default:"false" negatable:""`
+	// RateLimitHeaders: the forms of the rate limit headers (see
+	// rlheaders.ParseForms), parsed by check into rateLimitHeaders.
+	RateLimitHeaders string `help:"Forms of the rate limit headers of check, forward-auth and gRPC answers, a comma list of: draft10 (RateLimit and RateLimit-Policy, the current draft), draft7 (draft 7's RateLimit: limit=, remaining=, reset= and RateLimit-Policy), legacy (RateLimit-Limit, -Remaining, -Reset in seconds) and x (X-RateLimit-Limit, -Remaining, -Reset as a Unix time); draft10 and draft7 exclude each other." envvar:"QUOTAD_RATELIMIT_HEADERS" name:"ratelimit-headers" default:"draft10" placeholder:"FORMS"`
 	// Retention: how long PostgreSQL keeps what grows (see retention.go
 	// and docs/operations.md, "Retention").
 	RetainHistory      retainDuration `help:"How long to keep daily usage history (a deleted customer's too) after its day, and closed billing terms after they closed: what statements read; 0 keeps them forever. A duration such as 400d (days) or 72h." envvar:"QUOTAD_RETAIN_HISTORY" default:"400d" placeholder:"DURATION"`
@@ -84,8 +88,9 @@ type config struct {
 	MaxKeysPerCustomer int `help:"Most live API keys (neither revoked nor expired) a customer may have; 0: no cap." envvar:"QUOTAD_MAX_KEYS_PER_CUSTOMER" default:"${max_keys_per_customer}" placeholder:"N"`
 	MaxWebhooks        int `help:"Most webhooks that may exist; 0: no cap." envvar:"QUOTAD_MAX_WEBHOOKS" default:"${max_webhooks}" placeholder:"N"`
 
-	tokens []api.Token
-	gogc   string // the environment's GOGC: when set, the operator paces the collector
+	tokens           []api.Token
+	rateLimitHeaders rlheaders.Forms
+	gogc             string // the environment's GOGC: when set, the operator paces the collector
 	// origins names, by flag name, where each value given came from: the
 	// flag (--listen) or its variable ($QUOTAD_LISTEN (--listen)); see from.
 	origins map[string]string
@@ -303,6 +308,11 @@ func (c *config) check() error {
 	if err := c.checkRetention(); err != nil {
 		return err
 	}
+	forms, err := rlheaders.ParseForms(c.RateLimitHeaders)
+	if err != nil {
+		return bad("ratelimit-headers", "%v", err)
+	}
+	c.rateLimitHeaders = forms
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
 			return bad("redis-url", "%v", redactRedis(err.Error(), c.RedisURL))
@@ -457,6 +467,7 @@ func (c *config) logValue() slog.Value {
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
 		slog.Bool("refund_requires_request_id", c.RefundRequiresRequestID),
+		slog.String("ratelimit_headers", c.rateLimitHeaders.String()),
 		slog.Any("retain", c.retentionLogValue()),
 		slog.Any("caps", c.caps()),
 	)

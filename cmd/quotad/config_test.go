@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/redisstore"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/migrations"
@@ -84,6 +85,11 @@ func TestConfigSources(t *testing.T) {
 		{"caps from the environment and flags", []string{"--max-webhooks", "0"},
 			map[string]string{"QUOTAD_MAX_CUSTOMERS": "50", "QUOTAD_MAX_KEYS_PER_CUSTOMER": "2"},
 			func(c *config) any { return c.caps() }, tiers.Caps{Customers: 50, KeysPerCustomer: 2}},
+		{"rate limit headers by default", nil, nil, func(c *config) any { return c.rateLimitHeaders }, rlheaders.Draft10},
+		{"rate limit headers from the environment", nil, map[string]string{"QUOTAD_RATELIMIT_HEADERS": "draft7, legacy,x"},
+			func(c *config) any { return c.rateLimitHeaders }, rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X},
+		{"rate limit headers flag over environment", []string{"--ratelimit-headers", "x"}, map[string]string{"QUOTAD_RATELIMIT_HEADERS": "draft7"},
+			func(c *config) any { return c.rateLimitHeaders }, rlheaders.X},
 		{"tokens", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken + ",second-admin-secret", "QUOTAD_CHECK_TOKENS": checkToken},
 			func(c *config) any { return fmt.Sprintf("%d %s %s", len(c.tokens), c.tokens[0].Name, c.tokens[1].Name) }, "3 ops admin#2"},
 	}
@@ -128,6 +134,11 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"bool variable", nil, map[string]string{"QUOTAD_MIGRATE": "maybe"}, []string{"--migrate", "$QUOTAD_MIGRATE", `"maybe"`}},
 		{"token", nil, map[string]string{"QUOTAD_ADMIN_TOKENS": ":secret"}, []string{"--admin-tokens", "$QUOTAD_ADMIN_TOKENS"}},
 		{"negative cap", nil, map[string]string{"QUOTAD_MAX_KEYS_PER_CUSTOMER": "-1"}, []string{"--max-keys-per-customer", "$QUOTAD_MAX_KEYS_PER_CUSTOMER", "-1"}},
+		{"rate limit headers variable", nil, map[string]string{"QUOTAD_RATELIMIT_HEADERS": "draft8"},
+			[]string{"--ratelimit-headers", "$QUOTAD_RATELIMIT_HEADERS", `"draft8"`, "draft10, draft7, legacy and x"}},
+		{"rate limit headers flag", []string{"--ratelimit-headers", "draft10,draft7"}, nil,
+			[]string{"--ratelimit-headers", "draft10 and draft7", "choose one"}},
+		{"no rate limit headers", []string{"--ratelimit-headers="}, nil, []string{"--ratelimit-headers", `got ""`}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
 	}

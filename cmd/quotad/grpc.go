@@ -48,7 +48,8 @@ func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
 	for _, t := range p.cfg.tokens {
 		secrets = append(secrets, t.Secret) // check and admin tokens, as on HTTP
 	}
-	svc := rls.New(rls.Options{Checker: p.engine, Keys: p.verifier, Rules: rules, Tokens: secrets, Logger: p.log, Registerer: p.registry})
+	svc := rls.New(rls.Options{Checker: p.engine, Keys: p.verifier, Rules: rules, Tokens: secrets, Logger: p.log, Registerer: p.registry,
+		RateLimitHeaders: p.cfg.rateLimitHeaders})
 	// With --tls-cert, gRPC is served over TLS; else it is h2c. gRPC needs
 	// no Host (:authority) check without tokens, as HTTP has: a browser's
 	// page cannot speak gRPC (it cannot send HTTP/2 frames in clear, nor

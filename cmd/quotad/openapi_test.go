@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/quotad/quotad/internal/api"
+	"github.com/quotad/quotad/internal/npmtest"
 )
 
 // specPath is openapi.yaml at the module root, seen from this package.
@@ -57,6 +59,19 @@ func TestOpenAPISpecValid(t *testing.T) {
 		case !open && !slices.Contains(roles, "admin"):
 			t.Errorf("%s does not admit the admin role; an admin token may do everything", op)
 		}
+	}
+}
+
+// openapi.yaml passes Spectral's standard OpenAPI rules (.spectral.yaml
+// at the module root) without an error or a warning, nor an info or a
+// hint.
+func TestOpenAPISpectral(t *testing.T) {
+	t.Parallel()
+	root := filepath.Dir(specPath) // the module root
+	out, err := npmtest.RunBin(t, root, "spectral", "lint", "--ruleset", ".spectral.yaml", "--fail-severity", "hint",
+		"--format", "text", filepath.Base(specPath))
+	if err != nil {
+		t.Fatalf("spectral lint %s: %v\n%s", specPath, err, out)
 	}
 }
 
@@ -1161,5 +1176,63 @@ func TestOpenAPIItemsAndSubjects(t *testing.T) {
 	r = sendCall(t, s, get)
 	if err := v.validateResponse(s.URL, get, r); err != nil || r.JSON(t)["subject"] != "carol" {
 		t.Errorf("%s: %v\n%s", get, err, r.Body)
+	}
+}
+
+// With --ratelimit-headers draft7,legacy,x, the answers of checks,
+// reservations and forward-auth carry those forms, describing the same
+// window, as openapi.yaml documents them.
+func TestOpenAPIRateLimitHeaderForms(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, map[string]string{"QUOTAD_RATELIMIT_HEADERS": "draft7,legacy,x"})
+	v := MustSpecValidator(t)
+	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":3},{"metric":"api_calls","window":"day","limit":100}]`, "acme")
+	asCheck := []string{"Authorization", "Bearer " + checkToken}
+	fwd := append([]string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls"}, asCheck...)
+	for _, tc := range []struct {
+		name      string
+		call      apiCall
+		want      int
+		remaining string
+		retry     bool
+	}{
+		{"check", apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls"}`, asCheck}, 200, "2", false},
+		{"reserve", apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1}`, asCheck}, 201, "1", false},
+		{"forward-auth", apiCall{"GET", "/v1/forward-auth", "", fwd}, 200, "0", false},
+		{"check, denied", apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls"}`, asCheck}, 429, "0", true},
+		{"reserve, denied", apiCall{"POST", "/v1/reservations", `{"customer":"acme","metric":"api_calls","cost":1}`, asCheck}, 429, "0", true},
+		{"forward-auth, denied", apiCall{"GET", "/v1/forward-auth", "", fwd}, 429, "0", true},
+	} {
+		r := sendCall(t, s, tc.call)
+		if r.Status != tc.want {
+			t.Fatalf("%s: %d, want %d\n%s", tc.name, r.Status, tc.want, r.Body)
+		}
+		if err := v.validateResponse(s.URL, tc.call, r); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		// The minute, which has the fewest left, in every form; never
+		// draft 10's.
+		reset := r.Header.Get("RateLimit-Reset")
+		if tc.retry {
+			reset = r.Header.Get("Retry-After")
+		}
+		for name, want := range map[string]string{
+			"RateLimit-Policy":      "3;w=60, 100;w=86400",
+			"RateLimit":             "limit=3, remaining=" + tc.remaining + ", reset=" + reset,
+			"RateLimit-Limit":       "3",
+			"RateLimit-Remaining":   tc.remaining,
+			"X-RateLimit-Limit":     "3",
+			"X-RateLimit-Remaining": tc.remaining,
+		} {
+			if got := r.Header.Get(name); got != want {
+				t.Errorf("%s: %s = %q, want %q", tc.name, name, got, want)
+			}
+		}
+		if n, err := strconv.Atoi(reset); err != nil || n < 1 || n > 60 {
+			t.Errorf("%s: RateLimit-Reset %q, want 1 to 60 s", tc.name, reset)
+		}
+		if x, err := strconv.ParseInt(r.Header.Get("X-RateLimit-Reset"), 10, 64); err != nil || x <= time.Now().Unix() || x > time.Now().Unix()+61 {
+			t.Errorf("%s: X-RateLimit-Reset %q, want a Unix time within the next minute", tc.name, r.Header.Get("X-RateLimit-Reset"))
+		}
 	}
 }

@@ -154,58 +154,80 @@ func TestRLSDescriptorsAllOrNothing(t *testing.T) {
 }
 
 // The headers a gRPC answer asks Envoy to add are those the HTTP check
-// sends for the same check, allowed and denied. Two customers in the same
-// state are checked once each way; a second boundary between the two
-// calls may change t, so a mismatch is tried again with two new
-// customers.
+// sends for the same check, allowed and denied, in the forms
+// --ratelimit-headers names (the default's, and every other). Two
+// customers in the same state are checked once each way; a second
+// boundary between the two calls may change a reset, so a mismatch is
+// tried again with two new customers.
 func TestRLSHeadersAreTheHTTPCheck(t *testing.T) {
 	t.Parallel()
-	s := MustStartServer(t, nil, withGRPC(nil))
-	const attempts = 5
-	var customers []string
-	for i := range 2 * attempts {
-		customers = append(customers, fmt.Sprintf("c%d", i))
-	}
-	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":2},{"metric":"api_calls","window":"day","limit":100}]`, customers...)
-	c := MustDialRLS(t, s)
-	grpcHeaders := func(res *rlsv3.RateLimitResponse) map[string]string {
-		h := map[string]string{}
-		for _, v := range res.GetResponseHeadersToAdd() {
-			h[http.CanonicalHeaderKey(v.GetKey())] = v.GetValue()
+	for _, tc := range []struct {
+		forms string // QUOTAD_RATELIMIT_HEADERS
+		names []string
+	}{
+		{"", []string{"Ratelimit", "Ratelimit-Policy", "Retry-After"}},
+		{"draft7,legacy,x", []string{"Ratelimit", "Ratelimit-Policy", "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset",
+			"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "Retry-After"}},
+	} {
+		name := tc.forms
+		if name == "" {
+			name = "default"
 		}
-		return h
-	}
-	httpHeaders := func(customer string) (map[string]string, int) {
-		r, _ := s.check(`{"customer":"` + customer + `","metric":"api_calls","cost":2}`)
-		h := map[string]string{}
-		for _, k := range []string{"Ratelimit", "Ratelimit-Policy", "Retry-After"} {
-			if v := r.Header.Get(k); v != "" {
-				h[k] = v
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := MustStartServer(t, nil, withGRPC(map[string]string{"QUOTAD_RATELIMIT_HEADERS": tc.forms}))
+			const attempts = 5
+			var customers []string
+			for i := range 2 * attempts {
+				customers = append(customers, fmt.Sprintf("c%d", i))
 			}
-		}
-		return h, r.Status
-	}
-	for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		var g, h map[string]string
-		for i := 0; i < attempts; i++ {
-			viaGRPC, viaHTTP := customers[2*i], customers[2*i+1]
-			res := c.mustCall(t, "api_calls", rlDesc(2, "customer", viaGRPC))
-			var st int
-			h, st = httpHeaders(viaHTTP)
-			g = grpcHeaders(res)
-			if res.GetOverallCode() != want || st != map[rlsv3.RateLimitResponse_Code]int{rlsv3.RateLimitResponse_OK: 200, rlsv3.RateLimitResponse_OVER_LIMIT: 429}[want] {
-				t.Fatalf("gRPC %s, HTTP %d; want %s on both", rlCodes(res), st, want)
+			MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":2},{"metric":"api_calls","window":"day","limit":100}]`, customers...)
+			c := MustDialRLS(t, s)
+			grpcHeaders := func(res *rlsv3.RateLimitResponse) map[string]string {
+				h := map[string]string{}
+				for _, v := range res.GetResponseHeadersToAdd() {
+					h[http.CanonicalHeaderKey(v.GetKey())] = v.GetValue()
+				}
+				return h
 			}
-			if fmt.Sprint(g) == fmt.Sprint(h) {
-				break
+			httpHeaders := func(customer string) (map[string]string, int) {
+				r, _ := s.check(`{"customer":"` + customer + `","metric":"api_calls","cost":2}`)
+				h := map[string]string{}
+				for _, k := range tc.names {
+					if v := r.Header.Get(k); v != "" {
+						h[k] = v
+					}
+				}
+				return h, r.Status
 			}
-		}
-		if fmt.Sprint(g) != fmt.Sprint(h) {
-			t.Errorf("%s: gRPC headers %v, HTTP headers %v", want, g, h)
-		}
-		if want == rlsv3.RateLimitResponse_OVER_LIMIT && g["Retry-After"] == "" {
-			t.Errorf("over the limit without Retry-After: %v", g)
-		}
+			for _, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+				var g, h map[string]string
+				for i := 0; i < attempts; i++ {
+					viaGRPC, viaHTTP := customers[2*i], customers[2*i+1]
+					res := c.mustCall(t, "api_calls", rlDesc(2, "customer", viaGRPC))
+					var st int
+					h, st = httpHeaders(viaHTTP)
+					g = grpcHeaders(res)
+					if res.GetOverallCode() != want || st != map[rlsv3.RateLimitResponse_Code]int{rlsv3.RateLimitResponse_OK: 200, rlsv3.RateLimitResponse_OVER_LIMIT: 429}[want] {
+						t.Fatalf("gRPC %s, HTTP %d; want %s on both", rlCodes(res), st, want)
+					}
+					if fmt.Sprint(g) == fmt.Sprint(h) {
+						break
+					}
+				}
+				if fmt.Sprint(g) != fmt.Sprint(h) {
+					t.Errorf("%s: gRPC headers %v, HTTP headers %v", want, g, h)
+				}
+				// Every form's headers are there (but Retry-After, only
+				// over the limit).
+				if n := len(tc.names) - 1; len(g) != n && !(want == rlsv3.RateLimitResponse_OVER_LIMIT && len(g) == n+1) {
+					t.Errorf("%s: gRPC headers %v, want the %d of %v", want, g, n, tc.names)
+				}
+				if want == rlsv3.RateLimitResponse_OVER_LIMIT && g["Retry-After"] == "" {
+					t.Errorf("over the limit without Retry-After: %v", g)
+				}
+			}
+		})
 	}
 }
 

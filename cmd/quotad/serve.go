@@ -466,6 +466,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 		Logger:         p.log,
 
 		RefundRequiresRequestID: p.cfg.RefundRequiresRequestID,
+		RateLimitHeaders:        p.cfg.rateLimitHeaders,
 
 		Registry:    p.registry,
 		ForwardAuth: forwardRules,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -187,6 +188,19 @@ func (r *benchRequest) serve(tb testing.TB, s *Server) {
 
 func BenchmarkServeCheck(b *testing.B) {
 	s := benchServer()
+	r := newBenchRequest()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.serve(b, s)
+	}
+}
+
+// BenchmarkServeCheckOlderForms is BenchmarkServeCheck answering the rate
+// limit headers in draft 7's, the legacy and GitHub's forms
+// (--ratelimit-headers draft7,legacy,x): what six more headers cost.
+func BenchmarkServeCheckOlderForms(b *testing.B) {
+	s := benchServer()
+	s.rateLimitHeaders = rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X
 	r := newBenchRequest()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -236,7 +236,7 @@ func (s *Server) check(c echo.Context) error {
 	if !d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	return writeCheckAnswer(c, status, &d, now)
+	return s.writeCheckAnswer(c, status, &d, now)
 }
 
 // decide runs one check, for POST /v1/check and forward-auth alike, and

@@ -237,7 +237,7 @@ var errAnswerNotEncoded = errors.New("api: the check answer cannot be encoded as
 // headers (see setCheckHeaders) and the JSON of newCheckResponse(*d). When
 // d cannot be encoded it writes nothing and returns errAnswerNotEncoded,
 // which the error handler answers with a logged 500.
-func writeCheckAnswer(c echo.Context, status int, d *quota.Decision, now time.Time) error {
+func (s *Server) writeCheckAnswer(c echo.Context, status int, d *quota.Decision, now time.Time) error {
 	bp := answerPool.Get().(*[]byte)
 	b, ok := appendCheckAnswer((*bp)[:0], d)
 	if !ok {
@@ -245,7 +245,7 @@ func writeCheckAnswer(c echo.Context, status int, d *quota.Decision, now time.Ti
 		return errAnswerNotEncoded
 	}
 	res := c.Response()
-	setCheckHeaders(res.Header(), d, now)
+	setCheckHeaders(res.Header(), s.rateLimitHeaders, d, now)
 	res.WriteHeader(status)
 	_, err := res.Write(b)
 	if cap(b) <= maxPooledAnswer {

@@ -135,7 +135,7 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		return s.forwardAuthError(aboutMetric(call.Metric, err))
 	}
 	h := c.Response().Header()
-	setCheckHeaders(h, &d, now)
+	setCheckHeaders(h, s.rateLimitHeaders, &d, now)
 	h.Del(echo.HeaderContentType)
 	if d.Allowed {
 		// For the upstream only: a denial goes to the client as it is

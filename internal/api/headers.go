@@ -23,24 +23,17 @@ const (
 )
 
 // setCheckHeaders sets the headers of a check's answer, as Header.Set
-// would, with one allocation for the values (see rlheaders.For) and one
-// for their slices: Content-Type, RateLimit-Policy, RateLimit and
-// Retry-After as rlheaders says them.
-func setCheckHeaders(h http.Header, d *quota.Decision, now time.Time) {
-	v := rlheaders.For(d, now)
-	values := make([]string, 4)
+// would, with one allocation for the values (see rlheaders.Forms.For) and
+// one for their slices: Content-Type, then the rate limit headers in the
+// forms asked for and Retry-After as rlheaders says them.
+func setCheckHeaders(h http.Header, forms rlheaders.Forms, d *quota.Decision, now time.Time) {
+	v := forms.For(d, now)
+	list := v.Headers()
+	values := make([]string, 1+len(list))
 	values[0] = echo.MIMEApplicationJSON
 	h[echo.HeaderContentType] = values[0:1:1]
-	if v.Policy != "" {
-		values[1] = v.Policy
-		h[headerRateLimitPolicy] = values[1:2:2]
-	}
-	if v.RateLimit != "" {
-		values[2] = v.RateLimit
-		h[headerRateLimit] = values[2:3:3]
-	}
-	if v.RetryAfter != "" {
-		values[3] = v.RetryAfter
-		h[headerRetryAfter] = values[3:4:4]
+	for i, x := range list {
+		values[i+1] = x.Value
+		h[x.Name] = values[i+1 : i+2 : i+2]
 	}
 }

@@ -1,8 +1,11 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,7 +90,7 @@ func TestSetCheckHeaders(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := http.Header{"X-Other": {"kept"}}
-			setCheckHeaders(got, &d, now)
+			setCheckHeaders(got, rlheaders.Draft10, &d, now)
 			want := headersWithSet(d, now)
 			want["X-Other"] = []string{"kept"}
 			if !reflect.DeepEqual(got, want) {
@@ -146,7 +149,7 @@ func TestRateLimitResetIsRetryAfterWhenDenied(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			setCheckHeaders(h, &tt.d, now)
+			setCheckHeaders(h, rlheaders.Draft10, &tt.d, now)
 			if got := h.Get(headerRateLimit); got != tt.rateLimit {
 				t.Errorf("RateLimit = %q, want %q", got, tt.rateLimit)
 			}
@@ -178,7 +181,7 @@ func TestRateLimitPolicyListsEveryWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			d := quota.Decision{Allowed: true, Metric: "api_calls", Cost: 1, Limits: tt.limits}
 			h := http.Header{}
-			setCheckHeaders(h, &d, now)
+			setCheckHeaders(h, rlheaders.Draft10, &d, now)
 			if got := h.Get(headerRateLimitPolicy); got != policy {
 				t.Errorf("RateLimit-Policy = %q, want %q", got, policy)
 			}
@@ -186,5 +189,134 @@ func TestRateLimitPolicyListsEveryWindow(t *testing.T) {
 				t.Errorf("RateLimit = %q, want %q", got, tt.rateLimit)
 			}
 		})
+	}
+}
+
+// rateLimitHeaderNames are every header a form of the rate limit headers
+// may send.
+var rateLimitHeaderNames = []string{rlheaders.RateLimitPolicy, rlheaders.RateLimit, rlheaders.RateLimitLimit,
+	rlheaders.RateLimitRemaining, rlheaders.RateLimitReset, rlheaders.XRateLimitLimit, rlheaders.XRateLimitRemaining,
+	rlheaders.XRateLimitReset, rlheaders.RetryAfter}
+
+// Checks and forward-auth answer the rate limit headers in the forms the
+// server is configured with, and only in those; each form describes the
+// same window with the same figures. scriptedChecker's window is a minute
+// of 5 resetting in 30 s; a cost of 9 is denied (retry after 12 s), one of
+// 101 can never pass.
+func TestRateLimitHeaderForms(t *testing.T) {
+	t.Parallel()
+	type figures struct {
+		status           int
+		remaining, reset int64 // reset: -1 for no state at all (never)
+		retryAfter       string
+	}
+	// expect returns the headers forms f should send for a minute of 5
+	// named "jobs/minute", but X-RateLimit-Reset, which the caller checks
+	// by its range.
+	expect := func(f rlheaders.Forms, fig figures) map[string]string {
+		out := map[string]string{rlheaders.RetryAfter: fig.retryAfter}
+		r, reset := strconv.FormatInt(fig.remaining, 10), strconv.FormatInt(fig.reset, 10)
+		state := fig.reset >= 0
+		if f&rlheaders.Draft10 != 0 {
+			out[rlheaders.RateLimitPolicy] = `"jobs/minute";q=5;w=60`
+			if state {
+				out[rlheaders.RateLimit] = `"jobs/minute";r=` + r + ";t=" + reset
+			}
+		}
+		if f&rlheaders.Draft7 != 0 {
+			out[rlheaders.RateLimitPolicy] = "5;w=60"
+			if state {
+				out[rlheaders.RateLimit] = "limit=5, remaining=" + r + ", reset=" + reset
+			}
+		}
+		if f&rlheaders.Legacy != 0 && state {
+			out[rlheaders.RateLimitLimit], out[rlheaders.RateLimitRemaining], out[rlheaders.RateLimitReset] = "5", r, reset
+		}
+		if f&rlheaders.X != 0 && state {
+			out[rlheaders.XRateLimitLimit], out[rlheaders.XRateLimitRemaining] = "5", r
+		}
+		return out
+	}
+	type call struct {
+		name string
+		req  func() *http.Request
+		fig  figures
+	}
+	var calls []call
+	for _, c := range []struct {
+		cost string
+		fig  figures
+	}{
+		{"1", figures{http.StatusOK, 4, 30, ""}},
+		{"9", figures{http.StatusTooManyRequests, 5, 12, "12"}},
+		{"101", figures{http.StatusTooManyRequests, 5, -1, ""}},
+	} {
+		calls = append(calls, call{"check of cost " + c.cost, func() *http.Request {
+			req := newRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"jobs","cost":`+c.cost+`}`))
+			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+			return req
+		}, c.fig}, call{"forward-auth of cost " + c.cost, func() *http.Request {
+			req := newRequest(http.MethodGet, "/v1/forward-auth", nil)
+			req.Header.Set("X-Quotad-Customer", "acme")
+			req.Header.Set("X-Quotad-Metric", "jobs")
+			req.Header.Set("X-Quotad-Cost", c.cost)
+			return req
+		}, c.fig})
+	}
+	for _, forms := range []rlheaders.Forms{0, rlheaders.Draft10, rlheaders.Draft7, rlheaders.Legacy, rlheaders.X,
+		rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X, rlheaders.Draft10 | rlheaders.Legacy | rlheaders.X} {
+		var last quota.Request
+		srv := New(Config{Checker: scriptedChecker{last: &last}, RateLimitHeaders: forms})
+		want := forms
+		if want == 0 {
+			want = rlheaders.Draft10 // the default
+		}
+		for _, c := range calls {
+			t.Run(fmt.Sprintf("%s/%s", forms, c.name), func(t *testing.T) {
+				rec := httptest.NewRecorder()
+				before := time.Now()
+				srv.ServeHTTP(rec, c.req())
+				after := time.Now()
+				if rec.Code != c.fig.status {
+					t.Fatalf("status %d, want %d\n%s", rec.Code, c.fig.status, rec.Body)
+				}
+				exp := expect(want, c.fig)
+				for _, name := range rateLimitHeaderNames {
+					got := rec.Header().Values(name)
+					if name == rlheaders.XRateLimitReset && want&rlheaders.X != 0 && c.fig.reset >= 0 {
+						// The Unix time of the reset, rounded up: 30 s after
+						// the check, or 12 after it for the denial.
+						n, err := strconv.ParseInt(rec.Header().Get(name), 10, 64)
+						if lo, hi := before.Unix()+c.fig.reset, after.Unix()+c.fig.reset+1; len(got) != 1 || err != nil || n < lo || n > hi {
+							t.Errorf("%s = %q, want one Unix time from %d to %d", name, got, lo, hi)
+						}
+						continue
+					}
+					if w := exp[name]; (w == "" && got != nil) || (w != "" && !slices.Equal(got, []string{w})) {
+						t.Errorf("%s = %q, want %q", name, got, w)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Whatever the forms, a check's headers cost two allocations: their
+// values' string and the slices (the hot path's budget, see
+// BenchmarkServeCheck).
+func TestSetCheckHeadersAllocations(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	denied := benchDecision
+	denied.Allowed, denied.RetryAfter = false, 1
+	denied.Limits = slices.Clone(denied.Limits)
+	denied.Limits[0].State = quota.StateExceeded
+	for _, f := range []rlheaders.Forms{rlheaders.Draft10, rlheaders.Draft7, rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X,
+		rlheaders.Draft10 | rlheaders.Legacy | rlheaders.X} {
+		for _, d := range []*quota.Decision{&benchDecision, &denied} {
+			h := http.Header{}
+			if n := testing.AllocsPerRun(100, func() { clear(h); setCheckHeaders(h, f, d, now) }); n != 2 {
+				t.Errorf("%s, allowed %t: %v allocations, want 2", f, d.Allowed, n)
+			}
+		}
 	}
 }

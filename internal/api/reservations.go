@@ -140,14 +140,14 @@ func (s *Server) reserve(c echo.Context) error {
 		return aboutCaller(req.APIKey != nil, customer, aboutMetric(req.Metric, err))
 	}
 	if !res.Allowed {
-		return writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
+		return s.writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
 	}
-	return writeReserveAnswer(c, &res, now)
+	return s.writeReserveAnswer(c, &res, now)
 }
 
 // writeReserveAnswer writes an allowed reserve's answer: the check's
 // answer and headers, with the reservation's id and expiry first.
-func writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time) error {
+func (s *Server) writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time) error {
 	b, ok := appendCheckAnswer(nil, &res.Decision)
 	if !ok || len(b) < 2 || b[0] != '{' {
 		return errAnswerNotEncoded
@@ -159,7 +159,7 @@ func writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time)
 	}
 	head = append(head, ',')
 	r := c.Response()
-	setCheckHeaders(r.Header(), &res.Decision, now)
+	setCheckHeaders(r.Header(), s.rateLimitHeaders, &res.Decision, now)
 	r.Header().Set(echo.HeaderLocation, "/v1/reservations/"+res.ID)
 	r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	r.WriteHeader(http.StatusCreated)

@@ -17,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/console"
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -95,6 +96,10 @@ type Config struct {
 	// request_id, naming the check it gives back, unless an admin token
 	// makes it without an API key.
 	RefundRequiresRequestID bool
+	// RateLimitHeaders are the forms of the rate limit headers of checks'
+	// answers (forward-auth's and reservations' too); 0 means
+	// rlheaders.Default.
+	RateLimitHeaders rlheaders.Forms
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
@@ -123,6 +128,7 @@ type Server struct {
 	requestTimeout time.Duration
 
 	refundRequiresRequestID bool
+	rateLimitHeaders        rlheaders.Forms
 }
 
 // New returns a Server with every route registered.
@@ -160,6 +166,10 @@ func New(cfg Config) *Server {
 		requestTimeout: cfg.RequestTimeout,
 
 		refundRequiresRequestID: cfg.RefundRequiresRequestID,
+		rateLimitHeaders:        cfg.RateLimitHeaders,
+	}
+	if s.rateLimitHeaders == 0 {
+		s.rateLimitHeaders = rlheaders.Default
 	}
 	if s.requestTimeout <= 0 {
 		s.requestTimeout = DefaultRequestTimeout

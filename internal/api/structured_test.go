@@ -8,6 +8,7 @@ import (
 	"github.com/dunglas/httpsfv"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -79,7 +80,7 @@ func TestRateLimitHeadersAreStructuredFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := http.Header{}
-			setCheckHeaders(h, &tt.d, now)
+			setCheckHeaders(h, rlheaders.Draft10, &tt.d, now)
 			policy := mustParseList(t, "RateLimit-Policy", h.Values("RateLimit-Policy"))
 			if len(policy) != len(tt.d.Limits) {
 				t.Fatalf("RateLimit-Policy has %d items, want one per window (%d): %q", len(policy), len(tt.d.Limits), h.Values("RateLimit-Policy"))

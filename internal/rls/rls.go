@@ -83,6 +83,9 @@ type Options struct {
 	// Registerer, if set, gets the service's metric,
 	// quotad_rls_requests_total by answer.
 	Registerer prometheus.Registerer
+	// RateLimitHeaders are the forms of the rate limit headers an answer
+	// asks Envoy to add to the response; 0 means rlheaders.Default.
+	RateLimitHeaders rlheaders.Forms
 }
 
 // Service implements RateLimitService. It is safe for concurrent use.
@@ -94,6 +97,7 @@ type Service struct {
 	tokens  [][sha256.Size]byte
 	now     func() time.Time
 	log     *slog.Logger
+	forms   rlheaders.Forms
 	// answers counts requests by answer: ok, over_limit, or the gRPC
 	// error code in snake case (nil without a Registerer); ok and
 	// overLimit are its two most frequent counters, looked up once.
@@ -103,7 +107,10 @@ type Service struct {
 
 // New returns a Service.
 func New(o Options) *Service {
-	s := &Service{checker: o.Checker, keys: o.Keys, rules: o.Rules, now: o.Now, log: o.Logger}
+	s := &Service{checker: o.Checker, keys: o.Keys, rules: o.Rules, now: o.Now, log: o.Logger, forms: o.RateLimitHeaders}
+	if s.forms == 0 {
+		s.forms = rlheaders.Default
+	}
 	if s.rules == nil {
 		s.rules = DefaultRules()
 	}
@@ -695,15 +702,16 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 		}
 	}
 	if i := headline(ds, decisions); i >= 0 {
-		v := rlheaders.For(&decisions[i], now)
+		v := s.forms.For(&decisions[i], now)
+		list := v.Headers()
+		values := m.header[:]
 		res.ResponseHeadersToAdd = m.headers[:0]
-		for j, h := range [len(m.header)]struct{ name, value string }{
-			{rlheaders.RateLimitPolicy, v.Policy}, {rlheaders.RateLimit, v.RateLimit}, {rlheaders.RetryAfter, v.RetryAfter},
-		} {
-			if h.value != "" {
-				m.header[j].Key, m.header[j].Value = h.name, h.value
-				res.ResponseHeadersToAdd = append(res.ResponseHeadersToAdd, &m.header[j])
-			}
+		if len(list) > len(values) { // forms beside draft10's
+			res.ResponseHeadersToAdd, values = make([]*corev3.HeaderValue, 0, len(list)), make([]corev3.HeaderValue, len(list))
+		}
+		for j, h := range list {
+			values[j].Key, values[j].Value = h.Name, h.Value
+			res.ResponseHeadersToAdd = append(res.ResponseHeadersToAdd, &values[j])
 		}
 		if len(res.ResponseHeadersToAdd) == 0 {
 			res.ResponseHeadersToAdd = nil
@@ -713,9 +721,10 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 }
 
 // answerMemory holds an answer's messages, allocated together: the
-// response, its headers and, for a request of one descriptor (most of
-// them), its status; the statuses of more descriptors come in one more
-// allocation.
+// response, its headers in the default forms (RateLimit-Policy, RateLimit
+// and Retry-After) and, for a request of one descriptor (most of them),
+// its status; the statuses of more descriptors come in one more
+// allocation, as do the headers of more forms, in two.
 type answerMemory struct {
 	res       rlsv3.RateLimitResponse
 	headers   [3]*corev3.HeaderValue

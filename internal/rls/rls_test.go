@@ -17,6 +17,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -232,6 +233,40 @@ func TestShouldRateLimitStatusAndHeaders(t *testing.T) {
 	want["Retry-After"] = "60"
 	if got := headers(res); res.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("over the limit: %s, headers %v; want OVER_LIMIT, %v", codesOf(res), got, want)
+	}
+}
+
+// With other forms of the rate limit headers asked for, an answer asks
+// Envoy to add those, describing the same window: the minute, of 5.
+func TestShouldRateLimitHeaderForms(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	svc := rls.New(rls.Options{Checker: f.engine, Now: func() time.Time { return now },
+		RateLimitHeaders: rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X})
+	req := &rlsv3.RateLimitRequest{Domain: "api_calls", Descriptors: []*commonrl.RateLimitDescriptor{withCost(desc("customer", "acme"), 3)}}
+	unix := func(h, m, s int) string { return fmt.Sprint(time.Date(2026, 11, 22, h, m, s, 0, time.UTC).Unix()) }
+	for _, want := range []string{
+		// Allowed: the minute resets at 10:01:00; now is 10:00:00.25.
+		"Ratelimit-Policy: 5;w=60, 100;w=86400\nRatelimit: limit=5, remaining=2, reset=60\n" +
+			"Ratelimit-Limit: 5\nRatelimit-Remaining: 2\nRatelimit-Reset: 60\n" +
+			"X-Ratelimit-Limit: 5\nX-Ratelimit-Remaining: 2\nX-Ratelimit-Reset: " + unix(10, 1, 0) + "\n",
+		// Denied: the same check passes in 60 s, at 10:01:00.25.
+		"Ratelimit-Policy: 5;w=60, 100;w=86400\nRatelimit: limit=5, remaining=2, reset=60\n" +
+			"Ratelimit-Limit: 5\nRatelimit-Remaining: 2\nRatelimit-Reset: 60\n" +
+			"X-Ratelimit-Limit: 5\nX-Ratelimit-Remaining: 2\nX-Ratelimit-Reset: " + unix(10, 1, 1) + "\n" +
+			"Retry-After: 60\n",
+	} {
+		res, err := svc.ShouldRateLimit(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got strings.Builder
+		for _, h := range res.GetResponseHeadersToAdd() {
+			fmt.Fprintf(&got, "%s: %s\n", h.GetKey(), h.GetValue())
+		}
+		if got.String() != want {
+			t.Errorf("%s: headers\n%s\nwant\n%s", codesOf(res), got.String(), want)
+		}
 	}
 }
 
