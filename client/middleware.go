@@ -232,8 +232,9 @@ func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
 		return true
 	}
 	// The wording of quotad's 429s (its forward-auth's, which Caddy,
-	// Traefik and Envoy pass on), and of the nginx block of
-	// docs/gateways.md.
+	// Traefik and Envoy pass on); the nginx block of docs/gateways.md,
+	// which cannot read quotad's detail, words its 429 as the fallback
+	// below does.
 	if res.RetryAfter == nil {
 		detail := res.Detail
 		if detail == "" {
