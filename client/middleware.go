@@ -231,8 +231,10 @@ func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
 	if res.Allowed {
 		return true
 	}
-	// The wording of quotad's forward-auth 429s, which Caddy, Traefik
-	// and Envoy pass on, and of the nginx block of docs/gateways.md.
+	// The wording of quotad's 429s (its forward-auth's, which Caddy,
+	// Traefik and Envoy pass on); the nginx block of docs/gateways.md,
+	// which cannot read quotad's detail, words its 429 as the fallback
+	// below does.
 	if res.RetryAfter == nil {
 		detail := res.Detail
 		if detail == "" {
@@ -243,8 +245,11 @@ func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
 	}
 	retry := strconv.FormatInt(*res.RetryAfter, 10)
 	h.Set("Retry-After", retry)
-	writeProblem(w, http.StatusTooManyRequests, "quota_exceeded",
-		"the customer's limit on this metric is reached; retry after "+retry+" s")
+	detail := res.Detail // quotad's: whether the limit is reached or the cost larger than what remains
+	if detail == "" {
+		detail = "the customer's limit on this metric is reached; retry after " + retry + " s"
+	}
+	writeProblem(w, http.StatusTooManyRequests, "quota_exceeded", detail)
 	return false
 }
 

@@ -302,9 +302,11 @@ type CheckResult struct {
 	// Items, for a check of items, is each item's part, in the request's
 	// order.
 	Items []CheckItemResult `json:"items,omitempty"`
-	// Code and Detail are set on a 429 that can never pass (RetryAfter
-	// nil): Code is "cost_exceeds_limit", Detail names the window and its
-	// limit (and, in a check of items, the item).
+	// Code and Detail are set on a 429: "quota_exceeded", with a Detail
+	// that says whether the limit is reached or the cost is larger than
+	// what remains ("it needs 994, 988 remain"); or, when it can never
+	// pass (RetryAfter nil), "cost_exceeds_limit", with a Detail naming
+	// the window and its limit (and, in a check of items, the item).
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
 

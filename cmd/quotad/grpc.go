@@ -35,8 +35,9 @@ type grpcServer struct {
 }
 
 // startGRPC serves the rate limit service on --grpc-listen, if set (nil
-// otherwise), its health following the HTTP readiness.
-func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
+// otherwise), its health following the HTTP readiness, its requests
+// counted as checks by countCheck.
+func (p *instance) startGRPC(rules *rls.Rules, countCheck func(decision string)) (*grpcServer, error) {
 	if p.cfg.GRPCListen == "" {
 		return nil, nil
 	}
@@ -49,7 +50,7 @@ func (p *instance) startGRPC(rules *rls.Rules) (*grpcServer, error) {
 		secrets = append(secrets, t.Secret) // check and admin tokens, as on HTTP
 	}
 	svc := rls.New(rls.Options{Checker: p.engine, Keys: p.verifier, Rules: rules, Tokens: secrets, Logger: p.log, Registerer: p.registry,
-		RateLimitHeaders: p.cfg.rateLimitHeaders})
+		RateLimitHeaders: p.cfg.rateLimitHeaders, CountCheck: countCheck})
 	// With --tls-cert, gRPC is served over TLS; else it is h2c. gRPC needs
 	// no Host (:authority) check without tokens, as HTTP has: a browser's
 	// page cannot speak gRPC (it cannot send HTTP/2 frames in clear, nor

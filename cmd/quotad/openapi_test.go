@@ -817,7 +817,7 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "check with every field", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1,"dry_run":false,"request_id":"r-1"}`, nil}, want: 200},
 		{name: "check replay", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":1,"request_id":"r-1"}`, asCheck}, want: 200},
 		{name: "check replay with another cost", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":2,"request_id":"r-1"}`, asCheck}, want: 409, code: "conflict"},
-		{name: "check denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","dry_run":true}`, asCheck}, want: 429,
+		{name: "check denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","dry_run":true}`, asCheck}, want: 429, code: "quota_exceeded",
 			check: all(field("allowed", false), hasHeader("Retry-After", true), hasHeader("RateLimit", true))},
 		{name: "check that can never pass", apiCall: apiCall{"POST", "/v1/check", `{"customer":"bob","metric":"api_calls","cost":3}`, asCheck}, want: 429,
 			code: "cost_exceeds_limit", check: all(field("retry_after", nil), hasHeader("Retry-After", false), hasHeader("RateLimit", false), hasHeader("RateLimit-Policy", true))},
@@ -1117,7 +1117,7 @@ func TestOpenAPIItemsAndSubjects(t *testing.T) {
 	for _, tc := range []apiCase{
 		{name: "check of items", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice"},{"metric":"exports"},{"metric":"llm_tokens","cost":3}],"request_id":"i-1"}`, asCheck}, want: 200},
 		{name: "check of items, replayed", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice"},{"metric":"exports"},{"metric":"llm_tokens","cost":3}],"request_id":"i-1"}`, asCheck}, want: 200},
-		{name: "check of items, denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice","cost":1},{"metric":"exports"}]}`, asCheck}, want: 429},
+		{name: "check of items, denied", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"alice","cost":1},{"metric":"exports"}]}`, asCheck}, want: 429, code: "quota_exceeded"},
 		{name: "check of items that can never pass", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","items":[{"metric":"api_calls","subject":"bob"},{"metric":"exports","cost":2}]}`, asCheck}, want: 429, code: "cost_exceeds_limit"},
 		{name: "check with a subject", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"api_calls","subject":"alice"}`, asCheck}, want: 200},
 		{name: "check of a pool's metric", apiCall: apiCall{"POST", "/v1/check", `{"customer":"acme","metric":"llm_tokens","cost":1}`, asCheck}, want: 200},

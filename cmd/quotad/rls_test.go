@@ -268,6 +268,17 @@ func TestRLSAuthAndMalformed(t *testing.T) {
 			t.Errorf("quotad_rls_requests_total{answer=%q} = %v, want %v", answer, got, want)
 		}
 	}
+	// gRPC checks count among the checks, as HTTP checks do;
+	// unauthenticated calls are not checks.
+	if _, err := c.ShouldRateLimit(asToken(checkToken), &rlsv3.RateLimitRequest{Domain: "api_calls",
+		Descriptors: []*commonrl.RateLimitDescriptor{rlDesc(100, "customer", "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	for decision, want := range map[string]float64{"allowed": 2, "denied": 1, "rejected": 4} {
+		if got := s.metricValue(`quotad_checks_total{decision="` + decision + `"}`); got != want {
+			t.Errorf("quotad_checks_total{decision=%q} = %v, want %v", decision, got, want)
+		}
+	}
 }
 
 // An unknown customer or metric: OVER_LIMIT, nothing counted; with
@@ -534,5 +545,101 @@ func TestRLSByAPIKey(t *testing.T) {
 	}
 	if got := s.usedDay("a"); got != 2 {
 		t.Errorf("a used %v after a request with a revoked key, want 2 (nothing counted)", got)
+	}
+}
+
+// mustReport asks for hits of customer's llm_tokens (0: a look), and
+// returns the answer's codes and the units its descriptor has left.
+func (c *rlsClient) mustReport(t testing.TB, domain, customer string, hits uint64) (string, uint32) {
+	t.Helper()
+	d := rlDesc(0, "customer", customer, "metric", "llm_tokens")
+	d.HitsAddend = wrapperspb.UInt64(hits) // 0 too: a look
+	res := c.mustCall(t, domain, d)
+	return rlCodes(res), res.GetStatuses()[0].GetLimitRemaining()
+}
+
+// Envoy AI Gateway's sequence, through gRPC, in a domain that counts over
+// the limit: a request is looked at first (hits_addend 0: what remains,
+// counting nothing), its answer's tokens reported once it has streamed
+// (counted even over the limit, and then answered OVER_LIMIT), and the
+// next request's look is over the limit. Then many reports through two
+// processes (leases): every token counted once, exactly those within the
+// limit answered OK.
+func TestRLSAIGatewayCountsTokensOverLimit(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "rls.yaml")
+	if err := os.WriteFile(cfg, []byte("domains:\n  ai-gateway:\n    count_over_limit: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	servers := MustStartServers(t, 2, withGRPC(map[string]string{"QUOTAD_RLS_CONFIG": cfg}))
+	s := servers[0]
+	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/llm_tokens", `{}`)
+	MustSeed(t, s, "", `[{"metric":"llm_tokens","window":"day","limit":1000}]`, "acme", "beta")
+	clients := []*rlsClient{MustDialRLS(t, servers[0]), MustDialRLS(t, servers[1])}
+	c := clients[0]
+	for i, step := range []struct {
+		domain    string
+		hits      uint64
+		want      string
+		remaining uint32
+		used      float64
+	}{
+		{"ai-gateway", 0, "OK [OK]", 1000, 0},
+		{"ai-gateway", 0, "OK [OK]", 1000, 0},
+		{"ai-gateway", 600, "OK [OK]", 400, 600},
+		{"ai-gateway", 0, "OK [OK]", 400, 600},
+		{"ai-gateway", 0, "OK [OK]", 400, 600},
+		// Elsewhere, hits over the limit are refused and not counted.
+		{"other", 401, "OVER_LIMIT [OVER_LIMIT]", 400, 600},
+		{"ai-gateway", 994, "OVER_LIMIT [OVER_LIMIT]", 0, 1594},
+		{"ai-gateway", 0, "OVER_LIMIT [OVER_LIMIT]", 0, 1594},
+		{"ai-gateway", 6, "OVER_LIMIT [OVER_LIMIT]", 0, 1600},
+	} {
+		code, remaining := c.mustReport(t, step.domain, "acme", step.hits)
+		if code != step.want || remaining != step.remaining {
+			t.Errorf("step %d (%s, %d hits): %s, %d remaining; want %s, %d", i, step.domain, step.hits, code, remaining, step.want, step.remaining)
+		}
+		if got := s.used("acme", "day"); got != step.used {
+			t.Errorf("step %d (%s, %d hits): acme used %v, want %v", i, step.domain, step.hits, got, step.used)
+		}
+	}
+	for decision, want := range map[string]float64{"allowed": 5, "denied": 4} {
+		if got := s.metricValue(`quotad_checks_total{decision="` + decision + `"}`); got != want {
+			t.Errorf("quotad_checks_total{decision=%q} = %v, want %v", decision, got, want)
+		}
+	}
+
+	// Through two processes: 80 reports of 20 tokens against 1000.
+	const workers, each, tokens = 16, 5, 20
+	results := make(chan string, workers*each)
+	for w := range workers {
+		go func() {
+			for i := range each {
+				res, err := clients[(w+i)%2].ShouldRateLimit(asToken(checkToken), &rlsv3.RateLimitRequest{Domain: "ai-gateway",
+					Descriptors: []*commonrl.RateLimitDescriptor{rlDesc(tokens, "customer", "beta", "metric", "llm_tokens")}})
+				if err != nil {
+					t.Error(err)
+				}
+				results <- res.GetOverallCode().String()
+			}
+		}()
+	}
+	counts := map[string]int{}
+	for range workers * each {
+		counts[<-results]++
+	}
+	degraded := servers[0].metricValue("quotad_store_errors_total") + servers[1].metricValue("quotad_store_errors_total")
+	if degraded > 0 {
+		t.Errorf("%v checks were answered without the store (degraded: allowed, counted nowhere)", degraded)
+	}
+	if counts["OK"] != 1000/tokens || counts["OVER_LIMIT"] != workers*each-1000/tokens {
+		t.Errorf("answers %v, want exactly %d OK (%v checks degraded)", counts, 1000/tokens, degraded)
+	}
+	for i, s := range servers {
+		eventually(t, func() bool { return s.used("beta", "day") == workers*each*tokens },
+			fmt.Sprintf("process %d to read beta's %d tokens", i, workers*each*tokens))
+		if code, remaining := clients[i].mustReport(t, "ai-gateway", "beta", 0); code != "OVER_LIMIT [OVER_LIMIT]" || remaining != 0 {
+			t.Errorf("process %d: a look at beta: %s, %d remaining; want OVER_LIMIT, 0", i, code, remaining)
+		}
 	}
 }

@@ -449,7 +449,7 @@ func (p *instance) startCheckWork() {
 }
 
 // api returns the API's handler.
-func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
+func (p *instance) api(forwardRules *forwardauth.Rules) *api.Server {
 	return api.New(api.Config{
 		Catalog:  p.catalog,
 		Checker:  p.engine,
@@ -484,13 +484,13 @@ func (p *instance) api(forwardRules *forwardauth.Rules) http.Handler {
 // serveHTTP serves handler (and the debug listener and the gRPC rate
 // limit service, if configured) until ctx ends, then drains the servers
 // within the shutdown timeout and stops the background work.
-func (p *instance) serveHTTP(ctx context.Context, handler http.Handler, rlsRules *rls.Rules) error {
+func (p *instance) serveHTTP(ctx context.Context, handler *api.Server, rlsRules *rls.Rules) error {
 	stopDebug, err := startDebug(p.cfg.DebugListen, p.log)
 	if err != nil {
 		return err
 	}
 	defer stopDebug()
-	grpcSrv, err := p.startGRPC(rlsRules)
+	grpcSrv, err := p.startGRPC(rlsRules, handler.CountCheck)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -30,17 +31,18 @@ var completionTests = []struct {
 	wantStatus      int
 	wantCode        string // the problem's, when not 200
 	wantText        string
-	wantTotal       int64 // tokens committed
+	wantTotal       int64  // tokens committed
+	wantDetail      string // how the 429's detail starts, when set
 }{
-	{"first: 53 reserved, 9 used", "acme", `{"prompt": "a b c", "max_tokens": 50}`, 200, "", "c b a c b a", 9},
+	{"first: 53 reserved, 9 used", "acme", `{"prompt": "a b c", "max_tokens": 50}`, 200, "", "c b a c b a", 9, ""},
 	{"second: 85 reserved beside 9 used, 15 used", "acme", `{"prompt": "one two three four five", "max_tokens": 80}`, 200, "",
-		"five four three two one five four three two one", 15},
-	{"third: 81 more than the 76 left", "acme", `{"prompt": "x", "max_tokens": 80}`, 429, "quota_exceeded", "", 0},
-	{"cut at max_tokens", "acme", `{"prompt": "hello world", "max_tokens": 2}`, 200, "", "world hello", 4},
-	{"max_tokens 0", "acme", `{"prompt": "x", "max_tokens": 0}`, 400, "validation_failed", "", 0},
-	{"not JSON", "acme", `prompt`, 400, "validation_failed", "", 0},
-	{"no key, naming acme", "", `{"prompt": "x", "max_tokens": 5}`, 401, "unauthorized", "", 0},
-	{"unknown key", "qk_unknown", `{"prompt": "x", "max_tokens": 5}`, 403, "forbidden", "", 0},
+		"five four three two one five four three two one", 15, ""},
+	{"third: 81 more than the 76 left", "acme", `{"prompt": "x", "max_tokens": 80}`, 429, "quota_exceeded", "", 0, "the customer's limit on this metric cannot take this request: it needs 81, 76 remain; retry after "},
+	{"cut at max_tokens", "acme", `{"prompt": "hello world", "max_tokens": 2}`, 200, "", "world hello", 4, ""},
+	{"max_tokens 0", "acme", `{"prompt": "x", "max_tokens": 0}`, 400, "validation_failed", "", 0, ""},
+	{"not JSON", "acme", `prompt`, 400, "validation_failed", "", 0, ""},
+	{"no key, naming acme", "", `{"prompt": "x", "max_tokens": 5}`, 401, "unauthorized", "", 0, ""},
+	{"unknown key", "qk_unknown", `{"prompt": "x", "max_tokens": 5}`, 403, "forbidden", "", 0, ""},
 }
 
 // runCompletionTests sends completionTests to app, acme's API key being
@@ -76,6 +78,9 @@ func runCompletionTests(t *testing.T, app *httptest.Server, acmeKey string) {
 				var p quotad.Problem
 				if err := json.Unmarshal(body, &p); err != nil || p.Code != tt.wantCode {
 					t.Errorf("body = %s, want a problem with code %s", body, tt.wantCode)
+				}
+				if !strings.HasPrefix(p.Detail, tt.wantDetail) {
+					t.Errorf("detail %q, want it to start %q", p.Detail, tt.wantDetail)
 				}
 				if got, want := resp.Header.Get("Retry-After") != "", tt.wantStatus == 429; got != want {
 					t.Errorf("Retry-After = %q, want one: %v", resp.Header.Get("Retry-After"), want)
@@ -182,7 +187,9 @@ func (f *fakeQuotad) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "3600")
 			w.Header().Set("RateLimit", `"`+Metric+`/day";r=`+strconv.FormatInt(dayLimit-f.used, 10)+`;t=3600`)
 			answer(429, map[string]any{"allowed": false, "customer": "acme", "metric": Metric, "cost": req.Cost,
-				"retry_after": 3600, "limits": limits("exceeded")})
+				"retry_after": 3600, "limits": limits("exceeded"), "code": "quota_exceeded",
+				"detail": fmt.Sprintf("the customer's limit on this metric cannot take this request: it needs %d, %d remain; retry after 3600 s",
+					req.Cost, dayLimit-f.used)})
 			return
 		}
 		f.n++

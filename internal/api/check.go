@@ -269,6 +269,14 @@ func (s *Server) observeCheck(took time.Duration, d *quota.Decision, err error) 
 	m.trips.Observe(float64(d.StoreTrips))
 }
 
+// CountCheck counts a check another front end answered (Envoy's rate
+// limit service, over gRPC) in quotad_checks_total, beside the HTTP
+// checks: decision is one of its decisions, allowed, denied, degraded,
+// rejected or error.
+func (s *Server) CountCheck(decision string) {
+	s.checkMetrics.decisions.get(decision).Inc()
+}
+
 // The decisions of quotad_checks_total for checks that got no answer: the
 // client's request was refused (4xx), or quotad could not decide (5xx).
 const (

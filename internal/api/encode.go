@@ -96,9 +96,14 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		}
 		b = append(b, ']')
 	}
-	if !d.Allowed && d.Never {
+	switch {
+	case d.Allowed:
+	case d.Never:
 		b = append(b, `,"code":"`+codeCostExceedsLimit+`","detail":`...)
 		b = appendJSONString(b, neverDetail(d))
+	default:
+		b = append(b, `,"code":"`+codeQuotaExceeded+`","detail":`...)
+		b = appendJSONString(b, deniedDetail(d))
 	}
 	return append(b, "}\n"...), true
 }
@@ -200,6 +205,50 @@ func neverDetail(d *quota.Decision) string {
 		return limit + " is reached (" + strconv.FormatInt(w.Used, 10) + " used) and never resets: a refund or a set of the total frees units; do not retry"
 	}
 	return "a cost of " + cost + " can never pass " + limit + "; do not retry"
+}
+
+// codeQuotaExceeded is the code of a denied check that may pass later.
+const codeQuotaExceeded = "quota_exceeded"
+
+// deniedDetail is the detail of a denied check that may pass later (not
+// Never): the limit is reached when a window that denied it has nothing
+// left; otherwise the check asks for more than remains, and says how much
+// it needs and how much remains (in the window that denied it with the
+// fewest units left), so that no client takes a check too large for now
+// for a customer whose limit is spent. A check of items speaks of the
+// first item denied. Only denials build it.
+func deniedDetail(d *quota.Decision) string {
+	retry := "; retry after " + strconv.FormatInt(d.RetryAfter, 10) + " s"
+	if d.Items != nil {
+		for i := range d.Items {
+			if !d.Items[i].Allowed {
+				one := d.Item(i)
+				return "items[" + strconv.Itoa(i) + "]: " + whyDenied(&one) + retry
+			}
+		}
+	}
+	return whyDenied(d) + retry
+}
+
+// whyDenied says why a check of one metric that may pass later was
+// denied (see deniedDetail).
+func whyDenied(d *quota.Decision) string {
+	var w *quota.WindowResult
+	for i := range d.Limits {
+		if l := &d.Limits[i]; l.State == quota.StateExceeded && (w == nil || l.Remaining < w.Remaining) {
+			w = l
+		}
+	}
+	switch {
+	case w == nil || w.Remaining == 0:
+		return "the customer's limit on this metric is reached"
+	case windowMetric(w, d.Metric) != d.Metric:
+		// A credit pool's window: its units are credits, not the check's.
+		return "the customer's credit pool " + w.Metric + " cannot pay for this request: " +
+			strconv.FormatInt(w.Remaining, 10) + " remain, fewer than it needs"
+	}
+	return "the customer's limit on this metric cannot take this request: it needs " + strconv.FormatInt(d.Cost, 10) +
+		", " + strconv.FormatInt(w.Remaining, 10) + " remain"
 }
 
 // appendJSONTime appends t as time.Time.MarshalJSON writes it: RFC 3339

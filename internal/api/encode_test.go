@@ -24,7 +24,7 @@ type checkResponse struct {
 	Granted    int64         `json:"granted,omitempty"`
 	Limits     []windowState `json:"limits"`
 	Items      []itemState   `json:"items,omitempty"`
-	// Code and Detail are set when the check can never pass.
+	// Code and Detail are set when the check is denied.
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
@@ -70,8 +70,12 @@ func newCheckResponse(d quota.Decision) checkResponse {
 		ra := d.RetryAfter
 		resp.RetryAfter = &ra
 	}
-	if !d.Allowed && d.Never {
+	switch {
+	case d.Allowed:
+	case d.Never:
 		resp.Code, resp.Detail = codeCostExceedsLimit, neverDetail(&d)
+	default:
+		resp.Code, resp.Detail = codeQuotaExceeded, deniedDetail(&d)
 	}
 	return resp
 }
@@ -293,4 +297,45 @@ func FuzzAppendCheckAnswer(f *testing.F) {
 		}
 		assertSameAnswer(t, d)
 	})
+}
+
+// A denial says the limit is reached only when a window that denied it
+// has nothing left; a cost larger than what remains is told so.
+func TestDeniedDetail(t *testing.T) {
+	t.Parallel()
+	window := func(metric string, w tiers.Window, limit, used int64, s quota.State) quota.WindowResult {
+		return quota.WindowResult{Metric: metric, Window: w, Mode: tiers.Hard, Limit: limit, Used: used, Remaining: max(0, limit-used), State: s}
+	}
+	one := func(cost int64, ws ...quota.WindowResult) quota.Decision {
+		return quota.Decision{Customer: "acme", Metric: "llm_tokens", Cost: cost, RetryAfter: 7, Limits: ws}
+	}
+	for _, tc := range []struct {
+		name string
+		d    quota.Decision
+		want string
+	}{
+		{"nothing left", one(1, window("llm_tokens", tiers.Day, 1000, 1000, quota.StateExceeded)),
+			"the customer's limit on this metric is reached; retry after 7 s"},
+		{"994 asked, 988 left", one(994, window("llm_tokens", tiers.Day, 1000, 12, quota.StateExceeded)),
+			"the customer's limit on this metric cannot take this request: it needs 994, 988 remain; retry after 7 s"},
+		{"the denying window with the fewest left", one(30, window("llm_tokens", tiers.Minute, 100, 80, quota.StateExceeded),
+			window("llm_tokens", tiers.Day, 1000, 985, quota.StateExceeded), window("llm_tokens", tiers.Month, 10, 0, quota.StateOK)),
+			"the customer's limit on this metric cannot take this request: it needs 30, 15 remain; retry after 7 s"},
+		{"one denying window spent", one(30, window("llm_tokens", tiers.Minute, 100, 80, quota.StateExceeded),
+			window("llm_tokens", tiers.Day, 1000, 1000, quota.StateExceeded)),
+			"the customer's limit on this metric is reached; retry after 7 s"},
+		{"a credit pool's window", one(5, window("credits", tiers.Month, 100, 98, quota.StateExceeded)),
+			"the customer's credit pool credits cannot pay for this request: 2 remain, fewer than it needs; retry after 7 s"},
+		{"items: the first denied", quota.Decision{Customer: "acme", RetryAfter: 7, Items: []quota.ItemResult{
+			{Metric: "a", Cost: 1, Allowed: true, Limits: []quota.WindowResult{window("a", tiers.Day, 10, 0, quota.StateOK)}},
+			{Metric: "b", Cost: 4, Limits: []quota.WindowResult{window("b", tiers.Day, 10, 8, quota.StateExceeded)}},
+		}}, "items[1]: the customer's limit on this metric cannot take this request: it needs 4, 2 remain; retry after 7 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deniedDetail(&tc.d); got != tc.want {
+				t.Errorf("detail %q, want %q", got, tc.want)
+			}
+			assertSameAnswer(t, tc.d)
+		})
+	}
 }

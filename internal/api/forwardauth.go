@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -28,9 +27,6 @@ var forwardAuthMethods = []string{
 // headerCustomer carries the customer a forward-auth check resolved to, so
 // that a gateway may pass it on upstream.
 const headerCustomer = "X-Quotad-Customer"
-
-// codeQuotaExceeded is a forward-auth check that was denied.
-const codeQuotaExceeded = "quota_exceeded"
 
 // codePathNotCanonical is an original request path that forward-auth
 // will not match to a route (see forwardauth.PathError).
@@ -143,9 +139,12 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		h[headerCustomer] = []string{call.Customer}
 		return c.NoContent(http.StatusOK)
 	}
-	code, detail := codeQuotaExceeded, "the customer's limit on this metric is reached; retry after "+strconv.FormatInt(d.RetryAfter, 10)+" s"
-	if d.Never {
+	var code, detail string
+	switch {
+	case d.Never:
 		code, detail = codeCostExceedsLimit, neverDetail(&d)
+	default:
+		code, detail = codeQuotaExceeded, deniedDetail(&d)
 	}
 	writeProblem(c, newProblem(http.StatusTooManyRequests, code, detail, nil))
 	return nil

@@ -34,7 +34,11 @@ func (c scriptedChecker) Check(_ context.Context, r quota.Request) (quota.Decisi
 	w := quota.WindowResult{Window: tiers.Minute, Mode: tiers.Hard, Limit: 5, Used: r.Cost, Remaining: 5 - r.Cost,
 		ResetAt: time.Now().Add(30 * time.Second), State: quota.StateOK, Length: time.Minute}
 	d := quota.Decision{Allowed: true, Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Limits: []quota.WindowResult{w}}
-	if r.Cost > 5 {
+	switch {
+	case r.Metric == "spent": // nothing left
+		d.Allowed, d.RetryAfter = false, 12
+		d.Limits[0].State, d.Limits[0].Used, d.Limits[0].Remaining = quota.StateExceeded, 5, 0
+	case r.Cost > 5:
 		d.Allowed, d.RetryAfter, d.Never = false, 12, r.Cost > 100
 		d.Limits[0].State, d.Limits[0].Used, d.Limits[0].Remaining = quota.StateExceeded, 0, 5
 	}
@@ -76,6 +80,7 @@ routes:
 		// absent).
 		wantHeader map[string]string
 		wantCode   string
+		wantDetail string // a 429's, when set
 		wantField  string // the field a 400 names
 		wantCheck  *quota.Request
 	}{
@@ -89,7 +94,11 @@ routes:
 			wantHeader: map[string]string{"Retry-After": "12", // one wait: t is the Retry-After; r the 5 left
 				"RateLimit": `"api_calls/minute";r=5;t=12`, "Content-Type": contentTypeProblemJSON,
 				"X-Quotad-Customer": ""}, // a denial reaches the client as it is
-			wantCode: codeQuotaExceeded},
+			wantCode: codeQuotaExceeded, wantDetail: "the customer's limit on this metric cannot take this request: it needs 6, 5 remain; retry after 12 s"},
+		{name: "denied, nothing left", srv: headerRules, method: "GET", path: "/v1/forward-auth",
+			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "spent", "X-Quotad-Cost", "1"}, want: 429,
+			wantHeader: map[string]string{"Retry-After": "12"},
+			wantCode:   codeQuotaExceeded, wantDetail: "the customer's limit on this metric is reached; retry after 12 s"},
 		{name: "never passes", srv: headerRules, method: "GET", path: "/v1/forward-auth",
 			header: []string{"X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls", "X-Quotad-Cost", "101"}, want: 429,
 			wantHeader: map[string]string{"Retry-After": "", "RateLimit": "", "RateLimit-Policy": `"api_calls/minute";q=5;w=60`,
@@ -186,11 +195,8 @@ routes:
 				if tt.wantCode != "" && p.Code != tt.wantCode {
 					t.Errorf("code %q, want %q", p.Code, tt.wantCode)
 				}
-				// One wording of a 429 with every gateway: the nginx block of
-				// docs/gateways.md and the Go client's middleware write it too.
-				if want := "the customer's limit on this metric is reached; retry after 12 s"; tt.method != http.MethodHead &&
-					p.Code == codeQuotaExceeded && p.Detail != want {
-					t.Errorf("detail %q, want %q", p.Detail, want)
+				if tt.wantDetail != "" && tt.method != http.MethodHead && p.Detail != tt.wantDetail {
+					t.Errorf("detail %q, want %q", p.Detail, tt.wantDetail)
 				}
 				if tt.wantField != "" && (len(p.Errors) != 1 || p.Errors[0].Field != tt.wantField) {
 					t.Errorf("errors %+v, want one on %s", p.Errors, tt.wantField)

@@ -85,6 +85,39 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 	return d, nil
 }
 
+// force counts set s, which take just denied for r (r.Force: the work
+// is done), whatever its windows' limits, through the same counters: the
+// spans admit any count (set.force, as a reservation's commit counts its
+// units beyond the estimate), so that leases and the shared store count
+// them exactly, in every process. The denial stands: each window is
+// answered as take judged it (passed or not, and its wait), with the
+// units counted.
+func (c *counters) force(ctx context.Context, s *set, r *Request) (Decision, error) {
+	var judged []Outcome
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			judged = append(judged, cs[i].Out...)
+		}
+	}
+	rules := s.force()
+	_, err := c.take(ctx, s, r, true)
+	s.unforce(rules)
+	if err != nil {
+		return Decision{}, err
+	}
+	for _, cs := range [2][]Charge{s.short, s.long} {
+		for i := range cs {
+			for j := range cs[i].Out {
+				o, was := &cs[i].Out[j], &judged[0]
+				o.Passed, o.Elastic, o.Wait, o.Granted = was.Passed, was.Elastic, was.Wait, false
+				judged = judged[1:]
+			}
+		}
+	}
+	s.forced = true
+	return s.answer(r, false, s.unconsulted), nil
+}
+
 // owe records, for a check (degradable) set s admitted, the units its
 // stores did not count: its short windows' where they were counted in
 // this process for want of the shared store, and, with long, its long

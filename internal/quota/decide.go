@@ -7,7 +7,9 @@ import (
 // answer assembles the Decision of set s for r from what its counters
 // found: every window of every item (the long ones left out when
 // degraded: the store could not be consulted), each item's part of the
-// decision for a check of items, and the figures of the whole.
+// decision for a check of items, and the figures of the whole. Windows
+// count the set's units when allowed (a dry run's as if checked) or
+// forced, and never for a look (see counted).
 func (s *set) answer(r *Request, allowed, degraded bool) Decision {
 	s.unconsulted = degraded
 	d := Decision{Allowed: allowed, Customer: r.Customer, Degraded: degraded}
@@ -154,8 +156,8 @@ func (s *set) itemWindows(i int, allowed, degraded bool, dst []WindowResult) (ws
 		dst = s.groupWindows(g, allowed, degraded, dst)
 		for j := first; j < len(dst); j++ {
 			w := &dst[j]
-			overage = overage || allowed && w.State == StateOverage
-			elastic = elastic || allowed && w.State == StateElastic
+			overage = overage || allowed && !s.look && w.State == StateOverage
+			elastic = elastic || allowed && !s.look && w.State == StateElastic
 		}
 		gw, gn := s.groupWait(g, degraded)
 		wait, never = max(wait, gw), never || gn
@@ -167,13 +169,21 @@ func (s *set) itemWindows(i int, allowed, degraded bool, dst []WindowResult) (ws
 // them, to dst.
 func (s *set) groupWindows(g int, allowed, degraded bool, dst []WindowResult) []WindowResult {
 	cs := s.chargesOf(g)
+	counted := s.counted(allowed)
 	if cs[0] != nil {
-		dst = chargeWindows(cs[0], allowed, dst)
+		dst = chargeWindows(cs[0], counted, s.look, dst)
 	}
 	if cs[1] != nil && !degraded {
-		dst = chargeWindows(cs[1], allowed, dst)
+		dst = chargeWindows(cs[1], counted, s.look, dst)
 	}
 	return dst
+}
+
+// counted reports whether the windows of set s, allowed or not, count
+// its units: allowed (a dry run as if checked), or forced; never for a
+// look.
+func (s *set) counted(allowed bool) bool {
+	return allowed && !s.look || s.forced
 }
 
 // chargesOf returns group g's short and long charges (nil where it has
@@ -214,20 +224,23 @@ func (s *set) groupWait(g int, degraded bool) (wait int64, never bool) {
 }
 
 // chargeWindows appends c's windows to dst: each with its count (with the
-// check's units when allowed), what remains, when it resets and how it
-// stands.
-func chargeWindows(c *Charge, allowed bool, dst []WindowResult) []WindowResult {
+// check's units when counted), what remains, when it resets and how it
+// stands (with the check's units, but for a look: as it stands).
+func chargeWindows(c *Charge, counted, look bool, dst []WindowResult) []WindowResult {
 	for i := range c.Spans {
 		sp, o := &c.Spans[i], &c.Out[i]
 		after := addCap(o.Used, c.Cost)
+		if look {
+			after = o.Used
+		}
 		length := sp.Key.Window.Length()
 		if length == 0 && sp.Key.Window.Resets() {
 			length = sp.End.Sub(sp.Key.Start)
 		}
 		w := WindowResult{Metric: c.Metric, Subject: c.Subject, Window: sp.Key.Window, Mode: sp.Rule.Mode,
-			Limit: sp.Rule.Limit, Used: o.Used, ResetAt: o.resetAt(sp, allowed),
+			Limit: sp.Rule.Limit, Used: o.Used, ResetAt: o.resetAt(sp, counted),
 			State: sp.Rule.State(after, o.Passed, o.Elastic), Length: length}
-		if allowed && !o.Granted {
+		if counted && !o.Granted {
 			w.Used = after
 		}
 		w.Remaining = max(0, sp.Rule.Size-w.Used)

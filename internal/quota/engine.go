@@ -242,10 +242,16 @@ func (r *Request) items(one *[1]Item) ([]Item, error) {
 		if err := validateCall(r.Customer, r.Metric, r.Cost, r.Subject, r.RequestID); err != nil {
 			return nil, err
 		}
+		if r.Force && (r.DryRun || r.Look || r.RequestID != "") {
+			return nil, &tiers.ValidationError{Fields: []tiers.FieldError{forceError()}}
+		}
 		one[0] = Item{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}
 		return one[:], nil
 	}
 	var p []tiers.FieldError
+	if r.Force && (r.DryRun || r.Look || r.RequestID != "") {
+		p = append(p, forceError())
+	}
 	if r.Metric != "" || r.Cost != 0 || r.Subject != "" {
 		p = append(p, tiers.FieldError{Field: "items", Message: "take the place of metric, cost and subject: send one or the other"})
 	}
@@ -347,6 +353,12 @@ func itemErrors(prefix, metric string, cost int64, subject string) []tiers.Field
 	return fields
 }
 
+// forceError refuses a forced check that counts nothing or is kept under
+// a request id: a repeat of it would be counted again.
+func forceError() tiers.FieldError {
+	return tiers.FieldError{Field: "force", Message: "counts the units: not with a dry run, a look or a request_id"}
+}
+
 func requestIDError() tiers.FieldError {
 	return tiers.FieldError{Field: "request_id", Message: fmt.Sprintf("must be printable text of at most %d bytes", MaxRequestIDLen)}
 }
@@ -364,8 +376,8 @@ func validRequestID(s string) bool {
 }
 
 // Check decides whether the request's customer may use its units now
-// and, unless r.DryRun, charges them: every window of every item, all or
-// nothing. Errors: *tiers.ValidationError, tiers.ErrCustomerNotFound,
+// and, unless r.DryRun or r.Look, charges them: every window of every
+// item, all or nothing (with r.Force, whatever it decides). Errors: *tiers.ValidationError, tiers.ErrCustomerNotFound,
 // tiers.ErrMetricNotFound and tiers.ErrSubjectRequired (wrapped in an
 // *ItemError naming the item), tiers.ErrConflict (a reused request id
 // with another check), tiers.ErrUnavailable (only when failing closed).
@@ -388,11 +400,15 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	var d Decision
 	switch {
-	case r.DryRun:
+	case r.DryRun || r.Look:
+		s.look = r.Look
 		d, err = e.counters.look(ctx, s, &r)
 	default:
 		d, err = e.counters.take(ctx, s, &r, true)
-		if err == nil && r.RequestID != "" {
+		switch {
+		case err == nil && r.Force && !d.Allowed:
+			d, err = e.counters.force(ctx, s, &r)
+		case err == nil && r.RequestID != "":
 			d, err = e.keep(ctx, s, &r, d)
 		}
 	}
@@ -400,10 +416,11 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d.StoreTrips = s.trips()
-	if !r.DryRun && !d.Replayed {
-		s.record(e.history, d.Allowed, s.at)
+	if !r.DryRun && !r.Look && !d.Replayed {
+		counted := d.Allowed || s.forced
+		s.record(e.history, counted, s.at)
 		if e.watcher != nil && !s.unconsulted {
-			s.watch(e.watcher, d.Allowed)
+			s.watch(e.watcher, counted)
 		}
 	}
 	return d, nil

@@ -112,6 +112,8 @@ type step struct {
 	customer string // default "acme"
 	cost     int64
 	dryRun   bool
+	look     bool // Request.Look
+	force    bool // Request.Force
 	allowed  bool
 	used     []int64       // per window, shortest first
 	states   []quota.State // per window; nil: not checked
@@ -146,6 +148,43 @@ func TestCheckTable(t *testing.T) {
 					{at: "2026-11-22T10:00:00Z", cost: 7, allowed: true, used: []int64{7}},
 					{at: "2026-11-22T10:00:00Z", cost: 4, allowed: false, used: []int64{7}, retry: 14 * 3600},
 					{at: "2026-11-22T10:00:00Z", cost: 3, allowed: true, used: []int64{10}},
+				},
+			},
+			{
+				name:   "a look takes nothing: windows as they stand, denied only when nothing is left",
+				limits: []tiers.Limit{hard(tiers.Minute, 5), hard(tiers.Day, 10)},
+				steps: []step{
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: true, used: []int64{0, 0}, states: []quota.State{ok, ok}},
+					{at: "2026-11-22T10:00:00Z", cost: 4, allowed: true, used: []int64{4, 4}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: true, used: []int64{4, 4}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: true, used: []int64{4, 4}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, allowed: true, used: []int64{5, 5}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: false, used: []int64{5, 5}, states: []quota.State{ex, ok}},
+					{at: "2026-11-22T10:02:00Z", cost: 5, allowed: true, used: []int64{5, 10}},
+					{at: "2026-11-22T10:04:00Z", cost: 1, look: true, allowed: false, used: []int64{0, 10}, states: []quota.State{ok, ex}, retry: 14*3600 - 4*60},
+				},
+			},
+			{
+				name:   "soft day: a look within the allowance passes, as a dry run of a unit",
+				limits: []tiers.Limit{soft(tiers.Day, 10, 20)},
+				steps: []step{
+					{at: "2026-11-22T10:00:00Z", cost: 11, allowed: true, used: []int64{11}, states: []quota.State{over}, overage: true},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: true, used: []int64{11}, states: []quota.State{over}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, allowed: true, used: []int64{12}, overage: true},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: false, used: []int64{12}, states: []quota.State{ex}, retry: 14 * 3600},
+				},
+			},
+			{
+				name:   "forced: counted over the limit, and denied",
+				limits: []tiers.Limit{hard(tiers.Minute, 5), hard(tiers.Day, 10)},
+				steps: []step{
+					{at: "2026-11-22T10:00:00Z", cost: 3, force: true, allowed: true, used: []int64{3, 3}, states: []quota.State{ok, ok}},
+					{at: "2026-11-22T10:00:00Z", cost: 4, force: true, allowed: false, used: []int64{7, 7}, states: []quota.State{ex, ok}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, look: true, allowed: false, used: []int64{7, 7}, states: []quota.State{ex, ok}},
+					{at: "2026-11-22T10:00:00Z", cost: 1, allowed: false, used: []int64{7, 7}},
+					{at: "2026-11-22T10:05:00Z", cost: 4, force: true, allowed: false, used: []int64{4, 11}, states: []quota.State{ok, ex}, retry: 14*3600 - 5*60},
+					{at: "2026-11-22T10:05:00Z", cost: 1, look: true, allowed: false, used: []int64{4, 11}, retry: 14*3600 - 5*60},
+					{at: "2026-11-23T00:00:00Z", cost: 1, look: true, allowed: true, used: []int64{0, 0}},
 				},
 			},
 			{
@@ -416,7 +455,7 @@ func TestCheckTable(t *testing.T) {
 						customer = "acme"
 					}
 					d, err := f.engine.Check(context.Background(), quota.Request{
-						Customer: customer, Metric: "api_calls", Cost: s.cost, DryRun: s.dryRun,
+						Customer: customer, Metric: "api_calls", Cost: s.cost, DryRun: s.dryRun, Look: s.look, Force: s.force,
 					})
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)

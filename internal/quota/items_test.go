@@ -818,3 +818,82 @@ func TestRequestIDKeepsTheSubject(t *testing.T) {
 		}
 	})
 }
+
+// Forced checks (Request.Force: the work is done) from many clients
+// through two processes sharing one ledger with leases, against a day
+// limit of 20: every unit is counted, once, exactly 20 checks are allowed (those within the limit),
+// the others are denied though counted, and history counts them all as
+// used, none denied.
+func TestForceAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clock := quotatest.NewClock(now)
+	catalog := quotatest.NewCatalog()
+	catalog.PutMetric("api_calls", nil)
+	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 20)})
+	store := quotatest.NewStore()
+	engines := make([]*quota.Engine, 2)
+	histories := make([]*quotatest.History, 2)
+	for i := range engines {
+		ledger := store.Process()
+		histories[i] = quotatest.NewHistory()
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: histories[i],
+			Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+	}
+	const workers, each = 8, 10
+	var passed, denied atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				d, err := engines[(w+i)%2].Check(context.Background(), quota.Request{Customer: "a", Metric: "api_calls", Cost: 1, Force: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					passed.Add(1)
+					continue
+				}
+				denied.Add(1)
+				if w := d.Limits[0]; w.State != quota.StateExceeded || w.Used <= 20 || w.Remaining != 0 {
+					t.Errorf("a denied forced check's window %+v, want it exceeded, counting more than 20", w)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if passed.Load() != 20 || denied.Load() != workers*each-20 {
+		t.Errorf("%d forced checks allowed, %d denied; want 20 and %d", passed.Load(), denied.Load(), workers*each-20)
+	}
+	var used, deniedDays int64
+	for i, e := range engines {
+		if err := e.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		days, err := histories[i].FindHistory(context.Background(), "a", "api_calls", time.Time{}, now.AddDate(1, 0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range days {
+			used, deniedDays = used+d.Used, deniedDays+d.Denied
+		}
+	}
+	day, _ := quota.Bounds(tiers.Day, now, tiers.Anchor{})
+	if got := store.Count(quota.CounterKey{Customer: "a", Metric: "api_calls", Window: tiers.Day, Start: day}); got != workers*each {
+		t.Errorf("a's day counts %d, want every one of the %d forced units", got, workers*each)
+	}
+	if used != workers*each || deniedDays != 0 {
+		t.Errorf("history: %d used, %d denied; want %d used, 0 denied", used, deniedDays, workers*each)
+	}
+	// A forced check cannot be kept under a request id, nor count nothing.
+	for _, r := range []quota.Request{
+		{Customer: "a", Metric: "api_calls", Cost: 1, Force: true, RequestID: "r1"},
+		{Customer: "a", Metric: "api_calls", Cost: 1, Force: true, DryRun: true},
+		{Customer: "a", Items: []quota.Item{item("api_calls", 1)}, Force: true, Look: true},
+	} {
+		if err := r.Validate(); !errors.As(err, new(*tiers.ValidationError)) || !strings.Contains(err.Error(), "force") {
+			t.Errorf("%+v: %v, want a validation error naming force", r, err)
+		}
+	}
+}

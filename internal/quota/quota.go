@@ -8,7 +8,8 @@
 //
 // NOTE on over-limit behaviour. A denied check is a result (Decision with
 // Allowed false), never an error, and it charges nothing anywhere: units
-// taken from short windows are given back when a long window denies. Soft
+// taken from short windows are given back when a long window denies; but
+// a forced check (Request.Force: the work is done) is counted denied. Soft
 // limits admit up to floor(limit*(100+overage_percent)/100) and report the
 // units above the limit as overage; elastic limits admit beyond the limit
 // only while the metric's global usage in that window plus the whole cost
@@ -56,8 +57,23 @@ type Request struct {
 	// Items, when set, stand for Metric, Cost and Subject (which are
 	// then empty): 1 to MaxItems of them, no customer, metric and subject
 	// twice.
-	Items     []Item
-	DryRun    bool
+	Items []Item
+	// DryRun answers as if checked, counting nothing: each window with
+	// the check's units added.
+	DryRun bool
+	// Look answers as DryRun does, counting nothing, but each window as
+	// it stands, without the check's units (a look takes nothing): a window
+	// denies when it has no room for Cost (Envoy's hits_addend of 0 is a
+	// look of cost 1: denied only when nothing is left).
+	Look bool
+	// Force counts the units even where a window denies them (the work
+	// is done: an LLM's tokens, reported once its answer has streamed).
+	// The decision is the one a check would get, denied where a window
+	// has no room, but every window counts the units, whatever its limit,
+	// and reports them; in every process, as a reservation's commit
+	// counts its units beyond the estimate. Not with DryRun, Look or
+	// RequestID.
+	Force     bool
 	RequestID string
 }
 

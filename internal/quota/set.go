@@ -80,6 +80,10 @@ type set struct {
 	// unconsulted: the set was answered without its long windows, the
 	// store out of reach (see answer).
 	unconsulted bool
+	// look: the set is answered as its windows stand, without its units
+	// (Request.Look); forced: its units were counted, though it is denied
+	// (Request.Force). See answer.
+	look, forced bool
 	// draws and taken are what the set drew on grants (see
 	// counters.draw), rest the long charges it counted then: the set's
 	// long charges without the windows the grants paid for.
@@ -114,7 +118,7 @@ func (s *set) reset(at time.Time) {
 	s.globs = reuse(s.globs, s.globBuf[:])
 	s.accts = reuse(s.accts, s.acctBuf[:])
 	s.mets = reuse(s.mets, s.metBuf[:])
-	s.calls, s.unconsulted = 0, false
+	s.calls, s.unconsulted, s.look, s.forced = 0, false, false, false
 	s.draws, s.taken, s.rest = nil, nil, nil
 }
 

@@ -20,12 +20,22 @@ const (
 )
 
 // Rules say how descriptors become items of a check: which entry keys
-// name the customer, the API key, the metric and the subject, and what a
-// descriptor naming an unknown customer, key or metric gets. A Rules is
-// immutable.
+// name the customer, the API key, the metric and the subject, what a
+// descriptor naming an unknown customer, key or metric gets, and which
+// domains count their hits even over the limit. A Rules is immutable.
 type Rules struct {
 	customerKey, apiKeyKey, metricKey, subjectKey string
 	allowUnknown                                  bool
+	// overLimit are the domains whose hits are counted even over the
+	// limit (count_over_limit).
+	overLimit map[string]bool
+}
+
+// countsOverLimit reports whether the hits of domain's requests are
+// counted even when over the limit (the work is done), their answer then
+// OVER_LIMIT.
+func (r *Rules) countsOverLimit(domain string) bool {
+	return len(r.overLimit) > 0 && r.overLimit[domain]
 }
 
 // DefaultRules are the rules without a file: entries customer, api_key,
@@ -50,8 +60,9 @@ func LoadRules(path string) (*Rules, error) {
 
 // The file's fields, by section ("" is the top level).
 var fileFields = map[string][]string{
-	"":        {"entries", "unknown"},
+	"":        {"entries", "unknown", "domains"},
 	"entries": {"customer", "api_key", "metric", "subject"},
+	"domains": {"count_over_limit"}, // each domain's
 }
 
 // ParseRules parses rules from YAML:
@@ -62,6 +73,14 @@ var fileFields = map[string][]string{
 //	  metric: metric
 //	  subject: subject  # who within the customer: limits per subject
 //	unknown: deny       # or allow
+//	domains:            # settings of requests' domains, by name
+//	  llm_tokens:
+//	    count_over_limit: true # hits are counted even over the limit
+//
+// count_over_limit (default false) is for hits reported once the work is
+// done, such as the tokens of an LLM's answer that Envoy AI Gateway
+// reports once it has streamed: they are counted even when over the limit
+// (a long answer is not free), and the answer is then OVER_LIMIT.
 //
 // Every field is optional. Unknown fields, duplicate keys, values of the
 // wrong kind and more than one document are errors naming their line, so
@@ -102,6 +121,8 @@ func ParseRules(data []byte) (*Rules, error) {
 					"subject": &r.subjectKey}[k.Value] = s
 				return nil
 			})
+		case "domains":
+			return r.parseDomains(value)
 		default: // unknown
 			s, err := scalar(key, value, "unknown")
 			if err != nil {
@@ -128,29 +149,71 @@ func ParseRules(data []byte) (*Rules, error) {
 	return r, nil
 }
 
+// parseDomains reads the domains section: a mapping of domain names to
+// their settings.
+func (r *Rules) parseDomains(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: domains: want a mapping of domain names to their settings (count_over_limit)", n.Line)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := k.Value
+		switch {
+		case k.Kind != yaml.ScalarNode || name == "":
+			return fmt.Errorf("line %d: domains: want a domain's name", k.Line)
+		case seen[name]:
+			return fmt.Errorf("line %d: domain %q given twice", k.Line, name)
+		}
+		seen[name] = true
+		err := eachFieldOf(v, "domains."+name, fileFields["domains"], func(key, value *yaml.Node) error {
+			var on bool
+			if value.Kind != yaml.ScalarNode || value.Tag != "!!bool" || value.Decode(&on) != nil {
+				return fmt.Errorf("line %d: domains.%s.count_over_limit: want true or false", key.Line, name)
+			}
+			if on {
+				if r.overLimit == nil {
+					r.overLimit = map[string]bool{}
+				}
+				r.overLimit[name] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // eachField calls f with each key and value of mapping n, the section
 // named section, after checking that the key is one of the section's
 // fields and appears once.
 func eachField(n *yaml.Node, section string, f func(key, value *yaml.Node) error) error {
+	return eachFieldOf(n, section, fileFields[section], f)
+}
+
+// eachFieldOf is eachField for a section whose fields are fields.
+func eachFieldOf(n *yaml.Node, section string, fields []string, f func(key, value *yaml.Node) error) error {
 	where := "at the top level"
 	if section != "" {
 		where = "in " + section
 	}
 	if n.Kind != yaml.MappingNode {
 		if section == "" {
-			return fmt.Errorf("line %d: want a mapping with %s", n.Line, strings.Join(fileFields[""], ", "))
+			return fmt.Errorf("line %d: want a mapping with %s", n.Line, strings.Join(fields, ", "))
 		}
-		return fmt.Errorf("line %d: %s: want a mapping with %s", n.Line, section, strings.Join(fileFields[section], ", "))
+		return fmt.Errorf("line %d: %s: want a mapping with %s", n.Line, section, strings.Join(fields, ", "))
 	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		known := false
-		for _, name := range fileFields[section] {
+		for _, name := range fields {
 			known = known || name == k.Value
 		}
 		if !known {
-			return fmt.Errorf("line %d: unknown field %q %s: want one of %s", k.Line, k.Value, where, strings.Join(fileFields[section], ", "))
+			return fmt.Errorf("line %d: unknown field %q %s: want one of %s", k.Line, k.Value, where, strings.Join(fields, ", "))
 		}
 		if seen[k.Value] {
 			return fmt.Errorf("line %d: field %q %s given twice", k.Line, k.Value, where)

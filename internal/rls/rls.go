@@ -86,6 +86,10 @@ type Options struct {
 	// RateLimitHeaders are the forms of the rate limit headers an answer
 	// asks Envoy to add to the response; 0 means rlheaders.Default.
 	RateLimitHeaders rlheaders.Forms
+	// CountCheck, if set, hears each authenticated request as one check,
+	// by the decision quotad_checks_total counts HTTP checks by (see
+	// checkDecision).
+	CountCheck func(decision string)
 }
 
 // Service implements RateLimitService. It is safe for concurrent use.
@@ -103,11 +107,13 @@ type Service struct {
 	// overLimit are its two most frequent counters, looked up once.
 	answers       *prometheus.CounterVec
 	ok, overLimit prometheus.Counter
+	countCheck    func(decision string)
 }
 
 // New returns a Service.
 func New(o Options) *Service {
-	s := &Service{checker: o.Checker, keys: o.Keys, rules: o.Rules, now: o.Now, log: o.Logger, forms: o.RateLimitHeaders}
+	s := &Service{checker: o.Checker, keys: o.Keys, rules: o.Rules, now: o.Now, log: o.Logger, forms: o.RateLimitHeaders,
+		countCheck: o.CountCheck}
 	if s.forms == 0 {
 		s.forms = rlheaders.Default
 	}
@@ -236,7 +242,8 @@ func (s *Service) authenticate(ctx context.Context) error {
 // descriptor is one descriptor read: the item of a check it stands for,
 // unless it names an unknown customer, API key or metric. A look (a
 // hits_addend of 0) asks whether the descriptor is over its limit without
-// counting: a dry run of one unit.
+// counting (quota.Request.Look): over only when nothing is left, its
+// windows as they stand.
 type descriptor struct {
 	item    quota.Item
 	look    bool
@@ -249,11 +256,40 @@ type descriptor struct {
 // codes.Unavailable (the store cannot be reached and checks fail closed,
 // or API keys cannot be read).
 func (s *Service) ShouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (res *rlsv3.RateLimitResponse, err error) {
-	res, err = s.shouldRateLimit(ctx, r)
+	res, degraded, err := s.shouldRateLimit(ctx, r)
 	if s.answers != nil {
 		s.count(res, err)
 	}
+	if s.countCheck != nil {
+		if d := checkDecision(res, degraded, err); d != "" {
+			s.countCheck(d)
+		}
+	}
 	return res, err
+}
+
+// checkDecision names a request's answer as quotad_checks_total counts an
+// HTTP check's: allowed (OK), degraded (OK, a descriptor decided without
+// its store), denied (OVER_LIMIT), rejected (InvalidArgument: refused
+// input) or error (Unavailable, Internal: not decided); "" for an
+// unauthenticated call, not counted, as on HTTP.
+func checkDecision(res *rlsv3.RateLimitResponse, degraded bool, err error) string {
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.Unauthenticated:
+		return ""
+	case codes.InvalidArgument:
+		return "rejected"
+	default:
+		return "error"
+	}
+	switch {
+	case res.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+		return "denied"
+	case degraded:
+		return "degraded"
+	}
+	return "allowed"
 }
 
 // count counts an answer in quotad_rls_requests_total.
@@ -295,24 +331,31 @@ func toSnake(name string) string {
 	return b.String()
 }
 
-func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// shouldRateLimit answers r, and says whether a descriptor was decided
+// degraded (its store out of reach).
+func (s *Service) shouldRateLimit(ctx context.Context, r *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, bool, error) {
 	if err := s.authenticate(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c := calls.Get().(*call)
 	defer c.free()
 	ds, err := s.read(ctx, r, c)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	decisions, err := s.decide(ctx, ds, c)
+	overLimit := s.rules.countsOverLimit(r.GetDomain())
+	decisions, err := s.decide(ctx, ds, c, overLimit)
 	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.logCall(ctx, r.GetDomain(), ds, decisions, err)
+		s.logCall(ctx, r.GetDomain(), ds, decisions, overLimit, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return s.answer(ds, decisions), nil
+	degraded := false
+	for i := range ds {
+		degraded = degraded || !ds[i].unknown && decisions[i].Degraded
+	}
+	return s.answer(ds, decisions), degraded, nil
 }
 
 // descriptorLog is one descriptor's part of a request's debug log line.
@@ -323,7 +366,8 @@ type descriptorLog struct {
 	Cost     int64  `json:"cost"`
 	// Decision is allowed, denied or degraded; unknown for a customer,
 	// key or metric quotad does not know; looked for a descriptor that
-	// only looks (counts nothing).
+	// only looks (counts nothing); counted_over_limit for one denied in a
+	// domain that counts over the limit (counted all the same).
 	Decision string     `json:"decision,omitempty"`
 	DeniedBy *windowLog `json:"denied_by,omitempty"`
 	Retry    int64      `json:"retry_after,omitempty"`
@@ -339,8 +383,9 @@ type windowLog struct {
 }
 
 // logCall logs a request's descriptors at debug level: whose checks, of
-// which metrics, and what was decided (err, when nothing was).
-func (s *Service) logCall(ctx context.Context, domain string, ds []descriptor, decisions []quota.Decision, err error) {
+// which metrics, and what was decided (err, when nothing was); overLimit:
+// the domain counts over the limit.
+func (s *Service) logCall(ctx context.Context, domain string, ds []descriptor, decisions []quota.Decision, overLimit bool, err error) {
 	entries := make([]descriptorLog, len(ds))
 	for i := range ds {
 		d := &ds[i]
@@ -359,8 +404,11 @@ func (s *Service) logCall(ctx context.Context, domain string, ds []descriptor, d
 			case dec.Degraded:
 				e.Decision = "degraded"
 			}
-			if d.look && dec.Allowed {
+			switch {
+			case d.look && dec.Allowed:
 				e.Decision = "looked"
+			case !d.look && !dec.Allowed && overLimit:
+				e.Decision = "counted_over_limit"
 			}
 			e.Retry = dec.RetryAfter
 			for _, w := range dec.Limits {
@@ -477,7 +525,7 @@ func (s *Service) read(ctx context.Context, r *rlsv3.RateLimitRequest, c *call) 
 				return nil, invalid("descriptors[%d]: hits_addend %d: want at most %d", i, n, quota.MaxCost)
 			}
 			// 0 asks whether the descriptor is over its limit without
-			// counting: a dry run of one unit.
+			// counting: a look, which has room for one unit or not.
 			q.Cost, ds[i].look = max(int64(n), 1), n == 0
 		case r.GetHitsAddend() > 0:
 			q.Cost = int64(r.GetHitsAddend())
@@ -538,13 +586,15 @@ func fieldErrors(err error) string {
 
 // decide checks the known descriptors all or nothing, as one check of
 // items; a descriptor that names an unknown customer or metric is found
-// unknown here. Looks (hits_addend 0) are looked at first, as a dry run: a
-// look over its limit denies the request, and the other descriptors are
-// then only looked at too, as they are when a descriptor is unknown and
-// unknown ones deny. Descriptors of one customer's metric and subject
-// count as one item of their costs together. It returns a decision per
-// descriptor (zero for the unknown ones).
-func (s *Service) decide(ctx context.Context, ds []descriptor, c *call) ([]quota.Decision, error) {
+// unknown here. Looks (hits_addend 0) are looked at first (quota's Look):
+// a look over its limit denies the request, and the other descriptors are
+// then only looked at too (a dry run), as they are when a descriptor is
+// unknown and unknown ones deny. In a domain that counts over the limit,
+// the others are counted all the same, each over its limit denied but
+// counted (quota's Force). Descriptors of one customer's metric and
+// subject count as one item of their costs together. It returns a
+// decision per descriptor (zero for the unknown ones).
+func (s *Service) decide(ctx context.Context, ds []descriptor, c *call, overLimit bool) ([]quota.Decision, error) {
 	c.decisions = resize(c.decisions, len(ds))
 	out := c.decisions
 	for attempt := 0; attempt <= len(ds); attempt++ {
@@ -559,7 +609,7 @@ func (s *Service) decide(ctx context.Context, ds []descriptor, c *call) ([]quota
 		var of []int // the descriptors' items of the check that failed
 		lookedOver := false
 		if len(looks) > 0 {
-			d, e := s.check(ctx, looks, true)
+			d, e := s.check(ctx, looks, quota.Request{Look: true})
 			if e != nil {
 				err, of = e, lookOf
 			} else {
@@ -568,7 +618,11 @@ func (s *Service) decide(ctx context.Context, ds []descriptor, c *call) ([]quota
 			}
 		}
 		if err == nil && len(takes) > 0 {
-			d, e := s.check(ctx, takes, denyAll || lookedOver)
+			how := quota.Request{DryRun: denyAll || lookedOver}
+			if overLimit {
+				how = quota.Request{Force: true}
+			}
+			d, e := s.check(ctx, takes, how)
 			if e != nil {
 				err, of = e, takeOf
 			} else {
@@ -604,16 +658,20 @@ func (s *Service) decide(ctx context.Context, ds []descriptor, c *call) ([]quota
 	return out, nil
 }
 
-// check decides items all or nothing; dryRun counts nothing. A single
-// item is checked as a check of one metric (the HTTP check's form, whose
-// decision carries no items): its decision, errors included, is the one
-// a check of that one item would give, at less cost.
-func (s *Service) check(ctx context.Context, items []quota.Item, dryRun bool) (quota.Decision, error) {
+// check decides items all or nothing, as how says (DryRun, Look or
+// Force; nothing else of it is read). A single item is checked as a check
+// of one metric (the HTTP check's form, whose decision carries no items):
+// its decision, errors included, is the one a check of that one item
+// would give, at less cost.
+func (s *Service) check(ctx context.Context, items []quota.Item, how quota.Request) (quota.Decision, error) {
+	r := quota.Request{DryRun: how.DryRun, Look: how.Look, Force: how.Force}
 	if len(items) == 1 {
 		it := &items[0]
-		return s.checker.Check(ctx, quota.Request{Customer: it.Customer, Metric: it.Metric, Cost: it.Cost, Subject: it.Subject, DryRun: dryRun})
+		r.Customer, r.Metric, r.Cost, r.Subject = it.Customer, it.Metric, it.Cost, it.Subject
+	} else {
+		r.Items = items
 	}
-	return s.checker.Check(ctx, quota.Request{Items: items, DryRun: dryRun})
+	return s.checker.Check(ctx, r)
 }
 
 // items returns the items of the known descriptors of ds that look (or,

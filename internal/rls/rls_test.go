@@ -270,6 +270,66 @@ func TestShouldRateLimitHeaderForms(t *testing.T) {
 	}
 }
 
+// A look (hits_addend 0) says what remains now, counting nothing, and is
+// over the limit only when nothing remains. In a domain that counts over
+// the limit, hits are counted even when over it, and answered OVER_LIMIT;
+// elsewhere they are not counted.
+func TestShouldRateLimitLookAndCountOverLimit(t *testing.T) {
+	t.Parallel()
+	rules, err := rls.ParseRules([]byte("domains:\n  api_calls:\n    count_over_limit: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct {
+		domain    string
+		hits      uint64
+		want      string
+		remaining uint32 // of the minute (5), the most constraining window
+		used      int64  // acme's api_calls minute afterwards
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []call
+	}{
+		{"counted over the limit", []call{
+			{"api_calls", 0, "OK [OK]", 5, 0},
+			{"api_calls", 0, "OK [OK]", 5, 0},
+			{"api_calls", 3, "OK [OK]", 2, 3},
+			{"api_calls", 0, "OK [OK]", 2, 3},
+			{"api_calls", 0, "OK [OK]", 2, 3},
+			{"api_calls", 4, "OVER_LIMIT [OVER_LIMIT]", 0, 7},
+			{"api_calls", 0, "OVER_LIMIT [OVER_LIMIT]", 0, 7},
+			{"api_calls", 1, "OVER_LIMIT [OVER_LIMIT]", 0, 8},
+		}},
+		{"not counted over the limit elsewhere", []call{
+			{"other", 3, "OK [OK]", 2, 3},
+			{"other", 4, "OVER_LIMIT [OVER_LIMIT]", 2, 3},
+			{"other", 0, "OK [OK]", 2, 3},
+			{"other", 2, "OK [OK]", 0, 5},
+			{"other", 0, "OVER_LIMIT [OVER_LIMIT]", 0, 5},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, rules)
+			for i, c := range tc.calls {
+				res, err := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: c.domain,
+					Descriptors: []*commonrl.RateLimitDescriptor{withCost(desc("customer", "acme", "metric", "api_calls"), c.hits)}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				st := res.GetStatuses()[0]
+				if got := codesOf(res); got != c.want || st.GetLimitRemaining() != c.remaining {
+					t.Errorf("call %d (%d hits): %s, %d remaining; want %s, %d", i, c.hits, got, st.GetLimitRemaining(), c.want, c.remaining)
+				}
+				if got := f.used(t, "acme", "api_calls", tiers.Minute); got != c.used {
+					t.Errorf("call %d (%d hits): the minute counts %d, want %d", i, c.hits, got, c.used)
+				}
+			}
+		})
+	}
+}
+
 func TestShouldRateLimitRefusals(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil, "chk", "adm")
@@ -394,7 +454,13 @@ func TestParseRules(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, err string }{
 		{"empty", "", ""},
 		{"full", "entries:\n  customer: tenant\n  api_key: key\n  metric: resource\nunknown: allow\n", ""},
-		{"unknown field", "entries: {}\nunknwn: allow\n", `line 2: unknown field "unknwn" at the top level: want one of entries, unknown`},
+		{"unknown field", "entries: {}\nunknwn: allow\n", `line 2: unknown field "unknwn" at the top level: want one of entries, unknown, domains`},
+		{"domains", "domains:\n  llm_tokens: {count_over_limit: true}\n  api_calls:\n    count_over_limit: false\n", ""},
+		{"domains not a mapping", "domains: [llm_tokens]\n", `line 1: domains: want a mapping of domain names to their settings (count_over_limit)`},
+		{"domain not a mapping", "domains:\n  llm_tokens: true\n", `line 2: domains.llm_tokens: want a mapping with count_over_limit`},
+		{"unknown domain field", "domains:\n  llm_tokens:\n    count_over_limt: true\n", `line 3: unknown field "count_over_limt" in domains.llm_tokens: want one of count_over_limit`},
+		{"count_over_limit not a boolean", "domains:\n  llm_tokens:\n    count_over_limit: yes please\n", `line 3: domains.llm_tokens.count_over_limit: want true or false`},
+		{"domain twice", "domains:\n  a: {}\n  a: {}\n", `line 3: domain "a" given twice`},
 		{"unknown entry", "entries:\n  customer: c\n  metrc: m\n", `line 3: unknown field "metrc" in entries: want one of customer, api_key, metric, subject`},
 		{"bad unknown", "unknown: maybe\n", `line 1: unknown: want deny or allow, got "maybe"`},
 		{"empty entry key", "entries:\n  metric: \"\"\n", `line 2: entries.metric: want an entry key, got an empty one`},
