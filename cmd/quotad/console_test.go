@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
@@ -75,9 +76,10 @@ type consoleTab struct {
 	problems []string
 }
 
-func newTab(t testing.TB, browser context.Context, base string) *consoleTab {
+// newTab opens a tab; opts are the tab context's (a browser context of its own, say).
+func newTab(t testing.TB, browser context.Context, base string, opts ...chromedp.ContextOption) *consoleTab {
 	t.Helper()
-	ctx, cancel := chromedp.NewContext(browser)
+	ctx, cancel := chromedp.NewContext(browser, opts...)
 	t.Cleanup(cancel)
 	tab := &consoleTab{t: t, ctx: ctx, url: base + "/console/"}
 	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
@@ -215,6 +217,73 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the sign-in page shows no menu", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.do(chromedp.Navigate(tab.url), chromedp.WaitVisible(chromedp.CSS("#token")))
+		// Hidden as the page sees it: not drawn, not in the layout, not
+		// reachable with Tab.
+		shown := `(() => { const nav = document.querySelector('#nav'), out = document.querySelector('#signout');
+			return getComputedStyle(nav).display !== 'none' || out.getClientRects().length > 0; })()`
+		if evalIn[bool](tab, shown) {
+			t.Errorf("the menu shows on the sign-in page: nav display %q", evalIn[string](tab, `getComputedStyle(document.querySelector('#nav')).display`))
+		}
+		tab.do(chromedp.SendKeys(chromedp.CSS("#token"), adminToken+"\r"))
+		tab.waitFor("the menu, once signed in", shown+` && document.querySelector('#customers') !== null`)
+		tab.do(chromedp.Click(chromedp.CSS("#signout")))
+		tab.waitFor("the menu hidden again after signing out", `location.hash === '#/signin' && getComputedStyle(document.querySelector('#nav')).display === 'none'`)
+	})
+
+	t.Run("the page's icon is served, and nothing is refused", func(t *testing.T) {
+		// A browser context of its own: the browser keeps the icons it
+		// fetched for the other tabs, and would not ask again.
+		tab := newTab(t, browser, s.URL, chromedp.WithNewBrowserContext())
+		type answer struct {
+			url, mime string
+			status    int64
+		}
+		var (
+			mu      sync.Mutex
+			answers []answer
+		)
+		icon := make(chan answer, 1)
+		responses := chromedp.Events(tab.ctx, network.ResponseReceived)
+		go func() {
+			for ev, err := range responses {
+				if err != nil {
+					return
+				}
+				a := answer{url: ev.Response.URL, mime: ev.Response.MimeType, status: ev.Response.Status}
+				mu.Lock()
+				answers = append(answers, a)
+				mu.Unlock()
+				if strings.Contains(a.url, "favicon") {
+					select {
+					case icon <- a:
+					default:
+					}
+				}
+			}
+		}()
+		tab.do(chromedp.Navigate(tab.url), chromedp.WaitVisible(chromedp.CSS("#token")))
+		// The browser asks for the icon once the page has loaded: wait for
+		// its answer, whichever address it asks.
+		select {
+		case a := <-icon:
+			if a.status != http.StatusOK || !strings.HasPrefix(a.mime, "image/") {
+				t.Errorf("the icon %s: %d %s, want 200 and an image", a.url, a.status, a.mime)
+			}
+		case <-time.After(consoleWait):
+			t.Fatal("the browser asked for no icon")
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range answers {
+			if a.status == http.StatusUnauthorized {
+				t.Errorf("GET %s was answered 401", a.url)
+			}
+		}
+	})
+
 	t.Run("sign in", func(t *testing.T) {
 		tab := newTab(t, browser, s.URL)
 		tab.do(
@@ -328,6 +397,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		)
 		tab.waitFor("the 412 shown", `document.querySelector('#override-msg .error')?.textContent.includes('412')`)
 		tab.waitFor("the list reloaded with their change", `document.querySelector('#overrides tr[data-key="api_calls/minute"]')?.textContent.includes('someone else')`)
+		// The stale editor is closed: saving it again would only meet
+		// another 412. The message points where the list is: above it.
+		if n := evalIn[int](tab, `document.querySelectorAll('#override-editor').length`); n != 0 {
+			t.Errorf("the stale editor is still open after the 412 (%d editors)", n)
+		}
+		msg := tab.text("#override-msg .error")
+		if !strings.Contains(msg, "list above") || strings.Contains(msg, "below") {
+			t.Errorf("the 412's message %q does not point to the list above it", msg)
+		}
+		if !evalIn[bool](tab, `!!(document.querySelector('#overrides').compareDocumentPosition(document.querySelector('#override-msg')) & Node.DOCUMENT_POSITION_FOLLOWING)`) {
+			t.Error("the message is not below the list it says is above")
+		}
 		r := s.mustDo(200, "GET", "/v1/customers/beta/overrides/api_calls/minute", "")
 		if !strings.Contains(string(r.Body), `"limit":200`) {
 			t.Errorf("the stale edit was written: %s", r.Body)
@@ -343,8 +424,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.signIn(adminToken)
 		tab.open("#/customers/globex")
 		tab.waitFor("today's bar in the chart", fmt.Sprintf(`document.querySelector('#chart g[data-date=%q] title')?.textContent.includes('10 used')`, today))
-		if n := evalIn[int](tab, `document.querySelectorAll('#chart svg g[data-date]').length`); n != 90 {
-			t.Errorf("the chart has %d days, want 90", n)
+		// globex was created today: the chart's fewest days.
+		if n := evalIn[int](tab, `document.querySelectorAll('#chart svg g[data-date]').length`); n != 7 {
+			t.Errorf("the chart has %d days, want 7", n)
 		}
 		tab.waitFor("the statement", `document.querySelector('#statement-total')?.textContent.includes('$')`)
 
@@ -375,6 +457,90 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
 		tab.waitFor("globex's day bar at 0", barUsed("api_calls/day")+` === '0'`)
 		tab.waitFor("the reset in the audit trail", `[...document.querySelectorAll('#customer-audit td')].some((td) => td.textContent === 'reset')`)
+	})
+
+	t.Run("a new customer's chart: its days, labelled", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/newbie", `{"plan": "free", "name": "Newbie"}`)
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "newbie", "metric": "api_calls", "cost": 4}`, "Authorization", "Bearer "+checkToken)
+		now := time.Now().UTC()
+		var week []string
+		for i := 6; i >= 0; i-- {
+			week = append(week, now.AddDate(0, 0, -i).Format(time.DateOnly))
+		}
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/newbie")
+		tab.waitFor("today's bar", fmt.Sprintf(`document.querySelector('#chart g[data-date=%q] rect.used') !== null`, week[6]))
+		dates := func(sel string) []string {
+			return evalIn[[]string](tab, fmt.Sprintf(`[...document.querySelectorAll(%q)].map((e) => e.getAttribute('data-date'))`, sel))
+		}
+		// Created today: a week, not 90 days with one bar at the edge.
+		if got := dates("#chart svg g[data-date]"); strings.Join(got, " ") != strings.Join(week, " ") {
+			t.Errorf("the chart's days are %q, want the last 7 %q", got, week)
+		}
+		// Every day of a week is labelled under the axis, not the ends alone.
+		if got := dates("#chart svg text.tick"); len(got) != 7 {
+			t.Errorf("the axis labels %d days (%q), want 7", len(got), got)
+		}
+		if n := evalIn[int](tab, `document.querySelectorAll('#chart svg rect.before').length`); n != 1 {
+			t.Errorf("%d shaded spans before the customer's creation, want 1", n)
+		}
+		if got := tab.text("#chart-span"); !strings.Contains(got, "Since the customer was created") || !strings.Contains(got, "1 day, today included") {
+			t.Errorf("the chart's span reads %q", got)
+		}
+		// At phone width the labels thin out, still ending with today.
+		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+		defer cancel()
+		ticks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`import('./js/chart.js').then((m) => {
+			const days = m.dayList(new Date(), 90).map((date) => ({ date, used: 0, overage: 0, denied: 0 }));
+			return [...m.usageChart('api_calls', days, 390).querySelectorAll('text.tick')].map((e) => e.getAttribute('data-date'));
+		})`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ticks) < 3 || len(ticks) > 6 || ticks[0] != week[6] {
+			t.Errorf("90 days at 390 px are labelled at %q, want 3 to 6 dates from today back", ticks)
+		}
+	})
+
+	t.Run("plurals", func(t *testing.T) {
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/newbie")
+		tab.waitFor("the chart's data", `document.querySelector('#chart details summary') !== null`)
+		for sel, want := range map[string]string{
+			"#chart details summary": "Data (1 day with activity)",
+			"#chart-span":            "1 day, today included",
+			"main section p.muted":   "Refreshed every 3 seconds.",
+		} {
+			if got := tab.text(sel); !strings.Contains(got, want) {
+				t.Errorf("%s reads %q, want %q", sel, got, want)
+			}
+		}
+		if got := evalIn[string](tab, `document.querySelector('#chart svg').getAttribute('aria-label')`); !strings.HasSuffix(got, "last 7 days") {
+			t.Errorf("the chart's label %q", got)
+		}
+		ctx, cancel := context.WithTimeout(tab.ctx, consoleWait)
+		defer cancel()
+		cases := []struct {
+			n         int
+			one, want string
+		}{
+			{0, "day", "0 days"},
+			{1, "day", "1 day"},
+			{2, "day", "2 days"},
+			{1000, "credit", "1,000 credits"},
+			{1, "denied check", "1 denied check"},
+		}
+		for _, c := range cases {
+			got, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(`import('./js/ui.js').then((m) => m.count(%d, %q))`, c.n, c.one), chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.want {
+				t.Errorf("count(%d, %q) = %q, want %q", c.n, c.one, got, c.want)
+			}
+		}
 	})
 
 	t.Run("plans, metrics, webhooks and the audit log", func(t *testing.T) {
@@ -932,6 +1098,7 @@ func TestConsoleServing(t *testing.T) {
 		{"/console/", "text/html", http.StatusOK},
 		{"/console/js/app.js", "text/javascript", http.StatusOK},
 		{"/console/app.css", "text/css", http.StatusOK},
+		{"/console/favicon.svg", "image/svg+xml", http.StatusOK},
 		{"/console/nope.js", "", http.StatusNotFound},
 		{"/console/js/", "", http.StatusNotFound},
 	}

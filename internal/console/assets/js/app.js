@@ -3,14 +3,18 @@
 // token never appears in it.
 
 import { api, ApiError, qs, enc, etag, token, setToken, clearToken, onUnauthorized } from './api.js';
-import { h, on, clear, num, time, money, table, errorBox, notice, field, confirm } from './ui.js';
-import { usageChart, dayList } from './chart.js';
+import { h, on, clear, num, count, time, money, table, errorBox, notice, field, confirm } from './ui.js';
+import { usageChart, dayList, daysBetween, shortDate } from './chart.js';
 
 const mainEl = document.getElementById('main');
 const nav = document.getElementById('nav');
 
 // REFRESH_MS is how often the customer page reloads usage.
 const REFRESH_MS = 3000;
+// HISTORY_DAYS is how far back the customer page charts daily usage;
+// CHART_MIN_DAYS the fewest days it charts, for a customer created lately.
+const HISTORY_DAYS = 90;
+const CHART_MIN_DAYS = 7;
 const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month', 'total'];
 // CAPACITY_WINDOWS are those a metric may declare a capacity for: a total,
 // hard only, has none.
@@ -225,8 +229,8 @@ async function customerPage(main, id) {
   const keysBox = h('div', { id: 'api-keys' });
   const subjectBox = h('div', { id: 'subject-lookup' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), subjectBox, limitsMsg, limitsBox),
-    section('Last 90 days', chartBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}.`), subjectBox, limitsMsg, limitsBox),
+    section('Daily usage', chartBox),
     section('Overrides', overridesBox, overrideForm),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
     section('API keys', keysBox),
@@ -342,17 +346,26 @@ async function customerPage(main, id) {
   await refresh();
   every(REFRESH_MS, refresh);
 
-  // Chart.
+  // Chart: the days since the customer was created, at least
+  // CHART_MIN_DAYS (a young customer's few days would be a bar or two
+  // across the page) and at most HISTORY_DAYS.
   const renderChart = async () => {
-    const days = dayList(new Date(), 90);
+    const now = new Date();
+    const created = new Date(cust.created_at);
+    const age = daysBetween(created, now);
+    const days = dayList(now, Math.min(HISTORY_DAYS, Math.max(CHART_MIN_DAYS, age)));
+    const since = age < HISTORY_DAYS ? created.toISOString().slice(0, 10) : '';
+    chartBox.append(h('p', { class: 'muted', id: 'chart-span' }, since
+      ? `Since the customer was created on ${shortDate(since)}: ${count(age, 'day')}, today included (UTC days).`
+      : `The last ${count(days.length, 'day')} (UTC days).`));
     const r = await api('GET', `/v1/customers/${enc(id)}/usage/history${qs({ from: days[0], to: days[days.length - 1] })}`);
     const names = [...new Set([...r.days.map((d) => d.metric), ...lastLimits.map((l) => l.metric)])].sort();
-    if (names.length === 0) { chartBox.append(h('p', { class: 'muted' }, 'No usage recorded in the last 90 days.')); return; }
+    if (names.length === 0) { chartBox.append(h('p', { class: 'muted' }, 'No usage recorded.')); return; }
     const sel = h('select', { id: 'chart-metric' }, names.map((m) => h('option', { value: m }, m)));
     const holder = h('div');
     const draw = () => {
       const by = new Map(r.days.filter((d) => d.metric === sel.value).map((d) => [d.date, d]));
-      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth));
+      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth, since));
     };
     on(sel, 'change', draw);
     chartBox.append(h('div', { class: 'toolbar' }, field('Metric', sel)), holder);
@@ -398,7 +411,10 @@ async function customerPage(main, id) {
   const overrideMsg = (err) => {
     clear(msgBox);
     if (err instanceof ApiError && err.status === 412) {
-      msgBox.append(errorBox(new Error(`Someone changed this override since you loaded it (412 Precondition Failed: ${err.message}). The list below is reloaded: check their change, then edit again.`)));
+      // The editor holds what they changed: closed, and the list above
+      // reloaded with their change.
+      clear(overrideForm);
+      msgBox.append(errorBox(new Error(`Someone changed this override since you loaded it (412 Precondition Failed: ${err.message}). Nothing was saved. The list above is reloaded with their change: check it, then edit again.`)));
       loadOverrides().catch(showError(overridesBox));
     } else if (err instanceof ApiError && err.problem.errors) {
       msgBox.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
@@ -843,7 +859,7 @@ function drawsOn(metrics) {
 
 // rateText says how a metric draws on a pool: "3 credits per 100 gpt4_tokens".
 function rateText(r) {
-  const credits = `${num(r.credits)} ${r.credits === 1 ? 'credit' : 'credits'}`;
+  const credits = count(r.credits, 'credit');
   return r.per === 1 ? `${credits} per unit of ${r.metric}` : `${credits} per ${num(r.per)} ${r.metric}`;
 }
 

@@ -45,6 +45,10 @@ const numFmt = new Intl.NumberFormat();
 // num formats a number with the browser's thousands separators.
 export const num = (n) => (n === null || n === undefined ? '—' : numFmt.format(n));
 
+// count is n with its noun, singular for 1 alone: "1 day", "0 days",
+// "1,000 credits". many is the plural when it is not one + "s".
+export const count = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
+
 const timeFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 
 // time shows an RFC 3339 time in the browser's zone, UTC on hover.
