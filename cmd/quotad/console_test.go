@@ -498,8 +498,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(ticks) < 3 || len(ticks) > 6 || ticks[0] != week[6] {
-			t.Errorf("90 days at 390 px are labelled at %q, want 3 to 6 dates from today back", ticks)
+		if len(ticks) < 3 || len(ticks) > 6 || ticks[len(ticks)-1] != week[6] {
+			t.Errorf("90 days at 390 px are labelled at %q, want 3 to 6 dates ending with today", ticks)
 		}
 	})
 

@@ -69,7 +69,7 @@ export function usageChart(metric, days, width = 900, since = '') {
   // Dates under the axis: every k-th day, ending with the last, as many
   // as the width has room for.
   const k = Math.max(1, Math.ceil(days.length / Math.max(2, Math.floor((W - LEFT - RIGHT) / LABEL_W))));
-  for (let i = days.length - 1; i >= 0; i -= k) {
+  for (let i = (days.length - 1) % k; i < days.length; i += k) {
     const x = LEFT + (i + 0.5) * step;
     const anchor = x - LABEL_W / 2 < LEFT ? 'start' : x + LABEL_W / 2 > W ? 'end' : 'middle';
     svg.append(s('line', { class: 'axis', x1: x, x2: x, y1: dBase, y2: dBase + 4 }),
