@@ -459,6 +459,222 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("the reset in the audit trail", `[...document.querySelectorAll('#customer-audit td')].some((td) => td.textContent === 'reset')`)
 	})
 
+	t.Run("features: values now, overrides set, edited and removed", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/plans/featured", `{"name": "Featured", "limits": [{"metric": "api_calls", "window": "day", "limit": 1000}],
+			"features": {"sso": false, "max_projects": 3, "support": "email"}}`)
+		s.mustDo(201, "PUT", "/v1/customers/feat", `{"plan": "featured", "name": "Feat"}`)
+		s.mustDo(201, "PUT", "/v1/customers/feat/features/beta_ui", `{"value": true, "expires_at": "2030-01-01T00:00:00Z", "reason": "pilot"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/feat")
+		row := func(key string) string { return fmt.Sprintf(`#features tr[data-feature=%q]`, key) }
+		cells := func(key string) string {
+			return evalIn[string](tab, fmt.Sprintf(`[...document.querySelector(%q)?.children ?? []].slice(0, 6).map((td) => td.textContent).join(' | ')`, row(key)))
+		}
+		tab.waitFor("the features", fmt.Sprintf(`document.querySelector(%q) !== null`, row("support")))
+		for key, want := range map[string]string{
+			"max_projects": "max_projects | 3 | plan | — |  | ",
+			"sso":          "sso | false | plan | — |  | ",
+			"support":      `support | "email" | plan | — |  | `,
+		} {
+			if got := cells(key); got != want {
+				t.Errorf("%s reads %q, want %q", key, got, want)
+			}
+		}
+		if got := cells("beta_ui"); !strings.HasPrefix(got, "beta_ui | true | override | true | ") || !strings.Contains(got, "2030") || !strings.HasSuffix(got, " | pilot") {
+			t.Errorf("beta_ui reads %q, want true from an override until 2030, reason pilot", got)
+		}
+
+		// Set: from a plan's feature's row (sso, a boolean), and from the
+		// form for one of each type.
+		tab.do(chromedp.Click(chromedp.CSS(row("sso") + " [data-action=override]")))
+		tab.waitFor("sso's form", `document.querySelector('#ft-key')?.value === 'sso' && document.querySelector('#ft-key').disabled && document.querySelector('#ft-type').value === 'boolean'`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ft-value"), "true"),
+			chromedp.SetValue(chromedp.CSS("#ft-expires"), "2030-01-01T00:00"),
+			chromedp.SendKeys(chromedp.CSS("#ft-reason"), "SSO pilot"),
+			chromedp.Click(chromedp.CSS("#ft-save")),
+		)
+		tab.waitFor("sso true from an override", fmt.Sprintf(`document.querySelector(%q)?.children[2].textContent === 'override' && document.querySelector('#feature-msg .notice') !== null`, row("sso")))
+		if got := cells("sso"); !strings.HasPrefix(got, "sso | true | override | true | ") || !strings.HasSuffix(got, " | SSO pilot") {
+			t.Errorf("sso reads %q", got)
+		}
+		for _, c := range []struct{ key, typ, value, want string }{
+			{"max_projects", "integer", "10", "10"},
+			{"support", "text", "priority", `"priority"`},
+			{"exports", "boolean", "true", "true"},
+		} {
+			tab.do(chromedp.Click(chromedp.CSS("#add-feature")))
+			tab.waitFor("the feature form", `document.querySelector('#ft-key')?.value === '' && !document.querySelector('#ft-key').disabled`)
+			tab.do(
+				chromedp.SendKeys(chromedp.CSS("#ft-key"), c.key),
+				chromedp.SetValue(chromedp.CSS("#ft-type"), c.typ),
+				chromedp.Evaluate[chromedp.Void](`document.querySelector('#ft-type').dispatchEvent(new Event('change'))`),
+				chromedp.SetValue(chromedp.CSS("#ft-value"), c.value),
+				chromedp.Click(chromedp.CSS("#ft-save")),
+			)
+			tab.waitFor(c.key+" from an override", fmt.Sprintf(`document.querySelector(%q)?.children[2].textContent === 'override'`, row(c.key)))
+			if got := tab.text(row(c.key) + " td:nth-child(2)"); got != c.want {
+				t.Errorf("%s's value now %q, want %q", c.key, got, c.want)
+			}
+		}
+		r := s.mustDo(200, "GET", "/v1/customers/feat/features", "").JSON(t)
+		if got, want := fmt.Sprint(r["features"]), "map[beta_ui:true exports:true max_projects:10 sso:true support:priority]"; got != want {
+			t.Errorf("the API's features %s, want %s", got, want)
+		}
+
+		// Refused: an expiry in the past, with the problem's field; the
+		// same override again (it would replace it).
+		tab.do(chromedp.Click(chromedp.CSS("#add-feature")))
+		tab.waitFor("the feature form", `document.querySelector('#ft-key')?.value === ''`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#ft-key"), "audit_export"),
+			chromedp.SetValue(chromedp.CSS("#ft-expires"), "2020-01-01T00:00"),
+			chromedp.Click(chromedp.CSS("#ft-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#feature-msg .error')?.textContent.includes('expires_at')`)
+		s.mustDo(404, "DELETE", "/v1/customers/feat/features/audit_export", "")
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ft-key"), "sso"),
+			chromedp.SetValue(chromedp.CSS("#ft-expires"), ""),
+			chromedp.Click(chromedp.CSS("#ft-save")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#feature-msg .error')?.textContent.includes('edit it instead')`)
+
+		// Edited, with the version shown.
+		tab.do(chromedp.Click(chromedp.CSS(row("max_projects") + " [data-action=edit]")))
+		tab.waitFor("max_projects' form", `document.querySelector('#ft-value')?.value === '10' && document.querySelector('#ft-type').value === 'integer'`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ft-value"), "25"),
+			chromedp.Click(chromedp.CSS("#ft-save")),
+		)
+		tab.waitFor("max_projects at 25", fmt.Sprintf(`document.querySelector(%q)?.children[1].textContent === '25'`, row("max_projects")))
+
+		// A concurrent edit is a 412: the stale editor closes, the list
+		// shows their change.
+		tab.do(chromedp.Click(chromedp.CSS(row("support") + " [data-action=edit]")))
+		tab.waitFor("support's form", `document.querySelector('#ft-value')?.value === 'priority'`)
+		s.mustDo(200, "PUT", "/v1/customers/feat/features/support", `{"value": "premium", "reason": "someone else"}`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#ft-value"), "mine"),
+			chromedp.Click(chromedp.CSS("#ft-save")),
+		)
+		tab.waitFor("the 412 shown, the editor closed and their change listed", fmt.Sprintf(`document.querySelector('#feature-msg .error')?.textContent.includes('412')
+			&& document.querySelector('#feature-editor') === null && document.querySelector(%q)?.textContent.includes('someone else')`, row("support")))
+
+		// Removed after the page's question: the plan's value again.
+		tab.do(chromedp.Click(chromedp.CSS(row("sso") + " [data-action=delete]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open && document.querySelector('#confirm-text').textContent.includes('sso')`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("sso false from the plan", fmt.Sprintf(`document.querySelector(%q)?.children[2].textContent === 'plan'`, row("sso")))
+		if got := cells("sso"); got != "sso | false | plan | — |  | " {
+			t.Errorf("sso reads %q after its override's removal", got)
+		}
+		s.mustDo(404, "DELETE", "/v1/customers/feat/features/sso", "")
+		tab.waitFor("the removal in the audit trail", `[...document.querySelectorAll('#customer-audit tbody tr')].some((tr) => tr.children[2]?.textContent === 'delete' && tr.children[3]?.textContent.includes('features/sso'))`)
+	})
+
+	t.Run("grants: issued once however often sent, drawn, voided", func(t *testing.T) {
+		// (A metric without capacity: checks of one with a capacity draw on no grant.)
+		s.mustDo(201, "PUT", "/v1/metrics/tokens", `{}`)
+		s.mustDo(201, "PUT", "/v1/plans/daily", `{"name": "Daily", "limits": [{"metric": "tokens", "window": "day", "limit": 100}]}`)
+		s.mustDo(201, "PUT", "/v1/customers/topped", `{"plan": "daily", "name": "Topped"}`)
+		tab := newTab(t, browser, s.URL)
+		// The answers to the page's POSTs of grants.
+		posts := make(chan int64, 8)
+		responses := chromedp.Events(tab.ctx, network.ResponseReceived)
+		go func() {
+			for ev, err := range responses {
+				if err != nil {
+					return
+				}
+				if strings.HasSuffix(ev.Response.URL, "/v1/customers/topped/grants") {
+					posts <- ev.Response.Status
+				}
+			}
+		}()
+		tab.signIn(adminToken)
+		tab.open("#/customers/topped")
+		tab.waitFor("the grants section", `document.querySelector('#grants')?.textContent.includes('No grants') && document.querySelector('#grant-amount') !== null`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#grant-metric"), "tokens"),
+			chromedp.SendKeys(chromedp.CSS("#grant-amount"), "5000"),
+			chromedp.SendKeys(chromedp.CSS("#grant-priority"), "1"),
+			chromedp.SetValue(chromedp.CSS("#grant-expires"), "2030-01-01T00:00"),
+			chromedp.SendKeys(chromedp.CSS("#grant-reason"), "top-up pack"),
+			// Sent twice before the first answer comes (a double click,
+			// a double Enter): one request id, one grant.
+			chromedp.Evaluate[chromedp.Void](`(() => { const f = document.querySelector('#grant-form'); f.requestSubmit(); f.requestSubmit(); })()`),
+		)
+		var statuses []int64
+		for len(statuses) < 2 {
+			select {
+			case st := <-posts:
+				statuses = append(statuses, st)
+			case <-time.After(consoleWait):
+				t.Fatalf("the page's POSTs were answered %v, want two answers", statuses)
+			}
+		}
+		if !(statuses[0] == 201 && statuses[1] == 200 || statuses[0] == 200 && statuses[1] == 201) {
+			t.Errorf("the two POSTs were answered %v, want 201 and 200 (a repeat)", statuses)
+		}
+		list := s.mustDo(200, "GET", "/v1/customers/topped/grants?all=true", "").JSON(t)["grants"].([]any)
+		if len(list) != 1 {
+			t.Fatalf("%d grants, want 1: %v", len(list), list)
+		}
+		g := list[0].(map[string]any)
+		id, _ := g["id"].(string)
+		if g["amount"] != 5000.0 || g["priority"] != 1.0 || g["reason"] != "top-up pack" || g["expires_at"] == nil {
+			t.Errorf("the grant is %v", g)
+		}
+		row := fmt.Sprintf(`#grants tr[data-grant-id=%q]`, id)
+		tab.waitFor("the grant listed", fmt.Sprintf(`document.querySelector(%q) !== null && document.querySelector('#grant-msg .notice')?.textContent.includes('5,000 units')`, row))
+		cells := func() string {
+			return evalIn[string](tab, fmt.Sprintf(`[...document.querySelector(%q).children].map((td) => td.textContent).join(' | ')`, row))
+		}
+		if got := cells(); !strings.HasPrefix(got, id+" | tokens | 5,000 | 5,000 | 1 | ") || !strings.Contains(got, "2030") || !strings.Contains(got, " | top-up pack | live | Void") {
+			t.Errorf("the grant's row reads %q", got)
+		}
+		if got := evalIn[string](tab, `document.querySelector('#grant-amount').value`); got != "" {
+			t.Errorf("the form keeps the amount %q after the grant", got)
+		}
+
+		// Checks beyond the day's 100 draw on it; the page shows what remains.
+		s.mustDo(200, "POST", "/v1/check", `{"customer": "topped", "metric": "tokens", "cost": 100}`, "Authorization", "Bearer "+checkToken)
+		r := s.mustDo(200, "POST", "/v1/check", `{"customer": "topped", "metric": "tokens", "cost": 10}`, "Authorization", "Bearer "+checkToken).JSON(t)
+		if r["granted"] != 10.0 {
+			t.Fatalf("the check beyond the limit drew %v, want 10", r["granted"])
+		}
+		tab.waitFor("4,990 remaining", fmt.Sprintf(`document.querySelector(%q)?.children[3].textContent === '4,990'`, row))
+
+		// Refused: an expiry in the past shows the problem's field; nothing is granted.
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#grant-amount"), "10"),
+			chromedp.SetValue(chromedp.CSS("#grant-expires"), "2020-01-01T00:00"),
+			chromedp.Click(chromedp.CSS("#grant-issue")),
+		)
+		tab.waitFor("the refusal", `document.querySelector('#grant-msg .error')?.textContent.includes('expires_at')`)
+
+		// Voided after the page's question (cancelled once).
+		tab.do(chromedp.Click(chromedp.CSS(row + " [data-action=void]")))
+		tab.waitFor("the confirmation", fmt.Sprintf(`document.querySelector('#confirm').open && document.querySelector('#confirm-text').textContent.includes(%q)`, id))
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-cancel")))
+		tab.waitFor("the dialog closed", `!document.querySelector('#confirm').open`)
+		if n := len(s.mustDo(200, "GET", "/v1/customers/topped/grants", "").JSON(t)["grants"].([]any)); n != 1 {
+			t.Fatalf("a cancelled void voided: %d live grants", n)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(row + " [data-action=void]")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("the grant voided", fmt.Sprintf(`document.querySelector(%q)?.textContent === 'voided' && document.querySelector(%q) === null
+			&& document.querySelector('#grant-msg .notice')?.textContent.includes('voided')`, row+" .badge", row+" [data-action=void]"))
+		if n := len(s.mustDo(200, "GET", "/v1/customers/topped/grants", "").JSON(t)["grants"].([]any)); n != 0 {
+			t.Errorf("%d live grants after the void, want 0", n)
+		}
+		s.mustDo(404, "DELETE", "/v1/grants/"+id, "")
+		tab.waitFor("the grant's creation and void in the audit trail", fmt.Sprintf(`['create', 'delete'].every((a) => [...document.querySelectorAll('#customer-audit tbody tr')].some((tr) => tr.children[2]?.textContent === a && tr.children[3]?.textContent === %q))`, "grants/"+id))
+	})
+
 	t.Run("a new customer's chart: its days, labelled", func(t *testing.T) {
 		s.mustDo(201, "PUT", "/v1/customers/newbie", `{"plan": "free", "name": "Newbie"}`)
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "newbie", "metric": "api_calls", "cost": 4}`, "Authorization", "Bearer "+checkToken)
@@ -1178,6 +1394,12 @@ func TestConsoleScreenshots(t *testing.T) {
 	s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day?per=subject", `{"limit": 1200, "reason": "per end user"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "production backend"}`)
 	s.mustDo(201, "POST", "/v1/customers/acme/keys", `{"name": "ci", "expires_at": "2030-01-01T00:00:00Z"}`)
+	s.mustDo(200, "PUT", "/v1/plans/free", `{"name": "Free", "price": {"amount_cents": 0, "currency": "USD", "interval": "month"},
+		"limits": [{"metric": "api_calls", "window": "minute", "limit": 600}, {"metric": "api_calls", "window": "day", "limit": 1000}],
+		"features": {"sso": false, "max_projects": 3, "support": "email"}}`)
+	s.mustDo(201, "PUT", "/v1/customers/acme/features/sso", `{"value": true, "expires_at": "2030-01-01T00:00:00Z", "reason": "SSO pilot"}`)
+	s.mustDo(201, "POST", "/v1/customers/acme/grants", `{"metric": "api_calls", "amount": 5000, "expires_at": "2030-01-01T00:00:00Z", "reason": "top-up pack"}`)
+	s.mustDo(201, "POST", "/v1/customers/acme/grants", `{"metric": "api_calls", "amount": 200, "priority": 1, "reason": "apology for the outage"}`)
 	for i := range 9 {
 		subject := []string{"user-42", "user-7"}[i%2]
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "subject": "`+subject+`", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
@@ -1194,7 +1416,8 @@ func TestConsoleScreenshots(t *testing.T) {
 		tab.do(chromedp.EmulateViewport(size.width, size.height, size.opts...))
 		tab.signIn(adminToken)
 		tab.open("#/customers/acme")
-		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table') && document.querySelector('#keys table') && document.querySelector('#customer-audit table')`)
+		tab.waitFor("the page loaded", `document.querySelector('#limits table') && document.querySelector('#chart svg') && document.querySelector('#overrides table')
+			&& document.querySelector('#features table') && document.querySelector('#grants table') && document.querySelector('#keys table') && document.querySelector('#customer-audit table')`)
 		tab.do(
 			chromedp.SendKeys(chromedp.CSS("#subject"), "user-42"),
 			chromedp.Click(chromedp.CSS(`#subject-form button[type=submit]`)),

@@ -89,8 +89,14 @@ export function row(cols, cells, attrs = {}) {
   return h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i]?.label ?? '', class: cls(cols[i]) }, h('span', { class: 'v' }, c))));
 }
 
-// errorBox shows an error: an API error's message is its problem detail.
-export const errorBox = (err) => h('div', { class: 'error', role: 'alert' }, err?.message || String(err));
+// errorBox shows an error: an API error's message is its problem detail,
+// followed by the problem's field errors, if any.
+export function errorBox(err) {
+  const text = err?.message || String(err);
+  const fields = err?.problem?.errors;
+  return h('div', { class: 'error', role: 'alert' },
+    fields?.length ? `${text}: ${fields.map((e) => `${e.field}: ${e.message}`).join('; ')}` : text);
+}
 
 export const notice = (text) => h('div', { class: 'notice', role: 'status' }, text);
 
