@@ -22,6 +22,7 @@ func TestHandler(t *testing.T) {
 		{"the page", "/console/", http.StatusOK, "text/html", `<script type="module" src="js/app.js">`},
 		{"a module", "/console/js/api.js", http.StatusOK, "text/javascript", "sessionStorage"},
 		{"the styles", "/console/app.css", http.StatusOK, "text/css", ":root"},
+		{"the icon", "/console/favicon.svg", http.StatusOK, "image/svg+xml", "<svg"},
 		{"index.html goes to the page", "/console/index.html", http.StatusMovedPermanently, "", ""},
 		{"no such file", "/console/secret.txt", http.StatusNotFound, "", ""},
 		{"no directory listing", "/console/js/", http.StatusNotFound, "", ""},

@@ -3,14 +3,18 @@
 // token never appears in it.
 
 import { api, ApiError, qs, enc, etag, token, setToken, clearToken, onUnauthorized } from './api.js';
-import { h, on, clear, num, time, money, table, errorBox, notice, field, confirm } from './ui.js';
-import { usageChart, dayList } from './chart.js';
+import { h, on, clear, num, count, time, money, table, errorBox, notice, field, confirm } from './ui.js';
+import { usageChart, dayList, daysBetween, shortDate } from './chart.js';
 
 const mainEl = document.getElementById('main');
 const nav = document.getElementById('nav');
 
 // REFRESH_MS is how often the customer page reloads usage.
 const REFRESH_MS = 3000;
+// HISTORY_DAYS is how far back the customer page charts daily usage;
+// CHART_MIN_DAYS the fewest days it charts, for a customer created lately.
+const HISTORY_DAYS = 90;
+const CHART_MIN_DAYS = 7;
 const WINDOWS = ['second', 'minute', 'hour', 'day', 'week', 'month', 'total'];
 // CAPACITY_WINDOWS are those a metric may declare a capacity for: a total,
 // hard only, has none.
@@ -103,6 +107,16 @@ const showError = (el) => (err) => {
   if (!page.alive) return;
   el.append(errorBox(err));
 };
+
+// isStale tells a write refused because what it edits changed since the
+// page loaded it (If-Match did not match: 412).
+const isStale = (err) => err instanceof ApiError && err.status === 412;
+
+// staleBox says so, of what ("this override"). Its caller closes the
+// stale editor (saving it again would only meet another 412) and reloads
+// the list, which is above the message.
+const staleBox = (what, err) => errorBox(new Error(`Someone changed ${what} since you loaded it (412 Precondition Failed: ${err.message}). `
+  + 'Nothing was saved. The list above is reloaded with their change: check it, then edit again.'));
 
 // section makes a card with a heading.
 const section = (title, ...children) => h('section', { class: 'card', 'aria-label': title }, h('h2', {}, title), ...children);
@@ -223,11 +237,15 @@ async function customerPage(main, id) {
   const statementBox = h('div', { id: 'statement' });
   const auditBox = h('div', { id: 'customer-audit' });
   const keysBox = h('div', { id: 'api-keys' });
+  const featuresBox = h('div', { id: 'features-section' });
+  const grantsBox = h('div', { id: 'grants-section' });
   const subjectBox = h('div', { id: 'subject-lookup' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${REFRESH_MS / 1000} seconds.`), subjectBox, limitsMsg, limitsBox),
-    section('Last 90 days', chartBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}.`), subjectBox, limitsMsg, limitsBox),
+    section('Daily usage', chartBox),
     section('Overrides', overridesBox, overrideForm),
+    section('Features', featuresBox),
+    section('Grants (top-ups)', grantsBox),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
     section('API keys', keysBox),
     section('Statement', statementBox),
@@ -342,17 +360,26 @@ async function customerPage(main, id) {
   await refresh();
   every(REFRESH_MS, refresh);
 
-  // Chart.
+  // Chart: the days since the customer was created, at least
+  // CHART_MIN_DAYS (a young customer's few days would be a bar or two
+  // across the page) and at most HISTORY_DAYS.
   const renderChart = async () => {
-    const days = dayList(new Date(), 90);
+    const now = new Date();
+    const created = new Date(cust.created_at);
+    const age = daysBetween(created, now);
+    const days = dayList(now, Math.min(HISTORY_DAYS, Math.max(CHART_MIN_DAYS, age)));
+    const since = age < HISTORY_DAYS ? created.toISOString().slice(0, 10) : '';
+    chartBox.append(h('p', { class: 'muted', id: 'chart-span' }, since
+      ? `Since the customer was created on ${shortDate(since)}: ${count(age, 'day')}, today included (UTC days).`
+      : `The last ${count(days.length, 'day')} (UTC days).`));
     const r = await api('GET', `/v1/customers/${enc(id)}/usage/history${qs({ from: days[0], to: days[days.length - 1] })}`);
     const names = [...new Set([...r.days.map((d) => d.metric), ...lastLimits.map((l) => l.metric)])].sort();
-    if (names.length === 0) { chartBox.append(h('p', { class: 'muted' }, 'No usage recorded in the last 90 days.')); return; }
+    if (names.length === 0) { chartBox.append(h('p', { class: 'muted' }, 'No usage recorded.')); return; }
     const sel = h('select', { id: 'chart-metric' }, names.map((m) => h('option', { value: m }, m)));
     const holder = h('div');
     const draw = () => {
       const by = new Map(r.days.filter((d) => d.metric === sel.value).map((d) => [d.date, d]));
-      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth));
+      clear(holder).append(usageChart(sel.value, days.map((date) => by.get(date) || { date, used: 0, overage: 0, denied: 0 }), chartBox.clientWidth, since));
     };
     on(sel, 'change', draw);
     chartBox.append(h('div', { class: 'toolbar' }, field('Metric', sel)), holder);
@@ -397,11 +424,10 @@ async function customerPage(main, id) {
   overridesBox.after(msgBox);
   const overrideMsg = (err) => {
     clear(msgBox);
-    if (err instanceof ApiError && err.status === 412) {
-      msgBox.append(errorBox(new Error(`Someone changed this override since you loaded it (412 Precondition Failed: ${err.message}). The list below is reloaded: check their change, then edit again.`)));
+    if (isStale(err)) {
+      clear(overrideForm);
+      msgBox.append(staleBox('this override', err));
       loadOverrides().catch(showError(overridesBox));
-    } else if (err instanceof ApiError && err.problem.errors) {
-      msgBox.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
     } else msgBox.append(errorBox(err));
   };
   // An override's address: metric and window, and ?per=subject for one
@@ -500,6 +526,10 @@ async function customerPage(main, id) {
   });
   resetBox.append(resetForm, resetMsg);
 
+  // Features and grants.
+  featuresSection(featuresBox, id, () => cust, () => loadAudit(true));
+  grantsSection(grantsBox, id, () => cust, metricKeys, () => loadAudit(true));
+
   // API keys.
   keysSection(keysBox, id, () => cust, () => loadAudit(true));
 
@@ -556,12 +586,7 @@ function keysSection(box, id, customer, written) {
   box.append(h('p', { class: 'muted' }, 'Keys a backend or gateway sends as ', h('code', {}, 'api_key'), ' in place of the customer. quotad keeps a hash: a key is shown once, when it is issued.'),
     list, msg, issued, h('h3', {}, 'Issue a key'), form);
 
-  const showMsg = (err) => {
-    clear(msg);
-    if (err instanceof ApiError && err.problem.errors) {
-      msg.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
-    } else msg.append(errorBox(err));
-  };
+  const showMsg = (err) => clear(msg).append(errorBox(err));
 
   const load = async () => {
     const r = await api('GET', `/v1/customers/${enc(id)}/keys?limit=1000`);
@@ -643,6 +668,274 @@ function keysSection(box, id, customer, written) {
   load().catch(showError(list));
 }
 
+// FEATURE_KEY is what a feature's key must match (a metric's key: the
+// API's rule, as an input's pattern).
+const FEATURE_KEY = '[a-z0-9][a-z0-9_.\\-]{0,62}';
+// FEATURE_TYPES are the kinds of value a feature takes.
+const FEATURE_TYPES = ['boolean', 'integer', 'text'];
+const featureType = (v) => (typeof v === 'boolean' ? 'boolean' : typeof v === 'number' ? 'integer' : 'text');
+
+// featureValue shows a feature's value: true or false, a number, or a
+// text in quotes (so that "10" and 10 do not read alike).
+function featureValue(v) {
+  if (v === undefined) return h('span', { class: 'muted' }, '—');
+  return h('code', { class: 'feature-value' }, typeof v === 'number' ? num(v) : typeof v === 'string' ? JSON.stringify(v) : String(v));
+}
+
+// featuresSection draws a customer's features into box: what it has now
+// (GET …/features: its plan's and its live overrides'), and its overrides,
+// expired ones marked, to set (PUT …/features/{key}, with If-Match when it
+// edits one) and remove (DELETE, after the page's own confirmation).
+// customer returns the customer as the page shows it; written reloads the
+// audit trail.
+function featuresSection(box, id, customer, written) {
+  const p = page;
+  const list = h('div', { id: 'features' });
+  const msg = h('div', { id: 'feature-msg' });
+  const editor = h('div', { id: 'feature-form' });
+  box.append(h('p', { class: 'muted' }, 'What the customer\'s plan grants, and its overrides: an override replaces the plan\'s value '
+    + '(or grants a feature the plan does not name) until it expires. A feature nothing grants is false.'), list, msg, editor);
+  let overrides = new Map();
+
+  const featurePath = (key) => `/v1/customers/${enc(id)}/features/${enc(key)}`;
+  const showMsg = (err) => {
+    clear(msg);
+    if (isStale(err)) {
+      clear(editor);
+      msg.append(staleBox('this feature\'s override', err));
+      load().catch(showError(list));
+    } else msg.append(errorBox(err));
+  };
+  const afterWrite = async (text) => {
+    clear(editor);
+    await Promise.all([load(), written()]);
+    clear(msg).append(notice(text));
+  };
+
+  const load = async () => {
+    const r = await api('GET', `/v1/customers/${enc(id)}/features`);
+    if (!p.alive) return;
+    overrides = new Map(r.overrides.map((o) => [o.feature, o]));
+    const keys = [...new Set([...Object.keys(r.features), ...overrides.keys()])].sort();
+    const cols = ['Feature', 'Value now', 'From', 'Override', 'Expires', 'Reason', 'Actions'];
+    const rows = keys.map((key) => {
+      const o = overrides.get(key);
+      const has = Object.hasOwn(r.features, key);
+      const from = o && !o.expired ? 'override' : has ? 'plan' : 'nothing grants it';
+      const actions = [];
+      if (o) {
+        const edit = h('button', { type: 'button', class: 'secondary', 'data-action': 'edit', 'aria-label': `Edit the override of ${key}` }, 'Edit');
+        const del = h('button', { type: 'button', class: 'danger', 'data-action': 'delete', 'aria-label': `Remove the override of ${key}` }, 'Remove');
+        on(edit, 'click', () => showForm(key, o, r.features[key]));
+        on(del, 'click', async () => {
+          clear(msg);
+          if (!await confirm('Remove feature override', `Remove the override of ${key} for ${customer().id}? The plan's value applies again (false if the plan does not name it).`, 'Remove')) return;
+          try {
+            await api('DELETE', featurePath(key), { ifMatch: etag(o.version) });
+            await afterWrite(`Override of ${key} removed.`);
+          } catch (err) { showMsg(err); }
+        });
+        actions.push(edit, ' ', del);
+      } else {
+        const add = h('button', { type: 'button', class: 'secondary', 'data-action': 'override', 'aria-label': `Override ${key}` }, 'Override');
+        on(add, 'click', () => showForm(key, null, r.features[key]));
+        actions.push(add);
+      }
+      return h('tr', { 'data-feature': key },
+        h('td', { 'data-label': 'Feature' }, key),
+        h('td', { 'data-label': 'Value now' }, has ? featureValue(r.features[key]) : h('code', { class: 'feature-value muted' }, 'false')),
+        h('td', { 'data-label': 'From' }, from),
+        h('td', { 'data-label': 'Override' }, o ? featureValue(o.value) : h('span', { class: 'muted' }, '—')),
+        h('td', { 'data-label': 'Expires' }, o ? [o.expires_at ? time(o.expires_at) : 'never', o.expired ? ' (expired)' : ''] : ''),
+        h('td', { 'data-label': 'Reason' }, o ? o.reason : ''),
+        h('td', { 'data-label': 'Actions' }, actions));
+    });
+    const add = h('button', { type: 'button', id: 'add-feature' }, 'Override a feature');
+    on(add, 'click', () => showForm('', null, undefined));
+    clear(list).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'Neither the plan nor an override grants a feature.'),
+      h('div', { class: 'actions' }, add));
+  };
+
+  // showForm sets key's override: o, the override to edit (null for a new
+  // one); now, the value the customer has now (to start from).
+  const showForm = (key, o, now) => {
+    clear(msg);
+    const start = o ? o.value : now;
+    const keyIn = h('input', { id: 'ft-key', type: 'text', required: true, pattern: FEATURE_KEY, maxlength: 63, value: key,
+      disabled: !!key, autocomplete: 'off', spellcheck: 'false', placeholder: 'sso', title: 'Lowercase letters, digits and _ . - (at most 63)' });
+    const typeSel = h('select', { id: 'ft-type' }, FEATURE_TYPES.map((t) => h('option', { value: t, selected: featureType(start ?? true) === t }, t)));
+    const valueBox = h('div', { class: 'value-field' });
+    let valueIn;
+    // The value's control follows its type: true/false, a whole number, a text.
+    const drawValue = () => {
+      const t = typeSel.value, same = featureType(start ?? true) === t && start !== undefined;
+      if (t === 'boolean') {
+        valueIn = h('select', { id: 'ft-value' }, ['true', 'false'].map((v) => h('option', { value: v, selected: same ? String(start) === v : v === 'true' }, v)));
+      } else if (t === 'integer') {
+        valueIn = h('input', { id: 'ft-value', type: 'number', step: 1, min: -9007199254740991, max: 9007199254740991, required: true, value: same ? start : '' });
+      } else {
+        valueIn = h('input', { id: 'ft-value', type: 'text', minlength: 1, maxlength: 256, required: true, value: same ? start : '' });
+      }
+      clear(valueBox).append(field('Value', valueIn));
+    };
+    on(typeSel, 'change', drawValue);
+    drawValue();
+    const expires = h('input', { id: 'ft-expires', type: 'datetime-local', value: o?.expires_at && !o.expired ? localInput(o.expires_at) : '' });
+    const reason = h('input', { id: 'ft-reason', type: 'text', maxlength: 500, value: o?.reason || '' });
+    const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+    on(cancel, 'click', () => clear(editor));
+    const form = h('form', { id: 'feature-editor' },
+      h('h3', {}, o ? `Edit the override of ${key} (version ${o.version})` : key ? `Override ${key}` : 'Override a feature'),
+      h('div', { class: 'form-grid' }, field('Feature', keyIn), field('Type', typeSel), valueBox,
+        field('Expires (your time zone; empty: never)', expires, { class: 'wide' }), field('Reason', reason, { class: 'wide' })),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'ft-save' }, 'Save override'), cancel));
+    on(form, 'submit', async (e) => {
+      e.preventDefault();
+      const k = key || keyIn.value.trim();
+      const t = typeSel.value;
+      const body = { value: t === 'boolean' ? valueIn.value === 'true' : t === 'integer' ? Number(valueIn.value) : valueIn.value };
+      if (expires.value) body.expires_at = new Date(expires.value).toISOString();
+      if (reason.value) body.reason = reason.value;
+      if (!o && overrides.has(k)) {
+        // PUT would replace it: the API has no "create only".
+        showMsg(new Error(`${customer().id} has an override of ${k} already: edit it instead.`));
+        return;
+      }
+      try {
+        await api('PUT', featurePath(k), { body, ifMatch: o ? etag(o.version) : undefined });
+        await afterWrite(`Override of ${k} saved.`);
+      } catch (err) { showMsg(err); }
+    });
+    clear(editor).append(form);
+    (key ? valueIn : keyIn).focus();
+  };
+
+  load().catch(showError(list));
+}
+
+// requestID is a fresh request id: a creation sent twice under one (a
+// double click, a retry) makes one thing.
+function requestID() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  return `console-${[...b].map((x) => x.toString(16).padStart(2, '0')).join('')}`;
+}
+
+// grantState is where a grant stands at now: voided, used up, expired or
+// live (checks may draw on it).
+function grantState(g, now) {
+  if (g.voided_at) return 'voided';
+  if (g.remaining === 0) return 'used up';
+  if (g.expires_at && new Date(g.expires_at).getTime() <= now) return 'expired';
+  return 'live';
+}
+
+// grantsSection draws a customer's grants into box, every one (GET
+// …/grants?all=true), in drawing order, reloaded with the usage; issues one
+// (POST …/grants, under a request id kept until it is issued, so that a
+// double click or a retry grants once) and voids one (DELETE
+// /v1/grants/{id}, after the page's own confirmation). customer returns
+// the customer as the page shows it; metrics are the metrics' keys;
+// written reloads the audit trail.
+function grantsSection(box, id, customer, metrics, written) {
+  const p = page;
+  const list = h('div', { id: 'grants' });
+  const msg = h('div', { id: 'grant-msg' });
+  const metricSel = h('select', { id: 'grant-metric' }, metrics.map((m) => h('option', { value: m }, m)));
+  const amount = h('input', { id: 'grant-amount', type: 'number', min: 1, max: 9007199254740991, step: 1, required: true });
+  const expires = h('input', { id: 'grant-expires', type: 'datetime-local' });
+  const priority = h('input', { id: 'grant-priority', type: 'number', min: 0, max: 1000, step: 1, placeholder: '0' });
+  const reason = h('input', { id: 'grant-reason', type: 'text', maxlength: 500 });
+  const issue = h('button', { type: 'submit', id: 'grant-issue' }, 'Issue grant');
+  const form = h('form', { id: 'grant-form' },
+    h('div', { class: 'form-grid' }, field('Metric', metricSel), field('Amount (units)', amount),
+      field('Priority (0 is drawn first)', priority), field('Expires (your time zone; empty: never)', expires, { class: 'wide' }),
+      field('Reason', reason, { class: 'wide' })),
+    h('div', { class: 'actions' }, issue));
+  box.append(h('p', { class: 'muted' }, 'Units beyond the plan: checks that a hard limit of a day or longer denies draw on the live grants '
+    + 'of their metric, lowest priority first, then the soonest to expire.'), list, msg, h('h3', {}, 'Issue a grant'), form);
+  let rid = requestID();
+  let shown = '';
+
+  const load = async () => {
+    const r = await api('GET', `/v1/customers/${enc(id)}/grants?all=true`);
+    if (!p.alive) return;
+    const now = Date.now();
+    const states = r.grants.map((g) => grantState(g, now));
+    // Redrawn only when something changed: a focused Void button stays.
+    const key = JSON.stringify([r.grants, states]);
+    if (key === shown) return;
+    shown = key;
+    const cols = ['Id', 'Metric', { label: 'Amount', num: true }, { label: 'Remaining', num: true }, { label: 'Priority', num: true },
+      'Expires', 'Reason', 'State', 'Actions'];
+    const rows = r.grants.map((g, i) => {
+      const state = states[i];
+      let action = '';
+      if (state === 'live') {
+        action = h('button', { type: 'button', class: 'danger', 'data-action': 'void', 'aria-label': `Void grant ${g.id}` }, 'Void');
+        on(action, 'click', async () => {
+          clear(msg);
+          if (!await confirm('Void grant', `Void what remains of grant ${g.id} of ${customer().id}: ${count(g.remaining, 'unit')} of ${g.metric}? `
+            + 'Checks no longer draw on it; what was drawn stays drawn. This cannot be undone.', 'Void grant')) return;
+          try {
+            await api('DELETE', `/v1/grants/${enc(g.id)}`);
+            await Promise.all([load(), written()]);
+            clear(msg).append(notice(`Grant ${g.id} voided.`));
+          } catch (err) { clear(msg).append(errorBox(err)); }
+        });
+      }
+      return h('tr', { 'data-grant-id': g.id, class: state === 'live' ? null : 'muted' },
+        h('td', { 'data-label': 'Id' }, h('code', {}, g.id)),
+        h('td', { 'data-label': 'Metric' }, g.metric),
+        h('td', { 'data-label': 'Amount', class: 'num' }, num(g.amount)),
+        h('td', { 'data-label': 'Remaining', class: 'num' }, num(g.remaining)),
+        h('td', { 'data-label': 'Priority', class: 'num' }, num(g.priority)),
+        h('td', { 'data-label': 'Expires' }, g.expires_at ? time(g.expires_at) : 'never'),
+        h('td', { 'data-label': 'Reason' }, g.reason),
+        h('td', { 'data-label': 'State' }, h('span', { class: `badge${state === 'live' ? ' ok' : ''}` }, state),
+          g.voided_at ? [' ', time(g.voided_at)] : ''),
+        h('td', { 'data-label': 'Actions' }, action));
+    });
+    clear(list).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No grants.'));
+  };
+
+  on(form, 'submit', async (e) => {
+    e.preventDefault();
+    clear(msg);
+    const body = { metric: metricSel.value, amount: Number(amount.value), request_id: rid };
+    if (expires.value) body.expires_at = new Date(expires.value).toISOString();
+    if (priority.value !== '') body.priority = Number(priority.value);
+    if (reason.value) body.reason = reason.value;
+    issue.disabled = true;
+    try {
+      const g = await api('POST', `/v1/customers/${enc(id)}/grants`, { body });
+      // Issued: the next grant is another request.
+      if (body.request_id === rid) {
+        rid = requestID();
+        amount.value = '';
+        expires.value = '';
+        priority.value = '';
+        reason.value = '';
+      }
+      await Promise.all([load(), written()]);
+      clear(msg).append(notice(`Granted ${count(g.amount, 'unit')} of ${g.metric} to ${customer().id} (${g.id}).`));
+    } catch (err) {
+      // A 409: the request id made another grant (sent before, its answer
+      // lost, then changed): the list shows it; a new one is another request.
+      if (err instanceof ApiError && err.status === 409) {
+        rid = requestID();
+        load().catch(showError(list));
+      }
+      clear(msg).append(errorBox(err));
+    } finally {
+      issue.disabled = false;
+    }
+  });
+
+  const refresh = () => load().catch((err) => { if (p.alive) clear(msg).append(errorBox(err)); });
+  refresh();
+  every(REFRESH_MS, refresh);
+}
+
 // localInput turns an RFC 3339 time into a datetime-local value in the
 // browser's zone.
 function localInput(iso) {
@@ -714,12 +1007,10 @@ async function metricsPage(main) {
 
   const showMsg = (err) => {
     clear(msg);
-    if (err instanceof ApiError && err.status === 412) {
-      msg.append(errorBox(new Error(`Someone changed this metric since you loaded it (412 Precondition Failed: ${err.message}). The list is reloaded: check their change, then edit again.`)));
+    if (isStale(err)) {
       clear(editor);
+      msg.append(staleBox('this metric', err));
       loadDeclared().catch(showError(declared));
-    } else if (err instanceof ApiError && err.problem.errors) {
-      msg.append(errorBox(new Error(`${err.message}: ${err.problem.errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`)));
     } else msg.append(errorBox(err));
   };
 
@@ -843,7 +1134,7 @@ function drawsOn(metrics) {
 
 // rateText says how a metric draws on a pool: "3 credits per 100 gpt4_tokens".
 function rateText(r) {
-  const credits = `${num(r.credits)} ${r.credits === 1 ? 'credit' : 'credits'}`;
+  const credits = count(r.credits, 'credit');
   return r.per === 1 ? `${credits} per unit of ${r.metric}` : `${credits} per ${num(r.per)} ${r.metric}`;
 }
 

@@ -45,6 +45,10 @@ const numFmt = new Intl.NumberFormat();
 // num formats a number with the browser's thousands separators.
 export const num = (n) => (n === null || n === undefined ? '—' : numFmt.format(n));
 
+// count is n with its noun, singular for 1 alone: "1 day", "0 days",
+// "1,000 credits". many is the plural when it is not one + "s".
+export const count = (n, one, many = `${one}s`) => `${num(n)} ${n === 1 ? one : many}`;
+
 const timeFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' });
 
 // time shows an RFC 3339 time in the browser's zone, UTC on hover.
@@ -85,8 +89,14 @@ export function row(cols, cells, attrs = {}) {
   return h('tr', attrs, cells.map((c, i) => h('td', { 'data-label': cols[i]?.label ?? '', class: cls(cols[i]) }, h('span', { class: 'v' }, c))));
 }
 
-// errorBox shows an error: an API error's message is its problem detail.
-export const errorBox = (err) => h('div', { class: 'error', role: 'alert' }, err?.message || String(err));
+// errorBox shows an error: an API error's message is its problem detail,
+// followed by the problem's field errors, if any.
+export function errorBox(err) {
+  const text = err?.message || String(err);
+  const fields = err?.problem?.errors;
+  return h('div', { class: 'error', role: 'alert' },
+    fields?.length ? `${text}: ${fields.map((e) => `${e.field}: ${e.message}`).join('; ')}` : text);
+}
 
 export const notice = (text) => h('div', { class: 'notice', role: 'status' }, text);
 
