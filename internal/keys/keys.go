@@ -152,7 +152,7 @@ func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string,
 	if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		return Created{}, err
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	if err := spec.Validate(w.At); err != nil {
 		return Created{}, err
 	}
@@ -166,7 +166,7 @@ func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string,
 	}
 	k := Key{ID: id, Customer: customer, Name: spec.Name, Prefix: secret[:PrefixLen], CreatedAt: w.At}
 	if spec.ExpiresAt != nil {
-		t := spec.ExpiresAt.UTC()
+		t := tiers.Instant(*spec.ExpiresAt)
 		k.ExpiresAt = &t
 	}
 	d := DigestOf(secret)
@@ -202,7 +202,7 @@ func (s *Service) RevokeKey(ctx context.Context, w tiers.Write, id string) error
 	if !ValidID(id) {
 		return ErrKeyNotFound
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	if _, err := s.store.RevokeKey(ctx, w, id); err != nil {
 		return err
 	}
