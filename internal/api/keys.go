@@ -19,7 +19,7 @@ import (
 type Keys interface {
 	CreateKey(ctx context.Context, w tiers.Write, customer string, spec keys.Spec) (keys.Created, error)
 	Key(ctx context.Context, id string) (keys.Key, error)
-	Keys(ctx context.Context, customer string, page tiers.Page) ([]keys.Key, bool, error)
+	Keys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error)
 	RevokeKey(ctx context.Context, w tiers.Write, id string) error
 }
 
@@ -34,7 +34,7 @@ type KeyResolver interface {
 
 var _ KeyResolver = (*keys.Verifier)(nil)
 
-// codeKeyNotFound: no live API key has the id.
+// codeKeyNotFound: no API key has the id (to revoke: no live one).
 const codeKeyNotFound = "key_not_found"
 
 func (s *Server) registerKeys(v1 *echo.Group) {
@@ -77,12 +77,16 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	revoked, err := boolQuery(c, "include_revoked")
+	if err != nil {
+		return err
+	}
 	svc, err := s.keyService()
 	if err != nil {
 		return err
 	}
 	customer := param(c, "customer")
-	items, more, err := svc.Keys(c.Request().Context(), customer, p)
+	items, more, err := svc.Keys(c.Request().Context(), customer, keys.Filter{Page: p, IncludeRevoked: revoked})
 	if err != nil {
 		return aboutCustomer(customer, err)
 	}
