@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -380,4 +381,37 @@ func TestKeysForwardAuthUnmatched(t *testing.T) {
 			t.Errorf("%s: %d, customer %q; want %d, %q\n%s", tt.name, r.Status, r.Header.Get("X-Quotad-Customer"), tt.status, tt.customer, r.Body)
 		}
 	}
+}
+
+// An api_key longer than openapi.yaml's maxLength (256) is a 400 about
+// the field on every route that takes one; one of 256 characters that no
+// key has is the 403 of an unknown key.
+func TestKeysTooLong(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	MustSeed(t, s, "", keyLimits, "acme")
+	long, max := "qk_"+strings.Repeat("x", 254), "qk_"+strings.Repeat("x", 253)
+	routes := []struct {
+		name, path, body string
+	}{
+		{"check", "/v1/check", `{"api_key":%q,"metric":"api_calls"}`},
+		{"check of items", "/v1/check", `{"api_key":%q,"items":[{"metric":"api_calls"}]}`},
+		{"refund", "/v1/refund", `{"api_key":%q,"metric":"api_calls"}`},
+		{"reservation", "/v1/reservations", `{"api_key":%q,"metric":"api_calls","cost":1}`},
+		{"feature check", "/v1/features/check", `{"api_key":%q,"feature":"sso"}`},
+	}
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			p := MustProblem(t, s.do("POST", r.path, fmt.Sprintf(r.body, long), "Authorization", "Bearer "+checkToken),
+				http.StatusBadRequest, "validation_failed")
+			if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "api_key" {
+				t.Errorf("errors = %v, want one about api_key", p["errors"])
+			}
+			MustProblem(t, s.do("POST", r.path, fmt.Sprintf(r.body, max), "Authorization", "Bearer "+checkToken),
+				http.StatusForbidden, "invalid_api_key")
+		})
+	}
+	// An empty one, which only a reservation tells from none, is a 400 too.
+	MustProblem(t, s.do("POST", "/v1/reservations", `{"api_key":"","metric":"api_calls","cost":1}`, "Authorization", "Bearer "+checkToken),
+		http.StatusBadRequest, "validation_failed")
 }

@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -153,8 +155,13 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 
 // customerOfKey resolves an API key to its customer and the key's id,
 // from memory: an error wrapping tiers.ErrInvalidAPIKey when no live key
-// has this value.
+// has this value. Every route that takes an api_key resolves it here, so
+// that one longer than the API declares (maxLength) is the same 400 on
+// each, not a 403: it is bad input, not a key that is unknown.
 func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
+	if n := utf8.RuneCountInString(key); n == 0 || n > keys.MaxKeyLen {
+		return "", "", tiers.Invalid("api_key", fmt.Sprintf("must be 1 to %d characters", keys.MaxKeyLen))
+	}
 	if s.keyResolver == nil {
 		return "", "", tiers.ErrInvalidAPIKey
 	}
