@@ -37,9 +37,14 @@ help: ## list the targets
 	@echo "and PROFILE=1 (CPU profiles of quotad into bin/profiles) or BENCH_PROFILE=dir."
 	@echo "make simulate takes SIMULATE_ARGS, the flags of quotasim (see go run ./cmd/quotasim -h)."
 
-run: build ## start quotad on 127.0.0.1:8080 against the local PostgreSQL (creates database quotad)
-	@createdb -h $(PGHOST) -U $(PGUSER) quotad 2>/dev/null || true
-	./$(BIN)
+# make run's database: QUOTAD_DATABASE_URL when it is set, else database
+# quotad on the local PostgreSQL (quotad's own default). quotad reads
+# QUOTAD_LISTEN, and every other QUOTAD_* variable, from the environment.
+RUN_DATABASE_URL = $(or $(QUOTAD_DATABASE_URL),postgres://$(PGUSER)@$(PGHOST):5432/quotad?sslmode=disable)
+
+run: build ## start quotad on $QUOTAD_LISTEN (default 127.0.0.1:8080) against $QUOTAD_DATABASE_URL (default database quotad on the local PostgreSQL), creating the database if missing
+	@sh scripts/createdb.sh '$(RUN_DATABASE_URL)'
+	QUOTAD_DATABASE_URL='$(RUN_DATABASE_URL)' ./$(BIN)
 
 build: ## build quotad, quotactl and quotasim into bin/
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/quotad

@@ -28,6 +28,8 @@ type Key struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	// RevokedAt is when the key was revoked; nil while it is not.
+	RevokedAt *time.Time `json:"revoked_at"`
 }
 
 // CreateKey issues an API key to a customer. The answer's Key is the only
@@ -42,21 +44,36 @@ func (c *Client) CreateKey(ctx context.Context, customer string, spec KeySpec) (
 	return &k, nil
 }
 
-// Keys lists a customer's live API keys by id (without the keys).
+// Keys lists a customer's API keys that are not revoked (expired ones
+// included), by id, without the keys.
 func (c *Client) Keys(ctx context.Context, customer string) iter.Seq2[Key, error] {
+	return c.keys(ctx, customer, false)
+}
+
+// KeysIncludingRevoked lists every API key of a customer, revoked ones
+// too (their RevokedAt set), by id, without the keys.
+func (c *Client) KeysIncludingRevoked(ctx context.Context, customer string) iter.Seq2[Key, error] {
+	return c.keys(ctx, customer, true)
+}
+
+func (c *Client) keys(ctx context.Context, customer string, revoked bool) iter.Seq2[Key, error] {
 	return paginate(ctx, func(ctx context.Context, cursor string) (page[Key], error) {
 		var out struct {
 			Keys       []Key  `json:"keys"`
 			NextCursor string `json:"next_cursor"`
 		}
+		q := listQuery(cursor, 0)
+		if revoked {
+			q.Set("include_revoked", "true")
+		}
 		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/keys", customer),
-			query: listQuery(cursor, 0), retry: true, out: &out})
+			query: q, retry: true, out: &out})
 		return page[Key]{out.Keys, out.NextCursor}, err
 	})
 }
 
-// Key gets an API key by id (without the key); ErrKeyNotFound if no live
-// key has the id.
+// Key gets an API key by id (without the key), revoked or not (see
+// RevokedAt); ErrKeyNotFound if no key has the id.
 func (c *Client) Key(ctx context.Context, id string) (*Key, error) {
 	var k Key
 	if err := c.get(ctx, pathf("/v1/keys/%s", id), &k, nil); err != nil {

@@ -13,8 +13,9 @@ import (
 )
 
 type checkCmd struct {
-	Customer string   `arg:"" help:"The customer's id."`
-	Metrics  []string `arg:"" name:"metric" help:"What to charge, as METRIC[:COST][@SUBJECT]: a metric, with its cost after a colon (default 1) and its subject after an @ (default --subject). Several make one check of items, allowed on all of them or none."`
+	Customer string   `arg:"" help:"The customer's id; left out with --api-key, whose customer it is."`
+	Metrics  []string `arg:"" optional:"" name:"metric" help:"What to charge, as METRIC[:COST][@SUBJECT]: a metric, with its cost after a colon (default 1) and its subject after an @ (default --subject). Several make one check of items, allowed on all of them or none."`
+	APIKey   string   `name:"api-key" help:"Check by an API key quotad issued (qk_...), in place of CUSTOMER: quotad finds the customer, and every argument is a metric. Limits per subject count the key apart unless --subject names one." placeholder:"KEY"`
 	Cost     *int64   `help:"Units a check of one metric would use (default 1; the same as METRIC:COST)." placeholder:"N"`
 	Subject  string   `help:"Who within the customer spends the units (an end user, an IP, an API key's id), for every metric named without @SUBJECT: the limits per subject count it apart." placeholder:"SUBJECT"`
 	DryRun   bool     `help:"Answer as if checked, but charge nothing."`
@@ -46,8 +47,16 @@ func parseItem(arg string) (quotad.CheckItem, error) {
 // before, or of items when it names several.
 func (x *checkCmd) request() (quotad.CheckRequest, error) {
 	req := quotad.CheckRequest{Customer: x.Customer, DryRun: x.DryRun}
-	items := make([]quotad.CheckItem, len(x.Metrics))
-	for i, arg := range x.Metrics {
+	metrics := x.Metrics
+	if x.APIKey != "" {
+		// The key stands for the customer: the first argument is a metric.
+		req.Customer, req.APIKey = "", x.APIKey
+		metrics = append([]string{x.Customer}, metrics...)
+	} else if len(metrics) == 0 {
+		return req, errors.New("want CUSTOMER METRIC...: name at least one metric (or, with --api-key KEY, no customer)")
+	}
+	items := make([]quotad.CheckItem, len(metrics))
+	for i, arg := range metrics {
 		it, err := parseItem(arg)
 		if err != nil {
 			return req, err
@@ -62,7 +71,7 @@ func (x *checkCmd) request() (quotad.CheckRequest, error) {
 		case len(items) > 1:
 			return req, errors.New("--cost is the cost of a check of one metric: give each metric its own as METRIC:COST")
 		case items[0].Cost != 0:
-			return req, fmt.Errorf("%q has a cost already: give it once, with --cost or METRIC:COST", x.Metrics[0])
+			return req, fmt.Errorf("%q has a cost already: give it once, with --cost or METRIC:COST", metrics[0])
 		case *x.Cost < 1:
 			// The client leaves a cost of 0 out, which quotad reads as 1.
 			return req, fmt.Errorf("--cost must be at least 1, got %d", *x.Cost)
@@ -87,6 +96,9 @@ func (x *checkCmd) Run(e *env) error {
 	}
 	a, err := e.client.Check(e.ctx, req)
 	if err != nil {
+		if x.APIKey != "" && errors.Is(err, quotad.ErrMetricNotFound) {
+			return fmt.Errorf("%w (with --api-key, every argument is a metric: the key names the customer)", err)
+		}
 		return err
 	}
 	decision := "allowed"
@@ -107,13 +119,13 @@ func (x *checkCmd) Run(e *env) error {
 		decision += " (degraded: some windows could not be consulted)"
 	}
 	if req.Items == nil {
-		what := fmt.Sprintf("%s %s cost %d", x.Customer, req.Metric, req.Cost)
+		what := fmt.Sprintf("%s %s cost %d", a.Customer, req.Metric, req.Cost)
 		if req.Subject != "" {
 			what += " subject " + req.Subject
 		}
 		fmt.Fprintf(e.stdout, "%s: %s\n", what, decision)
 	} else {
-		fmt.Fprintf(e.stdout, "%s, %d items: %s\n", x.Customer, len(req.Items), decision)
+		fmt.Fprintf(e.stdout, "%s, %d items: %s\n", a.Customer, len(req.Items), decision)
 	}
 	if a.Detail != "" {
 		fmt.Fprintln(e.stdout, a.Detail)

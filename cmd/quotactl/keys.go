@@ -41,20 +41,33 @@ func (x *keysCreateCmd) Run(e *env) error {
 }
 
 type keysListCmd struct {
-	Customer string `arg:"" help:"The customer's id."`
+	Customer       string `arg:"" help:"The customer's id."`
+	IncludeRevoked bool   `help:"List revoked keys too, with when they were revoked."`
 }
 
 func (x *keysListCmd) Run(e *env) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tEXPIRES\tLAST USED")
+	list, revoked := e.client.Keys, ""
+	if x.IncludeRevoked {
+		list, revoked = e.client.KeysIncludingRevoked, "\tREVOKED"
+	}
+	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tEXPIRES\tLAST USED"+revoked)
 	n := 0
-	for k, err := range e.client.Keys(e.ctx, x.Customer) {
+	for k, err := range list(e.ctx, x.Customer) {
 		if err != nil {
 			return err
 		}
 		n++
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Name, k.CreatedAt.Format(time.RFC3339),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", k.ID, k.Prefix, k.Name, k.CreatedAt.Format(time.RFC3339),
 			orNever(k.ExpiresAt), orNever(k.LastUsedAt))
+		if x.IncludeRevoked {
+			at := "-"
+			if k.RevokedAt != nil {
+				at = k.RevokedAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "\t%s", at)
+		}
+		fmt.Fprintln(tw)
 	}
 	if n == 0 {
 		_, err := fmt.Fprintf(e.stdout, "%s has no API keys.\n", x.Customer)

@@ -12,11 +12,12 @@
 //	quotactl catalog export [--customers] [-o FILE]
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
 //	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
+//	quotactl check --api-key KEY METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl usage CUSTOMER [--subject S]
 //	quotactl entitlements CUSTOMER [--subject S]
 //	quotactl set-total CUSTOMER METRIC USED
 //	quotactl keys create CUSTOMER [--name NAME] [--expires-at TIME]
-//	quotactl keys list CUSTOMER
+//	quotactl keys list CUSTOMER [--include-revoked]
 //	quotactl keys revoke KEY_ID
 //	quotactl grants create CUSTOMER METRIC AMOUNT [--expires-at TIME] [--priority N] [--reason TEXT] [--request-id ID]
 //	quotactl grants list CUSTOMER [--all]

@@ -570,9 +570,40 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("list: exit %d\n%s%s", code, out, errOut)
 	}
 	id := strings.Fields(strings.Split(out, "\n")[1])[0]
+
+	// check --api-key: the key stands for the customer, every argument
+	// is a metric.
+	for _, tt := range []struct {
+		args     []string
+		wantCode int
+		wantOut  string
+		wantErr  string
+	}{
+		{[]string{"check", "--api-key", key, "api_calls", "--dry-run"}, 0, "acme api_calls cost 1: allowed (dry run: nothing charged)\n", ""},
+		{[]string{"check", "api_calls:2", "--api-key", key, "--dry-run"}, 0, "acme api_calls cost 2: allowed (dry run: nothing charged)\n", ""},
+		{[]string{"check", "--api-key", key, "acme", "api_calls", "--dry-run"}, 1, "", "with --api-key, every argument is a metric"},
+		{[]string{"check", "--api-key", "qk_" + strings.Repeat("0", 32), "api_calls", "--dry-run"}, 1, "", "invalid_api_key"},
+		{[]string{"check", "acme"}, 1, "", "name at least one metric"},
+	} {
+		code, out, errOut := mustRun(t, srv, tt.args...)
+		if code != tt.wantCode || !strings.HasPrefix(out, tt.wantOut) || !strings.Contains(errOut, tt.wantErr) {
+			t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout from %q, stderr with %q",
+				tt.args, code, out, errOut, tt.wantCode, tt.wantOut, tt.wantErr)
+		}
+	}
+
 	code, out, errOut = mustRun(t, srv, "keys", "revoke", id)
 	if code != 0 || out != "Revoked "+id+".\n" {
 		t.Fatalf("revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	// Revoked, the key is listed only when asked for, with when.
+	if code, out, errOut := mustRun(t, srv, "keys", "list", "acme"); code != 0 || out != "acme has no API keys.\n" {
+		t.Errorf("list after revoke: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = mustRun(t, srv, "keys", "list", "acme", "--include-revoked")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasSuffix(lines[0], "REVOKED") ||
+		!strings.HasPrefix(lines[1], id) || !strings.HasSuffix(lines[1], "Z") {
+		t.Errorf("list --include-revoked: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, err := quotad.New(srv.URL, quotad.WithToken(srv.CheckToken)).Check(context.Background(),
 		quotad.CheckRequest{APIKey: key, Metric: "api_calls", DryRun: true}); !errors.Is(err, quotad.ErrInvalidAPIKey) {

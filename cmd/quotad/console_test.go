@@ -987,7 +987,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		if r.Status != http.StatusForbidden || r.JSON(t)["code"] != "invalid_api_key" {
 			t.Errorf("check with the revoked key: %d %s, want 403 invalid_api_key", r.Status, r.Body)
 		}
-		s.mustDo(404, "GET", "/v1/keys/"+id, "")
+		if k := s.mustDo(200, "GET", "/v1/keys/"+id, "").JSON(t); k["revoked_at"] == nil {
+			t.Errorf("the revoked key reads %v, want its revoked_at", k)
+		}
 		tab.waitFor("the revocation in the audit trail", fmt.Sprintf(`[...document.querySelectorAll('#customer-audit tbody tr')].some((tr) => tr.children[2]?.textContent === 'delete' && tr.children[3]?.textContent === %q)`, "keys/"+id))
 	})
 

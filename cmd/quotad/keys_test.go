@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +38,16 @@ func MustCreateKey(t testing.TB, s *testServer, customer, body string) createdKe
 		t.Errorf("Location = %q, want /v1/keys/%s", loc, k.ID)
 	}
 	return k
+}
+
+// mustTime parses an RFC 3339 time.
+func mustTime(t testing.TB, s string) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
 }
 
 // checkByKey posts a check of 1 api_calls by key, with the check token.
@@ -149,12 +161,35 @@ func TestKeysRevokeAcrossProcesses(t *testing.T) {
 		t.Errorf("new key on the issuing process: %d\n%s", r.Status, r.Body)
 	}
 
-	// Revoked, the key is gone from the admin API too.
-	a.mustDo(http.StatusNotFound, "GET", "/v1/keys/"+k.ID, "")
-	a.mustDo(http.StatusNotFound, "DELETE", "/v1/keys/"+k.ID, "")
-	if ids, _ := MustList(t, b, "/v1/customers/acme/keys", "keys", "id"); len(ids) != 1 || ids[0] != fresh.ID {
-		t.Errorf("keys after rotation = %v, want [%s]", ids, fresh.ID)
+	// Revoked, the key still reads, with when it was revoked; it is
+	// listed only when asked for, and cannot be revoked again.
+	for _, s := range []*testServer{a, b} {
+		got := s.mustDo(http.StatusOK, "GET", "/v1/keys/"+k.ID, "").JSON(t)
+		at, _ := got["revoked_at"].(string)
+		if when, err := time.Parse(time.RFC3339Nano, at); err != nil || got["id"] != k.ID || when.Before(mustTime(t, k.CreatedAt)) {
+			t.Errorf("GET the revoked key = %v, want its revoked_at", got)
+		}
+		if live := s.mustDo(http.StatusOK, "GET", "/v1/keys/"+fresh.ID, "").JSON(t); live["revoked_at"] != nil {
+			t.Errorf("GET a live key: revoked_at = %v, want null", live["revoked_at"])
+		}
 	}
+	MustProblem(t, a.do("DELETE", "/v1/keys/"+k.ID, ""), http.StatusNotFound, "key_not_found")
+	lists := []struct {
+		query string
+		want  []string
+	}{
+		{"", []string{fresh.ID}},
+		{"?include_revoked=false", []string{fresh.ID}},
+		{"?include_revoked=true", []string{k.ID, fresh.ID}},
+	}
+	for _, l := range lists {
+		ids, _ := MustList(t, b, "/v1/customers/acme/keys"+l.query, "keys", "id")
+		slices.Sort(l.want)
+		if !slices.Equal(ids, l.want) {
+			t.Errorf("keys%s after rotation = %v, want %v", l.query, ids, l.want)
+		}
+	}
+	MustProblem(t, b.do("GET", "/v1/customers/acme/keys?include_revoked=yes", ""), http.StatusBadRequest, "validation_failed")
 
 	// Unknown and revoked keys get the same answer, byte for byte.
 	unknown := b.checkByKey("qk_" + strings.Repeat("Z", 32))
@@ -346,4 +381,37 @@ func TestKeysForwardAuthUnmatched(t *testing.T) {
 			t.Errorf("%s: %d, customer %q; want %d, %q\n%s", tt.name, r.Status, r.Header.Get("X-Quotad-Customer"), tt.status, tt.customer, r.Body)
 		}
 	}
+}
+
+// An api_key longer than openapi.yaml's maxLength (256) is a 400 about
+// the field on every route that takes one; one of 256 characters that no
+// key has is the 403 of an unknown key.
+func TestKeysTooLong(t *testing.T) {
+	t.Parallel()
+	s := MustStartServer(t, nil, nil)
+	MustSeed(t, s, "", keyLimits, "acme")
+	long, max := "qk_"+strings.Repeat("x", 254), "qk_"+strings.Repeat("x", 253)
+	routes := []struct {
+		name, path, body string
+	}{
+		{"check", "/v1/check", `{"api_key":%q,"metric":"api_calls"}`},
+		{"check of items", "/v1/check", `{"api_key":%q,"items":[{"metric":"api_calls"}]}`},
+		{"refund", "/v1/refund", `{"api_key":%q,"metric":"api_calls"}`},
+		{"reservation", "/v1/reservations", `{"api_key":%q,"metric":"api_calls","cost":1}`},
+		{"feature check", "/v1/features/check", `{"api_key":%q,"feature":"sso"}`},
+	}
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			p := MustProblem(t, s.do("POST", r.path, fmt.Sprintf(r.body, long), "Authorization", "Bearer "+checkToken),
+				http.StatusBadRequest, "validation_failed")
+			if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "api_key" {
+				t.Errorf("errors = %v, want one about api_key", p["errors"])
+			}
+			MustProblem(t, s.do("POST", r.path, fmt.Sprintf(r.body, max), "Authorization", "Bearer "+checkToken),
+				http.StatusForbidden, "invalid_api_key")
+		})
+	}
+	// An empty one, which only a reservation tells from none, is a 400 too.
+	MustProblem(t, s.do("POST", "/v1/reservations", `{"api_key":"","metric":"api_calls","cost":1}`, "Authorization", "Bearer "+checkToken),
+		http.StatusBadRequest, "validation_failed")
 }

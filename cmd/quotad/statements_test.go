@@ -212,3 +212,90 @@ func TestStatementEndToEnd(t *testing.T) {
 	expect("mixed currencies in the list", "/v1/statements?period=2027-01", "", want{409, mixed})
 	expect("mixed currencies in the list's CSV", "/v1/statements?period=2027-01", "text/csv", want{409, mixed})
 }
+
+// Two plan changes less than a second apart each keep their terms: the
+// plan held for half a second is on the statement (0 s, at no amount,
+// where it stayed within one second), and its currency counts, so a
+// period that mixes currencies is the same 409 at 0.5 s as at 2.2 s.
+func TestStatementPlanChangesWithinASecond(t *testing.T) {
+	t.Parallel()
+	start := ts("2026-11-10T09:00:00Z")
+	s := MustStatementStack(t, start)
+	s.at(start,
+		`/v1/plans/pro {"name":"Pro","price":{"amount_cents":4900,"currency":"USD","interval":"month"}}`,
+		`/v1/plans/max {"name":"Max","price":{"amount_cents":9900,"currency":"USD","interval":"month"}}`,
+		`/v1/plans/eu {"name":"EU","price":{"amount_cents":4500,"currency":"EUR","interval":"month"}}`)
+	tests := []struct {
+		customer string
+		first    string
+		gap      time.Duration
+		status   int
+		body     string // exact, but for a problem: its code and detail
+	}{
+		{"half", "eu", 500 * time.Millisecond, 409,
+			"conflict: the period of customer half mixes currencies EUR and USD: one statement bills one currency"},
+		{"slow", "eu", 2200 * time.Millisecond, 409,
+			"conflict: the period of customer slow mixes currencies EUR and USD: one statement bills one currency"},
+		// Max from 09:00:00.2 to 09:00:00.7, within one second: 0 s.
+		{"same", "max", 500 * time.Millisecond, 200,
+			`{"customer":"same","period":{"start":"2026-11-01T00:00:00Z","end":"2026-12-01T00:00:00Z"},"currency":"USD","lines":[` +
+				`{"kind":"base","plan":"max","metric":null,"quantity":0,"unit_price_micros":99000000,"amount_cents":0,"description":"Max, 99.00 USD per month, for 0 s of the period's 2592000 s"},` +
+				`{"kind":"base","plan":"pro","metric":null,"quantity":1782000,"unit_price_micros":49000000,"amount_cents":3369,"description":"Pro, 49.00 USD per month, for 1782000 s of the period's 2592000 s"}` +
+				`],"total_cents":3369}`},
+	}
+	for _, tt := range tests {
+		at := start.Add(200 * time.Millisecond)
+		s.at(at, `/v1/customers/`+tt.customer+` {"plan":"`+tt.first+`"}`)
+		s.at(at.Add(tt.gap), `/v1/customers/`+tt.customer+` {"plan":"pro"}`)
+	}
+	s.clock.Set(ts("2026-12-02T00:00:00Z"))
+	for _, tt := range tests {
+		rec := s.do(http.MethodGet, "/v1/customers/"+tt.customer+"/statement?period=2026-11", "", "")
+		body := strings.TrimSuffix(rec.Body.String(), "\n")
+		if rec.Code >= 400 {
+			var p struct{ Code, Detail string }
+			_ = json.Unmarshal(rec.Body.Bytes(), &p)
+			body = p.Code + ": " + p.Detail
+		}
+		if rec.Code != tt.status || body != tt.body {
+			t.Errorf("%s, %v on %s: answered %d\n%s\nwant %d\n%s", tt.customer, tt.gap, tt.first, rec.Code, body, tt.status, tt.body)
+		}
+	}
+}
+
+// The list of a month's statements and each customer's statement agree,
+// on a manual clock in the middle of a month: a customer whose period
+// starts later in the month (anchor day 15, on the 10th) is on both,
+// billed as if nothing changed; a month not begun is a 400 on both.
+func TestStatementsListAgreesWithEachCustomer(t *testing.T) {
+	t.Parallel()
+	s := MustStatementStack(t, ts("2026-11-01T00:00:00Z"))
+	s.at(ts("2026-11-01T00:00:00Z"),
+		`/v1/plans/pro {"name":"Pro","price":{"amount_cents":4900,"currency":"USD","interval":"month"}}`,
+		`/v1/customers/early {"plan":"pro"}`,
+		`/v1/customers/late {"plan":"pro","billing_anchor_day":15}`)
+	s.clock.Set(ts("2026-12-10T12:00:00Z"))
+	for _, month := range []string{"2026-11", "2026-12", "2027-01"} {
+		list := s.do(http.MethodGet, "/v1/statements?period="+month, "", "")
+		var page struct {
+			Statements []json.RawMessage `json:"statements"`
+		}
+		_ = json.Unmarshal(list.Body.Bytes(), &page)
+		for i, c := range []string{"early", "late"} {
+			one := s.do(http.MethodGet, "/v1/customers/"+c+"/statement?period="+month, "", "")
+			if one.Code != list.Code {
+				t.Errorf("%s %s: answered %d, the list %d\n%s\n%s", c, month, one.Code, list.Code, one.Body, list.Body)
+				continue
+			}
+			if one.Code != http.StatusOK {
+				continue
+			}
+			if len(page.Statements) != 2 || strings.TrimSpace(one.Body.String()) != string(page.Statements[i]) {
+				t.Errorf("%s %s: answered\n%s\nlisted\n%s", c, month, one.Body, list.Body)
+			}
+		}
+	}
+	if rec := s.do(http.MethodGet, "/v1/statements?period=2027-01", "", ""); rec.Code != http.StatusBadRequest {
+		t.Errorf("a month not begun: %d, want 400", rec.Code)
+	}
+}

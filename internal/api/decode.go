@@ -272,6 +272,18 @@ func page(c echo.Context, valid func(string) bool) (tiers.Page, error) {
 	return tiers.Page{Limit: limit, After: after}, nil
 }
 
+// boolQuery reads the query parameter name as true or false (false when
+// it is absent); anything else is a 400 about it.
+func boolQuery(c echo.Context, name string) (bool, error) {
+	switch v := c.QueryParam(name); {
+	case v == "true":
+		return true, nil
+	case v == "false", v == "" && !c.QueryParams().Has(name):
+		return false, nil
+	}
+	return false, invalid(name, "must be true or false")
+}
+
 // ifMatch parses the If-Match header. Only strong entity tags can match
 // (RFC 9110 13.1.1); anything unparseable matches nothing.
 func ifMatch(c echo.Context) tiers.Precondition {

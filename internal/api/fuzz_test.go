@@ -716,7 +716,7 @@ func (k fuzzKeys) CreateKey(_ context.Context, _ tiers.Write, _ string, spec key
 }
 
 func (fuzzKeys) Key(context.Context, string) (keys.Key, error) { panic("fuzzKeys: unexpected call") }
-func (fuzzKeys) Keys(context.Context, string, tiers.Page) ([]keys.Key, bool, error) {
+func (fuzzKeys) Keys(context.Context, string, keys.Filter) ([]keys.Key, bool, error) {
 	panic("fuzzKeys: unexpected call")
 }
 func (fuzzKeys) RevokeKey(context.Context, tiers.Write, string) error {

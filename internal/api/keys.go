@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,7 +21,7 @@ import (
 type Keys interface {
 	CreateKey(ctx context.Context, w tiers.Write, customer string, spec keys.Spec) (keys.Created, error)
 	Key(ctx context.Context, id string) (keys.Key, error)
-	Keys(ctx context.Context, customer string, page tiers.Page) ([]keys.Key, bool, error)
+	Keys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error)
 	RevokeKey(ctx context.Context, w tiers.Write, id string) error
 }
 
@@ -34,7 +36,7 @@ type KeyResolver interface {
 
 var _ KeyResolver = (*keys.Verifier)(nil)
 
-// codeKeyNotFound: no live API key has the id.
+// codeKeyNotFound: no API key has the id (to revoke: no live one).
 const codeKeyNotFound = "key_not_found"
 
 func (s *Server) registerKeys(v1 *echo.Group) {
@@ -77,12 +79,16 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	revoked, err := boolQuery(c, "include_revoked")
+	if err != nil {
+		return err
+	}
 	svc, err := s.keyService()
 	if err != nil {
 		return err
 	}
 	customer := param(c, "customer")
-	items, more, err := svc.Keys(c.Request().Context(), customer, p)
+	items, more, err := svc.Keys(c.Request().Context(), customer, keys.Filter{Page: p, IncludeRevoked: revoked})
 	if err != nil {
 		return aboutCustomer(customer, err)
 	}
@@ -149,8 +155,13 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 
 // customerOfKey resolves an API key to its customer and the key's id,
 // from memory: an error wrapping tiers.ErrInvalidAPIKey when no live key
-// has this value.
+// has this value. Every route that takes an api_key resolves it here, so
+// that one longer than the API declares (maxLength) is the same 400 on
+// each, not a 403: it is bad input, not a key that is unknown.
 func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
+	if n := utf8.RuneCountInString(key); n == 0 || n > keys.MaxKeyLen {
+		return "", "", tiers.Invalid("api_key", fmt.Sprintf("must be 1 to %d characters", keys.MaxKeyLen))
+	}
 	if s.keyResolver == nil {
 		return "", "", tiers.ErrInvalidAPIKey
 	}

@@ -242,7 +242,9 @@ func overflow(what string) error {
 }
 
 // segments merges consecutive terms that bill alike into one span of
-// time and drops terms of no length (changes made within one second).
+// time and drops terms of no length (closed at the instant they opened:
+// two changes in one write). Terms of less than a second are kept: their
+// line says 0 s, at no amount, and their currency counts.
 func segments(terms []Terms) []Terms {
 	var out []Terms
 	for _, t := range terms {
@@ -258,9 +260,14 @@ func segments(terms []Terms) []Terms {
 	return out
 }
 
-// overlap is the whole seconds terms s lie within p. Open terms run to
-// the period's end, as if nothing changed.
-func (s Terms) overlap(p Period) int64 {
+// overlap reports whether terms s lie within p for any time, and the
+// seconds they are billed for there: the whole seconds from the second
+// they start in to the second they end in. Terms' instants are finer than
+// seconds (see tiers.Precision); counting whole seconds at each boundary
+// makes the seconds of consecutive terms add up to the period's. So terms
+// of less than a second count 0 s, or 1 s if they cross into the next
+// second. Open terms run to the period's end, as if nothing changed.
+func (s Terms) overlap(p Period) (int64, bool) {
 	from, to := s.From, p.End
 	if from.Before(p.Start) {
 		from = p.Start
@@ -269,16 +276,15 @@ func (s Terms) overlap(p Period) int64 {
 		to = s.To
 	}
 	if !to.After(from) {
-		return 0
+		return 0, false
 	}
-	return int64(to.Sub(from) / time.Second)
+	return to.Unix() - from.Unix(), true
 }
 
-// Overlaps reports whether any of terms lies within p for at least a
-// second.
+// Overlaps reports whether any of terms lies within p for any time.
 func Overlaps(terms []Terms, p Period) bool {
 	for _, s := range segments(terms) {
-		if s.overlap(p) > 0 {
+		if _, ok := s.overlap(p); ok {
 			return true
 		}
 	}
@@ -323,8 +329,8 @@ func Build(customer string, p Period, terms []Terms, usage []Overage) (Statement
 	currencies := map[string]bool{}
 
 	for _, s := range segs {
-		secs := s.overlap(p)
-		if secs == 0 {
+		secs, ok := s.overlap(p)
+		if !ok {
 			continue
 		}
 		per, name := intervalSeconds(s.Interval, p)

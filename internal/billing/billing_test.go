@@ -147,6 +147,28 @@ func TestBuild(t *testing.T) {
 			[]Line{base("pro", 1252800, 1010000, 1465, "Pro, 1.01 USD per day, for 1252800 s of the day's 86400 s")}, 1465}, // 14.5 × 101 = 1464.5
 		{"terms of no length give no line", nov, []Terms{basic(day(2026, 1, 1), day(2026, 11, 16)), pro(day(2026, 11, 16), day(2026, 11, 16)), basic(day(2026, 11, 16), time.Time{})}, nil,
 			[]Line{base("basic", 2592000, 10000000, 1000, "Basic, 10.00 USD per month, for 2592000 s of the period's 2592000 s")}, 1000},
+		// Terms are as precise as writes (microseconds): a plan held less
+		// than a second keeps its line, at the whole seconds from the
+		// second it starts in to the one it ends in, so that the lines
+		// still add up to the period.
+		{"a plan held under a second, within one", nov, []Terms{
+			basic(day(2026, 1, 1), day(2026, 11, 16).Add(200*time.Millisecond)),
+			pro(day(2026, 11, 16).Add(200*time.Millisecond), day(2026, 11, 16).Add(700*time.Millisecond)),
+			basic(day(2026, 11, 16).Add(700*time.Millisecond), time.Time{})}, nil,
+			[]Line{
+				base("basic", 1296000, 10000000, 500, "Basic, 10.00 USD per month, for 1296000 s of the period's 2592000 s"),
+				base("pro", 0, 49000000, 0, "Pro, 49.00 USD per month, for 0 s of the period's 2592000 s"),
+				base("basic", 1296000, 10000000, 500, "Basic, 10.00 USD per month, for 1296000 s of the period's 2592000 s"),
+			}, 1000},
+		{"a plan held under a second, across one", nov, []Terms{
+			basic(day(2026, 1, 1), day(2026, 11, 16).Add(-200*time.Millisecond)),
+			pro(day(2026, 11, 16).Add(-200*time.Millisecond), day(2026, 11, 16).Add(300*time.Millisecond)),
+			basic(day(2026, 11, 16).Add(300*time.Millisecond), time.Time{})}, nil,
+			[]Line{
+				base("basic", 1295999, 10000000, 500, "Basic, 10.00 USD per month, for 1295999 s of the period's 2592000 s"),
+				base("pro", 1, 49000000, 0, "Pro, 49.00 USD per month, for 1 s of the period's 2592000 s"),
+				base("basic", 1296000, 10000000, 500, "Basic, 10.00 USD per month, for 1296000 s of the period's 2592000 s"),
+			}, 1000},
 		{"a deleted customer's last period", nov, []Terms{pro(day(2026, 1, 1), day(2026, 11, 11))}, nil,
 			[]Line{base("pro", 864000, 49000000, 1633, "Pro, 49.00 USD per month, for 864000 s of the period's 2592000 s")}, 1633}, // 1633.33
 		{"no terms in the period", nov, []Terms{pro(day(2026, 1, 1), day(2026, 10, 1))}, nil, []Line{}, 0},
@@ -207,6 +229,10 @@ func TestBuildConflicts(t *testing.T) {
 		want  string
 	}{
 		{"mixed currencies", []Terms{pro(day(2026, 1, 1), day(2026, 11, 10)), eur(day(2026, 11, 10), time.Time{})}, nil,
+			"the period of customer acme mixes currencies EUR and USD: one statement bills one currency"},
+		{"mixed currencies, the first held under a second", []Terms{
+			eur(day(2026, 11, 10).Add(200*time.Millisecond), day(2026, 11, 10).Add(700*time.Millisecond)),
+			pro(day(2026, 11, 10).Add(700*time.Millisecond), time.Time{})}, nil,
 			"the period of customer acme mixes currencies EUR and USD: one statement bills one currency"},
 		{"a price in micros beyond 64 bits", []Terms{with(pro(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.PriceCents = tiers.MaxLimit; t.Interval = "day" })}, nil,
 			"the price of pro does not fit a 64-bit integer; this statement cannot be made"},

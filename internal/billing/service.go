@@ -41,16 +41,21 @@ func NewService(store Store, now func() time.Time) *Service {
 }
 
 // Statement returns the statement of customer for the period that starts
-// in month (YYYY-MM). A period in progress is billed as if nothing changed
-// until its end, with the overage recorded so far.
+// in month (YYYY-MM). A period in progress, or one of a month begun that
+// has not begun itself (its anchor day is still to come), is billed as if
+// nothing changed until its end, with the overage recorded so far:
+// Statements lists the same statements.
 //
-// Errors: *tiers.ValidationError for a bad id or month, or a period that
+// Errors: *tiers.ValidationError for a bad id or month, or a month that
 // starts after now; tiers.ErrCustomerNotFound for a customer never known;
 // *ConflictError (matching tiers.ErrConflict) for mixed currencies or
 // amounts beyond 64 bits.
 func (s *Service) Statement(ctx context.Context, customer, month string) (Statement, error) {
 	m, err := checkInput(customer, month)
 	if err != nil {
+		return Statement{}, err
+	}
+	if err := begun(m, s.now()); err != nil {
 		return Statement{}, err
 	}
 	terms, err := s.store.FindTerms(ctx, customer)
@@ -60,11 +65,18 @@ func (s *Service) Statement(ctx context.Context, customer, month string) (Statem
 	if len(terms) == 0 {
 		return Statement{}, tiers.ErrCustomerNotFound
 	}
-	p := PeriodOf(m, terms)
-	if p.Start.After(s.now()) {
-		return Statement{}, tiers.Invalid("period", fmt.Sprintf("is in the future: the period starts at %s", p.Start.Format(time.RFC3339)))
+	return s.build(ctx, customer, PeriodOf(m, terms), terms)
+}
+
+// begun is the one rule of which months have statements, for a customer
+// and for the list alike: those begun at now. Every period of a month
+// begun answers, whether it has begun itself or not (a customer's anchor
+// day may be still to come in the month): billed as if nothing changed.
+func begun(m Month, now time.Time) error {
+	if m.Start().After(now) {
+		return tiers.Invalid("period", fmt.Sprintf("is in the future: the month starts at %s", m.Start().Format(time.RFC3339)))
 	}
-	return s.build(ctx, customer, p, terms)
+	return nil
 }
 
 func (s *Service) build(ctx context.Context, customer string, p Period, terms []Terms) (Statement, error) {
@@ -101,8 +113,8 @@ func checkInput(customer, month string) (Month, error) {
 
 // Statements returns one page of the statements of month (YYYY-MM), by
 // customer id: every customer, deleted ones too, with terms overlapping
-// its period. Customers whose period of that month has not started yet
-// are left out.
+// its period, each as Statement answers it (a period of the month not
+// begun yet included, as Statement bills it).
 //
 // Errors: *tiers.ValidationError for a bad month or one that starts after
 // now; *ConflictError as Statement, naming the customer.
@@ -111,9 +123,8 @@ func (s *Service) Statements(ctx context.Context, month string, page tiers.Page)
 	if err != nil {
 		return nil, false, err
 	}
-	now := s.now()
-	if m.Start().After(now) {
-		return nil, false, tiers.Invalid("period", "is in the future")
+	if err := begun(m, s.now()); err != nil {
+		return nil, false, err
 	}
 	// Every period of the month lies within [1st, 28th of the next month).
 	from, to := m.Start(), time.Date(m.Year, m.Month+1, 28, 0, 0, 0, 0, time.UTC)
@@ -133,7 +144,7 @@ func (s *Service) Statements(ctx context.Context, month string, page tiers.Page)
 				continue
 			}
 			p := PeriodOf(m, terms)
-			if p.Start.After(now) || !Overlaps(terms, p) {
+			if !Overlaps(terms, p) {
 				continue
 			}
 			st, err := s.build(ctx, id, p, terms)

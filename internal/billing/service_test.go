@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -79,7 +80,6 @@ func TestService(t *testing.T) {
 			{"a", "november", nil, "period"},
 			{"-bad", "2026-11", nil, "customer"},
 			{"a", "2026-12", nil, "period"}, // the future
-			{"b", "2026-11", nil, "period"}, // starts on the 25th, after now
 			{"ghost", "2026-11", tiers.ErrCustomerNotFound, ""},
 		}
 		for _, tt := range tests {
@@ -126,12 +126,46 @@ func TestService(t *testing.T) {
 		for _, st := range list {
 			got = append(got, st.Customer)
 		}
-		// November: b's period has not started, gone's and d's terms ended.
-		if want := []string{"a", "c", "e"}; err != nil || !slices.Equal(got, want) {
+		// November: gone's and d's terms ended; b's period has not
+		// begun, but November has: it is billed as if nothing changed.
+		if want := []string{"a", "b", "c", "e"}; err != nil || !slices.Equal(got, want) {
 			t.Errorf("November's statements are of %v (%v), want %v", got, err, want)
 		}
 		if _, _, err := s.Statements(ctx, "2026-12", tiers.Page{Limit: 100}); err == nil {
 			t.Errorf("December's statements: no error, want the future refused")
+		}
+	})
+
+	// The list and each customer's route agree: a customer is listed with
+	// the statement its own route answers, and a month either answers on
+	// both or is refused by both. A customer whose period has not begun
+	// (b, anchored on the 25th, on the 20th) is no exception.
+	t.Run("list and customer agree", func(t *testing.T) {
+		for _, month := range []string{"2026-10", "2026-11", "2026-12"} {
+			list, _, listErr := s.Statements(ctx, month, tiers.Page{Limit: 100})
+			listed := map[string]Statement{}
+			for _, st := range list {
+				listed[st.Customer] = st
+			}
+			for _, c := range []string{"a", "b", "c", "d", "e", "gone"} {
+				st, err := s.Statement(ctx, c, month)
+				if (err == nil) != (listErr == nil) {
+					t.Errorf("%s %s: err = %v, the list's %v", c, month, err, listErr)
+					continue
+				}
+				got, ok := listed[c]
+				switch {
+				case err != nil:
+				case !ok && len(st.Lines) > 0:
+					t.Errorf("%s %s: answers %d lines, but the list leaves it out", c, month, len(st.Lines))
+				case ok && !reflect.DeepEqual(got, st):
+					t.Errorf("%s %s: listed as %+v, answers %+v", c, month, got, st)
+				}
+			}
+		}
+		b, err := s.Statement(ctx, "b", "2026-11")
+		if err != nil || !b.Period.Start.Equal(day(2026, 11, 25)) || len(b.Lines) != 1 || b.Lines[0].AmountCents != 4900 {
+			t.Errorf("b's November, not begun = %+v, %v; want the whole period at Pro's price", b, err)
 		}
 	})
 }

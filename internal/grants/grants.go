@@ -145,7 +145,7 @@ func NewService(store Store, now func() time.Time) *Service {
 // reports whether it created one (false: a repeat of spec's request id).
 // Errors: *tiers.ValidationError and the Store's.
 func (s *Service) CreateGrant(ctx context.Context, w tiers.Write, customer string, spec Spec) (Grant, bool, error) {
-	now := s.now().UTC()
+	now := tiers.Instant(s.now())
 	w.At = now
 	if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		return Grant{}, false, err
@@ -160,7 +160,7 @@ func (s *Service) CreateGrant(ctx context.Context, w tiers.Write, customer strin
 	g := Grant{ID: id, Customer: customer, Metric: spec.Metric, Amount: spec.Amount, Remaining: spec.Amount,
 		Reason: spec.Reason, CreatedAt: now}
 	if spec.ExpiresAt != nil {
-		at := spec.ExpiresAt.UTC()
+		at := tiers.Instant(*spec.ExpiresAt)
 		g.ExpiresAt = &at
 	}
 	if spec.Priority != nil {
@@ -202,7 +202,7 @@ func (s *Service) VoidGrant(ctx context.Context, w tiers.Write, id string) error
 	if !ValidID(id) {
 		return ErrGrantNotFound
 	}
-	w.At = s.now().UTC()
+	w.At = tiers.Instant(s.now())
 	g, err := s.store.VoidGrant(ctx, w, id)
 	if err != nil {
 		return err

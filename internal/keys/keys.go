@@ -14,7 +14,8 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// ErrKeyNotFound: no live key has the id (unknown, or revoked).
+// ErrKeyNotFound: no key has the id (or, to revoke one, no live key: it
+// is unknown or revoked already).
 var ErrKeyNotFound = errors.New("api key not found")
 
 // Shapes of keys and their ids.
@@ -67,6 +68,16 @@ type Key struct {
 	CreatedAt  time.Time  `json:"created_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
 	LastUsedAt *time.Time `json:"last_used_at"`
+	// RevokedAt is when the key was revoked; nil while it is not.
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// Filter selects a customer's keys, one page at a time.
+type Filter struct {
+	tiers.Page
+	// IncludeRevoked lists revoked keys too; else only those not revoked
+	// (expired ones included).
+	IncludeRevoked bool
 }
 
 // Live is a key as the verifier holds it: its digest, id, customer and
@@ -116,11 +127,11 @@ type Created struct {
 type Store interface {
 	// CreateKey stores k with the digest of its secret.
 	CreateKey(ctx context.Context, w tiers.Write, k Key, digest Digest) (Key, error)
-	// FindKey returns the live (not revoked) key id.
+	// FindKey returns the key id, revoked or not.
 	FindKey(ctx context.Context, id string) (Key, error)
-	// FindKeys returns one page of a customer's live keys, by id;
-	// tiers.ErrCustomerNotFound for an unknown customer.
-	FindKeys(ctx context.Context, customer string, page tiers.Page) ([]Key, bool, error)
+	// FindKeys returns one page of the customer's keys the filter
+	// selects, by id; tiers.ErrCustomerNotFound for an unknown customer.
+	FindKeys(ctx context.Context, customer string, f Filter) ([]Key, bool, error)
 	// RevokeKey revokes the live key id and returns it.
 	RevokeKey(ctx context.Context, w tiers.Write, id string) (Key, error)
 	// LiveKeys returns every key neither revoked nor expired at now.
@@ -152,7 +163,7 @@ func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string,
 	if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		return Created{}, err
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	if err := spec.Validate(w.At); err != nil {
 		return Created{}, err
 	}
@@ -166,7 +177,7 @@ func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string,
 	}
 	k := Key{ID: id, Customer: customer, Name: spec.Name, Prefix: secret[:PrefixLen], CreatedAt: w.At}
 	if spec.ExpiresAt != nil {
-		t := spec.ExpiresAt.UTC()
+		t := tiers.Instant(*spec.ExpiresAt)
 		k.ExpiresAt = &t
 	}
 	d := DigestOf(secret)
@@ -180,7 +191,7 @@ func (s *Service) CreateKey(ctx context.Context, w tiers.Write, customer string,
 	return Created{Key: saved, Secret: secret}, nil
 }
 
-// Key returns the live key id.
+// Key returns the key id, revoked or not.
 func (s *Service) Key(ctx context.Context, id string) (Key, error) {
 	if !ValidID(id) {
 		return Key{}, ErrKeyNotFound
@@ -188,21 +199,23 @@ func (s *Service) Key(ctx context.Context, id string) (Key, error) {
 	return s.store.FindKey(ctx, id)
 }
 
-// Keys lists a customer's live keys by id, one page at a time.
-func (s *Service) Keys(ctx context.Context, customer string, page tiers.Page) ([]Key, bool, error) {
+// Keys lists a customer's keys by id, one page at a time: those not
+// revoked, or every one with f.IncludeRevoked.
+func (s *Service) Keys(ctx context.Context, customer string, f Filter) ([]Key, bool, error) {
 	if err := tiers.CheckCustomerID("customer", customer); err != nil {
 		return nil, false, err
 	}
-	return s.store.FindKeys(ctx, customer, page)
+	return s.store.FindKeys(ctx, customer, f)
 }
 
-// RevokeKey revokes the key id. When it returns, this process's verifier
+// RevokeKey revokes the key id (ErrKeyNotFound if it is revoked
+// already). When it returns, this process's verifier
 // no longer accepts the key; other processes stop when they hear of it.
 func (s *Service) RevokeKey(ctx context.Context, w tiers.Write, id string) error {
 	if !ValidID(id) {
 		return ErrKeyNotFound
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	if _, err := s.store.RevokeKey(ctx, w, id); err != nil {
 		return err
 	}

@@ -52,25 +52,25 @@ func (s *fakeStore) FindKey(_ context.Context, id string) (keys.Key, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.keys[id]
-	if !ok || s.revoked[id] {
+	if !ok {
 		return keys.Key{}, keys.ErrKeyNotFound
 	}
 	return k, nil
 }
 
-func (s *fakeStore) FindKeys(_ context.Context, customer string, _ tiers.Page) ([]keys.Key, bool, error) {
+func (s *fakeStore) FindKeys(_ context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []keys.Key
 	for id, k := range s.keys {
-		if k.Customer == customer && !s.revoked[id] {
+		if k.Customer == customer && (f.IncludeRevoked || !s.revoked[id]) {
 			out = append(out, k)
 		}
 	}
 	return out, false, nil
 }
 
-func (s *fakeStore) RevokeKey(_ context.Context, _ tiers.Write, id string) (keys.Key, error) {
+func (s *fakeStore) RevokeKey(_ context.Context, w tiers.Write, id string) (keys.Key, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k, ok := s.keys[id]
@@ -78,6 +78,9 @@ func (s *fakeStore) RevokeKey(_ context.Context, _ tiers.Write, id string) (keys
 		return keys.Key{}, keys.ErrKeyNotFound
 	}
 	s.revoked[id] = true
+	revoked := k
+	revoked.RevokedAt = &w.At
+	s.keys[id] = revoked
 	return k, nil
 }
 

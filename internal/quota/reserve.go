@@ -312,7 +312,7 @@ func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveR
 		return ReserveResult{Decision: d}, nil
 	}
 	rsv := Reservation{ID: newReservationID(), Customer: r.Customer, Metric: r.Metric, Subject: r.Subject, Cost: r.Cost,
-		State: ReservationHeld, ExpiresAt: s.at.Add(r.TTL), CreatedAt: s.at, RequestID: r.RequestID, Windows: s.reserved()}
+		State: ReservationHeld, ExpiresAt: tiers.Instant(s.at.Add(r.TTL)), CreatedAt: s.at, RequestID: r.RequestID, Windows: s.reserved()}
 	if rsv.Answer, err = encodeAnswer(d); err != nil {
 		e.counters.undo(ctx, s, true, true)
 		return ReserveResult{}, err

@@ -159,6 +159,9 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		return err
 	},
 	"Keys": func(ctx context.Context, c *quotad.Client) error { return drain(c.Keys(ctx, "acme")) },
+	"KeysIncludingRevoked": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.KeysIncludingRevoked(ctx, "acme"))
+	},
 	"Key": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.Key(ctx, "key_AAAAAAAAAAAAAAAA")
 		return err

@@ -30,11 +30,12 @@ type apiKeyRow struct {
 	CreatedAt  time.Time
 	ExpiresAt  *time.Time
 	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 }
 
 func toKey(r apiKeyRow) keys.Key {
 	return keys.Key{ID: r.ID, Customer: r.Customer, Name: r.Name, Prefix: r.Prefix, CreatedAt: utc(r.CreatedAt),
-		ExpiresAt: utcPtr(r.ExpiresAt), LastUsedAt: utcPtr(r.LastUsedAt)}
+		ExpiresAt: utcPtr(r.ExpiresAt), LastUsedAt: utcPtr(r.LastUsedAt), RevokedAt: utcPtr(r.RevokedAt)}
 }
 
 type liveKeyRow struct {
@@ -51,12 +52,14 @@ func toLive(r liveKeyRow) keys.Live {
 	return k
 }
 
-const keyColumns = `id, customer_id AS customer, name, prefix, created_at, expires_at, last_used_at`
+const keyColumns = `id, customer_id AS customer, name, prefix, created_at, expires_at, last_used_at, revoked_at`
 
-func findKey(ctx context.Context, q querier, id string, lock bool) (keys.Key, error) {
-	sql := `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1 AND revoked_at IS NULL`
-	if lock {
-		sql += ` FOR UPDATE`
+// findKey returns the key id, revoked or not; with live, only a key not
+// revoked, locked.
+func findKey(ctx context.Context, q querier, id string, live bool) (keys.Key, error) {
+	sql := `SELECT ` + keyColumns + ` FROM api_keys WHERE id = $1`
+	if live {
+		sql += ` AND revoked_at IS NULL FOR UPDATE`
 	}
 	return findOne(ctx, q, sql, keys.ErrKeyNotFound, toKey, id)
 }
@@ -121,7 +124,7 @@ func (db *DB) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now t
 	return db.caps.Check(tiers.CapKeysPerCustomer, n+1)
 }
 
-// FindKey returns the live key id.
+// FindKey returns the key id, revoked or not.
 func (db *DB) FindKey(ctx context.Context, id string) (keys.Key, error) {
 	k, err := findKey(ctx, db.pool, id, false)
 	if err != nil {
@@ -130,11 +133,12 @@ func (db *DB) FindKey(ctx context.Context, id string) (keys.Key, error) {
 	return k, nil
 }
 
-// FindKeys returns one page of a customer's live keys ordered by id.
-func (db *DB) FindKeys(ctx context.Context, customer string, page tiers.Page) ([]keys.Key, bool, error) {
+// FindKeys returns one page of a customer's keys ordered by id: those not
+// revoked, or every one with f.IncludeRevoked.
+func (db *DB) FindKeys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error) {
 	const q = `SELECT ` + keyColumns + ` FROM api_keys
-		WHERE customer_id = $1 AND revoked_at IS NULL AND id > $2 ORDER BY id LIMIT $3`
-	list, more, err := findPage(ctx, db.pool, "api keys", page.Limit, toKey, q, customer, page.After)
+		WHERE customer_id = $1 AND id > $2 AND ($3::boolean OR revoked_at IS NULL) ORDER BY id LIMIT $4`
+	list, more, err := findPage(ctx, db.pool, "api keys", f.Limit, toKey, q, customer, f.After, f.IncludeRevoked)
 	if err != nil || len(list) > 0 {
 		return list, more, err
 	}
@@ -149,7 +153,8 @@ func (db *DB) FindKeys(ctx context.Context, customer string, page tiers.Page) ([
 	return list, false, nil
 }
 
-// RevokeKey revokes the live key id and records it in the audit log.
+// RevokeKey revokes the live key id and records it in the audit log; a
+// key revoked already is keys.ErrKeyNotFound.
 func (db *DB) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key, error) {
 	var old keys.Key
 	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {

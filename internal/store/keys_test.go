@@ -86,14 +86,16 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Errorf("last used = %+v, %v; want %v", got.LastUsedAt, err, used)
 	}
 
-	if _, err := db.RevokeKey(ctx, write("ops"), k.ID); err != nil {
+	revokedAt := t0.Add(3 * time.Minute)
+	if _, err := db.RevokeKey(ctx, tiers.Write{Actor: "ops", At: revokedAt}, k.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.RevokeKey(ctx, write("ops"), k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("revoke twice: err = %v, want ErrKeyNotFound", err)
 	}
-	if _, err := db.FindKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
-		t.Errorf("find revoked: err = %v", err)
+	// A revoked key is still found, with when it was revoked.
+	if got, err := db.FindKey(ctx, k.ID); err != nil || got.ID != k.ID || got.RevokedAt == nil || !got.RevokedAt.Equal(revokedAt) {
+		t.Errorf("find revoked = %+v, %v; want revoked at %v", got, err, revokedAt)
 	}
 	if _, err := db.LiveKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("live key revoked: err = %v", err)
@@ -141,6 +143,7 @@ func TestFindKeysPages(t *testing.T) {
 		name     string
 		customer string
 		page     tiers.Page
+		revoked  bool
 		want     []string
 		more     bool
 		err      error
@@ -148,13 +151,15 @@ func TestFindKeysPages(t *testing.T) {
 		{name: "first page", customer: "acme", page: tiers.Page{Limit: 1}, want: ids[:1], more: true},
 		{name: "after the first, revoked left out", customer: "acme", page: tiers.Page{Limit: 1, After: ids[0]}, want: ids[2:]},
 		{name: "all", customer: "acme", page: tiers.Page{Limit: 10}, want: []string{ids[0], ids[2]}},
+		{name: "revoked included", customer: "acme", page: tiers.Page{Limit: 10}, revoked: true, want: ids},
+		{name: "revoked included, a page", customer: "acme", page: tiers.Page{Limit: 1, After: ids[0]}, revoked: true, want: ids[1:2], more: true},
 		{name: "other customer", customer: "globex", page: tiers.Page{Limit: 10}, want: []string{"key_GGGGGGGGGGGGGGGG"}},
 		{name: "customer without keys", customer: "empty", page: tiers.Page{Limit: 10}},
 		{name: "unknown customer", customer: "nobody", page: tiers.Page{Limit: 10}, err: tiers.ErrCustomerNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			list, more, err := db.FindKeys(ctx, tt.customer, tt.page)
+			list, more, err := db.FindKeys(ctx, tt.customer, keys.Filter{Page: tt.page, IncludeRevoked: tt.revoked})
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("err = %v, want %v", err, tt.err)
 			}

@@ -14,7 +14,9 @@ import (
 
 // A customer's billing terms over time live in plan_assignments, written in
 // the transaction of the catalog write that changes them. Their instants
-// are whole seconds: statements prorate by the second.
+// are those of the writes, to the microsecond (tiers.Instant), never cut
+// to the second: two changes within one second are two terms, each on the
+// statement (which counts whole seconds, see billing).
 
 type termsRow struct {
 	ID               int64
@@ -51,10 +53,10 @@ func toTerms(r termsRow) billing.Terms {
 const termsColumns = `id, customer_id, valid_from, valid_to, plan_key, plan_name, price_amount_cents,
 	price_currency, price_interval, overage_prices, billing_anchor_day`
 
-// billingInstant is the instant a write changes terms at: w.At to the
-// second, never before the open terms began (should the clock step back).
+// billingInstant is the instant a write changes terms at: w.At, never
+// before the open terms began (should the clock step back).
 func billingInstant(at time.Time, open *billing.Terms) time.Time {
-	at = at.UTC().Truncate(time.Second)
+	at = tiers.Instant(at)
 	if open != nil && at.Before(open.From) {
 		return open.From
 	}
@@ -143,7 +145,7 @@ func closeTerms(ctx context.Context, tx pgx.Tx, at time.Time, customer string) e
 	const q = `
 		UPDATE plan_assignments SET valid_to = greatest(valid_from, $2)
 		WHERE customer_id = $1 AND valid_to IS NULL`
-	if _, err := tx.Exec(ctx, q, customer, at.UTC().Truncate(time.Second)); err != nil {
+	if _, err := tx.Exec(ctx, q, customer, tiers.Instant(at)); err != nil {
 		return fmt.Errorf("close terms: %w", err)
 	}
 	return nil
@@ -167,7 +169,7 @@ func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, p tiers.Plan) 
 		froms []time.Time
 		next  []billing.Terms
 	)
-	at = at.UTC().Truncate(time.Second)
+	at = tiers.Instant(at)
 	for _, r := range list {
 		open := toTerms(r)
 		t := billing.TermsOf(tiers.Customer{ID: open.Customer, Anchor: tiers.Anchor{Day: open.AnchorDay}}, p)

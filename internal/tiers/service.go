@@ -45,7 +45,7 @@ func NewService(store Store, now func() time.Time, onChange func(Change)) *Servi
 }
 
 func (s *Service) stamp(w Write) Write {
-	w.At = s.now().UTC()
+	w.At = Instant(s.now())
 	return w
 }
 

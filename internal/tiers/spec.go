@@ -547,7 +547,8 @@ func checkJSONText(v any, depth int) error {
 const maxYear = 9999
 
 // checkExpiry validates an override's expires_at, if set: it must lie
-// after now (and before year 10000). It returns the time in UTC.
+// after now (and before year 10000). It returns the time as Instant
+// keeps it.
 func (p *problems) checkExpiry(at *time.Time, now time.Time) *time.Time {
 	if at == nil {
 		return nil
@@ -561,6 +562,7 @@ func (p *problems) checkExpiry(at *time.Time, now time.Time) *time.Time {
 	case !t.After(now):
 		p.add("expires_at", "must lie in the future")
 	}
+	t = Instant(t)
 	return &t
 }
 

@@ -60,6 +60,15 @@ type Write struct {
 	At time.Time
 }
 
+// Precision is the precision of every instant quotad stores and answers:
+// PostgreSQL's timestamptz keeps microseconds, so an instant is cut to
+// them before it is stored or answered, and the answer to a write reads
+// as every later read of what it wrote.
+const Precision = time.Microsecond
+
+// Instant returns t in UTC, truncated to Precision.
+func Instant(t time.Time) time.Time { return t.UTC().Truncate(Precision) }
+
 // Precondition is an If-Match request header, parsed.
 type Precondition struct {
 	Set      bool    // the header was sent

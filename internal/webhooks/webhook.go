@@ -334,7 +334,7 @@ func (s *Service) PutWebhook(ctx context.Context, w tiers.Write, id string, spec
 			return Webhook{}, false, err
 		}
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	return s.store.PutWebhook(ctx, w, wh, keep)
 }
 
@@ -343,7 +343,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, w tiers.Write, id string) e
 	if err := tiers.CheckKey("id", id); err != nil {
 		return err
 	}
-	w.At = s.now()
+	w.At = tiers.Instant(s.now())
 	return s.store.DeleteWebhook(ctx, w, id)
 }
 
