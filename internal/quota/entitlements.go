@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -46,17 +47,26 @@ func (e *Engine) Entitlements(ctx context.Context, customer, subject string) (En
 		return Entitlements{}, err
 	}
 	s.accts = append(s.accts, acct)
-	var metrics []string
-	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, s.at) {
-		if len(metrics) > 0 && metrics[len(metrics)-1] == el.Metric {
-			continue // Effective orders limits by metric
+	// The metrics of the effective limits, in tiers.Effective's order.
+	var buf [8]string
+	metrics := buf[:0]
+	for i := range acct.Plan.Limits {
+		if m := acct.Plan.Limits[i].Metric; !slices.Contains(metrics, m) {
+			metrics = append(metrics, m)
 		}
-		m, err := e.catalog.Metric(ctx, el.Metric)
+	}
+	for i := range acct.Overrides {
+		if o := &acct.Overrides[i]; !o.ExpiredAt(s.at) && !slices.Contains(metrics, o.Metric) {
+			metrics = append(metrics, o.Metric)
+		}
+	}
+	slices.Sort(metrics)
+	for _, key := range metrics {
+		m, err := e.catalog.Metric(ctx, key)
 		if err != nil {
 			return Entitlements{}, err
 		}
 		s.mets = append(s.mets, m)
-		metrics = append(metrics, el.Metric)
 	}
 	for _, m := range metrics {
 		s.spansOf(s.group(customer, m, "", 1, 1, 1))

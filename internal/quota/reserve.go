@@ -625,7 +625,7 @@ func (rs *reservations) usage(ctx context.Context, rsv Reservation) ([]Usage, er
 // usage returns the count of every span of set s, looked at with a cost
 // of 1, as Usage.
 func (s *set) usage() []Usage {
-	var out []Usage
+	out := make([]Usage, 0, len(s.spans))
 	for g := range s.groups {
 		for _, c := range s.chargesOf(g) {
 			if c == nil {
@@ -645,9 +645,6 @@ func (s *set) usage() []Usage {
 				out = append(out, u)
 			}
 		}
-	}
-	if out == nil {
-		out = []Usage{}
 	}
 	return out
 }
