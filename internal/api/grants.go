@@ -61,13 +61,9 @@ func (s *Server) createGrant(c echo.Context) error {
 }
 
 func (s *Server) listGrants(c echo.Context) error {
-	all := false
-	switch v := c.QueryParam("all"); {
-	case v == "true":
-		all = true
-	case v == "false", v == "" && !c.QueryParams().Has("all"):
-	default:
-		return invalid("all", "must be true or false")
+	all, err := boolParam(c, "all")
+	if err != nil {
+		return err
 	}
 	svc, err := s.grantService()
 	if err != nil {

@@ -9,10 +9,12 @@ import (
 // Sentinel errors. Store implementations return them (wrapped with %w) and
 // the API maps each to one status and problem code.
 var (
-	ErrMetricNotFound   = errors.New("metric not found")
-	ErrPlanNotFound     = errors.New("plan not found")
-	ErrCustomerNotFound = errors.New("customer not found")
-	ErrOverrideNotFound = errors.New("override not found")
+	ErrMetricNotFound = errors.New("metric not found")
+	ErrPlanNotFound   = errors.New("plan not found")
+	// ErrPlanVersionNotFound: the plan has no version of this number.
+	ErrPlanVersionNotFound = errors.New("plan version not found")
+	ErrCustomerNotFound    = errors.New("customer not found")
+	ErrOverrideNotFound    = errors.New("override not found")
 	// ErrFeatureOverrideNotFound: the customer has no override of the
 	// feature.
 	ErrFeatureOverrideNotFound = errors.New("feature override not found")
