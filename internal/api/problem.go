@@ -179,7 +179,7 @@ func toProblem(err error) (Problem, bool) {
 		if errors.Is(err, row.err) {
 			detail := details[row.code]
 			if errors.Is(err, tiers.ErrMetricInUse) {
-				detail = "a plan or an override (expired ones too) still uses this metric, or a credit pool's schema names it"
+				detail = "a plan, a version of a plan that customers are on, or an override (expired ones too) still uses this metric, or a credit pool's schema names it"
 			}
 			if errors.Is(err, tiers.ErrPlanInUse) {
 				detail = "customers are still on this plan"

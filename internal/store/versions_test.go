@@ -244,3 +244,30 @@ func TestPlanVersionsMigrationBackfills(t *testing.T) {
 		t.Errorf("acme: version, limit, price = %v, want [2 20 4900]", got)
 	}
 }
+
+// A metric that only an older version limits cannot be deleted while
+// customers are on that version.
+func TestPlanVersionKeepsItsMetrics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})))
+	mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "exports"})))
+	limit := func(metric string) tiers.Limit {
+		return tiers.Limit{Metric: metric, Window: tiers.Day, Limit: 10, Mode: tiers.Hard}
+	}
+	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
+		Limits: []tiers.Limit{limit("api_calls"), limit("exports")}}, false)))
+	mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`)})))
+	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
+		Limits: []tiers.Limit{limit("api_calls")}}, true)))
+	if err := db.DeleteMetric(ctx, write("ops"), "exports"); !errors.Is(err, tiers.ErrMetricInUse) {
+		t.Fatalf("DeleteMetric while a is on version 1: %v, want ErrMetricInUse", err)
+	}
+	if _, err := db.MigratePlan(ctx, write("ops"), "pro", nil, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteMetric(ctx, write("ops"), "exports"); err != nil {
+		t.Errorf("DeleteMetric once nobody is on version 1: %v", err)
+	}
+}

@@ -19,8 +19,9 @@ var (
 	// feature.
 	ErrFeatureOverrideNotFound = errors.New("feature override not found")
 
-	// ErrMetricInUse: a plan or an override (expired ones too) limits the
-	// metric, or a credit pool's schema names it.
+	// ErrMetricInUse: a plan, a version of a plan that customers are on,
+	// or an override (expired ones too) limits the metric, or a credit
+	// pool's schema names it.
 	ErrMetricInUse = errors.New("metric is in use")
 	// ErrPlanInUse: customers are on the plan.
 	ErrPlanInUse = errors.New("plan is in use")
