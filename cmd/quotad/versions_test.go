@@ -161,9 +161,12 @@ func TestPlanVersionsGrandfatherAndMigrate(t *testing.T) {
 	}
 	// b hears of it (LISTEN/NOTIFY): old2's 3 + 5 no longer fit.
 	eventually(t, func() bool {
-		limit, ok := b.dayLimitSeen("old2", 5)
+		limit, ok := b.dayLimitOnce("old2", 5)
 		return limit == 7 && !ok
 	}, "the migration to reach the other process")
+	if limit, ok := b.dayLimitSeen("old2", 5); limit != 7 || ok {
+		t.Errorf("old2 on b after the migration: day limit %d, allowed %v; want 7, denied", limit, ok)
+	}
 	r = a.mustDo(http.StatusOK, "GET", "/v1/audit?customer=old2&limit=1", "")
 	MustEqualJSON(t, "old2's audit event", auditShape(t, r), `{"actor":"ops","action":"update","resource":"customers/old2",
 		"before":{"plan":"pro","plan_version":1},"after":{"plan":"pro","plan_version":3}}`)

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -173,6 +174,9 @@ func (s *Service) MigratePlan(ctx context.Context, w Write, key string, spec Mig
 	}
 	for _, c := range m.Customers {
 		mc, err := impact(c)
+		if errors.Is(err, ErrCustomerNotFound) {
+			continue // deleted since it was listed
+		}
 		if err != nil {
 			return Migration{}, err
 		}
@@ -197,7 +201,9 @@ func (s *Service) MigratePlan(ctx context.Context, w Write, key string, spec Mig
 	for _, c := range moved {
 		mc, ok := listed[c.ID]
 		if !ok {
-			if mc, err = impact(c); err != nil {
+			if mc, err = impact(c); errors.Is(err, ErrCustomerNotFound) {
+				continue
+			} else if err != nil {
 				return Migration{}, err
 			}
 		}
