@@ -29,7 +29,12 @@ func (c *Client) get(ctx context.Context, path string, out any, meta *Meta) erro
 
 // put writes a resource and says whether it was created.
 func (c *Client) put(ctx context.Context, path string, body, out any, meta *Meta, opts []WriteOption) (bool, error) {
-	r, err := c.do(ctx, call{method: http.MethodPut, path: path, body: body, header: writeHeader(opts),
+	return c.putQuery(ctx, path, nil, body, out, meta, opts)
+}
+
+// putQuery is put with query parameters.
+func (c *Client) putQuery(ctx context.Context, path string, query url.Values, body, out any, meta *Meta, opts []WriteOption) (bool, error) {
+	r, err := c.do(ctx, call{method: http.MethodPut, path: path, query: query, body: body, header: writeHeader(opts),
 		retry: true, ok: []int{http.StatusOK, http.StatusCreated}, out: out})
 	if err != nil {
 		return false, err
@@ -178,6 +183,59 @@ func (c *Client) PutPlan(ctx context.Context, key string, spec PlanSpec, opts ..
 		return nil, false, err
 	}
 	return &p, created, nil
+}
+
+// PutPlanGrandfathered is PutPlan keeping the plan's customers on the
+// version they are on (PUT ?grandfather=true): a change of price, limits
+// or features makes a new version that only customers new to the plan
+// get, until MigratePlan moves the others.
+func (c *Client) PutPlanGrandfathered(ctx context.Context, key string, spec PlanSpec, opts ...WriteOption) (*Plan, bool, error) {
+	var p Plan
+	q := url.Values{"grandfather": {"true"}}
+	created, err := c.putQuery(ctx, pathf("/v1/plans/%s", key), q, spec, &p, &p.Meta, opts)
+	if err != nil {
+		return nil, false, err
+	}
+	return &p, created, nil
+}
+
+// PlanVersions lists a plan's versions, oldest first; ErrPlanNotFound if
+// there is no plan.
+func (c *Client) PlanVersions(ctx context.Context, key string) iter.Seq2[PlanVersion, error] {
+	return paginate(ctx, func(ctx context.Context, cursor string) (page[PlanVersion], error) {
+		var out struct {
+			Versions   []PlanVersion `json:"versions"`
+			NextCursor string        `json:"next_cursor"`
+		}
+		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/plans/%s/versions", key),
+			query: listQuery(cursor, 0), retry: true, out: &out})
+		return page[PlanVersion]{out.Versions, out.NextCursor}, err
+	})
+}
+
+// PlanVersion gets version n of a plan; ErrPlanVersionNotFound if it has
+// none (ErrPlanNotFound if there is no plan).
+func (c *Client) PlanVersion(ctx context.Context, key string, n int64) (*PlanVersion, error) {
+	var v PlanVersion
+	if err := c.get(ctx, pathf("/v1/plans/%s/versions/", key)+strconv.FormatInt(n, 10), &v, nil); err != nil {
+		return nil, err
+	}
+	return &v, nil
+}
+
+// MigratePlan moves a plan's customers from older versions to a newer one
+// (see MigrationSpec), or, with DryRun, only says what it would do: the
+// customers, each with the windows whose current usage is beyond the
+// limits it moves to. A dry run is retried like a read; a migration is
+// not (a repeat moves nobody more, but answers differently).
+func (c *Client) MigratePlan(ctx context.Context, key string, spec MigrationSpec) (*Migration, error) {
+	var m Migration
+	_, err := c.do(ctx, call{method: http.MethodPost, path: pathf("/v1/plans/%s/migrate", key), body: spec,
+		retry: spec.DryRun, out: &m})
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
 }
 
 // DeletePlan deletes a plan; ErrConflict while customers are on it.

@@ -30,6 +30,7 @@ var allSentinels = map[string]error{
 	"ErrNotFound":             quotad.ErrNotFound,
 	"ErrCustomerNotFound":     quotad.ErrCustomerNotFound,
 	"ErrPlanNotFound":         quotad.ErrPlanNotFound,
+	"ErrPlanVersionNotFound":  quotad.ErrPlanVersionNotFound,
 	"ErrMetricNotFound":       quotad.ErrMetricNotFound,
 	"ErrOverrideNotFound":     quotad.ErrOverrideNotFound,
 	"ErrMethodNotAllowed":     quotad.ErrMethodNotAllowed,

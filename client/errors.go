@@ -100,6 +100,9 @@ var (
 	ErrCustomerNotFound error = &sentinel{"quotad: customer not found", "customer_not_found", 0}
 	// ErrPlanNotFound: 404 plan_not_found.
 	ErrPlanNotFound error = &sentinel{"quotad: plan not found", "plan_not_found", 0}
+	// ErrPlanVersionNotFound: 404 plan_version_not_found, the plan has no
+	// version of that number.
+	ErrPlanVersionNotFound error = &sentinel{"quotad: plan version not found", "plan_version_not_found", 0}
 	// ErrMetricNotFound: 404 metric_not_found.
 	ErrMetricNotFound error = &sentinel{"quotad: metric not found", "metric_not_found", 0}
 	// ErrOverrideNotFound: 404 override_not_found.

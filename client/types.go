@@ -149,7 +149,58 @@ type PlanSpec struct {
 type Plan struct {
 	Key string `json:"key"`
 	PlanSpec
+	// LatestVersion is the number of the plan's newest version, whose
+	// price, limits and features PlanSpec holds (Meta.Version counts
+	// writes).
+	LatestVersion int64 `json:"latest_version"`
 	Meta
+}
+
+// PlanVersion is a plan's price, limits and features as they were from
+// CreatedAt on: every change of them made a version.
+type PlanVersion struct {
+	Plan     string   `json:"plan"`
+	Version  int64    `json:"version"`
+	Price    *Price   `json:"price"`
+	Limits   []Limit  `json:"limits"`
+	Features Features `json:"features"`
+	// Customers counts the customers on this version now.
+	Customers int64     `json:"customers"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// MigrationSpec is the body of MigratePlan: the version whose customers
+// move (nil: every version older than ToVersion), the version they move to
+// (nil: the latest), and whether to move them at all.
+type MigrationSpec struct {
+	FromVersion *int64 `json:"from_version,omitempty"`
+	ToVersion   *int64 `json:"to_version,omitempty"`
+	DryRun      bool   `json:"dry_run"`
+}
+
+// Migration is what a migration moved, or would move.
+type Migration struct {
+	Plan         string             `json:"plan"`
+	FromVersions []int64            `json:"from_versions"`
+	ToVersion    int64              `json:"to_version"`
+	DryRun       bool               `json:"dry_run"`
+	Customers    []MigratedCustomer `json:"customers"`
+}
+
+// MigratedCustomer is a customer a migration moves, and the windows whose
+// current usage is beyond the limits it moves to.
+type MigratedCustomer struct {
+	Customer    string      `json:"customer"`
+	FromVersion int64       `json:"from_version"`
+	OverLimit   []OverLimit `json:"over_limit"`
+}
+
+// OverLimit is a window whose current usage is beyond a limit.
+type OverLimit struct {
+	Metric string `json:"metric"`
+	Window string `json:"window"`
+	Used   int64  `json:"used"`
+	Limit  int64  `json:"limit"`
 }
 
 // CustomerSpec is the body of PutCustomer.
@@ -183,6 +234,9 @@ func (m *Metadata) UnmarshalJSON(data []byte) error {
 type Customer struct {
 	ID string `json:"id"`
 	CustomerSpec
+	// PlanVersion is the version of its plan the customer is on
+	// (read-only: grandfathered changes keep it, migrations move it).
+	PlanVersion int64 `json:"plan_version"`
 	Meta
 }
 

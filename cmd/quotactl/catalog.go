@@ -38,6 +38,9 @@ type applyCmd struct {
 	File   string `short:"f" required:"" help:"The catalog file to apply." placeholder:"FILE" type:"existingfile"`
 	DryRun bool   `help:"Print the changes only; write nothing."`
 	Prune  bool   `help:"Also delete what the file does not name, in the sections it has (a file without customers: deletes no customer)."`
+	// Grandfather: a plan whose price, limits or features change gets a
+	// new version either way; this keeps its customers on theirs.
+	Grandfather bool `help:"Keep the customers of a changed plan on the version they are on; only customers new to it get the new version (by default its customers follow)."`
 }
 
 func (x *applyCmd) Run(e *env) error {
@@ -81,7 +84,7 @@ func (x *applyCmd) Run(e *env) error {
 		testHookBeforeApply()
 	}
 	for i, c := range changes {
-		err := apply(e.ctx, e.client, c)
+		err := apply(e.ctx, e.client, c, x.Grandfather)
 		if err == nil {
 			continue
 		}

@@ -937,3 +937,34 @@ func TestPricingWalkthrough(t *testing.T) {
 		t.Errorf("entitlements %+v", e)
 	}
 }
+
+// TestApplyGrandfather: a changed plan gets a new version either way; with
+// --grandfather its customers stay on theirs, without it they follow.
+func TestApplyGrandfather(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	ctx := context.Background()
+	mustOK(t, put(admin(srv).PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})))
+	text, err := os.ReadFile(example)
+	mustOK(t, err)
+	steps := []struct {
+		args           []string
+		amount         string
+		latest, onAcme int64
+	}{
+		{[]string{"--grandfather"}, "amount_cents: 5900", 2, 1},
+		{nil, "amount_cents: 6900", 3, 1},
+	}
+	for _, st := range steps {
+		file := mustWrite(t, strings.Replace(string(text), "amount_cents: 4900", st.amount, 1))
+		mustApply(t, srv, 0, append([]string{"-f", file}, st.args...)...)
+		p, err := admin(srv).Plan(ctx, "pro")
+		mustOK(t, err)
+		cu, err := admin(srv).Customer(ctx, "acme")
+		mustOK(t, err)
+		if p.LatestVersion != st.latest || cu.PlanVersion != st.onAcme {
+			t.Errorf("apply %v %s: latest version %d, acme on %d; want %d, %d", st.args, st.amount,
+				p.LatestVersion, cu.PlanVersion, st.latest, st.onAcme)
+		}
+	}
+}

@@ -59,8 +59,9 @@ func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfi
 }
 
 // apply makes one change, with If-Match when it has one: a resource
-// changed since it was read fails with quotad.ErrPreconditionFailed.
-func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change) error {
+// changed since it was read fails with quotad.ErrPreconditionFailed. A
+// changed plan is grandfathered with grandfather.
+func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change, grandfather bool) error {
 	var opts []quotad.WriteOption
 	if ch.IfMatch != "" {
 		opts = append(opts, quotad.IfMatch(ch.IfMatch))
@@ -77,7 +78,11 @@ func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change) error {
 		if del {
 			return c.DeletePlan(ctx, ch.Key, opts...)
 		}
-		_, _, err = c.PutPlan(ctx, ch.Key, toPlan(ch.Plan), opts...)
+		put := c.PutPlan
+		if grandfather {
+			put = c.PutPlanGrandfathered
+		}
+		_, _, err = put(ctx, ch.Key, toPlan(ch.Plan), opts...)
 	case catalogfile.KindCustomer:
 		if del {
 			return c.DeleteCustomer(ctx, ch.Key, opts...)

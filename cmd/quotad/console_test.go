@@ -795,6 +795,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := tab.text("main"); !strings.Contains(got, "$49.00") || !strings.Contains(got, "100,000") {
 			t.Errorf("plans page lacks Pro's price or day limit: %q", got)
 		}
+		tab.waitFor("Pro's versions", `document.querySelector('[data-plan=pro] .versions table')?.textContent.includes('$49.00 per month')`)
 		tab.open("#/metrics")
 		tab.waitFor("api_calls' capacity", `document.querySelector('main')?.textContent.includes('day: 10,000,000')`)
 		tab.open("#/webhooks")

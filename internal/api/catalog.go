@@ -106,7 +106,11 @@ func (s *Server) putPlan(c echo.Context) error {
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	p, created, err := s.catalog.PutPlan(c.Request().Context(), s.write(c), param(c, "plan"), spec)
+	grandfather, err := boolQuery(c, "grandfather")
+	if err != nil {
+		return err
+	}
+	p, created, err := s.catalog.PutPlan(c.Request().Context(), s.write(c), param(c, "plan"), spec, grandfather)
 	if err != nil {
 		return err
 	}

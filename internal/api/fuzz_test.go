@@ -883,9 +883,25 @@ func (s fuzzStore) PutMetric(_ context.Context, _ tiers.Write, m tiers.Metric) (
 	return m, true, nil
 }
 
-func (s fuzzStore) PutPlan(_ context.Context, _ tiers.Write, p tiers.Plan) (tiers.Plan, bool, error) {
+func (s fuzzStore) PutPlan(_ context.Context, _ tiers.Write, p tiers.Plan, _ bool) (tiers.Plan, bool, error) {
 	s.fs.passed = p
 	return p, true, nil
+}
+
+func (s fuzzStore) FindPlanVersion(context.Context, string, int64) (tiers.PlanVersion, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindPlanVersions(context.Context, string, tiers.Page) ([]tiers.PlanVersion, bool, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) FindPlanMigration(context.Context, string, *int64, *int64) (tiers.PlanMigration, error) {
+	panic("fuzzStore: unexpected call")
+}
+
+func (s fuzzStore) MigratePlan(context.Context, tiers.Write, string, *int64, int64) ([]tiers.VersionedCustomer, error) {
+	panic("fuzzStore: unexpected call")
 }
 
 func (s fuzzStore) PutCustomer(_ context.Context, _ tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {

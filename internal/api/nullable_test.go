@@ -27,6 +27,7 @@ var bodyTypes = map[string]reflect.Type{
 	"POST /v1/reservations/{id}/commit":                        reflect.TypeFor[commitRequest](),
 	"PUT /v1/metrics/{metric}":                                 reflect.TypeFor[tiers.MetricSpec](),
 	"PUT /v1/plans/{plan}":                                     reflect.TypeFor[tiers.PlanSpec](),
+	"POST /v1/plans/{plan}/migrate":                            reflect.TypeFor[tiers.MigrationSpec](),
 	"PUT /v1/customers/{customer}":                             reflect.TypeFor[tiers.CustomerSpec](),
 	"PUT /v1/customers/{customer}/overrides/{metric}/{window}": reflect.TypeFor[tiers.OverrideSpec](),
 	"PUT /v1/customers/{customer}/features/{feature}":          reflect.TypeFor[tiers.FeatureOverrideSpec](),

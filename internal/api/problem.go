@@ -39,6 +39,7 @@ const (
 	codeNoTotalLimit         = "no_total_limit"
 	codeCustomerNotFound     = "customer_not_found"
 	codePlanNotFound         = "plan_not_found"
+	codePlanVersionNotFound  = "plan_version_not_found"
 	codeMetricNotFound       = "metric_not_found"
 	codeOverrideNotFound     = "override_not_found"
 	codeNotFound             = "not_found"
@@ -114,6 +115,7 @@ var errorTable = []struct {
 }{
 	{tiers.ErrCustomerNotFound, http.StatusNotFound, codeCustomerNotFound},
 	{tiers.ErrPlanNotFound, http.StatusNotFound, codePlanNotFound},
+	{tiers.ErrPlanVersionNotFound, http.StatusNotFound, codePlanVersionNotFound},
 	{tiers.ErrMetricNotFound, http.StatusNotFound, codeMetricNotFound},
 	{tiers.ErrOverrideNotFound, http.StatusNotFound, codeOverrideNotFound},
 	{tiers.ErrFeatureOverrideNotFound, http.StatusNotFound, codeFeatureOverrideNotFound},
@@ -139,6 +141,7 @@ var errorTable = []struct {
 var details = map[string]string{
 	codeCustomerNotFound:        "no customer has this id",
 	codePlanNotFound:            "no plan has this key",
+	codePlanVersionNotFound:     "the plan has no version of this number",
 	codeMetricNotFound:          "no metric with this key is declared",
 	codeOverrideNotFound:        "the customer has no override on this metric and window (and per)",
 	codeFeatureOverrideNotFound: "the customer has no override of this feature",
@@ -176,7 +179,7 @@ func toProblem(err error) (Problem, bool) {
 		if errors.Is(err, row.err) {
 			detail := details[row.code]
 			if errors.Is(err, tiers.ErrMetricInUse) {
-				detail = "a plan or an override (expired ones too) still uses this metric, or a credit pool's schema names it"
+				detail = "a plan, a version of a plan that customers are on, or an override (expired ones too) still uses this metric, or a credit pool's schema names it"
 			}
 			if errors.Is(err, tiers.ErrPlanInUse) {
 				detail = "customers are still on this plan"

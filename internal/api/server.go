@@ -31,8 +31,11 @@ type Catalog interface {
 
 	Plan(ctx context.Context, key string) (tiers.Plan, error)
 	Plans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error)
-	PutPlan(ctx context.Context, w tiers.Write, key string, spec tiers.PlanSpec) (tiers.Plan, bool, error)
+	PutPlan(ctx context.Context, w tiers.Write, key string, spec tiers.PlanSpec, grandfather bool) (tiers.Plan, bool, error)
 	DeletePlan(ctx context.Context, w tiers.Write, key string) error
+	PlanVersion(ctx context.Context, key string, n int64) (tiers.PlanVersion, error)
+	PlanVersions(ctx context.Context, key string, page tiers.Page) ([]tiers.PlanVersion, bool, error)
+	MigratePlan(ctx context.Context, w tiers.Write, key string, spec tiers.MigrationSpec, usage tiers.UsageReader) (tiers.Migration, error)
 
 	Customer(ctx context.Context, id string) (tiers.Customer, error)
 	Customers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error)
@@ -199,6 +202,9 @@ func New(cfg Config) *Server {
 	v1.GET("/plans/:plan", s.getPlan)
 	v1.PUT("/plans/:plan", s.putPlan)
 	v1.DELETE("/plans/:plan", s.deletePlan)
+	v1.GET("/plans/:plan/versions", s.listPlanVersions)
+	v1.GET("/plans/:plan/versions/:version", s.getPlanVersion)
+	v1.POST("/plans/:plan/migrate", s.migratePlan)
 
 	v1.GET("/customers", s.listCustomers)
 	v1.GET("/customers/:customer", s.getCustomer)

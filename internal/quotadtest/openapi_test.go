@@ -59,6 +59,16 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		return err
 	},
 	"DeletePlan": func(ctx context.Context, c *quotad.Client) error { return c.DeletePlan(ctx, "pro") },
+	"PutPlanGrandfathered": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.PutPlanGrandfathered(ctx, "pro", quotad.PlanSpec{})
+		return err
+	},
+	"PlanVersions": func(ctx context.Context, c *quotad.Client) error { return drain(c.PlanVersions(ctx, "pro")) },
+	"PlanVersion":  func(ctx context.Context, c *quotad.Client) error { _, err := c.PlanVersion(ctx, "pro", 1); return err },
+	"MigratePlan": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.MigratePlan(ctx, "pro", quotad.MigrationSpec{DryRun: true})
+		return err
+	},
 	"Customers": func(ctx context.Context, c *quotad.Client) error {
 		return drain(c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}))
 	},

@@ -82,7 +82,7 @@ func TestMetricLifecycle(t *testing.T) {
 	}
 
 	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "free", Name: "Free", Price: usd,
-		Limits: []tiers.Limit{{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard}}}); err != nil {
+		Limits: []tiers.Limit{{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard}}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.DeleteMetric(ctx, write("ops"), "api_calls"); !errors.Is(err, tiers.ErrMetricInUse) {
@@ -122,7 +122,7 @@ func TestPlanRejectsUndeclaredMetric(t *testing.T) {
 	t.Parallel()
 	db := MustOpen(t)
 	_, _, err := db.PutPlan(context.Background(), write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
-		Limits: []tiers.Limit{{Metric: "nope", Window: tiers.Day, Limit: 1, Mode: tiers.Hard}}})
+		Limits: []tiers.Limit{{Metric: "nope", Window: tiers.Day, Limit: 1, Mode: tiers.Hard}}}, false)
 	var ve *tiers.ValidationError
 	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "limits[0].metric" {
 		t.Fatalf("err = %v, want validation error on limits[0].metric", err)
@@ -138,7 +138,7 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100, Mode: tiers.Soft, OveragePercent: 20, OveragePriceMicros: ptr(int64(5))},
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard},
-	}})
+	}}, false)
 	mustPut(t, err)
 
 	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "nope", Metadata: []byte(`{}`)})
@@ -216,7 +216,7 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 		{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Elastic, Algorithm: tiers.TokenBucket, Burst: ptr[int64](25)},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
 	}
-	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
 	found, err := db.FindPlan(ctx, "pro")
 	mustPut(t, err)
@@ -228,7 +228,7 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	// A replace writes every limit again: a token bucket may lose its burst.
 	limits[3] = tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Hard, Algorithm: tiers.TokenBucket}
 	limits[1].Algorithm = tiers.SlidingWindow
-	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
 	plans, _, err := db.FindPlans(ctx, tiers.Page{Limit: 10})
 	mustPut(t, err)
@@ -286,7 +286,7 @@ func TestLimitAlgorithmConstraints(t *testing.T) {
 	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}); err != nil {
+	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
@@ -359,7 +359,7 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard, Algorithm: tiers.TokenBucket,
 			Burst: ptr[int64](10), Per: tiers.PerSubject},
 	}
-	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits})
+	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
 	found, err := db.FindPlan(ctx, "pro")
 	mustPut(t, err)
@@ -484,7 +484,7 @@ func TestLimitPerConstraints(t *testing.T) {
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
 	MustPutMetrics(t, db, "m")
-	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd})
+	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false)
 	mustPut(t, err)
 	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
 	mustPut(t, err)

@@ -14,8 +14,13 @@ import (
 )
 
 type customerRow struct {
-	ID                string
-	PlanKey           string
+	ID      string
+	PlanKey string
+	// JoinedVersion is the customers.plan_version column: the version
+	// the customer joined its plan at; PlanVersion the version its group
+	// is on (see versions.go).
+	JoinedVersion     int64
+	PlanVersion       int64
 	Name              string
 	BillingAnchorDay  *int16
 	AnchorPinnedStart *time.Time
@@ -28,7 +33,8 @@ type customerRow struct {
 
 func toCustomer(r customerRow) tiers.Customer {
 	c := tiers.Customer{
-		ID: r.ID, Plan: r.PlanKey, Name: r.Name, Metadata: json.RawMessage(r.Metadata),
+		ID: r.ID, Plan: r.PlanKey, PlanVersion: r.PlanVersion, JoinedVersion: r.JoinedVersion,
+		Name: r.Name, Metadata: json.RawMessage(r.Metadata),
 		Version: r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
 	}
 	if r.BillingAnchorDay != nil {
@@ -43,7 +49,10 @@ func toCustomer(r customerRow) tiers.Customer {
 }
 
 const customerColumns = `
-	c.id, c.plan_key, c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
+	c.id, c.plan_key, c.plan_version AS joined_version,
+	(SELECT g.customers_on FROM plan_versions g
+	 WHERE g.plan_key = c.plan_key AND g.version = c.plan_version) AS plan_version,
+	c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
 	c.metadata, c.version, c.created_at, c.updated_at`
 
 func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.Customer, error) {
@@ -107,15 +116,19 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 			if !anchor.PinnedEnd.IsZero() {
 				pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
 			}
+			// A customer that joins a plan joins its latest version; one
+			// that stays keeps its version.
 			const update = `
 				UPDATE customers SET plan_key = $2, name = $3, billing_anchor_day = $4,
+				       plan_version = CASE WHEN plan_key = $2 THEN plan_version
+				                           ELSE (SELECT latest_version FROM plans WHERE key = $2) END,
 				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
 				       version = version + 1, updated_at = $8
 				WHERE id = $1`
 			const insert = `
 				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
-				                       anchor_pinned_end, metadata, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+				                       anchor_pinned_end, metadata, created_at, updated_at, plan_version)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, (SELECT latest_version FROM plans WHERE key = $2))
 				ON CONFLICT (id) DO NOTHING`
 			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
 				[]byte(c.Metadata), w.At); err != nil || exists {
@@ -124,7 +137,7 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
-			plan, err := findPlan(ctx, tx, c.Plan, false)
+			plan, err := findPlanOfGroup(ctx, tx, saved.Plan, saved.JoinedVersion)
 			if err != nil {
 				return err
 			}
@@ -179,7 +192,7 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 			if a.Customer, err = findCustomer(ctx, tx, id, false); err != nil {
 				return err
 			}
-			if a.Plan, err = findPlan(ctx, tx, a.Customer.Plan, false); err != nil {
+			if a.Plan, err = findPlanOfGroup(ctx, tx, a.Customer.Plan, a.Customer.JoinedVersion); err != nil {
 				return err
 			}
 			if a.Overrides, err = findOverrides(ctx, tx, id, tiers.LimitKey{}, 0); err != nil {
@@ -212,11 +225,16 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		return map[string]tiers.Account{}, nil
 	}
 	const q = `SELECT ` + customerColumns + `,
-		       -- Each plan once, with the first of its customers: a batch
-		       -- has many customers and few plans.
-		       CASE WHEN row_number() OVER (PARTITION BY c.plan_key ORDER BY c.id) = 1 THEN
-		           (SELECT to_jsonb(pr) FROM (SELECT ` + planColumns + `
-		                                      FROM plans p WHERE p.key = c.plan_key) pr)
+		       -- Each plan once per group (the version its customers
+		       -- joined at), with the first of its customers, as of the
+		       -- version the group is on: a batch has many customers and
+		       -- few plans.
+		       CASE WHEN row_number() OVER (PARTITION BY c.plan_key, c.plan_version ORDER BY c.id) = 1 THEN
+		           (SELECT to_jsonb(pr) FROM (SELECT ` + planAtColumns + `
+		                                      FROM plans p
+		                                      JOIN plan_versions g ON g.plan_key = p.key AND g.version = c.plan_version
+		                                      JOIN plan_versions v ON v.plan_key = p.key AND v.version = g.customers_on
+		                                      WHERE p.key = c.plan_key) pr)
 		       END AS plan,
 		       -- All of them, expired ones too, in findOverrides' order.
 		       (SELECT coalesce(jsonb_agg(to_jsonb(orow) ORDER BY orow.metric, window_rank(orow.quota_window)), '[]')
@@ -238,15 +256,19 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 	if err != nil {
 		return nil, fmt.Errorf("find accounts[%d ids]: %w", len(ids), mapErr(err))
 	}
-	plans := make(map[string]tiers.Plan)
+	type group struct {
+		plan   string
+		joined int64
+	}
+	plans := make(map[group]tiers.Plan)
 	for _, r := range list {
 		if r.Plan != nil {
-			plans[r.Plan.Key] = toPlan(*r.Plan)
+			plans[group{r.PlanKey, r.JoinedVersion}] = toPlan(*r.Plan)
 		}
 	}
 	out := make(map[string]tiers.Account, len(list))
 	for _, r := range list {
-		a := tiers.Account{Customer: toCustomer(r.customerRow), Plan: plans[r.PlanKey],
+		a := tiers.Account{Customer: toCustomer(r.customerRow), Plan: plans[group{r.PlanKey, r.JoinedVersion}],
 			Overrides: make([]tiers.Override, len(r.Overrides))}
 		for i, o := range r.Overrides {
 			a.Overrides[i] = toOverride(o)

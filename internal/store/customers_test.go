@@ -32,7 +32,7 @@ func TestFindAccounts(t *testing.T) {
 		{Key: "bare", Name: "Bare", Price: usd},
 	}
 	for _, p := range plans {
-		_, _, err := db.PutPlan(ctx, write("ops"), p)
+		_, _, err := db.PutPlan(ctx, write("ops"), p, false)
 		mustPut(t, err)
 	}
 	customers := []tiers.Customer{
@@ -151,7 +151,7 @@ func TestFindCustomersQuery(t *testing.T) {
 	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
 	mustPut(t, err)
 	for _, key := range []string{"free", "pro"} {
-		_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: key, Name: key, Price: usd})
+		_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: key, Name: key, Price: usd}, false)
 		mustPut(t, err)
 	}
 	for _, c := range []tiers.Customer{

@@ -22,7 +22,7 @@ func TestFeatures(t *testing.T) {
 	plan := tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Features: map[string]tiers.FeatureValue{
 		"sso": tiers.FeatureBool(true), "max_projects": tiers.FeatureInt(10), "support": tiers.FeatureString("priority"),
 	}}
-	saved, _, err := db.PutPlan(ctx, write("ops"), plan)
+	saved, _, err := db.PutPlan(ctx, write("ops"), plan, false)
 	mustPut(t, err)
 	if !reflect.DeepEqual(saved.Features, plan.Features) {
 		t.Fatalf("saved features = %v, want %v", saved.Features, plan.Features)
@@ -103,7 +103,7 @@ func TestFeatures(t *testing.T) {
 	}
 
 	// A plan replaced without features has none.
-	saved, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd})
+	saved, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)
 	mustPut(t, err)
 	if saved.Features == nil || len(saved.Features) != 0 {
 		t.Fatalf("features after a replace without them = %#v, want empty", saved.Features)

@@ -42,7 +42,7 @@ func newGrantFixture(t *testing.T, dayLimit int64) *grantFixture {
 		mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
 		limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Day, Limit: l, Mode: tiers.Hard})
 	}
-	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits})))
+	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
 	mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)})))
 	return &grantFixture{t: t, db: db, s: s, clock: quotatest.NewClock(dayStart.Add(12 * time.Hour))}
 }
@@ -481,7 +481,7 @@ func TestGrantsRollover(t *testing.T) {
 	ctx := context.Background()
 	mustPut(t, second(f.db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard, Rollover: &tiers.Rollover{Max: 4}},
-	}})))
+	}}, false)))
 	a, b := f.process(), f.process()
 	admitted := func(n int) (allowed int, granted int64) {
 		t.Helper()

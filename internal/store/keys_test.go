@@ -16,7 +16,7 @@ import (
 func mustCustomers(t testing.TB, db *store.DB, ids ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}); err != nil {
+	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {

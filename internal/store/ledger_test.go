@@ -30,7 +30,7 @@ func MustSeed(t testing.TB, db *store.DB, capacity map[tiers.Window]int64, custo
 	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls", Capacity: capacity}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}); err != nil {
+	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range customers {
@@ -694,7 +694,7 @@ func TestListenerHearsOtherProcesses(t *testing.T) {
 	if _, _, err := a.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}); err != nil {
+	if _, _, err := b.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	want := []store.Notification{{Kind: store.NotifyMetric, Key: "m"}, {Kind: store.NotifyPlan, Key: "p", Local: true}}

@@ -210,7 +210,12 @@ func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error
 		const inUse = `
 			SELECT EXISTS (SELECT 1 FROM plan_limits WHERE metric = $1)
 			    OR EXISTS (SELECT 1 FROM overrides WHERE metric = $1)
-			    OR EXISTS (SELECT 1 FROM credit_rates WHERE metric = $1)`
+			    OR EXISTS (SELECT 1 FROM credit_rates WHERE metric = $1)
+			    -- an older version of a plan that customers are still on
+			    OR EXISTS (SELECT 1 FROM plan_versions v
+			               JOIN plan_versions g ON g.plan_key = v.plan_key AND g.customers_on = v.version
+			               JOIN customers c ON c.plan_key = g.plan_key AND c.plan_version = g.version
+			               WHERE v.limits @> jsonb_build_array(jsonb_build_object('metric', $1::text)))`
 		var used bool
 		if err := tx.QueryRow(ctx, inUse, key).Scan(&used); err != nil {
 			return err

@@ -137,7 +137,7 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "m", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
 		{Metric: "m", Window: tiers.Day, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
-	}})
+	}}, false)
 	mustPut(t, err)
 	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
 	mustPut(t, err)

@@ -24,10 +24,11 @@ type planRow struct {
 	// Limits decodes from the JSON built by planColumns.
 	Limits []limitRow `json:"limits"`
 	// Features decodes from the jsonb column as it is.
-	Features  map[string]tiers.FeatureValue `json:"features"`
-	Version   int64                         `json:"version"`
-	CreatedAt time.Time                     `json:"created_at"`
-	UpdatedAt time.Time                     `json:"updated_at"`
+	Features      map[string]tiers.FeatureValue `json:"features"`
+	LatestVersion int64                         `json:"latest_version"`
+	Version       int64                         `json:"version"`
+	CreatedAt     time.Time                     `json:"created_at"`
+	UpdatedAt     time.Time                     `json:"updated_at"`
 }
 
 // limitRow is a plan limit as planColumns builds it: the columns as they
@@ -47,8 +48,20 @@ type limitRow struct {
 }
 
 func toPlan(r planRow) tiers.Plan {
-	limits := make([]tiers.Limit, len(r.Limits))
-	for i, l := range r.Limits {
+	return tiers.Plan{
+		Key: r.Key, Name: r.Name, Description: r.Description,
+		Price:         tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
+		Limits:        toLimits(r.Limits),
+		Features:      featuresOrEmpty(r.Features),
+		LatestVersion: r.LatestVersion,
+		Version:       r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
+	}
+}
+
+// toLimits converts limits as planLimitsJSON builds them.
+func toLimits(rows []limitRow) []tiers.Limit {
+	limits := make([]tiers.Limit, len(rows))
+	for i, l := range rows {
 		limits[i] = tiers.Limit{
 			Metric: l.Metric, Window: l.Window, Limit: l.Limit, Mode: l.Mode,
 			OveragePercent: l.OveragePercent, OveragePriceMicros: l.OveragePriceMicros, Ceiling: l.Ceiling,
@@ -58,13 +71,7 @@ func toPlan(r planRow) tiers.Plan {
 			limits[i].Algorithm = *l.Algorithm
 		}
 	}
-	return tiers.Plan{
-		Key: r.Key, Name: r.Name, Description: r.Description,
-		Price:    tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
-		Limits:   limits,
-		Features: featuresOrEmpty(r.Features),
-		Version:  r.Version, CreatedAt: utc(r.CreatedAt), UpdatedAt: utc(r.UpdatedAt),
-	}
+	return limits
 }
 
 // featuresOrEmpty returns features, or an empty map for nil: a plan's
@@ -102,9 +109,10 @@ func algorithmColumn(l tiers.Limit) *string {
 	return &name
 }
 
-// planColumns selects a planRow from plans p.
-const planColumns = `
-	p.key, p.name, p.description, p.price_amount_cents, p.price_currency, p.price_interval,
+// planLimitsJSON is the limits of plan p as a JSON array of limitRow
+// objects, in the plan's order: as planColumns reads them and as
+// plan_versions keeps them.
+const planLimitsJSON = `
 	coalesce((SELECT jsonb_agg(jsonb_build_object(
 	              'metric', l.metric, 'window', l.quota_window, 'limit', l.limit_value,
 	              'mode', l.mode, 'overage_percent', l.overage_percent,
@@ -112,8 +120,13 @@ const planColumns = `
 	              'algorithm', l.algorithm, 'burst', l.burst, 'per', l.per,
 	              'rollover_max', l.rollover_max)
 	              ORDER BY l.position)
-	          FROM plan_limits l WHERE l.plan_key = p.key), '[]') AS limits,
-	p.features, p.version, p.created_at, p.updated_at`
+	          FROM plan_limits l WHERE l.plan_key = p.key), '[]')`
+
+// planColumns selects a planRow from plans p.
+const planColumns = `
+	p.key, p.name, p.description, p.price_amount_cents, p.price_currency, p.price_interval,
+	` + planLimitsJSON + ` AS limits,
+	p.features, p.latest_version, p.version, p.created_at, p.updated_at`
 
 func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan, error) {
 	sql := `SELECT ` + planColumns + ` FROM plans p WHERE p.key = $1`
@@ -173,8 +186,10 @@ func checkMetricsDeclared(ctx context.Context, tx pgx.Tx, limits []tiers.Limit) 
 	return nil
 }
 
-// PutPlan creates or replaces a plan and its limits.
-func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.Plan, bool, error) {
+// PutPlan creates or replaces a plan and its limits, and makes a new
+// version of it when its price, limits or features change (see
+// tiers.Store).
+func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan, grandfather bool) (tiers.Plan, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Plan]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Plan, error) {
 			return findPlan(ctx, tx, p.Key, lock)
@@ -199,13 +214,16 @@ func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan) (tiers.P
 			if err != nil {
 				return err
 			}
-			return replacePlanLimits(ctx, tx, p)
+			if err := replacePlanLimits(ctx, tx, p); err != nil {
+				return err
+			}
+			return versionPlan(ctx, tx, w.At, p.Key, exists, grandfather)
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Plan, exists bool) error {
 			if !exists {
 				return nil
 			}
-			return splitPlanTerms(ctx, tx, w.At, saved)
+			return splitPlanTerms(ctx, tx, w.At, saved.Key)
 		},
 		resource: "plans/" + p.Key,
 		notify:   NotifyPlan,

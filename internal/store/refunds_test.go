@@ -25,7 +25,7 @@ func TestRefunds(t *testing.T) {
 			mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
 			limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Day, Limit: refundtest.Limit, Mode: tiers.Hard})
 		}
-		mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits})))
+		mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
 		for _, id := range []string{"acme", "globex"} {
 			mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: id, Plan: "p", Metadata: []byte(`{}`)})))
 		}

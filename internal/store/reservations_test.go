@@ -31,7 +31,7 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}); err != nil {
+	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
@@ -408,7 +408,7 @@ func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *st
 	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 3, Mode: tiers.Hard, Per: tiers.PerSubject},
-	}})
+	}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,16 +151,18 @@ func closeTerms(ctx context.Context, tx pgx.Tx, at time.Time, customer string) e
 	return nil
 }
 
-// splitPlanTerms gives every customer on plan p the terms p now bills,
-// from at on, where they differ from the terms in effect.
-func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, p tiers.Plan) error {
-	const q = `SELECT ` + termsColumns + ` FROM plan_assignments
-		WHERE plan_key = $1 AND valid_to IS NULL ORDER BY customer_id FOR UPDATE`
-	rows, err := tx.Query(ctx, q, p.Key)
+// splitPlanTerms gives every customer on the plan key the terms the
+// version it is on bills, from at on, where they differ from the terms in
+// effect.
+func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, key string) error {
+	const q = `SELECT ` + openTermsColumns + `, c.plan_version AS joined_version
+		FROM plan_assignments t JOIN customers c ON c.id = t.customer_id
+		WHERE t.plan_key = $1 AND t.valid_to IS NULL ORDER BY t.customer_id FOR UPDATE OF t`
+	rows, err := tx.Query(ctx, q, key)
 	if err != nil {
 		return err
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[termsRow])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[groupTermsRow])
 	if err != nil {
 		return err
 	}
@@ -168,10 +170,18 @@ func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, p tiers.Plan) 
 		ids   []int64
 		froms []time.Time
 		next  []billing.Terms
+		plans = map[int64]tiers.Plan{} // by group (joined version)
 	)
 	at = tiers.Instant(at)
 	for _, r := range list {
-		open := toTerms(r)
+		p, ok := plans[r.JoinedVersion]
+		if !ok {
+			if p, err = findPlanOfGroup(ctx, tx, key, r.JoinedVersion); err != nil {
+				return err
+			}
+			plans[r.JoinedVersion] = p
+		}
+		open := toTerms(r.termsRow)
 		t := billing.TermsOf(tiers.Customer{ID: open.Customer, Anchor: tiers.Anchor{Day: open.AnchorDay}}, p)
 		if open.SameBilling(t) {
 			continue
@@ -191,6 +201,17 @@ func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, p tiers.Plan) 
 	}
 	return insertTerms(ctx, tx, froms, next)
 }
+
+// groupTermsRow is a customer's open terms and the version it joined its
+// plan at.
+type groupTermsRow struct {
+	termsRow
+	JoinedVersion int64
+}
+
+// openTermsColumns are termsColumns of plan_assignments t.
+const openTermsColumns = `t.id, t.customer_id, t.valid_from, t.valid_to, t.plan_key, t.plan_name,
+	t.price_amount_cents, t.price_currency, t.price_interval, t.overage_prices, t.billing_anchor_day`
 
 // FindTerms implements billing.Store.
 func (db *DB) FindTerms(ctx context.Context, customer string) ([]billing.Terms, error) {

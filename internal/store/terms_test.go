@@ -59,8 +59,8 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 	}
 	// Two priced windows: the longer one's price is the metric's.
 	mustPut(t, second(db.PutPlan(ctx, at(0), tiers.Plan{Key: "pro", Name: "Pro", Price: price(4900),
-		Limits: []tiers.Limit{soft(tiers.Month, 500), soft(tiers.Hour, 2000), soft(tiers.Day, 1000)}})))
-	mustPut(t, second(db.PutPlan(ctx, at(0), tiers.Plan{Key: "free", Name: "Free", Price: usd})))
+		Limits: []tiers.Limit{soft(tiers.Month, 500), soft(tiers.Hour, 2000), soft(tiers.Day, 1000)}}, false)))
+	mustPut(t, second(db.PutPlan(ctx, at(0), tiers.Plan{Key: "free", Name: "Free", Price: usd}, false)))
 
 	meta := json.RawMessage(`{}`)
 	ts := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
@@ -93,21 +93,21 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15}}},
 		{"a plan's new price splits its customers' terms", func() error {
-			return second(db.PutPlan(ctx, at(4*time.Hour), tiers.Plan{Key: "free", Name: "Free", Price: price(100)}))
+			return second(db.PutPlan(ctx, at(4*time.Hour), tiers.Plan{Key: "free", Name: "Free", Price: price(100)}, false))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"a plan write billing the same splits nothing", func() error {
-			return second(db.PutPlan(ctx, at(5*time.Hour), tiers.Plan{Key: "free", Name: "Free", Description: "new", Price: price(100)}))
+			return second(db.PutPlan(ctx, at(5*time.Hour), tiers.Plan{Key: "free", Name: "Free", Description: "new", Price: price(100)}, false))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"a failed plan write splits nothing", func() error {
-			return second(db.PutPlan(ctx, ifMatch(6*time.Hour, 1), tiers.Plan{Key: "free", Name: "Free", Price: price(200)}))
+			return second(db.PutPlan(ctx, ifMatch(6*time.Hour, 1), tiers.Plan{Key: "free", Name: "Free", Price: price(200)}, false))
 		}, tiers.ErrPreconditionFailed, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},

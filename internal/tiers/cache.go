@@ -87,7 +87,7 @@ type Cache struct {
 
 	mu        sync.RWMutex
 	metrics   map[string]*Metric // nil: known not to exist
-	plans     map[string]*Plan
+	plans     map[planRef]*Plan
 	customers map[string]*customerEntry
 	// Customers being loaded or waiting to be, by the batch that brings
 	// them; batches not sent yet, oldest first; the batch in flight; and
@@ -96,6 +96,16 @@ type Cache struct {
 	queue   []*accountBatch
 	sending *accountBatch
 	loader  bool
+}
+
+// planRef names the plan the customers of one group see: the plan key and
+// the version they joined at (Customer.JoinedVersion). Whatever version the
+// group is on, every customer of it sees the same plan, and a change or a
+// migration of the plan drops every ref of it; a customer's group changes
+// only with the customer.
+type planRef struct {
+	key    string
+	joined int64
 }
 
 type customerEntry struct {
@@ -186,7 +196,7 @@ func NewCache(src CacheSource, maxCustomers int) *Cache {
 	return &Cache{
 		src: src, maxCustomers: maxCustomers, batchSize: DefaultAccountBatch,
 		metrics:   make(map[string]*Metric),
-		plans:     make(map[string]*Plan),
+		plans:     make(map[planRef]*Plan),
 		customers: make(map[string]*customerEntry),
 		waiting:   make(map[string]*accountBatch),
 	}
@@ -204,7 +214,13 @@ func (c *Cache) Invalidate(ch Change) {
 		// may change another. Metrics are few; all of them go.
 		clear(c.metrics)
 	case PlanChanged:
-		delete(c.plans, ch.Key)
+		// Every group of the plan: a change or a migration may move
+		// any of them to another version.
+		for ref := range c.plans {
+			if ref.key == ch.Key {
+				delete(c.plans, ref)
+			}
+		}
 	case CustomerChanged:
 		delete(c.customers, ch.Key)
 	}
@@ -307,7 +323,7 @@ func (c *Cache) heldLocked(id string) (Account, bool, error) {
 	case ce.missing:
 		return Account{}, true, ErrCustomerNotFound
 	}
-	p := c.plans[ce.customer.Plan]
+	p := c.plans[planRef{ce.customer.Plan, ce.customer.JoinedVersion}]
 	if p == nil {
 		return Account{}, false, nil
 	}
@@ -379,9 +395,10 @@ func (c *Cache) loadBatches() {
 					c.putCustomer(id, &customerEntry{missing: true})
 				case ok && b.keeps(id, a.Plan.Key):
 					c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides, features: a.FeatureOverrides})
-					if _, held := c.plans[a.Plan.Key]; !held {
+					ref := planRef{a.Plan.Key, a.Customer.JoinedVersion}
+					if _, held := c.plans[ref]; !held {
 						p := a.Plan
-						c.plans[a.Plan.Key] = &p
+						c.plans[ref] = &p
 					}
 				}
 			}

@@ -9,16 +9,19 @@ import (
 // Sentinel errors. Store implementations return them (wrapped with %w) and
 // the API maps each to one status and problem code.
 var (
-	ErrMetricNotFound   = errors.New("metric not found")
-	ErrPlanNotFound     = errors.New("plan not found")
-	ErrCustomerNotFound = errors.New("customer not found")
-	ErrOverrideNotFound = errors.New("override not found")
+	ErrMetricNotFound = errors.New("metric not found")
+	ErrPlanNotFound   = errors.New("plan not found")
+	// ErrPlanVersionNotFound: the plan has no version of this number.
+	ErrPlanVersionNotFound = errors.New("plan version not found")
+	ErrCustomerNotFound    = errors.New("customer not found")
+	ErrOverrideNotFound    = errors.New("override not found")
 	// ErrFeatureOverrideNotFound: the customer has no override of the
 	// feature.
 	ErrFeatureOverrideNotFound = errors.New("feature override not found")
 
-	// ErrMetricInUse: a plan or an override (expired ones too) limits the
-	// metric, or a credit pool's schema names it.
+	// ErrMetricInUse: a plan, a version of a plan that customers are on,
+	// or an override (expired ones too) limits the metric, or a credit
+	// pool's schema names it.
 	ErrMetricInUse = errors.New("metric is in use")
 	// ErrPlanInUse: customers are on the plan.
 	ErrPlanInUse = errors.New("plan is in use")

@@ -103,13 +103,15 @@ func (s *Service) Plans(ctx context.Context, page Page) ([]Plan, bool, error) {
 	return s.store.FindPlans(ctx, page)
 }
 
-// PutPlan creates or replaces the plan key.
-func (s *Service) PutPlan(ctx context.Context, w Write, key string, spec PlanSpec) (Plan, bool, error) {
+// PutPlan creates or replaces the plan key; a change of its price, limits
+// or features makes a new version, which its customers follow unless
+// grandfather keeps them on the version they are on.
+func (s *Service) PutPlan(ctx context.Context, w Write, key string, spec PlanSpec, grandfather bool) (Plan, bool, error) {
 	p, err := spec.Validate(key)
 	if err != nil {
 		return Plan{}, false, err
 	}
-	p, created, err := s.store.PutPlan(ctx, s.stamp(w), p)
+	p, created, err := s.store.PutPlan(ctx, s.stamp(w), p, grandfather)
 	if err != nil {
 		return Plan{}, false, fmt.Errorf("put plan[%s]: %w", key, err)
 	}

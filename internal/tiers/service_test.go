@@ -129,7 +129,7 @@ func (s *memStore) FindPlans(_ context.Context, _ Page) ([]Plan, bool, error) {
 	return sortedValues(s.plans, func(p Plan) string { return p.Key }), false, nil
 }
 
-func (s *memStore) PutPlan(_ context.Context, w Write, p Plan) (Plan, bool, error) {
+func (s *memStore) PutPlan(_ context.Context, w Write, p Plan, _ bool) (Plan, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.plans[p.Key]
@@ -145,6 +145,24 @@ func (s *memStore) PutPlan(_ context.Context, w Write, p Plan) (Plan, bool, erro
 	p.UpdatedAt = w.At
 	s.plans[p.Key] = p
 	return p, !exists, nil
+}
+
+// The fake keeps no versions: the store's tests cover them.
+
+func (s *memStore) FindPlanVersion(context.Context, string, int64) (PlanVersion, error) {
+	return PlanVersion{}, ErrPlanVersionNotFound
+}
+
+func (s *memStore) FindPlanVersions(context.Context, string, Page) ([]PlanVersion, bool, error) {
+	return nil, false, nil
+}
+
+func (s *memStore) FindPlanMigration(context.Context, string, *int64, *int64) (PlanMigration, error) {
+	return PlanMigration{}, ErrPlanVersionNotFound
+}
+
+func (s *memStore) MigratePlan(context.Context, Write, string, *int64, int64) ([]VersionedCustomer, error) {
+	return nil, ErrPlanVersionNotFound
 }
 
 func (s *memStore) DeletePlan(_ context.Context, w Write, key string) error {
@@ -363,7 +381,7 @@ func (ts *testService) seed(t *testing.T) {
 	}
 	if _, _, err := ts.PutPlan(ctx, Write{}, "pro", PlanSpec{Limits: []LimitSpec{
 		limitSpec("api_calls", "second", 50), limitSpec("api_calls", "day", 1000),
-	}}); err != nil {
+	}}, false); err != nil {
 		t.Fatalf("seed plan: %v", err)
 	}
 	if _, _, err := ts.PutCustomer(ctx, Write{}, "acme", CustomerSpec{Plan: ptr("pro")}); err != nil {
@@ -394,7 +412,7 @@ func TestServiceRejectsBadInputBeforeTheStore(t *testing.T) {
 		{"delete metric, bad key", func(s *Service) error { return s.DeleteMetric(ctx, Write{}, "a b") }, "metric"},
 		{"get metric, bad key", func(s *Service) error { _, err := s.Metric(ctx, ""); return err }, "metric"},
 		{"put plan, bad limit", func(s *Service) error {
-			_, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{Limits: []LimitSpec{{Metric: "m", Window: "year", Limit: ptr[int64](1)}}})
+			_, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{Limits: []LimitSpec{{Metric: "m", Window: "year", Limit: ptr[int64](1)}}}, false)
 			return err
 		}, "limits[0].window"},
 		{"delete plan, bad key", func(s *Service) error { return s.DeletePlan(ctx, Write{}, "Pro") }, "plan"},
@@ -497,7 +515,7 @@ func TestServiceAnnouncesCommittedWrites(t *testing.T) {
 			return c, m.Version, err
 		}, false, 2, Change{Kind: MetricChanged, Key: "api_calls"}},
 		{"create plan", func() (bool, int64, error) {
-			p, c, err := ts.PutPlan(ctx, w, "pro", PlanSpec{Limits: []LimitSpec{limitSpec("api_calls", "day", 1000)}})
+			p, c, err := ts.PutPlan(ctx, w, "pro", PlanSpec{Limits: []LimitSpec{limitSpec("api_calls", "day", 1000)}}, false)
 			return c, p.Version, err
 		}, true, 1, Change{Kind: PlanChanged, Key: "pro"}},
 		{"create customer", func() (bool, int64, error) {
@@ -557,7 +575,7 @@ func TestServiceStoreErrors(t *testing.T) {
 	}{
 		{"put metric", func(s *Service) error { _, _, err := s.PutMetric(ctx, Write{}, "api_calls", MetricSpec{}); return err }},
 		{"delete metric", func(s *Service) error { return s.DeleteMetric(ctx, Write{}, "api_calls") }},
-		{"put plan", func(s *Service) error { _, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{}); return err }},
+		{"put plan", func(s *Service) error { _, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{}, false); return err }},
 		{"delete plan", func(s *Service) error { return s.DeletePlan(ctx, Write{}, "pro") }},
 		{"put customer", func(s *Service) error {
 			_, _, err := s.PutCustomer(ctx, Write{}, "acme", CustomerSpec{Plan: ptr("pro")})

@@ -25,8 +25,28 @@ type Store interface {
 
 	FindPlan(ctx context.Context, key string) (Plan, error)
 	FindPlans(ctx context.Context, page Page) ([]Plan, bool, error)
-	PutPlan(ctx context.Context, w Write, p Plan) (Plan, bool, error)
+	// PutPlan makes a new version of the plan when its price, limits or
+	// features change; grandfather keeps the customers on the plan at the
+	// version they are on, else those on the latest move to the new one.
+	PutPlan(ctx context.Context, w Write, p Plan, grandfather bool) (Plan, bool, error)
 	DeletePlan(ctx context.Context, w Write, key string) error
+
+	// FindPlanVersion returns version n of the plan key
+	// (ErrPlanVersionNotFound when it has none); FindPlanVersions one
+	// page of them, oldest first, Page.After being a version number.
+	FindPlanVersion(ctx context.Context, key string, n int64) (PlanVersion, error)
+	FindPlanVersions(ctx context.Context, key string, page Page) ([]PlanVersion, bool, error)
+	// FindPlanMigration resolves a migration of the plan key from version
+	// from (nil: every version older than to) to version to (nil: the
+	// latest): ErrPlanVersionNotFound for a version the plan does not
+	// have, a *ValidationError when to is not newer than from. It lists
+	// the customers that would move.
+	FindPlanMigration(ctx context.Context, key string, from, to *int64) (PlanMigration, error)
+	// MigratePlan moves the customers on version from (nil: on any
+	// version older than to) to version to, in one transaction that
+	// records an audit event per customer moved (actor w.Actor), and
+	// returns them with the versions they were on.
+	MigratePlan(ctx context.Context, w Write, key string, from *int64, to int64) ([]VersionedCustomer, error)
 
 	FindCustomer(ctx context.Context, id string) (Customer, error)
 	FindCustomers(ctx context.Context, f CustomerFilter) ([]Customer, bool, error)

@@ -402,18 +402,28 @@ type Plan struct {
 	Limits      []Limit `json:"limits"`
 	// Features maps each feature the plan grants to its value; never nil
 	// on a plan read from the store.
-	Features  map[string]FeatureValue `json:"features"`
-	Version   int64                   `json:"version"`
-	CreatedAt time.Time               `json:"created_at"`
-	UpdatedAt time.Time               `json:"updated_at"`
+	Features map[string]FeatureValue `json:"features"`
+	// LatestVersion is the number of the plan's newest version (see
+	// PlanVersion); Version counts writes, for ETags.
+	LatestVersion int64     `json:"latest_version"`
+	Version       int64     `json:"version"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // Customer is an account of the SaaS, on one plan.
 type Customer struct {
-	ID     string `json:"id"`
-	Plan   string `json:"plan"`
-	Name   string `json:"name"`
-	Anchor Anchor `json:"-"`
+	ID   string `json:"id"`
+	Plan string `json:"plan"`
+	// PlanVersion is the version of the plan the customer is on, whose
+	// price, limits and features apply to it.
+	PlanVersion int64 `json:"plan_version"`
+	// JoinedVersion is the version the customer joined the plan at: its
+	// group, which changes and migrations move as one (PlanVersion is
+	// where the group is). Caches key the plan a customer sees by it.
+	JoinedVersion int64  `json:"-"`
+	Name          string `json:"name"`
+	Anchor        Anchor `json:"-"`
 	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar month).
 	BillingAnchorDay *int            `json:"billing_anchor_day"`
 	Metadata         json.RawMessage `json:"metadata"`

@@ -979,7 +979,7 @@ async function plansPage(main) {
   for (const p of r.plans) {
     const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
     const card = section(`${p.name || p.key} (${p.key})`,
-      h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · version ', num(p.version)),
+      h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · latest version ', num(p.latest_version)),
       p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
         p.limits.map((l) => ({
           attrs: { 'data-key': limitKey(l) },
@@ -988,8 +988,29 @@ async function plansPage(main) {
             l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
         }))) : h('p', { class: 'muted' }, 'No limits.'));
     card.dataset.plan = p.key;
+    const versions = h('div', { class: 'versions' });
+    card.append(versions);
     main.append(card);
+    planVersions(p.key).then((list) => versions.append(h('h3', {}, 'Versions'),
+      table([{ label: 'Version', num: true }, 'Price', { label: 'Limits', num: true }, { label: 'Customers', num: true }, 'Since'],
+        list.map((v) => [num(v.version), `${money(v.price.amount_cents, v.price.currency)} per ${v.price.interval}`,
+          num(v.limits.length), num(v.customers), time(v.created_at)]))))
+      .catch(showError(versions));
   }
+}
+
+// planVersions lists every version of a plan, oldest first: each change of
+// its price, limits or features made one, and customers may be kept on
+// older ones (grandfathered) until a migration moves them.
+async function planVersions(key) {
+  const out = [];
+  let cursor = '';
+  do {
+    const r = await api('GET', `/v1/plans/${encodeURIComponent(key)}/versions?limit=1000${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    out.push(...r.versions);
+    cursor = r.next_cursor || '';
+  } while (cursor);
+  return out;
 }
 
 // Metrics.
