@@ -47,10 +47,6 @@ type entitlementGrant struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// statusActive is every customer's status until customers can be
-// suspended.
-const statusActive = "active"
-
 // entitlements answers a customer's features, limits with their usage and
 // live grants in one call, as checks see them (see
 // quota.Engine.Entitlements): from memory for a customer this process
@@ -72,7 +68,7 @@ func (s *Server) entitlements(c echo.Context) error {
 			return err
 		}
 	}
-	a := entitlementsAnswer{Customer: e.Account.Customer.ID, Plan: e.Account.Plan.Key, Status: statusActive,
+	a := entitlementsAnswer{Customer: e.Account.Customer.ID, Plan: e.Account.Plan.Key, Status: string(e.Account.Customer.Status),
 		Features: e.Features, Limits: make([]entitlementLimit, len(e.Usage)), Grants: make([]entitlementGrant, len(live))}
 	if a.Features == nil {
 		a.Features = map[string]tiers.FeatureValue{}

@@ -45,6 +45,7 @@ func (e *Engine) Entitlements(ctx context.Context, customer, subject string) (En
 	if err != nil {
 		return Entitlements{}, err
 	}
+	acct = acct.At(s.at)
 	s.accts = append(s.accts, acct)
 	var metrics []string
 	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, s.at) {
