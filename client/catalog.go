@@ -283,6 +283,32 @@ func (c *Client) PutCustomer(ctx context.Context, id string, spec CustomerSpec, 
 	return &cu, created, nil
 }
 
+// SuspendCustomer suspends a customer for reason: its checks,
+// reservations and feature checks are refused (ErrCustomerSuspended) in
+// every quotad process from their next one. It reads the customer and
+// writes it back suspended, If-Match its version (ErrPreconditionFailed
+// when it changed in between), the rest of it as it was.
+func (c *Client) SuspendCustomer(ctx context.Context, id, reason string) (*Customer, error) {
+	return c.setStatus(ctx, id, StatusSuspended, reason)
+}
+
+// ResumeCustomer makes a suspended customer active again, as
+// SuspendCustomer writes it.
+func (c *Client) ResumeCustomer(ctx context.Context, id string) (*Customer, error) {
+	return c.setStatus(ctx, id, StatusActive, "")
+}
+
+func (c *Client) setStatus(ctx context.Context, id, status, reason string) (*Customer, error) {
+	cu, err := c.Customer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	spec := cu.CustomerSpec
+	spec.Status, spec.StatusReason = status, reason
+	cu, _, err = c.PutCustomer(ctx, id, spec, IfMatch(cu.ETag))
+	return cu, err
+}
+
 // DeleteCustomer deletes a customer, its overrides and live counters (its
 // usage history stays).
 func (c *Client) DeleteCustomer(ctx context.Context, id string, opts ...WriteOption) error {

@@ -27,6 +27,7 @@ var allSentinels = map[string]error{
 	"ErrUnauthorized":         quotad.ErrUnauthorized,
 	"ErrForbidden":            quotad.ErrForbidden,
 	"ErrInvalidAPIKey":        quotad.ErrInvalidAPIKey,
+	"ErrCustomerSuspended":    quotad.ErrCustomerSuspended,
 	"ErrNotFound":             quotad.ErrNotFound,
 	"ErrCustomerNotFound":     quotad.ErrCustomerNotFound,
 	"ErrPlanNotFound":         quotad.ErrPlanNotFound,

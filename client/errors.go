@@ -119,6 +119,10 @@ var (
 	// ErrGrantNotFound: 404 grant_not_found, no grant that is not voided
 	// has the id.
 	ErrGrantNotFound error = &sentinel{"quotad: grant not found", "grant_not_found", 0}
+	// ErrCustomerSuspended: 403 customer_suspended, a check, reservation
+	// or feature check of a suspended customer (the Problem's Detail gives
+	// the reason). Nothing was counted. It matches ErrForbidden too.
+	ErrCustomerSuspended error = &sentinel{"quotad: customer suspended", "customer_suspended", 0}
 	// ErrInvalidAPIKey: 403 invalid_api_key, a check or refund by an API
 	// key that is unknown, revoked or expired.
 	ErrInvalidAPIKey error = &sentinel{"quotad: invalid api key", "invalid_api_key", 0}

@@ -203,6 +203,8 @@ func undecided(w http.ResponseWriter, r *http.Request, err error, failClosed boo
 			detail = "the request's customer is not known"
 		case errors.Is(p, ErrInvalidAPIKey):
 			detail = "the request's API key is not valid"
+		case errors.Is(p, ErrCustomerSuspended):
+			detail = "the request's customer is suspended"
 		case errors.Is(p, ErrSubjectRequired):
 			detail = "the request names no subject, which the metric's limits per subject need"
 		}

@@ -211,7 +211,45 @@ type CustomerSpec struct {
 	// calendar months.
 	BillingAnchorDay *int     `json:"billing_anchor_day,omitempty"`
 	Metadata         Metadata `json:"metadata,omitempty"`
+	// Status is StatusActive (the default, "") or StatusSuspended: a
+	// suspended customer's checks are refused (ErrCustomerSuspended) for
+	// StatusReason.
+	Status       string `json:"status,omitempty"`
+	StatusReason string `json:"status_reason,omitempty"`
+	// Trial puts the customer on another plan until it ends.
+	Trial *Trial `json:"trial,omitempty"`
+	// ScheduledChange moves the customer to another plan at an instant.
+	ScheduledChange *ScheduledChange `json:"scheduled_change,omitempty"`
 }
+
+// The statuses of a customer.
+const (
+	StatusActive    = "active"
+	StatusSuspended = "suspended"
+)
+
+// Trial is a customer's trial: it is on Plan until EndsAt (a future
+// instant, whole seconds), billed nothing for it, then back on its own
+// plan; quotad applies the end at that instant.
+type Trial struct {
+	Plan   string    `json:"plan"`
+	EndsAt time.Time `json:"ends_at"`
+}
+
+// ScheduledChange moves a customer to Plan at At: an RFC 3339 instant in
+// the future (whole seconds; see At), or PeriodEnd. quotad applies it at
+// that instant; read back, At is always the instant.
+type ScheduledChange struct {
+	Plan string `json:"plan"`
+	At   string `json:"at"`
+}
+
+// PeriodEnd is ScheduledChange.At for the end of the customer's billing
+// period in progress when it is written.
+const PeriodEnd = "period_end"
+
+// At returns the RFC 3339 form of t for ScheduledChange.At.
+func At(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // Metadata is a customer's free-form JSON object. Read from quotad, its
 // numbers are json.Number, not float64, so that they keep their digits

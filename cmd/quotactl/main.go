@@ -1,6 +1,6 @@
 // Command quotactl is quotad's command line for operators: the catalog as
 // code (export it to YAML, apply a YAML file through the admin API), a
-// customer's checks and usage, its API keys and its grants.
+// customer's checks and usage, its API keys and its grants, its suspension.
 //
 // It is built on quotad's Go client (github.com/quotad/quotad/client): every
 // call to quotad is one of the client's, with its typed answers, errors
@@ -22,6 +22,8 @@
 //	quotactl grants create CUSTOMER METRIC AMOUNT [--expires-at TIME] [--priority N] [--reason TEXT] [--request-id ID]
 //	quotactl grants list CUSTOMER [--all]
 //	quotactl grants void GRANT_ID
+//	quotactl customers suspend CUSTOMER --reason TEXT
+//	quotactl customers resume CUSTOMER
 //
 // --url (QUOTAD_URL, default http://127.0.0.1:8080) and --token
 // (QUOTAD_TOKEN) say which quotad to talk to; see --help.
@@ -75,6 +77,7 @@ type cli struct {
 	SetTotal     setTotalCmd     `cmd:"" name:"set-total" help:"Set a customer's total of a metric (a gauge: seats, projects) to a count, to sync it with the application's records."`
 	Keys         keysCmd         `cmd:"" help:"Issue, list and revoke customers' API keys."`
 	Grants       grantsCmd       `cmd:"" help:"Grant customers units beyond their plan (top-ups), list and void them."`
+	Customers    customersCmd    `cmd:"" help:"Suspend and resume customers."`
 }
 
 // env is what every command runs with.

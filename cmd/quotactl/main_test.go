@@ -968,3 +968,55 @@ func TestApplyGrandfather(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendResume suspends a customer of the example catalog and
+// resumes it: its checks are refused in between, the rest of the
+// customer is kept, and applying the catalog again does not resume it.
+func TestSuspendResume(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	mustApply(t, srv, 0, "-f", example)
+	c := admin(srv)
+	ctx := context.Background()
+	before, err := c.Customer(ctx, "acme")
+	mustOK(t, err)
+
+	code, out, errOut := mustRun(t, srv, "customers", "suspend", "acme", "--reason", "card declined")
+	if code != 0 || out != "acme suspended: card declined\n" {
+		t.Fatalf("suspend: exit %d\n%s%s", code, out, errOut)
+	}
+	_, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls", Cost: 1})
+	if !errors.Is(err, quotad.ErrCustomerSuspended) || !strings.Contains(err.Error(), "card declined") {
+		t.Fatalf("check while suspended: %v, want ErrCustomerSuspended with the reason", err)
+	}
+	after, err := c.Customer(ctx, "acme")
+	mustOK(t, err)
+	if after.Plan != before.Plan || after.Name != before.Name || after.Status != quotad.StatusSuspended {
+		t.Errorf("suspended customer = %+v, was %+v", after.CustomerSpec, before.CustomerSpec)
+	}
+	// A file that renames acme: the replace keeps it suspended.
+	text, err := os.ReadFile(example)
+	mustOK(t, err)
+	renamed := strings.Replace(string(text), "name: Acme Inc.", "name: Acme Corp.", 1)
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, renamed)); !strings.Contains(out, "Acme Corp.") {
+		t.Fatalf("apply of the renamed customer:\n%s", out)
+	}
+	if _, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls", Cost: 1, DryRun: true}); !errors.Is(err, quotad.ErrCustomerSuspended) {
+		t.Errorf("check after applying a catalog that renames acme: %v, want still suspended", err)
+	}
+
+	if code, out, errOut = mustRun(t, srv, "customers", "resume", "acme"); code != 0 || out != "acme active\n" {
+		t.Fatalf("resume: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls", Cost: 1, DryRun: true}); err != nil {
+		t.Errorf("check after resuming: %v", err)
+	}
+	for _, args := range [][]string{
+		{"customers", "suspend", "acme"},
+		{"customers", "suspend", "nobody", "--reason", "x"},
+		{"customers", "resume", "nobody"},
+	} {
+		if code, out, errOut := mustRun(t, srv, args...); code == 0 || errOut == "" {
+			t.Errorf("%q: exit %d, want an error with a message\n%s%s", args, code, out, errOut)
+		}
+	}
+}

@@ -91,6 +91,18 @@ func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change, grandfa
 		if cerr != nil {
 			return cerr
 		}
+		if ch.Op == catalogfile.Update {
+			// A catalog file does not hold a customer's state over time
+			// (suspension, trial, scheduled change): the replace keeps it.
+			// Read at the version the change was planned against, or the
+			// PUT's If-Match fails.
+			old, gerr := c.Customer(ctx, ch.Key)
+			if gerr != nil {
+				return gerr
+			}
+			spec.Status, spec.StatusReason = old.Status, old.StatusReason
+			spec.Trial, spec.ScheduledChange = old.Trial, old.ScheduledChange
+		}
 		_, _, err = c.PutCustomer(ctx, ch.Key, spec, opts...)
 	case catalogfile.KindOverride:
 		o := ch.Override

@@ -434,6 +434,7 @@ func (p *instance) warm(ctx context.Context) error {
 // pool to itself: start-up opens no more connections than it did before
 // it warmed.
 func (p *instance) startCheckWork() {
+	p.applyPlanChanges()
 	p.background.Go(func() {
 		p.verifier.Run(p.bg, keys.FlushEvery, p.backgroundTimeout(), func(err error) { p.retrying("recording API keys' last use failed; will retry", err) })
 	})

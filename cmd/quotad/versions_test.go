@@ -65,8 +65,6 @@ func (s *testServer) dayLimitOnce(id string, cost int) (int64, bool) {
 	return 0, false
 }
 
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
 // Grandfathering end to end: customers on the plan stay on their version
 // (their checks use its limits), new ones get the latest; a migration's
 // dry run lists exactly the windows over the new limits and moves nobody;

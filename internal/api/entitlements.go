@@ -50,10 +50,6 @@ type entitlementGrant struct {
 	ExpiresAt *time.Time `json:"expires_at"`
 }
 
-// statusActive is every customer's status until customers can be
-// suspended.
-const statusActive = "active"
-
 // entitlements answers a customer's features, limits with their usage and
 // live grants in one call, as checks see them (see
 // quota.Engine.Entitlements): from memory for a customer this process
@@ -97,7 +93,7 @@ func (s *Server) entitlements(c echo.Context) error {
 // appendEntitlements writes, byte for byte, is what encoding/json makes of
 // it (TestAppendEntitlements compares them).
 func newEntitlementsAnswer(e *quota.Entitlements, live []grants.Grant) entitlementsAnswer {
-	a := entitlementsAnswer{Customer: e.Account.Customer.ID, Plan: e.Account.Plan.Key, Status: statusActive,
+	a := entitlementsAnswer{Customer: e.Account.Customer.ID, Plan: e.Account.Plan.Key, Status: string(e.Account.Customer.Status),
 		Features: e.Features, Limits: make([]entitlementLimit, len(e.Usage)), Grants: make([]entitlementGrant, len(live))}
 	if a.Features == nil {
 		a.Features = map[string]tiers.FeatureValue{}
@@ -128,7 +124,9 @@ func appendEntitlements(dst []byte, e *quota.Entitlements, live []grants.Grant) 
 	b = appendJSONString(b, e.Account.Customer.ID)
 	b = append(b, `,"plan":`...)
 	b = appendJSONString(b, e.Account.Plan.Key)
-	b = append(b, `,"status":"`+statusActive+`","features":{`...)
+	b = append(b, `,"status":`...)
+	b = appendJSONString(b, string(e.Account.Customer.Status))
+	b = append(b, `,"features":{`...)
 	if len(e.Features) > 0 {
 		keys := make([]string, 0, len(e.Features))
 		for k := range e.Features {

@@ -241,7 +241,7 @@ var fuzzRoutes = []fuzzRoute{
 		name: "customer", method: http.MethodPut, path: "/v1/customers/acme", status: http.StatusCreated,
 		decode: func(t *testing.T, name string, body []byte) (any, error) {
 			return fuzzDecode(t, name, body, func(s tiers.CustomerSpec) (any, error) {
-				return s.Validate("acme")
+				return s.Validate("acme", fuzzNow)
 			}, sameCustomerSpec)
 		},
 		answer: func(passed any) any { return passed },

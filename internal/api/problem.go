@@ -32,6 +32,7 @@ const (
 	codeUnauthorized         = "unauthorized"
 	codeForbidden            = "forbidden"
 	codeInvalidAPIKey        = "invalid_api_key"
+	codeCustomerSuspended    = "customer_suspended"
 	codeReservationNotFound  = "reservation_not_found"
 	codeReservationExpired   = "reservation_expired"
 	codeCheckNotFound        = "check_not_found"
@@ -128,6 +129,7 @@ var errorTable = []struct {
 	{tiers.ErrCapReached, http.StatusConflict, codeCapReached},
 	{tiers.ErrPreconditionFailed, http.StatusPreconditionFailed, codePreconditionFailed},
 	{tiers.ErrInvalidAPIKey, http.StatusForbidden, codeInvalidAPIKey},
+	{tiers.ErrCustomerSuspended, http.StatusForbidden, codeCustomerSuspended},
 	{tiers.ErrReservationNotFound, http.StatusNotFound, codeReservationNotFound},
 	{tiers.ErrReservationExpired, http.StatusGone, codeReservationExpired},
 	{tiers.ErrCheckNotFound, http.StatusNotFound, codeCheckNotFound},
@@ -156,6 +158,7 @@ var details = map[string]string{
 	codeMethodNotAllowed:        "the route does not allow this method",
 	codeSubjectRequired:         "the metric has limits per subject: the request must name a subject",
 	codeGrantNotFound:           "no grant that is not voided has this id",
+	codeCustomerSuspended:       "the customer is suspended",
 	codeNoTotalLimit:            "no limit of window total on this metric is in effect for the customer: only a total can be set",
 }
 
@@ -186,6 +189,9 @@ func toProblem(err error) (Problem, bool) {
 			}
 			if errors.Is(err, webhooks.ErrWebhookNotFound) {
 				detail = "no webhook has this id"
+			}
+			if se := (*tiers.SuspendedError)(nil); errors.As(err, &se) {
+				detail = se.Error()
 			}
 			if capErr := (*tiers.CapError)(nil); errors.As(err, &capErr) {
 				detail = capErr.Error()

@@ -196,7 +196,7 @@ func (n *normalizer) account(id string, f *Customer) Account {
 			spec.Metadata = md
 		}
 	}
-	cu, err := spec.Validate(id)
+	cu, err := spec.Validate(id, n.now)
 	n.fromTiers(err, path, map[string]string{"customer": path})
 	a := Account{Customer: cu, Overrides: make(map[tiers.LimitKey]tiers.Override, len(f.Overrides))}
 	seen := make(map[tiers.LimitKey]int, len(f.Overrides))

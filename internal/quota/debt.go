@@ -416,7 +416,7 @@ func (e *Engine) resolvePending(ctx context.Context, p pendingCheck, now time.Ti
 		e.sets.Put(s)
 	}()
 	s.reset(p.at)
-	if err := e.resolve(ctx, s, p.customer, p.items); err != nil {
+	if err := e.resolve(ctx, s, p.customer, p.items, false); err != nil {
 		if errors.Is(err, tiers.ErrUnavailable) {
 			return err
 		}

@@ -389,7 +389,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
-	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
+	if err := e.resolve(ctx, s, r.Customer, items, true); err != nil {
 		if errors.Is(err, tiers.ErrUnavailable) && e.health.degrade(err) {
 			if !r.DryRun {
 				e.debts.addPending(r.Customer, items, s.at)
@@ -444,20 +444,27 @@ func (e *Engine) set(ctx context.Context, d time.Duration) (*set, context.Contex
 }
 
 // resolve fills s with the charges of items (of customer where they name
-// none), from the catalog: every customer's account and every metric
-// (with the pools they draw on), looked up once. A missing customer is
+// none), from the catalog: every customer's account, on the plan in
+// effect at s.at (see tiers.Account.At), and every metric (with the pools
+// they draw on), looked up once. With refuseSuspended, a suspended
+// customer's item is a *tiers.SuspendedError, before anything is looked up
+// further: what a new check or reservation answers; what charges or gives
+// back units already admitted does not refuse them. A missing customer is
 // reported before a missing metric; errors name their item (*ItemError).
-func (e *Engine) resolve(ctx context.Context, s *set, customer string, items []Item) error {
+func (e *Engine) resolve(ctx context.Context, s *set, customer string, items []Item, refuseSuspended bool) error {
 	for i, it := range items {
 		if it.Customer == "" {
 			it.Customer = customer
 		}
 		if s.account(it.Customer) == nil {
 			acct, err := e.catalog.Account(ctx, it.Customer)
+			if err == nil && refuseSuspended {
+				err = acct.Customer.CheckActive()
+			}
 			if err != nil {
 				return &ItemError{Index: i, Err: err}
 			}
-			s.accts = append(s.accts, acct)
+			s.accts = append(s.accts, acct.At(s.at))
 		}
 		for key := it.Metric; key != ""; {
 			m := s.metric(key)

@@ -46,6 +46,7 @@ func (e *Engine) Entitlements(ctx context.Context, customer, subject string) (En
 	if err != nil {
 		return Entitlements{}, err
 	}
+	acct = acct.At(s.at)
 	s.accts = append(s.accts, acct)
 	// The metrics of the effective limits, in tiers.Effective's order.
 	var buf [8]string

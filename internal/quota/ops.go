@@ -184,7 +184,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 		cost, checkedAt = min(cost, charged), at
 	}
 	items := []Item{{Customer: r.Customer, Metric: r.Metric, Cost: cost, Subject: r.Subject}}
-	if err := e.resolve(ctx, s, r.Customer, items); err != nil {
+	if err := e.resolve(ctx, s, r.Customer, items, false); err != nil {
 		return RefundResult{}, e.health.unavailable(err)
 	}
 	if !checkedAt.IsZero() {
@@ -351,7 +351,9 @@ func (e *Engine) Usage(ctx context.Context, customer, subject string) (tiers.Acc
 	if err != nil {
 		return tiers.Account{}, nil, err
 	}
-	u, err := e.counters.usage(ctx, e.catalog, acct, subject, e.clock.Now().UTC())
+	now := e.clock.Now().UTC()
+	acct = acct.At(now)
+	u, err := e.counters.usage(ctx, e.catalog, acct, subject, now)
 	return acct, u, err
 }
 
@@ -423,6 +425,7 @@ func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, u
 		return Usage{}, err
 	}
 	now := e.clock.Now().UTC()
+	acct = acct.At(now)
 	var limit *tiers.EffectiveLimit
 	for _, el := range tiers.Effective(acct.Plan, acct.Overrides, now) {
 		if el.Metric == metric && el.Window == tiers.Total && el.Per == tiers.PerCustomer {

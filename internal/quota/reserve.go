@@ -293,7 +293,7 @@ func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveR
 	s, ctx := e.set(ctx, max(e.timeout, reserveStoreTimeout))
 	defer s.free(&e.sets)
 	req := Request{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}
-	if err := e.resolve(ctx, s, r.Customer, []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}); err != nil {
+	if err := e.resolve(ctx, s, r.Customer, []Item{{Customer: r.Customer, Metric: r.Metric, Cost: r.Cost, Subject: r.Subject}}, true); err != nil {
 		return ReserveResult{}, e.health.unavailable(err)
 	}
 	d, err := e.counters.take(ctx, s, &req, false)
@@ -514,7 +514,7 @@ func (rs *reservations) settled(ctx context.Context, rsv Reservation, actual int
 func (rs *reservations) heldSet(ctx context.Context, s *set, rsv Reservation, at, now time.Time, cost func(g *group) int64) error {
 	s.at = at
 	items := []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: rsv.Cost, Subject: rsv.Subject}}
-	if err := rs.e.resolve(ctx, s, rsv.Customer, items); err != nil {
+	if err := rs.e.resolve(ctx, s, rsv.Customer, items, false); err != nil {
 		var ie *ItemError
 		if errors.As(err, &ie) {
 			return ie.Err
@@ -609,7 +609,7 @@ func (rs *reservations) usage(ctx context.Context, rsv Reservation) ([]Usage, er
 	s, ctx := e.set(ctx, e.timeout)
 	defer s.free(&e.sets)
 	req := Request{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}
-	err := e.resolve(ctx, s, rsv.Customer, []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}})
+	err := e.resolve(ctx, s, rsv.Customer, []Item{{Customer: rsv.Customer, Metric: rsv.Metric, Cost: 1, Subject: rsv.Subject}}, false)
 	if err != nil {
 		if errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound) {
 			return []Usage{}, nil // its counters went with it

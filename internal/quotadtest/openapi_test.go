@@ -77,6 +77,14 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})
 		return err
 	},
+	"SuspendCustomer": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.SuspendCustomer(ctx, "acme", "card declined")
+		return err
+	},
+	"ResumeCustomer": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.ResumeCustomer(ctx, "acme")
+		return err
+	},
 	"DeleteCustomer": func(ctx context.Context, c *quotad.Client) error { return c.DeleteCustomer(ctx, "acme") },
 	"Limits":         func(ctx context.Context, c *quotad.Client) error { _, err := c.Limits(ctx, "acme"); return err },
 	"Overrides":      func(ctx context.Context, c *quotad.Client) error { return drain(c.Overrides(ctx, "acme")) },

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -248,6 +249,10 @@ type descriptor struct {
 	item    quota.Item
 	look    bool
 	unknown bool
+	// suspended: the descriptor's customer is suspended (see
+	// tiers.SuspendedError): OVER_LIMIT, whatever the config says of
+	// unknown ones.
+	suspended *tiers.SuspendedError
 }
 
 // ShouldRateLimit decides every descriptor of r together, all or nothing.
@@ -364,7 +369,8 @@ type descriptorLog struct {
 	Metric   string `json:"metric,omitempty"`
 	Subject  string `json:"subject,omitempty"`
 	Cost     int64  `json:"cost"`
-	// Decision is allowed, denied or degraded; unknown for a customer,
+	// Decision is allowed, denied or degraded; suspended for a suspended
+	// customer; unknown for a customer,
 	// key or metric quotad does not know; looked for a descriptor that
 	// only looks (counts nothing); counted_over_limit for one denied in a
 	// domain that counts over the limit (counted all the same).
@@ -394,6 +400,8 @@ func (s *Service) logCall(ctx context.Context, domain string, ds []descriptor, d
 		switch {
 		case d.unknown:
 			e.Decision = "unknown"
+		case d.suspended != nil:
+			e.Decision = "suspended"
 		case err != nil || i >= len(decisions):
 		default:
 			dec := &decisions[i]
@@ -600,7 +608,7 @@ func (s *Service) decide(ctx context.Context, ds []descriptor, c *call, overLimi
 	for attempt := 0; attempt <= len(ds); attempt++ {
 		denyAll := false
 		for i := range ds {
-			denyAll = denyAll || ds[i].unknown && !s.rules.allowUnknown
+			denyAll = denyAll || ds[i].unknown && !s.rules.allowUnknown || ds[i].suspended != nil
 		}
 		c.looks, c.lookOf = s.items(ds, true, c.looks, c.lookOf)
 		c.takes, c.takeOf = s.items(ds, false, c.takes, c.takeOf)
@@ -638,6 +646,17 @@ func (s *Service) decide(ctx context.Context, ds []descriptor, c *call, overLimi
 			for i, j := range of {
 				if j == ie.Index {
 					ds[i].unknown = true
+				}
+			}
+			continue
+		case errors.As(err, &ie) && errors.As(err, new(*tiers.SuspendedError)):
+			// Once more, without the descriptors of the suspended
+			// customer: they deny, the others count nothing.
+			var se *tiers.SuspendedError
+			errors.As(err, &se)
+			for i, j := range of {
+				if j == ie.Index {
+					ds[i].suspended = se
 				}
 			}
 			continue
@@ -684,7 +703,7 @@ func (s *Service) items(ds []descriptor, look bool, items []quota.Item, of []int
 	for i := range ds {
 		of[i] = -1
 		d := &ds[i]
-		if d.unknown || d.look != look {
+		if d.unknown || d.suspended != nil || d.look != look {
 			continue
 		}
 		for j := range items {
@@ -722,6 +741,7 @@ func fill(out []quota.Decision, of []int, d *quota.Decision) {
 // headline).
 func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.RateLimitResponse {
 	now := s.now()
+	var suspended *tiers.SuspendedError
 	m := new(answerMemory)
 	res := &m.res
 	res.OverallCode = rlsv3.RateLimitResponse_OK
@@ -734,6 +754,12 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 		st := &sm.status
 		st.Code = rlsv3.RateLimitResponse_OK
 		res.Statuses[i] = st
+		if se := ds[i].suspended; se != nil {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			res.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			suspended = se
+			continue
+		}
 		if ds[i].unknown {
 			if !s.rules.allowUnknown {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -775,7 +801,32 @@ func (s *Service) answer(ds []descriptor, decisions []quota.Decision) *rlsv3.Rat
 			res.ResponseHeadersToAdd = nil
 		}
 	}
+	if suspended != nil {
+		suspendedAnswer(res, suspended)
+	}
 	return res
+}
+
+// suspendedProblem is the body Envoy sends back for a suspended
+// customer's request: the problem document POST /v1/check answers (a wire
+// form).
+type suspendedProblem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Code   string `json:"code"`
+}
+
+// suspendedAnswer makes res, OVER_LIMIT, say that the customer is
+// suspended: a problem document of code customer_suspended as the body
+// (raw_body), and no rate-limit headers, which would send the client to
+// retry.
+func suspendedAnswer(res *rlsv3.RateLimitResponse, se *tiers.SuspendedError) {
+	body, _ := json.Marshal(suspendedProblem{Type: "urn:quotad:problem:customer_suspended",
+		Title: "Forbidden", Status: 403, Detail: se.Error(), Code: "customer_suspended"})
+	res.RawBody = body
+	res.ResponseHeadersToAdd = []*corev3.HeaderValue{{Key: "Content-Type", Value: "application/problem+json"}}
 }
 
 // answerMemory holds an answer's messages, allocated together: the

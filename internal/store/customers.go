@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -26,6 +25,12 @@ type customerRow struct {
 	AnchorPinnedStart *time.Time
 	AnchorPinnedEnd   *time.Time
 	Metadata          []byte
+	Status            string
+	StatusReason      string
+	ScheduledPlanKey  *string
+	ScheduledAt       *time.Time
+	TrialPlanKey      *string
+	TrialEndsAt       *time.Time
 	Version           int64
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
@@ -45,7 +50,26 @@ func toCustomer(r customerRow) tiers.Customer {
 	if r.AnchorPinnedStart != nil && r.AnchorPinnedEnd != nil {
 		c.Anchor.PinnedStart, c.Anchor.PinnedEnd = utc(*r.AnchorPinnedStart), utc(*r.AnchorPinnedEnd)
 	}
+	c.Status, c.StatusReason = tiers.Status(r.Status), r.StatusReason
+	if r.ScheduledPlanKey != nil && r.ScheduledAt != nil {
+		c.ScheduledChange = &tiers.ScheduledChange{Plan: *r.ScheduledPlanKey, At: utc(*r.ScheduledAt)}
+	}
+	if r.TrialPlanKey != nil && r.TrialEndsAt != nil {
+		c.Trial = &tiers.Trial{Plan: *r.TrialPlanKey, EndsAt: utc(*r.TrialEndsAt)}
+	}
 	return c
+}
+
+// pendingColumns returns the columns of a customer's scheduled change and
+// trial (nil when it has none).
+func pendingColumns(c tiers.Customer) (scheduledPlan *string, scheduledAt *time.Time, trialPlan *string, trialEnds *time.Time) {
+	if sc := c.ScheduledChange; sc != nil {
+		scheduledPlan, scheduledAt = &sc.Plan, &sc.At
+	}
+	if t := c.Trial; t != nil {
+		trialPlan, trialEnds = &t.Plan, &t.EndsAt
+	}
+	return scheduledPlan, scheduledAt, trialPlan, trialEnds
 }
 
 const customerColumns = `
@@ -53,7 +77,8 @@ const customerColumns = `
 	(SELECT g.customers_on FROM plan_versions g
 	 WHERE g.plan_key = c.plan_key AND g.version = c.plan_version) AS plan_version,
 	c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
-	c.metadata, c.version, c.created_at, c.updated_at`
+	c.metadata, c.status, c.status_reason, c.scheduled_plan_key, c.scheduled_at, c.trial_plan_key,
+	c.trial_ends_at, c.version, c.created_at, c.updated_at`
 
 func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.Customer, error) {
 	sql := `SELECT ` + customerColumns + ` FROM customers c WHERE c.id = $1`
@@ -85,27 +110,47 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
-// applies from the next period (see tiers.Anchor). A creation beyond the
-// customers' cap (SetCaps) is a *tiers.CapError.
+// applies from the next period (see tiers.Anchor); a scheduled change at
+// the period's end is resolved by the anchor it then has. Its pending
+// changes due by w.At are applied first, as ApplyPlanChanges would have,
+// so that the replace starts from the customer as it is. A creation
+// beyond the customers' cap (SetCaps) is a *tiers.CapError.
 func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Customer]{
+		before: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := db.applyDue(ctx, tx, c.ID, w.At)
+			return err
+		},
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Customer, error) {
 			return findCustomer(ctx, tx, c.ID, lock)
 		},
 		notFound: tiers.ErrCustomerNotFound,
 		version:  func(c tiers.Customer) int64 { return c.Version },
 		write: func(ctx context.Context, tx pgx.Tx, old tiers.Customer, exists bool) error {
-			var planExists bool
-			const planQ = `SELECT EXISTS (SELECT 1 FROM plans WHERE key = $1 FOR KEY SHARE)`
-			if err := tx.QueryRow(ctx, planQ, c.Plan).Scan(&planExists); err != nil {
-				return err
-			}
-			if !planExists {
-				return tiers.Invalid("plan", fmt.Sprintf("plan %q does not exist", c.Plan))
+			trialPlan, scheduledPlan := c.PendingPlans()
+			for _, p := range []struct{ field, key string }{
+				{"plan", c.Plan}, {"trial.plan", trialPlan}, {"scheduled_change.plan", scheduledPlan},
+			} {
+				if p.key == "" {
+					continue
+				}
+				var planExists bool
+				const planQ = `SELECT EXISTS (SELECT 1 FROM plans WHERE key = $1 FOR KEY SHARE)`
+				if err := tx.QueryRow(ctx, planQ, p.key).Scan(&planExists); err != nil {
+					return err
+				}
+				if !planExists {
+					return tiers.Invalid(p.field, fmt.Sprintf("plan %q does not exist", p.key))
+				}
 			}
 			anchor := c.Anchor
 			if exists {
 				anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+			}
+			c.ScheduledChange.Resolve(anchor, w.At)
+			scheduledPlanCol, scheduledAt, trialPlanCol, trialEnds := pendingColumns(c)
+			if c.Status == "" {
+				c.Status = tiers.StatusActive
 			}
 			var day *int16
 			if anchor.Day > 0 {
@@ -123,25 +168,27 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 				       plan_version = CASE WHEN plan_key = $2 THEN plan_version
 				                           ELSE (SELECT latest_version FROM plans WHERE key = $2) END,
 				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
+				       status = $9, status_reason = $10, scheduled_plan_key = $11, scheduled_at = $12,
+				       trial_plan_key = $13, trial_ends_at = $14,
 				       version = version + 1, updated_at = $8
 				WHERE id = $1`
 			const insert = `
 				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
-				                       anchor_pinned_end, metadata, created_at, updated_at, plan_version)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, (SELECT latest_version FROM plans WHERE key = $2))
+				                       anchor_pinned_end, metadata, created_at, updated_at,
+				                       status, status_reason, scheduled_plan_key, scheduled_at,
+				                       trial_plan_key, trial_ends_at, plan_version)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14,
+				        (SELECT latest_version FROM plans WHERE key = $2))
 				ON CONFLICT (id) DO NOTHING`
 			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
-				[]byte(c.Metadata), w.At); err != nil || exists {
+				[]byte(c.Metadata), w.At, string(c.Status), c.StatusReason, scheduledPlanCol, scheduledAt,
+				trialPlanCol, trialEnds); err != nil || exists {
 				return err
 			}
 			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
-			plan, err := findPlanOfGroup(ctx, tx, saved.Plan, saved.JoinedVersion)
-			if err != nil {
-				return err
-			}
-			return recordTerms(ctx, tx, w.At, billing.TermsOf(saved, plan))
+			return recordBilledTerms(ctx, tx, saved, w.At)
 		},
 		resource: "customers/" + c.ID,
 		customer: c.ID,
@@ -195,6 +242,13 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 			if a.Plan, err = findPlanOfGroup(ctx, tx, a.Customer.Plan, a.Customer.JoinedVersion); err != nil {
 				return err
 			}
+			trial, scheduled := a.Customer.PendingPlans()
+			if a.TrialPlan, err = findPendingPlan(ctx, tx, trial); err != nil {
+				return err
+			}
+			if a.ScheduledPlan, err = findPendingPlan(ctx, tx, scheduled); err != nil {
+				return err
+			}
 			if a.Overrides, err = findOverrides(ctx, tx, id, tiers.LimitKey{}, 0); err != nil {
 				return err
 			}
@@ -211,10 +265,14 @@ func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error)
 // customers only) and its overrides, as FindAccounts selects them.
 type accountRow struct {
 	customerRow
-	Plan      *planRow
-	Overrides []overrideRow
-	Features  []featureOverrideRow
-	Grants    []tiers.GrantTerm
+	Plan *planRow
+	// TrialPlan and ScheduledPlan: the plans of its trial and scheduled
+	// change, if any.
+	TrialPlan     *planRow
+	ScheduledPlan *planRow
+	Overrides     []overrideRow
+	Features      []featureOverrideRow
+	Grants        []tiers.GrantTerm
 }
 
 // FindAccounts implements tiers.CacheSource: the accounts of those of ids
@@ -236,6 +294,10 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		                                      JOIN plan_versions v ON v.plan_key = p.key AND v.version = g.customers_on
 		                                      WHERE p.key = c.plan_key) pr)
 		       END AS plan,
+		       (SELECT to_jsonb(pr) FROM (SELECT ` + planColumns + `
+		                                  FROM plans p WHERE p.key = c.trial_plan_key) pr) AS trial_plan,
+		       (SELECT to_jsonb(pr) FROM (SELECT ` + planColumns + `
+		                                  FROM plans p WHERE p.key = c.scheduled_plan_key) pr) AS scheduled_plan,
 		       -- All of them, expired ones too, in findOverrides' order.
 		       (SELECT coalesce(jsonb_agg(to_jsonb(orow) ORDER BY orow.metric, window_rank(orow.quota_window)), '[]')
 		        FROM (SELECT ` + overrideColumns + `
@@ -280,9 +342,30 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		if len(r.Grants) > 0 {
 			a.Customer.Grants = r.Grants
 		}
+		if r.TrialPlan != nil {
+			p := toPlan(*r.TrialPlan)
+			a.TrialPlan = &p
+		}
+		if r.ScheduledPlan != nil {
+			p := toPlan(*r.ScheduledPlan)
+			a.ScheduledPlan = &p
+		}
 		out[r.ID] = a
 	}
 	return out, nil
+}
+
+// findPendingPlan returns the plan key of a trial or a scheduled change,
+// nil for "".
+func findPendingPlan(ctx context.Context, q querier, key string) (*tiers.Plan, error) {
+	if key == "" {
+		return nil, nil
+	}
+	p, err := findPlan(ctx, q, key, false)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 var _ tiers.CacheSource = (*DB)(nil)

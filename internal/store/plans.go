@@ -288,7 +288,8 @@ func (db *DB) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
 			return err
 		}
 		var used bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE plan_key = $1)`, key).Scan(&used); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers
+			WHERE plan_key = $1 OR trial_plan_key = $1 OR scheduled_plan_key = $1)`, key).Scan(&used); err != nil {
 			return err
 		}
 		if used {

@@ -69,9 +69,11 @@ var purgeSteps = []purgeStep{
 		keep: func(r quota.Retention) time.Duration { return r.Deliveries }},
 	// An event goes once its window has ended (no check can record it
 	// again) long enough ago, and no delivery of it is left; a
-	// grant.exhausted event, which has no window, once it happened long
-	// enough ago (its grant is used up: it does not happen again).
-	{table: "usage_events", cond: `(window_end < $1 OR grant_id IS NOT NULL AND occurred_at < $1) AND NOT EXISTS (
+	// grant.exhausted or trial.ended event, which has no window, once it
+	// happened long enough ago (its grant is used up, its trial over: it
+	// does not happen again).
+	{table: "usage_events", cond: `(window_end < $1 OR grant_id IS NOT NULL AND occurred_at < $1
+		OR type = 'trial.ended' AND occurred_at < $1) AND NOT EXISTS (
 		SELECT 1 FROM webhook_deliveries d WHERE d.event_id = usage_events.id)`,
 		keep: func(r quota.Retention) time.Duration { return r.Deliveries }},
 }

@@ -182,6 +182,8 @@ type deliveryRow struct {
 	QuotaWindow   *string
 	WindowStart   *time.Time
 	GrantID       *string
+	PlanKey       *string
+	NextPlanKey   *string
 	Threshold     int32
 	Status        string
 	Attempts      int32
@@ -211,6 +213,9 @@ func toDelivery(r deliveryRow) webhooks.Delivery {
 	if r.GrantID != nil {
 		d.Event.Grant = *r.GrantID
 	}
+	if r.PlanKey != nil && r.NextPlanKey != nil {
+		d.Event.Plan, d.Event.NextPlan = *r.PlanKey, *r.NextPlanKey
+	}
 	if d.Status == webhooks.Pending {
 		d.NextAttemptAt = utcPtr(&r.NextAttemptAt)
 	}
@@ -232,8 +237,8 @@ func (db *DB) FindDeliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]
 				return err
 			}
 			const q = `
-				SELECT d.id, e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.grant_id, e.threshold,
-				       d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status,
+				SELECT d.id, e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.grant_id, e.plan_key,
+				       e.next_plan_key, e.threshold, d.status, d.attempts, d.next_attempt_at, d.last_attempt_at, d.last_status,
 				       d.last_error, d.delivered_at, d.created_at
 				FROM webhook_deliveries d JOIN usage_events e ON e.id = d.event_id
 				WHERE d.webhook_id = $1 AND ($2 = 0 OR d.id < $2)
@@ -320,23 +325,26 @@ func (db *DB) recordEvents(ctx context.Context, tx pgx.Tx, events []webhooks.Eve
 		// A usage event names its window; grant.exhausted its grant
 		// instead. Each happens once (usage_events_once,
 		// usage_events_grant_once).
-		var window, grant *string
+		var window, grant, plan, nextPlan *string
 		var start, end *time.Time
-		if e.Type == webhooks.GrantExhausted {
+		switch e.Type {
+		case webhooks.GrantExhausted:
 			grant = &e.Grant
-		} else {
+		case webhooks.TrialEnded:
+			plan, nextPlan = &e.Plan, &e.NextPlan
+		default:
 			w := e.Window.String()
 			window, start, end = &w, &e.Start, &e.End
 		}
 		const insertEvent = `
 			INSERT INTO usage_events (type, customer_id, metric, quota_window, window_start, window_end,
-			                          threshold, limit_value, used, occurred_at, grant_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			                          threshold, limit_value, used, occurred_at, grant_id, plan_key, next_plan_key)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			ON CONFLICT DO NOTHING
 			RETURNING id`
 		var id int64
 		err := tx.QueryRow(ctx, insertEvent, string(e.Type), e.Customer, e.Metric, window,
-			start, end, threshold, e.Limit, e.Used, e.At, grant).Scan(&id)
+			start, end, threshold, e.Limit, e.Used, e.At, grant, plan, nextPlan).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // recorded before
 		}
@@ -376,6 +384,8 @@ type messageRow struct {
 	WindowStart *time.Time
 	WindowEnd   *time.Time
 	GrantID     *string
+	PlanKey     *string
+	NextPlanKey *string
 	Threshold   int32
 	LimitValue  int64
 	Used        int64
@@ -398,7 +408,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 		const claim = `
 			SELECT d.id, d.webhook_id, w.url, w.secret, d.attempts, d.created_at,
 			       e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.window_end, e.grant_id,
-			       e.threshold, e.limit_value, e.used, e.occurred_at
+			       e.plan_key, e.next_plan_key, e.threshold, e.limit_value, e.used, e.occurred_at
 			FROM webhook_deliveries d
 			JOIN webhooks w ON w.id = d.webhook_id
 			JOIN usage_events e ON e.id = d.event_id
@@ -444,6 +454,9 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 		}
 		if r.GrantID != nil {
 			m.Event.Grant = *r.GrantID
+		}
+		if r.PlanKey != nil && r.NextPlanKey != nil {
+			m.Event.Plan, m.Event.NextPlan = *r.PlanKey, *r.NextPlanKey
 		}
 		o := send(ctx, m)
 		next := o.Next

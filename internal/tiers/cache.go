@@ -164,17 +164,19 @@ func (b *accountBatch) changed(id string) bool {
 	return ok || b.purged || len(b.stalePlans) > 0
 }
 
-// keeps reports whether the batch's answer for customer id, on plan (""
-// when absent), may be kept. Cache.mu must be held.
-func (b *accountBatch) keeps(id, plan string) bool {
+// keeps reports whether the batch's answer for customer id, on plans (""
+// for none), may be kept. Cache.mu must be held.
+func (b *accountBatch) keeps(id string, plans ...string) bool {
 	if b.purged {
 		return false
 	}
 	if _, ok := b.stale[id]; ok {
 		return false
 	}
-	if _, ok := b.stalePlans[plan]; ok && plan != "" {
-		return false
+	for _, plan := range plans {
+		if _, ok := b.stalePlans[plan]; ok && plan != "" {
+			return false
+		}
 	}
 	return true
 }
@@ -327,7 +329,40 @@ func (c *Cache) heldLocked(id string) (Account, bool, error) {
 	if p == nil {
 		return Account{}, false, nil
 	}
-	return Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides, FeatureOverrides: ce.features}, true, nil
+	a := Account{Customer: ce.customer, Plan: *p, Overrides: ce.overrides, FeatureOverrides: ce.features}
+	if trial, scheduled := ce.customer.PendingPlans(); trial != "" || scheduled != "" {
+		// The plans it will be on, held too (a change of one drops it).
+		var ok bool
+		if a.TrialPlan, ok = c.pendingPlanLocked(trial); !ok {
+			return Account{}, false, nil
+		}
+		if a.ScheduledPlan, ok = c.pendingPlanLocked(scheduled); !ok {
+			return Account{}, false, nil
+		}
+	}
+	return a, true, nil
+}
+
+// pendingPlanLocked returns the plan key as held (nil for ""), and whether
+// it is. c.mu must be held.
+func (c *Cache) pendingPlanLocked(key string) (*Plan, bool) {
+	if key == "" {
+		return nil, true
+	}
+	p := c.plans[latestRef(key)]
+	return p, p != nil
+}
+
+// latestRef names a plan's latest version, as the plan a trial or a
+// scheduled change will put a customer on (it joins the latest then).
+func latestRef(key string) planRef { return planRef{key: key} }
+
+// planKey returns p's key, "" for nil.
+func planKey(p *Plan) string {
+	if p == nil {
+		return ""
+	}
+	return p.Key
 }
 
 // waitFor makes batch b, not sent yet, wait for a caller that may wait
@@ -393,12 +428,21 @@ func (c *Cache) loadBatches() {
 				switch {
 				case !ok && b.keeps(id, ""):
 					c.putCustomer(id, &customerEntry{missing: true})
-				case ok && b.keeps(id, a.Plan.Key):
+				case ok && b.keeps(id, a.Plan.Key, planKey(a.TrialPlan), planKey(a.ScheduledPlan)):
 					c.putCustomer(id, &customerEntry{customer: a.Customer, overrides: a.Overrides, features: a.FeatureOverrides})
 					ref := planRef{a.Plan.Key, a.Customer.JoinedVersion}
 					if _, held := c.plans[ref]; !held {
 						p := a.Plan
 						c.plans[ref] = &p
+					}
+					for _, p := range [...]*Plan{a.TrialPlan, a.ScheduledPlan} {
+						if p == nil {
+							continue
+						}
+						if ref := latestRef(p.Key); c.plans[ref] == nil {
+							p := *p
+							c.plans[ref] = &p
+						}
 					}
 				}
 			}

@@ -110,6 +110,15 @@ func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
 	return p, nil
 }
 
+// planOrNil returns the plan key, nil for "". s.mu must be held.
+func (s *fakeSource) planOrNil(key string) *Plan {
+	if key == "" {
+		return nil
+	}
+	p := s.plans[key]
+	return &p
+}
+
 func (s *fakeSource) FindAccounts(ctx context.Context, ids []string) (map[string]Account, error) {
 	s.mu.Lock()
 	s.batches = append(s.batches, slices.Clone(ids))
@@ -118,7 +127,11 @@ func (s *fakeSource) FindAccounts(ctx context.Context, ids []string) (map[string
 		s.calls["c:"+id]++
 		s.deadlines["c:"+id], _ = ctx.Deadline()
 		if c, ok := s.accounts[id]; ok {
-			out[id] = Account{Customer: c, Plan: s.plans[c.Plan], FeatureOverrides: s.features[id]}
+			a := Account{Customer: c, Plan: s.plans[c.Plan], FeatureOverrides: s.features[id]}
+			if trial, scheduled := c.PendingPlans(); trial != "" || scheduled != "" {
+				a.TrialPlan, a.ScheduledPlan = s.planOrNil(trial), s.planOrNil(scheduled)
+			}
+			out[id] = a
 		}
 	}
 	fail := s.fail

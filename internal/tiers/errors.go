@@ -23,7 +23,8 @@ var (
 	// or an override (expired ones too) limits the metric, or a credit
 	// pool's schema names it.
 	ErrMetricInUse = errors.New("metric is in use")
-	// ErrPlanInUse: customers are on the plan.
+	// ErrPlanInUse: customers are on the plan, or will be (a trial, a
+	// scheduled change).
 	ErrPlanInUse = errors.New("plan is in use")
 	// ErrConflict: the request contradicts an earlier one (e.g. a reused
 	// idempotency key with a different body).

@@ -218,10 +218,14 @@ func (f *FeatureChecker) Feature(ctx context.Context, customer, key string) (Fea
 		return FeatureValue{}, err
 	}
 	a, err := f.accounts.Account(ctx, customer)
+	if err == nil {
+		err = a.Customer.CheckActive()
+	}
 	if err != nil {
 		return FeatureValue{}, err
 	}
-	return a.Feature(key, f.now()), nil
+	now := f.now()
+	return a.At(now).Feature(key, now), nil
 }
 
 // FeatureOverrideSpec is the body of PUT /v1/customers/{customer}/features/{feature}.

@@ -151,11 +151,12 @@ func (s *Service) Customers(ctx context.Context, f CustomerFilter) ([]Customer, 
 
 // PutCustomer creates or replaces the customer id.
 func (s *Service) PutCustomer(ctx context.Context, w Write, id string, spec CustomerSpec) (Customer, bool, error) {
-	c, err := spec.Validate(id)
+	w = s.stamp(w)
+	c, err := spec.Validate(id, w.At)
 	if err != nil {
 		return Customer{}, false, err
 	}
-	c, created, err := s.store.PutCustomer(ctx, s.stamp(w), c)
+	c, created, err := s.store.PutCustomer(ctx, w, c)
 	if err != nil {
 		return Customer{}, false, fmt.Errorf("put customer[%s]: %w", id, err)
 	}
@@ -254,7 +255,9 @@ func (s *Service) Limits(ctx context.Context, id string) (Account, []EffectiveLi
 	if err != nil {
 		return Account{}, nil, err
 	}
-	return a, Effective(a.Plan, a.Overrides, s.now()), nil
+	now := s.now()
+	a = a.At(now)
+	return a, Effective(a.Plan, a.Overrides, now), nil
 }
 
 // PutFeatureOverride creates or replaces the customer's override of
@@ -298,6 +301,7 @@ func (s *Service) Features(ctx context.Context, id string) (Account, map[string]
 		return Account{}, nil, err
 	}
 	now := s.now()
+	a = a.At(now)
 	for i := range a.FeatureOverrides {
 		a.FeatureOverrides[i].Expired = a.FeatureOverrides[i].ExpiredAt(now)
 	}

@@ -75,6 +75,11 @@ type CustomerSpec struct {
 	Name             *string         `json:"name" nullable:"true"`
 	BillingAnchorDay *int64          `json:"billing_anchor_day" nullable:"true"`
 	Metadata         json.RawMessage `json:"metadata" nullable:"true"`
+	// Status is "active" (the default) or "suspended", for StatusReason.
+	Status          *string              `json:"status" nullable:"true"`
+	StatusReason    *string              `json:"status_reason" nullable:"true"`
+	Trial           *TrialSpec           `json:"trial" nullable:"true"`
+	ScheduledChange *ScheduledChangeSpec `json:"scheduled_change" nullable:"true"`
 }
 
 // OverrideSpec is the body of PUT /v1/customers/{customer}/overrides/{metric}/{window}.
@@ -422,9 +427,11 @@ func (t limitTerms) applyAlgorithm(field func(string) string, l *Limit, p *probl
 }
 
 // Validate returns the customer id describes, with Version and times unset.
-// Whether its plan exists is the store's to check. The anchor is set as if
-// the customer were new; the store carries a pinned period over on replace.
-func (s CustomerSpec) Validate(id string) (Customer, error) {
+// Whether its plans exist is the store's to check. The anchor is set as if
+// the customer were new; the store carries a pinned period over on replace
+// (and resolves a scheduled change at the period's end by it). A trial's
+// end and a scheduled change's instant must lie after now.
+func (s CustomerSpec) Validate(id string, now time.Time) (Customer, error) {
 	var p problems
 	if !ValidCustomerID(id) {
 		p.add("customer", customerIDRule)
@@ -460,6 +467,7 @@ func (s CustomerSpec) Validate(id string) (Customer, error) {
 			c.Metadata = md
 		}
 	}
+	s.validateLifecycle(&p, &c, now)
 	return c, p.err()
 }
 

@@ -427,9 +427,16 @@ type Customer struct {
 	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar month).
 	BillingAnchorDay *int            `json:"billing_anchor_day"`
 	Metadata         json.RawMessage `json:"metadata"`
-	Version          int64           `json:"version"`
-	CreatedAt        time.Time       `json:"created_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
+	// Status: a suspended customer's checks are refused (see CheckActive),
+	// for StatusReason.
+	Status       Status `json:"status"`
+	StatusReason string `json:"status_reason"`
+	// Trial and ScheduledChange, when set, are pending: see PlanAt.
+	Trial           *Trial           `json:"trial"`
+	ScheduledChange *ScheduledChange `json:"scheduled_change"`
+	Version         int64            `json:"version"`
+	CreatedAt       time.Time        `json:"created_at"`
+	UpdatedAt       time.Time        `json:"updated_at"`
 	// Grants are the metrics and expiries of the customer's grants that
 	// had units left when it was loaded (see HasGrants); the catalog's
 	// loads fill it, nothing else.
@@ -481,9 +488,14 @@ func expiredAt(expiresAt *time.Time, now time.Time) bool {
 
 // Account is a customer together with everything that decides its limits.
 type Account struct {
-	Customer  Customer
-	Plan      Plan
-	Overrides []Override
+	Customer Customer
+	// Plan is the customer's plan (Customer.Plan); TrialPlan and
+	// ScheduledPlan, the plans its trial and its scheduled change name,
+	// if any. At resolves which is in effect.
+	Plan          Plan
+	TrialPlan     *Plan
+	ScheduledPlan *Plan
+	Overrides     []Override
 	// FeatureOverrides are the customer's overrides of features, expired
 	// ones included.
 	FeatureOverrides []FeatureOverride

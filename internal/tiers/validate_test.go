@@ -716,6 +716,9 @@ func TestPlanSpecMoneyIsInteger(t *testing.T) {
 	}
 }
 
+// specNow is the time customer specs are validated at.
+var specNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
 func TestCustomerSpecValidateFields(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -761,10 +764,39 @@ func TestCustomerSpecValidateFields(t *testing.T) {
 		{name: "everything wrong", id: "", spec: CustomerSpec{
 			Name: ptr("\xff"), BillingAnchorDay: ptr[int64](99), Metadata: json.RawMessage(`"x"`),
 		}, wantFields: []string{"billing_anchor_day", "customer", "metadata", "name", "plan"}},
+		{name: "suspended with a reason", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("suspended"), StatusReason: ptr("card declined")}},
+		{name: "active", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("active")}},
+		{name: "unknown status", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("frozen")},
+			wantFields: []string{"status"}},
+		{name: "reason too long", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("suspended"), StatusReason: ptr(strings.Repeat("x", 501))},
+			wantFields: []string{"status_reason"}},
+		{name: "reason of an active customer", id: "a", spec: CustomerSpec{Plan: ptr("p"), StatusReason: ptr("why")},
+			wantFields: []string{"status_reason"}},
+		{name: "trial", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{Plan: ptr("pro"), EndsAt: ptr(specNow.Add(time.Hour))}}},
+		{name: "trial of no plan", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{EndsAt: ptr(specNow.Add(time.Hour))}},
+			wantFields: []string{"trial.plan"}},
+		{name: "trial of its own plan", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{Plan: ptr("free"), EndsAt: ptr(specNow.Add(time.Hour))}},
+			wantFields: []string{"trial.plan"}},
+		{name: "trial without an end", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{Plan: ptr("pro")}},
+			wantFields: []string{"trial.ends_at"}},
+		{name: "trial ended", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{Plan: ptr("pro"), EndsAt: ptr(specNow)}},
+			wantFields: []string{"trial.ends_at"}},
+		{name: "trial ending within a second", id: "a", spec: CustomerSpec{Plan: ptr("free"), Trial: &TrialSpec{Plan: ptr("pro"), EndsAt: ptr(specNow.Add(1500 * time.Millisecond))}},
+			wantFields: []string{"trial.ends_at"}},
+		{name: "scheduled change", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("pro"), At: ptr("2026-12-01T00:00:00Z")}}},
+		{name: "scheduled change at period end", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("pro"), At: ptr("period_end")}}},
+		{name: "scheduled change in the past", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("pro"), At: ptr("2026-11-01T00:00:00Z")}},
+			wantFields: []string{"scheduled_change.at"}},
+		{name: "scheduled change at no time", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("pro"), At: ptr("tomorrow")}},
+			wantFields: []string{"scheduled_change.at"}},
+		{name: "scheduled change without at", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("pro")}},
+			wantFields: []string{"scheduled_change.at"}},
+		{name: "scheduled change to a bad key", id: "a", spec: CustomerSpec{Plan: ptr("free"), ScheduledChange: &ScheduledChangeSpec{Plan: ptr("Pro"), At: ptr("period_end")}},
+			wantFields: []string{"scheduled_change.plan"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.spec.Validate(tc.id)
+			_, err := tc.spec.Validate(tc.id, specNow)
 			checkFields(t, err, tc.wantFields...)
 		})
 	}
@@ -795,7 +827,7 @@ func TestCustomerSpecValidateResult(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := tc.spec.Validate("acme")
+			c, err := tc.spec.Validate("acme", specNow)
 			if err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
@@ -865,7 +897,7 @@ func TestCustomerMetadata(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := CustomerSpec{Plan: ptr("p"), Metadata: json.RawMessage(tc.metadata)}.Validate("acme")
+			c, err := CustomerSpec{Plan: ptr("p"), Metadata: json.RawMessage(tc.metadata)}.Validate("acme", specNow)
 			if !tc.valid {
 				checkFields(t, err, "metadata")
 				return

@@ -27,6 +27,9 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 var t0 = time.Date(2026, 11, 24, 9, 30, 0, 0, time.UTC)
 
 func sampleEvent(typ EventType) Event {
+	if typ == TrialEnded {
+		return Event{Type: typ, Customer: "acme", Plan: "pro", NextPlan: "free", At: t0}
+	}
 	if typ == GrantExhausted {
 		return Event{Type: typ, Customer: "acme", Metric: "api_calls", Grant: "grt_9fQ2mX7aLp3ZkR1c", Limit: 5000,
 			Used: 5000, At: t0}

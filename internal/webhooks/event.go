@@ -27,14 +27,17 @@ const (
 	// GrantExhausted: checks drew the last unit of a customer's grant
 	// (Grant; Limit is its amount). It concerns no window.
 	GrantExhausted EventType = "grant.exhausted"
+	// TrialEnded: a customer's trial of Plan ended and it is on NextPlan
+	// since (At is the trial's end). It concerns no metric nor window.
+	TrialEnded EventType = "trial.ended"
 )
 
 // EventTypes lists every event type.
-var EventTypes = []EventType{Threshold, OverageStarted, LimitReached, GrantExhausted}
+var EventTypes = []EventType{Threshold, OverageStarted, LimitReached, GrantExhausted, TrialEnded}
 
 // Valid reports whether t is a known event type.
 func (t EventType) Valid() bool {
-	return t == Threshold || t == OverageStarted || t == LimitReached || t == GrantExhausted
+	return t == Threshold || t == OverageStarted || t == LimitReached || t == GrantExhausted || t == TrialEnded
 }
 
 // Event is one thing that happened to one long window of one customer's
@@ -53,6 +56,9 @@ type Event struct {
 	// Grant is the grant a GrantExhausted event is about ("" otherwise);
 	// such an event has no Window, Start or End.
 	Grant string
+	// Plan and NextPlan are the plans of a TrialEnded event: the trial's
+	// and the customer's after it ("" otherwise).
+	Plan, NextPlan string
 }
 
 // Watch is what the registered webhooks listen to: the event types at

@@ -46,8 +46,31 @@ type grantPayloadData struct {
 	Amount   int64  `json:"amount"`
 }
 
+// trialPayload is the body of a trial.ended delivery: a wire form, as
+// payload.
+type trialPayload struct {
+	Type      EventType        `json:"type"`
+	Timestamp time.Time        `json:"timestamp"`
+	Data      trialPayloadData `json:"data"`
+}
+
+type trialPayloadData struct {
+	Customer string    `json:"customer"`
+	Plan     string    `json:"plan"`
+	NextPlan string    `json:"next_plan"`
+	EndedAt  time.Time `json:"ended_at"`
+}
+
 // Payload returns the bytes delivered for e.
 func Payload(e Event) ([]byte, error) {
+	if e.Type == TrialEnded {
+		b, err := json.Marshal(trialPayload{Type: e.Type, Timestamp: e.At.UTC(),
+			Data: trialPayloadData{Customer: e.Customer, Plan: e.Plan, NextPlan: e.NextPlan, EndedAt: e.At.UTC()}})
+		if err != nil {
+			return nil, fmt.Errorf("encode webhook payload: %w", err)
+		}
+		return b, nil
+	}
 	if e.Type == GrantExhausted {
 		b, err := json.Marshal(grantPayload{Type: e.Type, Timestamp: e.At.UTC(),
 			Data: grantPayloadData{Customer: e.Customer, Metric: e.Metric, Grant: e.Grant, Amount: e.Limit}})

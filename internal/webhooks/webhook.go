@@ -205,13 +205,19 @@ const (
 type DeliveryEvent struct {
 	Type     EventType `json:"type"`
 	Customer string    `json:"customer"`
-	Metric   string    `json:"metric"`
-	// Window and WindowStart are a usage event's; nil for grant.exhausted.
+	// Metric is absent on trial.ended, which concerns no metric.
+	Metric string `json:"metric,omitempty"`
+	// Window and WindowStart are a usage event's; nil for grant.exhausted
+	// and trial.ended.
 	Window      *tiers.Window `json:"window,omitempty"`
 	WindowStart *time.Time    `json:"window_start,omitempty"`
 	Threshold   int           `json:"threshold,omitempty"`
 	// Grant is grant.exhausted's grant.
 	Grant string `json:"grant,omitempty"`
+	// Plan and NextPlan are trial.ended's: the trial's plan and the
+	// customer's after it.
+	Plan     string `json:"plan,omitempty"`
+	NextPlan string `json:"next_plan,omitempty"`
 }
 
 // Delivery is one event's delivery to one webhook, as
