@@ -271,3 +271,41 @@ func TestPlanVersionKeepsItsMetrics(t *testing.T) {
 		t.Errorf("DeleteMetric once nobody is on version 1: %v", err)
 	}
 }
+
+// A scheduled change applied at its instant puts the customer on the new
+// plan's latest version, priced so; a trial's end puts a grandfathered
+// customer back on the version it was on.
+func TestPlanChangesJoinVersions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	day := 24 * time.Hour
+	at := func(d time.Duration) tiers.Write { return tiers.Write{Actor: "ops", At: t0.Add(d)} }
+	plan := func(key string, limit, cents int64) tiers.Plan {
+		p := usd
+		p.AmountCents = cents
+		return tiers.Plan{Key: key, Name: key, Price: p,
+			Limits: []tiers.Limit{{Metric: "api_calls", Window: tiers.Day, Limit: limit, Mode: tiers.Hard}}}
+	}
+	mustPut(t, second(db.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
+	mustPut(t, second(db.PutPlan(ctx, at(0), plan("pro", 10, 1000), false)))
+	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 50, 5000), false)))
+	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 60, 6000), false))) // team's version 2
+	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`),
+		ScheduledChange: &tiers.ScheduledChange{Plan: "team", At: t0.Add(day)}})))
+	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "b", Plan: "pro", Metadata: json.RawMessage(`{}`),
+		Trial: &tiers.Trial{Plan: "team", EndsAt: t0.Add(day)}})))
+	// pro changes, grandfathered: a and b stay on its version 1.
+	mustPut(t, second(db.PutPlan(ctx, at(time.Hour), plan("pro", 20, 2000), true)))
+
+	changed, err := db.ApplyPlanChanges(ctx, t0.Add(day+time.Second))
+	if err != nil || len(changed) != 2 {
+		t.Fatalf("ApplyPlanChanges = %v, %v; want a and b changed", changed, err)
+	}
+	if got, want := mustPlanOf(t, db, "a"), [3]int64{2, 60, 6000}; got != want {
+		t.Errorf("a after its scheduled change: version, limit, price = %v, want team's latest %v", got, want)
+	}
+	if got, want := mustPlanOf(t, db, "b"), [3]int64{1, 10, 1000}; got != want {
+		t.Errorf("b after its trial: version, limit, price = %v, want pro's version 1 %v", got, want)
+	}
+}
