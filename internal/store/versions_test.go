@@ -290,7 +290,8 @@ func TestPlanChangesJoinVersions(t *testing.T) {
 	mustPut(t, second(db.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
 	mustPut(t, second(db.PutPlan(ctx, at(0), plan("pro", 10, 1000), false)))
 	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 50, 5000), false)))
-	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 60, 6000), false))) // team's version 2
+	// team's version 2, grandfathered: its version 1 stays as it was.
+	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 60, 6000), true)))
 	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`),
 		ScheduledChange: &tiers.ScheduledChange{Plan: "team", At: t0.Add(day)}})))
 	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "b", Plan: "pro", Metadata: json.RawMessage(`{}`),
