@@ -15,8 +15,8 @@ type Store interface {
 	// FindTerms returns every terms row of the customer, deleted or not,
 	// ordered by From and then as written; none if it was never known.
 	FindTerms(ctx context.Context, customer string) ([]Terms, error)
-	// FindOverage returns the customer's days in [from, to) with overage
-	// units, by day and metric.
+	// FindOverage returns the customer's days (its local dates, as 00:00
+	// UTC of each) in [from, to) with overage units, by day and metric.
 	FindOverage(ctx context.Context, customer string, from, to time.Time) ([]Overage, error)
 	// FindBilledCustomers returns one page of the ids, ascending, of the
 	// customers (deleted ones too) with terms overlapping [from, to), and
@@ -68,7 +68,8 @@ func (s *Service) Statement(ctx context.Context, customer, month string) (Statem
 }
 
 func (s *Service) build(ctx context.Context, customer string, p Period, terms []Terms) (Statement, error) {
-	usage, err := s.store.FindOverage(ctx, customer, p.Start, p.End)
+	from, to := Dates(p, terms)
+	usage, err := s.store.FindOverage(ctx, customer, from, to)
 	if err != nil {
 		return Statement{}, fmt.Errorf("statement[%s]: %w", customer, err)
 	}
@@ -112,11 +113,13 @@ func (s *Service) Statements(ctx context.Context, month string, page tiers.Page)
 		return nil, false, err
 	}
 	now := s.now()
-	if m.Start().After(now) {
+	// A month starts up to a day earlier east of UTC.
+	if m.Start().AddDate(0, 0, -1).After(now) {
 		return nil, false, tiers.Invalid("period", "is in the future")
 	}
-	// Every period of the month lies within [1st, 28th of the next month).
-	from, to := m.Start(), time.Date(m.Year, m.Month+1, 28, 0, 0, 0, 0, time.UTC)
+	// Every period of the month lies within [1st, 28th of the next month)
+	// at local midnight: within a day of it in UTC, whatever the zone.
+	from, to := m.Start().AddDate(0, 0, -1), time.Date(m.Year, m.Month+1, 29, 0, 0, 0, 0, time.UTC)
 	var out []Statement
 	after := page.After
 	for {

@@ -20,6 +20,11 @@ type customerRow struct {
 	BillingAnchorDay  *int16
 	AnchorPinnedStart *time.Time
 	AnchorPinnedEnd   *time.Time
+	TimeZone          string
+	DayPinnedStart    *time.Time
+	DayPinnedEnd      *time.Time
+	WeekPinnedStart   *time.Time
+	WeekPinnedEnd     *time.Time
 	Metadata          []byte
 	Version           int64
 	CreatedAt         time.Time
@@ -36,14 +41,34 @@ func toCustomer(r customerRow) tiers.Customer {
 		c.BillingAnchorDay = &d
 		c.Anchor.Day = d
 	}
-	if r.AnchorPinnedStart != nil && r.AnchorPinnedEnd != nil {
-		c.Anchor.PinnedStart, c.Anchor.PinnedEnd = utc(*r.AnchorPinnedStart), utc(*r.AnchorPinnedEnd)
-	}
+	c.Anchor.PinnedMonth = toPin(r.AnchorPinnedStart, r.AnchorPinnedEnd)
+	c.Anchor.PinnedDay = toPin(r.DayPinnedStart, r.DayPinnedEnd)
+	c.Anchor.PinnedWeek = toPin(r.WeekPinnedStart, r.WeekPinnedEnd)
+	// The zone is resolved here, once per load: the check path reads
+	// Anchor.Loc and never resolves a name.
+	c.TimeZone, c.Anchor.Loc = r.TimeZone, tiers.ZoneOf(r.TimeZone)
 	return c
+}
+
+// toPin returns the pin of a pair of nullable columns.
+func toPin(start, end *time.Time) tiers.Pin {
+	if start == nil || end == nil {
+		return tiers.Pin{}
+	}
+	return tiers.Pin{Start: utc(*start), End: utc(*end)}
+}
+
+// fromPin returns the nullable columns of p.
+func fromPin(p tiers.Pin) (start, end *time.Time) {
+	if !p.Set() {
+		return nil, nil
+	}
+	return &p.Start, &p.End
 }
 
 const customerColumns = `
 	c.id, c.plan_key, c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
+	c.time_zone, c.day_pinned_start, c.day_pinned_end, c.week_pinned_start, c.week_pinned_end,
 	c.metadata, c.version, c.created_at, c.updated_at`
 
 func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.Customer, error) {
@@ -76,7 +101,7 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
-// applies from the next period (see tiers.Anchor). A creation beyond the
+// or time zone applies from the next window (see tiers.Anchor). A creation beyond the
 // customers' cap (SetCaps) is a *tiers.CapError.
 func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Customer]{
@@ -96,29 +121,30 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 			}
 			anchor := c.Anchor
 			if exists {
-				anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+				anchor = old.Anchor.Change(c.Anchor, w.At)
 			}
 			var day *int16
 			if anchor.Day > 0 {
 				d := int16(anchor.Day)
 				day = &d
 			}
-			var pinStart, pinEnd *time.Time
-			if !anchor.PinnedEnd.IsZero() {
-				pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
-			}
+			monthStart, monthEnd := fromPin(anchor.PinnedMonth)
+			dayStart, dayEnd := fromPin(anchor.PinnedDay)
+			weekStart, weekEnd := fromPin(anchor.PinnedWeek)
 			const update = `
 				UPDATE customers SET plan_key = $2, name = $3, billing_anchor_day = $4,
 				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
-				       version = version + 1, updated_at = $8
+				       version = version + 1, updated_at = $8, time_zone = $9,
+				       day_pinned_start = $10, day_pinned_end = $11, week_pinned_start = $12, week_pinned_end = $13
 				WHERE id = $1`
 			const insert = `
 				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
-				                       anchor_pinned_end, metadata, created_at, updated_at)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+				                       anchor_pinned_end, metadata, created_at, updated_at, time_zone,
+				                       day_pinned_start, day_pinned_end, week_pinned_start, week_pinned_end)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13)
 				ON CONFLICT (id) DO NOTHING`
-			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
-				[]byte(c.Metadata), w.At); err != nil || exists {
+			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, monthStart, monthEnd,
+				[]byte(c.Metadata), w.At, anchor.ZoneName(), dayStart, dayEnd, weekStart, weekEnd); err != nil || exists {
 				return err
 			}
 			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")

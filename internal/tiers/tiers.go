@@ -414,8 +414,10 @@ type Customer struct {
 	Plan   string `json:"plan"`
 	Name   string `json:"name"`
 	Anchor Anchor `json:"-"`
-	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar month).
+	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar
+	// month), TimeZone Anchor.Loc (its IANA name).
 	BillingAnchorDay *int            `json:"billing_anchor_day"`
+	TimeZone         string          `json:"time_zone"`
 	Metadata         json.RawMessage `json:"metadata"`
 	Version          int64           `json:"version"`
 	CreatedAt        time.Time       `json:"created_at"`
