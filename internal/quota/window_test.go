@@ -283,3 +283,27 @@ func FuzzBounds(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkBounds measures a calendar window's bounds in UTC and in a
+// zone: what a check pays per long window for its customer's calendar.
+func BenchmarkBounds(b *testing.B) {
+	for _, at := range []struct{ name, zone, now string }{
+		{"UTC", "UTC", "2026-11-22T10:00:00Z"},
+		{"Berlin", "Europe/Berlin", "2026-11-22T10:00:00Z"},
+		{"Berlin_autumn_day", "Europe/Berlin", "2026-10-25T01:30:00Z"},
+	} {
+		anchor := tiers.Anchor{Day: 15, Loc: zone(b, at.zone)}
+		now, err := time.Parse(time.RFC3339, at.now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, w := range []tiers.Window{tiers.Hour, tiers.Day, tiers.Week, tiers.Month} {
+			b.Run(at.name+"/"+w.String(), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					quota.Bounds(w, now, anchor)
+				}
+			})
+		}
+	}
+}

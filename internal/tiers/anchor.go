@@ -160,8 +160,12 @@ func Midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 	if loc == time.UTC {
 		return t
 	}
-	date := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 	zs, ze := t.ZoneBounds()
+	if (zs.IsZero() || t.Sub(zs) > dayMargin) && (ze.IsZero() || ze.Sub(t) > dayMargin) {
+		// No change of offset near: midnight exists once, and is t.
+		return t.UTC()
+	}
+	date := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 	if civil(t, loc).Before(date) {
 		// time.Date resolved a midnight that does not exist to an instant
 		// before the jump: the day starts where the jump lands.
@@ -181,6 +185,10 @@ func Midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
 	}
 	return t.UTC()
 }
+
+// dayMargin is more than the longest local day, and than a zone's
+// largest change of offset.
+const dayMargin = 48 * time.Hour
 
 // civil returns the local date of t in loc, as 00:00 UTC of that date.
 func civil(t time.Time, loc *time.Location) time.Time {
