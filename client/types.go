@@ -209,8 +209,13 @@ type CustomerSpec struct {
 	Name string `json:"name,omitempty"`
 	// BillingAnchorDay (1..28) starts month windows on that day; nil for
 	// calendar months.
-	BillingAnchorDay *int     `json:"billing_anchor_day,omitempty"`
-	Metadata         Metadata `json:"metadata,omitempty"`
+	BillingAnchorDay *int `json:"billing_anchor_day,omitempty"`
+	// TimeZone is an IANA time zone name ("Europe/Berlin"): the
+	// customer's day, week and month windows and its billing periods
+	// start at local midnight there. Empty means UTC; quotad answers
+	// "UTC" then.
+	TimeZone string   `json:"time_zone,omitempty"`
+	Metadata Metadata `json:"metadata,omitempty"`
 	// Status is StatusActive (the default, "") or StatusSuspended: a
 	// suspended customer's checks are refused (ErrCustomerSuspended) for
 	// StatusReason.

@@ -81,6 +81,9 @@ func fromCustomer(c quotad.Customer) (*catalogfile.Customer, error) {
 	if c.BillingAnchorDay != nil {
 		f.BillingAnchorDay = new(int64(*c.BillingAnchorDay))
 	}
+	if c.TimeZone != "" {
+		f.TimeZone = new(c.TimeZone)
+	}
 	if err := f.SetMetadataObject(c.Metadata); err != nil {
 		return nil, fmt.Errorf("customer %s: %w", c.ID, err)
 	}
@@ -94,6 +97,7 @@ func toCustomer(f *catalogfile.Customer) (quotad.CustomerSpec, error) {
 	if f.BillingAnchorDay != nil {
 		s.BillingAnchorDay = new(int(*f.BillingAnchorDay))
 	}
+	s.TimeZone = deref(f.TimeZone)
 	md, err := f.MetadataObject()
 	if err != nil {
 		return s, err

@@ -192,7 +192,8 @@ func mustSeedConsole(s *testServer) {
 		           {"metric": "api_calls", "window": "day", "limit": 100000, "mode": "soft", "overage_percent": 20, "overage_price_micros": 1000}]}`)
 	s.mustDo(201, "PUT", "/v1/customers/acme", `{"plan": "free", "name": "Acme Inc."}`)
 	s.mustDo(201, "PUT", "/v1/customers/beta", `{"plan": "free", "name": "Beta Labs"}`)
-	s.mustDo(201, "PUT", "/v1/customers/globex", `{"plan": "pro", "name": "Globex"}`)
+	// A zone of UTC's offset by another name: the plan change below keeps it.
+	s.mustDo(201, "PUT", "/v1/customers/globex", `{"plan": "pro", "name": "Globex", "time_zone": "Etc/GMT"}`)
 	s.mustDo(201, "PUT", "/v1/customers/xss", `{"plan": "free", "name": "<img src=x onerror=alert(1)>"}`)
 }
 
@@ -440,6 +441,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("plan free", `document.querySelector('#customer-plan')?.textContent === 'free'`)
 		if r := s.mustDo(200, "GET", "/v1/customers/globex", ""); !strings.Contains(string(r.Body), `"plan":"free"`) {
 			t.Errorf("the plan did not change: %s", r.Body)
+		} else if !strings.Contains(string(r.Body), `"time_zone":"Etc/GMT"`) {
+			t.Errorf("the plan change lost the time zone: %s", r.Body)
 		}
 		tab.waitFor("the plan change in the audit trail", `document.querySelector('#customer-audit')?.textContent.includes('"pro" → "free"')`)
 

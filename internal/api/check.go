@@ -23,7 +23,8 @@ type Checker interface {
 	Reset(ctx context.Context, actor, customer, metric string) error
 	SetTotal(ctx context.Context, actor, customer, metric string, used int64) (quota.Usage, error)
 	History(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error)
-	Today() time.Time
+	// Today is the customer's current date in its time zone.
+	Today(ctx context.Context, customer string) time.Time
 	Stats() quota.Stats
 }
 
@@ -447,7 +448,7 @@ const dateLayout = "2006-01-02"
 const historyDefaultDays = 30
 
 func (s *Server) history(c echo.Context) error {
-	to := s.checker.Today()
+	to := s.checker.Today(c.Request().Context(), param(c, "customer"))
 	var from time.Time
 	q := c.QueryParams()
 	if q.Has("to") {

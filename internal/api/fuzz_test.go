@@ -988,7 +988,7 @@ func (fuzzChecker) History(context.Context, string, string, time.Time, time.Time
 	panic("fuzzChecker: unexpected call")
 }
 
-func (fuzzChecker) Today() time.Time { return fuzzNow }
+func (fuzzChecker) Today(context.Context, string) time.Time { return fuzzNow }
 
 func (fuzzChecker) Stats() quota.Stats { return quota.Stats{} }
 

@@ -42,14 +42,20 @@ type Terms struct {
 	OveragePrices map[string]int64
 	// AnchorDay is the day billing periods start on (0: the 1st).
 	AnchorDay int
+	// TimeZone is the IANA time zone whose midnight they start at (""
+	// means UTC).
+	TimeZone string
 }
+
+// zone returns the location of the terms' time zone.
+func (t Terms) zone() *time.Location { return tiers.ZoneOf(t.TimeZone) }
 
 // open reports whether the terms are still in effect.
 func (t Terms) open() bool { return t.To.IsZero() }
 
 // SameBilling reports whether t and u bill alike: the same plan, name,
-// price, currency, interval and overage prices. The anchor day is not
-// part of it.
+// price, currency, interval and overage prices. The anchor day and the
+// time zone are not part of it.
 func (t Terms) SameBilling(u Terms) bool {
 	return t.Plan == u.Plan && t.PlanName == u.PlanName && t.PriceCents == u.PriceCents &&
 		t.Currency == u.Currency && t.Interval == u.Interval && maps.Equal(t.OveragePrices, u.OveragePrices)
@@ -61,7 +67,7 @@ func TermsOf(c tiers.Customer, p tiers.Plan) Terms {
 	return Terms{
 		Customer: c.ID, Plan: p.Key, PlanName: p.Name, PriceCents: p.Price.AmountCents,
 		Currency: p.Price.Currency, Interval: p.Price.Interval, OveragePrices: OveragePrices(p.Limits),
-		AnchorDay: c.Anchor.Day,
+		AnchorDay: c.Anchor.Day, TimeZone: c.Anchor.ZoneName(),
 	}
 }
 
@@ -85,7 +91,6 @@ func OveragePrices(limits []tiers.Limit) map[string]int64 {
 	return out
 }
 
-// Overage is one day's overage units of one metric, from usage history.
 // GrantUse is the units checks drew on one grant in a period.
 type GrantUse struct {
 	Grant  string
@@ -114,8 +119,9 @@ func grantLines(st Statement, use []GrantUse) []Line {
 	return out
 }
 
+// Overage is one day's overage units of one metric, from usage history.
 type Overage struct {
-	Date   time.Time // 00:00 UTC
+	Date   time.Time // the customer's local date, as 00:00 UTC of it
 	Metric string
 	Units  int64
 }
@@ -164,34 +170,57 @@ func (m Month) next() Month {
 	return Month{Year: n.Year(), Month: n.Month()}
 }
 
-// PeriodStart returns when the billing period that starts in m starts for
-// anchor day day (1..28; 0 means the 1st): 00:00 UTC on that day.
-func (m Month) PeriodStart(day int) time.Time {
+// PeriodStart returns, in UTC, when the billing period that starts in m
+// starts for anchor day day (1..28; 0 means the 1st) in time zone loc:
+// local midnight on that day.
+func (m Month) PeriodStart(day int, loc *time.Location) time.Time {
 	if day < 1 {
 		day = 1
 	}
-	return time.Date(m.Year, m.Month, day, 0, 0, 0, 0, time.UTC)
+	return tiers.Midnight(m.Year, m.Month, day, loc)
+}
+
+// termsAt returns the terms in effect at at: of terms (oldest first, not
+// empty), the last that began by then, or the earliest.
+func termsAt(terms []Terms, at time.Time) Terms {
+	cur := terms[0]
+	for _, t := range terms {
+		if t.From.After(at) {
+			break
+		}
+		cur = t
+	}
+	return cur
 }
 
 // PeriodOf returns the billing period of month m for a customer with terms
-// (oldest first, not empty). It starts in m on the anchor day of the terms
-// in effect at m's first instant (or, before any, of the earliest terms)
-// and ends where the next month's period starts. So periods never overlap
-// nor leave a gap: one month long while the anchor day stays, shorter or
-// longer once, across a change of it.
+// (oldest first, not empty). It starts in m on the anchor day, at local
+// midnight in the time zone, of the terms in effect at m's first instant
+// (in UTC; or, before any, of the earliest terms) and ends where the next
+// month's period starts. So periods never overlap nor leave a gap: one
+// month long while the anchor day and the zone stay, shorter or longer
+// once, across a change of either.
 func PeriodOf(m Month, terms []Terms) Period {
-	anchor := func(at time.Time) int {
-		day := terms[0].AnchorDay
-		for _, t := range terms {
-			if t.From.After(at) {
-				break
-			}
-			day = t.AnchorDay
-		}
-		return day
+	start, end := termsAt(terms, m.Start()), termsAt(terms, m.next().Start())
+	return Period{Start: m.PeriodStart(start.AnchorDay, start.zone()), End: m.next().PeriodStart(end.AnchorDay, end.zone())}
+}
+
+// Dates returns the customer's local dates period p of terms holds, as
+// 00:00 UTC of each: from the date p starts on in the time zone of the
+// terms in effect then, to (excluded) the date it ends on in the zone of
+// those in effect at its end. Usage history counts days in the
+// customer's zone, so these are the days of history the period bills.
+func Dates(p Period, terms []Terms) (from, to time.Time) {
+	if len(terms) == 0 {
+		return civil(p.Start, time.UTC), civil(p.End, time.UTC)
 	}
-	n := m.next()
-	return Period{Start: m.PeriodStart(anchor(m.Start())), End: n.PeriodStart(anchor(n.Start()))}
+	return civil(p.Start, termsAt(terms, p.Start).zone()), civil(p.End, termsAt(terms, p.End).zone())
+}
+
+// civil returns t's date in loc, as 00:00 UTC of it.
+func civil(t time.Time, loc *time.Location) time.Time {
+	y, m, d := t.In(loc).Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
 // Line kinds.
@@ -293,10 +322,12 @@ func Overlaps(terms []Terms, p Period) bool {
 
 // intervalSeconds is the length in seconds of one whole interval of a price,
 // as proration counts it: a month is the calendar month from the period's
-// start (the period itself, unless a change of anchor day stretched or
-// shortened it), a year twelve of them.
-func intervalSeconds(interval string, p Period) (int64, string) {
-	month := int64(p.Start.AddDate(0, 1, 0).Sub(p.Start) / time.Second)
+// start, local midnight to local midnight in time zone loc (the period
+// itself, unless a change of anchor day or zone stretched or shortened
+// it), a year twelve of them.
+func intervalSeconds(interval string, p Period, loc *time.Location) (int64, string) {
+	y, m, d := p.Start.In(loc).Date()
+	month := int64(tiers.Midnight(y, m+1, d, loc).Sub(p.Start) / time.Second)
 	switch interval {
 	case "year":
 		return 12 * month, "year's"
@@ -306,7 +337,7 @@ func intervalSeconds(interval string, p Period) (int64, string) {
 		return 86400, "day's"
 	}
 	if month != p.seconds() {
-		// A period stretched or shortened by a change of anchor day.
+		// A period stretched or shortened by a change of anchor day or zone.
 		return month, "month's"
 	}
 	return month, "period's"
@@ -327,13 +358,17 @@ func Build(customer string, p Period, terms []Terms, usage []Overage) (Statement
 		segs = terms[len(terms)-1:]
 	}
 	currencies := map[string]bool{}
+	loc := time.UTC // the zone the period started in
+	if len(terms) > 0 {
+		loc = termsAt(terms, p.Start).zone()
+	}
 
 	for _, s := range segs {
 		secs, ok := s.overlap(p)
 		if !ok {
 			continue
 		}
-		per, name := intervalSeconds(s.Interval, p)
+		per, name := intervalSeconds(s.Interval, p, loc)
 		amount, ok := roundHalfUp(mul(s.PriceCents, secs), per)
 		if !ok {
 			return Statement{}, overflow("the base amount of " + s.Plan)
@@ -350,17 +385,19 @@ func Build(customer string, p Period, terms []Terms, usage []Overage) (Statement
 		})
 	}
 
-	// Each day is priced by the terms in effect at its last instant.
+	// Each day (a local date of the customer's) is priced by the terms in
+	// effect at its last instant.
 	type key struct {
 		seg    int
 		metric string
 	}
 	units := map[key]int64{}
+	from, to := Dates(p, terms)
 	for _, d := range usage {
-		if d.Units <= 0 || d.Date.Before(p.Start) || !d.Date.Before(p.End) || len(segs) == 0 {
+		if d.Units <= 0 || d.Date.Before(from) || !d.Date.Before(to) || len(segs) == 0 {
 			continue
 		}
-		end := d.Date.Add(24 * time.Hour)
+		end := tiers.Midnight(d.Date.Year(), d.Date.Month(), d.Date.Day()+1, loc)
 		seg := 0
 		for i, s := range segs {
 			if s.From.Before(end) {

@@ -70,6 +70,16 @@ func TestPeriodOf(t *testing.T) {
 			with(pro(day(2026, 1, 1), day(2026, 11, 20)), func(t *Terms) { t.AnchorDay = 15 }),
 			pro(day(2026, 11, 20), time.Time{})},
 			Period{day(2026, 12, 1), day(2027, 1, 1)}},
+		{"Berlin: from local midnight, an hour short across the change", Month{2026, time.March},
+			[]Terms{with(pro(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.TimeZone = "Europe/Berlin" })},
+			Period{day(2026, 2, 28).Add(23 * time.Hour), day(2026, 3, 31).Add(22 * time.Hour)}},
+		{"New York, anchor 15", nov,
+			[]Terms{with(pro(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.TimeZone = "America/New_York"; t.AnchorDay = 15 })},
+			Period{day(2026, 11, 15).Add(5 * time.Hour), day(2026, 12, 15).Add(5 * time.Hour)}},
+		{"moved from UTC to Tokyo: the next period starts at Tokyo's midnight", nov, []Terms{
+			pro(day(2026, 1, 1), day(2026, 11, 20)),
+			with(pro(day(2026, 11, 20), time.Time{}), func(t *Terms) { t.TimeZone = "Asia/Tokyo" })},
+			Period{day(2026, 11, 1), day(2026, 11, 30).Add(15 * time.Hour)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -188,6 +198,16 @@ func TestBuild(t *testing.T) {
 				base("pro", 2592000, 0, 0, "Pro, 0.00 USD per month, for 2592000 s of the period's 2592000 s"),
 				over("pro", "api_calls", 100, 50, 1, "100 overage units of api_calls on Pro at 50 micros (0.00005 USD) each"), // 0.5 cent
 			}, 1},
+		{"Tokyo: local dates, a month from local midnight", Period{day(2026, 10, 31).Add(15 * time.Hour), day(2026, 11, 30).Add(15 * time.Hour)},
+			[]Terms{with(pro(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.TimeZone = "Asia/Tokyo" })},
+			[]Overage{{day(2026, 10, 31), "api_calls", 1000}, {day(2026, 11, 1), "api_calls", 10}, {day(2026, 11, 30), "api_calls", 7}, {day(2026, 12, 1), "api_calls", 1000}},
+			[]Line{
+				base("pro", 2592000, 49000000, 4900, "Pro, 49.00 USD per month, for 2592000 s of the period's 2592000 s"),
+				over("pro", "api_calls", 17, 1000, 2, "17 overage units of api_calls on Pro at 1000 micros (0.001 USD) each"), // 1.7 cents
+			}, 4902},
+		{"Berlin: a month an hour short is still the month", Period{day(2026, 2, 28).Add(23 * time.Hour), day(2026, 3, 31).Add(22 * time.Hour)},
+			[]Terms{with(pro(day(2026, 1, 1), time.Time{}), func(t *Terms) { t.TimeZone = "Europe/Berlin" })}, nil,
+			[]Line{base("pro", 2674800, 49000000, 4900, "Pro, 49.00 USD per month, for 2674800 s of the period's 2674800 s")}, 4900},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

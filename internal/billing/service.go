@@ -15,8 +15,8 @@ type Store interface {
 	// FindTerms returns every terms row of the customer, deleted or not,
 	// ordered by From and then as written; none if it was never known.
 	FindTerms(ctx context.Context, customer string) ([]Terms, error)
-	// FindOverage returns the customer's days in [from, to) with overage
-	// units, by day and metric.
+	// FindOverage returns the customer's days (its local dates, as 00:00
+	// UTC of each) in [from, to) with overage units, by day and metric.
 	FindOverage(ctx context.Context, customer string, from, to time.Time) ([]Overage, error)
 	// FindBilledCustomers returns one page of the ids, ascending, of the
 	// customers (deleted ones too) with terms overlapping [from, to), and
@@ -69,18 +69,25 @@ func (s *Service) Statement(ctx context.Context, customer, month string) (Statem
 }
 
 // begun is the one rule of which months have statements, for a customer
-// and for the list alike: those begun at now. Every period of a month
-// begun answers, whether it has begun itself or not (a customer's anchor
-// day may be still to come in the month): billed as if nothing changed.
+// and for the list alike: those begun at now somewhere, the month starting
+// up to 14 hours before UTC's in the zones east of it (a customer's
+// billing period starts at local midnight). Every period of a month begun
+// answers, whether it has begun itself or not (a customer's anchor day
+// may be still to come in the month): billed as if nothing changed.
 func begun(m Month, now time.Time) error {
-	if m.Start().After(now) {
-		return tiers.Invalid("period", fmt.Sprintf("is in the future: the month starts at %s", m.Start().Format(time.RFC3339)))
+	if start := m.Start().Add(-earliestOffset); start.After(now) {
+		return tiers.Invalid("period", fmt.Sprintf("is in the future: the month starts at %s", start.Format(time.RFC3339)))
 	}
 	return nil
 }
 
+// earliestOffset is how far ahead of UTC the easternmost time zone is
+// (UTC+14, Kiribati's Line Islands).
+const earliestOffset = 14 * time.Hour
+
 func (s *Service) build(ctx context.Context, customer string, p Period, terms []Terms) (Statement, error) {
-	usage, err := s.store.FindOverage(ctx, customer, p.Start, p.End)
+	from, to := Dates(p, terms)
+	usage, err := s.store.FindOverage(ctx, customer, from, to)
 	if err != nil {
 		return Statement{}, fmt.Errorf("statement[%s]: %w", customer, err)
 	}
@@ -126,8 +133,9 @@ func (s *Service) Statements(ctx context.Context, month string, page tiers.Page)
 	if err := begun(m, s.now()); err != nil {
 		return nil, false, err
 	}
-	// Every period of the month lies within [1st, 28th of the next month).
-	from, to := m.Start(), time.Date(m.Year, m.Month+1, 28, 0, 0, 0, 0, time.UTC)
+	// Every period of the month lies within [1st, 28th of the next month)
+	// at local midnight: within a day of it in UTC, whatever the zone.
+	from, to := m.Start().AddDate(0, 0, -1), time.Date(m.Year, m.Month+1, 29, 0, 0, 0, 0, time.UTC)
 	var out []Statement
 	after := page.After
 	for {

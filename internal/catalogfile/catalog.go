@@ -183,7 +183,7 @@ func (n *normalizer) catalog(f *File) *Catalog {
 
 func (n *normalizer) account(id string, f *Customer) Account {
 	path := "customers." + id
-	spec := tiers.CustomerSpec{Plan: f.Plan, Name: f.Name, BillingAnchorDay: f.BillingAnchorDay}
+	spec := tiers.CustomerSpec{Plan: f.Plan, Name: f.Name, BillingAnchorDay: f.BillingAnchorDay, TimeZone: f.TimeZone}
 	if f.Metadata != nil {
 		md, err := nodeToJSON(f.Metadata, path+".metadata")
 		if err != nil {

@@ -398,7 +398,8 @@ func rolloverMax(r *Rollover) *int64 {
 }
 
 func customerFields(c *Customer) []field {
-	fs := []field{{"plan", str(c.Plan)}, {"name", str(c.Name)}, {"billing_anchor_day", num(c.BillingAnchorDay)}}
+	fs := []field{{"plan", str(c.Plan)}, {"name", str(c.Name)}, {"billing_anchor_day", num(c.BillingAnchorDay)},
+		{"time_zone", str(c.TimeZone)}}
 	md := ""
 	if c.Metadata != nil {
 		// Both sides were validated: the conversion cannot fail.

@@ -170,6 +170,9 @@ func fromCustomer(c tiers.Customer) *Customer {
 	if c.BillingAnchorDay != nil {
 		f.BillingAnchorDay = ptr(int64(*c.BillingAnchorDay))
 	}
+	if c.TimeZone != "" && c.TimeZone != tiers.DefaultTimeZone {
+		f.TimeZone = ptr(c.TimeZone) // UTC, the default, is left out
+	}
 	// Metadata was validated into a JSON object on its way in.
 	f.Metadata, _ = jsonToNode(c.Metadata)
 	return f

@@ -121,6 +121,7 @@ type Customer struct {
 	Plan             *string `yaml:"plan"`
 	Name             *string `yaml:"name,omitempty"`
 	BillingAnchorDay *int64  `yaml:"billing_anchor_day,omitempty"`
+	TimeZone         *string `yaml:"time_zone,omitempty"` // an IANA name; UTC when left out
 	// Metadata is a mapping, stored by quotad as a JSON object.
 	Metadata  *yaml.Node `yaml:"metadata,omitempty"`
 	Overrides []Override `yaml:"overrides,omitempty"`

@@ -377,6 +377,11 @@ func TestBadFiles(t *testing.T) {
 			want: []string{"catalog.yaml:4: customers.acme.billing_anchor_day: must be an integer between 1 and 28"},
 		},
 		{
+			name: "time zone",
+			file: lines("customers:", "  acme:", "    plan: free", "    time_zone: Europe/Atlantis"),
+			want: []string{`catalog.yaml:4: customers.acme.time_zone: must be an IANA time zone name, e.g. "Europe/Berlin" or "UTC": "Europe/Atlantis" is not in the time zone database`},
+		},
+		{
 			name: "metadata not a mapping",
 			file: lines("customers:", "  acme:", "    plan: free", "    metadata: [a, b]"),
 			want: []string{"catalog.yaml:4: customers.acme.metadata: must be a mapping, got a list"},

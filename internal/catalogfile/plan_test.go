@@ -43,6 +43,7 @@ customers:
     plan: pro
     name: Acme Inc.
     billing_anchor_day: 15
+    time_zone: Europe/Berlin
     metadata: {region: eu}
     overrides:
       - {metric: api_calls, window: day, limit: 150000, expires_at: 2030-01-01T00:00:00Z, reason: launch week}
@@ -84,6 +85,7 @@ customers:
     plan: team
     name: Acme Inc.
     billing_anchor_day: 15
+    time_zone: America/New_York
     metadata: {region: us, tier: 2}
     overrides:
       - {metric: api_calls, window: day, limit: 200000, mode: elastic, ceiling: 400000, expires_at: 2030-01-01T00:00:00Z, reason: launch week}
@@ -194,6 +196,7 @@ customers:
     name: ""
     metadata: {}
     billing_anchor_day: null
+    time_zone: UTC
     overrides: [{metric: api_calls, window: day, per: subject, limit: 5, mode: hard}]
 `
 	file := `

@@ -297,13 +297,12 @@ func (s *set) overage(metric, customer string) int64 {
 // it charged (a credit pool's included), the admitted units and their
 // overage, or one denied check.
 func (s *set) record(h *historyBuffer, allowed bool, at time.Time) {
-	date := day(at)
 	for i := range s.groups {
 		g := &s.groups[i]
 		if g.subject != "" {
 			continue
 		}
-		delta := HistoryDelta{Customer: g.customer, Metric: g.metric, Date: date}
+		delta := HistoryDelta{Customer: g.customer, Metric: g.metric, Date: s.date(g.customer, at)}
 		if allowed {
 			delta.Used = g.cost
 			delta.Overage = s.overage(g.metric, g.customer)

@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // historyBuffer sums history deltas in memory and writes them in batches:
@@ -101,8 +103,15 @@ func (h *historyBuffer) flush(ctx context.Context) error {
 	return nil
 }
 
-// day returns the UTC date of t, as history keeps it.
-func day(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+// day returns the UTC date of t, as 00:00 UTC of it.
+func day(t time.Time) time.Time { return tiers.Anchor{}.LocalDate(t) }
+
+// date returns the date history counts customer's checks of set s at at
+// in: the customer's local date (see tiers.Anchor.LocalDate), UTC's when
+// the set has no account of it.
+func (s *set) date(customer string, at time.Time) time.Time {
+	if a := s.account(customer); a != nil {
+		return a.Customer.Anchor.LocalDate(at)
+	}
+	return day(at)
 }

@@ -298,7 +298,7 @@ func (s *set) refunded(h *historyBuffer) int64 {
 		}
 		// Today's history loses as many, so that a refund larger than
 		// what was used takes no other units off the bill.
-		h.add(HistoryDelta{Customer: gr.customer, Metric: gr.metric, Date: day(s.at),
+		h.add(HistoryDelta{Customer: gr.customer, Metric: gr.metric, Date: s.date(gr.customer, s.at),
 			Used: -back, Overage: -min(overage, back)})
 	}
 	return refunded
@@ -464,8 +464,9 @@ func (e *Engine) Forget(customer, metric string) {
 // MaxHistoryDays bounds one history query.
 const MaxHistoryDays = 366
 
-// History returns the customer's daily usage from..to (inclusive, UTC
-// dates), of one metric or all. Any valid customer id answers, deleted or
+// History returns the customer's daily usage from..to (inclusive; dates
+// of the customer's time zone, as 00:00 UTC of each: history counts a
+// check in the customer's local day), of one metric or all. Any valid customer id answers, deleted or
 // never seen.
 func (e *Engine) History(ctx context.Context, customer, metric string, from, to time.Time) ([]Day, error) {
 	var fields []tiers.FieldError
@@ -489,5 +490,12 @@ func (e *Engine) History(ctx context.Context, customer, metric string, from, to 
 	return e.history.store.FindHistory(ctx, customer, metric, day(from), day(to))
 }
 
-// Today returns the current UTC date, for callers choosing history ranges.
-func (e *Engine) Today() time.Time { return day(e.clock.Now()) }
+// Today returns the customer's current date in its time zone (UTC for a
+// customer it cannot find), for callers choosing history ranges.
+func (e *Engine) Today(ctx context.Context, customer string) time.Time {
+	now := e.clock.Now()
+	if acct, err := e.catalog.Account(ctx, customer); err == nil {
+		return acct.Customer.Anchor.LocalDate(now)
+	}
+	return day(now)
+}

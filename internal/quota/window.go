@@ -7,11 +7,13 @@ import (
 )
 
 // Bounds returns the window of kind w that contains now: its start and its
-// end (exclusive). Calendar windows are in UTC: an hour from the full hour,
-// a day from 00:00, a week from Monday 00:00, a month as the customer's
-// anchor says. Short windows return the current bucket of the sliding
-// window counter, aligned to multiples of the window since the Unix epoch.
-// Total, which never ends, is TotalStart..TotalEnd whatever now is.
+// end (exclusive), in UTC. Day, week and month windows are the customer's
+// calendar's (see tiers.Anchor): from local midnight in its time zone, a
+// week from Monday, a month from its anchor day, pinned across a change of
+// either. An hour is from the full hour in UTC, whatever the zone. Short
+// windows return the current bucket of the sliding window counter,
+// aligned to multiples of the window since the Unix epoch. Total, which
+// never ends, is TotalStart..TotalEnd whatever now is.
 func Bounds(w tiers.Window, now time.Time, anchor tiers.Anchor) (start, end time.Time) {
 	now = now.UTC()
 	switch w {
@@ -23,17 +25,8 @@ func Bounds(w tiers.Window, now time.Time, anchor tiers.Anchor) (start, end time
 	case tiers.Hour:
 		start = now.Truncate(time.Hour)
 		return start, start.Add(time.Hour)
-	case tiers.Day:
-		y, m, d := now.Date()
-		start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-		return start, start.AddDate(0, 0, 1)
-	case tiers.Week:
-		y, m, d := now.Date()
-		back := (int(now.Weekday()) + 6) % 7 // days since Monday
-		start = time.Date(y, m, d-back, 0, 0, 0, 0, time.UTC)
-		return start, start.AddDate(0, 0, 7)
-	case tiers.Month:
-		return anchor.MonthPeriod(now)
+	case tiers.Day, tiers.Week, tiers.Month:
+		return anchor.Period(w, now)
 	case tiers.Total:
 		return TotalStart, TotalEnd
 	}

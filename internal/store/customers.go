@@ -24,6 +24,11 @@ type customerRow struct {
 	BillingAnchorDay  *int16
 	AnchorPinnedStart *time.Time
 	AnchorPinnedEnd   *time.Time
+	TimeZone          string
+	DayPinnedStart    *time.Time
+	DayPinnedEnd      *time.Time
+	WeekPinnedStart   *time.Time
+	WeekPinnedEnd     *time.Time
 	Metadata          []byte
 	Status            string
 	StatusReason      string
@@ -47,9 +52,12 @@ func toCustomer(r customerRow) tiers.Customer {
 		c.BillingAnchorDay = &d
 		c.Anchor.Day = d
 	}
-	if r.AnchorPinnedStart != nil && r.AnchorPinnedEnd != nil {
-		c.Anchor.PinnedStart, c.Anchor.PinnedEnd = utc(*r.AnchorPinnedStart), utc(*r.AnchorPinnedEnd)
-	}
+	c.Anchor.PinnedMonth = toPin(r.AnchorPinnedStart, r.AnchorPinnedEnd)
+	c.Anchor.PinnedDay = toPin(r.DayPinnedStart, r.DayPinnedEnd)
+	c.Anchor.PinnedWeek = toPin(r.WeekPinnedStart, r.WeekPinnedEnd)
+	// The zone is resolved here, once per load: the check path reads
+	// Anchor.Loc and never resolves a name.
+	c.TimeZone, c.Anchor.Loc = r.TimeZone, tiers.ZoneOf(r.TimeZone)
 	c.Status, c.StatusReason = tiers.Status(r.Status), r.StatusReason
 	if r.ScheduledPlanKey != nil && r.ScheduledAt != nil {
 		c.ScheduledChange = &tiers.ScheduledChange{Plan: *r.ScheduledPlanKey, At: utc(*r.ScheduledAt)}
@@ -58,6 +66,22 @@ func toCustomer(r customerRow) tiers.Customer {
 		c.Trial = &tiers.Trial{Plan: *r.TrialPlanKey, EndsAt: utc(*r.TrialEndsAt)}
 	}
 	return c
+}
+
+// toPin returns the pin of a pair of nullable columns.
+func toPin(start, end *time.Time) tiers.Pin {
+	if start == nil || end == nil {
+		return tiers.Pin{}
+	}
+	return tiers.Pin{Start: utc(*start), End: utc(*end)}
+}
+
+// fromPin returns the nullable columns of p.
+func fromPin(p tiers.Pin) (start, end *time.Time) {
+	if !p.Set() {
+		return nil, nil
+	}
+	return &p.Start, &p.End
 }
 
 // pendingColumns returns the columns of a customer's scheduled change and
@@ -77,6 +101,7 @@ const customerColumns = `
 	(SELECT g.customers_on FROM plan_versions g
 	 WHERE g.plan_key = c.plan_key AND g.version = c.plan_version) AS plan_version,
 	c.name, c.billing_anchor_day, c.anchor_pinned_start, c.anchor_pinned_end,
+	c.time_zone, c.day_pinned_start, c.day_pinned_end, c.week_pinned_start, c.week_pinned_end,
 	c.metadata, c.status, c.status_reason, c.scheduled_plan_key, c.scheduled_at, c.trial_plan_key,
 	c.trial_ends_at, c.version, c.created_at, c.updated_at`
 
@@ -110,11 +135,12 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
-// applies from the next period (see tiers.Anchor); a scheduled change at
-// the period's end is resolved by the anchor it then has. Its pending
-// changes due by w.At are applied first, as ApplyPlanChanges would have,
-// so that the replace starts from the customer as it is. A creation
-// beyond the customers' cap (SetCaps) is a *tiers.CapError.
+// applies from the next period and a changed time zone from the next
+// window (see tiers.Anchor); a scheduled change at the period's end is
+// resolved by the anchor it then has. Its pending changes due by w.At are
+// applied first, as ApplyPlanChanges would have, so that the replace
+// starts from the customer as it is. A creation beyond the customers' cap
+// (SetCaps) is a *tiers.CapError.
 func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
 	return put(ctx, db, w, putSteps[tiers.Customer]{
 		before: func(ctx context.Context, tx pgx.Tx) error {
@@ -145,7 +171,7 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 			}
 			anchor := c.Anchor
 			if exists {
-				anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+				anchor = old.Anchor.Change(c.Anchor, w.At)
 			}
 			c.ScheduledChange.Resolve(anchor, w.At)
 			scheduledPlanCol, scheduledAt, trialPlanCol, trialEnds := pendingColumns(c)
@@ -157,10 +183,9 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 				d := int16(anchor.Day)
 				day = &d
 			}
-			var pinStart, pinEnd *time.Time
-			if !anchor.PinnedEnd.IsZero() {
-				pinStart, pinEnd = &anchor.PinnedStart, &anchor.PinnedEnd
-			}
+			monthStart, monthEnd := fromPin(anchor.PinnedMonth)
+			dayStart, dayEnd := fromPin(anchor.PinnedDay)
+			weekStart, weekEnd := fromPin(anchor.PinnedWeek)
 			// A customer that joins a plan joins its latest version; one
 			// that stays keeps its version.
 			const update = `
@@ -170,19 +195,21 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 				       anchor_pinned_start = $5, anchor_pinned_end = $6, metadata = $7,
 				       status = $9, status_reason = $10, scheduled_plan_key = $11, scheduled_at = $12,
 				       trial_plan_key = $13, trial_ends_at = $14,
-				       version = version + 1, updated_at = $8
+				       version = version + 1, updated_at = $8, time_zone = $15,
+				       day_pinned_start = $16, day_pinned_end = $17, week_pinned_start = $18, week_pinned_end = $19
 				WHERE id = $1`
 			const insert = `
 				INSERT INTO customers (id, plan_key, name, billing_anchor_day, anchor_pinned_start,
 				                       anchor_pinned_end, metadata, created_at, updated_at,
 				                       status, status_reason, scheduled_plan_key, scheduled_at,
-				                       trial_plan_key, trial_ends_at, plan_version)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14,
+				                       trial_plan_key, trial_ends_at, time_zone,
+				                       day_pinned_start, day_pinned_end, week_pinned_start, week_pinned_end, plan_version)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19,
 				        (SELECT latest_version FROM plans WHERE key = $2))
 				ON CONFLICT (id) DO NOTHING`
-			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, pinStart, pinEnd,
+			if err := upsert(ctx, tx, exists, update, insert, c.ID, c.Plan, c.Name, day, monthStart, monthEnd,
 				[]byte(c.Metadata), w.At, string(c.Status), c.StatusReason, scheduledPlanCol, scheduledAt,
-				trialPlanCol, trialEnds); err != nil || exists {
+				trialPlanCol, trialEnds, anchor.ZoneName(), dayStart, dayEnd, weekStart, weekEnd); err != nil || exists {
 				return err
 			}
 			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")

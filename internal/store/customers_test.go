@@ -204,3 +204,80 @@ func TestFindCustomersQuery(t *testing.T) {
 		})
 	}
 }
+
+// A customer's time zone is stored by name and read back resolved; a
+// change of zone pins the day, week and month windows in progress, and
+// opens billing terms in the new zone (past periods keep theirs).
+func TestCustomerTimeZone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := MustOpen(t)
+	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)))
+	berlin, err := tiers.LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newYork, err := tiers.LoadZone("America/New_York")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(d time.Duration) tiers.Write { return tiers.Write{Actor: "ops", At: t0.Add(d)} } // t0: Sunday 2026-11-22 10:00 UTC
+	put := func(w tiers.Write, loc *time.Location, name string) tiers.Customer {
+		t.Helper()
+		c, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`),
+			TimeZone: name, Anchor: tiers.Anchor{Day: 15, Loc: loc}})
+		mustPut(t, err)
+		return c
+	}
+	check := func(step string, wantZone string, wantLoc *time.Location, want tiers.Anchor) {
+		t.Helper()
+		c, err := db.FindCustomer(ctx, "acme")
+		if err != nil {
+			t.Fatal(err)
+		}
+		accts, err := db.FindAccounts(ctx, []string{"acme"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []tiers.Customer{c, accts["acme"].Customer} {
+			if got.TimeZone != wantZone || got.Anchor.Loc != wantLoc {
+				t.Errorf("%s: time zone %q (%v), want %q (%v)", step, got.TimeZone, got.Anchor.Loc, wantZone, wantLoc)
+			}
+			if got.Anchor.PinnedDay != want.PinnedDay || got.Anchor.PinnedWeek != want.PinnedWeek || got.Anchor.PinnedMonth != want.PinnedMonth {
+				t.Errorf("%s: pins\n%+v\nwant\n%+v", step, got.Anchor, want)
+			}
+		}
+	}
+	utcDay := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+
+	put(at(0), time.UTC, "UTC")
+	check("created in UTC", "UTC", time.UTC, tiers.Anchor{})
+
+	put(at(time.Hour), berlin, "Europe/Berlin")
+	check("moved to Berlin", "Europe/Berlin", berlin, tiers.Anchor{
+		PinnedDay:   tiers.Pin{Start: utcDay(2026, 11, 22), End: utcDay(2026, 11, 23)},
+		PinnedWeek:  tiers.Pin{Start: utcDay(2026, 11, 16), End: utcDay(2026, 11, 23)},
+		PinnedMonth: tiers.Pin{Start: utcDay(2026, 11, 15), End: utcDay(2026, 12, 15)},
+	})
+
+	// Later the same day, to New York: the pins of the UTC windows stay.
+	put(at(2*time.Hour), newYork, "America/New_York")
+	check("then to New York", "America/New_York", newYork, tiers.Anchor{
+		PinnedDay:   tiers.Pin{Start: utcDay(2026, 11, 22), End: utcDay(2026, 11, 23)},
+		PinnedWeek:  tiers.Pin{Start: utcDay(2026, 11, 16), End: utcDay(2026, 11, 23)},
+		PinnedMonth: tiers.Pin{Start: utcDay(2026, 11, 15), End: utcDay(2026, 12, 15)},
+	})
+
+	// Past periods keep the zone they were counted in.
+	terms, err := db.FindTerms(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var zones []string
+	for _, tm := range terms {
+		zones = append(zones, tm.TimeZone)
+	}
+	if want := []string{"UTC", "Europe/Berlin", "America/New_York"}; !slices.Equal(zones, want) {
+		t.Errorf("terms' zones = %q, want %q", zones, want)
+	}
+}

@@ -30,6 +30,7 @@ type termsRow struct {
 	PriceInterval    string
 	OveragePrices    map[string]int64
 	BillingAnchorDay *int16
+	TimeZone         string
 }
 
 func toTerms(r termsRow) billing.Terms {
@@ -47,11 +48,12 @@ func toTerms(r termsRow) billing.Terms {
 	if r.BillingAnchorDay != nil {
 		t.AnchorDay = int(*r.BillingAnchorDay)
 	}
+	t.TimeZone = r.TimeZone
 	return t
 }
 
 const termsColumns = `id, customer_id, valid_from, valid_to, plan_key, plan_name, price_amount_cents,
-	price_currency, price_interval, overage_prices, billing_anchor_day`
+	price_currency, price_interval, overage_prices, billing_anchor_day, time_zone`
 
 // billingInstant is the instant a write changes terms at: w.At, never
 // before the open terms began (should the clock step back).
@@ -81,14 +83,14 @@ func findOpenTerms(ctx context.Context, tx pgx.Tx, customer string) (*billing.Te
 
 // recordTerms makes t (From and To unset) the customer's terms from at on,
 // in tx: unless they are the terms in effect already, it closes those and
-// opens t. A change of anchor day alone opens new terms too, so that past
-// periods keep the anchor day they had.
+// opens t. A change of anchor day or time zone alone opens new terms too,
+// so that past periods keep the anchor day and zone they had.
 func recordTerms(ctx context.Context, tx pgx.Tx, at time.Time, t billing.Terms) error {
 	open, err := findOpenTerms(ctx, tx, t.Customer)
 	if err != nil {
 		return fmt.Errorf("find open terms: %w", err)
 	}
-	if open != nil && open.SameBilling(t) && open.AnchorDay == t.AnchorDay {
+	if open != nil && open.SameBilling(t) && open.AnchorDay == t.AnchorDay && zoneOf(*open) == zoneOf(t) {
 		return nil
 	}
 	at = billingInstant(at, open)
@@ -116,6 +118,7 @@ func insertTerms(ctx context.Context, tx pgx.Tx, froms []time.Time, list []billi
 		intervals = make([]string, n)
 		overages  = make([]string, n)
 		days      = make([]*int16, n)
+		zones     = make([]string, n)
 	)
 	for i, t := range list {
 		b, err := json.Marshal(t.OveragePrices)
@@ -128,16 +131,25 @@ func insertTerms(ctx context.Context, tx pgx.Tx, froms []time.Time, list []billi
 			d := int16(t.AnchorDay)
 			days[i] = &d
 		}
+		zones[i] = zoneOf(t)
 	}
 	const q = `
 		INSERT INTO plan_assignments (valid_from, customer_id, plan_key, plan_name, price_amount_cents,
-		                              price_currency, price_interval, overage_prices, billing_anchor_day)
+		                              price_currency, price_interval, overage_prices, billing_anchor_day, time_zone)
 		SELECT * FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[],
-		                     $7::text[], $8::jsonb[], $9::smallint[])`
-	if _, err := tx.Exec(ctx, q, froms, customers, keys, names, prices, currency, intervals, overages, days); err != nil {
+		                     $7::text[], $8::jsonb[], $9::smallint[], $10::text[])`
+	if _, err := tx.Exec(ctx, q, froms, customers, keys, names, prices, currency, intervals, overages, days, zones); err != nil {
 		return fmt.Errorf("open terms: %w", err)
 	}
 	return nil
+}
+
+// zoneOf is the time zone terms t are stored with.
+func zoneOf(t billing.Terms) string {
+	if t.TimeZone == "" {
+		return tiers.DefaultTimeZone
+	}
+	return t.TimeZone
 }
 
 // closeTerms ends the customer's terms in effect at at.
@@ -182,7 +194,8 @@ func splitPlanTerms(ctx context.Context, tx pgx.Tx, at time.Time, key string) er
 			plans[r.JoinedVersion] = p
 		}
 		open := toTerms(r.termsRow)
-		t := billing.TermsOf(tiers.Customer{ID: open.Customer, Anchor: tiers.Anchor{Day: open.AnchorDay}}, p)
+		t := billing.TermsOf(tiers.Customer{ID: open.Customer,
+			Anchor: tiers.Anchor{Day: open.AnchorDay, Loc: tiers.ZoneOf(open.TimeZone)}}, p)
 		if open.SameBilling(t) {
 			continue
 		}
@@ -211,7 +224,7 @@ type groupTermsRow struct {
 
 // openTermsColumns are termsColumns of plan_assignments t.
 const openTermsColumns = `t.id, t.customer_id, t.valid_from, t.valid_to, t.plan_key, t.plan_name,
-	t.price_amount_cents, t.price_currency, t.price_interval, t.overage_prices, t.billing_anchor_day`
+	t.price_amount_cents, t.price_currency, t.price_interval, t.overage_prices, t.billing_anchor_day, t.time_zone`
 
 // FindTerms implements billing.Store.
 func (db *DB) FindTerms(ctx context.Context, customer string) ([]billing.Terms, error) {

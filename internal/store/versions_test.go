@@ -218,6 +218,10 @@ func TestPlanVersionsMigrationBackfills(t *testing.T) {
 	if err := db.Migrations().To(23); err != nil {
 		t.Fatal(err)
 	}
+	// Read by this binary's queries, which need every later migration.
+	if err := db.Migrations().Up(ctx); err != nil {
+		t.Fatal(err)
+	}
 	p, err := db.FindPlan(ctx, "pro")
 	if err != nil {
 		t.Fatal(err)

@@ -273,7 +273,7 @@ func TestAnchorChange(t *testing.T) {
 			a := tc.from
 			for _, c := range tc.changes {
 				before := monthOf(a, c.at)
-				a = a.Change(c.day, c.at)
+				a = a.Change(Anchor{Day: c.day}, c.at)
 				if a.Day != c.day {
 					t.Errorf("after Change(%d, %v): Day = %d", c.day, c.at, a.Day)
 				}
@@ -281,8 +281,8 @@ func TestAnchorChange(t *testing.T) {
 					t.Errorf("Change(%d, %v) moved the period in progress from %v to %v", c.day, c.at, before, after)
 				}
 			}
-			if pinned := !a.PinnedEnd.IsZero(); pinned != tc.wantPins {
-				t.Errorf("pinned = %v (%v..%v), want %v", pinned, a.PinnedStart, a.PinnedEnd, tc.wantPins)
+			if pinned := a.PinnedMonth.Set(); pinned != tc.wantPins {
+				t.Errorf("pinned = %v (%v), want %v", pinned, a.PinnedMonth, tc.wantPins)
 			}
 			for _, p := range tc.probes {
 				if got := monthOf(a, p.at); !got.equal(p.want) {
@@ -316,7 +316,7 @@ func TestAnchorChangeEveryPair(t *testing.T) {
 		for to := 0; to <= 28; to++ {
 			for _, at := range moments {
 				old := Anchor{Day: from}
-				a := old.Change(to, at)
+				a := old.Change(Anchor{Day: to}, at)
 				cur := monthOf(a, at)
 				if want := monthOf(old, at); !cur.equal(want) {
 					t.Fatalf("day %d -> %d at %v: period in progress %v, want %v", from, to, at, cur, want)

@@ -218,7 +218,7 @@ func (s *memStore) PutCustomer(_ context.Context, w Write, c Customer) (Customer
 		return Customer{}, false, Invalid("plan", "does not exist")
 	}
 	if exists {
-		c.Anchor = old.Anchor.Change(c.Anchor.Day, w.At)
+		c.Anchor = old.Anchor.Change(c.Anchor, w.At)
 	}
 	c.Version, c.CreatedAt = stamp(w, exists, old.Version, old.CreatedAt)
 	c.UpdatedAt = w.At

@@ -74,6 +74,7 @@ type CustomerSpec struct {
 	Plan             *string         `json:"plan"`
 	Name             *string         `json:"name" nullable:"true"`
 	BillingAnchorDay *int64          `json:"billing_anchor_day" nullable:"true"`
+	TimeZone         *string         `json:"time_zone" nullable:"true"` // IANA name; absent or null: UTC
 	Metadata         json.RawMessage `json:"metadata" nullable:"true"`
 	// Status is "active" (the default) or "suspended", for StatusReason.
 	Status          *string              `json:"status" nullable:"true"`
@@ -436,7 +437,7 @@ func (s CustomerSpec) Validate(id string, now time.Time) (Customer, error) {
 	if !ValidCustomerID(id) {
 		p.add("customer", customerIDRule)
 	}
-	c := Customer{ID: id, Metadata: json.RawMessage(`{}`)}
+	c := Customer{ID: id, Metadata: json.RawMessage(`{}`), TimeZone: DefaultTimeZone}
 	switch {
 	case s.Plan == nil || *s.Plan == "":
 		p.add("plan", "is required")
@@ -457,6 +458,13 @@ func (s CustomerSpec) Validate(id string, now time.Time) (Customer, error) {
 			day := int(d)
 			c.BillingAnchorDay = &day
 			c.Anchor.Day = day
+		}
+	}
+	if s.TimeZone != nil {
+		if loc, err := LoadZone(*s.TimeZone); err != nil {
+			p.list = append(p.list, err.(*ValidationError).Fields...)
+		} else {
+			c.TimeZone, c.Anchor.Loc = *s.TimeZone, loc
 		}
 	}
 	if len(s.Metadata) > 0 && !bytes.Equal(bytes.TrimSpace(s.Metadata), []byte("null")) {

@@ -424,8 +424,10 @@ type Customer struct {
 	JoinedVersion int64  `json:"-"`
 	Name          string `json:"name"`
 	Anchor        Anchor `json:"-"`
-	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar month).
+	// BillingAnchorDay mirrors Anchor.Day for the API (nil: calendar
+	// month), TimeZone Anchor.Loc (its IANA name).
 	BillingAnchorDay *int            `json:"billing_anchor_day"`
+	TimeZone         string          `json:"time_zone"`
 	Metadata         json.RawMessage `json:"metadata"`
 	// Status: a suspended customer's checks are refused (see CheckActive),
 	// for StatusReason.

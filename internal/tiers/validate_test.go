@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -761,9 +762,24 @@ func TestCustomerSpecValidateFields(t *testing.T) {
 			wantFields: []string{"billing_anchor_day"}},
 		{name: "bad metadata", id: "a", spec: CustomerSpec{Plan: ptr("p"), Metadata: json.RawMessage(`[1]`)},
 			wantFields: []string{"metadata"}},
+		{name: "unknown time zone", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("Mars/Olympus_Mons")},
+			wantFields: []string{"time_zone"}},
+		{name: "empty time zone", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("")}, wantFields: []string{"time_zone"}},
+		{name: "the host's zone is no IANA name", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("Local")},
+			wantFields: []string{"time_zone"}},
+		{name: "an offset is no IANA name", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("+01:00")},
+			wantFields: []string{"time_zone"}},
+		{name: "a path out of the database", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("../../etc/passwd")},
+			wantFields: []string{"time_zone"}},
+		{name: "an absolute path", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("/usr/share/zoneinfo/UTC")},
+			wantFields: []string{"time_zone"}},
+		{name: "an empty segment", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("Europe//Berlin")},
+			wantFields: []string{"time_zone"}},
+		{name: "a time zone too long", id: "a", spec: CustomerSpec{Plan: ptr("p"), TimeZone: ptr("Europe/" + strings.Repeat("x", 80))},
+			wantFields: []string{"time_zone"}},
 		{name: "everything wrong", id: "", spec: CustomerSpec{
-			Name: ptr("\xff"), BillingAnchorDay: ptr[int64](99), Metadata: json.RawMessage(`"x"`),
-		}, wantFields: []string{"billing_anchor_day", "customer", "metadata", "name", "plan"}},
+			Name: ptr("\xff"), BillingAnchorDay: ptr[int64](99), Metadata: json.RawMessage(`"x"`), TimeZone: ptr("Nowhere"),
+		}, wantFields: []string{"billing_anchor_day", "customer", "metadata", "name", "plan", "time_zone"}},
 		{name: "suspended with a reason", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("suspended"), StatusReason: ptr("card declined")}},
 		{name: "active", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("active")}},
 		{name: "unknown status", id: "a", spec: CustomerSpec{Plan: ptr("p"), Status: ptr("frozen")},
@@ -809,7 +825,14 @@ func TestCustomerSpecValidateResult(t *testing.T) {
 		wantName     string
 		wantDay      int // 0: no billing anchor day
 		wantMetadata string
+		wantZone     string // "": UTC
 	}{
+		{name: "no time zone is UTC", spec: CustomerSpec{Plan: ptr("pro")}, wantMetadata: `{}`},
+		{name: "an IANA time zone", spec: CustomerSpec{Plan: ptr("pro"), TimeZone: ptr("Europe/Berlin")}, wantMetadata: `{}`,
+			wantZone: "Europe/Berlin"},
+		{name: "UTC by its name", spec: CustomerSpec{Plan: ptr("pro"), TimeZone: ptr("UTC")}, wantMetadata: `{}`},
+		{name: "a zone with a plus", spec: CustomerSpec{Plan: ptr("pro"), TimeZone: ptr("Etc/GMT+5")}, wantMetadata: `{}`,
+			wantZone: "Etc/GMT+5"},
 		{name: "no metadata is an empty object", spec: CustomerSpec{Plan: ptr("pro")}, wantMetadata: `{}`},
 		{name: "null metadata is an empty object", spec: CustomerSpec{Plan: ptr("pro"), Metadata: json.RawMessage(`null`)},
 			wantMetadata: `{}`},
@@ -840,7 +863,11 @@ func TestCustomerSpecValidateResult(t *testing.T) {
 			if c.Anchor.Day != tc.wantDay {
 				t.Errorf("Anchor.Day = %d, want %d", c.Anchor.Day, tc.wantDay)
 			}
-			if !c.Anchor.PinnedStart.IsZero() || !c.Anchor.PinnedEnd.IsZero() {
+			wantZone := cmp.Or(tc.wantZone, "UTC")
+			if c.TimeZone != wantZone || c.Anchor.ZoneName() != wantZone {
+				t.Errorf("TimeZone, Anchor's zone = %q, %q, want %q", c.TimeZone, c.Anchor.ZoneName(), wantZone)
+			}
+			if c.Anchor.PinnedDay.Set() || c.Anchor.PinnedWeek.Set() || c.Anchor.PinnedMonth.Set() {
 				t.Errorf("a new customer's anchor is pinned: %+v", c.Anchor)
 			}
 			switch {

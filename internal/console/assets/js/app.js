@@ -498,7 +498,7 @@ async function customerPage(main, id) {
     try {
       cust = await api('PUT', `/v1/customers/${enc(id)}`, {
         ifMatch: etag(cust.version),
-        body: { plan: planSel.value, name: cust.name, billing_anchor_day: cust.billing_anchor_day, metadata: cust.metadata },
+        body: { plan: planSel.value, name: cust.name, billing_anchor_day: cust.billing_anchor_day, time_zone: cust.time_zone, metadata: cust.metadata },
       });
       renderHead();
       planMsg.append(notice(`Now on ${cust.plan}.`));
