@@ -1570,6 +1570,8 @@ func TestConsoleScreenshots(t *testing.T) {
 		subject := []string{"user-42", "user-7"}[i%2]
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "subject": "`+subject+`", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}
+	// A plan change scheduled, for its part of the page.
+	s.mustDo(200, "PUT", "/v1/customers/acme", `{"plan": "free", "name": "Acme Inc.", "scheduled_change": {"plan": "pro", "at": "2030-02-01T00:00:00Z"}}`)
 	for _, size := range []struct {
 		name          string
 		width, height int64
