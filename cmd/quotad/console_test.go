@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1279,6 +1280,168 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("suspend with a reason, then resume", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/susp", `{"plan": "free", "name": "Susp", "metadata": {"crm_id": "7"}}`)
+		check := `{"customer": "susp", "metric": "api_calls"}`
+		s.mustDo(200, "POST", "/v1/check", check, "Authorization", "Bearer "+checkToken)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/susp")
+		tab.waitFor("the suspend form", `document.querySelector('#suspend-reason') !== null && document.querySelector('#customer-status .badge')?.textContent === 'active'`)
+		tab.do(
+			chromedp.SendKeys(chromedp.CSS("#suspend-reason"), "card declined"),
+			chromedp.Click(chromedp.CSS("#suspend")),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open && document.querySelector('#confirm-text').textContent.includes('susp')`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("suspended, with its reason", `document.querySelector('#customer-status .badge')?.textContent === 'suspended'
+			&& document.querySelector('#status-reason')?.textContent === 'card declined' && document.querySelector('#resume') !== null`)
+		p := MustProblem(t, s.do("POST", "/v1/check", check, "Authorization", "Bearer "+checkToken), http.StatusForbidden, "customer_suspended")
+		if d, _ := p["detail"].(string); !strings.Contains(d, "card declined") {
+			t.Errorf("the refusal's detail %q lacks the reason", d)
+		}
+		tab.waitFor("the suspension in the audit trail", `document.querySelector('#customer-audit')?.textContent.includes('"suspended"')`)
+
+		// The list shows it at a glance.
+		tab.open("#/customers?q=susp")
+		tab.waitFor("the suspended badge in the list", `document.querySelector('#customers tr[data-customer="susp"] .badge.suspended')?.title === 'card declined'`)
+		if n := evalIn[int](tab, `document.querySelectorAll('#customers .badge.suspended').length`); n != 1 {
+			t.Errorf("%d suspended badges in the list, want 1 (susp)", n)
+		}
+
+		// A plan change keeps the rest of the customer: still suspended.
+		tab.open("#/customers/susp")
+		tab.waitFor("susp's page", `document.querySelector('#resume') !== null && document.querySelector('#plan-select option[value=pro]') !== null`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#plan-select"), "pro"),
+			chromedp.Click(chromedp.CSS(`#plan-form button[type=submit]`)),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("plan pro", `document.querySelector('#customer-plan')?.textContent === 'pro'`)
+		c := s.mustDo(200, "GET", "/v1/customers/susp", "").JSON(t)
+		if c["status"] != "suspended" || c["status_reason"] != "card declined" || fmt.Sprint(c["metadata"]) != "map[crm_id:7]" {
+			t.Errorf("a plan change lost the rest of the customer: %v", c)
+		}
+
+		tab.do(chromedp.Click(chromedp.CSS("#resume")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("active again", `document.querySelector('#customer-status .badge')?.textContent === 'active' && document.querySelector('#suspend-reason') !== null`)
+		s.mustDo(200, "POST", "/v1/check", check, "Authorization", "Bearer "+checkToken)
+	})
+
+	t.Run("schedule a plan change, at an instant or at the period's end, and cancel it", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/sched", `{"plan": "free", "name": "Sched"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/sched")
+		tab.waitFor("the schedule form", `document.querySelector('#sc-plan') !== null`)
+		// The customer's own plan is not offered.
+		if got := evalIn[[]string](tab, `[...document.querySelectorAll('#sc-plan option')].map((o) => o.value)`); slices.Contains(got, "free") || !slices.Contains(got, "pro") {
+			t.Errorf("plans offered %q, want pro and not free, the customer's own", got)
+		}
+		const local = "2031-01-15T10:30"
+		want := evalIn[string](tab, fmt.Sprintf(`new Date(%q).toISOString()`, local)) // in the browser's zone
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#sc-plan"), "pro"),
+			chromedp.SetValue(chromedp.CSS("#sc-when"), "at"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#sc-when').dispatchEvent(new Event('change'))`),
+			chromedp.SetValue(chromedp.CSS("#sc-at"), local),
+			chromedp.Click(chromedp.CSS("#sc-save")),
+		)
+		tab.waitFor("the change shown", fmt.Sprintf(`document.querySelector('#schedule-now [data-plan=pro]') !== null
+			&& new Date(document.querySelector('#schedule-now time')?.getAttribute('datetime')).toISOString() === %q`, want))
+		sc, _ := s.mustDo(200, "GET", "/v1/customers/sched", "").JSON(t)["scheduled_change"].(map[string]any)
+		if at, _ := time.Parse(time.RFC3339, fmt.Sprint(sc["at"])); sc["plan"] != "pro" || !at.Equal(mustTime(t, want)) {
+			t.Errorf("scheduled change %v, want pro at %s", sc, want)
+		}
+		if got := tab.text("#customer-plan"); got != "free" {
+			t.Errorf("the plan is %q before the change's instant, want free", got)
+		}
+
+		tab.do(chromedp.Click(chromedp.CSS("#sc-cancel")))
+		tab.waitFor("the form again", `document.querySelector('#sc-plan') !== null && document.querySelector('#schedule-msg .notice') !== null`)
+		if c := s.mustDo(200, "GET", "/v1/customers/sched", "").JSON(t); c["scheduled_change"] != nil {
+			t.Errorf("the scheduled change is still there: %v", c["scheduled_change"])
+		}
+
+		// At the end of the billing period: the answer's instant is shown.
+		tab.do(chromedp.SetValue(chromedp.CSS("#sc-plan"), "pro"), chromedp.Click(chromedp.CSS("#sc-save")))
+		tab.waitFor("the change shown", `document.querySelector('#schedule-now time') !== null`)
+		sc, _ = s.mustDo(200, "GET", "/v1/customers/sched", "").JSON(t)["scheduled_change"].(map[string]any)
+		now := time.Now().UTC()
+		if end := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC); sc["at"] != end.Format(time.RFC3339) {
+			t.Errorf("scheduled at %v, want the end of the calendar month %s", sc["at"], end.Format(time.RFC3339))
+		}
+		if got := evalIn[string](tab, `new Date(document.querySelector('#schedule-now time').getAttribute('datetime')).toISOString()`); !mustTime(t, got).Equal(mustTime(t, fmt.Sprint(sc["at"]))) {
+			t.Errorf("the page shows %s, the API %v", got, sc["at"])
+		}
+
+		// Someone else writes the customer meanwhile (and drops the change):
+		// cancelling it in the page is a 412, shown, and the customer is
+		// shown as it is now.
+		s.mustDo(200, "PUT", "/v1/customers/sched", `{"plan": "free", "name": "Sched (renamed)"}`)
+		tab.do(chromedp.Click(chromedp.CSS("#sc-cancel")))
+		tab.waitFor("the 412 shown, the customer reloaded", `document.querySelector('#schedule-msg .error')?.textContent.includes('412')
+			&& document.querySelector('#customer-name')?.textContent === 'Sched (renamed)' && document.querySelector('#sc-plan') !== null`)
+	})
+
+	t.Run("start a trial, see it, cancel it", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/trialed", `{"plan": "free", "name": "Trialed"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/trialed")
+		tab.waitFor("the trial form and free's limits", `document.querySelector('#trial-plan') !== null && document.querySelector('#limits tr[data-key="api_calls/minute"]') !== null`)
+		const local = "2031-02-01T09:00"
+		want := evalIn[string](tab, fmt.Sprintf(`new Date(%q).toISOString()`, local))
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#trial-plan"), "pro"),
+			chromedp.SetValue(chromedp.CSS("#trial-ends"), local),
+			chromedp.Click(chromedp.CSS("#trial-start")),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		// The trial shows, and its plan's limits apply now.
+		tab.waitFor("the trial and pro's limits", fmt.Sprintf(`document.querySelector('#trial-now [data-plan=pro]') !== null
+			&& new Date(document.querySelector('#trial-now time').getAttribute('datetime')).toISOString() === %q
+			&& document.querySelector('#limits tr[data-key="api_calls/second"]') !== null`, want))
+		tr, _ := s.mustDo(200, "GET", "/v1/customers/trialed", "").JSON(t)["trial"].(map[string]any)
+		if tr["plan"] != "pro" || !mustTime(t, fmt.Sprint(tr["ends_at"])).Equal(mustTime(t, want)) {
+			t.Errorf("trial %v, want pro until %s", tr, want)
+		}
+		if got := tab.text("#customer-plan"); got != "free" {
+			t.Errorf("the customer's own plan shows %q, want free", got)
+		}
+
+		tab.do(chromedp.Click(chromedp.CSS("#trial-cancel")))
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("no trial, free's limits", `document.querySelector('#trial-plan') !== null && document.querySelector('#limits tr[data-key="api_calls/minute"]') !== null`)
+		if c := s.mustDo(200, "GET", "/v1/customers/trialed", "").JSON(t); c["trial"] != nil {
+			t.Errorf("the trial is still there: %v", c["trial"])
+		}
+	})
+
+	t.Run("a trial ending in the past shows the server's field error", func(t *testing.T) {
+		s.mustDo(201, "PUT", "/v1/customers/pasttrial", `{"plan": "free"}`)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/pasttrial")
+		tab.waitFor("the trial form", `document.querySelector('#trial-plan') !== null`)
+		tab.do(
+			chromedp.SetValue(chromedp.CSS("#trial-plan"), "pro"),
+			chromedp.SetValue(chromedp.CSS("#trial-ends"), "2020-01-01T00:00"),
+			chromedp.Click(chromedp.CSS("#trial-start")),
+		)
+		tab.waitFor("the confirmation", `document.querySelector('#confirm').open`)
+		tab.do(chromedp.Click(chromedp.CSS("#confirm-ok")))
+		tab.waitFor("the field error", `document.querySelector('#trial-msg .error')?.textContent.includes('trial.ends_at: must lie in the future')`)
+		if c := s.mustDo(200, "GET", "/v1/customers/pasttrial", "").JSON(t); c["trial"] != nil {
+			t.Errorf("a trial was saved: %v", c["trial"])
+		}
+	})
+
 	t.Run("a name with markup shows as text", func(t *testing.T) {
 		const name = "<img src=x onerror=alert(1)>"
 		tab := newTab(t, browser, s.URL)
@@ -1410,6 +1573,8 @@ func TestConsoleScreenshots(t *testing.T) {
 		subject := []string{"user-42", "user-7"}[i%2]
 		s.mustDo(200, "POST", "/v1/check", `{"customer": "acme", "metric": "api_calls", "subject": "`+subject+`", "cost": `+strconv.Itoa(150+i*17)+`}`, "Authorization", "Bearer "+checkToken)
 	}
+	// A plan change scheduled, for its part of the page.
+	s.mustDo(200, "PUT", "/v1/customers/acme", `{"plan": "free", "name": "Acme Inc.", "scheduled_change": {"plan": "pro", "at": "2030-02-01T00:00:00Z"}}`)
 	for _, size := range []struct {
 		name          string
 		width, height int64

@@ -114,9 +114,9 @@ const isStale = (err) => err instanceof ApiError && err.status === 412;
 
 // staleBox says so, of what ("this override"). Its caller closes the
 // stale editor (saving it again would only meet another 412) and reloads
-// the list, which is above the message.
-const staleBox = (what, err) => errorBox(new Error(`Someone changed ${what} since you loaded it (412 Precondition Failed: ${err.message}). `
-  + 'Nothing was saved. The list above is reloaded with their change: check it, then edit again.'));
+// what the message is under (above: "list above", say).
+const staleBox = (what, err, above = 'list above') => errorBox(new Error(`Someone changed ${what} since you loaded it (412 Precondition Failed: ${err.message}). `
+  + `Nothing was saved. The ${above} is reloaded with their change: check it, then edit again.`));
 
 // section makes a card with a heading.
 const section = (title, ...children) => h('section', { class: 'card', 'aria-label': title }, h('h2', {}, title), ...children);
@@ -179,8 +179,10 @@ async function customersPage(main, params) {
   if (r.customers.length === 0) {
     results.append(h('p', { class: 'muted' }, 'No customer matches.'));
   } else {
-    results.append(table(['Id', 'Name', 'Plan', 'Updated'], r.customers.map((c) => [
-      h('a', { href: `#/customers/${enc(c.id)}` }, c.id), c.name, c.plan, time(c.updated_at)])));
+    results.append(table(['Id', 'Name', 'Plan', 'Status', 'Updated'], r.customers.map((c) => ({
+      attrs: { 'data-customer': c.id },
+      cells: [h('a', { href: `#/customers/${enc(c.id)}` }, c.id), c.name, c.plan, statusBadge(c), time(c.updated_at)],
+    }))));
   }
   const pager = h('div', { class: 'pager' });
   const link = (label, cur, stack) => {
@@ -194,6 +196,40 @@ async function customersPage(main, params) {
 }
 
 // The customer page.
+
+// SUSPENDED is the status of a customer whose checks are refused (403
+// customer_suspended) until it is resumed; ACTIVE, of the others.
+const SUSPENDED = 'suspended';
+const ACTIVE = 'active';
+
+// statusBadge is a customer's status, red when suspended (its reason on
+// hover).
+const statusBadge = (c) => h('span', {
+  class: `badge ${c.status === SUSPENDED ? SUSPENDED : ACTIVE}`, 'data-status': c.status,
+  title: c.status === SUSPENDED && c.status_reason ? c.status_reason : null,
+}, c.status === SUSPENDED ? SUSPENDED : ACTIVE);
+
+// due tells whether an instant has come: a trial or scheduled change then
+// is (or is about to be) applied by quotad, and is not sent back.
+const due = (iso) => new Date(iso).getTime() <= Date.now();
+
+// customerSpec is the body of PUT /v1/customers/{id} that keeps c as it
+// is: the PUT replaces the whole customer (a field left out goes back to
+// its default: active, no trial, no scheduled change), so a write of one
+// field sends all the others back. A scheduled change is sent as the
+// instant it was given (period_end became one when it was written).
+function customerSpec(c) {
+  const body = { plan: c.plan, name: c.name, billing_anchor_day: c.billing_anchor_day, time_zone: c.time_zone,
+    metadata: c.metadata, status: c.status };
+  if (c.status === SUSPENDED && c.status_reason) body.status_reason = c.status_reason;
+  if (c.trial && !due(c.trial.ends_at)) body.trial = { plan: c.trial.plan, ends_at: c.trial.ends_at };
+  if (c.scheduled_change && !due(c.scheduled_change.at)) body.scheduled_change = { plan: c.scheduled_change.plan, at: c.scheduled_change.at };
+  return body;
+}
+
+// planOptions are the options of a plan select: every plan but except's.
+const planOptions = (plans, except, selected) => plans.filter((p) => p.key !== except)
+  .map((p) => h('option', { value: p.key, selected: p.key === selected }, `${p.name || p.key} (${p.key})`));
 
 // windowState is a usage entry's state, as a check would report it now:
 // exceeded when no unit more can pass, overage (soft) or elastic above the
@@ -233,6 +269,8 @@ async function customerPage(main, id) {
   const overridesBox = h('div', { id: 'overrides' });
   const overrideForm = h('div', { id: 'override-form' });
   const planBox = h('div', { id: 'plan-change' });
+  const statusBox = h('div', { id: 'status-section' });
+  const trialBox = h('div', { id: 'trial-section' });
   const resetBox = h('div', { id: 'reset' });
   const statementBox = h('div', { id: 'statement' });
   const auditBox = h('div', { id: 'customer-audit' });
@@ -246,6 +284,7 @@ async function customerPage(main, id) {
     section('Overrides', overridesBox, overrideForm),
     section('Features', featuresBox),
     section('Grants (top-ups)', grantsBox),
+    h('div', { class: 'grid2' }, section('Status', statusBox), section('Trial', trialBox)),
     h('div', { class: 'grid2' }, section('Plan', planBox), section('Reset usage', resetBox)),
     section('API keys', keysBox),
     section('Statement', statementBox),
@@ -260,7 +299,8 @@ async function customerPage(main, id) {
   const renderHead = () => {
     clear(head).append(h('h1', { id: 'customer-name' }, cust.name || cust.id),
       h('p', { class: 'sub' }, 'Id ', h('code', { id: 'customer-id' }, cust.id), ' · plan ', h('strong', { id: 'customer-plan' }, cust.plan),
-        ' · updated ', time(cust.updated_at)));
+        cust.trial ? [' · trial of ', h('strong', {}, cust.trial.plan), ' until ', time(cust.trial.ends_at)] : '',
+        ' · ', h('span', { id: 'customer-status' }, statusBadge(cust)), ' · updated ', time(cust.updated_at)));
   };
   renderHead();
 
@@ -486,28 +526,159 @@ async function customerPage(main, id) {
   };
   loadOverrides().catch(showError(overridesBox));
 
-  // Plan change.
-  const planSel = h('select', { id: 'plan-select' }, plans.map((p) => h('option', { value: p.key, selected: p.key === cust.plan }, `${p.name || p.key} (${p.key})`)));
-  const planMsg = h('div');
+  // Status, trial, plan and scheduled change: fields of the customer,
+  // written with PUT /v1/customers/{id} and If-Match. writeCustomer sends
+  // the customer as the page shows it with changes made, into msg; a
+  // change made meanwhile is a 412, shown, and the customer reloaded (its
+  // sections drawn again as it is now). It resolves to whether it saved.
+  const writeCustomer = async (changes, msg, saved) => {
+    clear(msg);
+    try {
+      cust = await api('PUT', `/v1/customers/${enc(id)}`, { ifMatch: etag(cust.version), body: { ...customerSpec(cust), ...changes } });
+    } catch (err) {
+      if (!isStale(err)) { msg.append(errorBox(err)); return false; }
+      try {
+        cust = await api('GET', `/v1/customers/${enc(id)}`);
+        renderCustomer();
+      } catch (e) { showError(msg)(e); }
+      msg.append(staleBox('this customer', err, 'customer above'));
+      return false;
+    }
+    renderCustomer();
+    msg.append(notice(saved(cust)));
+    await Promise.all([refresh(), loadAudit(true)]);
+    return true;
+  };
+  // A confirmation, then the write: for the changes that apply to the
+  // next check (a scheduled change waits for its instant, and asks nothing).
+  const confirmWrite = async (title, text, ok, changes, msg, saved) => {
+    clear(msg);
+    if (!await confirm(title, text, ok)) return false;
+    return writeCustomer(changes, msg, saved);
+  };
+
+  // Status: suspend (with a reason, which refusals give) and resume.
+  const statusBody = h('div');
+  const statusMsg = h('div', { id: 'status-msg' });
+  statusBox.append(statusBody, statusMsg);
+  const renderStatus = () => {
+    if (cust.status === SUSPENDED) {
+      const resume = h('button', { type: 'button', id: 'resume' }, 'Resume');
+      on(resume, 'click', () => confirmWrite('Resume customer', `Resume ${cust.id}? Its checks are allowed again from the next one.`, 'Resume',
+        { status: ACTIVE, status_reason: null }, statusMsg, (c) => `${c.id} is active again.`));
+      clear(statusBody).append(
+        h('p', {}, statusBadge(cust), ' Checks, reservations and feature checks are refused (403 customer_suspended); nothing is counted. '
+          + 'Reads, usage and statements still answer.'),
+        h('p', {}, 'Reason: ', cust.status_reason ? h('strong', { id: 'status-reason' }, cust.status_reason) : h('span', { class: 'muted', id: 'status-reason' }, 'none given')),
+        h('div', { class: 'actions' }, resume));
+      return;
+    }
+    const reason = h('input', { id: 'suspend-reason', type: 'text', maxlength: 500, placeholder: 'card declined' });
+    const form = h('form', { id: 'suspend-form' },
+      h('p', {}, statusBadge(cust), ' Checks are allowed.'),
+      field('Reason (the refusals give it)', reason),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'danger', id: 'suspend' }, 'Suspend…')));
+    on(form, 'submit', (e) => {
+      e.preventDefault();
+      const why = reason.value.trim();
+      confirmWrite('Suspend customer', `Suspend ${cust.id}? From its next check, its checks, reservations and feature checks are refused (403) `
+        + 'until it is resumed; nothing is counted meanwhile.', 'Suspend',
+      { status: SUSPENDED, status_reason: why || null }, statusMsg, (c) => `${c.id} is suspended.`);
+    });
+    clear(statusBody).append(form);
+  };
+
+  // Trial: a plan until an instant, billed nothing, then back on its own.
+  const trialBody = h('div');
+  const trialMsg = h('div', { id: 'trial-msg' });
+  trialBox.append(trialBody, trialMsg);
+  const renderTrial = () => {
+    const t = cust.trial;
+    if (t) {
+      const cancel = h('button', { type: 'button', class: 'danger', id: 'trial-cancel' }, 'Cancel trial…');
+      on(cancel, 'click', () => confirmWrite('Cancel trial', `End ${cust.id}'s trial of ${t.plan} now? It is back on ${cust.plan} from its next check.`, 'Cancel trial',
+        { trial: null }, trialMsg, (c) => `Trial cancelled: ${c.id} is on ${c.plan}.`));
+      clear(trialBody).append(
+        h('p', { id: 'trial-now' }, 'On a trial of ', h('strong', { 'data-plan': t.plan }, t.plan), ' until ', time(t.ends_at),
+          `, billed nothing for it; then back on ${cust.plan}.`),
+        h('div', { class: 'actions' }, cancel));
+      return;
+    }
+    const others = planOptions(plans, cust.plan);
+    const planIn = h('select', { id: 'trial-plan', required: true }, others);
+    const ends = h('input', { id: 'trial-ends', type: 'datetime-local', required: true });
+    const form = h('form', { id: 'trial-form' },
+      h('p', { class: 'muted' }, 'No trial. A trial puts the customer on another plan until it ends, billed nothing for it.'),
+      h('div', { class: 'form-grid' }, field('Plan', planIn), field('Ends (your time zone)', ends, { class: 'wide' })),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'trial-start', disabled: others.length === 0 }, 'Start trial…')));
+    on(form, 'submit', (e) => {
+      e.preventDefault();
+      const at = new Date(ends.value);
+      confirmWrite('Start trial', `Put ${cust.id} on ${planIn.value} until ${at.toLocaleString()}? It applies from its next check.`, 'Start trial',
+        { trial: { plan: planIn.value, ends_at: at.toISOString() } }, trialMsg, (c) => `${c.id} is on a trial of ${c.trial.plan}.`);
+    });
+    clear(trialBody).append(form);
+  };
+
+  // Plan: a change now, or one scheduled at an instant or at the end of
+  // the billing period.
+  const planSel = h('select', { id: 'plan-select' });
+  const planMsg = h('div', { id: 'plan-msg' });
   const planForm = h('form', { class: 'inline', id: 'plan-form' }, field('Plan', planSel), h('button', { type: 'submit' }, 'Change plan'));
-  on(planForm, 'submit', async (e) => {
+  on(planForm, 'submit', (e) => {
     e.preventDefault();
     clear(planMsg);
     if (planSel.value === cust.plan) return;
-    if (!await confirm('Change plan', `Move ${cust.id} from ${cust.plan} to ${planSel.value}? It applies from the next check; counters are kept.`, 'Change plan')) return;
-    try {
-      cust = await api('PUT', `/v1/customers/${enc(id)}`, {
-        ifMatch: etag(cust.version),
-        body: { plan: planSel.value, name: cust.name, billing_anchor_day: cust.billing_anchor_day, time_zone: cust.time_zone, metadata: cust.metadata },
-      });
-      renderHead();
-      planMsg.append(notice(`Now on ${cust.plan}.`));
-      await Promise.all([refresh(), loadAudit(true)]);
-    } catch (err) {
-      planMsg.append(errorBox(err.status === 412 ? new Error(`The customer was changed meanwhile (412: ${err.message}). Reload the page.`) : err));
-    }
+    confirmWrite('Change plan', `Move ${cust.id} from ${cust.plan} to ${planSel.value}? It applies from the next check; counters are kept.`, 'Change plan',
+      { plan: planSel.value }, planMsg, (c) => `Now on ${c.plan}.`);
   });
-  planBox.append(planForm, planMsg);
+  const scheduleBody = h('div', { id: 'schedule' });
+  const scheduleMsg = h('div', { id: 'schedule-msg' });
+  planBox.append(planForm, planMsg, h('h3', {}, 'Scheduled change'), scheduleBody, scheduleMsg);
+  const renderSchedule = () => {
+    const sc = cust.scheduled_change;
+    if (sc) {
+      const cancel = h('button', { type: 'button', class: 'secondary', id: 'sc-cancel' }, 'Cancel scheduled change');
+      on(cancel, 'click', () => writeCustomer({ scheduled_change: null }, scheduleMsg, (c) => `The change of ${c.id} to ${sc.plan} is cancelled.`));
+      clear(scheduleBody).append(
+        h('p', { id: 'schedule-now' }, 'Moves to ', h('strong', { 'data-plan': sc.plan }, sc.plan), ' on ', time(sc.at),
+          cust.trial ? ' (or when the trial ends, if later).' : '.'),
+        h('div', { class: 'actions' }, cancel));
+      return;
+    }
+    const others = planOptions(plans, cust.plan);
+    const planIn = h('select', { id: 'sc-plan', required: true }, others);
+    const when = h('select', { id: 'sc-when' },
+      h('option', { value: 'period_end' }, 'At the end of the billing period'), h('option', { value: 'at' }, 'At an instant'));
+    const at = h('input', { id: 'sc-at', type: 'datetime-local', disabled: true });
+    const atField = field('At (your time zone)', at, { hidden: true });
+    on(when, 'change', () => {
+      const instant = when.value === 'at';
+      atField.hidden = !instant;
+      at.disabled = !instant;
+      at.required = instant;
+    });
+    const form = h('form', { id: 'schedule-form' },
+      h('p', { class: 'muted' }, 'None. A scheduled change moves the customer to another plan at an instant; checks meet it from then on.'),
+      h('div', { class: 'form-grid' }, field('Plan', planIn), field('When', when), atField),
+      h('div', { class: 'actions' }, h('button', { type: 'submit', id: 'sc-save', disabled: others.length === 0 }, 'Schedule change')));
+    on(form, 'submit', (e) => {
+      e.preventDefault();
+      const instant = when.value === 'at' ? new Date(at.value).toISOString() : 'period_end';
+      writeCustomer({ scheduled_change: { plan: planIn.value, at: instant } }, scheduleMsg, (c) => `${c.id} moves to ${c.scheduled_change.plan} on ${new Date(c.scheduled_change.at).toLocaleString()}.`);
+    });
+    clear(scheduleBody).append(form);
+  };
+
+  // renderCustomer draws what the page shows of the customer itself.
+  const renderCustomer = () => {
+    renderHead();
+    renderStatus();
+    renderTrial();
+    clear(planSel).append(...planOptions(plans, undefined, cust.plan));
+    renderSchedule();
+  };
+  renderCustomer();
 
   // Usage reset.
   const resetSel = h('select', { id: 'reset-metric' }, metricKeys.map((m) => h('option', { value: m }, m)));
