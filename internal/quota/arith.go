@@ -42,8 +42,11 @@ func softThreshold(limit, percent int64) int64 {
 	return mulDiv(limit, 100+percent, 100)
 }
 
-// threshold is how many units a limit admits before anything elastic:
-// its size (the limit, or a token bucket's burst), or its soft threshold.
+// Threshold is how many units a limit admits in a window before anything
+// elastic: its size (the limit, or a token bucket's burst), or its soft
+// threshold.
+func Threshold(l tiers.Limit) int64 { return threshold(l) }
+
 func threshold(l tiers.Limit) int64 {
 	if l.Mode == tiers.Soft {
 		return softThreshold(l.Size(), l.OveragePercent)
