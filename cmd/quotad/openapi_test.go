@@ -990,6 +990,17 @@ func TestOpenAPITraffic(t *testing.T) {
 		{name: "audit bad cursor", apiCall: apiCall{"GET", "/v1/audit?cursor=bm9wZQ", "", nil}, want: 400, code: "validation_failed"},
 		{name: "audit limit too large", apiCall: apiCall{"GET", "/v1/audit?limit=5000", "", nil}, want: 400, code: "validation_failed", bad: true},
 
+		// What if.
+		{name: "what if", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[{"metric":"api_calls","window":"day","limit":1},{"metric":"api_calls","window":"second","limit":1}],"price":{"amount_cents":100},"from":"2026-01-01","to":"2026-01-31"}`, nil}, want: 200,
+			check: all(hasField("total", true), hasField("not_replayed", true))},
+		{name: "what if named", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[],"from":"2026-01-01","to":"2026-01-31","customers":["acme"],"price":null}`, nil}, want: 200},
+		{name: "what if from after to", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[],"from":"2026-02-01","to":"2026-01-31"}`, nil}, want: 400, code: "validation_failed"},
+		{name: "what if bad date", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[],"from":"2026-02-1","to":"2026-01-31"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "what if bad limit", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[{"metric":"api_calls","window":"fortnight","limit":1}],"from":"2026-01-01","to":"2026-01-31"}`, nil}, want: 400, code: "validation_failed", bad: true},
+		{name: "what if unknown plan", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"gold","limits":[],"from":"2026-01-01","to":"2026-01-31"}`, nil}, want: 404, code: "plan_not_found"},
+		{name: "what if unknown customer", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[],"from":"2026-01-01","to":"2026-01-31","customers":["ghost"]}`, nil}, want: 404, code: "customer_not_found"},
+		{name: "what if with check token", apiCall: apiCall{"POST", "/v1/what-if", `{"plan":"pro","limits":[],"from":"2026-01-01","to":"2026-01-31"}`, asCheck}, want: 403, code: "forbidden"},
+
 		// Holders of leases.
 		{name: "holders", apiCall: apiCall{"GET", "/v1/admin/holders", "", nil}, want: 200},
 		{name: "release unknown holder", apiCall: apiCall{"POST", "/v1/admin/holders/12/release", "", nil}, want: 404, code: "not_found"},

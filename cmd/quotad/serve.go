@@ -28,6 +28,7 @@ import (
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
+	"github.com/quotad/quotad/internal/whatif"
 )
 
 // serve runs quotad until ctx ends, in named steps: open the stores, build
@@ -479,6 +480,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) *api.Server {
 		Grants:       p.grants,
 		KeyResolver:  p.verifier,
 		Holders:      store.NewHolders(p.db),
+		WhatIf:       &whatif.Service{Catalog: p.catalog, History: p.db},
 	})
 }
 

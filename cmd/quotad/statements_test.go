@@ -16,6 +16,7 @@ import (
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
+	"github.com/quotad/quotad/internal/whatif"
 )
 
 // statementStack is quotad assembled in process, as run wires it, on one
@@ -42,7 +43,8 @@ func MustStatementStack(t *testing.T, start time.Time) *statementStack {
 	// (250ms), and it would then be admitted without being counted.
 	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
 	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Catalog: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now)})
+	srv := api.New(api.Config{Catalog: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now),
+		WhatIf: &whatif.Service{Catalog: catalog, History: db}})
 	return &statementStack{t: t, clock: clock, engine: engine, srv: srv}
 }
 

@@ -92,6 +92,8 @@ type Config struct {
 	// that require a feature, from memory; nil answers 404 not_found
 	// there.
 	Features FeatureChecker
+	// WhatIf answers POST /v1/what-if; nil answers 404 there.
+	WhatIf WhatIf
 	// RequestTimeout bounds how long a request other than a check waits
 	// for the stores (it then answers 503); 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -128,6 +130,7 @@ type Server struct {
 	keyResolver    KeyResolver
 	holders        Holders
 	features       FeatureChecker
+	whatIf         WhatIf
 	requestTimeout time.Duration
 
 	refundRequiresRequestID bool
@@ -166,6 +169,7 @@ func New(cfg Config) *Server {
 		keyResolver:    cfg.KeyResolver,
 		holders:        cfg.Holders,
 		features:       cfg.Features,
+		whatIf:         cfg.WhatIf,
 		requestTimeout: cfg.RequestTimeout,
 
 		refundRequiresRequestID: cfg.RefundRequiresRequestID,
@@ -237,6 +241,7 @@ func New(cfg Config) *Server {
 	s.registerGrants(v1)
 	s.registerReservations(v1)
 	s.registerHolders(v1)
+	v1.POST("/what-if", s.whatIfReplay)
 
 	// The admin console: static files, open to all; every datum it shows
 	// comes from the API above, with the admin's token.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/whatif"
 )
 
 // AddHistory implements quota.HistoryStore. Deltas are applied in key
@@ -135,3 +136,41 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 	}
 	return ids, nil
 }
+
+// StreamHistory implements whatif.HistoryStore: one query, rows read as
+// they come, in the order of usage_history's primary key.
+func (db *DB) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.Row) error) error {
+	const sql = `
+		SELECT h.customer_id, h.metric, h.day, h.used, h.overage, h.denied
+		FROM customers c
+		JOIN usage_history h ON h.customer_id = c.id
+		WHERE (CASE WHEN cardinality($1::text[]) > 0 THEN c.id = ANY($1) ELSE c.plan_key = $2 END)
+		  AND h.metric = ANY($3) AND h.day BETWEEN $4 AND $5
+		ORDER BY h.customer_id, h.day`
+	customers := q.Customers
+	if customers == nil {
+		customers = []string{}
+	}
+	rows, err := db.pool.Query(ctx, sql, customers, q.Plan, q.Metrics, q.From, q.To)
+	if err != nil {
+		return fmt.Errorf("stream history: %w", mapErr(err))
+	}
+	defer rows.Close()
+	var r whatif.Row
+	var day time.Time
+	for rows.Next() {
+		if err := rows.Scan(&r.Customer, &r.Metric, &day, &r.Used, &r.Overage, &r.Denied); err != nil {
+			return fmt.Errorf("scan history: %w", mapErr(err))
+		}
+		r.Date = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("stream history: %w", mapErr(err))
+	}
+	return nil
+}
+
+var _ whatif.HistoryStore = (*DB)(nil)

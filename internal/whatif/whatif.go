@@ -5,6 +5,7 @@
 package whatif
 
 import (
+	"slices"
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
@@ -112,6 +113,17 @@ func New(limits []tiers.Limit) *Replay {
 		r.all = append(r.all, lim)
 	}
 	return r
+}
+
+// Metrics lists the metrics the replay reads: those of its replayable
+// limits.
+func (r *Replay) Metrics() []string {
+	out := make([]string, 0, len(r.byMetric))
+	for m := range r.byMetric {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func unreplayable(l tiers.Limit) string {
