@@ -69,6 +69,11 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, err := c.MigratePlan(ctx, "pro", quotad.MigrationSpec{DryRun: true})
 		return err
 	},
+	"WhatIf": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.WhatIf(ctx, quotad.WhatIfSpec{Plan: "pro", Limits: []quotad.Limit{{Metric: "api_calls", Window: "day", Limit: 1}},
+			From: "2026-01-01", To: "2026-01-31"})
+		return err
+	},
 	"Customers": func(ctx context.Context, c *quotad.Client) error {
 		return drain(c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}))
 	},
