@@ -17,6 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/keys"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
+	"github.com/quotad/quotad/internal/whatif"
 )
 
 // bodyTypes are the Go types the request bodies decode into, by operation.
@@ -36,6 +37,7 @@ var bodyTypes = map[string]reflect.Type{
 	"POST /v1/customers/{customer}/keys":                       reflect.TypeFor[keys.Spec](),
 	"PUT /v1/customers/{customer}/usage/{metric}/total":        reflect.TypeFor[totalRequest](),
 	"POST /v1/customers/{customer}/grants":                     reflect.TypeFor[grants.Spec](),
+	"POST /v1/what-if":                                         reflect.TypeFor[whatif.Spec](),
 }
 
 // The decoder admits null exactly where openapi.yaml says a request field is
