@@ -105,7 +105,33 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		b = append(b, `,"code":"`+codeQuotaExceeded+`","detail":`...)
 		b = appendJSONString(b, deniedDetail(d))
 	}
+	if d.Upgrade != nil {
+		b = append(b, `,"upgrade":`...)
+		b = appendUpgrade(b, d.Upgrade)
+	}
 	return append(b, "}\n"...), true
+}
+
+// appendUpgrade appends the JSON object of a denied check's upgrade, as
+// encoding/json writes an upgradeState (see TestAppendCheckAnswer).
+func appendUpgrade(b []byte, u *tiers.Upgrade) []byte {
+	b = append(b, `{"plan":`...)
+	b = appendJSONString(b, u.Plan)
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, u.Name)
+	b = append(b, `,"price":{"amount_cents":`...)
+	b = strconv.AppendInt(b, u.Price.AmountCents, 10)
+	b = append(b, `,"currency":`...)
+	b = appendJSONString(b, u.Price.Currency)
+	b = append(b, `,"interval":`...)
+	b = appendJSONString(b, u.Price.Interval)
+	b = append(b, `},"limit":`...)
+	if u.Limit == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *u.Limit, 10)
+	}
+	return append(b, '}')
 }
 
 // appendWindows appends the JSON array of windows ws, each naming its

@@ -110,6 +110,23 @@ func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
 	return p, nil
 }
 
+func (s *fakeSource) FindPublicPlans(context.Context) ([]Plan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["public"]++
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []Plan
+	for _, p := range s.plans {
+		if p.Public {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Plan) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
 // planOrNil returns the plan key, nil for "". s.mu must be held.
 func (s *fakeSource) planOrNil(key string) *Plan {
 	if key == "" {
