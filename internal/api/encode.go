@@ -112,8 +112,24 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 	return append(b, "}\n"...), true
 }
 
+// upgradeBody is a denied check's upgrade as the API writes it.
+type upgradeBody struct {
+	Plan  string      `json:"plan"`
+	Name  string      `json:"name"`
+	Price tiers.Price `json:"price"`
+	Limit *int64      `json:"limit"`
+}
+
+// newUpgradeBody returns u as the API writes it, nil for nil.
+func newUpgradeBody(u *tiers.Upgrade) *upgradeBody {
+	if u == nil {
+		return nil
+	}
+	return &upgradeBody{Plan: u.Plan, Name: u.Name, Price: u.Price, Limit: u.Limit}
+}
+
 // appendUpgrade appends the JSON object of a denied check's upgrade, as
-// encoding/json writes an upgradeState (see TestAppendCheckAnswer).
+// encoding/json writes newUpgradeBody(u) (see TestAppendCheckAnswer).
 func appendUpgrade(b []byte, u *tiers.Upgrade) []byte {
 	b = append(b, `{"plan":`...)
 	b = appendJSONString(b, u.Plan)

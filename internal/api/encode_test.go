@@ -25,17 +25,9 @@ type checkResponse struct {
 	Limits     []windowState `json:"limits"`
 	Items      []itemState   `json:"items,omitempty"`
 	// Code and Detail are set when the check is denied.
-	Code    string        `json:"code,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
-	Upgrade *upgradeState `json:"upgrade,omitempty"`
-}
-
-// upgradeState is a denied check's upgrade.
-type upgradeState struct {
-	Plan  string      `json:"plan"`
-	Name  string      `json:"name"`
-	Price tiers.Price `json:"price"`
-	Limit *int64      `json:"limit"`
+	Code    string       `json:"code,omitempty"`
+	Detail  string       `json:"detail,omitempty"`
+	Upgrade *upgradeBody `json:"upgrade,omitempty"`
 }
 
 type windowState struct {
@@ -86,9 +78,7 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	default:
 		resp.Code, resp.Detail = codeQuotaExceeded, deniedDetail(&d)
 	}
-	if u := d.Upgrade; u != nil {
-		resp.Upgrade = &upgradeState{Plan: u.Plan, Name: u.Name, Price: u.Price, Limit: u.Limit}
-	}
+	resp.Upgrade = newUpgradeBody(d.Upgrade)
 	return resp
 }
 

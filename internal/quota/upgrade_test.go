@@ -14,7 +14,9 @@ import (
 // check, a soft or an elastic limit's answer, names none.
 func TestCheckUpgrade(t *testing.T) {
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-	usd := func(cents int64) tiers.Price { return tiers.Price{AmountCents: cents, Currency: "USD", Interval: "month"} }
+	usd := func(cents int64) tiers.Price {
+		return tiers.Price{AmountCents: cents, Currency: "USD", Interval: "month"}
+	}
 	public := func(key string, cents int64, limits ...tiers.Limit) tiers.Plan {
 		return tiers.Plan{Key: key, Name: "Plan " + key, Public: true, Price: usd(cents), Limits: limits}
 	}
