@@ -320,7 +320,7 @@ func TestBadFile(t *testing.T) {
 	}
 	// An unknown field and an undeclared metric are reported in one run.
 	want := file + `:6: plans.pro.limits[0].metric: metric "foo" is not declared` + "\n" +
-		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits, features\n" +
+		file + ":7: plans.pro.colour: unknown field; known fields: name, description, public, price, limits, features\n" +
 		file + ": 2 problems; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
