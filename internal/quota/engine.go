@@ -417,7 +417,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	d.StoreTrips = s.trips()
 	if !d.Allowed && d.Items == nil {
-		d.Upgrade = e.upgrade(ctx, s, &d)
+		d.Upgrade = upgrade(ctx, e.catalog, s, &d)
 	}
 	if !r.DryRun && !r.Look && !d.Replayed {
 		counted := d.Allowed || s.forced

@@ -7,12 +7,12 @@ import (
 )
 
 // upgrade returns the plan to offer with d, a denied check of one metric
-// of set s, or nil: only when every window that denied it is a hard limit
+// of set s, from catalog, or nil: only when every window that denied it is a hard limit
 // of the check's metric (a credit pool's, a soft or an elastic limit's
 // denial offers none), from the public plans the catalog holds in
 // memory. A catalog that cannot list them offers none: the denial stands
 // as it is.
-func (e *Engine) upgrade(ctx context.Context, s *set, d *Decision) *tiers.Upgrade {
+func upgrade(ctx context.Context, catalog Catalog, s *set, d *Decision) *tiers.Upgrade {
 	acct := s.account(d.Customer)
 	if acct == nil || d.Degraded {
 		return nil
@@ -42,7 +42,7 @@ func (e *Engine) upgrade(ctx context.Context, s *set, d *Decision) *tiers.Upgrad
 			needs = append(needs, need(w, d.Metric, d.Cost))
 		}
 	}
-	plans, err := e.catalog.PublicPlans(ctx)
+	plans, err := catalog.PublicPlans(ctx)
 	if err != nil {
 		return nil
 	}
