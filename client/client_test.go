@@ -408,6 +408,11 @@ func TestMiddleware(t *testing.T) {
 	deniedBody := `{"allowed":false,"customer":"acme","metric":"api_calls","cost":3,"retry_after":5,"limits":[]}`
 	neverBody := `{"allowed":false,"customer":"acme","metric":"api_calls","cost":3,"retry_after":null,"limits":[],` +
 		`"code":"cost_exceeds_limit","detail":"a cost of 3 can never pass the api_calls/second limit of 2; do not retry"}`
+	upgrade := `"upgrade":{"plan":"pro","name":"Pro","price":{"amount_cents":2900,"currency":"USD","interval":"month"},"limit":1000}`
+	deniedUpgradeBody := strings.TrimSuffix(deniedBody, "}") + "," + upgrade + "}"
+	neverUpgradeBody := strings.TrimSuffix(neverBody, "}") + "," + upgrade + "}"
+	pro := &quotad.Upgrade{Plan: "pro", Name: "Pro", Price: quotad.Price{AmountCents: 2900, Currency: "USD", Interval: "month"},
+		Limit: ptr(int64(1000))}
 	// quotad answers status with body; status 0 waits until the request
 	// is cancelled (a quotad too slow to answer).
 	type answer struct {
@@ -425,6 +430,8 @@ func TestMiddleware(t *testing.T) {
 		wantDetail string // and its detail, if set
 		wantHeader map[string]string
 		wantErrors int // calls of OnError
+		// wantUpgrade is the 429's upgrade, if the middleware answered.
+		wantUpgrade *quotad.Upgrade
 	}{
 		{name: "allowed", quotad: answer{200, allowedBody}, customer: "acme", wantStatus: 200,
 			wantHeader: map[string]string{"RateLimit": `"api_calls/second";r=7;t=1`, "RateLimit-Policy": `"api_calls/second";q=10;w=1`, "Retry-After": ""}},
@@ -434,6 +441,10 @@ func TestMiddleware(t *testing.T) {
 		{name: "denied for good", quotad: answer{429, neverBody}, customer: "acme", wantStatus: 429, wantCode: "cost_exceeds_limit",
 			wantDetail: "a cost of 3 can never pass the api_calls/second limit of 2; do not retry",
 			wantHeader: map[string]string{"Retry-After": ""}},
+		{name: "denied, an upgrade", quotad: answer{429, deniedUpgradeBody}, customer: "acme", wantStatus: 429,
+			wantCode: "quota_exceeded", wantUpgrade: pro},
+		{name: "denied for good, an upgrade", quotad: answer{429, neverUpgradeBody}, customer: "acme", wantStatus: 429,
+			wantCode: "cost_exceeds_limit", wantUpgrade: pro},
 		{name: "unknown customer", quotad: answer{404, `{"type":"urn:quotad:problem:customer_not_found","title":"Not Found","status":404,"code":"customer_not_found"}`},
 			customer: "acme", wantStatus: 403, wantCode: "forbidden", wantErrors: 1},
 		{name: "unknown customer even failing open", quotad: answer{400, `{"type":"urn:quotad:problem:validation_failed","title":"Bad Request","status":400,"code":"validation_failed"}`},
@@ -525,6 +536,9 @@ func TestMiddleware(t *testing.T) {
 				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Code != tt.wantCode || p.Status != tt.wantStatus ||
 					p.Type != "urn:quotad:problem:"+tt.wantCode {
 					t.Errorf("body = %s (%v), want a problem with code %s and status %d", rec.Body, err, tt.wantCode, tt.wantStatus)
+				}
+				if !reflect.DeepEqual(p.Upgrade, tt.wantUpgrade) {
+					t.Errorf("upgrade = %+v, want %+v", p.Upgrade, tt.wantUpgrade)
 				}
 				if tt.wantDetail != "" && p.Detail != tt.wantDetail {
 					t.Errorf("detail = %q, want %q", p.Detail, tt.wantDetail)

@@ -20,6 +20,9 @@ type Problem struct {
 	Detail string       `json:"detail,omitempty"`
 	Code   string       `json:"code"`
 	Errors []FieldError `json:"errors,omitempty"`
+	// Upgrade, on a 429 of quotad's forward-auth or of Middleware, is the
+	// denied check's CheckResult.Upgrade.
+	Upgrade *Upgrade `json:"upgrade,omitempty"`
 }
 
 // FieldError names one bad field of a request (its JSON path, e.g.

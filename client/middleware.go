@@ -242,7 +242,7 @@ func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
 		if detail == "" {
 			detail = "this cost can never pass the customer's limit on this metric; do not retry"
 		}
-		writeProblem(w, http.StatusTooManyRequests, "cost_exceeds_limit", detail)
+		writeDenial(w, "cost_exceeds_limit", detail, res.Upgrade)
 		return false
 	}
 	retry := strconv.FormatInt(*res.RetryAfter, 10)
@@ -251,19 +251,37 @@ func writeDecision(w http.ResponseWriter, res *CheckResult) bool {
 	if detail == "" {
 		detail = "the customer's limit on this metric is reached; retry after " + retry + " s"
 	}
-	writeProblem(w, http.StatusTooManyRequests, "quota_exceeded", detail)
+	writeDenial(w, "quota_exceeded", detail, res.Upgrade)
 	return false
+}
+
+// writeDenial answers 429 with a problem document carrying the check's
+// upgrade, as quotad's forward-auth does.
+func writeDenial(w http.ResponseWriter, code, detail string, upgrade *Upgrade) {
+	p := newProblem(http.StatusTooManyRequests, code, detail)
+	p.Upgrade = upgrade
+	sendProblem(w, p)
 }
 
 // writeProblem answers with a problem document.
 func writeProblem(w http.ResponseWriter, status int, code, detail string) {
-	body, _ := json.Marshal(Problem{
+	sendProblem(w, newProblem(status, code, detail))
+}
+
+func newProblem(status int, code, detail string) Problem {
+	return Problem{
 		Type:   "urn:quotad:problem:" + code,
 		Title:  http.StatusText(status),
 		Status: status,
 		Detail: detail,
 		Code:   code,
-	})
+	}
+}
+
+// sendProblem answers with problem document p.
+func sendProblem(w http.ResponseWriter, p Problem) {
+	status := p.Status
+	body, _ := json.Marshal(p)
 	h := w.Header()
 	h.Set("Content-Type", "application/problem+json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))

@@ -137,10 +137,13 @@ type Price struct {
 // PlanSpec is the body of PutPlan.
 type PlanSpec struct {
 	// Name defaults to the plan's key.
-	Name        string  `json:"name,omitempty"`
-	Description string  `json:"description,omitempty"`
-	Price       *Price  `json:"price,omitempty"`
-	Limits      []Limit `json:"limits,omitempty"`
+	Name        string `json:"name,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Public: the plan may be offered as the Upgrade of a check a hard
+	// limit denies.
+	Public bool    `json:"public,omitempty"`
+	Price  *Price  `json:"price,omitempty"`
+	Limits []Limit `json:"limits,omitempty"`
 	// Features the plan grants, by key.
 	Features Features `json:"features,omitempty"`
 }
@@ -406,6 +409,9 @@ type CheckResult struct {
 	// the window and its limit (and, in a check of items, the item).
 	Code   string `json:"code,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Upgrade, on a check of one metric that a hard limit denied, is the
+	// cheapest public plan that would have admitted it; nil otherwise.
+	Upgrade *Upgrade `json:"upgrade,omitempty"`
 
 	// RateLimit and RateLimitPolicy are quotad's headers of the same
 	// names: RateLimit for the most constraining window (absent when the
@@ -413,6 +419,18 @@ type CheckResult struct {
 	// check; empty when no limit applies.
 	RateLimit       string `json:"-"`
 	RateLimitPolicy string `json:"-"`
+}
+
+// Upgrade is the plan a denied check's answer offers: the cheapest public
+// plan, by price per month in the currency of the customer's plan, whose
+// limits would have admitted the check at the customer's usage.
+type Upgrade struct {
+	Plan  string `json:"plan"`
+	Name  string `json:"name"`
+	Price Price  `json:"price"`
+	// Limit is the plan's limit on the window that denied the check; nil
+	// when the plan does not limit the metric in that window.
+	Limit *int64 `json:"limit"`
 }
 
 // CheckItemResult is one item's part of a check of items.

@@ -46,6 +46,9 @@ func toMetric(f *catalogfile.Metric) quotad.MetricSpec {
 
 func fromPlan(p quotad.Plan) *catalogfile.Plan {
 	f := &catalogfile.Plan{Name: nonEmpty(p.Name), Description: nonEmpty(p.Description)}
+	if p.Public {
+		f.Public = new(true)
+	}
 	if p.Price != nil {
 		f.Price = &catalogfile.Price{AmountCents: &p.Price.AmountCents, Currency: nonEmpty(p.Price.Currency), Interval: nonEmpty(p.Price.Interval)}
 	}
@@ -61,7 +64,7 @@ func fromPlan(p quotad.Plan) *catalogfile.Plan {
 }
 
 func toPlan(f *catalogfile.Plan) quotad.PlanSpec {
-	s := quotad.PlanSpec{Name: deref(f.Name), Description: deref(f.Description)}
+	s := quotad.PlanSpec{Name: deref(f.Name), Description: deref(f.Description), Public: deref(f.Public)}
 	if f.Price != nil {
 		s.Price = &quotad.Price{AmountCents: deref(f.Price.AmountCents), Currency: deref(f.Price.Currency), Interval: deref(f.Price.Interval)}
 	}

@@ -320,7 +320,7 @@ func TestBadFile(t *testing.T) {
 	}
 	// An unknown field and an undeclared metric are reported in one run.
 	want := file + `:6: plans.pro.limits[0].metric: metric "foo" is not declared` + "\n" +
-		file + ":7: plans.pro.colour: unknown field; known fields: name, description, price, limits, features\n" +
+		file + ":7: plans.pro.colour: unknown field; known fields: name, description, public, price, limits, features\n" +
 		file + ": 2 problems; nothing was written.\n"
 	if errOut != want {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, want)
@@ -1018,5 +1018,37 @@ func TestSuspendResume(t *testing.T) {
 		if code, out, errOut := mustRun(t, srv, args...); code == 0 || errOut == "" {
 			t.Errorf("%q: exit %d, want an error with a message\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// A plan's public applies, exports and diffs; taking it out of the file
+// makes the plan non-public.
+func TestPlanPublic(t *testing.T) {
+	srv := quotadtest.MustStart(t, nil)
+	ctx, c := context.Background(), admin(srv)
+	const file = "metrics: {}\nplans:\n  pro: {name: Pro, public: true}\n  free: {name: Free}\n"
+	mustApply(t, srv, 0, "-f", mustWrite(t, file))
+	for key, want := range map[string]bool{"pro": true, "free": false} {
+		p, err := c.Plan(ctx, key)
+		mustOK(t, err)
+		if p.Public != want {
+			t.Errorf("%s: public %v, want %v", key, p.Public, want)
+		}
+	}
+	code, exported, errOut := mustRun(t, srv, "catalog", "export")
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
+		t.Errorf("apply of the export\n%s\nprinted\n%s", exported, out)
+	}
+	out := mustApply(t, srv, 0, "-f", mustWrite(t, strings.Replace(file, ", public: true", "", 1)))
+	if want := "~ plan pro\n    public: true → (none)\n\n0 to create, 1 to update, 0 to delete.\nApplied 1 change.\n"; out != want {
+		t.Errorf("apply without public printed\n%s\nwant\n%s", out, want)
+	}
+	p, err := c.Plan(ctx, "pro")
+	mustOK(t, err)
+	if p.Public || p.LatestVersion != 1 {
+		t.Errorf("pro: public %v, latest version %d; want false, 1", p.Public, p.LatestVersion)
 	}
 }

@@ -1,254 +1,130 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"strings"
+	"encoding/json"
+	"net/http"
+	"strconv"
 	"testing"
-	"time"
-
-	"github.com/golang-migrate/migrate/v4/database"
 
 	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/quotadtest"
-	"github.com/quotad/quotad/internal/store"
 )
 
-// runOn runs quotad with args on schema, as main does, and returns its
-// error and what it wrote. A start that is not refused serves until the
-// test's deadline: these tests expect it to return at once.
-func runOn(t *testing.T, schema *dbtest.Schema, args ...string) (string, error) {
+// checkUpgrade checks cost units of api_calls for acme on s and returns
+// the answer's status and its upgrade's plan and limit ("" when absent).
+func (s *testServer) checkUpgrade(cost int64) (status int, plan string, limit *int64) {
+	s.t.Helper()
+	r := s.do("POST", "/v1/check", `{"customer":"acme","metric":"api_calls","cost":`+strconv.FormatInt(cost, 10)+`}`)
+	return upgradeOf(s.t, r)
+}
+
+// forwardAuthUpgrade is checkUpgrade through forward-auth.
+func (s *testServer) forwardAuthUpgrade(cost int64) (status int, plan string, limit *int64) {
+	s.t.Helper()
+	r := s.do("GET", "/v1/forward-auth", "", "X-Quotad-Customer", "acme", "X-Quotad-Metric", "api_calls",
+		"X-Quotad-Cost", strconv.FormatInt(cost, 10))
+	if r.Status == http.StatusOK {
+		return r.Status, "", nil
+	}
+	return upgradeOf(s.t, r)
+}
+
+func upgradeOf(t testing.TB, r response) (status int, plan string, limit *int64) {
 	t.Helper()
-	vars := map[string]string{
-		"QUOTAD_DATABASE_URL": schema.URL,
-		"QUOTAD_LISTEN":       "127.0.0.1:0",
-		"QUOTAD_DB_WAIT":      "0s",
-		"QUOTAD_DB_MAX_CONNS": "2",
-		"QUOTAD_ADMIN_TOKENS": "ops:" + adminToken,
+	var body struct {
+		Upgrade *struct {
+			Plan  string `json:"plan"`
+			Name  string `json:"name"`
+			Price struct {
+				AmountCents int64  `json:"amount_cents"`
+				Currency    string `json:"currency"`
+				Interval    string `json:"interval"`
+			} `json:"price"`
+			Limit *int64 `json:"limit"`
+		} `json:"upgrade"`
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	err := run(ctx, append([]string{"quotad"}, args...), func(k string) string { return vars[k] }, &out)
-	if ctx.Err() != nil {
-		t.Fatalf("quotad %v did not return: it served\n%s", args, out.String())
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("answer %d %s: %v", r.Status, r.Body, err)
 	}
-	return out.String(), err
+	if body.Upgrade == nil {
+		return r.Status, "", nil
+	}
+	if body.Upgrade.Name == "" || body.Upgrade.Price.Currency != "USD" || body.Upgrade.Price.Interval == "" {
+		t.Errorf("upgrade %+v: want its name and price", *body.Upgrade)
+	}
+	return r.Status, body.Upgrade.Plan, body.Upgrade.Limit
 }
 
-// setSchemaVersion writes schema's golang-migrate row as a migration would
-// have left it.
-func setSchemaVersion(t *testing.T, schema *dbtest.Schema, v uint, dirty bool) {
-	t.Helper()
-	if _, err := schema.Pool.Exec(context.Background(), `UPDATE schema_migrations SET version = $1, dirty = $2`, int64(v), dirty); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A quotad older than the schema (a newer one migrated it) refuses to
-// start, with or without --no-migrate, in one sentence that says so and
-// what to do; so do its migrate up and down, which lack the newer
-// migrations' files; migrate version reads the schema all the same.
-func TestStartRefusesNewerSchema(t *testing.T) {
+// A check a hard limit denies names the cheapest public plan that would
+// have admitted it, in the check's answer and forward-auth's 429, in every
+// process; a plan made non-public disappears from the answers of every
+// process, and that change makes no version of the plan.
+func TestUpgradeInDenial(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.New(t)
-	newer := store.SchemaVersion + 1
-	setSchemaVersion(t, schema, newer, false)
-	want := fmt.Sprintf("the database schema is at version %d, newer than this quotad (%s), which carries schema %d: "+
-		"run a quotad that carries schema %d or later (quotad version prints the schema a binary carries), "+
-		"or first roll the schema back to %d with the newer quotad's `quotad migrate down`, once per version above %d "+
-		`(see "Upgrading and rolling back" in docs/operations.md)`,
-		newer, version, store.SchemaVersion, newer, store.SchemaVersion, store.SchemaVersion)
-	for _, args := range [][]string{{}, {"--no-migrate"}, {"serve", "--migrate"}, {"migrate", "up"}, {"migrate", "down"}} {
-		out, err := runOn(t, schema, args...)
-		if err == nil || err.Error() != want {
-			t.Errorf("quotad %v: error\n%v\nwant\n%s\n%s", args, err, want, out)
-		}
-		if strings.Contains(out, "listening") {
-			t.Errorf("quotad %v listened:\n%s", args, out)
-		}
+	a := MustStartServer(t, schema, nil)
+	b := MustStartServer(t, schema, nil)
+	a.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
+	plan := func(key, public string, cents, day int64) {
+		a.mustDo(http.StatusCreated, "PUT", "/v1/plans/"+key, `{"name":"Plan `+key+`",`+public+
+			`"price":{"amount_cents":`+strconv.FormatInt(cents, 10)+`},
+			"limits":[{"metric":"api_calls","window":"day","limit":`+strconv.FormatInt(day, 10)+`}]}`)
 	}
-	out, err := runOn(t, schema, "migrate", "version")
-	if want := fmt.Sprintf("schema version %d (dirty: false); this binary carries %d\n", newer, store.SchemaVersion); err != nil || !strings.HasSuffix(out, want) {
-		t.Errorf("migrate version: %v, printed %q, want it to end %q", err, out, want)
-	}
-	// Nothing was written: the schema is still the newer one's.
-	if st := mustSchemaState(t, schema); st != (store.MigrationState{Version: newer}) {
-		t.Errorf("schema after the refusals: %+v, want version %d", st, newer)
-	}
-}
+	plan("free", `"public":true,`, 0, 10)
+	plan("starter", `"public":true,`, 900, 20)
+	plan("pro", `"public":true,`, 2900, 100)
+	plan("secret", ``, 100, 1000) // not public
+	plan("hobby", `"public":false,`, 500, 1000)
+	a.mustDo(http.StatusCreated, "PUT", "/v1/customers/acme", `{"plan":"free"}`)
 
-// A schema a failed migration left dirty is refused with a sentence that
-// says what to do, which does it: migrate force, then a start migrates.
-func TestStartRefusesDirtySchema(t *testing.T) {
-	t.Parallel()
-	schema := dbtest.New(t)
-	// Migration SchemaVersion failed on its way up: PostgreSQL rolled it
-	// back, golang-migrate left its row dirty.
-	if _, err := runOn(t, schema, "migrate", "down"); err != nil {
-		t.Fatal(err)
+	if status, up, _ := a.checkUpgrade(8); status != http.StatusOK || up != "" {
+		t.Fatalf("first check: %d, upgrade %q; want 200 without one", status, up)
 	}
-	v := store.SchemaVersion
-	setSchemaVersion(t, schema, v, true)
-	want := fmt.Sprintf("the database schema is dirty at version %d: a migration to version %d failed or was interrupted, "+
-		"and as each migration runs in one transaction the schema is still at the version before it (%d when migrating up, %d when migrating down): "+
-		"once the migration's error is understood, record that version with `quotad migrate force VERSION` and start again",
-		v, v, v-1, v+1)
-	for _, args := range [][]string{{}, {"--no-migrate"}, {"migrate", "up"}, {"migrate", "down"}} {
-		if _, err := runOn(t, schema, args...); err == nil || err.Error() != want {
-			t.Errorf("quotad %v: error\n%v\nwant\n%s", args, err, want)
-		}
+	tests := []struct {
+		name      string
+		cost      int64
+		wantPlan  string
+		wantLimit int64
+	}{
+		{"the cheapest public plan that admits", 5, "starter", 20},
+		{"the cheapest big enough", 50, "pro", 100},
+		{"exactly big enough", 92, "pro", 100},
+		{"none big enough", 93, "", 0},
 	}
-	if _, err := runOn(t, schema, "migrate", "force", fmt.Sprint(store.SchemaVersion+1)); err == nil {
-		t.Errorf("migrate force %d succeeded: this binary does not carry it", store.SchemaVersion+1)
-	}
-	out, err := runOn(t, schema, "migrate", "force", fmt.Sprint(v-1))
-	if want := fmt.Sprintf("schema version %d (dirty: false)", v-1); err != nil || !strings.Contains(out, want) {
-		t.Fatalf("migrate force %d: %v, printed %q, want %q", v-1, err, out, want)
-	}
-	out, err = runOn(t, schema, "migrate", "up")
-	if want := fmt.Sprintf("schema version %d (dirty: false)", v); err != nil || !strings.Contains(out, want) {
-		t.Fatalf("migrate up: %v, printed %q, want %q", err, out, want)
-	}
-}
-
-// With --no-migrate, a schema older than the binary is refused too (the
-// migration job has not run yet), in a sentence that says so; without
-// it, the same start migrates.
-func TestNoMigrateRefusesOlderSchema(t *testing.T) {
-	t.Parallel()
-	schema := dbtest.New(t)
-	if _, err := runOn(t, schema, "migrate", "down"); err != nil {
-		t.Fatal(err)
-	}
-	older := store.SchemaVersion - 1
-	want := fmt.Sprintf("the database schema is at version %d, older than this quotad (%s), which needs schema %d, and --no-migrate is set: "+
-		"run `quotad migrate up` with this quotad first (or start it without --no-migrate)",
-		older, version, store.SchemaVersion)
-	if _, err := runOn(t, schema, "--no-migrate"); err == nil || err.Error() != want {
-		t.Errorf("quotad --no-migrate: error\n%v\nwant\n%s", err, want)
-	}
-	if st := mustSchemaState(t, schema); st != (store.MigrationState{Version: older}) {
-		t.Errorf("schema after the refusal: %+v, want version %d", st, older)
-	}
-	s := MustStartServer(t, schema, nil)
-	s.mustDo(200, "GET", "/readyz", "", "Authorization", "")
-	if st := mustSchemaState(t, schema); st != (store.MigrationState{Version: store.SchemaVersion}) {
-		t.Errorf("schema after a start: %+v, want version %d", st, store.SchemaVersion)
-	}
-}
-
-// A process that runs when a newer quotad migrates the schema under it (a
-// rolling upgrade) stays ready: only a start is refused.
-func TestRunningProcessStaysReadyOnNewerSchema(t *testing.T) {
-	t.Parallel()
-	schema := dbtest.New(t)
-	s := MustStartServer(t, schema, nil)
-	setSchemaVersion(t, schema, store.SchemaVersion+1, false)
-	s.mustDo(200, "GET", "/readyz", "", "Authorization", "")
-}
-
-func mustSchemaState(t *testing.T, schema *dbtest.Schema) store.MigrationState {
-	t.Helper()
-	db, err := store.New(context.Background(), schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := db.Migrations().Version(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// Two processes migrating an empty schema at once both succeed: one
-// migrates, the other waits for its lock and finds nothing left to do.
-func TestTwoProcessesMigrateAtOnce(t *testing.T) {
-	t.Parallel()
-	schema := dbtest.NewEmpty(t)
-	getenv := func(k string) string {
-		return map[string]string{"QUOTAD_DATABASE_URL": schema.URL, "QUOTAD_DB_WAIT": "0s", "QUOTAD_DB_MAX_CONNS": "2"}[k]
-	}
-	errs := make(chan error, 2)
-	for range 2 {
-		go func() {
-			var out bytes.Buffer
-			err := run(context.Background(), []string{"quotad", "migrate", "up"}, getenv, &out)
-			if err != nil {
-				err = fmt.Errorf("%w\n%s", err, out.String())
+	for _, s := range []*testServer{a, b} {
+		for _, tc := range tests {
+			for how, check := range map[string]func(int64) (int, string, *int64){
+				"check": s.checkUpgrade, "forward-auth": s.forwardAuthUpgrade,
+			} {
+				status, up, limit := check(tc.cost)
+				if status != http.StatusTooManyRequests || up != tc.wantPlan {
+					t.Errorf("%s, %s: %d, upgrade %q; want 429, %q", tc.name, how, status, up, tc.wantPlan)
+				}
+				if up != "" && (limit == nil || *limit != tc.wantLimit) {
+					t.Errorf("%s, %s: upgrade's limit %v, want %d", tc.name, how, limit, tc.wantLimit)
+				}
 			}
-			errs <- err
-		}()
-	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Errorf("migrate up: %v", err)
 		}
 	}
-	if st := mustSchemaState(t, schema); st != (store.MigrationState{Version: store.SchemaVersion}) {
-		t.Errorf("schema: %+v, want version %d", st, store.SchemaVersion)
-	}
-}
 
-// A process started with --no-migrate while a migration job is under way
-// (the schema dirty, the job holding the migrations' lock) waits for the
-// job, then starts on the schema it left.
-func TestNoMigrateWaitsForAMigrationUnderWay(t *testing.T) {
-	t.Parallel()
-	schema := dbtest.New(t)
-	ctx := context.Background()
-	job, err := schema.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
+	// b holds the public plans in memory: starter leaves them.
+	a.mustDo(http.StatusOK, "PUT", "/v1/plans/starter", `{"name":"Plan starter","price":{"amount_cents":900},
+		"limits":[{"metric":"api_calls","window":"day","limit":20}]}`)
+	if _, up, _ := a.checkUpgrade(5); up != "pro" {
+		t.Errorf("on a right after starter left: upgrade %q, want pro", up)
 	}
-	defer job.Release()
-	var dbName, schemaName string
-	if err := job.QueryRow(ctx, `SELECT current_database(), current_schema()`).Scan(&dbName, &schemaName); err != nil {
-		t.Fatal(err)
+	eventually(t, func() bool { _, up, _ := b.checkUpgrade(5); return up == "pro" },
+		"starter to leave the upgrades of the other process")
+	if _, up, _ := b.forwardAuthUpgrade(5); up != "pro" {
+		t.Errorf("forward-auth on b: upgrade %q, want pro", up)
 	}
-	// golang-migrate's lock, as its PostgreSQL drivers name it.
-	lock, err := database.GenerateAdvisoryLockId(dbName, schemaName, "schema_migrations")
-	if err != nil {
-		t.Fatal(err)
+	got := a.mustDo(http.StatusOK, "GET", "/v1/plans/starter", "").JSON(t)
+	if got["public"] != false || got["latest_version"] != float64(1) {
+		t.Errorf("starter: public %v, latest_version %v; want false, 1 (a change of public alone makes no version)",
+			got["public"], got["latest_version"])
 	}
-	if _, err := job.Exec(ctx, `SELECT pg_advisory_lock($1::bigint)`, lock); err != nil {
-		t.Fatal(err)
-	}
-	setSchemaVersion(t, schema, store.SchemaVersion, true)
-
-	vars := map[string]string{
-		"QUOTAD_DATABASE_URL": schema.URL, "QUOTAD_LISTEN": "127.0.0.1:0", "QUOTAD_DB_WAIT": "0s",
-		"QUOTAD_DB_MAX_CONNS": "4", "QUOTAD_ADMIN_TOKENS": "ops:" + adminToken, "QUOTAD_DRAIN_TIMEOUT": "0s",
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	logs := quotadtest.NewLogTail()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, []string{"quotad", "--no-migrate"}, func(k string) string { return vars[k] }, logs)
-	}()
-	waiting := func() bool {
-		var n int
-		err := job.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-			AND ((classid::bigint << 32) | objid::bigint) = $1::bigint`, lock).Scan(&n)
-		return err == nil && n > 0
-	}
-	eventually(t, waiting, "quotad --no-migrate to wait for the migrations' lock")
-	// The job ends well.
-	setSchemaVersion(t, schema, store.SchemaVersion, false)
-	if _, err := job.Exec(ctx, `SELECT pg_advisory_unlock($1::bigint)`, lock); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-logs.Addr:
-	case err := <-done:
-		t.Fatalf("quotad exited: %v\n%s", err, logs)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("quotad did not start once the migration was done\n%s", logs)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("quotad stopped with error: %v\n%s", err, logs)
-	}
+	// And back.
+	a.mustDo(http.StatusOK, "PUT", "/v1/plans/starter", `{"name":"Plan starter","public":true,"price":{"amount_cents":900},
+		"limits":[{"metric":"api_calls","window":"day","limit":20}]}`)
+	eventually(t, func() bool { _, up, _ := b.checkUpgrade(5); return up == "starter" },
+		"starter to come back to the upgrades of the other process")
 }

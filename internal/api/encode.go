@@ -105,7 +105,49 @@ func appendCheckAnswer(dst []byte, d *quota.Decision) (_ []byte, ok bool) {
 		b = append(b, `,"code":"`+codeQuotaExceeded+`","detail":`...)
 		b = appendJSONString(b, deniedDetail(d))
 	}
+	if d.Upgrade != nil {
+		b = append(b, `,"upgrade":`...)
+		b = appendUpgrade(b, d.Upgrade)
+	}
 	return append(b, "}\n"...), true
+}
+
+// upgradeBody is a denied check's upgrade as the API writes it.
+type upgradeBody struct {
+	Plan  string      `json:"plan"`
+	Name  string      `json:"name"`
+	Price tiers.Price `json:"price"`
+	Limit *int64      `json:"limit"`
+}
+
+// newUpgradeBody returns u as the API writes it, nil for nil.
+func newUpgradeBody(u *tiers.Upgrade) *upgradeBody {
+	if u == nil {
+		return nil
+	}
+	return &upgradeBody{Plan: u.Plan, Name: u.Name, Price: u.Price, Limit: u.Limit}
+}
+
+// appendUpgrade appends the JSON object of a denied check's upgrade, as
+// encoding/json writes newUpgradeBody(u) (see TestAppendCheckAnswer).
+func appendUpgrade(b []byte, u *tiers.Upgrade) []byte {
+	b = append(b, `{"plan":`...)
+	b = appendJSONString(b, u.Plan)
+	b = append(b, `,"name":`...)
+	b = appendJSONString(b, u.Name)
+	b = append(b, `,"price":{"amount_cents":`...)
+	b = strconv.AppendInt(b, u.Price.AmountCents, 10)
+	b = append(b, `,"currency":`...)
+	b = appendJSONString(b, u.Price.Currency)
+	b = append(b, `,"interval":`...)
+	b = appendJSONString(b, u.Price.Interval)
+	b = append(b, `},"limit":`...)
+	if u.Limit == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *u.Limit, 10)
+	}
+	return append(b, '}')
 }
 
 // appendWindows appends the JSON array of windows ws, each naming its

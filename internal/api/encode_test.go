@@ -25,8 +25,9 @@ type checkResponse struct {
 	Limits     []windowState `json:"limits"`
 	Items      []itemState   `json:"items,omitempty"`
 	// Code and Detail are set when the check is denied.
-	Code   string `json:"code,omitempty"`
-	Detail string `json:"detail,omitempty"`
+	Code    string       `json:"code,omitempty"`
+	Detail  string       `json:"detail,omitempty"`
+	Upgrade *upgradeBody `json:"upgrade,omitempty"`
 }
 
 type windowState struct {
@@ -77,6 +78,7 @@ func newCheckResponse(d quota.Decision) checkResponse {
 	default:
 		resp.Code, resp.Detail = codeQuotaExceeded, deniedDetail(&d)
 	}
+	resp.Upgrade = newUpgradeBody(d.Upgrade)
 	return resp
 }
 
@@ -198,6 +200,12 @@ func TestAppendCheckAnswer(t *testing.T) {
 	itemsNever.Items[1].Never, itemsNever.Items[1].RetryAfter = true, 0
 	badItemWindow := items
 	badItemWindow.Items = []quota.ItemResult{{Metric: "a", Limits: []quota.WindowResult{window(0, tiers.Hard, quota.StateOK, reset)}}}
+	limit := int64(10_000)
+	upgrade := denied
+	upgrade.Upgrade = &tiers.Upgrade{Plan: "pro", Name: "Pro", Limit: &limit,
+		Price: tiers.Price{AmountCents: 4900, Currency: "USD", Interval: "month"}}
+	unlimited := never
+	unlimited.Upgrade = &tiers.Upgrade{Plan: `a"b<c>`, Name: "Énterprise\u2028", Price: tiers.Price{Interval: "year"}}
 	emptyItems := quota.Decision{Allowed: true, Customer: "acme", Degraded: true, Limits: []quota.WindowResult{},
 		Items: []quota.ItemResult{{Metric: "a", Cost: 1, Allowed: true, Limits: []quota.WindowResult{}}}}
 
@@ -245,6 +253,8 @@ func TestAppendCheckAnswer(t *testing.T) {
 		"items, one never passes":          itemsNever,
 		"items, a bad window":              badItemWindow,
 		"items, degraded without limits":   emptyItems,
+		"denied with an upgrade":           upgrade,
+		"never, an unlimited upgrade":      unlimited,
 	} {
 		t.Run(name, func(t *testing.T) { assertSameAnswer(t, d) })
 	}

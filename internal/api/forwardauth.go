@@ -146,7 +146,9 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	default:
 		code, detail = codeQuotaExceeded, deniedDetail(&d)
 	}
-	writeProblem(c, newProblem(http.StatusTooManyRequests, code, detail, nil))
+	p := newProblem(http.StatusTooManyRequests, code, detail, nil)
+	p.Upgrade = newUpgradeBody(d.Upgrade)
+	writeProblem(c, p)
 	return nil
 }
 

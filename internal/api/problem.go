@@ -24,6 +24,8 @@ type Problem struct {
 	Detail string             `json:"detail,omitempty"`
 	Code   string             `json:"code"`
 	Errors []tiers.FieldError `json:"errors,omitempty"`
+	// Upgrade, on forward-auth's 429, is the check answer's upgrade.
+	Upgrade *upgradeBody `json:"upgrade,omitempty"`
 }
 
 // Problem codes.

@@ -248,7 +248,7 @@ func (m *Metric) spec() tiers.MetricSpec {
 }
 
 func (p *Plan) spec() tiers.PlanSpec {
-	s := tiers.PlanSpec{Name: p.Name, Description: p.Description, Limits: make([]tiers.LimitSpec, len(p.Limits)),
+	s := tiers.PlanSpec{Name: p.Name, Description: p.Description, Public: p.Public, Limits: make([]tiers.LimitSpec, len(p.Limits)),
 		Features: featureSpecs(p.Features)}
 	if p.Price != nil {
 		s.Price = &tiers.PriceSpec{AmountCents: p.Price.AmountCents, Currency: p.Price.Currency, Interval: p.Price.Interval}

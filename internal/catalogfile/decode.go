@@ -333,6 +333,13 @@ func (d *decoder) value(field string, n *yaml.Node, v reflect.Value) {
 			return
 		}
 		v.SetInt(i)
+	case reflect.Bool:
+		var b bool
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+			d.failValue(n, field, "must be true or false, got "+describe(n))
+			return
+		}
+		v.SetBool(b)
 	default:
 		panic("catalogfile: cannot decode into " + v.Type().String())
 	}

@@ -357,6 +357,9 @@ func metricFields(m *Metric) []field {
 
 func planFields(p *Plan) []field {
 	fs := []field{{"name", str(p.Name)}, {"description", str(p.Description)}}
+	if p.Public != nil && *p.Public {
+		fs = append(fs, field{"public", "true"}) // false is the default: no change from absent
+	}
 	if p.Price != nil {
 		fs = append(fs,
 			field{"price.amount_cents", num(p.Price.AmountCents)},

@@ -121,6 +121,7 @@ func fromPlan(p tiers.Plan) *Plan {
 	f := &Plan{
 		Name:        ptr(p.Name),
 		Description: nonZero(p.Description),
+		Public:      nonZero(p.Public),
 		Price:       &Price{AmountCents: ptr(p.Price.AmountCents), Currency: ptr(p.Price.Currency), Interval: ptr(p.Price.Interval)},
 	}
 	for key, v := range p.Features {

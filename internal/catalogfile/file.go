@@ -79,8 +79,10 @@ type CreditRate struct {
 type Plan struct {
 	Name        *string `yaml:"name,omitempty"`
 	Description *string `yaml:"description,omitempty"`
-	Price       *Price  `yaml:"price,omitempty"`
-	Limits      []Limit `yaml:"limits,omitempty"`
+	// Public: the plan may be offered as a denied check's upgrade.
+	Public *bool   `yaml:"public,omitempty"`
+	Price  *Price  `yaml:"price,omitempty"`
+	Limits []Limit `yaml:"limits,omitempty"`
 	// Features are scalars by feature key: true or false, an integer or a
 	// string (read and written with FeatureValues and SetFeatureValues).
 	Features map[string]*yaml.Node `yaml:"features,omitempty"`

@@ -112,6 +112,16 @@ func TestBadFiles(t *testing.T) {
 			want: []string{`catalog.yaml:4: metrics.api_calls.capacity.day: must be an integer, got "100"`},
 		},
 		{
+			name: "string for a boolean",
+			file: lines("plans:", "  pro:", `    public: "yes"`),
+			want: []string{`catalog.yaml:3: plans.pro.public: must be true or false, got "yes"`},
+		},
+		{
+			name: "integer for a boolean",
+			file: lines("plans:", "  pro:", `    public: 1`),
+			want: []string{`catalog.yaml:3: plans.pro.public: must be true or false, got "1"`},
+		},
+		{
 			name: "fraction for an integer",
 			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits: [{metric: api_calls, window: day, limit: 1.5}]"),
 			want: []string{`catalog.yaml:4: plans.pro.limits[0].limit: must be an integer, got "1.5"`},
@@ -462,7 +472,7 @@ func TestBadFiles(t *testing.T) {
 			),
 			want: []string{
 				`catalog.yaml:3: metrics.api_calls.capacity.day: must be an integer, got "many"`,
-				"catalog.yaml:6: plans.pro.colour: unknown field; known fields: name, description, price, limits, features",
+				"catalog.yaml:6: plans.pro.colour: unknown field; known fields: name, description, public, price, limits, features",
 				`catalog.yaml:8: plans.pro.limits[0].metric: metric "foo" is not declared`,
 				"catalog.yaml:9: plans.pro.limits[1].ceiling: must be at least limit",
 				`catalog.yaml:10: plans.pro.limits[2].limit: must be an integer, got "1.5"`,

@@ -395,3 +395,41 @@ customers:
 		t.Fatalf("a rollover changed: %+v; want one change", changes)
 	}
 }
+
+// TestPublicAsCode: a plan's public reads, exports and diffs; false, the
+// default, is the same as absent.
+func TestPublicAsCode(t *testing.T) {
+	catalog := func(public string) string {
+		return "metrics:\n  api_calls: {}\nplans:\n  pro: {name: Pro" + public + "}\n"
+	}
+	for _, tc := range []struct {
+		name, server, file string
+		changes            int
+	}{
+		{"both public", ", public: true", ", public: true", 0},
+		{"false is absent", ", public: false", "", 0},
+		{"absent is false", "", ", public: false", 0},
+		{"made public", "", ", public: true", 1},
+		{"made non-public", ", public: true", ", public: false", 1},
+		{"public left out", ", public: true", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			server := mustCatalog(t, catalog(tc.server), &Catalog{})
+			file := mustCatalog(t, catalog(tc.file), server)
+			if changes := Diff(file, server, nil, false); len(changes) != tc.changes {
+				t.Errorf("changes %+v; want %d", changes, tc.changes)
+			}
+			out, err := Encode(Export(server, true))
+			if err != nil {
+				t.Fatal(err)
+			}
+			public := server.Plans["pro"].Public
+			if strings.Contains(string(out), "public: true") != public {
+				t.Errorf("export of a plan with public %v:\n%s", public, out)
+			}
+			if back := mustCatalog(t, string(out), &Catalog{}); back.Plans["pro"].Public != public {
+				t.Errorf("export read back with public %v, want %v:\n%s", back.Plans["pro"].Public, public, out)
+			}
+		})
+	}
+}

@@ -88,6 +88,8 @@ type benchCatalog struct {
 	acct   tiers.Account
 }
 
+func (*benchCatalog) PublicPlans(context.Context) ([]tiers.Plan, error) { return nil, nil }
+
 func (c *benchCatalog) Metric(context.Context, string) (tiers.Metric, error) { return c.metric, nil }
 func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, error) {
 	a := c.acct
@@ -260,6 +262,8 @@ type mapCatalog struct {
 	metrics map[string]tiers.Metric
 	plan    tiers.Plan
 }
+
+func (*mapCatalog) PublicPlans(context.Context) ([]tiers.Plan, error) { return nil, nil }
 
 func (c *mapCatalog) Metric(_ context.Context, key string) (tiers.Metric, error) {
 	m, ok := c.metrics[key]

@@ -416,6 +416,9 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 		return Decision{}, err
 	}
 	d.StoreTrips = s.trips()
+	if !d.Allowed && d.Items == nil {
+		d.Upgrade = upgrade(ctx, e.catalog, s, &d)
+	}
 	if !r.DryRun && !r.Look && !d.Replayed {
 		counted := d.Allowed || s.forced
 		s.record(e.history, counted, s.at)

@@ -179,6 +179,10 @@ type Decision struct {
 	// in the request's order; Limits then holds every window of every
 	// item, each once.
 	Items []ItemResult
+	// Upgrade, on a denied check of one metric whose denying windows are
+	// hard limits, is the public plan that would have admitted it (see
+	// tiers.CheapestUpgrade); nil otherwise.
+	Upgrade *tiers.Upgrade
 }
 
 // ItemResult is one item's part of a Decision.
@@ -258,4 +262,6 @@ type Day struct {
 type Catalog interface {
 	Metric(ctx context.Context, key string) (tiers.Metric, error)
 	Account(ctx context.Context, id string) (tiers.Account, error)
+	// PublicPlans returns the public plans, ordered by key.
+	PublicPlans(ctx context.Context) ([]tiers.Plan, error)
 }

@@ -18,6 +18,7 @@ type planRow struct {
 	Key              string `json:"key"`
 	Name             string `json:"name"`
 	Description      string `json:"description"`
+	Public           bool   `json:"public"`
 	PriceAmountCents int64  `json:"price_amount_cents"`
 	PriceCurrency    string `json:"price_currency"`
 	PriceInterval    string `json:"price_interval"`
@@ -49,7 +50,7 @@ type limitRow struct {
 
 func toPlan(r planRow) tiers.Plan {
 	return tiers.Plan{
-		Key: r.Key, Name: r.Name, Description: r.Description,
+		Key: r.Key, Name: r.Name, Description: r.Description, Public: r.Public,
 		Price:         tiers.Price{AmountCents: r.PriceAmountCents, Currency: r.PriceCurrency, Interval: r.PriceInterval},
 		Limits:        toLimits(r.Limits),
 		Features:      featuresOrEmpty(r.Features),
@@ -124,7 +125,7 @@ const planLimitsJSON = `
 
 // planColumns selects a planRow from plans p.
 const planColumns = `
-	p.key, p.name, p.description, p.price_amount_cents, p.price_currency, p.price_interval,
+	p.key, p.name, p.description, p.public, p.price_amount_cents, p.price_currency, p.price_interval,
 	` + planLimitsJSON + ` AS limits,
 	p.features, p.latest_version, p.version, p.created_at, p.updated_at`
 
@@ -149,6 +150,17 @@ func (db *DB) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
 func (db *DB) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.key > $1 ORDER BY p.key LIMIT $2`
 	return findPage(ctx, db.pool, "plans", page.Limit, toPlan, q, page.After)
+}
+
+// FindPublicPlans implements tiers.CacheSource: every public plan as of
+// its latest version, ordered by key.
+func (db *DB) FindPublicPlans(ctx context.Context) ([]tiers.Plan, error) {
+	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.public ORDER BY p.key`
+	plans, err := findAll(ctx, db.pool, toPlan, q)
+	if err != nil {
+		return nil, fmt.Errorf("find public plans: %w", mapErr(err))
+	}
+	return plans, nil
 }
 
 // checkMetricsDeclared returns a *tiers.ValidationError naming every limit
@@ -202,15 +214,15 @@ func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan, grandfat
 			}
 			const update = `
 				UPDATE plans SET name = $2, description = $3, price_amount_cents = $4, price_currency = $5,
-				       price_interval = $6, features = $8, version = version + 1, updated_at = $7
+				       price_interval = $6, features = $8, public = $9, version = version + 1, updated_at = $7
 				WHERE key = $1`
 			const insert = `
 				INSERT INTO plans (key, name, description, price_amount_cents, price_currency, price_interval,
-				                   created_at, updated_at, features)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8)
+				                   created_at, updated_at, features, public)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $7, $8, $9)
 				ON CONFLICT (key) DO NOTHING`
 			err := upsert(ctx, tx, exists, update, insert, p.Key, p.Name, p.Description, p.Price.AmountCents,
-				p.Price.Currency, p.Price.Interval, w.At, featuresOrEmpty(p.Features))
+				p.Price.Currency, p.Price.Interval, w.At, featuresOrEmpty(p.Features), p.Public)
 			if err != nil {
 				return err
 			}

@@ -64,10 +64,10 @@ func versionPlan(ctx context.Context, tx pgx.Tx, at time.Time, key string, exist
 }
 
 // planAtColumns selects a planRow of plans p as of version v: the plan's
-// own key, name, description, numbers and times, the version's price,
+// own key, name, description, public, numbers and times, the version's price,
 // limits and features.
 const planAtColumns = `
-	p.key, p.name, p.description, v.price_amount_cents, v.price_currency, v.price_interval,
+	p.key, p.name, p.description, p.public, v.price_amount_cents, v.price_currency, v.price_interval,
 	v.limits, v.features, p.latest_version, p.version, p.created_at, p.updated_at`
 
 // findPlanOfGroup returns the plan key as the customers who joined it at

@@ -24,6 +24,9 @@ type CacheSource interface {
 	// included), all read in one snapshot. A customer that does not exist
 	// is absent from the map.
 	FindAccounts(ctx context.Context, ids []string) (map[string]Account, error)
+	// FindPublicPlans returns every public plan, as of its latest
+	// version, ordered by key.
+	FindPublicPlans(ctx context.Context) ([]Plan, error)
 }
 
 // DefaultCacheCustomers bounds how many customers a Cache holds.
@@ -85,9 +88,12 @@ type Cache struct {
 
 	metricLoads, customerLoads, customerBatches atomic.Uint64
 
-	mu        sync.RWMutex
-	metrics   map[string]*Metric // nil: known not to exist
-	plans     map[planRef]*Plan
+	mu      sync.RWMutex
+	metrics map[string]*Metric // nil: known not to exist
+	plans   map[planRef]*Plan
+	// public is the public plans, ordered by key; nil until loaded (a
+	// change of any plan drops it).
+	public    []Plan
 	customers map[string]*customerEntry
 	// Customers being loaded or waiting to be, by the batch that brings
 	// them; batches not sent yet, oldest first; the batch in flight; and
@@ -223,6 +229,7 @@ func (c *Cache) Invalidate(ch Change) {
 				delete(c.plans, ref)
 			}
 		}
+		c.public = nil
 	case CustomerChanged:
 		delete(c.customers, ch.Key)
 	}
@@ -238,6 +245,7 @@ func (c *Cache) Purge() {
 	c.mu.Lock()
 	clear(c.metrics)
 	clear(c.plans)
+	c.public = nil
 	clear(c.customers)
 	if c.sending != nil {
 		c.sending.purged = true
@@ -272,6 +280,32 @@ func (c *Cache) Metric(ctx context.Context, key string) (Metric, error) {
 		return Metric{}, err
 	}
 	return v.(Metric), nil
+}
+
+// PublicPlans returns the public plans, ordered by key, loading them on
+// first use and after any change of a plan.
+func (c *Cache) PublicPlans(ctx context.Context) ([]Plan, error) {
+	c.mu.RLock()
+	plans := c.public
+	c.mu.RUnlock()
+	if plans != nil {
+		return plans, nil
+	}
+	v, err := c.load(ctx, "public", func(ctx context.Context, gen uint64) (any, error) {
+		plans, err := c.src.FindPublicPlans(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if plans == nil {
+			plans = []Plan{} // loaded, none: not nil
+		}
+		c.keep(gen, func() { c.public = plans })
+		return plans, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]Plan), nil
 }
 
 // Account returns a customer with its plan and overrides, or

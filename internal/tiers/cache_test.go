@@ -110,6 +110,23 @@ func (s *fakeSource) FindPlan(_ context.Context, key string) (Plan, error) {
 	return p, nil
 }
 
+func (s *fakeSource) FindPublicPlans(context.Context) ([]Plan, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["public"]++
+	if s.fail != nil {
+		return nil, s.fail
+	}
+	var out []Plan
+	for _, p := range s.plans {
+		if p.Public {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b Plan) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
 // planOrNil returns the plan key, nil for "". s.mu must be held.
 func (s *fakeSource) planOrNil(key string) *Plan {
 	if key == "" {
@@ -1066,5 +1083,60 @@ func TestCacheConcurrentUse(t *testing.T) {
 	}
 	if n := c.Len(); n > 5 {
 		t.Errorf("cache holds %d customers, bound is 5", n)
+	}
+}
+
+// The public plans load once, and again after any change of a plan, a
+// purge, or none found.
+func TestCachePublicPlans(t *testing.T) {
+	src := newFakeSource()
+	src.plans["pro"] = Plan{Key: "pro", Public: true}
+	src.plans["free"] = Plan{Key: "free"}
+	c := NewCache(src, 0)
+	ctx := context.Background()
+	keys := func() []string {
+		t.Helper()
+		plans, err := c.PublicPlans(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range plans {
+			out = append(out, p.Key)
+		}
+		return out
+	}
+	steps := []struct {
+		name  string
+		do    func()
+		want  []string
+		loads int
+	}{
+		{"first use loads", func() {}, []string{"pro"}, 1},
+		{"held", func() {}, []string{"pro"}, 1},
+		{"a change of a customer keeps them", func() { c.Invalidate(Change{Kind: CustomerChanged, Key: "acme"}) }, []string{"pro"}, 1},
+		{"a change of a plan drops them", func() {
+			src.mu.Lock()
+			src.plans["free"] = Plan{Key: "free", Public: true}
+			src.mu.Unlock()
+			c.Invalidate(Change{Kind: PlanChanged, Key: "free"})
+		}, []string{"free", "pro"}, 2},
+		{"a purge drops them", func() {
+			src.mu.Lock()
+			src.plans["pro"] = Plan{Key: "pro"}
+			src.plans["free"] = Plan{Key: "free"}
+			src.mu.Unlock()
+			c.Purge()
+		}, nil, 3},
+		{"none is held too", func() {}, nil, 3},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := keys(); !slices.Equal(got, s.want) {
+			t.Errorf("%s: public plans %v, want %v", s.name, got, s.want)
+		}
+		if n := src.count("public"); n != s.loads {
+			t.Errorf("%s: %d loads, want %d", s.name, n, s.loads)
+		}
 	}
 }

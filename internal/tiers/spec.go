@@ -61,10 +61,13 @@ type PriceSpec struct {
 
 // PlanSpec is the body of PUT /v1/plans/{plan}.
 type PlanSpec struct {
-	Name        *string     `json:"name" nullable:"true"`
-	Description *string     `json:"description" nullable:"true"`
-	Price       *PriceSpec  `json:"price" nullable:"true"`
-	Limits      []LimitSpec `json:"limits" nullable:"true"`
+	Name        *string `json:"name" nullable:"true"`
+	Description *string `json:"description" nullable:"true"`
+	// Public: the plan may be offered as a denied check's upgrade;
+	// absent or null: false.
+	Public *bool       `json:"public" nullable:"true"`
+	Price  *PriceSpec  `json:"price" nullable:"true"`
+	Limits []LimitSpec `json:"limits" nullable:"true"`
 	// Features maps feature keys to their values (see ParseFeatureValue).
 	Features map[string]json.RawMessage `json:"features" nullable:"true"`
 }
@@ -200,6 +203,9 @@ func (s PlanSpec) Validate(key string) (Plan, error) {
 	if s.Description != nil {
 		p.checkText("description", *s.Description, maxDescriptionLen)
 		pl.Description = *s.Description
+	}
+	if s.Public != nil {
+		pl.Public = *s.Public
 	}
 	if s.Price != nil {
 		pl.Price = s.Price.validate(&p)

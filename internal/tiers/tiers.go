@@ -395,11 +395,14 @@ type Price struct {
 
 // Plan is a billing tier and the limits it grants.
 type Plan struct {
-	Key         string  `json:"key"`
-	Name        string  `json:"name"`
-	Description string  `json:"description"`
-	Price       Price   `json:"price"`
-	Limits      []Limit `json:"limits"`
+	Key         string `json:"key"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Public: the plan may be offered as the upgrade of a denied check
+	// (see Upgrade). An attribute of the plan, not of its versions.
+	Public bool    `json:"public"`
+	Price  Price   `json:"price"`
+	Limits []Limit `json:"limits"`
 	// Features maps each feature the plan grants to its value; never nil
 	// on a plan read from the store.
 	Features map[string]FeatureValue `json:"features"`

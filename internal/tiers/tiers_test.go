@@ -317,7 +317,7 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 		{"plan limits", Plan{Key: "p", Limits: []Limit{{Metric: "m", Window: Second, Limit: 1, Mode: Hard, Algorithm: FixedWindow}},
 			Features:      map[string]FeatureValue{"sso": FeatureBool(true), "seats": FeatureInt(10), "support": FeatureString("priority")},
 			LatestVersion: 2, CreatedAt: t0, UpdatedAt: t0},
-			`{"key":"p","name":"","description":"","price":{"amount_cents":0,"currency":"","interval":""},"limits":[` +
+			`{"key":"p","name":"","description":"","public":false,"price":{"amount_cents":0,"currency":"","interval":""},"limits":[` +
 				`{"metric":"m","window":"second","limit":1,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"fixed_window"}],` +
 				`"features":{"seats":10,"sso":true,"support":"priority"},"latest_version":2,"version":0,"created_at":` + ts + `,"updated_at":` + ts + `}`},
 	}

@@ -35,6 +35,8 @@ type benchCatalog struct {
 	acct   tiers.Account
 }
 
+func (*benchCatalog) PublicPlans(context.Context) ([]tiers.Plan, error) { return nil, nil }
+
 func (c *benchCatalog) Metric(context.Context, string) (tiers.Metric, error) { return c.metric, nil }
 func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, error) {
 	a := c.acct

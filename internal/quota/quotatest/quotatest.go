@@ -50,6 +50,8 @@ type Catalog struct {
 	mu       sync.RWMutex
 	Metrics  map[string]tiers.Metric
 	Accounts map[string]tiers.Account
+	// Plans are the public plans PublicPlans returns, ordered by key.
+	Plans []tiers.Plan
 	// Err, when set, is returned by every lookup.
 	Err error
 }
@@ -92,6 +94,16 @@ func (c *Catalog) PutCustomer(id string, anchor tiers.Anchor, limits []tiers.Lim
 		Plan:      tiers.Plan{Key: "plan-" + id, Limits: limits},
 		Overrides: overrides,
 	}
+}
+
+// PublicPlans implements quota.Catalog.
+func (c *Catalog) PublicPlans(context.Context) ([]tiers.Plan, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.Err != nil {
+		return nil, c.Err
+	}
+	return c.Plans, nil
 }
 
 // Metric implements quota.Catalog.
