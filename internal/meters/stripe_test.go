@@ -23,6 +23,7 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
 )
 
 // stripeMock runs stripe-mock on a loopback port; it fails in CI and skips
@@ -140,30 +141,46 @@ func TestStripeMeterEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.SetStripeMetrics([]string{"api_calls"})
-	for _, q := range []string{
-		`INSERT INTO plans (key, name, created_at, updated_at) VALUES ('free', 'Free', now(), now())`,
-		`INSERT INTO plan_versions (plan_key, version, price_amount_cents, price_currency, price_interval, limits,
-		   features, customers_on, created_at) VALUES ('free', 1, 0, 'USD', 'month', '[]', '{}', 1, now())`,
-		`INSERT INTO customers (id, plan_key, metadata, created_at, updated_at) VALUES
-		   ('acme', 'free', '{"stripe_customer_id": "cus_acme"}', now(), now()),
-		   ('nobody', 'free', '{}', now(), now())`,
-	} {
-		if _, err := schema.Pool.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
 	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
 	clock := quotatest.NewClock(t0)
 	s := &meters.Sender{Outbox: db, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
 		Clock: clock, Client: &http.Client{Timeout: 10 * time.Second}}
 	var skipped int
 	s.ObserveCut = func(c meters.Cut) { skipped += c.Skipped }
+	// Usage comes from real checks, counted in PostgreSQL, whose history
+	// the engine flushes as quotad does every few seconds.
+	w := tiers.Write{Actor: "ops", At: t0}
+	var limits []tiers.Limit
+	for _, m := range []string{"api_calls", "storage"} {
+		if _, _, err := db.PutMetric(ctx, w, tiers.Metric{Key: m}); err != nil {
+			t.Fatal(err)
+		}
+		limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Month, Limit: 1000, Mode: tiers.Hard})
+	}
+	if _, _, err := db.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Limits: limits,
+		Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for id, meta := range map[string]string{"acme": `{"stripe_customer_id": "cus_acme"}`, "nobody": `{}`} {
+		if _, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: id, Plan: "free", Metadata: []byte(meta)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
+		StoreTimeout: 30 * time.Second})
+	t.Cleanup(func() { _ = engine.Close(ctx) })
 	use := func(customer string, n int64) {
 		t.Helper()
-		d := quota.HistoryDelta{Customer: customer, Metric: "api_calls", Date: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), Used: n}
-		other := d
-		other.Metric = "storage" // not sent to Stripe
-		if err := db.AddHistory(ctx, []quota.HistoryDelta{d, other}); err != nil {
+		for _, r := range []quota.Request{
+			{Customer: customer, Metric: "api_calls", Cost: n},
+			{Customer: customer, Metric: "storage", Cost: n},      // not sent to Stripe
+			{Customer: customer, Metric: "api_calls", Cost: 5000}, // denied: not sent
+		} {
+			if _, err := engine.Check(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := engine.FlushHistory(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
