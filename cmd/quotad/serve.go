@@ -203,9 +203,9 @@ func (p *instance) openStores(ctx context.Context) error {
 	if err := startSchema(ctx, db, p.cfg.noMigrate()); err != nil {
 		return err
 	}
-	// Webhook deliveries use connections of their own, closed after the
-	// worker stops.
-	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
+	// Webhook deliveries and Stripe's meter events use connections of
+	// their own, closed after the worker and the sender stop.
+	outbox, err := db.OpenOutbox(ctx, webhookWorkers+stripeSenders(p.cfg))
 	if err != nil {
 		return err
 	}
@@ -316,7 +316,7 @@ func (p *instance) listen() {
 	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)
 	registerCacheMetrics(p.registry, p.cache)
-	if sender := newStripeSender(p.cfg, p.db, p.log, p.registry); sender != nil {
+	if sender := newStripeSender(p.cfg, p.outbox, p.log, p.registry); sender != nil {
 		p.background.Go(func() { sender.Run(p.bg) })
 	}
 	listener := p.db.Listener(func(n store.Notification) {

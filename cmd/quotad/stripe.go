@@ -12,13 +12,23 @@ import (
 	"github.com/quotad/quotad/internal/webhooks"
 )
 
+// stripeSenders is how many connections of the outbox's pool the Stripe
+// sender uses: one when it runs.
+func stripeSenders(cfg *config) int {
+	if len(cfg.stripeMeters) == 0 {
+		return 0
+	}
+	return 1
+}
+
 // newStripeSender returns the sender of usage to Stripe Billing meters, or
 // nil when --stripe-meters names no metric. Every quotad process runs one:
 // cuts are serialized in PostgreSQL and each event is claimed by one
-// sender. It exports quotad_stripe_meter_events_total by outcome,
+// sender; it works over the outbox's pool, so that a slow Stripe holds no
+// connection checks wait for. It exports quotad_stripe_meter_events_total by outcome,
 // quotad_stripe_skipped_total (usage of customers without
 // metadata.stripe_customer_id) and the outbox's lag and size.
-func newStripeSender(cfg *config, db *store.DB, log *slog.Logger, reg *prometheus.Registry) *meters.Sender {
+func newStripeSender(cfg *config, db *store.Outbox, log *slog.Logger, reg *prometheus.Registry) *meters.Sender {
 	if len(cfg.stripeMeters) == 0 {
 		return nil
 	}

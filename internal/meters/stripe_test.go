@@ -143,7 +143,13 @@ func TestStripeMeterEvents(t *testing.T) {
 	db.SetStripeMetrics([]string{"api_calls"})
 	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
 	clock := quotatest.NewClock(t0)
-	s := &meters.Sender{Outbox: db, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
+	// As quotad does: meter events over the outbox's own pool.
+	outbox, err := db.OpenOutbox(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(outbox.Close)
+	s := &meters.Sender{Outbox: outbox, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
 		Clock: clock, Client: &http.Client{Timeout: 10 * time.Second}}
 	var skipped int
 	s.ObserveCut = func(c meters.Cut) { skipped += c.Skipped }
@@ -222,7 +228,7 @@ func TestStripeMeterEvents(t *testing.T) {
 	}
 	want(1, "7", "")
 	first := rec.events()[1].Get("identifier")
-	if st, err := db.MeterStats(ctx); err != nil || st.Pending != 1 {
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 1 {
 		t.Fatalf("stats %+v, %v; want 1 pending", st, err)
 	}
 	m.start()
@@ -231,7 +237,7 @@ func TestStripeMeterEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(2, "7", first)
-	if st, err := db.MeterStats(ctx); err != nil || st.Pending != 0 {
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
 		t.Fatalf("stats %+v, %v; want none pending", st, err)
 	}
 
@@ -258,7 +264,7 @@ func TestStripeMeterEvents(t *testing.T) {
 	if n := len(rec.events()); n != 5 {
 		t.Fatalf("stripe got %d events, want 5: %v", n, rec.events())
 	}
-	if st, err := db.MeterStats(ctx); err != nil || st.Pending != 0 {
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
 		t.Fatalf("stats %+v, %v; want none pending", st, err)
 	}
 }

@@ -10,13 +10,34 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/quotad/quotad/internal/meters"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/webhooks"
 )
 
-var _ meters.Outbox = (*DB)(nil)
+var (
+	_ meters.Outbox = (*DB)(nil)
+	_ meters.Outbox = (*Outbox)(nil)
+)
+
+// CutMeterEvents is DB.CutMeterEvents over the outbox's own pool.
+func (o *Outbox) CutMeterEvents(ctx context.Context, minute time.Time) (meters.Cut, error) {
+	return cutMeterEvents(ctx, o.pool, minute)
+}
+
+// DeliverMeterEvent is DB.DeliverMeterEvent over the outbox's own pool: an
+// event keeps its connection while Stripe answers, and those connections
+// must never be the ones checks wait for.
+func (o *Outbox) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
+	return deliverMeterEvent(ctx, o.pool, now, send)
+}
+
+// MeterStats is DB.MeterStats over the outbox's own pool.
+func (o *Outbox) MeterStats(ctx context.Context) (meters.Stats, error) {
+	return meterStats(ctx, o.pool)
+}
 
 // SetStripeMetrics names the metrics whose usage goes to Stripe: AddHistory
 // sums their admitted units into stripe_usage_pending, in the statement
@@ -71,8 +92,12 @@ func (db *DB) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
 // counted; negative sums (refunds beyond the interval's usage) wait to be
 // netted against later usage.
 func (db *DB) CutMeterEvents(ctx context.Context, minute time.Time) (meters.Cut, error) {
+	return cutMeterEvents(ctx, db.pool, minute)
+}
+
+func cutMeterEvents(ctx context.Context, pool *pgxpool.Pool, minute time.Time) (meters.Cut, error) {
 	var cut meters.Cut
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('quotad.stripe_cut.' || current_schema(), 0))`); err != nil {
 			return err
 		}
@@ -130,8 +155,12 @@ type meterEventRow struct {
 // (FOR UPDATE SKIP LOCKED) while Stripe answers, and is deleted once Stripe
 // acknowledges it; a process that dies before leaves it for the next.
 func (db *DB) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
+	return deliverMeterEvent(ctx, db.pool, now, send)
+}
+
+func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
 	var found bool
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT customer_id, metric, stripe_customer, minute, value, identifier, attempts, created_at
 			FROM stripe_meter_events
@@ -180,10 +209,12 @@ func (db *DB) DeliverMeterEvent(ctx context.Context, now time.Time, send func(co
 }
 
 // MeterStats implements meters.Outbox.
-func (db *DB) MeterStats(ctx context.Context) (meters.Stats, error) {
+func (db *DB) MeterStats(ctx context.Context) (meters.Stats, error) { return meterStats(ctx, db.pool) }
+
+func meterStats(ctx context.Context, pool *pgxpool.Pool) (meters.Stats, error) {
 	var s meters.Stats
 	var oldest *time.Time
-	err := db.pool.QueryRow(ctx, `
+	err := pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'failed'),
 		       min(created_at) FILTER (WHERE status = 'pending')
 		FROM stripe_meter_events`).Scan(&s.Pending, &s.Failed, &oldest)
