@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,9 +54,9 @@ type Stats struct {
 
 // Outbox is the meter events' queue, kept in PostgreSQL by internal/store.
 type Outbox interface {
-	// CutMeterEvents turns the usage summed since the last cut into one
-	// pending event per customer and metric at minute.
-	CutMeterEvents(ctx context.Context, minute time.Time) (Cut, error)
+	// CutMeterEvents turns the usage of metrics summed since the last cut
+	// into one pending event per customer and metric at minute.
+	CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (Cut, error)
 	// DeliverMeterEvent claims one pending event due at now that no other
 	// claimer holds, calls send with it while holding it and records the
 	// outcome: a delivered event is deleted. False when none was due.
@@ -101,7 +103,7 @@ func (s *Sender) init() {
 func (s *Sender) Tick(ctx context.Context) error {
 	s.init()
 	now := s.Clock.Now()
-	cut, err := s.Outbox.CutMeterEvents(ctx, now.Truncate(Interval))
+	cut, err := s.Outbox.CutMeterEvents(ctx, now.Truncate(Interval), slices.Sorted(maps.Keys(s.Meters)))
 	if err != nil {
 		return fmt.Errorf("cut meter events: %w", err)
 	}

@@ -23,8 +23,8 @@ var (
 )
 
 // CutMeterEvents is DB.CutMeterEvents over the outbox's own pool.
-func (o *Outbox) CutMeterEvents(ctx context.Context, minute time.Time) (meters.Cut, error) {
-	return cutMeterEvents(ctx, o.pool, minute)
+func (o *Outbox) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
+	return cutMeterEvents(ctx, o.pool, minute, metrics)
 }
 
 // DeliverMeterEvent is DB.DeliverMeterEvent over the outbox's own pool: an
@@ -89,19 +89,20 @@ func (db *DB) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
 // and metric that already has an event at minute keeps its sum for the
 // next cut, so that an event's value never changes once it is written.
 // Sums of customers without metadata.stripe_customer_id are dropped and
-// counted; negative sums (refunds beyond the interval's usage) wait to be
+// counted; sums of metrics not in metrics are dropped; negative sums (refunds beyond the interval's usage) wait to be
 // netted against later usage.
-func (db *DB) CutMeterEvents(ctx context.Context, minute time.Time) (meters.Cut, error) {
-	return cutMeterEvents(ctx, db.pool, minute)
+func (db *DB) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
+	return cutMeterEvents(ctx, db.pool, minute, metrics)
 }
 
-func cutMeterEvents(ctx context.Context, pool *pgxpool.Pool, minute time.Time) (meters.Cut, error) {
+func cutMeterEvents(ctx context.Context, pool *pgxpool.Pool, minute time.Time, metrics []string) (meters.Cut, error) {
 	var cut meters.Cut
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('quotad.stripe_cut.' || current_schema(), 0))`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM stripe_usage_pending WHERE value = 0`); err != nil {
+		// Sums of metrics no longer sent to Stripe go too.
+		if _, err := tx.Exec(ctx, `DELETE FROM stripe_usage_pending WHERE value = 0 OR metric <> ALL($1::text[])`, metrics); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `
