@@ -13,6 +13,7 @@ import (
 
 	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/cmdline"
+	"github.com/quotad/quotad/internal/meters"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/rlheaders"
@@ -72,6 +73,11 @@ type config struct {
 	// WebhookRetryBase is for tests only: the first retry's delay ceiling
 	// (5s in production), so that a test sees retries in milliseconds.
 	WebhookRetryBase time.Duration `help:"Testing only: the first webhook retry's delay ceiling." envvar:"QUOTAD_WEBHOOK_RETRY_BASE" default:"5s" hidden:""`
+	// Usage to Stripe Billing meters (see internal/meters): on when
+	// StripeMeters names a metric; parsed by check into stripeMeters.
+	StripeMeters  string `help:"Metrics whose usage goes to Stripe Billing meters, a comma list of metric=event_name (the meter's event name); needs --stripe-api-key; empty: off." envvar:"QUOTAD_STRIPE_METERS" placeholder:"LIST"`
+	StripeAPIKey  string `help:"Stripe secret key the meter events are sent with." envvar:"QUOTAD_STRIPE_API_KEY" placeholder:"KEY"`
+	StripeAPIBase string `help:"Stripe's API base URL (a test points it at stripe-mock)." envvar:"QUOTAD_STRIPE_API_BASE" default:"https://api.stripe.com" placeholder:"URL"`
 	// RefundRequiresRequestID: see api.Config.RefundRequiresRequestID.
 	RefundRequiresRequestID bool `help:"Refuse (403) POST /v1/refund without a request_id, the id of the check whose units it gives back, unless an admin token makes it without an API key: check tokens and API keys then give back only what a check charged." envvar:"QUOTAD_REFUND_REQUIRES_REQUEST_ID" default:"false" negatable:""`
 	// RateLimitHeaders: the forms of the rate limit headers (see
@@ -90,7 +96,8 @@ type config struct {
 
 	tokens           []api.Token
 	rateLimitHeaders rlheaders.Forms
-	gogc             string // the environment's GOGC: when set, the operator paces the collector
+	stripeMeters     map[string]string // metric → meter event name; empty: off
+	gogc             string            // the environment's GOGC: when set, the operator paces the collector
 	// origins names, by flag name, where each value given came from: the
 	// flag (--listen) or its variable ($QUOTAD_LISTEN (--listen)); see from.
 	origins map[string]string
@@ -313,6 +320,9 @@ func (c *config) check() error {
 		return bad("ratelimit-headers", "%v", err)
 	}
 	c.rateLimitHeaders = forms
+	if err := c.checkStripe(); err != nil {
+		return err
+	}
 	if c.RedisURL != "" {
 		if _, err := redisstore.New(c.RedisURL, redisstore.Options{}); err != nil {
 			return bad("redis-url", "%v", redactRedis(err.Error(), c.RedisURL))
@@ -466,6 +476,8 @@ func (c *config) logValue() slog.Value {
 		slog.String("rls_config", c.RLSConfig),
 		slog.Bool("webhook_allow_private", c.WebhookAllowPrivate),
 		slog.String("webhook_timeout", c.WebhookTimeout.String()),
+		slog.String("stripe_meters", c.StripeMeters),
+		slog.String("stripe_api_base", c.StripeAPIBase),
 		slog.Bool("refund_requires_request_id", c.RefundRequiresRequestID),
 		slog.String("ratelimit_headers", c.rateLimitHeaders.String()),
 		slog.Any("retain", c.retentionLogValue()),
@@ -511,4 +523,23 @@ func redactRedis(s, url string) string {
 		s = strings.ReplaceAll(s, p, "xxxxx")
 	}
 	return s
+}
+
+// checkStripe parses --stripe-meters and checks the flags it needs.
+func (c *config) checkStripe() error {
+	bad := func(name, format string, args ...any) error {
+		return fmt.Errorf("%s: "+format, append([]any{c.from(name)}, args...)...)
+	}
+	m, err := meters.ParseMeters(c.StripeMeters)
+	if err != nil {
+		return bad("stripe-meters", "%v", err)
+	}
+	if u, err := neturl.Parse(c.StripeAPIBase); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return bad("stripe-api-base", "want an http(s) URL such as https://api.stripe.com, got %q", c.StripeAPIBase)
+	}
+	if len(m) > 0 && c.StripeAPIKey == "" {
+		return bad("stripe-api-key", "--stripe-meters sends usage to Stripe: set the secret key to send it with")
+	}
+	c.stripeMeters = m
+	return nil
 }

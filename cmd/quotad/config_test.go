@@ -139,6 +139,13 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"rate limit headers flag", []string{"--ratelimit-headers", "draft10,draft7"}, nil,
 			[]string{"--ratelimit-headers", "draft10 and draft7", "choose one"}},
 		{"no rate limit headers", []string{"--ratelimit-headers="}, nil, []string{"--ratelimit-headers", `got ""`}},
+		{"stripe meters without a key", nil, map[string]string{"QUOTAD_STRIPE_METERS": "api_calls=api_calls"},
+			[]string{"--stripe-api-key", "--stripe-meters"}},
+		{"stripe meter without event name", []string{"--stripe-meters", "api_calls=", "--stripe-api-key", "sk"}, nil,
+			[]string{"--stripe-meters", `"api_calls="`}},
+		{"stripe meter twice", nil, map[string]string{"QUOTAD_STRIPE_METERS": "a=x,a=y", "QUOTAD_STRIPE_API_KEY": "sk"},
+			[]string{"--stripe-meters", "$QUOTAD_STRIPE_METERS", "twice"}},
+		{"stripe api base", []string{"--stripe-api-base", "api.stripe.com"}, nil, []string{"--stripe-api-base", `"api.stripe.com"`}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -31,6 +32,33 @@ func TestMetricsLint(t *testing.T) {
 		"quotad_db_pool_conns ", "quotad_db_pool_max_conns 6", "quotad_db_pool_acquires_total ",
 		`quotad_checks_total{decision="allowed"} 1`, "quotad_degraded_units_owed 0",
 		`quotad_purged_rows_total{table="usage_history"} 0`,
+	} {
+		if !strings.Contains(body, "\n"+series) {
+			t.Errorf("/metrics has no %q", series)
+		}
+	}
+}
+
+// With --stripe-meters, /metrics carries the Stripe sender's series, and
+// promlint finds no problem in them.
+func TestStripeMetrics(t *testing.T) {
+	t.Parallel()
+	stripe := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	t.Cleanup(stripe.Close)
+	s := MustStartServer(t, nil, map[string]string{
+		"QUOTAD_STRIPE_METERS": "api_calls=api_calls", "QUOTAD_STRIPE_API_KEY": "sk_test", "QUOTAD_STRIPE_API_BASE": stripe.URL,
+	})
+	body := string(s.mustDo(http.StatusOK, "GET", "/metrics", "").Body)
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	for _, series := range []string{
+		"quotad_stripe_outbox_lag_seconds 0", "quotad_stripe_outbox_pending 0", "quotad_stripe_outbox_failed 0",
+		"quotad_stripe_skipped_total 0",
 	} {
 		if !strings.Contains(body, "\n"+series) {
 			t.Errorf("/metrics has no %q", series)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -202,9 +204,9 @@ func (p *instance) openStores(ctx context.Context) error {
 	if err := startSchema(ctx, db, p.cfg.noMigrate()); err != nil {
 		return err
 	}
-	// Webhook deliveries use connections of their own, closed after the
-	// worker stops.
-	outbox, err := db.OpenOutbox(ctx, webhookWorkers)
+	// Webhook deliveries and Stripe's meter events use connections of
+	// their own, closed after the worker and the sender stop.
+	outbox, err := db.OpenOutbox(ctx, webhookWorkers+stripeSenders(p.cfg))
 	if err != nil {
 		return err
 	}
@@ -269,6 +271,9 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		p.leases = lease.NewPool(p.db, quota.SystemClock{})
 		opts.Leases = p.leases
 	}
+	// Before the engine writes any history: usage to Stripe is summed
+	// with it.
+	p.db.SetStripeMetrics(slices.Sorted(maps.Keys(p.cfg.stripeMeters)))
 	p.engine = quota.New(opts)
 	p.db.SetCaps(p.cfg.caps())
 	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
@@ -312,6 +317,9 @@ func (p *instance) listen() {
 	registerProcessMetrics(p.registry, p.db.Pool())
 	registerDetectorMetrics(p.registry, p.detector)
 	registerCacheMetrics(p.registry, p.cache)
+	if sender := newStripeSender(p.cfg, p.outbox, p.log, p.registry); sender != nil {
+		p.background.Go(func() { sender.Run(p.bg) })
+	}
 	listener := p.db.Listener(func(n store.Notification) {
 		switch n.Kind {
 		case store.NotifyDelivery:

@@ -51,6 +51,9 @@ func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error
 	for _, d := range refunds {
 		b.Queue(refundQ, d.Customer, d.Metric, d.Date, d.Used, d.Overage, d.Denied)
 	}
+	// A batch outside a transaction runs in one implicit transaction:
+	// Stripe's sums are written with the history, or neither is.
+	db.queueStripeUsage(b, sorted)
 	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("add history: %w", mapErr(err))
 	}

@@ -43,6 +43,9 @@ type DB struct {
 	// caps bound the customers, keys per customer and webhooks writes
 	// create (see SetCaps); none until set.
 	caps tiers.Caps
+	// stripeMetrics are the metrics whose usage goes to Stripe (see
+	// SetStripeMetrics).
+	stripeMetrics map[string]bool
 }
 
 // SetCaps sets the caps creations are held to (tiers.Caps: 0, no cap).

@@ -1,0 +1,270 @@
+package meters_test
+
+import (
+	"bytes"
+	"context"
+	"go/build"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotad/quotad/internal/dbtest"
+	"github.com/quotad/quotad/internal/meters"
+	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/tiers"
+)
+
+// stripeMock runs stripe-mock on a loopback port; it fails in CI and skips
+// elsewhere when stripe-mock is not installed.
+type stripeMock struct {
+	t    *testing.T
+	bin  string
+	addr string
+	cmd  *exec.Cmd
+}
+
+func startStripeMock(t *testing.T) *stripeMock {
+	t.Helper()
+	// On the PATH, or where go install puts it.
+	bin, err := exec.LookPath("stripe-mock")
+	if err != nil {
+		if p := filepath.Join(build.Default.GOPATH, "bin", "stripe-mock"); build.Default.GOPATH != "" {
+			if _, serr := os.Stat(p); serr == nil {
+				bin, err = p, nil
+			}
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("stripe-mock is not installed (go install github.com/stripe/stripe-mock@latest); CI must run this test")
+		}
+		t.Skip("stripe-mock is not installed (go install github.com/stripe/stripe-mock@latest): skipping")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m := &stripeMock{t: t, bin: bin, addr: addr}
+	m.start()
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *stripeMock) start() {
+	m.t.Helper()
+	m.cmd = exec.Command(m.bin, "-http-addr", m.addr) // loopback only
+	if err := m.cmd.Start(); err != nil {
+		m.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", m.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			m.t.Fatalf("stripe-mock did not listen on %s: %v", m.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a port, bounded above
+	}
+}
+
+func (m *stripeMock) stop() {
+	if m.cmd != nil && m.cmd.Process != nil {
+		_ = m.cmd.Process.Kill()
+		_ = m.cmd.Wait()
+		m.cmd = nil
+	}
+}
+
+// recorder is a reverse proxy in front of stripe-mock that records every
+// meter event it forwards (stripe-mock keeps no state).
+type recorder struct {
+	mu   sync.Mutex
+	sent []url.Values
+	// hold, if set, is called before forwarding.
+	hold func()
+}
+
+func (r *recorder) events() []url.Values {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.sent)
+}
+
+func newRecorder(t *testing.T, target string) (*recorder, string) {
+	u, _ := url.Parse("http://" + target)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	rec := &recorder{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			t.Error(err)
+		}
+		rec.mu.Lock()
+		rec.sent = append(rec.sent, form)
+		hold := rec.hold
+		rec.mu.Unlock()
+		if hold != nil {
+			hold()
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	return rec, srv.URL
+}
+
+func TestStripeMeterEvents(t *testing.T) {
+	m := startStripeMock(t)
+	rec, base := newRecorder(t, m.addr)
+	ctx := context.Background()
+	schema := dbtest.New(t)
+	db, err := store.New(ctx, schema.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetStripeMetrics([]string{"api_calls"})
+	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	clock := quotatest.NewClock(t0)
+	// As quotad does: meter events over the outbox's own pool.
+	outbox, err := db.OpenOutbox(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(outbox.Close)
+	s := &meters.Sender{Outbox: outbox, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
+		Clock: clock, Client: &http.Client{Timeout: 10 * time.Second}}
+	var skipped int
+	s.ObserveCut = func(c meters.Cut) { skipped += c.Skipped }
+	// Usage comes from real checks, counted in PostgreSQL, whose history
+	// the engine flushes as quotad does every few seconds.
+	w := tiers.Write{Actor: "ops", At: t0}
+	var limits []tiers.Limit
+	for _, m := range []string{"api_calls", "storage"} {
+		if _, _, err := db.PutMetric(ctx, w, tiers.Metric{Key: m}); err != nil {
+			t.Fatal(err)
+		}
+		limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Month, Limit: 1000, Mode: tiers.Hard})
+	}
+	if _, _, err := db.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Limits: limits,
+		Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	for id, meta := range map[string]string{"acme": `{"stripe_customer_id": "cus_acme"}`, "nobody": `{}`} {
+		if _, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: id, Plan: "free", Metadata: []byte(meta)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
+		StoreTimeout: 30 * time.Second})
+	t.Cleanup(func() { _ = engine.Close(ctx) })
+	use := func(customer string, n int64) {
+		t.Helper()
+		for _, r := range []quota.Request{
+			{Customer: customer, Metric: "api_calls", Cost: n},
+			{Customer: customer, Metric: "storage", Cost: n},      // not sent to Stripe
+			{Customer: customer, Metric: "api_calls", Cost: 5000}, // denied: not sent
+		} {
+			if _, err := engine.Check(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := engine.FlushHistory(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(i int, value, identifier string) {
+		t.Helper()
+		got := rec.events()
+		if len(got) <= i {
+			t.Fatalf("stripe got %d events, want at least %d", len(got), i+1)
+		}
+		e := got[i]
+		if e.Get("event_name") != "api_calls" || e.Get("payload[stripe_customer_id]") != "cus_acme" || e.Get("payload[value]") != value {
+			t.Fatalf("event %d = %v, want api_calls of cus_acme, value %s", i, e, value)
+		}
+		if identifier != "" && e.Get("identifier") != identifier {
+			t.Fatalf("event %d identifier %q, want %q", i, e.Get("identifier"), identifier)
+		}
+	}
+
+	// Real usage goes as one event; a customer without a Stripe id is
+	// skipped and counted.
+	use("acme", 3)
+	use("acme", 2)
+	use("nobody", 9)
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(0, "5", "")
+	if len(rec.events()) != 1 || skipped != 1 {
+		t.Fatalf("events %v, skipped %d; want 1 event, 1 skipped", rec.events(), skipped)
+	}
+
+	// Stripe down: the event stays, and goes with the same identifier once
+	// stripe-mock is back.
+	use("acme", 7)
+	m.stop()
+	clock.Set(t0.Add(time.Minute))
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(1, "7", "")
+	first := rec.events()[1].Get("identifier")
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 1 {
+		t.Fatalf("stats %+v, %v; want 1 pending", st, err)
+	}
+	m.start()
+	clock.Set(t0.Add(time.Hour))
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(2, "7", first)
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("stats %+v, %v; want none pending", st, err)
+	}
+
+	// A send cut short (the process dies mid-send: its transaction never
+	// commits) loses nothing: the next sends the same event.
+	use("acme", 4)
+	clock.Set(t0.Add(2 * time.Hour))
+	dying, die := context.WithCancel(ctx)
+	release := make(chan struct{})
+	rec.mu.Lock()
+	rec.hold = func() { die(); <-release }
+	rec.mu.Unlock()
+	go func() { <-dying.Done(); close(release) }()
+	_ = s.Tick(dying)
+	rec.mu.Lock()
+	rec.hold = nil
+	rec.mu.Unlock()
+	want(3, "4", "")
+	cut := rec.events()[3].Get("identifier")
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want(4, "4", cut)
+	if n := len(rec.events()); n != 5 {
+		t.Fatalf("stripe got %d events, want 5: %v", n, rec.events())
+	}
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("stats %+v, %v; want none pending", st, err)
+	}
+}
