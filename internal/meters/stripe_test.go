@@ -70,17 +70,21 @@ func (m *stripeMock) start() {
 	if err := m.cmd.Start(); err != nil {
 		m.t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// Wait until it listens: a bound on the wait, polled.
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		c, err := net.DialTimeout("tcp", m.addr, time.Second)
 		if err == nil {
 			c.Close()
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline:
 			m.t.Fatalf("stripe-mock did not listen on %s: %v", m.addr, err)
+		case <-tick.C:
 		}
-		time.Sleep(20 * time.Millisecond) // polling a port, bounded above
 	}
 }
 
