@@ -13,6 +13,7 @@ import (
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotatest"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
@@ -31,6 +32,13 @@ type statementStack struct {
 
 func MustStatementStack(t *testing.T, start time.Time) *statementStack {
 	t.Helper()
+	return mustStack(t, start, false)
+}
+
+// mustStack is a statementStack whose engine, with leases, serves long
+// windows from them as run wires it by default.
+func mustStack(t *testing.T, start time.Time, leases bool) *statementStack {
+	t.Helper()
 	schema := dbtest.New(t)
 	db, err := store.New(context.Background(), schema.Pool)
 	if err != nil {
@@ -41,7 +49,11 @@ func MustStatementStack(t *testing.T, start time.Time) *statementStack {
 	// A check waits for PostgreSQL as long as the test servers' do
 	// (testStoreTimeout): a busy machine can hold one past the default
 	// (250ms), and it would then be admitted without being counted.
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
+	o := quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second}
+	if leases {
+		o.Leases = lease.NewPool(db, clock)
+	}
+	engine := quota.New(o)
 	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
 	srv := api.New(api.Config{Catalog: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now),
 		WhatIf: &whatif.Service{Catalog: catalog, History: db}})

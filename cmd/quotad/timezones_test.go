@@ -10,51 +10,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/api"
 	"github.com/quotad/quotad/internal/billing"
-	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
-	"github.com/quotad/quotad/internal/store"
-	"github.com/quotad/quotad/internal/tiers"
 )
 
-// zoneStack is quotad assembled in process as run wires it, on one manual
-// clock: PostgreSQL, the catalog and its cache, the engine serving long
-// windows from leases, the billing service and the HTTP server.
+// zoneStack is the statements' stack (statementStack) with leases: the
+// engine serves long windows from them, as run wires it.
 type zoneStack struct {
-	t      *testing.T
-	clock  *quotatest.Clock
-	engine *quota.Engine
-	srv    *api.Server
+	*statementStack
 }
 
 func mustZoneStack(t *testing.T, start time.Time) *zoneStack {
 	t.Helper()
-	schema := dbtest.New(t)
-	db, err := store.New(context.Background(), schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := quotatest.NewClock(start)
-	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock,
-		Leases: lease.NewPool(db, clock), StoreTimeout: 30 * time.Second})
-	srv := api.New(api.Config{Catalog: tiers.NewService(db, clock.Now, cache.Invalidate), Checker: engine,
-		Billing: billing.NewService(db, clock.Now)})
-	return &zoneStack{t: t, clock: clock, engine: engine, srv: srv}
+	return &zoneStack{mustStack(t, start, true)}
 }
 
+// do sends a request, failing the test on a 5xx.
 func (s *zoneStack) do(method, path, body string) *httptest.ResponseRecorder {
 	s.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Host = "localhost"
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	rec := httptest.NewRecorder()
-	s.srv.ServeHTTP(rec, req)
+	rec := s.statementStack.do(method, path, body, "")
 	if rec.Code >= 500 {
 		s.t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
 	}
