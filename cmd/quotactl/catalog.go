@@ -44,33 +44,8 @@ type applyCmd struct {
 }
 
 func (x *applyCmd) Run(e *env) error {
-	data, err := os.ReadFile(x.File)
+	changes, err := plan(e, x.File, x.Prune)
 	if err != nil {
-		return err
-	}
-	doc, err := catalogfile.Parse(x.File, data)
-	if err != nil {
-		return badFile(e, err)
-	}
-	f, etags, err := snapshot(e.ctx, e.client, doc.File.Customers != nil)
-	if err != nil {
-		return fmt.Errorf("read the catalog: %w", err)
-	}
-	now := e.now()
-	have, err := catalogfile.Normalize(f, now)
-	if err != nil {
-		return fmt.Errorf("read the catalog: %w", err)
-	}
-	want, err := catalogfile.Validate(doc, have, now)
-	if err != nil {
-		return badFile(e, err)
-	}
-	changes := catalogfile.Diff(want, have, etags, x.Prune)
-	var kept []catalogfile.Ref
-	if !x.Prune {
-		kept = catalogfile.Unpruned(want, have)
-	}
-	if err := catalogfile.Print(e.stdout, changes, kept); err != nil {
 		return err
 	}
 	if len(changes) == 0 {
@@ -98,6 +73,66 @@ func (x *applyCmd) Run(e *env) error {
 	}
 	_, err = fmt.Fprintf(e.stdout, "Applied %s.\n", count(len(changes), "change"))
 	return err
+}
+
+type diffCmd struct {
+	File   string `short:"f" required:"" help:"The catalog file to compare with the server." placeholder:"FILE" type:"existingfile"`
+	Prune  bool   `help:"Also list what apply --prune would delete."`
+	Impact bool   `help:"For each plan whose limits or price the file changes, replay its customers' recorded usage against the file's limits (a what-if): who would have been denied, and what overage would have earned."`
+	From   string `help:"The first day replayed by --impact (YYYY-MM-DD; default: 29 days before --to)." placeholder:"DATE"`
+	To     string `help:"The last day replayed by --impact (YYYY-MM-DD; default: today, UTC)." placeholder:"DATE"`
+}
+
+// Run prints the changes that make the server match the file, as apply
+// --dry-run does, then with --impact what each changed plan's new limits
+// would have done to its customers. It writes nothing.
+func (x *diffCmd) Run(e *env) error {
+	if !x.Impact && (x.From != "" || x.To != "") {
+		return errors.New("--from and --to go with --impact")
+	}
+	from, to, err := impactDays(x.From, x.To, e.now())
+	if err != nil {
+		return err
+	}
+	changes, err := plan(e, x.File, x.Prune)
+	if err != nil || !x.Impact {
+		return err
+	}
+	return printImpact(e, changes, from, to)
+}
+
+// plan reads the catalog file at path and the server's catalog, and
+// prints and returns the changes that make the server match the file
+// (deletions too with prune; without it, what the file leaves out is
+// listed as kept).
+func plan(e *env, path string, prune bool) ([]catalogfile.Change, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := catalogfile.Parse(path, data)
+	if err != nil {
+		return nil, badFile(e, err)
+	}
+	f, etags, err := snapshot(e.ctx, e.client, doc.File.Customers != nil)
+	if err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	now := e.now()
+	have, err := catalogfile.Normalize(f, now)
+	if err != nil {
+		return nil, fmt.Errorf("read the catalog: %w", err)
+	}
+	want, err := catalogfile.Validate(doc, have, now)
+	if err != nil {
+		return nil, badFile(e, err)
+	}
+	changes := catalogfile.Diff(want, have, etags, prune)
+	var kept []catalogfile.Ref
+	if !prune {
+		kept = catalogfile.Unpruned(want, have)
+	}
+	return changes, catalogfile.Print(e.stdout, changes, kept)
 }
 
 // testHookBeforeApply, when set by a test, runs between planning and the

@@ -11,6 +11,7 @@
 //
 //	quotactl catalog export [--customers] [-o FILE]
 //	quotactl catalog apply -f FILE [--dry-run] [--prune]
+//	quotactl catalog diff -f FILE [--prune] [--impact [--from DATE] [--to DATE]]
 //	quotactl check CUSTOMER METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl check --api-key KEY METRIC[:COST][@SUBJECT]... [--cost N] [--subject S] [--dry-run]
 //	quotactl usage CUSTOMER [--subject S]
@@ -70,6 +71,7 @@ type cli struct {
 	Catalog struct {
 		Export exportCmd `cmd:"" help:"Write the catalog (metrics and plans; with --customers, customers and overrides too) as YAML."`
 		Apply  applyCmd  `cmd:"" help:"Print the changes that make quotad match a catalog file, then make them."`
+		Diff   diffCmd   `cmd:"" help:"Print the changes that make quotad match a catalog file, and with --impact what the changed plans would have done to their customers; write nothing."`
 	} `cmd:"" help:"The catalog as code."`
 	Check        checkCmd        `cmd:"" help:"Ask quotad whether a customer may use a metric now, or several at once (all or none), and print every window (exit 0 allowed, 2 denied)."`
 	Usage        usageCmd        `cmd:"" help:"Print a customer's usage in every window it has a limit on (with --subject, the subject's too)."`
