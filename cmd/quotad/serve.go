@@ -488,7 +488,7 @@ func (p *instance) api(forwardRules *forwardauth.Rules) *api.Server {
 		Grants:       p.grants,
 		KeyResolver:  p.verifier,
 		Holders:      store.NewHolders(p.db),
-		WhatIf:       &whatif.Service{Catalog: p.catalog, History: p.db},
+		WhatIf:       &whatif.Service{Catalog: p.catalog, History: p.db, DayTimeout: p.cfg.RequestTimeout},
 	})
 }
 

@@ -99,6 +99,7 @@ func TestWhatIfEndToEnd(t *testing.T) {
 		{"one day", `{"plan":"free","limits":` + limits + `,"from":"2026-03-02","to":"2026-03-02"}`, 200, day2},
 		{"a bad date", `{"plan":"free","limits":` + limits + `,"from":"2026-3-1","to":"2026-03-03"}`, 400, "validation_failed"},
 		{"from after to", `{"plan":"free","limits":` + limits + `,"from":"2026-03-04","to":"2026-03-03"}`, 400, "validation_failed"},
+		{"more days than a history query reads", `{"plan":"free","limits":` + limits + `,"from":"2025-01-01","to":"2026-01-02"}`, 400, "validation_failed"},
 		{"a bad limit", `{"plan":"free","limits":[{"metric":"api_calls","window":"fortnight","limit":1}],"from":"2026-03-01","to":"2026-03-03"}`, 400, "validation_failed"},
 		{"a negative limit", `{"plan":"free","limits":[{"metric":"api_calls","window":"day","limit":-1}],"from":"2026-03-01","to":"2026-03-03"}`, 400, "validation_failed"},
 		{"an unknown plan", `{"plan":"gold","limits":` + limits + `,"from":"2026-03-01","to":"2026-03-03"}`, 404, "plan_not_found"},

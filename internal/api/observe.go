@@ -113,10 +113,11 @@ func (s *Server) run(c echo.Context, rc *requestContext, next echo.HandlerFunc) 
 	if !wholeSegments(c) {
 		return token, echo.ErrNotFound
 	}
-	if route := c.Path(); route != "/v1/check" && !strings.HasPrefix(route, forwardAuthPath) && !streamsStatements(c) {
-		// Checks bound their own waits (the engine's store timeout), and
-		// the streamed statements each page's; every other request waits
-		// for PostgreSQL at most this long, then answers 503.
+	if route := c.Path(); route != "/v1/check" && !strings.HasPrefix(route, forwardAuthPath) && !streamsStatements(c) && route != whatIfPath {
+		// Checks bound their own waits (the engine's store timeout), the
+		// streamed statements each page's and what-ifs each day's; every
+		// other request waits for PostgreSQL at most this long, then
+		// answers 503.
 		ctx, cancel := context.WithTimeout(c.Request().Context(), s.requestTimeout)
 		defer cancel()
 		c.SetRequest(c.Request().WithContext(ctx))

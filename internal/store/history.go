@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/whatif"
@@ -140,35 +141,38 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 	return ids, nil
 }
 
-// StreamHistory implements whatif.HistoryStore: one query, rows read as
-// they come, in the order of usage_history's primary key.
-func (db *DB) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.Row) error) error {
+// StreamDay implements whatif.HistoryStore: the day's rows through
+// usage_history_day (history is written a day at a time, so a day's rows
+// lie together), its customers kept by a semi-join with theirs. A
+// replay of many days reads one pass of the table for those days however
+// many customers the plan has, where reading customer by customer through
+// the primary key would visit a page per row.
+func (db *DB) StreamDay(ctx context.Context, q whatif.Query, day time.Time, fn func(whatif.Row)) error {
 	const sql = `
-		SELECT h.customer_id, h.metric, h.day, h.used, h.overage, h.denied
-		FROM customers c
-		JOIN usage_history h ON h.customer_id = c.id
-		WHERE (CASE WHEN cardinality($1::text[]) > 0 THEN c.id = ANY($1) ELSE c.plan_key = $2 END)
-		  AND h.metric = ANY($3) AND h.day BETWEEN $4 AND $5
-		ORDER BY h.customer_id, h.day`
+		SELECT h.customer_id, h.metric, h.used, h.overage, h.denied
+		FROM usage_history h
+		WHERE h.day = $1 AND h.metric = ANY($2)
+		  AND EXISTS (SELECT FROM customers c WHERE c.id = h.customer_id
+		      AND (CASE WHEN cardinality($3::text[]) > 0 THEN c.id = ANY($3) ELSE c.plan_key = $4 END))`
 	customers := q.Customers
 	if customers == nil {
 		customers = []string{}
 	}
-	rows, err := db.pool.Query(ctx, sql, customers, q.Plan, q.Metrics, q.From, q.To)
+	rows, err := db.pool.Query(ctx, sql, day, q.Metrics, customers, q.Plan)
 	if err != nil {
 		return fmt.Errorf("stream history: %w", mapErr(err))
 	}
 	defer rows.Close()
-	var r whatif.Row
-	var day time.Time
+	r := whatif.Row{Date: day}
+	// The driver's own bytes, valid until the next row: nothing is
+	// allocated per row.
+	var customer, metric pgtype.DriverBytes
 	for rows.Next() {
-		if err := rows.Scan(&r.Customer, &r.Metric, &day, &r.Used, &r.Overage, &r.Denied); err != nil {
+		if err := rows.Scan(&customer, &metric, &r.Used, &r.Overage, &r.Denied); err != nil {
 			return fmt.Errorf("scan history: %w", mapErr(err))
 		}
-		r.Date = time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)
-		if err := fn(r); err != nil {
-			return err
-		}
+		r.Customer, r.Metric = customer, metric
+		fn(r)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("stream history: %w", mapErr(err))

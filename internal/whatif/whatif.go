@@ -6,6 +6,7 @@ package whatif
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
@@ -14,10 +15,12 @@ import (
 
 // Row is one customer's usage of one metric on one day, as history records
 // it: units admitted (Used, overage included), admitted beyond a soft limit
-// (Overage) and denied (Denied).
+// (Overage) and denied (Denied). Customer and Metric are bytes a store may
+// reuse for its next row: Add copies what it keeps, so that a replay of
+// millions of rows allocates once per customer, not once per row.
 type Row struct {
-	Customer string
-	Metric   string
+	Customer []byte
+	Metric   []byte
 	Date     time.Time // 00:00 UTC of the customer's local date
 	Used     int64
 	Overage  int64
@@ -69,47 +72,58 @@ type Result struct {
 	NotReplayed []NotReplayed `json:"not_replayed"`
 }
 
-// limit is a replayable limit and its count in the current period.
+// limit is a replayable limit.
 type limit struct {
 	tiers.Limit
-	cap    int64 // units admitted per period: Limit, plus a soft limit's overage
-	price  int64 // micros per overage unit
-	period int64 // the current period's number; -1: none yet
-	count  int64 // units admitted in it
-	over   bool  // whether the period is already counted in PeriodsOver
+	cap   int64 // units admitted per period: Limit, plus a soft limit's overage
+	price int64 // micros per overage unit
 }
 
-// Replay replays rows in order. Rows must come grouped by customer, each
-// customer's in date order (metrics in any order within a day).
+// period is a customer's count of one limit in its current period.
+type period struct {
+	n     int64 // the period's number (see periodOf); -1: none yet
+	count int64 // units admitted in it
+	over  bool  // whether the period is already counted in PeriodsOver
+}
+
+// customer is one customer's replay so far: its figures and, for each
+// limit of the replay (in the order of Replay.all), its current period.
+type customer struct {
+	Customer
+	periods []period
+}
+
+// Replay replays rows in date order: a customer's rows must come in date
+// order; customers' rows may interleave (a store reads a day at a time),
+// and metrics come in any order within a day.
 type Replay struct {
-	byMetric map[string][]*limit
-	all      []*limit
-	cur      Customer
-	started  bool
-	res      Result
+	all      []limit
+	byMetric map[string][]int // indexes into all
+	// customers holds each customer's replay so far: a few words per
+	// customer and limit, so that a day's rows need not come grouped.
+	customers   map[string]*customer
+	notReplayed []NotReplayed
 }
 
 // New returns a replay of limits; limits whose window is shorter than a
 // day, whose count never resets (total), that count per subject or that
 // are elastic are not replayed and listed in the result as such.
 func New(limits []tiers.Limit) *Replay {
-	r := &Replay{byMetric: make(map[string][]*limit), res: Result{Customers: []Customer{}, NotReplayed: []NotReplayed{}}}
+	r := &Replay{byMetric: make(map[string][]int), customers: make(map[string]*customer), notReplayed: []NotReplayed{}}
 	for _, l := range limits {
 		if reason := unreplayable(l); reason != "" {
 			nr := NotReplayed{Metric: l.Metric, Window: l.Window.String(), Reason: reason}
 			if l.Per != tiers.PerCustomer {
 				nr.Per = l.Per.String()
 			}
-			r.res.NotReplayed = append(r.res.NotReplayed, nr)
+			r.notReplayed = append(r.notReplayed, nr)
 			continue
 		}
-		lim := &limit{Limit: l, cap: quota.Threshold(l), period: -1}
-		if l.Mode == tiers.Soft {
-			if l.OveragePriceMicros != nil {
-				lim.price = *l.OveragePriceMicros
-			}
+		lim := limit{Limit: l, cap: quota.Threshold(l)}
+		if l.Mode == tiers.Soft && l.OveragePriceMicros != nil {
+			lim.price = *l.OveragePriceMicros
 		}
-		r.byMetric[l.Metric] = append(r.byMetric[l.Metric], lim)
+		r.byMetric[l.Metric] = append(r.byMetric[l.Metric], len(r.all))
 		r.all = append(r.all, lim)
 	}
 	return r
@@ -156,70 +170,66 @@ func periodOf(w tiers.Window, date time.Time) int64 {
 
 // Add replays one row.
 func (r *Replay) Add(row Row) {
-	if !r.started || row.Customer != r.cur.Customer {
-		r.flush()
-		r.started = true
-		r.cur = Customer{Customer: row.Customer}
-		for _, l := range r.all {
-			l.period, l.count, l.over = -1, 0, false
+	c := r.customers[string(row.Customer)]
+	if c == nil {
+		c = &customer{Customer: Customer{Customer: string(row.Customer)}, periods: make([]period, len(r.all))}
+		for i := range c.periods {
+			c.periods[i].n = -1
 		}
+		r.customers[c.Customer.Customer] = c
 	}
-	r.cur.Recorded.DeniedUnits += row.Denied
-	r.cur.Recorded.OverageUnits += row.Overage
-	ls := r.byMetric[row.Metric]
+	c.Recorded.DeniedUnits += row.Denied
+	c.Recorded.OverageUnits += row.Overage
+	ls := r.byMetric[string(row.Metric)]
 	if len(ls) == 0 {
 		return
 	}
 	demand := row.Used + row.Denied
 	admit := demand
-	for _, l := range ls {
-		if p := periodOf(l.Window, row.Date); p != l.period {
-			l.period, l.count, l.over = p, 0, false
+	for _, i := range ls {
+		l, p := &r.all[i], &c.periods[i]
+		if n := periodOf(l.Window, row.Date); n != p.n {
+			*p = period{n: n}
 		}
-		if room := l.cap - l.count; room < admit {
+		if room := l.cap - p.count; room < admit {
 			admit = max(room, 0)
 		}
 	}
 	if denied := demand - admit; denied > 0 {
-		r.cur.DeniedUnits += denied
-		for _, l := range ls {
-			if l.count+admit >= l.cap && !l.over {
-				l.over = true
-				r.cur.PeriodsOver++
+		c.DeniedUnits += denied
+		for _, i := range ls {
+			if p := &c.periods[i]; p.count+admit >= r.all[i].cap && !p.over {
+				p.over = true
+				c.PeriodsOver++
 			}
 		}
 	}
-	for _, l := range ls {
+	for _, i := range ls {
+		l, p := &r.all[i], &c.periods[i]
 		if l.Mode == tiers.Soft {
-			over := max(l.count+admit-l.Limit.Limit, 0) - max(l.count-l.Limit.Limit, 0)
-			r.cur.OverageUnits += over
-			r.cur.OverageRevenueMicros += over * l.price
+			over := max(p.count+admit-l.Limit.Limit, 0) - max(p.count-l.Limit.Limit, 0)
+			c.OverageUnits += over
+			c.OverageRevenueMicros += over * l.price
 		}
-		l.count += admit
+		p.count += admit
 	}
 }
 
-func (r *Replay) flush() {
-	if !r.started {
-		return
-	}
-	c := r.cur
-	r.res.Replayed++
-	r.res.Total.PeriodsOver += c.PeriodsOver
-	r.res.Total.DeniedUnits += c.DeniedUnits
-	r.res.Total.OverageUnits += c.OverageUnits
-	r.res.Total.OverageRevenueMicros += c.OverageRevenueMicros
-	r.res.Recorded.DeniedUnits += c.Recorded.DeniedUnits
-	r.res.Recorded.OverageUnits += c.Recorded.OverageUnits
-	if c.Figures != (Figures{}) || c.Recorded != (Recorded{}) {
-		r.res.Customers = append(r.res.Customers, c)
-	}
-}
-
-// Result ends the replay and returns what it found: customers whose
-// replay or record is not all zero, in the order their rows came.
+// Result returns what the replay found: customers whose replay or record
+// is not all zero, by id, and the totals over every customer with rows.
 func (r *Replay) Result() Result {
-	r.flush()
-	r.started = false
-	return r.res
+	res := Result{Customers: []Customer{}, NotReplayed: r.notReplayed, Replayed: int64(len(r.customers))}
+	for _, c := range r.customers {
+		res.Total.PeriodsOver += c.PeriodsOver
+		res.Total.DeniedUnits += c.DeniedUnits
+		res.Total.OverageUnits += c.OverageUnits
+		res.Total.OverageRevenueMicros += c.OverageRevenueMicros
+		res.Recorded.DeniedUnits += c.Recorded.DeniedUnits
+		res.Recorded.OverageUnits += c.Recorded.OverageUnits
+		if c.Figures != (Figures{}) || c.Recorded != (Recorded{}) {
+			res.Customers = append(res.Customers, c.Customer)
+		}
+	}
+	slices.SortFunc(res.Customers, func(a, b Customer) int { return strings.Compare(a.Customer, b.Customer) })
+	return res
 }

@@ -1,8 +1,11 @@
 package whatif
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,7 +31,7 @@ func TestReplay(t *testing.T) {
 	rows := func(cust string, used ...int64) []Row {
 		var out []Row
 		for i, u := range used {
-			out = append(out, Row{Customer: cust, Metric: "calls", Date: date("2026-01-30").AddDate(0, 0, i), Used: u})
+			out = append(out, Row{Customer: []byte(cust), Metric: []byte("calls"), Date: date("2026-01-30").AddDate(0, 0, i), Used: u})
 		}
 		return out
 	}
@@ -61,14 +64,24 @@ func TestReplay(t *testing.T) {
 		{"week from Monday", []tiers.Limit{hardWeek}, rows("a", 5, 5, 10, 10),
 			[]Customer{{Customer: "a", Figures: Figures{PeriodsOver: 1, DeniedUnits: 5}}}, Figures{PeriodsOver: 1, DeniedUnits: 5}, 0},
 		{"demand counts what was denied", []tiers.Limit{hardDay},
-			[]Row{{Customer: "a", Metric: "calls", Date: date("2026-01-01"), Used: 8, Denied: 4}},
+			[]Row{{Customer: []byte("a"), Metric: []byte("calls"), Date: date("2026-01-01"), Used: 8, Denied: 4}},
 			[]Customer{{Customer: "a", Figures: Figures{PeriodsOver: 1, DeniedUnits: 2}, Recorded: Recorded{DeniedUnits: 4}}},
 			Figures{PeriodsOver: 1, DeniedUnits: 2}, 0},
 		{"customers apart", []tiers.Limit{hardDay}, append(rows("a", 11), rows("b", 13)...),
 			[]Customer{{Customer: "a", Figures: Figures{PeriodsOver: 1, DeniedUnits: 1}}, {Customer: "b", Figures: Figures{PeriodsOver: 1, DeniedUnits: 3}}},
 			Figures{PeriodsOver: 2, DeniedUnits: 4}, 0},
+		// A store reads a day at a time: customers' rows interleave, and
+		// each keeps its own month.
+		{"customers interleaved by day", []tiers.Limit{hardMonth},
+			[]Row{
+				{Customer: []byte("b"), Metric: []byte("calls"), Date: date("2026-01-01"), Used: 10},
+				{Customer: []byte("a"), Metric: []byte("calls"), Date: date("2026-01-01"), Used: 20},
+				{Customer: []byte("a"), Metric: []byte("calls"), Date: date("2026-01-02"), Used: 20},
+				{Customer: []byte("b"), Metric: []byte("calls"), Date: date("2026-01-02"), Used: 10},
+			},
+			[]Customer{{Customer: "a", Figures: Figures{PeriodsOver: 1, DeniedUnits: 15}}}, Figures{PeriodsOver: 1, DeniedUnits: 15}, 0},
 		{"other metrics ignored", []tiers.Limit{hardDay},
-			[]Row{{Customer: "a", Metric: "tokens", Date: date("2026-01-01"), Used: 80}}, []Customer{}, Figures{}, 0},
+			[]Row{{Customer: []byte("a"), Metric: []byte("tokens"), Date: date("2026-01-01"), Used: 80}}, []Customer{}, Figures{}, 0},
 		{"not replayed", []tiers.Limit{
 			{Metric: "calls", Window: tiers.Minute, Limit: 1, Mode: tiers.Hard},
 			{Metric: "calls", Window: tiers.Hour, Limit: 1, Mode: tiers.Hard},
@@ -97,8 +110,10 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-// BenchmarkWhatIf replays 100,000 customers × 90 days of one metric
-// against a day, a month and a soft day limit.
+// BenchmarkWhatIf replays 100,000 customers × 90 days of one metric, a day
+// at a time, against a day, a month and a soft day limit: the replay's
+// arithmetic alone (BenchmarkWhatIfFromHistory in internal/store reads
+// the rows from PostgreSQL).
 func BenchmarkWhatIf(b *testing.B) {
 	const customers, days = 100_000, 90
 	start := date("2026-01-01")
@@ -106,10 +121,11 @@ func BenchmarkWhatIf(b *testing.B) {
 	for i := range dates {
 		dates[i] = start.AddDate(0, 0, i)
 	}
-	ids := make([]string, customers)
+	ids := make([][]byte, customers)
 	for i := range ids {
-		ids[i] = fmt.Sprintf("cust-%06d", i)
+		ids[i] = fmt.Appendf(nil, "cust-%06d", i)
 	}
+	calls := []byte("calls")
 	limits := []tiers.Limit{
 		{Metric: "calls", Window: tiers.Day, Limit: 1000, Mode: tiers.Hard},
 		{Metric: "calls", Window: tiers.Month, Limit: 20000, Mode: tiers.Soft, OveragePercent: 20, OveragePriceMicros: ptr(100)},
@@ -118,9 +134,10 @@ func BenchmarkWhatIf(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r := New(limits)
-		for c, id := range ids {
-			for d, day := range dates {
-				r.Add(Row{Customer: id, Metric: "calls", Date: day, Used: int64((c*7 + d*13) % 1200)})
+		// A day at a time, as a store reads history.
+		for d, day := range dates {
+			for c, id := range ids {
+				r.Add(Row{Customer: id, Metric: calls, Date: day, Used: int64((c*7 + d*13) % 1200)})
 			}
 		}
 		if res := r.Result(); res.Replayed != customers {
@@ -128,4 +145,72 @@ func BenchmarkWhatIf(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(customers*days), "rows/op")
+}
+
+// days is a HistoryStore that records the days it is asked for and
+// whether each read had a deadline; it blocks on the day named stall
+// until the read's context ends.
+type days struct {
+	read     []string
+	deadline []bool
+	stall    string
+}
+
+func (d *days) StreamDay(ctx context.Context, q Query, day time.Time, fn func(Row)) error {
+	d.read = append(d.read, day.Format(time.DateOnly))
+	_, ok := ctx.Deadline()
+	d.deadline = append(d.deadline, ok)
+	if day.Format(time.DateOnly) == d.stall {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	fn(Row{Customer: []byte("a"), Metric: []byte("calls"), Date: day, Used: 12})
+	return nil
+}
+
+type anyPlan struct{}
+
+func (anyPlan) Plan(_ context.Context, key string) (tiers.Plan, error) { return tiers.Plan{Key: key}, nil }
+func (anyPlan) Customer(_ context.Context, id string) (tiers.Customer, error) {
+	return tiers.Customer{ID: id}, nil
+}
+
+// Run reads a day at a time in date order, each day within DayTimeout,
+// and refuses more days than one history query may read.
+func TestRunReadsDayByDay(t *testing.T) {
+	limits := []tiers.LimitSpec{{Metric: "calls", Window: "day", Limit: ptr(10)}}
+	ctx := context.Background()
+
+	store := &days{}
+	s := Service{Catalog: anyPlan{}, History: store, DayTimeout: time.Minute}
+	a, err := s.Run(ctx, Spec{Plan: "free", Limits: limits, From: "2026-02-27", To: "2026-03-02"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"2026-02-27", "2026-02-28", "2026-03-01", "2026-03-02"}; !reflect.DeepEqual(store.read, want) {
+		t.Errorf("days read %v, want %v", store.read, want)
+	}
+	if slices.Contains(store.deadline, false) {
+		t.Errorf("a day was read without a deadline: %v", store.deadline)
+	}
+	if a.Total.DeniedUnits != 4*2 {
+		t.Errorf("denied %d, want 8 (2 a day)", a.Total.DeniedUnits)
+	}
+
+	// A day that does not answer ends the replay after DayTimeout, though
+	// the request itself has no deadline.
+	store = &days{stall: "2026-03-01"}
+	s = Service{Catalog: anyPlan{}, History: store, DayTimeout: 20 * time.Millisecond}
+	if _, err := s.Run(ctx, Spec{Plan: "free", Limits: limits, From: "2026-02-27", To: "2026-03-02"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a stalled day: %v, want the day's deadline", err)
+	}
+
+	_, err = s.Run(ctx, Spec{Plan: "free", Limits: limits, From: "2025-01-01", To: "2026-01-02"})
+	var ve *tiers.ValidationError
+	if !errors.As(err, &ve) || ve.Fields[0].Field != "to" {
+		t.Errorf("367 days: %v, want a validation error on to", err)
+	}
+	if n := Days(Spec{From: "2025-01-01", To: "2025-12-31"}); n != 365 {
+		t.Errorf("Days of 2025 = %d", n)
+	}
 }
