@@ -170,7 +170,9 @@ func (d *days) StreamDay(ctx context.Context, q Query, day time.Time, fn func(Ro
 
 type anyPlan struct{}
 
-func (anyPlan) Plan(_ context.Context, key string) (tiers.Plan, error) { return tiers.Plan{Key: key}, nil }
+func (anyPlan) Plan(_ context.Context, key string) (tiers.Plan, error) {
+	return tiers.Plan{Key: key}, nil
+}
 func (anyPlan) Customer(_ context.Context, id string) (tiers.Customer, error) {
 	return tiers.Customer{ID: id}, nil
 }
