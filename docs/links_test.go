@@ -1,6 +1,7 @@
 // Package docs holds the tests that keep the documentation's links whole:
-// every relative link of README.md and docs/*.md must name a file that
-// exists and, into a Markdown file, a heading it has.
+// every relative link of README.md, docs/*.md, SECURITY.md and
+// CHANGELOG.md must name a file that exists and, into a Markdown file, a
+// heading it has.
 package docs
 
 import (
@@ -14,13 +15,16 @@ import (
 	"unicode"
 )
 
-// TestDocsLinks checks every relative link of README.md and docs/*.md.
+// TestDocsLinks checks every relative link of README.md, docs/*.md,
+// SECURITY.md and CHANGELOG.md.
 func TestDocsLinks(t *testing.T) {
 	pages, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, filepath.Join("..", "README.md"))
+	for _, p := range []string{"README.md", "SECURITY.md", "CHANGELOG.md"} {
+		pages = append(pages, filepath.Join("..", p))
+	}
 	files := make(map[string]string)
 	for _, p := range pages {
 		b, err := os.ReadFile(p)
