@@ -97,7 +97,7 @@ func checkGolden(t *testing.T, name, got string) {
 
 const example = "../../examples/catalog.yaml"
 
-// TestExampleCatalog applies the README's example catalog to a real
+// TestExampleCatalog applies the README's quickstart catalog to a real
 // quotad, so that it cannot rot, and applies it again to see no change.
 func TestExampleCatalog(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
@@ -877,7 +877,7 @@ func TestGrants(t *testing.T) {
 	}
 }
 
-// TestPricingWalkthrough follows the README's "Features, seats and
+// TestPricingWalkthrough follows docs/api.md's "Features, seats and
 // top-ups" on a real quotad: the pricing page's catalog applied, then what
 // the application does — seats added and given back, a feature asked, a
 // month's allowance used up, a top-up bought and drawn — and the

@@ -1548,7 +1548,7 @@ func TestConsoleServing(t *testing.T) {
 
 // TestConsoleScreenshots writes the customer page at 1280 px and at phone
 // width as PNGs into the directory QUOTAD_CONSOLE_SCREENSHOTS names (the
-// README's screenshots: QUOTAD_CONSOLE_SCREENSHOTS=../../docs from
+// screenshots of docs/console.md: QUOTAD_CONSOLE_SCREENSHOTS=../../docs from
 // cmd/quotad); it skips when the variable is unset.
 func TestConsoleScreenshots(t *testing.T) {
 	dir := os.Getenv("QUOTAD_CONSOLE_SCREENSHOTS")

@@ -6,7 +6,7 @@ import (
 )
 
 // What a check failing open still enforces while PostgreSQL cannot be
-// reached, as the README says: a customer the process holds keeps its
+// reached, as docs/operations.md says: a customer the process holds keeps its
 // short windows enforced (its long ones answered from the block it holds,
 // then left out); a customer it does not hold yet is admitted with no
 // window at all, as is an id that does not exist, unless the process

@@ -104,8 +104,8 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 			t.Errorf("PUT total answered %s, want %s", r.Body, want)
 		}
 		// Exact once every process has heard of the set: a check b admits
-		// from its lease before then counts as before the set (see the
-		// README), so wait for b to hear a change made after it.
+		// from its lease before then counts as before the set (see
+		// docs/entitlements.md), so wait for b to hear a change made after it.
 		heard(t, a, b)
 		got, _ := checkAll(t, servers, 16, 64, "acme")
 		if got[200] != 5 || got[429] != 59 {

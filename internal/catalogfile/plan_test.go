@@ -266,20 +266,21 @@ customers:
 	}
 }
 
-// TestReadmeCatalog keeps the catalogs the README shows the same as
-// the files under examples/, which tests of quotactl apply to quotad.
+// TestReadmeCatalog keeps the catalogs the README and docs/api.md show
+// the same as the files under examples/, which tests of quotactl apply to
+// quotad.
 func TestReadmeCatalog(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct{ section, file string }{
-		{"Set up a catalog", "catalog.yaml"},
-		{"Features, seats and top-ups", "pricing.yaml"},
+	for _, tc := range []struct{ doc, section, file string }{
+		{"README.md", "Quickstart", "catalog.yaml"},
+		{"docs/api.md", "Features, seats and top-ups", "pricing.yaml"},
 	} {
-		m := regexp.MustCompile("(?s)## " + tc.section + "\n.*?```yaml\n(.*?)```").FindSubmatch(readme)
+		doc, err := os.ReadFile("../../" + tc.doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile("(?s)\n## " + regexp.QuoteMeta(tc.section) + "\n.*?```yaml\n(.*?)```").FindSubmatch(doc)
 		if m == nil {
-			t.Errorf("README has no yaml block under %s", tc.section)
+			t.Errorf("%s has no yaml block under %s", tc.doc, tc.section)
 			continue
 		}
 		data, err := os.ReadFile("../../examples/" + tc.file)
@@ -290,7 +291,7 @@ func TestReadmeCatalog(t *testing.T) {
 		if changes := Diff(shown, example, nil, true); len(changes) != 0 {
 			var b bytes.Buffer
 			Print(&b, changes, nil)
-			t.Errorf("README's catalog under %s differs from examples/%s:\n%s", tc.section, tc.file, b.String())
+			t.Errorf("%s's catalog under %s differs from examples/%s:\n%s", tc.doc, tc.section, tc.file, b.String())
 		}
 	}
 }

@@ -13,49 +13,10 @@ import (
 )
 
 // Reservations hold an estimate now and settle the real cost later (costs
-// known only afterwards: an LLM call's tokens).
-//
-// A reserve is an admitted check of the estimate, through the check's own
-// primitive (all or nothing over the windows, soft and elastic rules, leases
-// for long windows, the shared store for short ones), plus a row in
-// PostgreSQL that says the units are held and in which window instances.
-// A commit keeps the actual cost in those windows: it gives back what the
-// estimate held beyond it, to the windows still current, or counts what
-// went beyond the estimate, even past a hard limit (the work is done),
-// reporting it as over. A release (or the expiry sweep) gives everything
-// back.
-//
-// Crash safety. Every unit a reserve admits is counted in the shared
-// stores before the reservation row exists: a unit taken from a lease was
-// counted in PostgreSQL when the lease was granted (lease.go: a counter's
-// used counts admitted and leased units alike), a unit of a short window in
-// Redis when it was taken. So the row is the only record of the hold,
-// never a second count of it:
-//
-//   - A process that dies before its insert committed answered no client
-//     (or answered an error): its units stay counted, as a dead process's
-//     leased units do, until the window ends. Never twice, never lost to
-//     another customer.
-//   - Once the insert committed, the reservation outlives the process: it
-//     is in PostgreSQL, and any process commits, releases or expires it.
-//     Nothing of a held reservation lives only in a process's memory, so a
-//     restart neither loses one nor counts one again (a restarted process
-//     takes nothing for reservations it finds).
-//   - Units go back only after the one guarded transition held → committed,
-//     released or expired (UPDATE ... WHERE state = 'held'): a reservation
-//     is settled exactly once, whichever processes race for it, and a
-//     crash before the transition commits leaves it held (settled later, by
-//     the sweep at the latest). The give-back follows the transition: to
-//     this process's lease of a long window where it holds one (its units
-//     are already counted in PostgreSQL, as the lease's), else to the
-//     ledger; the short windows where they were counted. A crash between
-//     the transition and the give-back leaves those units counted until
-//     their window ends: too few given back, never too many. A commit above
-//     its estimate counts the extra in the ledger in the transaction of its
-//     transition: counted once or not at all.
-//   - An insert whose answer was lost may have been applied: its units are
-//     not undone then (the row, if it exists, gives them back at expiry),
-//     only when the insert was never sent.
+// known only afterwards: an LLM call's tokens): a reserve is an admitted
+// check of the estimate plus a row in PostgreSQL, settled once by a guarded
+// transition. docs/design.md, "Reservations", describes once how they stay
+// exact across processes and what a crash does to them.
 
 // Reservation bounds.
 const (

@@ -1,45 +1,15 @@
 // Package redisstore keeps quotad's short windows (second, minute) in
 // Redis, where every quotad process shares them: a quota.SharedStore.
+// Redis decides nothing: quota.SharedCounters decides each check, and one
+// call of apply.lua writes the states the decision left only if the keys
+// still hold what it saw; checks that come while calls are on their way
+// share the next call (batch.go). docs/design.md, "Shared windows in
+// Redis", describes once how, with the keys and a cluster's slots:
 //
-// Redis decides nothing: quota.SharedCounters decides each check with the
-// in-process counter's code, and a call of one short Lua script
-// (apply.lua, loaded once and then called by its SHA-1) writes the states
-// the decision left only if every key of the check still holds the state
-// the decision saw, and answers with what they held. The checks that come
-// while calls are on their way share the next call (batch.go).
-//
-// Keys. One string holds a customer's metric in both short windows (see
-// quota's sharedstate.go for what it says), under a hash tag of its own,
-// so that a Redis Cluster spreads customers over its nodes:
-//
-//	<prefix>{<metric>/<customer>}:s
-//
-// A metric that declares a short-window capacity counts its global usage
-// with every check, in a key of its own; its customers' keys share the
-// metric's tag, so that one script call stays within one hash slot:
-//
-//	<prefix>{<metric>}/<customer>:s
-//	<prefix>{<metric>}:global:s
-//
-// A subject's count of a metric (where the metric has limits per subject)
-// has a key of its own, with its customer's tag, so that the charges of a
-// check of one metric, the customer's and the subject's, are one call:
-//
-//	<prefix>{<metric>/<customer>}/<subject>:s
-//	<prefix>{<metric>}/<customer>/<subject>:s
-//
-// A reset finds the subjects' keys by SCAN (see Clear).
-//
-// (Earlier versions of quotad kept hashes per window under the same names
-// without ":s"; the two never read each other's keys.) A key expires once
-// it counts nothing, and a window later (see quota's expiresMs), but for
-// a token bucket of limit 0, which never refills: it lasts until a reset.
-//
-// Cluster. rueidis asks the server it connects to for the cluster's slots
-// (CLUSTER SLOTS), and serves a Redis Cluster from any one node's URL; a
-// server without cluster support is used alone. In a cluster the store's
-// shards (quota.SharedStore.Shard) are the hash slots, so that a node out
-// of reach degrades only the charges of its own slots.
+//	<prefix>{<metric>/<customer>}:s            a customer's metric, both short windows
+//	<prefix>{<metric>}/<customer>:s            the same, for a metric with a short-window capacity
+//	<prefix>{<metric>}:global:s                that metric's global usage
+//	<prefix>{<metric>/<customer>}/<subject>:s  a subject's (<prefix>{<metric>}/<customer>/<subject>:s)
 package redisstore
 
 import (

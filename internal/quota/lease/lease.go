@@ -3,7 +3,7 @@
 // counter's units, leased from the PostgreSQL ledger (a Leaser), and
 // admits checks from them in memory. To the quota engine it is the
 // counter of long windows (quota.Leases); the rules that keep it exact
-// follow.
+// are in docs/design.md.
 package lease
 
 import (
@@ -13,57 +13,13 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 )
 
-// Leases serve long windows at memory speed. A process (a holder) reserves
-// a block of a counter's units in the shared store with one conditional
-// update (the counter counts them as used from then on), then admits
-// checks from the block in memory until it is spent. The rules that keep
-// this exact:
-//
-//   - Never over-granted: units are admitted only from a block the store
-//     granted within the window's bound (its limit), so the units admitted
-//     in a window never exceed it, with any number of processes.
-//   - A block held for one counter is at most max(1, 1% of the limit)
-//     once the check that asked for it took its cost.
-//   - Nothing stranded: when a check needs units the counter no longer has
-//     but other live processes hold unused, the store asks them to give
-//     theirs back (a recall), and the check tries again for a few
-//     milliseconds.
-//   - Unused units go back (a settlement) when a lease is idle (quota.IdleAfter),
-//     on shutdown, when the window's limit changes and when recalled. A
-//     process that dies keeps its unused units counted until the window
-//     ends.
-//   - Every process reports what its leases hold unused once they are idle
-//     for a flush interval (quota.FlushEvery), so usage reads, which count
-//     admitted units, are exact once traffic stops for that long. (A
-//     process alone on the store reads its own leases from memory and
-//     reports nothing until another one runs.)
-//   - No call is lost with its answer. Every call on a lease (a grant, a
-//     report, a settlement) carries a number, increasing within the
-//     process, and the store applies a call only if its number is above
-//     the last one applied to that lease: a late copy changes nothing.
-//     When a call fails, the pool cannot tell whether the store applied
-//     it, so the lease holds the call in doubt until the store tells
-//     (Leaser.Resolve, which also fences the call off), before any other
-//     call on it, and at every flush. So units a grant took in the store
-//     come to the lease even when its answer was lost, and units a
-//     settlement gave back are never spent again.
-//   - No check waits for the store longer than its context allows: every
-//     call, and every wait for another check's call, ends with it, and the
-//     check then fails (tiers.ErrUnavailable). Other checks of the lease
-//     go on being admitted from the units it holds.
-//   - Denials from memory: when the store refuses a grant and no other
-//     live process holds units of the counter unused, the lease remembers
-//     the counter full, and denies checks that need more than it holds
-//     without asking, until the store says units came back (Freed: a
-//     settlement, a report of more unused units, a refund or a reset of
-//     that counter) or the process may have missed that (ClearMarks).
-//   - While the store cannot be reached, checks go on being admitted from
-//     the blocks already held; only a check that needs more fails.
-//
-// Leases hold units up to a window's limit. Beyond it, a soft window's
-// overage (billed, so counted exactly, in the order checks reach the
-// store) and an elastic window's spare capacity are decided by the ledger
-// directly, after other processes' units were recalled.
+// Leases serve long windows at memory speed: a process (a holder) admits
+// checks in memory from blocks of a counter's units it leased from the
+// store. docs/design.md, "Leases: long windows at memory speed", states
+// once the rules that keep this exact (never over-granted, nothing
+// stranded, unused units given back and reported, numbered calls resolved
+// when their answer is lost, denials from memory, beyond a limit the
+// ledger decides); this package implements them.
 
 // Limits of the pool's calls.
 const (
