@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -271,4 +272,130 @@ func TestStripeMeterEvents(t *testing.T) {
 	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
 		t.Fatalf("stats %+v, %v; want none pending", st, err)
 	}
+}
+
+// killedEnv names, for the child process of TestStripeSendKilled, the
+// database URL, Stripe's base URL and the instant to send at.
+const killedEnv = "QUOTAD_TEST_METERS_CHILD"
+
+// TestStripeSendKilled kills a real process while Stripe holds its meter
+// event, then sends from another: the event was kept in the outbox, and
+// goes again with the identifier the dead process sent, so that Stripe,
+// which may have counted the first, counts it once.
+func TestStripeSendKilled(t *testing.T) {
+	if os.Getenv(killedEnv) != "" {
+		t.Skip("the child's test runs in TestStripeSendKilledChild")
+	}
+	m := startStripeMock(t)
+	rec, base := newRecorder(t, m.addr)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	rec.hold = func() {
+		arrived <- struct{}{}
+		<-release
+	}
+	ctx := context.Background()
+	schema := dbtest.New(t)
+	db, err := store.New(ctx, schema.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetStripeMetrics([]string{"api_calls"})
+	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
+	w := tiers.Write{Actor: "ops", At: t0}
+	if _, _, err := db.PutMetric(ctx, w, tiers.Metric{Key: "api_calls"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "free", Metadata: []byte(`{"stripe_customer_id": "cus_acme"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddHistory(ctx, []quota.HistoryDelta{{Customer: "acme", Metric: "api_calls", Date: t0, Used: 6}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The child cuts the minute and sends; Stripe holds the request.
+	at := t0.Add(time.Minute)
+	child := exec.Command(os.Args[0], "-test.run", "^TestStripeSendKilledChild$", "-test.v")
+	child.Env = append(os.Environ(), killedEnv+"="+schema.URL+" "+base+" "+at.Format(time.RFC3339Nano))
+	out := &bytes.Buffer{}
+	child.Stdout, child.Stderr = out, out
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-arrived:
+	case <-time.After(time.Minute):
+		_ = child.Process.Kill()
+		t.Fatalf("the child sent nothing in a minute:\n%s", out)
+	}
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	close(release) // Stripe received the event: it may have counted it
+	rec.mu.Lock()
+	rec.hold = nil
+	rec.mu.Unlock()
+
+	// Another process sends the same event again.
+	outbox, err := db.OpenOutbox(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(outbox.Close)
+	s := &meters.Sender{Outbox: outbox, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
+		Clock: quotatest.NewClock(at), Client: &http.Client{Timeout: 10 * time.Second}}
+	if err := s.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := rec.events()
+	if len(got) != 2 {
+		t.Fatalf("stripe got %d events, want the killed send and its retry: %v\nchild:\n%s", len(got), got, out)
+	}
+	for i, e := range got {
+		if e.Get("payload[value]") != "6" || e.Get("payload[stripe_customer_id]") != "cus_acme" {
+			t.Errorf("event %d = %v, want 6 units of cus_acme", i, e)
+		}
+	}
+	if a, b := got[0].Get("identifier"), got[1].Get("identifier"); a == "" || a != b {
+		t.Errorf("identifiers %q then %q: a retry must send the same", a, b)
+	}
+	if st, err := outbox.MeterStats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("stats %+v, %v; want none pending", st, err)
+	}
+}
+
+// TestStripeSendKilledChild is TestStripeSendKilled's child process: it
+// sends the outbox's meter events at the given instant, and is killed
+// mid-send.
+func TestStripeSendKilledChild(t *testing.T) {
+	env := strings.Fields(os.Getenv(killedEnv))
+	if len(env) != 3 {
+		t.Skip("run by TestStripeSendKilled")
+	}
+	at, err := time.Parse(time.RFC3339Nano, env[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, env[0], 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox, err := db.OpenOutbox(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &meters.Sender{Outbox: outbox, APIBase: env[1], APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
+		Clock: quotatest.NewClock(at), Client: &http.Client{Timeout: time.Hour}}
+	t.Fatalf("the send returned (%v): it should have been killed while Stripe held it", s.Tick(ctx))
 }
