@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -196,6 +197,30 @@ func mustSeedConsole(s *testServer) {
 	// A zone of UTC's offset by another name: the plan change below keeps it.
 	s.mustDo(201, "PUT", "/v1/customers/globex", `{"plan": "pro", "name": "Globex", "time_zone": "Etc/GMT"}`)
 	s.mustDo(201, "PUT", "/v1/customers/xss", `{"plan": "free", "name": "<img src=x onerror=alert(1)>"}`)
+}
+
+// mustEditPlan writes plan key through the API with change made to it,
+// sending the rest back as GET gave it (a change of public or of the
+// description alone makes no new version).
+func mustEditPlan(t testing.TB, s *testServer, key string, change func(spec map[string]any)) {
+	t.Helper()
+	p := s.mustDo(200, "GET", "/v1/plans/"+key, "").JSON(t)
+	spec := map[string]any{}
+	for _, f := range []string{"name", "description", "public", "price", "limits", "features"} {
+		spec[f] = p[f]
+	}
+	change(spec)
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mustDo(200, "PUT", "/v1/plans/"+key, string(b))
+}
+
+// mustSetPublic makes plan key public or not through the API.
+func mustSetPublic(t testing.TB, s *testServer, key string, public bool) {
+	t.Helper()
+	mustEditPlan(t, s, key, func(spec map[string]any) { spec["public"] = public })
 }
 
 func TestConsoleInBrowser(t *testing.T) {
@@ -1439,6 +1464,53 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("the field error", `document.querySelector('#trial-msg .error')?.textContent.includes('trial.ends_at: must lie in the future')`)
 		if c := s.mustDo(200, "GET", "/v1/customers/pasttrial", "").JSON(t); c["trial"] != nil {
 			t.Errorf("a trial was saved: %v", c["trial"])
+		}
+	})
+
+	t.Run("plans page: the public checkbox round-trips, and a stale save is a 412", func(t *testing.T) {
+		t.Cleanup(func() {
+			mustEditPlan(t, s, "pro", func(spec map[string]any) { spec["public"], spec["description"] = false, "" })
+		})
+		mustSetPublic(t, s, "pro", false)
+		before := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/plans")
+		card := `[data-plan=pro]`
+		box := `document.querySelector('#pl-public-pro')`
+		tab.waitFor("Pro not public", box+`?.checked === false && document.querySelector('`+card+` [data-public]')?.textContent === 'not public'`)
+		if got := tab.text(`[data-plan=pro] label.check`); got != "Public: offered as an upgrade in denials" {
+			t.Errorf("the checkbox's label reads %q", got)
+		}
+		if !evalIn[bool](tab, `document.querySelector('[data-plan=pro] [data-action=save-public]').disabled`) {
+			t.Error("Save is offered before anything changed")
+		}
+		// Made public: the API has it, and no new version was made.
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("Pro public", `document.querySelector('`+card+` .plan-msg .notice')?.textContent.includes('is public') && `+box+`?.checked === true
+			&& document.querySelector('`+card+` [data-public]')?.textContent === 'public'`)
+		after := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t)
+		if after["public"] != true || after["latest_version"] != before["latest_version"] {
+			t.Errorf("after the save Pro is public %v at version %v, want public at version %v", after["public"], after["latest_version"], before["latest_version"])
+		}
+		// Read back from the API by a page loaded anew, then made private again.
+		tab.open("#/metrics")
+		tab.waitFor("the metrics page", `document.querySelector('#metrics') !== null`)
+		tab.open("#/plans")
+		tab.waitFor("Pro public on a new page", box+`?.checked === true && document.querySelector('`+card+` .plan-msg')?.textContent === ''`)
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("Pro not public again", `document.querySelector('`+card+` .plan-msg .notice')?.textContent.includes('no longer public') && `+box+`?.checked === false`)
+		if p := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t); p["public"] != false || p["latest_version"] != before["latest_version"] {
+			t.Errorf("Pro is public %v at version %v, want not public at version %v", p["public"], p["latest_version"], before["latest_version"])
+		}
+		// Someone else edits Pro meanwhile: the save is a 412, nothing is
+		// written, and the card shows their change.
+		mustEditPlan(t, s, "pro", func(spec map[string]any) { spec["description"] = "someone else" })
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("the 412 shown, Pro as it is now", `document.querySelector('`+card+` .plan-msg .error')?.textContent.includes('412')
+			&& document.querySelector('`+card+` .sub')?.textContent.includes('someone else') && `+box+`?.checked === false`)
+		if p := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t); p["public"] != false {
+			t.Errorf("the stale save was written: Pro is public %v", p["public"])
 		}
 	})
 

@@ -1147,27 +1147,79 @@ async function plansPage(main) {
   main.append(h('h1', {}, 'Plans'));
   const r = await api('GET', '/v1/plans?limit=1000');
   if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
-  for (const p of r.plans) {
-    const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
-    const card = section(`${p.name || p.key} (${p.key})`,
-      h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · latest version ', num(p.latest_version)),
-      p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
-        p.limits.map((l) => ({
-          attrs: { 'data-key': limitKey(l) },
-          cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
-            l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
-            l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
-        }))) : h('p', { class: 'muted' }, 'No limits.'));
-    card.dataset.plan = p.key;
-    const versions = h('div', { class: 'versions' });
-    card.append(versions);
-    main.append(card);
-    planVersions(p.key).then((list) => versions.append(h('h3', {}, 'Versions'),
-      table([{ label: 'Version', num: true }, 'Price', { label: 'Limits', num: true }, { label: 'Customers', num: true }, 'Since'],
-        list.map((v) => [num(v.version), `${money(v.price.amount_cents, v.price.currency)} per ${v.price.interval}`,
-          num(v.limits.length), num(v.customers), time(v.created_at)]))))
-      .catch(showError(versions));
-  }
+  for (const p of r.plans) main.append(planCard(p));
+}
+
+// planSpec is the body of PUT /v1/plans/{key} that keeps p as it is: the
+// PUT replaces the whole plan, so a write of one field sends all the
+// others back as GET gave them (its limits included, which the API takes
+// back unchanged).
+const planSpec = (p) => ({ name: p.name, description: p.description, public: p.public, price: p.price, limits: p.limits, features: p.features });
+
+// publicBadge says whether a plan is offered as the upgrade of a check a
+// hard limit denies.
+const publicBadge = (p) => h('span', { class: `badge${p.public ? ' public' : ''}`, 'data-public': String(p.public) }, p.public ? 'public' : 'not public');
+
+// planCard draws a plan: its price, whether it is public, its limits, the
+// form that makes it public or not, and its versions; message, if any, is
+// shown under the form. A save draws the card again in place, from the
+// plan the API answers.
+function planCard(p, message) {
+  const label = `${p.name || p.key} (${p.key})`;
+  const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
+  const pub = h('input', { id: `pl-public-${p.key}`, type: 'checkbox', checked: p.public });
+  const save = h('button', { type: 'submit', class: 'secondary', 'data-action': 'save-public', disabled: true }, 'Save');
+  const msg = h('div', { class: 'plan-msg' }, message);
+  // Save is offered once the box says something the plan does not.
+  on(pub, 'change', () => { save.disabled = pub.checked === p.public; });
+  const form = h('form', { class: 'inline plan-public' },
+    h('label', { class: 'check' }, pub, 'Public: offered as an upgrade in denials'), save);
+  const card = section(label,
+    h('p', { class: 'sub' }, price, ' · ', publicBadge(p), p.description ? ` · ${p.description}` : '', ' · latest version ', num(p.latest_version)),
+    p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
+      p.limits.map((l) => ({
+        attrs: { 'data-key': limitKey(l) },
+        cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
+          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+          l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
+      }))) : h('p', { class: 'muted' }, 'No limits.'),
+    form, msg);
+  card.dataset.plan = p.key;
+  // The whole plan goes back with the box's value, under If-Match: a
+  // change made meanwhile is a 412, and the card is drawn again as the
+  // plan is now. A change of public alone makes no new version.
+  on(form, 'submit', async (e) => {
+    e.preventDefault();
+    clear(msg);
+    save.disabled = true;
+    let saved;
+    try {
+      saved = await api('PUT', `/v1/plans/${enc(p.key)}`, { body: { ...planSpec(p), public: pub.checked }, ifMatch: etag(p.version) });
+    } catch (err) {
+      if (!isStale(err)) {
+        save.disabled = false;
+        showError(msg)(err);
+        return;
+      }
+      try {
+        card.replaceWith(planCard(await api('GET', `/v1/plans/${enc(p.key)}`), staleBox('this plan', err, 'plan above')));
+      } catch (e2) {
+        showError(msg)(e2);
+        msg.append(staleBox('this plan', err, 'plan above'));
+      }
+      return;
+    }
+    card.replaceWith(planCard(saved, notice(`${label} ${saved.public ? 'is public: offered as an upgrade in denials' : 'is no longer public: offered in no denial'}`
+      + ` (still version ${num(saved.latest_version)}: a change of public alone makes no new version).`)));
+  });
+  const versions = h('div', { class: 'versions' });
+  card.append(versions);
+  planVersions(p.key).then((list) => versions.append(h('h3', {}, 'Versions'),
+    table([{ label: 'Version', num: true }, 'Price', { label: 'Limits', num: true }, { label: 'Customers', num: true }, 'Since'],
+      list.map((v) => [num(v.version), `${money(v.price.amount_cents, v.price.currency)} per ${v.price.interval}`,
+        num(v.limits.length), num(v.customers), time(v.created_at)]))))
+    .catch(showError(versions));
+  return card;
 }
 
 // planVersions lists every version of a plan, oldest first: each change of
