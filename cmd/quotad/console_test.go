@@ -223,6 +223,15 @@ func mustSetPublic(t testing.TB, s *testServer, key string, public bool) {
 	mustEditPlan(t, s, key, func(spec map[string]any) { spec["public"] = public })
 }
 
+// mustSeedDayUsedUp puts customer id on free with its day's 1,000 units
+// used: an override lifts free's minute (600), which would deny them at once.
+func mustSeedDayUsedUp(s *testServer, id string) {
+	s.t.Helper()
+	s.mustDo(201, "PUT", "/v1/customers/"+id, `{"plan": "free", "name": "Day used up"}`)
+	s.mustDo(201, "PUT", "/v1/customers/"+id+"/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	s.mustDo(200, "POST", "/v1/check", `{"customer": "`+id+`", "metric": "api_calls", "cost": 1000}`, "Authorization", "Bearer "+checkToken)
+}
+
 func TestConsoleInBrowser(t *testing.T) {
 	browser := MustBrowser(t)
 	// Webhooks may deliver to the test's receiver on loopback.
@@ -1511,6 +1520,77 @@ func TestConsoleInBrowser(t *testing.T) {
 			&& document.querySelector('`+card+` .sub')?.textContent.includes('someone else') && `+box+`?.checked === false`)
 		if p := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t); p["public"] != false {
 			t.Errorf("the stale save was written: Pro is public %v", p["public"])
+		}
+	})
+
+	t.Run("upgrade: a Free customer with its day used up is offered Pro, and the dry run counts nothing", func(t *testing.T) {
+		mustSetPublic(t, s, "pro", true)
+		t.Cleanup(func() { mustSetPublic(t, s, "pro", false) })
+		mustSeedDayUsedUp(s, "upsell")
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/upsell")
+		day := `#limits tr[data-key="api_calls/day"]`
+		tab.waitFor("the day used up, with its Upgrade? button", fmt.Sprintf(`document.querySelector(%q) !== null`, day+" [data-action=upgrade]"))
+		if n := evalIn[int](tab, `document.querySelectorAll('#limits tr[data-key="api_calls/minute"] [data-action=upgrade]').length`); n != 0 {
+			t.Errorf("the minute, with room left, offers %d Upgrade? buttons", n)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(day + " [data-action=upgrade]")))
+		tab.waitFor("Pro offered", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === 'pro'`)
+		if got, want := tab.text("#upgrade [data-upgrade] p:last-child"), "Upgrade: Pro (pro, $49.00 per month) would allow 100,000 per day."; got != want {
+			t.Errorf("the upgrade reads %q, want %q", got, want)
+		}
+		// Asked as the server answers it: the page's answer is the API's.
+		r := s.do("POST", "/v1/check", `{"customer": "upsell", "metric": "api_calls", "cost": 1, "dry_run": true}`)
+		if u, _ := r.JSON(t)["upgrade"].(map[string]any); r.Status != 429 || u["plan"] != "pro" || u["limit"] != 100000.0 {
+			t.Errorf("the API's dry run: %d %s, want 429 offering pro at 100000", r.Status, r.Body)
+		}
+		// Nothing counted: the usage is the 1,000 units of the seed, and
+		// the day's denials are the one real denied check below, not the
+		// page's dry runs too.
+		// (The minute may have turned since the seed: the day has not.)
+		usage := s.mustDo(200, "GET", "/v1/customers/upsell/usage", "").JSON(t)["usage"].([]any)
+		for _, u := range usage {
+			if u := u.(map[string]any); u["window"] == "day" && u["used"] != 1000.0 {
+				t.Errorf("after the page's dry run the day's used is %v, want 1000", u["used"])
+			}
+		}
+		s.mustDo(429, "POST", "/v1/check", `{"customer": "upsell", "metric": "api_calls", "cost": 1}`, "Authorization", "Bearer "+checkToken)
+		today := time.Now().UTC().Format(time.DateOnly)
+		denied := func() float64 {
+			for _, d := range s.mustDo(200, "GET", "/v1/customers/upsell/usage/history?from="+today+"&to="+today, "").JSON(t)["days"].([]any) {
+				if d := d.(map[string]any); d["metric"] == "api_calls" {
+					return d["denied"].(float64)
+				}
+			}
+			return 0
+		}
+		eventually(t, func() bool { return denied() > 0 }, "the real denied check in the usage history")
+		if got := denied(); got != 1 {
+			t.Errorf("the day's history counts %v denials, want 1 (the dry runs count none)", got)
+		}
+	})
+
+	t.Run("upgrade: with Pro made not public, none is offered", func(t *testing.T) {
+		mustSetPublic(t, s, "pro", true)
+		t.Cleanup(func() { mustSetPublic(t, s, "pro", false) })
+		mustSeedDayUsedUp(s, "nosale")
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/nosale")
+		button := `#limits tr[data-key="api_calls/day"] [data-action=upgrade]`
+		tab.waitFor("the day's Upgrade? button", fmt.Sprintf(`document.querySelector(%q) !== null`, button))
+		tab.do(chromedp.Click(chromedp.CSS(button)))
+		tab.waitFor("Pro offered", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === 'pro'`)
+		// The table is drawn anew at each refresh: the keyboard stays on the button.
+		tab.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).focus(); window.__table = document.querySelector('#limits table')`, button)))
+		tab.waitFor("a refresh, the button focused in the new table", fmt.Sprintf(`document.querySelector('#limits table') !== window.__table && document.activeElement === document.querySelector(%q)`, button))
+		// The page asks the server again: no plan of its own choosing.
+		mustSetPublic(t, s, "pro", false)
+		tab.do(chromedp.Click(chromedp.CSS(button)))
+		tab.waitFor("no upgrade", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === ''`)
+		if got := tab.text("#upgrade [data-upgrade]"); !strings.Contains(got, "No upgrade: no public plan would admit it") {
+			t.Errorf("the answer reads %q", got)
 		}
 	})
 

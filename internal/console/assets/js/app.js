@@ -248,6 +248,34 @@ function windowState(u, lim) {
   return u.used >= u.limit ? 'exceeded' : 'ok';
 }
 
+// perWindow says a window in words: "per day", "in total", and "per
+// subject" after it for a subject's window.
+const perWindow = (w) => `${w.window === 'total' ? 'in total' : `per ${w.window}`}${w.subject !== undefined ? ' per subject' : ''}`;
+
+// upgradeAnswer shows the answer to a dry run of one unit: that it would
+// pass, or the upgrade the denial names, or that it names none.
+function upgradeAnswer(r, subject) {
+  const what = `1 unit of ${r.metric}${subject ? ` for subject ${subject}` : ''}`;
+  if (r.allowed) {
+    return h('div', { class: 'upgrade', 'data-upgrade': '', 'data-allowed': 'true' },
+      h('p', {}, `The next request (${what}) would pass now: no upgrade needed.`));
+  }
+  const denied = h('p', { class: 'muted' }, `The next request (${what}) would be denied: ${r.detail}`);
+  const u = r.upgrade;
+  if (!u) {
+    return h('div', { class: 'upgrade', 'data-upgrade': '', 'data-allowed': 'false' }, denied,
+      h('p', {}, h('strong', {}, 'No upgrade: '), 'no public plan would admit it (and only a denial by a hard limit names one).'));
+  }
+  // With a cost of one, every window that denies has nothing left, and the
+  // upgrade's limit is the plan's on the first of them the answer lists.
+  const w = r.limits.find((l) => l.state === 'exceeded');
+  const where = w ? perWindow(w) : 'in the window that denied it';
+  const price = `${money(u.price.amount_cents, u.price.currency)} per ${u.price.interval}`;
+  return h('div', { class: 'upgrade', 'data-upgrade': u.plan, 'data-allowed': 'false' }, denied,
+    h('p', {}, h('strong', {}, 'Upgrade: '), `${u.name} (${u.plan}, ${price}) would allow `,
+      u.limit === null ? `any amount ${where} (no limit there).` : `${num(u.limit)} ${where}.`));
+}
+
 // usageBar is a window's usage against its limit; key names the window
 // (with its subject, for a subject's).
 function usageBar(u, state, key) {
@@ -278,8 +306,11 @@ async function customerPage(main, id) {
   const featuresBox = h('div', { id: 'features-section' });
   const grantsBox = h('div', { id: 'grants-section' });
   const subjectBox = h('div', { id: 'subject-lookup' });
+  const upgradeBox = h('div', { id: 'upgrade', 'aria-live': 'polite' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}.`), subjectBox, limitsMsg, limitsBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}. `
+      + 'A window with nothing left offers "Upgrade?": quotad answers which public plan would admit the next request.'),
+    subjectBox, limitsMsg, limitsBox, upgradeBox),
     section('Daily usage', chartBox),
     section('Overrides', overridesBox, overrideForm),
     section('Features', featuresBox),
@@ -323,7 +354,12 @@ async function customerPage(main, id) {
       h('td', { 'data-label': 'Usage' }, usageBar(u, state, name)),
       h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
       h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
-      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
+      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state),
+        // A window with nothing left: what would the server sell to admit the next request?
+        state === 'exceeded' ? [' ', h('button', {
+          type: 'button', class: 'link', 'data-action': 'upgrade', 'data-for': name, 'data-metric': u.metric, 'data-subject': u.subject,
+          'aria-label': `Which plan would admit the next request of ${name}?`,
+        }, 'Upgrade?')] : ''),
       // A total never resets: its reset_at is null.
       h('td', { 'data-label': 'Resets' }, u.reset_at === null ? 'never' : time(u.reset_at)));
   };
@@ -357,11 +393,46 @@ async function customerPage(main, id) {
     }
     for (const u of usageOf.values()) rows.push(usageRow(u, undefined));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Source', 'Usage', { label: 'Used', num: true }, { label: 'Overage', num: true }, 'State', 'Resets'];
+    // The table is drawn anew at every refresh: a focused Upgrade? button
+    // is focused again in the new table, so that the keyboard stays there.
+    const focused = limitsBox.contains(document.activeElement) ? document.activeElement.dataset.for : undefined;
     clear(limitsBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No limit applies to this customer.'));
+    if (focused !== undefined) limitsBox.querySelector(`[data-action=upgrade][data-for="${CSS.escape(focused)}"]`)?.focus();
     clear(limitsMsg);
     showSubject(lim.limits.some((l) => l.per === PER_SUBJECT));
   };
   const refresh = () => loadLimits().catch((err) => { if (page.alive) clear(limitsMsg).append(errorBox(err)); });
+
+  // Upgrade?: the server is asked, with a dry run of one unit of the
+  // window's metric (nothing is counted), and its answer's upgrade is
+  // shown: which plan to offer is the server's rule alone. One listener
+  // for the table, which is drawn anew at every refresh.
+  let asked = 0;
+  const askUpgrade = async (metric, subj) => {
+    const mine = ++asked;
+    const body = { customer: id, metric, cost: 1, dry_run: true };
+    // A subject's window is checked for the subject; a customer-wide one
+    // for the subject looked up, if any (a metric limited per subject
+    // needs one).
+    if (subj ?? subject) body.subject = subj ?? subject;
+    clear(upgradeBox).append(h('p', { class: 'muted' }, `Asking quotad about 1 unit of ${metric} (a dry run: nothing is counted)…`));
+    let r;
+    try {
+      r = await api('POST', '/v1/check', { body });
+    } catch (err) {
+      // A denial is a 429 whose body is the check's answer.
+      if (!(err instanceof ApiError && err.status === 429 && err.problem.allowed === false)) {
+        if (mine === asked) { clear(upgradeBox); showError(upgradeBox)(err); }
+        return;
+      }
+      r = err.problem;
+    }
+    if (page.alive && mine === asked) clear(upgradeBox).append(upgradeAnswer(r, body.subject));
+  };
+  on(limitsBox, 'click', (e) => {
+    const b = e.target.closest('[data-action=upgrade]');
+    if (b) askUpgrade(b.dataset.metric, b.dataset.subject);
+  });
 
   // A subject's usage: its windows of the limits per subject, in the
   // table beside the customer's, refreshed with them.
