@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -196,6 +197,39 @@ func mustSeedConsole(s *testServer) {
 	// A zone of UTC's offset by another name: the plan change below keeps it.
 	s.mustDo(201, "PUT", "/v1/customers/globex", `{"plan": "pro", "name": "Globex", "time_zone": "Etc/GMT"}`)
 	s.mustDo(201, "PUT", "/v1/customers/xss", `{"plan": "free", "name": "<img src=x onerror=alert(1)>"}`)
+}
+
+// mustEditPlan writes plan key through the API with change made to it,
+// sending the rest back as GET gave it (a change of public or of the
+// description alone makes no new version).
+func mustEditPlan(t testing.TB, s *testServer, key string, change func(spec map[string]any)) {
+	t.Helper()
+	p := s.mustDo(200, "GET", "/v1/plans/"+key, "").JSON(t)
+	spec := map[string]any{}
+	for _, f := range []string{"name", "description", "public", "price", "limits", "features"} {
+		spec[f] = p[f]
+	}
+	change(spec)
+	b, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mustDo(200, "PUT", "/v1/plans/"+key, string(b))
+}
+
+// mustSetPublic makes plan key public or not through the API.
+func mustSetPublic(t testing.TB, s *testServer, key string, public bool) {
+	t.Helper()
+	mustEditPlan(t, s, key, func(spec map[string]any) { spec["public"] = public })
+}
+
+// mustSeedDayUsedUp puts customer id on free with its day's 1,000 units
+// used: an override lifts free's minute (600), which would deny them at once.
+func mustSeedDayUsedUp(s *testServer, id string) {
+	s.t.Helper()
+	s.mustDo(201, "PUT", "/v1/customers/"+id, `{"plan": "free", "name": "Day used up"}`)
+	s.mustDo(201, "PUT", "/v1/customers/"+id+"/overrides/api_calls/minute", `{"limit": 5000, "reason": "batch import"}`)
+	s.mustDo(200, "POST", "/v1/check", `{"customer": "`+id+`", "metric": "api_calls", "cost": 1000}`, "Authorization", "Bearer "+checkToken)
 }
 
 func TestConsoleInBrowser(t *testing.T) {
@@ -1439,6 +1473,124 @@ func TestConsoleInBrowser(t *testing.T) {
 		tab.waitFor("the field error", `document.querySelector('#trial-msg .error')?.textContent.includes('trial.ends_at: must lie in the future')`)
 		if c := s.mustDo(200, "GET", "/v1/customers/pasttrial", "").JSON(t); c["trial"] != nil {
 			t.Errorf("a trial was saved: %v", c["trial"])
+		}
+	})
+
+	t.Run("plans page: the public checkbox round-trips, and a stale save is a 412", func(t *testing.T) {
+		t.Cleanup(func() {
+			mustEditPlan(t, s, "pro", func(spec map[string]any) { spec["public"], spec["description"] = false, "" })
+		})
+		mustSetPublic(t, s, "pro", false)
+		before := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t)
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/plans")
+		card := `[data-plan=pro]`
+		box := `document.querySelector('#pl-public-pro')`
+		tab.waitFor("Pro not public", box+`?.checked === false && document.querySelector('`+card+` [data-public]')?.textContent === 'not public'`)
+		if got := tab.text(`[data-plan=pro] label.check`); got != "Public: offered as an upgrade in denials" {
+			t.Errorf("the checkbox's label reads %q", got)
+		}
+		if !evalIn[bool](tab, `document.querySelector('[data-plan=pro] [data-action=save-public]').disabled`) {
+			t.Error("Save is offered before anything changed")
+		}
+		// Made public: the API has it, and no new version was made.
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("Pro public", `document.querySelector('`+card+` .plan-msg .notice')?.textContent.includes('is public') && `+box+`?.checked === true
+			&& document.querySelector('`+card+` [data-public]')?.textContent === 'public'`)
+		after := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t)
+		if after["public"] != true || after["latest_version"] != before["latest_version"] {
+			t.Errorf("after the save Pro is public %v at version %v, want public at version %v", after["public"], after["latest_version"], before["latest_version"])
+		}
+		// Read back from the API by a page loaded anew, then made private again.
+		tab.open("#/metrics")
+		tab.waitFor("the metrics page", `document.querySelector('#metrics') !== null`)
+		tab.open("#/plans")
+		tab.waitFor("Pro public on a new page", box+`?.checked === true && document.querySelector('`+card+` .plan-msg')?.textContent === ''`)
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("Pro not public again", `document.querySelector('`+card+` .plan-msg .notice')?.textContent.includes('no longer public') && `+box+`?.checked === false`)
+		if p := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t); p["public"] != false || p["latest_version"] != before["latest_version"] {
+			t.Errorf("Pro is public %v at version %v, want not public at version %v", p["public"], p["latest_version"], before["latest_version"])
+		}
+		// Someone else edits Pro meanwhile: the save is a 412, nothing is
+		// written, and the card shows their change.
+		mustEditPlan(t, s, "pro", func(spec map[string]any) { spec["description"] = "someone else" })
+		tab.do(chromedp.Click(chromedp.CSS("#pl-public-pro")), chromedp.Click(chromedp.CSS(card+" [data-action=save-public]")))
+		tab.waitFor("the 412 shown, Pro as it is now", `document.querySelector('`+card+` .plan-msg .error')?.textContent.includes('412')
+			&& document.querySelector('`+card+` .sub')?.textContent.includes('someone else') && `+box+`?.checked === false`)
+		if p := s.mustDo(200, "GET", "/v1/plans/pro", "").JSON(t); p["public"] != false {
+			t.Errorf("the stale save was written: Pro is public %v", p["public"])
+		}
+	})
+
+	t.Run("upgrade: a Free customer with its day used up is offered Pro, and the dry run counts nothing", func(t *testing.T) {
+		mustSetPublic(t, s, "pro", true)
+		t.Cleanup(func() { mustSetPublic(t, s, "pro", false) })
+		mustSeedDayUsedUp(s, "upsell")
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/upsell")
+		day := `#limits tr[data-key="api_calls/day"]`
+		tab.waitFor("the day used up, with its Upgrade? button", fmt.Sprintf(`document.querySelector(%q) !== null`, day+" [data-action=upgrade]"))
+		if n := evalIn[int](tab, `document.querySelectorAll('#limits tr[data-key="api_calls/minute"] [data-action=upgrade]').length`); n != 0 {
+			t.Errorf("the minute, with room left, offers %d Upgrade? buttons", n)
+		}
+		tab.do(chromedp.Click(chromedp.CSS(day + " [data-action=upgrade]")))
+		tab.waitFor("Pro offered", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === 'pro'`)
+		if got, want := tab.text("#upgrade [data-upgrade] p:last-child"), "Upgrade: Pro (pro, $49.00 per month) would allow 100,000 per day."; got != want {
+			t.Errorf("the upgrade reads %q, want %q", got, want)
+		}
+		// Asked as the server answers it: the page's answer is the API's.
+		r := s.do("POST", "/v1/check", `{"customer": "upsell", "metric": "api_calls", "cost": 1, "dry_run": true}`)
+		if u, _ := r.JSON(t)["upgrade"].(map[string]any); r.Status != 429 || u["plan"] != "pro" || u["limit"] != 100000.0 {
+			t.Errorf("the API's dry run: %d %s, want 429 offering pro at 100000", r.Status, r.Body)
+		}
+		// Nothing counted: the usage is the 1,000 units of the seed, and
+		// the day's denials are the one real denied check below, not the
+		// page's dry runs too.
+		// (The minute may have turned since the seed: the day has not.)
+		usage := s.mustDo(200, "GET", "/v1/customers/upsell/usage", "").JSON(t)["usage"].([]any)
+		for _, u := range usage {
+			if u := u.(map[string]any); u["window"] == "day" && u["used"] != 1000.0 {
+				t.Errorf("after the page's dry run the day's used is %v, want 1000", u["used"])
+			}
+		}
+		s.mustDo(429, "POST", "/v1/check", `{"customer": "upsell", "metric": "api_calls", "cost": 1}`, "Authorization", "Bearer "+checkToken)
+		today := time.Now().UTC().Format(time.DateOnly)
+		denied := func() float64 {
+			for _, d := range s.mustDo(200, "GET", "/v1/customers/upsell/usage/history?from="+today+"&to="+today, "").JSON(t)["days"].([]any) {
+				if d := d.(map[string]any); d["metric"] == "api_calls" {
+					return d["denied"].(float64)
+				}
+			}
+			return 0
+		}
+		eventually(t, func() bool { return denied() > 0 }, "the real denied check in the usage history")
+		if got := denied(); got != 1 {
+			t.Errorf("the day's history counts %v denials, want 1 (the dry runs count none)", got)
+		}
+	})
+
+	t.Run("upgrade: with Pro made not public, none is offered", func(t *testing.T) {
+		mustSetPublic(t, s, "pro", true)
+		t.Cleanup(func() { mustSetPublic(t, s, "pro", false) })
+		mustSeedDayUsedUp(s, "nosale")
+		tab := newTab(t, browser, s.URL)
+		tab.signIn(adminToken)
+		tab.open("#/customers/nosale")
+		button := `#limits tr[data-key="api_calls/day"] [data-action=upgrade]`
+		tab.waitFor("the day's Upgrade? button", fmt.Sprintf(`document.querySelector(%q) !== null`, button))
+		tab.do(chromedp.Click(chromedp.CSS(button)))
+		tab.waitFor("Pro offered", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === 'pro'`)
+		// The table is drawn anew at each refresh: the keyboard stays on the button.
+		tab.do(chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).focus(); window.__table = document.querySelector('#limits table')`, button)))
+		tab.waitFor("a refresh, the button focused in the new table", fmt.Sprintf(`document.querySelector('#limits table') !== window.__table && document.activeElement === document.querySelector(%q)`, button))
+		// The page asks the server again: no plan of its own choosing.
+		mustSetPublic(t, s, "pro", false)
+		tab.do(chromedp.Click(chromedp.CSS(button)))
+		tab.waitFor("no upgrade", `document.querySelector('#upgrade [data-upgrade]')?.dataset.upgrade === ''`)
+		if got := tab.text("#upgrade [data-upgrade]"); !strings.Contains(got, "No upgrade: no public plan would admit it") {
+			t.Errorf("the answer reads %q", got)
 		}
 	})
 

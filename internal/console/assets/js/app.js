@@ -248,6 +248,34 @@ function windowState(u, lim) {
   return u.used >= u.limit ? 'exceeded' : 'ok';
 }
 
+// perWindow says a window in words: "per day", "in total", and "per
+// subject" after it for a subject's window.
+const perWindow = (w) => `${w.window === 'total' ? 'in total' : `per ${w.window}`}${w.subject !== undefined ? ' per subject' : ''}`;
+
+// upgradeAnswer shows the answer to a dry run of one unit: that it would
+// pass, or the upgrade the denial names, or that it names none.
+function upgradeAnswer(r, subject) {
+  const what = `1 unit of ${r.metric}${subject ? ` for subject ${subject}` : ''}`;
+  if (r.allowed) {
+    return h('div', { class: 'upgrade', 'data-upgrade': '', 'data-allowed': 'true' },
+      h('p', {}, `The next request (${what}) would pass now: no upgrade needed.`));
+  }
+  const denied = h('p', { class: 'muted' }, `The next request (${what}) would be denied: ${r.detail}`);
+  const u = r.upgrade;
+  if (!u) {
+    return h('div', { class: 'upgrade', 'data-upgrade': '', 'data-allowed': 'false' }, denied,
+      h('p', {}, h('strong', {}, 'No upgrade: '), 'no public plan would admit it (and only a denial by a hard limit names one).'));
+  }
+  // With a cost of one, every window that denies has nothing left, and the
+  // upgrade's limit is the plan's on the first of them the answer lists.
+  const w = r.limits.find((l) => l.state === 'exceeded');
+  const where = w ? perWindow(w) : 'in the window that denied it';
+  const price = `${money(u.price.amount_cents, u.price.currency)} per ${u.price.interval}`;
+  return h('div', { class: 'upgrade', 'data-upgrade': u.plan, 'data-allowed': 'false' }, denied,
+    h('p', {}, h('strong', {}, 'Upgrade: '), `${u.name} (${u.plan}, ${price}) would allow `,
+      u.limit === null ? `any amount ${where} (no limit there).` : `${num(u.limit)} ${where}.`));
+}
+
 // usageBar is a window's usage against its limit; key names the window
 // (with its subject, for a subject's).
 function usageBar(u, state, key) {
@@ -278,8 +306,11 @@ async function customerPage(main, id) {
   const featuresBox = h('div', { id: 'features-section' });
   const grantsBox = h('div', { id: 'grants-section' });
   const subjectBox = h('div', { id: 'subject-lookup' });
+  const upgradeBox = h('div', { id: 'upgrade', 'aria-live': 'polite' });
   main.append(head,
-    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}.`), subjectBox, limitsMsg, limitsBox),
+    section('Limits and usage', h('p', { class: 'muted' }, `Refreshed every ${count(REFRESH_MS / 1000, 'second')}. `
+      + 'A window with nothing left offers "Upgrade?": quotad answers which public plan would admit the next request.'),
+    subjectBox, limitsMsg, limitsBox, upgradeBox),
     section('Daily usage', chartBox),
     section('Overrides', overridesBox, overrideForm),
     section('Features', featuresBox),
@@ -323,7 +354,12 @@ async function customerPage(main, id) {
       h('td', { 'data-label': 'Usage' }, usageBar(u, state, name)),
       h('td', { 'data-label': 'Used', class: 'num' }, `${num(u.used)} / ${num(u.limit)}`),
       h('td', { 'data-label': 'Overage', class: 'num' }, num(u.overage)),
-      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state)),
+      h('td', { 'data-label': 'State' }, h('span', { class: `badge ${state}` }, state),
+        // A window with nothing left: what would the server sell to admit the next request?
+        state === 'exceeded' ? [' ', h('button', {
+          type: 'button', class: 'link', 'data-action': 'upgrade', 'data-for': name, 'data-metric': u.metric, 'data-subject': u.subject,
+          'aria-label': `Which plan would admit the next request of ${name}?`,
+        }, 'Upgrade?')] : ''),
       // A total never resets: its reset_at is null.
       h('td', { 'data-label': 'Resets' }, u.reset_at === null ? 'never' : time(u.reset_at)));
   };
@@ -357,11 +393,46 @@ async function customerPage(main, id) {
     }
     for (const u of usageOf.values()) rows.push(usageRow(u, undefined));
     const cols = ['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Source', 'Usage', { label: 'Used', num: true }, { label: 'Overage', num: true }, 'State', 'Resets'];
+    // The table is drawn anew at every refresh: a focused Upgrade? button
+    // is focused again in the new table, so that the keyboard stays there.
+    const focused = limitsBox.contains(document.activeElement) ? document.activeElement.dataset.for : undefined;
     clear(limitsBox).append(rows.length ? table(cols, rows) : h('p', { class: 'muted' }, 'No limit applies to this customer.'));
+    if (focused !== undefined) limitsBox.querySelector(`[data-action=upgrade][data-for="${CSS.escape(focused)}"]`)?.focus();
     clear(limitsMsg);
     showSubject(lim.limits.some((l) => l.per === PER_SUBJECT));
   };
   const refresh = () => loadLimits().catch((err) => { if (page.alive) clear(limitsMsg).append(errorBox(err)); });
+
+  // Upgrade?: the server is asked, with a dry run of one unit of the
+  // window's metric (nothing is counted), and its answer's upgrade is
+  // shown: which plan to offer is the server's rule alone. One listener
+  // for the table, which is drawn anew at every refresh.
+  let asked = 0;
+  const askUpgrade = async (metric, subj) => {
+    const mine = ++asked;
+    const body = { customer: id, metric, cost: 1, dry_run: true };
+    // A subject's window is checked for the subject; a customer-wide one
+    // for the subject looked up, if any (a metric limited per subject
+    // needs one).
+    if (subj ?? subject) body.subject = subj ?? subject;
+    clear(upgradeBox).append(h('p', { class: 'muted' }, `Asking quotad about 1 unit of ${metric} (a dry run: nothing is counted)…`));
+    let r;
+    try {
+      r = await api('POST', '/v1/check', { body });
+    } catch (err) {
+      // A denial is a 429 whose body is the check's answer.
+      if (!(err instanceof ApiError && err.status === 429 && err.problem.allowed === false)) {
+        if (mine === asked) { clear(upgradeBox); showError(upgradeBox)(err); }
+        return;
+      }
+      r = err.problem;
+    }
+    if (page.alive && mine === asked) clear(upgradeBox).append(upgradeAnswer(r, body.subject));
+  };
+  on(limitsBox, 'click', (e) => {
+    const b = e.target.closest('[data-action=upgrade]');
+    if (b) askUpgrade(b.dataset.metric, b.dataset.subject);
+  });
 
   // A subject's usage: its windows of the limits per subject, in the
   // table beside the customer's, refreshed with them.
@@ -1147,27 +1218,79 @@ async function plansPage(main) {
   main.append(h('h1', {}, 'Plans'));
   const r = await api('GET', '/v1/plans?limit=1000');
   if (!r.plans.length) main.append(h('p', { class: 'muted' }, 'No plans.'));
-  for (const p of r.plans) {
-    const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
-    const card = section(`${p.name || p.key} (${p.key})`,
-      h('p', { class: 'sub' }, price, p.description ? ` · ${p.description}` : '', ' · latest version ', num(p.latest_version)),
-      p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
-        p.limits.map((l) => ({
-          attrs: { 'data-key': limitKey(l) },
-          cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
-            l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
-            l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
-        }))) : h('p', { class: 'muted' }, 'No limits.'));
-    card.dataset.plan = p.key;
-    const versions = h('div', { class: 'versions' });
-    card.append(versions);
-    main.append(card);
-    planVersions(p.key).then((list) => versions.append(h('h3', {}, 'Versions'),
-      table([{ label: 'Version', num: true }, 'Price', { label: 'Limits', num: true }, { label: 'Customers', num: true }, 'Since'],
-        list.map((v) => [num(v.version), `${money(v.price.amount_cents, v.price.currency)} per ${v.price.interval}`,
-          num(v.limits.length), num(v.customers), time(v.created_at)]))))
-      .catch(showError(versions));
-  }
+  for (const p of r.plans) main.append(planCard(p));
+}
+
+// planSpec is the body of PUT /v1/plans/{key} that keeps p as it is: the
+// PUT replaces the whole plan, so a write of one field sends all the
+// others back as GET gave them (its limits included, which the API takes
+// back unchanged).
+const planSpec = (p) => ({ name: p.name, description: p.description, public: p.public, price: p.price, limits: p.limits, features: p.features });
+
+// publicBadge says whether a plan is offered as the upgrade of a check a
+// hard limit denies.
+const publicBadge = (p) => h('span', { class: `badge${p.public ? ' public' : ''}`, 'data-public': String(p.public) }, p.public ? 'public' : 'not public');
+
+// planCard draws a plan: its price, whether it is public, its limits, the
+// form that makes it public or not, and its versions; message, if any, is
+// shown under the form. A save draws the card again in place, from the
+// plan the API answers.
+function planCard(p, message) {
+  const label = `${p.name || p.key} (${p.key})`;
+  const price = p.price ? `${money(p.price.amount_cents, p.price.currency)} per ${p.price.interval}` : 'no price';
+  const pub = h('input', { id: `pl-public-${p.key}`, type: 'checkbox', checked: p.public });
+  const save = h('button', { type: 'submit', class: 'secondary', 'data-action': 'save-public', disabled: true }, 'Save');
+  const msg = h('div', { class: 'plan-msg' }, message);
+  // Save is offered once the box says something the plan does not.
+  on(pub, 'change', () => { save.disabled = pub.checked === p.public; });
+  const form = h('form', { class: 'inline plan-public' },
+    h('label', { class: 'check' }, pub, 'Public: offered as an upgrade in denials'), save);
+  const card = section(label,
+    h('p', { class: 'sub' }, price, ' · ', publicBadge(p), p.description ? ` · ${p.description}` : '', ' · latest version ', num(p.latest_version)),
+    p.limits.length ? table(['Metric', 'Window', { label: 'Limit', num: true }, 'Mode', 'Overage', 'Ceiling', 'Algorithm'],
+      p.limits.map((l) => ({
+        attrs: { 'data-key': limitKey(l) },
+        cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
+          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+          l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
+      }))) : h('p', { class: 'muted' }, 'No limits.'),
+    form, msg);
+  card.dataset.plan = p.key;
+  // The whole plan goes back with the box's value, under If-Match: a
+  // change made meanwhile is a 412, and the card is drawn again as the
+  // plan is now. A change of public alone makes no new version.
+  on(form, 'submit', async (e) => {
+    e.preventDefault();
+    clear(msg);
+    save.disabled = true;
+    let saved;
+    try {
+      saved = await api('PUT', `/v1/plans/${enc(p.key)}`, { body: { ...planSpec(p), public: pub.checked }, ifMatch: etag(p.version) });
+    } catch (err) {
+      if (!isStale(err)) {
+        save.disabled = false;
+        showError(msg)(err);
+        return;
+      }
+      try {
+        card.replaceWith(planCard(await api('GET', `/v1/plans/${enc(p.key)}`), staleBox('this plan', err, 'plan above')));
+      } catch (e2) {
+        showError(msg)(e2);
+        msg.append(staleBox('this plan', err, 'plan above'));
+      }
+      return;
+    }
+    card.replaceWith(planCard(saved, notice(`${label} ${saved.public ? 'is public: offered as an upgrade in denials' : 'is no longer public: offered in no denial'}`
+      + ` (still version ${num(saved.latest_version)}: a change of public alone makes no new version).`)));
+  });
+  const versions = h('div', { class: 'versions' });
+  card.append(versions);
+  planVersions(p.key).then((list) => versions.append(h('h3', {}, 'Versions'),
+    table([{ label: 'Version', num: true }, 'Price', { label: 'Limits', num: true }, { label: 'Customers', num: true }, 'Since'],
+      list.map((v) => [num(v.version), `${money(v.price.amount_cents, v.price.currency)} per ${v.price.interval}`,
+        num(v.limits.length), num(v.customers), time(v.created_at)]))))
+    .catch(showError(versions));
+  return card;
 }
 
 // planVersions lists every version of a plan, oldest first: each change of
