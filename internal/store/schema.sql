@@ -1,4 +1,4 @@
--- The schema of migrations 1 to 26 as they leave a fresh database, as PostgreSQL 15 prints its catalog.
+-- The schema of migrations 1 to 27 as they leave a fresh database, as PostgreSQL 15 prints its catalog.
 -- Written by go test ./internal/store -run TestSchemaDump -update; TestSchemaDump fails when the migrations make another.
 
 CREATE TABLE api_keys (
@@ -633,12 +633,13 @@ BEGIN
         WHERE u.units <> 0
         GROUP BY u.metric, u.quota_window, u.window_start
         HAVING sum(u.units) <> 0
-        ORDER BY u.metric COLLATE "C", quotad_window_rank(u.quota_window), u.window_start
+        ORDER BY u.metric COLLATE "C", window_rank(u.quota_window), u.window_start
     LOOP
         PERFORM quotad_count_global(d.metric, d.quota_window, d.window_start, d.units);
     END LOOP;
 END
 $function$;
+COMMENT ON FUNCTION quotad_add_global(text[],text[],timestamp with time zone[],bigint[]) IS 'Adds units to metrics'' global usage, summed by window, the windows in the order of locks (metric, window_rank, start), after the counters: the lease calls and the ledger''s charges and give-backs count global usage through it.';
 
 CREATE OR REPLACE FUNCTION quotad_count_global(p_metric text, p_window text, p_start timestamp with time zone, p_units bigint)
  RETURNS void
@@ -670,6 +671,7 @@ BEGIN
       AND g.shard = t.shard AND t.took > 0;
 END
 $function$;
+COMMENT ON FUNCTION quotad_count_global(text,text,timestamp with time zone,bigint) IS 'Adds p_units to a metric''s global usage in one window (metric_usage), or takes them off when negative: from the fullest shard first, never below zero, the window''s shards locked in shard order.';
 
 CREATE OR REPLACE FUNCTION quotad_count_objects()
  RETURNS trigger
@@ -682,6 +684,7 @@ BEGIN
     RETURN NULL;
 END
 $function$;
+COMMENT ON FUNCTION quotad_count_objects() IS 'The trigger that keeps object_counts: the rows of the table it is on (customers, webhooks), by its name, in the writing transaction, so that the caps on them are checked without counting a table.';
 
 CREATE OR REPLACE FUNCTION quotad_freed(p_customer text, p_metric text, p_subject text, p_window text, p_start timestamp with time zone, p_channel text, p_payload text)
  RETURNS void
@@ -696,19 +699,28 @@ BEGIN
     END IF;
 END
 $function$;
+COMMENT ON FUNCTION quotad_freed(text,text,text,text,timestamp with time zone,text,text) IS 'Clears a counter''s watched mark and, if it was set, tells every process (p_payload on p_channel) that units came back to it: every call that gives units back calls it once they are back.';
 
 CREATE OR REPLACE FUNCTION quotad_holder_alive(p_holder bigint)
  RETURNS boolean
  LANGUAGE sql
  STABLE
 AS $function$
-    SELECT EXISTS (
-        SELECT 1 FROM pg_locks
-        WHERE locktype = 'advisory' AND granted AND objsubid = 2
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND classid = (quotad_lock_class()::bigint & 4294967295)::oid
-          AND objid = (p_holder & 4294967295)::oid)
+    SELECT EXISTS (SELECT 1 FROM quotad_holder_sessions() k WHERE k.o_holder = (p_holder & 4294967295)::oid)
 $function$;
+COMMENT ON FUNCTION quotad_holder_alive(bigint) IS 'Whether holder p_holder runs (quotad_holder_sessions): a holder that does not is dead, and its leases may be reclaimed.';
+
+CREATE OR REPLACE FUNCTION quotad_holder_sessions()
+ RETURNS TABLE(o_holder oid, o_pid integer)
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT k.objid, k.pid FROM pg_locks k
+    WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
+      AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+      AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid
+$function$;
+COMMENT ON FUNCTION quotad_holder_sessions() IS 'The rule of who runs: a process runs while it holds, on a session of its own, the advisory lock (quotad_lock_class(), its holder key), which PostgreSQL releases when the process or its connection dies. One row per running holder: its key as an oid (a holder bigint h is (h & 4294967295)::oid) and the backend that holds the lock.';
 
 CREATE OR REPLACE FUNCTION quotad_lease_all(p_customers text[], p_metrics text[], p_subjects text[], p_windows text[], p_starts timestamp with time zone[], p_holder bigint, p_seqs bigint[], p_bounds bigint[], p_needs bigint[], p_extras bigint[], p_inflights bigint[], p_helds boolean[], p_global_starts timestamp with time zone[], p_channel text, p_payloads text[])
  RETURNS TABLE(o_i integer, o_granted bigint, o_used bigint, o_others bigint, o_lost boolean, o_gone boolean)
@@ -741,14 +753,14 @@ BEGIN
       AND EXISTS (SELECT 1 FROM customers u WHERE u.id = s.customer_id)
       AND EXISTS (SELECT 1 FROM metrics m WHERE m.key = s.metric)
     ORDER BY s.customer_id COLLATE "C", s.metric COLLATE "C", s.subject COLLATE "C",
-             quotad_window_rank(s.quota_window), s.window_start
+             window_rank(s.quota_window), s.window_start
     ON CONFLICT DO NOTHING;
     PERFORM 1 FROM usage_counters c
     JOIN unnest(p_customers, p_metrics, p_subjects, p_windows, p_starts)
         AS s(customer_id, metric, subject, quota_window, window_start)
       ON c.customer_id = s.customer_id AND c.metric = s.metric AND c.subject = s.subject
      AND c.quota_window = s.quota_window AND c.window_start = s.window_start
-    ORDER BY c.customer_id, c.metric, c.subject, quotad_window_rank(c.quota_window), c.window_start
+    ORDER BY c.customer_id, c.metric, c.subject, window_rank(c.quota_window), c.window_start
     FOR UPDATE OF c;
     -- Every grant at once: each counter is its own (one call per counter),
     -- so no grant depends on another. The counters are locked; the
@@ -838,6 +850,7 @@ BEGIN
     PERFORM quotad_add_global(p_metrics, p_windows, p_global_starts, v_units);
 END
 $function$;
+COMMENT ON FUNCTION quotad_lease_all(text[],text[],text[],text[],timestamp with time zone[],bigint,bigint[],bigint[],bigint[],bigint[],bigint[],boolean[],timestamp with time zone[],text,text[]) IS 'Grants, for each i, counter i (p_customers[i], p_metrics[i], p_subjects[i], p_windows[i] from p_starts[i]) to holder p_holder in its call p_seqs[i]: p_needs[i] units all or none and up to p_extras[i] more to hold, within p_bounds[i]; the lease then reports p_inflights[i] units in flight besides. p_helds[i]: the caller believes it holds a lease there (none held: o_lost, nothing granted). p_global_starts[i]: the granted units count in the metric''s global usage too. One row per counter: what was granted, the counter after, the units other live holders hold unused, o_lost, and o_gone (the customer or metric was deleted). When nothing is granted, the other live holders are asked for their units (p_payloads[i] on p_channel, unless null), or, when none holds any, the counter is marked watched.';
 
 CREATE OR REPLACE FUNCTION quotad_live_holders()
  RETURNS oid[]
@@ -845,13 +858,10 @@ CREATE OR REPLACE FUNCTION quotad_live_holders()
  STABLE
 AS $function$
 BEGIN
-    RETURN ARRAY(
-        SELECT k.objid FROM pg_locks k
-        WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
-          AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-          AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid);
+    RETURN ARRAY(SELECT k.o_holder FROM quotad_holder_sessions() k);
 END
 $function$;
+COMMENT ON FUNCTION quotad_live_holders() IS 'The keys of the running holders (quotad_holder_sessions), read once per statement: the view quotad_live_leases, quotad_lease_all and the list of holders compare leases'' holders with it.';
 
 CREATE OR REPLACE FUNCTION quotad_lock_class()
  RETURNS integer
@@ -860,19 +870,16 @@ CREATE OR REPLACE FUNCTION quotad_lock_class()
 AS $function$
     SELECT hashtext('quotad:' || current_schema())
 $function$;
+COMMENT ON FUNCTION quotad_lock_class() IS 'The first key of every holder''s advisory lock: this schema''s, so that the processes of two schemas of one database do not see each other.';
 
 CREATE OR REPLACE FUNCTION quotad_others_alive(p_holder bigint)
  RETURNS boolean
  LANGUAGE sql
  STABLE
 AS $function$
-    SELECT EXISTS (
-        SELECT 1 FROM pg_locks
-        WHERE locktype = 'advisory' AND granted AND objsubid = 2
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND classid = (quotad_lock_class()::bigint & 4294967295)::oid
-          AND objid <> (p_holder & 4294967295)::oid)
+    SELECT EXISTS (SELECT 1 FROM quotad_holder_sessions() k WHERE k.o_holder <> (p_holder & 4294967295)::oid)
 $function$;
+COMMENT ON FUNCTION quotad_others_alive(bigint) IS 'Whether any holder other than p_holder runs on this schema (quotad_holder_sessions): when none does, no lease of another process can be recalled.';
 
 CREATE OR REPLACE FUNCTION quotad_recall(p_customer text, p_metric text, p_subject text, p_window text, p_start timestamp with time zone, p_holder bigint, p_channel text, p_payload text)
  RETURNS integer
@@ -890,6 +897,7 @@ BEGIN
     RETURN v_leases;
 END
 $function$;
+COMMENT ON FUNCTION quotad_recall(text,text,text,text,timestamp with time zone,bigint,text,text) IS 'Asks the other live holders whose leases of a counter hold units unused to settle them (p_payload on p_channel, when there is any such lease), and returns how many such leases there are.';
 
 CREATE OR REPLACE FUNCTION quotad_report(p_customers text[], p_metrics text[], p_subjects text[], p_windows text[], p_starts timestamp with time zone[], p_holder bigint, p_seqs bigint[], p_unused bigint[], p_channel text, p_payloads text[])
  RETURNS SETOF integer
@@ -910,7 +918,7 @@ BEGIN
         AS s(customer_id, metric, subject, quota_window, window_start)
       ON l.customer_id = s.customer_id AND l.metric = s.metric AND l.subject = s.subject
      AND l.quota_window = s.quota_window AND l.window_start = s.window_start AND l.holder = p_holder
-    ORDER BY l.customer_id, l.metric, l.subject, quotad_window_rank(l.quota_window), l.window_start
+    ORDER BY l.customer_id, l.metric, l.subject, window_rank(l.quota_window), l.window_start
     FOR UPDATE OF l;
     FOR r IN
         WITH item AS (
@@ -945,6 +953,7 @@ BEGIN
     END LOOP;
 END
 $function$;
+COMMENT ON FUNCTION quotad_report(text[],text[],text[],text[],timestamp with time zone[],bigint,bigint[],bigint[],text,text[]) IS 'Records, in call p_seqs[i], that p_holder holds p_unused[i] units unused in its lease of counter i, and returns the positions (from 1) of the leases the store no longer holds. A lease reported to hold more than before makes units recallable: a watched counter is told (quotad_freed).';
 
 CREATE OR REPLACE FUNCTION quotad_resolve(p_customers text[], p_metrics text[], p_subjects text[], p_windows text[], p_starts timestamp with time zone[], p_holder bigint, p_seqs bigint[])
  RETURNS TABLE(o_i integer, o_applied boolean, o_held boolean, o_unused bigint, o_granted bigint)
@@ -968,14 +977,14 @@ BEGIN
     WHERE EXISTS (SELECT 1 FROM customers u WHERE u.id = s.customer_id)
       AND EXISTS (SELECT 1 FROM metrics m WHERE m.key = s.metric)
     ORDER BY s.customer_id COLLATE "C", s.metric COLLATE "C", s.subject COLLATE "C",
-             quotad_window_rank(s.quota_window), s.window_start
+             window_rank(s.quota_window), s.window_start
     ON CONFLICT DO NOTHING;
     PERFORM 1 FROM usage_counters c
     JOIN unnest(p_customers, p_metrics, p_subjects, p_windows, p_starts)
         AS s(customer_id, metric, subject, quota_window, window_start)
       ON c.customer_id = s.customer_id AND c.metric = s.metric AND c.subject = s.subject
      AND c.quota_window = s.quota_window AND c.window_start = s.window_start
-    ORDER BY c.customer_id, c.metric, c.subject, quotad_window_rank(c.quota_window), c.window_start
+    ORDER BY c.customer_id, c.metric, c.subject, window_rank(c.quota_window), c.window_start
     FOR UPDATE OF c;
     FOR i IN 1 .. coalesce(array_length(p_customers, 1), 0) LOOP
         SELECT l.seq, l.held, l.unused, l.granted, l.fenced INTO v_seq, v_held, v_unused, v_granted, v_fenced
@@ -1006,6 +1015,7 @@ BEGIN
     END LOOP;
 END
 $function$;
+COMMENT ON FUNCTION quotad_resolve(text[],text[],text[],text[],timestamp with time zone[],bigint,bigint[]) IS 'Tells p_holder whether its call p_seqs[i] on its lease of counter i, whose answer it never got, was applied, and fences off one that was not: a copy arriving later changes nothing, and asked again it answers the same. One row per counter: whether the call was applied, and the lease as the store holds it now (held, unused units, and what the call granted if it was an applied grant).';
 
 CREATE OR REPLACE FUNCTION quotad_settle_all(p_customers text[], p_metrics text[], p_subjects text[], p_windows text[], p_starts timestamp with time zone[], p_holder bigint, p_seqs bigint[], p_unused bigint[], p_global_starts timestamp with time zone[], p_channel text, p_payloads text[])
  RETURNS void
@@ -1026,7 +1036,7 @@ BEGIN
         AS s(customer_id, metric, subject, quota_window, window_start)
       ON c.customer_id = s.customer_id AND c.metric = s.metric AND c.subject = s.subject
      AND c.quota_window = s.quota_window AND c.window_start = s.window_start
-    ORDER BY c.customer_id, c.metric, c.subject, quotad_window_rank(c.quota_window), c.window_start
+    ORDER BY c.customer_id, c.metric, c.subject, window_rank(c.quota_window), c.window_start
     FOR UPDATE OF c;
     FOR r IN
         WITH item AS (
@@ -1065,17 +1075,20 @@ BEGIN
     PERFORM quotad_add_global(p_metrics, p_windows, p_global_starts, v_back);
 END
 $function$;
+COMMENT ON FUNCTION quotad_settle_all(text[],text[],text[],text[],timestamp with time zone[],bigint,bigint[],bigint[],timestamp with time zone[],text,text[]) IS 'Ends p_holder''s leases of counters i in its calls p_seqs[i]: the p_unused[i] units each held unused come off the counter (and off the metric''s global usage where p_global_starts[i]). A lease the store no longer holds (a reset ended it, with its units), or one a later call already decided, gives nothing back. Where units came back to a watched counter, p_payloads[i] goes out on p_channel.';
 
 CREATE OR REPLACE FUNCTION quotad_window_rank(p_window text)
  RETURNS integer
  LANGUAGE sql
  IMMUTABLE
 AS $function$
-    SELECT array_position(ARRAY['hour', 'day', 'week', 'month', 'total'], p_window)
+    SELECT CASE WHEN window_rank(p_window) > 2 THEN window_rank(p_window) - 2 END
 $function$;
+COMMENT ON FUNCTION quotad_window_rank(text) IS 'Kept for processes of schema 26 only: window_rank among the windows a counter may have (hour 1 ... total 5, null for others).';
 
 CREATE OR REPLACE FUNCTION window_rank(w text)
  RETURNS smallint
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 RETURN (array_position(ARRAY['second'::text, 'minute'::text, 'hour'::text, 'day'::text, 'week'::text, 'month'::text, 'total'::text], w))::smallint;
+COMMENT ON FUNCTION window_rank(text) IS 'The rank of a window, shortest first (second 1 ... total 7), as tiers.Windows orders them: keyset pages of overrides compare with it, and every call that locks counters or global usage locks them by customer, metric, subject, window_rank, start, so that none waits for another that waits for it.';
