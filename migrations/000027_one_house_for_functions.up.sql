@@ -39,12 +39,13 @@ CREATE OR REPLACE FUNCTION window_rank(w text) RETURNS smallint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     RETURN array_position(ARRAY['second', 'minute', 'hour', 'day', 'week', 'month', 'total'], w)::smallint;
 COMMENT ON FUNCTION window_rank(text) IS
-    'The rank of a window, shortest first (second 1 ... total 7), as tiers.Windows orders them: keyset pages of overrides compare with it, and every call that locks counters or global usage locks them by customer, metric, subject, window_rank, start, so that none waits for another that waits for it.';
+    'The rank of a window, shortest first (second 1 ... total 7), as tiers.Windows orders them: keyset pages of overrides compare with it, and every call locks counters (by customer, metric, subject, window, start) and then global usage (by metric, window, start) in its order of windows, so that none waits for another that waits for it.';
 
 -- quotad_window_rank ranked the windows a counter may have; the lease calls
 -- now order by window_rank, in the same order. Processes of schema 26 still
 -- order counters by it (a reset, a reclaim), so it stays, with their ranks,
--- until a migration that stops them anyway drops it.
+-- until a later migration that is not safe to roll for reasons of its own
+-- drops it.
 CREATE OR REPLACE FUNCTION quotad_window_rank(p_window text) RETURNS integer
 LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN window_rank(p_window) > 2 THEN window_rank(p_window) - 2 END

@@ -1091,4 +1091,4 @@ CREATE OR REPLACE FUNCTION window_rank(w text)
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
 RETURN (array_position(ARRAY['second'::text, 'minute'::text, 'hour'::text, 'day'::text, 'week'::text, 'month'::text, 'total'::text], w))::smallint;
-COMMENT ON FUNCTION window_rank(text) IS 'The rank of a window, shortest first (second 1 ... total 7), as tiers.Windows orders them: keyset pages of overrides compare with it, and every call that locks counters or global usage locks them by customer, metric, subject, window_rank, start, so that none waits for another that waits for it.';
+COMMENT ON FUNCTION window_rank(text) IS 'The rank of a window, shortest first (second 1 ... total 7), as tiers.Windows orders them: keyset pages of overrides compare with it, and every call locks counters (by customer, metric, subject, window, start) and then global usage (by metric, window, start) in its order of windows, so that none waits for another that waits for it.';
