@@ -179,11 +179,8 @@ func (r *Holders) Release(ctx context.Context, key uint32, actor string, now tim
 func (r *Holders) endSessions(ctx context.Context, h int64) error {
 	db := r.db
 	const end = `
-		SELECT count(pg_terminate_backend(k.pid)) FROM pg_locks k
-		WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
-		  AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-		  AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid
-		  AND k.objid = ($1::bigint & 4294967295)::oid`
+		SELECT count(pg_terminate_backend(k.o_pid)) FROM quotad_holder_sessions() k
+		WHERE k.o_holder = ($1::bigint & 4294967295)::oid`
 	var ended int
 	if err := db.pool.QueryRow(ctx, end, h).Scan(&ended); err != nil {
 		return mapErr(err)
@@ -253,7 +250,7 @@ func (r *Holders) reclaimBatch(ctx context.Context, h int64, k counterArrays) (l
 		    AS s(customer_id, metric, subject, quota_window, window_start)
 		  ON c.customer_id = s.customer_id AND c.metric = s.metric AND c.subject = s.subject
 		 AND c.quota_window = s.quota_window AND c.window_start = s.window_start
-		ORDER BY c.customer_id, c.metric, c.subject, quotad_window_rank(c.quota_window), c.window_start
+		ORDER BY c.customer_id, c.metric, c.subject, window_rank(c.quota_window), c.window_start
 		FOR UPDATE OF c`
 	const take = `
 		WITH held AS MATERIALIZED (

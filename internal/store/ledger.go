@@ -538,7 +538,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 			WITH old AS MATERIALIZED (
 			    SELECT subject, quota_window, window_start, used FROM usage_counters
 			    WHERE customer_id = $1 AND metric = $2 AND used > 0
-			    ORDER BY subject, quotad_window_rank(quota_window), window_start
+			    ORDER BY subject, window_rank(quota_window), window_start
 			    FOR UPDATE
 			)
 			UPDATE usage_counters c SET used = 0, watched = false

@@ -77,54 +77,6 @@ func MustVersions(t testing.TB) []uint {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// MustDefinitions returns the definitions of the schema's functions,
-// views, tables' columns, constraints and indexes, by name.
-func MustDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
-	t.Helper()
-	rows, err := s.Pool.Query(context.Background(), `
-		SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')', pg_get_functiondef(p.oid)
-		FROM pg_proc p WHERE p.pronamespace = current_schema()::regnamespace
-		UNION ALL
-		SELECT 'view ' || viewname, definition FROM pg_views WHERE schemaname = current_schema()
-		UNION ALL
-		-- A column as its table declares it (where it stands among the
-		-- others aside: a column added after others stands last).
-		SELECT 'column ' || c.relname || '.' || a.attname,
-		       format_type(a.atttypid, a.atttypmod)
-		       || CASE WHEN a.attcollation <> t.typcollation THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
-		       || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
-		       || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')
-		       || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
-		FROM pg_attribute a
-		JOIN pg_class c ON c.oid = a.attrelid
-		JOIN pg_type t ON t.oid = a.atttypid
-		LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p')
-		  AND a.attnum > 0 AND NOT a.attisdropped
-		UNION ALL
-		SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname, pg_get_constraintdef(oid)
-		FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
-		UNION ALL
-		SELECT 'index ' || indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema()`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	defs := map[string]string{}
-	for rows.Next() {
-		var name, def string
-		if err := rows.Scan(&name, &def); err != nil {
-			t.Fatal(err)
-		}
-		// Definitions name their schema: two schemas' compare without.
-		defs[name] = strings.ReplaceAll(def, s.Name+".", "")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return defs
-}
-
 // Migrating below 13 drops what a quotad of 12 cannot read: limits per
 // subject and credit pools; customer-wide limits stay as they were.
 func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {

@@ -175,12 +175,8 @@ func (l *Listener) hold(ctx context.Context, conn *pgx.Conn) (anew bool, err err
 // takeOverWait for them to go.
 func (l *Listener) takeOver(ctx context.Context, conn *pgx.Conn) error {
 	const q = `
-		SELECT pg_terminate_backend(k.pid) FROM pg_locks k
-		WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2
-		  AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-		  AND k.classid = (quotad_lock_class()::bigint & 4294967295)::oid
-		  AND k.objid = ($1::bigint & 4294967295)::oid
-		  AND k.pid <> pg_backend_pid()`
+		SELECT pg_terminate_backend(k.o_pid) FROM quotad_holder_sessions() k
+		WHERE k.o_holder = ($1::bigint & 4294967295)::oid AND k.o_pid <> pg_backend_pid()`
 	if _, err := conn.Exec(ctx, q, l.db.holderID()); err != nil {
 		return fmt.Errorf("end this process's earlier session: %w", err)
 	}
