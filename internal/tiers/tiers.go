@@ -3,8 +3,9 @@
 // valid. Everything here is plain Go: validation and the effective-limit merge
 // are pure functions, so the check path can run them on cached values.
 //
-// The package imports only the standard library. Persistence is behind Store,
-// implemented by internal/store.
+// The package imports the standard library and, for the cache's one load
+// per key, golang.org/x/sync's singleflight: no driver, no web framework.
+// Persistence is behind Store, implemented by internal/store.
 package tiers
 
 import (
