@@ -3,7 +3,7 @@
 // token never appears in it.
 
 import { api, ApiError, qs, enc, etag, token, setToken, clearToken, onUnauthorized } from './api.js';
-import { h, on, clear, num, count, time, money, table, errorBox, notice, field, confirm } from './ui.js';
+import { h, on, clear, num, count, time, money, unitPrice, table, errorBox, notice, field, confirm } from './ui.js';
 import { usageChart, dayList, daysBetween, shortDate } from './chart.js';
 
 const mainEl = document.getElementById('main');
@@ -786,7 +786,7 @@ async function customerPage(main, id) {
       const st = await api('GET', `/v1/customers/${enc(id)}/statement${qs({ period: period.value })}`);
       stOut.append(h('p', { class: 'muted' }, 'From ', time(st.period.start), ' to ', time(st.period.end)),
         table(['Kind', 'Plan', 'Metric', { label: 'Quantity', num: true }, { label: 'Unit price', num: true }, { label: 'Amount', num: true }, 'Description'],
-          st.lines.map((l) => [l.kind, l.plan, l.metric || '', num(l.quantity), l.unit_price_micros == null ? '' : money(l.unit_price_micros / 10000, st.currency),
+          st.lines.map((l) => [l.kind, l.plan, l.metric || '', num(l.quantity), l.unit_price_micros == null ? '' : unitPrice(l.unit_price_micros, st.currency),
             money(l.amount_cents, st.currency), l.description])),
         h('p', {}, h('strong', {}, 'Total '), h('span', { id: 'statement-total' }, money(st.total_cents, st.currency))));
     } catch (err) { showError(stOut)(err); }
@@ -1251,7 +1251,7 @@ function planCard(p, message) {
       p.limits.map((l) => ({
         attrs: { 'data-key': limitKey(l) },
         cells: [l.metric, windowLabel(l.window, l.per), num(l.limit), l.mode,
-          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${money(l.overage_price_micros / 10000, p.price?.currency || 'USD')} / unit` : ''}` : '',
+          l.mode === 'soft' ? `${l.overage_percent}%${l.overage_price_micros != null ? ` at ${unitPrice(l.overage_price_micros, p.price?.currency || 'USD')} / unit` : ''}` : '',
           l.ceiling != null ? num(l.ceiling) : '', l.algorithm || ''],
       }))) : h('p', { class: 'muted' }, 'No limits.'),
     form, msg);

@@ -61,6 +61,17 @@ export function time(iso) {
 }
 
 // money formats cents in a currency.
+// unitPrice formats a price per unit in micros (millionths of the
+// currency's unit), with as many decimals as it needs, up to six: a
+// thousand micros is $0.001, not $0.00.
+export function unitPrice(micros, currency) {
+  try {
+    return new Intl.NumberFormat(undefined, { style: 'currency', currency, maximumFractionDigits: 6 }).format(micros / 1e6);
+  } catch {
+    return `${micros / 1e6} ${currency}`;
+  }
+}
+
 export function money(cents, currency) {
   try {
     return new Intl.NumberFormat(undefined, { style: 'currency', currency }).format(cents / 100);
