@@ -19,15 +19,15 @@ type WhatIf interface {
 
 var _ WhatIf = (*whatif.Service)(nil)
 
-func (s *Server) whatIfReplay(c echo.Context) error {
-	if s.whatIf == nil {
+func (h *billingHandlers) whatIfReplay(c echo.Context) error {
+	if h.whatIf == nil {
 		return echo.ErrNotFound
 	}
 	var spec whatif.Spec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	a, err := s.whatIf.Run(c.Request().Context(), spec)
+	a, err := h.whatIf.Run(c.Request().Context(), spec)
 	if err != nil {
 		return err
 	}
