@@ -22,8 +22,9 @@ import (
 
 // Config configures a Server.
 type Config struct {
-	// The tier catalog's roles, one per group of routes; *tiers.Service
-	// plays them all. A route whose role is nil answers 500.
+	// The tier catalog's roles, each used by its own routes;
+	// *tiers.Service plays them all. A role may be nil only where its
+	// routes are not called (tests).
 	Metrics          MetricCatalog
 	Plans            PlanCatalog
 	Customers        CustomerCatalog
