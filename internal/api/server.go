@@ -1,7 +1,7 @@
 // Package api is quotad's HTTP interface: the admin API, the check path and
 // the operational endpoints, as openapi.yaml describes them. It is the only
 // package that imports echo, and it sees the rest of quotad only through
-// the interfaces below.
+// the interfaces it declares, each beside the handlers that use it.
 package api
 
 import (

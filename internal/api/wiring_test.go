@@ -51,9 +51,9 @@ func (reserveRecorder) Reservation(context.Context, string) (quota.Reservation, 
 	panic("reserveRecorder: unexpected call")
 }
 
-// Each group of handlers gets its part of the Config: the routes outside
-// the check path that resolve API keys, answer a check's headers or list
-// grants do so as POST /v1/check would.
+// Each group of handlers gets its part of the Config: reserves and feature
+// checks resolve API keys with the KeyResolver, a reserve answers the
+// RateLimitHeaders' forms, and entitlements list the Grants' live grants.
 func TestGroupsShareTheConfig(t *testing.T) {
 	cfg := engineConfig(t, nil)
 	var reserved quota.ReserveRequest
