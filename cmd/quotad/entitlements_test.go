@@ -153,7 +153,9 @@ func TestEntitlementsSumOfParts(t *testing.T) {
 		Leases: lease.NewPool(db, clock), StoreTimeout: 30 * time.Second})
 	svc := grants.NewService(db, clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
-	srv := api.New(api.Config{Catalog: tiers.NewService(db, clock.Now, cache.Invalidate), Checker: engine, Grants: svc,
+	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
+		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Grants: svc,
 		Features: tiers.NewFeatureChecker(cache, clock.Now)})
 	do := func(t interface{ Fatalf(string, ...any) }, method, path, body string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))

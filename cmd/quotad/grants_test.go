@@ -34,7 +34,9 @@ func TestGrantRoutes(t *testing.T) {
 		StoreTimeout: 30 * time.Second})
 	svc := grants.NewService(db, clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
-	srv := api.New(api.Config{Catalog: tiers.NewService(db, clock.Now, cache.Invalidate), Checker: engine, Grants: svc})
+	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
+		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Grants: svc})
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(method, path, strings.NewReader(body))

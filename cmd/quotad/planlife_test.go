@@ -38,7 +38,9 @@ func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotatest.Clock
 	}
 	cache := tiers.NewCache(db, 0)
 	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
-	srv := api.New(api.Config{Catalog: tiers.NewService(db, clock.Now, cache.Invalidate), Checker: engine,
+	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
+		FeatureOverrides: catalog, Audit: catalog, Checker: engine,
 		Billing: billing.NewService(db, clock.Now)})
 	return &lifeProcess{t: t, db: db, cache: cache, srv: srv, clock: clock}
 }

@@ -461,7 +461,13 @@ func (p *instance) startCheckWork() {
 // api returns the API's handler.
 func (p *instance) api(forwardRules *forwardauth.Rules) *api.Server {
 	return api.New(api.Config{
-		Catalog:  p.catalog,
+		Metrics:          p.catalog,
+		Plans:            p.catalog,
+		Customers:        p.catalog,
+		Overrides:        p.catalog,
+		FeatureOverrides: p.catalog,
+		Audit:            p.catalog,
+
 		Checker:  p.engine,
 		Features: tiers.NewFeatureChecker(p.cache, p.now),
 		Ready: func(ctx context.Context) error {

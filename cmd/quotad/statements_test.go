@@ -55,7 +55,8 @@ func mustStack(t *testing.T, start time.Time, leases bool) *statementStack {
 	}
 	engine := quota.New(o)
 	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Catalog: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now),
+	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
+		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now),
 		WhatIf: &whatif.Service{Catalog: catalog, History: db}})
 	return &statementStack{t: t, clock: clock, engine: engine, srv: srv}
 }

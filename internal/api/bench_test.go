@@ -148,18 +148,21 @@ func (w *benchWriter) reset() {
 	w.status, w.n = 0, 0
 }
 
-// benchServer is a Server as cmd/quotad configures it (a check token,
+// benchConfig configures a Server as cmd/quotad does (a check token,
 // JSON logs at info level) over benchChecker.
-func benchServer() *Server {
-	return New(Config{
+func benchConfig() Config {
+	return Config{
 		Checker: benchChecker{},
 		Tokens: []Token{
 			{Name: "admin", Secret: "adm-secret", Role: RoleAdmin},
 			{Name: "backend", Secret: "chk-secret", Role: RoleCheck},
 		},
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
+	}
 }
+
+// benchServer is a Server of benchConfig.
+func benchServer() *Server { return New(benchConfig()) }
 
 // benchRequest is one POST /v1/check whose body can be read again.
 type benchRequest struct {
@@ -199,8 +202,9 @@ func BenchmarkServeCheck(b *testing.B) {
 // limit headers in draft 7's, the legacy and GitHub's forms
 // (--ratelimit-headers draft7,legacy,x): what six more headers cost.
 func BenchmarkServeCheckOlderForms(b *testing.B) {
-	s := benchServer()
-	s.rateLimitHeaders = rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X
+	cfg := benchConfig()
+	cfg.RateLimitHeaders = rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X
+	s := New(cfg)
 	r := newBenchRequest()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -252,9 +256,9 @@ func benchKeyServer(b *testing.B) *Server {
 	for i := range 9999 {
 		v.Add(keys.Live{ID: fmt.Sprintf("key_%016d", i), Customer: fmt.Sprintf("c%d", i), Digest: keys.DigestOf(fmt.Sprintf("qk_%032d", i))})
 	}
-	s := benchServer()
-	s.keyResolver = v
-	return s
+	cfg := benchConfig()
+	cfg.KeyResolver = v
+	return New(cfg)
 }
 
 // BenchmarkServeCheckByKey is BenchmarkServeCheck by API key: the

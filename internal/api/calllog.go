@@ -34,11 +34,11 @@ type callLog struct {
 	refunded   int64
 }
 
-// callLogOf returns the log of c's call, to be filled, when the log is
-// at debug level; nil otherwise.
-func (s *Server) callLogOf(c echo.Context) *callLog {
+// callLogOf returns the log of c's call, to be filled, when log is at
+// debug level; nil otherwise.
+func callLogOf(log *slog.Logger, c echo.Context) *callLog {
 	rc, ok := c.(*requestContext)
-	if !ok || !s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
+	if !ok || !log.Enabled(c.Request().Context(), slog.LevelDebug) {
 		return nil
 	}
 	rc.call.set = true

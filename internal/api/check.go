@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -207,22 +209,33 @@ func shortWindowMode(s quota.SharedStats) string {
 	return modeFallback
 }
 
-func (s *Server) check(c echo.Context) error {
+// checkHandlers serve POST /v1/check and POST /v1/refund: the check path.
+type checkHandlers struct {
+	decider *decider
+	checker Checker
+	ids     identifier
+	log     *slog.Logger
+	forms   rlheaders.Forms
+
+	refundRequiresRequestID bool
+}
+
+func (h *checkHandlers) check(c echo.Context) error {
 	req, err := decodeCall(c, false)
 	if err != nil {
-		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		h.decider.reject()
 		return err
 	}
-	log := s.callLogOf(c)
-	if err := s.identify(c.Request().Context(), &req); err != nil {
-		s.checkMetrics.decisions.get(decisionRejected).Inc()
+	log := callLogOf(h.log, c)
+	if err := h.ids.identify(c.Request().Context(), &req); err != nil {
+		h.decider.reject()
 		if log != nil {
 			log.request(&req)
 			log.failed(err)
 		}
 		return err
 	}
-	d, now, err := s.decide(c.Request().Context(), quota.Request{
+	d, now, err := h.decider.decide(c.Request().Context(), quota.Request{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, Items: req.Items,
 		DryRun: req.DryRun, RequestID: req.RequestID,
 	})
@@ -237,23 +250,34 @@ func (s *Server) check(c echo.Context) error {
 	if !d.Allowed {
 		status = http.StatusTooManyRequests
 	}
-	return s.writeCheckAnswer(c, status, &d, now)
+	return writeCheckAnswer(c, h.forms, status, &d, now)
 }
 
-// decide runs one check, for POST /v1/check and forward-auth alike, and
-// counts it in the check metrics. now is when it was decided.
-func (s *Server) decide(ctx context.Context, r quota.Request) (d quota.Decision, now time.Time, err error) {
+// decider decides checks and counts them in the check metrics: those of
+// POST /v1/check and of forward-auth alike.
+type decider struct {
+	checker Checker
+	metrics *checkMetrics
+}
+
+// decide runs one check and counts it in the check metrics. now is when
+// it was decided.
+func (dc *decider) decide(ctx context.Context, r quota.Request) (d quota.Decision, now time.Time, err error) {
 	start := time.Now()
-	d, err = s.checker.Check(ctx, r)
+	d, err = dc.checker.Check(ctx, r)
 	now = time.Now()
-	s.observeCheck(now.Sub(start), &d, err)
+	dc.metrics.observe(now.Sub(start), &d, err)
 	return d, now, err
 }
 
-// observeCheck counts a decision in the check metrics: the decision, how
-// long it took and its round trips; err is the check's error, if any.
-func (s *Server) observeCheck(took time.Duration, d *quota.Decision, err error) {
-	m := s.checkMetrics
+// reject counts a check refused before it was decided, for its input.
+func (dc *decider) reject() {
+	dc.metrics.decisions.get(decisionRejected).Inc()
+}
+
+// observe counts a decision in the check metrics: the decision, how long
+// it took and its round trips; err is the check's error, if any.
+func (m *checkMetrics) observe(took time.Duration, d *quota.Decision, err error) {
 	m.latency.Observe(took.Seconds())
 	if err != nil {
 		m.decisions.get(failedDecision(err)).Inc()
@@ -300,22 +324,22 @@ var errRefundNeedsRequestID = problemf(http.StatusForbidden, codeForbidden,
 	"a refund must name the request_id of the check whose units it gives back: "+
 		"this server takes refunds without one from admin tokens only")
 
-func (s *Server) refund(c echo.Context) error {
+func (h *checkHandlers) refund(c echo.Context) error {
 	req, err := decodeCall(c, true)
 	if err != nil {
 		return err
 	}
-	log := s.callLogOf(c)
+	log := callLogOf(h.log, c)
 	if log != nil {
 		log.request(&req)
 	}
-	if err := s.mayRefund(c, &req); err != nil {
+	if err := h.mayRefund(c, &req); err != nil {
 		if log != nil {
 			log.failed(err)
 		}
 		return err
 	}
-	if err := s.identify(c.Request().Context(), &req); err != nil {
+	if err := h.ids.identify(c.Request().Context(), &req); err != nil {
 		if log != nil {
 			log.failed(err)
 		}
@@ -327,7 +351,7 @@ func (s *Server) refund(c echo.Context) error {
 	if req.KeyID != "" {
 		who = req.KeyID
 	}
-	res, err := s.checker.Refund(c.Request().Context(), quota.RefundRequest{
+	res, err := h.checker.Refund(c.Request().Context(), quota.RefundRequest{
 		Customer: req.Customer, Metric: req.Metric, Cost: req.Cost, Subject: req.Subject, RequestID: req.RequestID,
 		Actor: who,
 	})
@@ -352,8 +376,8 @@ func (s *Server) refund(c echo.Context) error {
 // mayRefund refuses, where the operator requires refunds to name their
 // check, a refund without a request_id by a check token or by API key:
 // only an admin token may still give units back without naming a check.
-func (s *Server) mayRefund(c echo.Context, req *call) error {
-	if !s.refundRequiresRequestID || req.RequestID != "" {
+func (h *checkHandlers) mayRefund(c echo.Context, req *call) error {
+	if !h.refundRequiresRequestID || req.RequestID != "" {
 		return nil
 	}
 	if req.APIKey != "" || tokenOf(c).Role != RoleAdmin {
@@ -388,93 +412,4 @@ func toUsageEntries(us []quota.Usage) []usageEntry {
 			Remaining: u.Remaining, Overage: u.Overage, Granted: u.Granted, ResetAt: resetAt(u.ResetAt)}
 	}
 	return out
-}
-
-func (s *Server) usage(c echo.Context) error {
-	q := c.QueryParams()
-	subject := q.Get("subject")
-	if q.Has("subject") && !tiers.ValidSubject(subject) {
-		return invalid("subject", tiers.SubjectRule)
-	}
-	acct, usage, err := s.checker.Usage(c.Request().Context(), param(c, "customer"), subject)
-	if err != nil {
-		return err
-	}
-	return respond(c, http.StatusOK, map[string]any{
-		"customer": acct.Customer.ID,
-		"plan":     acct.Plan.Key,
-		"usage":    toUsageEntries(usage),
-	})
-}
-
-func (s *Server) resetUsage(c echo.Context) error {
-	if err := s.checker.Reset(c.Request().Context(), actor(c), param(c, "customer"), param(c, "metric")); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
-}
-
-// totalRequest is the body of PUT /v1/customers/{id}/usage/{metric}/total.
-type totalRequest struct {
-	Used *int64 `json:"used"`
-}
-
-// totalAnswer is its answer: the customer's total of the metric as set.
-type totalAnswer struct {
-	Customer string `json:"customer"`
-	usageEntry
-}
-
-// putTotal sets a customer's gauge (window total) of a metric outright.
-func (s *Server) putTotal(c echo.Context) error {
-	var req totalRequest
-	if err := decodeBody(c, &req); err != nil {
-		return err
-	}
-	if req.Used == nil {
-		return tiers.Invalid("used", "is required")
-	}
-	customer := param(c, "customer")
-	u, err := s.checker.SetTotal(c.Request().Context(), actor(c), customer, param(c, "metric"), *req.Used)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, totalAnswer{Customer: customer, usageEntry: toUsageEntries([]quota.Usage{u})[0]})
-}
-
-const dateLayout = "2006-01-02"
-
-// historyDefaultDays is how far back history goes without from.
-const historyDefaultDays = 30
-
-func (s *Server) history(c echo.Context) error {
-	to := s.checker.Today(c.Request().Context(), param(c, "customer"))
-	var from time.Time
-	q := c.QueryParams()
-	if q.Has("to") {
-		t, err := time.Parse(dateLayout, q.Get("to"))
-		if err != nil {
-			return invalid("to", "must be a date, YYYY-MM-DD")
-		}
-		to = t
-	}
-	if q.Has("from") {
-		f, err := time.Parse(dateLayout, q.Get("from"))
-		if err != nil {
-			return invalid("from", "must be a date, YYYY-MM-DD")
-		}
-		from = f
-	} else {
-		from = to.AddDate(0, 0, -(historyDefaultDays - 1))
-	}
-	days, err := s.checker.History(c.Request().Context(), param(c, "customer"), q.Get("metric"), from, to)
-	if err != nil {
-		return err
-	}
-	out := make([]historyDay, len(days))
-	for i, d := range days {
-		out[i] = historyDay{Date: d.Date.Format(dateLayout), Metric: d.Metric, Used: d.Used,
-			Overage: d.Overage, Denied: d.Denied}
-	}
-	return respond(c, http.StatusOK, map[string]any{"days": out})
 }

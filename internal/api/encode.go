@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -325,10 +326,10 @@ func appendJSONString(b []byte, s string) []byte {
 var errAnswerNotEncoded = errors.New("api: the check answer cannot be encoded as JSON")
 
 // writeCheckAnswer writes the answer to a check decided at now: its
-// headers (see setCheckHeaders) and the JSON of newCheckResponse(*d). When
+// headers in forms (see setCheckHeaders) and the JSON of newCheckResponse(*d). When
 // d cannot be encoded it writes nothing and returns errAnswerNotEncoded,
 // which the error handler answers with a logged 500.
-func (s *Server) writeCheckAnswer(c echo.Context, status int, d *quota.Decision, now time.Time) error {
+func writeCheckAnswer(c echo.Context, forms rlheaders.Forms, status int, d *quota.Decision, now time.Time) error {
 	bp := answerPool.Get().(*[]byte)
 	b, ok := appendCheckAnswer((*bp)[:0], d)
 	if !ok {
@@ -336,7 +337,7 @@ func (s *Server) writeCheckAnswer(c echo.Context, status int, d *quota.Decision,
 		return errAnswerNotEncoded
 	}
 	res := c.Response()
-	setCheckHeaders(res.Header(), s.rateLimitHeaders, d, now)
+	setCheckHeaders(res.Header(), forms, d, now)
 	res.WriteHeader(status)
 	_, err := res.Write(b)
 	if cap(b) <= maxPooledAnswer {

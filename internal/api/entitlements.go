@@ -55,20 +55,20 @@ type entitlementGrant struct {
 // quota.Engine.Entitlements): from memory for a customer this process
 // checks, grants read only for a customer that has some. The answer is
 // appended to a pooled buffer (appendEntitlements), as a check's is.
-func (s *Server) entitlements(c echo.Context) error {
+func (h *usageHandlers) entitlements(c echo.Context) error {
 	q := c.QueryParams()
 	subject := q.Get("subject")
 	if q.Has("subject") && !tiers.ValidSubject(subject) {
 		return invalid("subject", tiers.SubjectRule)
 	}
 	ctx := c.Request().Context()
-	e, err := s.checker.Entitlements(ctx, param(c, "customer"), subject)
+	e, err := h.checker.Entitlements(ctx, param(c, "customer"), subject)
 	if err != nil {
 		return err
 	}
 	var live []grants.Grant
-	if s.grants != nil {
-		if live, err = s.grants.Live(ctx, e.Account.Customer, e.At); err != nil {
+	if h.grants != nil {
+		if live, err = h.grants.Live(ctx, e.Account.Customer, e.At); err != nil {
 			return err
 		}
 	}

@@ -26,16 +26,33 @@ type FeatureChecker interface {
 
 var _ FeatureChecker = (*tiers.FeatureChecker)(nil)
 
+// FeatureCatalog is the catalog's features of customers: those they have,
+// and the overrides of their plans' features. *tiers.Service implements
+// it; its errors are tiers' sentinels and *tiers.ValidationError.
+type FeatureCatalog interface {
+	Features(ctx context.Context, id string) (tiers.Account, map[string]tiers.FeatureValue, error)
+	PutFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string, spec tiers.FeatureOverrideSpec) (tiers.FeatureOverride, bool, error)
+	DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error
+}
+
+var _ FeatureCatalog = (*tiers.Service)(nil)
+
 // errNoFeatures answers the feature routes of a server without a
 // FeatureChecker.
 var errNoFeatures = problemf(http.StatusNotFound, codeNotFound, "this server answers no feature checks")
 
-// feature asks the server's FeatureChecker.
-func (s *Server) feature(ctx context.Context, customer, feature string) (tiers.FeatureValue, error) {
-	if s.features == nil {
+// featureGate answers whether a customer has a feature, for POST
+// /v1/features/check and the forward-auth routes that require one.
+type featureGate struct {
+	features FeatureChecker
+}
+
+// feature asks g's FeatureChecker.
+func (g featureGate) feature(ctx context.Context, customer, feature string) (tiers.FeatureValue, error) {
+	if g.features == nil {
 		return tiers.FeatureValue{}, errNoFeatures
 	}
-	return s.features.Feature(ctx, customer, feature)
+	return g.features.Feature(ctx, customer, feature)
 }
 
 // featureCheckRequest is the body of POST /v1/features/check.
@@ -61,26 +78,27 @@ type featuresAnswer struct {
 	Overrides []tiers.FeatureOverride       `json:"overrides"`
 }
 
-func (s *Server) registerFeatures(v1 *echo.Group) {
-	v1.POST("/features/check", s.checkFeature)
-	v1.GET("/customers/:customer/features", s.listFeatures)
-	v1.PUT("/customers/:customer/features/:feature", s.putFeature)
-	v1.DELETE("/customers/:customer/features/:feature", s.deleteFeature)
+// featureHandlers serve the features' routes: the check of one, and a
+// customer's features with their overrides.
+type featureHandlers struct {
+	catalog FeatureCatalog
+	gate    featureGate
+	ids     identifier
 }
 
 // checkFeature answers whether a customer, named or found by one of its
 // API keys, is granted a feature, from memory; nothing is counted.
-func (s *Server) checkFeature(c echo.Context) error {
+func (h *featureHandlers) checkFeature(c echo.Context) error {
 	var req featureCheckRequest
 	if err := decodeBody(c, &req); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	who := call{Customer: req.Customer, APIKey: req.APIKey}
-	if err := s.identify(ctx, &who); err != nil {
+	if err := h.ids.identify(ctx, &who); err != nil {
 		return err
 	}
-	v, err := s.feature(ctx, who.Customer, req.Feature)
+	v, err := h.gate.feature(ctx, who.Customer, req.Feature)
 	if err != nil {
 		return byKey(&who, err)
 	}
@@ -88,8 +106,8 @@ func (s *Server) checkFeature(c echo.Context) error {
 		Allowed: v.Allowed(), Value: v})
 }
 
-func (s *Server) listFeatures(c echo.Context) error {
-	a, features, err := s.catalog.Features(c.Request().Context(), param(c, "customer"))
+func (h *featureHandlers) listFeatures(c echo.Context) error {
+	a, features, err := h.catalog.Features(c.Request().Context(), param(c, "customer"))
 	if err != nil {
 		return err
 	}
@@ -101,12 +119,12 @@ func (s *Server) listFeatures(c echo.Context) error {
 		Features: features, Overrides: overrides})
 }
 
-func (s *Server) putFeature(c echo.Context) error {
+func (h *featureHandlers) putFeature(c echo.Context) error {
 	var spec tiers.FeatureOverrideSpec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	o, created, err := s.catalog.PutFeatureOverride(c.Request().Context(), s.write(c),
+	o, created, err := h.catalog.PutFeatureOverride(c.Request().Context(), writeOf(c),
 		param(c, "customer"), param(c, "feature"), spec)
 	if err != nil {
 		return err
@@ -114,8 +132,8 @@ func (s *Server) putFeature(c echo.Context) error {
 	return respondResource(c, created, o.Version, o)
 }
 
-func (s *Server) deleteFeature(c echo.Context) error {
-	err := s.catalog.DeleteFeatureOverride(c.Request().Context(), s.write(c), param(c, "customer"), param(c, "feature"))
+func (h *featureHandlers) deleteFeature(c echo.Context) error {
+	err := h.catalog.DeleteFeatureOverride(c.Request().Context(), writeOf(c), param(c, "customer"), param(c, "feature"))
 	if err != nil {
 		return err
 	}
@@ -127,11 +145,11 @@ func (s *Server) deleteFeature(c echo.Context) error {
 // cannot pass quotad's body on, writes its problem from it.
 const headerFeature = "X-Quotad-Feature"
 
-// featureGranted returns nil when customer is granted feature now, else
+// granted returns nil when customer is granted feature now, else
 // the 403 feature_not_granted problem, naming the feature in
 // headerFeature: the answer of a forward-auth route that requires it.
-func (s *Server) featureGranted(c echo.Context, customer, feature string) error {
-	v, err := s.feature(c.Request().Context(), customer, feature)
+func (g featureGate) granted(c echo.Context, customer, feature string) error {
+	v, err := g.feature(c.Request().Context(), customer, feature)
 	if err != nil {
 		return err
 	}

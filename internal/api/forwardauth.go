@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -32,6 +34,17 @@ const headerCustomer = "X-Quotad-Customer"
 // will not match to a route (see forwardauth.PathError).
 const codePathNotCanonical = "path_not_canonical"
 
+// forwardAuthHandler serves GET /v1/forward-auth and the routes below it:
+// the checks of gateways, from the headers they forward.
+type forwardAuthHandler struct {
+	rules   *forwardauth.Rules
+	keys    KeyResolver
+	decider *decider
+	gate    featureGate
+	log     *slog.Logger
+	forms   rlheaders.Forms
+}
+
 // forwardAuth decides one check from a gateway's forwarded headers: 200
 // with an empty body and the RateLimit headers when it passes, 429 with
 // Retry-After when it does not; a route that requires a feature the
@@ -39,7 +52,7 @@ const codePathNotCanonical = "path_not_canonical"
 // counted (see forwardauth.Rules for where customer,
 // metric, cost and subject come from; a check by a key quotad issued,
 // without a subject header, counts for the key's id).
-func (s *Server) forwardAuth(c echo.Context) error {
+func (fa *forwardAuthHandler) forwardAuth(c echo.Context) error {
 	req := c.Request()
 	fr := forwardauth.Request{Method: req.Method, Header: req.Header}
 	if c.Path() != forwardAuthPath {
@@ -52,8 +65,8 @@ func (s *Server) forwardAuth(c echo.Context) error {
 			fr.Suffix += "?" + req.URL.RawQuery
 		}
 	}
-	call, err := s.forwardRules.Resolve(fr)
-	log := s.callLogOf(c)
+	call, err := fa.rules.Resolve(fr)
+	log := callLogOf(fa.log, c)
 	if log != nil {
 		log.customer, log.metric, log.subject, log.cost = call.Customer, call.Metric, call.Subject, call.Cost
 	}
@@ -62,33 +75,33 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		// unknown key is refused before anything else, as the file's are.
 		keyErr := error(forwardauth.ErrUnknownKey)
 		var id string
-		if s.keyResolver != nil {
-			call.Customer, id, keyErr = s.keyResolver.Customer(req.Context(), call.APIKey)
+		if fa.keys != nil {
+			call.Customer, id, keyErr = fa.keys.Customer(req.Context(), call.APIKey)
 		}
 		if call.Subject == "" {
 			call.Subject = id
 		}
 		if keyErr != nil {
-			s.checkMetrics.decisions.get(decisionRejected).Inc()
+			fa.decider.reject()
 			if log != nil {
 				log.failed(keyErr)
 			}
-			return s.forwardAuthError(keyErr)
+			return fa.forwardAuthError(keyErr)
 		}
 	}
 	if err != nil {
 		// Refused before any check, as a malformed POST /v1/check is.
-		s.checkMetrics.decisions.get(decisionRejected).Inc()
+		fa.decider.reject()
 		if log != nil {
 			log.failed(err)
 		}
 		if errors.Is(err, forwardauth.ErrNoKey) {
 			// No Bearer challenge: the credential wanted is the API-key
 			// header, and nginx passes a 401's challenge on to the client.
-			writeProblem(c, newProblem(http.StatusUnauthorized, codeUnauthorized, "the "+s.forwardRules.Headers().APIKey+" header is required", nil))
+			writeProblem(c, newProblem(http.StatusUnauthorized, codeUnauthorized, "the "+fa.rules.Headers().APIKey+" header is required", nil))
 			return nil
 		}
-		return s.forwardAuthError(err)
+		return fa.forwardAuthError(err)
 	}
 	if call.Pass {
 		if log != nil {
@@ -102,7 +115,7 @@ func (s *Server) forwardAuth(c echo.Context) error {
 	if call.Feature != "" {
 		// Before anything is counted: a request refused for its plan
 		// takes nothing.
-		err := s.featureGranted(c, call.Customer, call.Feature)
+		err := fa.gate.granted(c, call.Customer, call.Feature)
 		if log != nil {
 			log.customer = call.Customer // a key's, resolved
 		}
@@ -110,7 +123,7 @@ func (s *Server) forwardAuth(c echo.Context) error {
 			if log != nil {
 				log.failed(err)
 			}
-			return s.forwardAuthError(byForwardedKey(&call, err))
+			return fa.forwardAuthError(byForwardedKey(&call, err))
 		}
 		if call.Metric == "" {
 			if log != nil {
@@ -120,7 +133,7 @@ func (s *Server) forwardAuth(c echo.Context) error {
 			return c.NoContent(http.StatusOK)
 		}
 	}
-	d, now, err := s.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost,
+	d, now, err := fa.decider.decide(req.Context(), quota.Request{Customer: call.Customer, Metric: call.Metric, Cost: call.Cost,
 		Subject: call.Subject})
 	err = byForwardedKey(&call, err)
 	if log != nil {
@@ -128,10 +141,10 @@ func (s *Server) forwardAuth(c echo.Context) error {
 		log.decided(&d, err)
 	}
 	if err != nil {
-		return s.forwardAuthError(aboutMetric(call.Metric, err))
+		return fa.forwardAuthError(aboutMetric(call.Metric, err))
 	}
 	h := c.Response().Header()
-	setCheckHeaders(h, s.rateLimitHeaders, &d, now)
+	setCheckHeaders(h, fa.forms, &d, now)
 	h.Del(echo.HeaderContentType)
 	if d.Allowed {
 		// For the upstream only: a denial goes to the client as it is
@@ -168,8 +181,8 @@ func byForwardedKey(call *forwardauth.Call, err error) error {
 // Validation errors name the headers the values came from; a subject
 // required names the subject header, or, without one, the file's
 // headers.subject that would name it.
-func (s *Server) forwardAuthError(err error) error {
-	h := s.forwardRules.Headers()
+func (fa *forwardAuthHandler) forwardAuthError(err error) error {
+	h := fa.rules.Headers()
 	subject := h.Subject
 	if subject == "" {
 		subject = "headers.subject"

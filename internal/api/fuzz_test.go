@@ -754,15 +754,26 @@ type fuzzServer struct {
 
 func newFuzzServer() *fuzzServer {
 	fs := &fuzzServer{}
-	fs.srv = New(Config{
-		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+	fs.srv = New(withCatalog(Config{
 		Checker: fuzzChecker{fs},
 		Logger:  slog.New(fuzzLog{fs}),
 
 		Keys:        fuzzKeys{fs},
 		KeyResolver: fuzzKeys{fs},
-	})
+	}, fs.catalog()))
 	return fs
+}
+
+// catalog is the real tiers.Service over fs's store.
+func (fs *fuzzServer) catalog() *tiers.Service {
+	return tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil)
+}
+
+// withCatalog is cfg with svc in every role of the catalog, as cmd/quotad
+// configures it.
+func withCatalog(cfg Config, svc *tiers.Service) Config {
+	cfg.Metrics, cfg.Plans, cfg.Customers, cfg.Overrides, cfg.FeatureOverrides, cfg.Audit = svc, svc, svc, svc, svc, svc
+	return cfg
 }
 
 // run serves body to route r and checks the answer against the direct

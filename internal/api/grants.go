@@ -18,38 +18,43 @@ type Grants interface {
 	CreateGrant(ctx context.Context, w tiers.Write, customer string, spec grants.Spec) (grants.Grant, bool, error)
 	Grants(ctx context.Context, customer string, all bool) ([]grants.Grant, error)
 	VoidGrant(ctx context.Context, w tiers.Write, id string) error
+	LiveGrants
+}
+
+// LiveGrants is what entitlements read of grants: a customer's live ones.
+type LiveGrants interface {
 	Live(ctx context.Context, c tiers.Customer, at time.Time) ([]grants.Grant, error)
 }
 
 var _ Grants = (*grants.Service)(nil)
 
+// grantHandlers serve the grants' routes; without grants they answer
+// 404 grant_not_found.
+type grantHandlers struct {
+	grants Grants
+}
+
 // codeGrantNotFound: no grant that is not voided has the id.
 const codeGrantNotFound = "grant_not_found"
 
-func (s *Server) registerGrants(v1 *echo.Group) {
-	v1.POST("/customers/:customer/grants", s.createGrant)
-	v1.GET("/customers/:customer/grants", s.listGrants)
-	v1.DELETE("/grants/:grant", s.voidGrant)
-}
-
-func (s *Server) grantService() (Grants, error) {
-	if s.grants == nil {
+func (h *grantHandlers) grantService() (Grants, error) {
+	if h.grants == nil {
 		return nil, grants.ErrGrantNotFound
 	}
-	return s.grants, nil
+	return h.grants, nil
 }
 
-func (s *Server) createGrant(c echo.Context) error {
+func (h *grantHandlers) createGrant(c echo.Context) error {
 	var spec grants.Spec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	svc, err := s.grantService()
+	svc, err := h.grantService()
 	if err != nil {
 		return err
 	}
 	customer := param(c, "customer")
-	g, created, err := svc.CreateGrant(c.Request().Context(), s.write(c), customer, spec)
+	g, created, err := svc.CreateGrant(c.Request().Context(), writeOf(c), customer, spec)
 	if err != nil {
 		return aboutCustomer(customer, err)
 	}
@@ -60,12 +65,12 @@ func (s *Server) createGrant(c echo.Context) error {
 	return respond(c, status, g)
 }
 
-func (s *Server) listGrants(c echo.Context) error {
+func (h *grantHandlers) listGrants(c echo.Context) error {
 	all, err := boolQuery(c, "all")
 	if err != nil {
 		return err
 	}
-	svc, err := s.grantService()
+	svc, err := h.grantService()
 	if err != nil {
 		return err
 	}
@@ -80,12 +85,12 @@ func (s *Server) listGrants(c echo.Context) error {
 	return respond(c, http.StatusOK, map[string]any{"grants": list})
 }
 
-func (s *Server) voidGrant(c echo.Context) error {
-	svc, err := s.grantService()
+func (h *grantHandlers) voidGrant(c echo.Context) error {
+	svc, err := h.grantService()
 	if err != nil {
 		return err
 	}
-	if err := svc.VoidGrant(c.Request().Context(), s.write(c), param(c, "grant")); err != nil {
+	if err := svc.VoidGrant(c.Request().Context(), writeOf(c), param(c, "grant")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

@@ -38,16 +38,11 @@ type releaseView struct {
 	Units  int64  `json:"units"`
 }
 
-func (s *Server) registerHolders(v1 *echo.Group) {
-	v1.GET("/admin/holders", s.listHolders)
-	v1.POST("/admin/holders/:holder/release", s.releaseHolder)
-}
-
-func (s *Server) listHolders(c echo.Context) error {
-	if s.holders == nil {
+func (a *adminHandlers) listHolders(c echo.Context) error {
+	if a.holders == nil {
 		return echo.ErrNotFound
 	}
-	got, err := s.holders.List(c.Request().Context())
+	got, err := a.holders.List(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -62,8 +57,8 @@ func (s *Server) listHolders(c echo.Context) error {
 	return respond(c, http.StatusOK, list("holders", out, ""))
 }
 
-func (s *Server) releaseHolder(c echo.Context) error {
-	if s.holders == nil {
+func (a *adminHandlers) releaseHolder(c echo.Context) error {
+	if a.holders == nil {
 		return echo.ErrNotFound
 	}
 	raw := c.Param("holder")
@@ -71,7 +66,7 @@ func (s *Server) releaseHolder(c echo.Context) error {
 	if err != nil || strconv.FormatUint(key, 10) != raw {
 		return invalid("holder", "must be a holder's key as GET /v1/admin/holders lists it: a decimal integer from 0 to 4294967295")
 	}
-	got, err := s.holders.Release(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
+	got, err := a.holders.Release(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
 	switch {
 	case errors.Is(err, lease.ErrHolderUnknown):
 		return problemf(http.StatusNotFound, codeNotFound, fmt.Sprintf("no process holds or held leases as holder %d", key))

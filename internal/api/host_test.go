@@ -7,10 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quotad/quotad/internal/console"
-	"github.com/quotad/quotad/internal/tiers"
 )
 
 // newRequest is httptest.NewRequest to a loopback Host, the only kind a
@@ -129,8 +127,8 @@ func TestForeignHostWithoutTokens(t *testing.T) {
 	}
 	// Behind a gateway that keeps the client's Host, a server with tokens
 	// answers any Host: the token is what it trusts.
-	guarded := New(Config{Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
-		Checker: fuzzChecker{fs}, Tokens: []Token{{Name: "ops", Secret: "an-admin-token-for-tests", Role: RoleAdmin}}})
+	guarded := New(withCatalog(Config{Checker: fuzzChecker{fs},
+		Tokens: []Token{{Name: "ops", Secret: "an-admin-token-for-tests", Role: RoleAdmin}}}, fs.catalog()))
 	for _, p := range paths {
 		rec := serve(guarded, p.method, p.path, p.body, "quotad.example.com", "an-admin-token-for-tests")
 		if rec.Code == http.StatusMisdirectedRequest || rec.Code >= 500 {

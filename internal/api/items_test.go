@@ -214,6 +214,12 @@ func TestItemErrors(t *testing.T) {
 // fuzzKeyID its id. The rules, if not nil, are forward-auth's.
 func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 	t.Helper()
+	return New(engineConfig(t, rules))
+}
+
+// engineConfig configures engineServer.
+func engineConfig(t *testing.T, rules *forwardauth.Rules) Config {
+	t.Helper()
 	catalog := quotatest.NewCatalog()
 	for _, m := range []string{"api_calls", "exports", "credits", "free"} {
 		catalog.PutMetric(m, nil)
@@ -230,7 +236,7 @@ func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 	clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
 		Clock: clock, StoreTimeout: 30 * time.Second})
-	return New(Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules})
+	return Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules}
 }
 
 // usedOf returns the counts of acme's usage (of subject, if any), by

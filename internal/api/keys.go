@@ -39,31 +39,30 @@ var _ KeyResolver = (*keys.Verifier)(nil)
 // codeKeyNotFound: no API key has the id (to revoke: no live one).
 const codeKeyNotFound = "key_not_found"
 
-func (s *Server) registerKeys(v1 *echo.Group) {
-	v1.POST("/customers/:customer/keys", s.createKey)
-	v1.GET("/customers/:customer/keys", s.listKeys)
-	v1.GET("/keys/:key", s.getKey)
-	v1.DELETE("/keys/:key", s.revokeKey)
+// keyHandlers serve the API keys' routes; without keys they answer 404
+// key_not_found.
+type keyHandlers struct {
+	keys Keys
 }
 
-func (s *Server) keyService() (Keys, error) {
-	if s.keys == nil {
+func (kh *keyHandlers) keyService() (Keys, error) {
+	if kh.keys == nil {
 		return nil, keys.ErrKeyNotFound
 	}
-	return s.keys, nil
+	return kh.keys, nil
 }
 
-func (s *Server) createKey(c echo.Context) error {
+func (kh *keyHandlers) createKey(c echo.Context) error {
 	var spec keys.Spec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	svc, err := s.keyService()
+	svc, err := kh.keyService()
 	if err != nil {
 		return err
 	}
 	customer := param(c, "customer")
-	k, err := svc.CreateKey(c.Request().Context(), s.write(c), customer, spec)
+	k, err := svc.CreateKey(c.Request().Context(), writeOf(c), customer, spec)
 	if err != nil {
 		return aboutCustomer(customer, err)
 	}
@@ -74,7 +73,7 @@ func (s *Server) createKey(c echo.Context) error {
 	return respond(c, http.StatusCreated, k)
 }
 
-func (s *Server) listKeys(c echo.Context) error {
+func (kh *keyHandlers) listKeys(c echo.Context) error {
 	p, err := page(c, keys.ValidID)
 	if err != nil {
 		return err
@@ -83,7 +82,7 @@ func (s *Server) listKeys(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	svc, err := s.keyService()
+	svc, err := kh.keyService()
 	if err != nil {
 		return err
 	}
@@ -102,8 +101,8 @@ func (s *Server) listKeys(c echo.Context) error {
 	return respond(c, http.StatusOK, list("keys", items, nextCursor(more, last)))
 }
 
-func (s *Server) getKey(c echo.Context) error {
-	svc, err := s.keyService()
+func (kh *keyHandlers) getKey(c echo.Context) error {
+	svc, err := kh.keyService()
 	if err != nil {
 		return err
 	}
@@ -114,15 +113,21 @@ func (s *Server) getKey(c echo.Context) error {
 	return respond(c, http.StatusOK, k)
 }
 
-func (s *Server) revokeKey(c echo.Context) error {
-	svc, err := s.keyService()
+func (kh *keyHandlers) revokeKey(c echo.Context) error {
+	svc, err := kh.keyService()
 	if err != nil {
 		return err
 	}
-	if err := svc.RevokeKey(c.Request().Context(), s.write(c), param(c, "key")); err != nil {
+	if err := svc.RevokeKey(c.Request().Context(), writeOf(c), param(c, "key")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// identifier resolves the API keys calls name instead of their customer:
+// checks', refunds', reserves' and feature checks'.
+type identifier struct {
+	resolver KeyResolver
 }
 
 // identify fills in the customer of a check or refund made by API key,
@@ -130,14 +135,14 @@ func (s *Server) revokeKey(c echo.Context) error {
 // a check of items): limits per subject count each key apart. Exactly one
 // of customer and api_key may be given (a 400 otherwise; none at all is
 // left to the check, which requires the customer).
-func (s *Server) identify(ctx context.Context, r *call) error {
+func (ids identifier) identify(ctx context.Context, r *call) error {
 	if r.APIKey == "" {
 		return nil
 	}
 	if r.Customer != "" {
 		return tiers.Invalid("api_key", "give either customer or api_key, not both")
 	}
-	customer, id, err := s.customerOfKey(ctx, r.APIKey)
+	customer, id, err := ids.customerOfKey(ctx, r.APIKey)
 	if err != nil {
 		return err
 	}
@@ -158,14 +163,14 @@ func (s *Server) identify(ctx context.Context, r *call) error {
 // has this value. Every route that takes an api_key resolves it here, so
 // that one longer than the API declares (maxLength) is the same 400 on
 // each, not a 403: it is bad input, not a key that is unknown.
-func (s *Server) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
+func (ids identifier) customerOfKey(ctx context.Context, key string) (customer, id string, err error) {
 	if n := utf8.RuneCountInString(key); n == 0 || n > keys.MaxKeyLen {
 		return "", "", tiers.Invalid("api_key", fmt.Sprintf("must be 1 to %d characters", keys.MaxKeyLen))
 	}
-	if s.keyResolver == nil {
+	if ids.resolver == nil {
 		return "", "", tiers.ErrInvalidAPIKey
 	}
-	return s.keyResolver.Customer(ctx, key)
+	return ids.resolver.Customer(ctx, key)
 }
 
 // byKey turns the check's error about a customer that a key resolved to

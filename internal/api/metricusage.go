@@ -42,8 +42,8 @@ func toGlobalUsageEntries(us []quota.GlobalUsage) []globalUsageEntry {
 
 // metricUsage answers GET /v1/metrics/{metric}/usage: the metric's global
 // usage in each window with a capacity.
-func (s *Server) metricUsage(c echo.Context) error {
-	m, usage, err := s.checker.MetricUsage(c.Request().Context(), param(c, "metric"))
+func (h *usageHandlers) metricUsage(c echo.Context) error {
+	m, usage, err := h.checker.MetricUsage(c.Request().Context(), param(c, "metric"))
 	if err != nil {
 		return err
 	}

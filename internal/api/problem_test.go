@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,11 +18,10 @@ import (
 // came in the path or in the body.
 func TestCustomerNotFoundNamesTheID(t *testing.T) {
 	fs := newFuzzServer()
-	fs.srv = New(Config{
-		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+	fs.srv = New(withCatalog(Config{
 		Checker: failingChecker{fuzzChecker{fs}},
 		Logger:  slog.New(fuzzLog{fs}),
-	})
+	}, fs.catalog()))
 	tests := []struct {
 		name, method, path, body, want string
 	}{

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/quota"
+	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -68,24 +70,28 @@ type commitAnswer struct {
 	Limits    []usageEntry `json:"limits"`
 }
 
-func (s *Server) registerReservations(v1 *echo.Group) {
-	v1.POST("/reservations", s.reserve)
-	v1.GET("/reservations/:id", s.getReservation)
-	v1.DELETE("/reservations/:id", s.releaseReservation)
-	v1.POST("/reservations/:id/commit", s.commitReservation)
+// reservationHandlers serve /v1/reservations. A reserve is the check of
+// its estimate: it is counted in the check metrics and answered as a
+// check is.
+type reservationHandlers struct {
+	reservations Reservations
+	ids          identifier
+	metrics      *checkMetrics
+	log          *slog.Logger
+	forms        rlheaders.Forms
 }
 
 // reservationsOf returns the reservation path, or a 404 when the server
 // has none.
-func (s *Server) reservationsOf() (Reservations, error) {
-	if s.reservations == nil {
+func (h *reservationHandlers) reservationsOf() (Reservations, error) {
+	if h.reservations == nil {
 		return nil, echo.ErrNotFound
 	}
-	return s.reservations, nil
+	return h.reservations, nil
 }
 
-func (s *Server) reserve(c echo.Context) error {
-	rs, err := s.reservationsOf()
+func (h *reservationHandlers) reserve(c echo.Context) error {
+	rs, err := h.reservationsOf()
 	if err != nil {
 		return err
 	}
@@ -118,7 +124,7 @@ func (s *Server) reserve(c echo.Context) error {
 	var customer, keyID string
 	if req.Customer != nil {
 		customer = *req.Customer
-	} else if customer, keyID, err = s.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
+	} else if customer, keyID, err = h.ids.customerOfKey(c.Request().Context(), *req.APIKey); err != nil {
 		return err
 	}
 	subject := req.Subject
@@ -131,8 +137,8 @@ func (s *Server) reserve(c echo.Context) error {
 	now := time.Now()
 	// A reserve is the check of its estimate: counted as one (a commit
 	// is not).
-	s.observeCheck(now.Sub(start), &res.Decision, err)
-	if log := s.callLogOf(c); log != nil {
+	h.metrics.observe(now.Sub(start), &res.Decision, err)
+	if log := callLogOf(h.log, c); log != nil {
 		log.customer, log.metric, log.subject, log.cost, log.requestID = customer, req.Metric, subject, *req.Cost, req.RequestID
 		log.decided(&res.Decision, err)
 	}
@@ -140,14 +146,14 @@ func (s *Server) reserve(c echo.Context) error {
 		return aboutCaller(req.APIKey != nil, customer, aboutMetric(req.Metric, err))
 	}
 	if !res.Allowed {
-		return s.writeCheckAnswer(c, http.StatusTooManyRequests, &res.Decision, now)
+		return writeCheckAnswer(c, h.forms, http.StatusTooManyRequests, &res.Decision, now)
 	}
-	return s.writeReserveAnswer(c, &res, now)
+	return h.writeReserveAnswer(c, &res, now)
 }
 
 // writeReserveAnswer writes an allowed reserve's answer: the check's
 // answer and headers, with the reservation's id and expiry first.
-func (s *Server) writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time) error {
+func (h *reservationHandlers) writeReserveAnswer(c echo.Context, res *quota.ReserveResult, now time.Time) error {
 	b, ok := appendCheckAnswer(nil, &res.Decision)
 	if !ok || len(b) < 2 || b[0] != '{' {
 		return errAnswerNotEncoded
@@ -159,7 +165,7 @@ func (s *Server) writeReserveAnswer(c echo.Context, res *quota.ReserveResult, no
 	}
 	head = append(head, ',')
 	r := c.Response()
-	setCheckHeaders(r.Header(), s.rateLimitHeaders, &res.Decision, now)
+	setCheckHeaders(r.Header(), h.forms, &res.Decision, now)
 	r.Header().Set(echo.HeaderLocation, "/v1/reservations/"+res.ID)
 	r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 	r.WriteHeader(http.StatusCreated)
@@ -167,8 +173,8 @@ func (s *Server) writeReserveAnswer(c echo.Context, res *quota.ReserveResult, no
 	return err
 }
 
-func (s *Server) getReservation(c echo.Context) error {
-	rs, err := s.reservationsOf()
+func (h *reservationHandlers) getReservation(c echo.Context) error {
+	rs, err := h.reservationsOf()
 	if err != nil {
 		return err
 	}
@@ -187,8 +193,8 @@ func (s *Server) getReservation(c echo.Context) error {
 	return respond(c, http.StatusOK, v)
 }
 
-func (s *Server) releaseReservation(c echo.Context) error {
-	rs, err := s.reservationsOf()
+func (h *reservationHandlers) releaseReservation(c echo.Context) error {
+	rs, err := h.reservationsOf()
 	if err != nil {
 		return err
 	}
@@ -198,8 +204,8 @@ func (s *Server) releaseReservation(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func (s *Server) commitReservation(c echo.Context) error {
-	rs, err := s.reservationsOf()
+func (h *reservationHandlers) commitReservation(c echo.Context) error {
+	rs, err := h.reservationsOf()
 	if err != nil {
 		return err
 	}

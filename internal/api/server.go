@@ -1,7 +1,7 @@
 // Package api is quotad's HTTP interface: the admin API, the check path and
 // the operational endpoints, as openapi.yaml describes them. It is the only
 // package that imports echo, and it sees the rest of quotad only through
-// the interfaces below.
+// the interfaces it declares, each beside the handlers that use it.
 package api
 
 import (
@@ -18,48 +18,20 @@ import (
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/rlheaders"
-	"github.com/quotad/quotad/internal/tiers"
 )
-
-// Catalog is the admin side of the tier catalog. *tiers.Service implements
-// it; its errors are tiers' sentinels and *tiers.ValidationError.
-type Catalog interface {
-	Metric(ctx context.Context, key string) (tiers.Metric, error)
-	Metrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error)
-	PutMetric(ctx context.Context, w tiers.Write, key string, spec tiers.MetricSpec) (tiers.Metric, bool, error)
-	DeleteMetric(ctx context.Context, w tiers.Write, key string) error
-
-	Plan(ctx context.Context, key string) (tiers.Plan, error)
-	Plans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error)
-	PutPlan(ctx context.Context, w tiers.Write, key string, spec tiers.PlanSpec, grandfather bool) (tiers.Plan, bool, error)
-	DeletePlan(ctx context.Context, w tiers.Write, key string) error
-	PlanVersion(ctx context.Context, key string, n int64) (tiers.PlanVersion, error)
-	PlanVersions(ctx context.Context, key string, page tiers.Page) ([]tiers.PlanVersion, bool, error)
-	MigratePlan(ctx context.Context, w tiers.Write, key string, spec tiers.MigrationSpec, usage tiers.UsageReader) (tiers.Migration, error)
-
-	Customer(ctx context.Context, id string) (tiers.Customer, error)
-	Customers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error)
-	PutCustomer(ctx context.Context, w tiers.Write, id string, spec tiers.CustomerSpec) (tiers.Customer, bool, error)
-	DeleteCustomer(ctx context.Context, w tiers.Write, id string) error
-
-	Override(ctx context.Context, customer, metric, window, per string) (tiers.Override, error)
-	Overrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error)
-	PutOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string, spec tiers.OverrideSpec) (tiers.Override, bool, error)
-	DeleteOverride(ctx context.Context, w tiers.Write, customer, metric, window, per string) error
-
-	PutFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string, spec tiers.FeatureOverrideSpec) (tiers.FeatureOverride, bool, error)
-	DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error
-	Features(ctx context.Context, id string) (tiers.Account, map[string]tiers.FeatureValue, error)
-
-	Limits(ctx context.Context, id string) (tiers.Account, []tiers.EffectiveLimit, error)
-	AuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error)
-}
-
-var _ Catalog = (*tiers.Service)(nil)
 
 // Config configures a Server.
 type Config struct {
-	Catalog Catalog
+	// The tier catalog's roles, each used by its own routes;
+	// *tiers.Service plays them all. A role may be nil only where its
+	// routes are not called (tests).
+	Metrics          MetricCatalog
+	Plans            PlanCatalog
+	Customers        CustomerCatalog
+	Overrides        OverrideCatalog
+	FeatureOverrides FeatureCatalog
+	Audit            AuditLog
+
 	Checker Checker
 	// Ready reports whether the service can serve: PostgreSQL answers and
 	// the schema is current. nil means always ready.
@@ -110,31 +82,17 @@ type Config struct {
 // DefaultRequestTimeout is Config.RequestTimeout's default.
 const DefaultRequestTimeout = 5 * time.Second
 
-// Server is quotad's HTTP handler.
+// Server is quotad's HTTP handler: the router, and the middleware every
+// request goes through (authentication, timeouts, metrics, logs, the
+// problem documents of errors). The routes' handlers are in groups, by
+// resource, each holding only what it uses (see New).
 type Server struct {
-	echo    *echo.Echo
-	catalog Catalog
-	checker Checker
-	ready   func(ctx context.Context) error
-	auth    *authenticator
-	log     *slog.Logger
-	metrics *httpMetrics
-
+	echo           *echo.Echo
+	auth           *authenticator
+	log            *slog.Logger
+	metrics        *httpMetrics
 	checkMetrics   *checkMetrics
-	forwardRules   *forwardauth.Rules
-	billing        Billing
-	webhooks       Webhooks
-	reservations   Reservations
-	keys           Keys
-	grants         Grants
-	keyResolver    KeyResolver
-	holders        Holders
-	features       FeatureChecker
-	whatIf         WhatIf
 	requestTimeout time.Duration
-
-	refundRequiresRequestID bool
-	rateLimitHeaders        rlheaders.Forms
 }
 
 // New returns a Server with every route registered.
@@ -151,97 +109,126 @@ func New(cfg Config) *Server {
 	if cfg.ForwardAuth == nil {
 		cfg.ForwardAuth = forwardauth.Default()
 	}
-	s := &Server{
-		echo:    echo.New(),
-		catalog: cfg.Catalog,
-		checker: cfg.Checker,
-		ready:   cfg.Ready,
-		auth:    newAuthenticator(cfg.Tokens),
-		log:     cfg.Logger,
-		metrics: newHTTPMetrics(cfg.Registry),
-
-		forwardRules:   cfg.ForwardAuth,
-		billing:        cfg.Billing,
-		webhooks:       cfg.Webhooks,
-		reservations:   cfg.Reservations,
-		keys:           cfg.Keys,
-		grants:         cfg.Grants,
-		keyResolver:    cfg.KeyResolver,
-		holders:        cfg.Holders,
-		features:       cfg.Features,
-		whatIf:         cfg.WhatIf,
-		requestTimeout: cfg.RequestTimeout,
-
-		refundRequiresRequestID: cfg.RefundRequiresRequestID,
-		rateLimitHeaders:        cfg.RateLimitHeaders,
+	if cfg.RateLimitHeaders == 0 {
+		cfg.RateLimitHeaders = rlheaders.Default
 	}
-	if s.rateLimitHeaders == 0 {
-		s.rateLimitHeaders = rlheaders.Default
-	}
-	if s.requestTimeout <= 0 {
-		s.requestTimeout = DefaultRequestTimeout
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	stats := func() quota.Stats { return quota.Stats{} }
 	if cfg.Checker != nil {
 		stats = cfg.Checker.Stats
 	}
-	s.checkMetrics = newCheckMetrics(cfg.Registry, stats)
+	s := &Server{
+		echo:           echo.New(),
+		auth:           newAuthenticator(cfg.Tokens),
+		log:            cfg.Logger,
+		metrics:        newHTTPMetrics(cfg.Registry),
+		checkMetrics:   newCheckMetrics(cfg.Registry, stats),
+		requestTimeout: cfg.RequestTimeout,
+	}
+
+	// The groups of handlers, and what they share: who a call by API key
+	// is for, how a check is decided and counted, whether a customer has
+	// a feature.
+	ids := identifier{resolver: cfg.KeyResolver}
+	decider := &decider{checker: cfg.Checker, metrics: s.checkMetrics}
+	gate := featureGate{features: cfg.Features}
+	checks := &checkHandlers{decider: decider, checker: cfg.Checker, ids: ids, log: cfg.Logger,
+		forms: cfg.RateLimitHeaders, refundRequiresRequestID: cfg.RefundRequiresRequestID}
+	forward := &forwardAuthHandler{rules: cfg.ForwardAuth, keys: cfg.KeyResolver, decider: decider, gate: gate,
+		log: cfg.Logger, forms: cfg.RateLimitHeaders}
+	reservations := &reservationHandlers{reservations: cfg.Reservations, ids: ids, metrics: s.checkMetrics,
+		log: cfg.Logger, forms: cfg.RateLimitHeaders}
+	usage := &usageHandlers{checker: cfg.Checker, grants: cfg.Grants}
+	catalog := &catalogHandlers{metrics: cfg.Metrics, plans: cfg.Plans, checker: cfg.Checker}
+	customers := &customerHandlers{customers: cfg.Customers, overrides: cfg.Overrides}
+	features := &featureHandlers{catalog: cfg.FeatureOverrides, gate: gate, ids: ids}
+	keys := &keyHandlers{keys: cfg.Keys}
+	grants := &grantHandlers{grants: cfg.Grants}
+	hooks := &webhookHandlers{webhooks: cfg.Webhooks}
+	billing := &billingHandlers{billing: cfg.Billing, whatIf: cfg.WhatIf, log: cfg.Logger,
+		requestTimeout: cfg.RequestTimeout}
+	admin := &adminHandlers{ready: cfg.Ready, log: cfg.Logger, audit: cfg.Audit, holders: cfg.Holders}
+
 	e := s.echo
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(s.middleware)
 
-	e.GET("/healthz", s.healthz)
-	e.GET("/readyz", s.readyz)
+	e.GET("/healthz", admin.healthz)
+	e.GET("/readyz", admin.readyz)
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 
 	v1 := e.Group("/v1")
-	v1.GET("/metrics", s.listMetrics)
-	v1.GET("/metrics/:metric", s.getMetric)
-	v1.PUT("/metrics/:metric", s.putMetric)
-	v1.DELETE("/metrics/:metric", s.deleteMetric)
-	v1.GET("/metrics/:metric/usage", s.metricUsage)
+	v1.GET("/metrics", catalog.listMetrics)
+	v1.GET("/metrics/:metric", catalog.getMetric)
+	v1.PUT("/metrics/:metric", catalog.putMetric)
+	v1.DELETE("/metrics/:metric", catalog.deleteMetric)
+	v1.GET("/metrics/:metric/usage", usage.metricUsage)
 
-	v1.GET("/plans", s.listPlans)
-	v1.GET("/plans/:plan", s.getPlan)
-	v1.PUT("/plans/:plan", s.putPlan)
-	v1.DELETE("/plans/:plan", s.deletePlan)
-	v1.GET("/plans/:plan/versions", s.listPlanVersions)
-	v1.GET("/plans/:plan/versions/:version", s.getPlanVersion)
-	v1.POST("/plans/:plan/migrate", s.migratePlan)
+	v1.GET("/plans", catalog.listPlans)
+	v1.GET("/plans/:plan", catalog.getPlan)
+	v1.PUT("/plans/:plan", catalog.putPlan)
+	v1.DELETE("/plans/:plan", catalog.deletePlan)
+	v1.GET("/plans/:plan/versions", catalog.listPlanVersions)
+	v1.GET("/plans/:plan/versions/:version", catalog.getPlanVersion)
+	v1.POST("/plans/:plan/migrate", catalog.migratePlan)
 
-	v1.GET("/customers", s.listCustomers)
-	v1.GET("/customers/:customer", s.getCustomer)
-	v1.PUT("/customers/:customer", s.putCustomer)
-	v1.DELETE("/customers/:customer", s.deleteCustomer)
-	v1.GET("/customers/:customer/limits", s.getLimits)
+	v1.GET("/customers", customers.listCustomers)
+	v1.GET("/customers/:customer", customers.getCustomer)
+	v1.PUT("/customers/:customer", customers.putCustomer)
+	v1.DELETE("/customers/:customer", customers.deleteCustomer)
+	v1.GET("/customers/:customer/limits", customers.getLimits)
 
-	v1.GET("/customers/:customer/overrides", s.listOverrides)
-	v1.GET("/customers/:customer/overrides/:metric/:window", s.getOverride)
-	v1.PUT("/customers/:customer/overrides/:metric/:window", s.putOverride)
-	v1.DELETE("/customers/:customer/overrides/:metric/:window", s.deleteOverride)
+	v1.GET("/customers/:customer/overrides", customers.listOverrides)
+	v1.GET("/customers/:customer/overrides/:metric/:window", customers.getOverride)
+	v1.PUT("/customers/:customer/overrides/:metric/:window", customers.putOverride)
+	v1.DELETE("/customers/:customer/overrides/:metric/:window", customers.deleteOverride)
 
-	v1.GET("/customers/:customer/usage", s.usage)
-	v1.GET("/customers/:customer/entitlements", s.entitlements)
-	v1.DELETE("/customers/:customer/usage/:metric", s.resetUsage)
-	v1.PUT("/customers/:customer/usage/:metric/total", s.putTotal)
-	v1.GET("/customers/:customer/usage/history", s.history)
-	v1.POST("/check", s.check)
-	v1.POST("/refund", s.refund)
-	v1.GET("/forward-auth", s.forwardAuth)
-	v1.Match(forwardAuthMethods, "/forward-auth/*", s.forwardAuth)
+	v1.GET("/customers/:customer/usage", usage.usage)
+	v1.GET("/customers/:customer/entitlements", usage.entitlements)
+	v1.DELETE("/customers/:customer/usage/:metric", usage.resetUsage)
+	v1.PUT("/customers/:customer/usage/:metric/total", usage.putTotal)
+	v1.GET("/customers/:customer/usage/history", usage.history)
+	v1.POST("/check", checks.check)
+	v1.POST("/refund", checks.refund)
+	v1.GET("/forward-auth", forward.forwardAuth)
+	v1.Match(forwardAuthMethods, "/forward-auth/*", forward.forwardAuth)
 
-	v1.GET("/audit", s.listAudit)
+	v1.GET("/audit", admin.listAudit)
 
-	v1.GET("/customers/:customer/statement", s.getStatement)
-	v1.GET("/statements", s.listStatements)
-	s.registerFeatures(v1)
-	s.registerWebhooks(v1)
-	s.registerKeys(v1)
-	s.registerGrants(v1)
-	s.registerReservations(v1)
-	s.registerHolders(v1)
-	v1.POST("/what-if", s.whatIfReplay)
+	v1.GET("/customers/:customer/statement", billing.getStatement)
+	v1.GET("/statements", billing.listStatements)
+
+	v1.POST("/features/check", features.checkFeature)
+	v1.GET("/customers/:customer/features", features.listFeatures)
+	v1.PUT("/customers/:customer/features/:feature", features.putFeature)
+	v1.DELETE("/customers/:customer/features/:feature", features.deleteFeature)
+
+	v1.GET("/webhooks", hooks.listWebhooks)
+	v1.GET("/webhooks/:webhook", hooks.getWebhook)
+	v1.PUT("/webhooks/:webhook", hooks.putWebhook)
+	v1.DELETE("/webhooks/:webhook", hooks.deleteWebhook)
+	v1.GET("/webhooks/:webhook/deliveries", hooks.listDeliveries)
+
+	v1.POST("/customers/:customer/keys", keys.createKey)
+	v1.GET("/customers/:customer/keys", keys.listKeys)
+	v1.GET("/keys/:key", keys.getKey)
+	v1.DELETE("/keys/:key", keys.revokeKey)
+
+	v1.POST("/customers/:customer/grants", grants.createGrant)
+	v1.GET("/customers/:customer/grants", grants.listGrants)
+	v1.DELETE("/grants/:grant", grants.voidGrant)
+
+	v1.POST("/reservations", reservations.reserve)
+	v1.GET("/reservations/:id", reservations.getReservation)
+	v1.DELETE("/reservations/:id", reservations.releaseReservation)
+	v1.POST("/reservations/:id/commit", reservations.commitReservation)
+
+	v1.GET("/admin/holders", admin.listHolders)
+	v1.POST("/admin/holders/:holder/release", admin.releaseHolder)
+	v1.POST("/what-if", billing.whatIfReplay)
 
 	// The admin console: static files, open to all; every datum it shows
 	// comes from the API above, with the admin's token.
@@ -262,31 +249,4 @@ func (s *Server) Routes() []Route {
 		out = append(out, Route{Method: r.Method, Path: r.Path})
 	}
 	return out
-}
-
-func (s *Server) healthz(c echo.Context) error {
-	return respond(c, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
-	defer cancel()
-	if err := s.ready(ctx); err != nil {
-		s.log.Warn("not ready", "error", err)
-		return problemf(http.StatusServiceUnavailable, codeUnavailable, "not ready: "+readinessReason(err))
-	}
-	return respond(c, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-// NotReadyError explains why the service is not ready, in words safe for
-// any client.
-type NotReadyError struct{ Reason string }
-
-func (e *NotReadyError) Error() string { return e.Reason }
-
-func readinessReason(err error) string {
-	if nr, ok := err.(*NotReadyError); ok {
-		return nr.Reason
-	}
-	return "the database cannot be reached"
 }

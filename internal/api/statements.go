@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/csv"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -24,6 +25,15 @@ type Billing interface {
 }
 
 var _ Billing = (*billing.Service)(nil)
+
+// billingHandlers serve what customers are billed, and would be: the
+// statements, as JSON or CSV, and what-ifs.
+type billingHandlers struct {
+	billing        Billing
+	whatIf         WhatIf
+	log            *slog.Logger
+	requestTimeout time.Duration
+}
 
 const contentTypeCSV = "text/csv; charset=utf-8"
 
@@ -76,7 +86,7 @@ func writeCSVRows(w *csv.Writer, st billing.Statement) error {
 // answers a problem document; a later one comes after the 200: the
 // transfer is then cut short (no end of the chunked body, the connection
 // closed), which clients read as an error, never as a whole file.
-func (s *Server) respondCSV(c echo.Context, next func() ([]billing.Statement, error)) error {
+func (h *billingHandlers) respondCSV(c echo.Context, next func() ([]billing.Statement, error)) error {
 	batch, err := next()
 	if err != nil {
 		return err
@@ -90,41 +100,41 @@ func (s *Server) respondCSV(c echo.Context, next func() ([]billing.Statement, er
 	for {
 		for _, st := range batch {
 			if err := writeCSVRows(w, st); err != nil {
-				return s.cutCSV(c, err)
+				return h.cutCSV(c, err)
 			}
 		}
 		w.Flush()
 		if err := w.Error(); err != nil {
-			return s.cutCSV(c, err)
+			return h.cutCSV(c, err)
 		}
 		res.Flush()
 		if len(batch) == 0 {
 			return nil
 		}
 		if batch, err = next(); err != nil {
-			return s.cutCSV(c, err)
+			return h.cutCSV(c, err)
 		}
 	}
 }
 
 // cutCSV ends a CSV answer that failed after its 200 was sent: it logs
 // why and aborts the response (see respondCSV).
-func (s *Server) cutCSV(c echo.Context, err error) error {
+func (h *billingHandlers) cutCSV(c echo.Context, err error) error {
 	if c.Request().Context().Err() == nil {
-		s.log.Error("statements CSV cut short", "path", c.Request().URL.Path, "error", err)
+		h.log.Error("statements CSV cut short", "path", c.Request().URL.Path, "error", err)
 	}
 	panic(http.ErrAbortHandler)
 }
 
-func (s *Server) noBilling() error {
+func (h *billingHandlers) noBilling() error {
 	return problemf(http.StatusNotFound, codeNotFound, details[codeNotFound])
 }
 
-func (s *Server) getStatement(c echo.Context) error {
-	if s.billing == nil {
-		return s.noBilling()
+func (h *billingHandlers) getStatement(c echo.Context) error {
+	if h.billing == nil {
+		return h.noBilling()
 	}
-	st, err := s.billing.Statement(c.Request().Context(), param(c, "customer"), c.QueryParam("period"))
+	st, err := h.billing.Statement(c.Request().Context(), param(c, "customer"), c.QueryParam("period"))
 	if err != nil {
 		return err
 	}
@@ -132,7 +142,7 @@ func (s *Server) getStatement(c echo.Context) error {
 		return respond(c, http.StatusOK, st)
 	}
 	sent := false
-	return s.respondCSV(c, func() ([]billing.Statement, error) {
+	return h.respondCSV(c, func() ([]billing.Statement, error) {
 		if sent {
 			return nil, nil
 		}
@@ -151,9 +161,9 @@ func streamsStatements(c echo.Context) bool {
 	return c.Path() == "/v1/statements" && wantsCSV(c)
 }
 
-func (s *Server) listStatements(c echo.Context) error {
-	if s.billing == nil {
-		return s.noBilling()
+func (h *billingHandlers) listStatements(c echo.Context) error {
+	if h.billing == nil {
+		return h.noBilling()
 	}
 	ctx := c.Request().Context()
 	month := c.QueryParam("period")
@@ -162,10 +172,10 @@ func (s *Server) listStatements(c echo.Context) error {
 		// customers at a time as they are computed. The request timeout
 		// bounds each page, not the whole file.
 		page, done := tiers.Page{Limit: csvPageSize}, false
-		return s.respondCSV(c, func() ([]billing.Statement, error) {
+		return h.respondCSV(c, func() ([]billing.Statement, error) {
 			for !done {
-				pctx, cancel := context.WithTimeout(ctx, s.requestTimeout)
-				list, more, err := s.billing.Statements(pctx, month, page)
+				pctx, cancel := context.WithTimeout(ctx, h.requestTimeout)
+				list, more, err := h.billing.Statements(pctx, month, page)
 				cancel()
 				if err != nil {
 					return nil, err
@@ -183,7 +193,7 @@ func (s *Server) listStatements(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	items, more, err := s.billing.Statements(ctx, month, p)
+	items, more, err := h.billing.Statements(ctx, month, p)
 	if err != nil {
 		return err
 	}

@@ -19,12 +19,12 @@ func validVersionCursor(s string) bool {
 	return err == nil && n >= 1 && strconv.FormatInt(n, 10) == s
 }
 
-func (s *Server) listPlanVersions(c echo.Context) error {
+func (h *catalogHandlers) listPlanVersions(c echo.Context) error {
 	p, err := page(c, validVersionCursor)
 	if err != nil {
 		return err
 	}
-	items, more, err := s.catalog.PlanVersions(c.Request().Context(), param(c, "plan"), p)
+	items, more, err := h.plans.PlanVersions(c.Request().Context(), param(c, "plan"), p)
 	if err != nil {
 		return err
 	}
@@ -38,24 +38,24 @@ func (s *Server) listPlanVersions(c echo.Context) error {
 	return respond(c, http.StatusOK, list("versions", items, nextCursor(more, last)))
 }
 
-func (s *Server) getPlanVersion(c echo.Context) error {
+func (h *catalogHandlers) getPlanVersion(c echo.Context) error {
 	n, err := strconv.ParseInt(param(c, "version"), 10, 64)
 	if err != nil || n < 1 {
 		return invalid("version", "must be a version number, 1 or more")
 	}
-	v, err := s.catalog.PlanVersion(c.Request().Context(), param(c, "plan"), n)
+	v, err := h.plans.PlanVersion(c.Request().Context(), param(c, "plan"), n)
 	if err != nil {
 		return err
 	}
 	return respond(c, http.StatusOK, v)
 }
 
-func (s *Server) migratePlan(c echo.Context) error {
+func (h *catalogHandlers) migratePlan(c echo.Context) error {
 	var spec tiers.MigrationSpec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	m, err := s.catalog.MigratePlan(c.Request().Context(), s.write(c), param(c, "plan"), spec, s.windowUsage)
+	m, err := h.plans.MigratePlan(c.Request().Context(), writeOf(c), param(c, "plan"), spec, h.windowUsage)
 	if err != nil {
 		return err
 	}
@@ -64,8 +64,8 @@ func (s *Server) migratePlan(c echo.Context) error {
 
 // windowUsage is a customer's account and the usage of its customer-wide
 // windows, as GET /v1/customers/{id}/usage reports them.
-func (s *Server) windowUsage(ctx context.Context, customer string) (tiers.Account, []tiers.WindowUsage, error) {
-	a, usage, err := s.checker.Usage(ctx, customer, "")
+func (h *catalogHandlers) windowUsage(ctx context.Context, customer string) (tiers.Account, []tiers.WindowUsage, error) {
+	a, usage, err := h.checker.Usage(ctx, customer, "")
 	if err != nil {
 		return tiers.Account{}, nil, err
 	}

@@ -30,27 +30,25 @@ type createdWebhook struct {
 	Secret string `json:"secret"`
 }
 
-func (s *Server) registerWebhooks(v1 *echo.Group) {
-	v1.GET("/webhooks", s.listWebhooks)
-	v1.GET("/webhooks/:webhook", s.getWebhook)
-	v1.PUT("/webhooks/:webhook", s.putWebhook)
-	v1.DELETE("/webhooks/:webhook", s.deleteWebhook)
-	v1.GET("/webhooks/:webhook/deliveries", s.listDeliveries)
+// webhookHandlers serve /v1/webhooks; without webhooks they answer 404
+// webhook_not_found.
+type webhookHandlers struct {
+	webhooks Webhooks
 }
 
-func (s *Server) webhookService() (Webhooks, error) {
-	if s.webhooks == nil {
+func (h *webhookHandlers) webhookService() (Webhooks, error) {
+	if h.webhooks == nil {
 		return nil, webhooks.ErrWebhookNotFound
 	}
-	return s.webhooks, nil
+	return h.webhooks, nil
 }
 
-func (s *Server) listWebhooks(c echo.Context) error {
+func (h *webhookHandlers) listWebhooks(c echo.Context) error {
 	p, err := page(c, tiers.ValidKey)
 	if err != nil {
 		return err
 	}
-	svc, err := s.webhookService()
+	svc, err := h.webhookService()
 	if err != nil {
 		return err
 	}
@@ -65,8 +63,8 @@ func (s *Server) listWebhooks(c echo.Context) error {
 	return respond(c, http.StatusOK, list("webhooks", items, nextCursor(more, last)))
 }
 
-func (s *Server) getWebhook(c echo.Context) error {
-	svc, err := s.webhookService()
+func (h *webhookHandlers) getWebhook(c echo.Context) error {
+	svc, err := h.webhookService()
 	if err != nil {
 		return err
 	}
@@ -77,16 +75,16 @@ func (s *Server) getWebhook(c echo.Context) error {
 	return respondResource(c, false, wh.Version, wh)
 }
 
-func (s *Server) putWebhook(c echo.Context) error {
+func (h *webhookHandlers) putWebhook(c echo.Context) error {
 	var spec webhooks.Spec
 	if err := decodeBody(c, &spec); err != nil {
 		return err
 	}
-	svc, err := s.webhookService()
+	svc, err := h.webhookService()
 	if err != nil {
 		return err
 	}
-	wh, created, err := svc.PutWebhook(c.Request().Context(), s.write(c), param(c, "webhook"), spec)
+	wh, created, err := svc.PutWebhook(c.Request().Context(), writeOf(c), param(c, "webhook"), spec)
 	if err != nil {
 		return err
 	}
@@ -96,18 +94,18 @@ func (s *Server) putWebhook(c echo.Context) error {
 	return respondResource(c, false, wh.Version, wh)
 }
 
-func (s *Server) deleteWebhook(c echo.Context) error {
-	svc, err := s.webhookService()
+func (h *webhookHandlers) deleteWebhook(c echo.Context) error {
+	svc, err := h.webhookService()
 	if err != nil {
 		return err
 	}
-	if err := svc.DeleteWebhook(c.Request().Context(), s.write(c), param(c, "webhook")); err != nil {
+	if err := svc.DeleteWebhook(c.Request().Context(), writeOf(c), param(c, "webhook")); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
-func (s *Server) listDeliveries(c echo.Context) error {
+func (h *webhookHandlers) listDeliveries(c echo.Context) error {
 	limit, after, err := pageParams(c)
 	if err != nil {
 		return err
@@ -120,7 +118,7 @@ func (s *Server) listDeliveries(c echo.Context) error {
 		}
 		f.Before = id
 	}
-	svc, err := s.webhookService()
+	svc, err := h.webhookService()
 	if err != nil {
 		return err
 	}

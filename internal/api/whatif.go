@@ -27,8 +27,8 @@ var _ WhatIf = (*whatif.Service)(nil)
 // replays; its answer may be written that much later.
 const whatIfPath = "/v1/what-if"
 
-func (s *Server) whatIfReplay(c echo.Context) error {
-	if s.whatIf == nil {
+func (h *billingHandlers) whatIfReplay(c echo.Context) error {
+	if h.whatIf == nil {
 		return echo.ErrNotFound
 	}
 	var spec whatif.Spec
@@ -38,12 +38,12 @@ func (s *Server) whatIfReplay(c echo.Context) error {
 	if days := whatif.Days(spec); days > 0 {
 		// The server's write timeout counts from the request's end: a
 		// long replay pushes it back, by a request timeout per day.
-		deadline := time.Now().Add(time.Duration(days+1) * s.requestTimeout)
+		deadline := time.Now().Add(time.Duration(days+1) * h.requestTimeout)
 		if err := http.NewResponseController(c.Response().Writer).SetWriteDeadline(deadline); err != nil && !errors.Is(err, http.ErrNotSupported) {
 			return err
 		}
 	}
-	a, err := s.whatIf.Run(c.Request().Context(), spec)
+	a, err := h.whatIf.Run(c.Request().Context(), spec)
 	if err != nil {
 		return err
 	}
