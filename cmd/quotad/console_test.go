@@ -833,6 +833,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := tab.text("main"); !strings.Contains(got, "$49.00") || !strings.Contains(got, "100,000") {
 			t.Errorf("plans page lacks Pro's price or day limit: %q", got)
 		}
+		// 1,000 micros an overage unit: a tenth of a cent, not $0.00.
+		if got := tab.text("[data-plan=pro]"); !strings.Contains(got, "20% at $0.001 / unit") {
+			t.Errorf("Pro's overage price is not $0.001 a unit: %q", got)
+		}
 		tab.waitFor("Pro's versions", `document.querySelector('[data-plan=pro] .versions table')?.textContent.includes('$49.00 per month')`)
 		tab.open("#/metrics")
 		tab.waitFor("api_calls' capacity", `document.querySelector('main')?.textContent.includes('day: 10,000,000')`)
