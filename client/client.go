@@ -21,7 +21,23 @@ const Version = "0.1.0"
 const maxAnswer = 16 << 20
 
 // Client calls quotad's HTTP API. It is safe for concurrent use.
+//
+// Its own methods are the calls a backend makes while serving requests;
+// the rest of the API is in its services, one per resource (c.Plans.Put,
+// c.Customers.Get), which call through it. The package documentation's
+// Layout says which call is where.
 type Client struct {
+	Metrics    *MetricsService
+	Plans      *PlansService
+	Customers  *CustomersService
+	Overrides  *OverridesService
+	Features   *FeaturesService
+	Keys       *KeysService
+	Grants     *GrantsService
+	Webhooks   *WebhooksService
+	Statements *StatementsService
+	Audit      *AuditService
+
 	base      *url.URL
 	baseErr   error
 	token     string
@@ -34,6 +50,9 @@ type Client struct {
 	sleep  func(ctx context.Context, d time.Duration) error
 	jitter func() float64
 }
+
+// service is what every service holds: the client it calls through.
+type service struct{ client *Client }
 
 // RetryPolicy says how calls that are safe to repeat are retried.
 type RetryPolicy struct {
@@ -93,6 +112,16 @@ func New(baseURL string, opts ...Option) *Client {
 	if c.retry.MaxAttempts < 1 {
 		c.retry.MaxAttempts = 1
 	}
+	c.Metrics = &MetricsService{c}
+	c.Plans = &PlansService{c}
+	c.Customers = &CustomersService{c}
+	c.Overrides = &OverridesService{c}
+	c.Features = &FeaturesService{c}
+	c.Keys = &KeysService{c}
+	c.Grants = &GrantsService{c}
+	c.Webhooks = &WebhooksService{c}
+	c.Statements = &StatementsService{c}
+	c.Audit = &AuditService{c}
 	return c
 }
 

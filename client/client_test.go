@@ -137,7 +137,7 @@ func TestProblems(t *testing.T) {
 				w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			_, err := quotad.New(srv.URL, noRetry).Customer(context.Background(), "x")
+			_, err := quotad.New(srv.URL, noRetry).Customers.Get(context.Background(), "x")
 			var p *quotad.Problem
 			if !errors.As(err, &p) {
 				t.Fatalf("err = %v (%T), want a *Problem", err, err)
@@ -236,7 +236,7 @@ func TestPagination(t *testing.T) {
 			f.calls = map[string]int{}
 			f.mu.Unlock()
 			var got []string
-			for cust, err := range c.Customers(ctx, tt.filter) {
+			for cust, err := range c.Customers.List(ctx, tt.filter) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -270,7 +270,7 @@ func TestPaginationError(t *testing.T) {
 	defer srv.Close()
 	var ids []int64
 	var errs []error
-	for ev, err := range quotad.New(srv.URL).AuditEvents(context.Background(), quotad.AuditFilter{}) {
+	for ev, err := range quotad.New(srv.URL).Audit.List(context.Background(), quotad.AuditFilter{}) {
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -304,7 +304,7 @@ func TestRequests(t *testing.T) {
 	defer srv.Close()
 	c := quotad.New(srv.URL+"/quota/", quotad.WithToken("tok"), quotad.WithUserAgent("test/1"))
 	exp := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	o, created, err := c.PutOverride(context.Background(), "a/b", "m", "day",
+	o, created, err := c.Overrides.Put(context.Background(), "a/b", "m", "day",
 		quotad.OverrideSpec{Limit: 5, ExpiresAt: &exp}, quotad.IfMatch(`"6"`))
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestRequests(t *testing.T) {
 		t.Errorf("request = %+v\nwant      %+v", got, want)
 	}
 	if !created || o.ETag != `"7"` || o.Version != 7 || o.Customer != "a/b" || o.Limit != 5 {
-		t.Errorf("PutOverride = %+v, created %v; want version 7, ETag \"7\", created", o, created)
+		t.Errorf("Overrides.Put = %+v, created %v; want version 7, ETag \"7\", created", o, created)
 	}
 }
 
@@ -345,37 +345,37 @@ func TestOverridesPerAndCreditSchemas(t *testing.T) {
 		call func() error
 		want seen
 	}{
-		{"get the customer-wide override", func() error { _, err := c.Override(ctx, "acme", "m", quotad.Day); return err },
+		{"get the customer-wide override", func() error { _, err := c.Overrides.Get(ctx, "acme", "m", quotad.Day); return err },
 			seen{"GET", "/v1/customers/acme/overrides/m/day", ""}},
 		{"get it by its per", func() error {
-			_, err := c.OverridePer(ctx, "acme", "m", quotad.Day, quotad.PerCustomer)
+			_, err := c.Overrides.GetPer(ctx, "acme", "m", quotad.Day, quotad.PerCustomer)
 			return err
 		}, seen{"GET", "/v1/customers/acme/overrides/m/day", ""}},
 		{"get the override per subject", func() error {
-			o, err := c.OverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
+			o, err := c.Overrides.GetPer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
 			if err == nil && (o.Per != quotad.PerSubject || o.ETag != `"3"`) {
 				err = fmt.Errorf("override = %+v, want per subject, ETag \"3\"", o)
 			}
 			return err
 		}, seen{"GET", "/v1/customers/acme/overrides/m/day?per=subject", ""}},
 		{"put the override per subject", func() error {
-			_, _, err := c.PutOverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 5}, quotad.IfMatch(`"2"`))
+			_, _, err := c.Overrides.PutPer(ctx, "acme", "m", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 5}, quotad.IfMatch(`"2"`))
 			return err
 		}, seen{"PUT", "/v1/customers/acme/overrides/m/day?per=subject", `{"limit":5}`}},
 		{"put the customer-wide override", func() error {
-			_, _, err := c.PutOverride(ctx, "acme", "m", quotad.Day, quotad.OverrideSpec{Limit: 5})
+			_, _, err := c.Overrides.Put(ctx, "acme", "m", quotad.Day, quotad.OverrideSpec{Limit: 5})
 			return err
 		}, seen{"PUT", "/v1/customers/acme/overrides/m/day", `{"limit":5}`}},
 		{"delete the override per subject", func() error {
-			return c.DeleteOverridePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
+			return c.Overrides.DeletePer(ctx, "acme", "m", quotad.Day, quotad.PerSubject)
 		}, seen{"DELETE", "/v1/customers/acme/overrides/m/day?per=subject", ""}},
 		{"a plan's limit per subject", func() error {
-			_, _, err := c.PutPlan(ctx, "team", quotad.PlanSpec{Limits: []quotad.Limit{
+			_, _, err := c.Plans.Put(ctx, "team", quotad.PlanSpec{Limits: []quotad.Limit{
 				{Metric: "m", Window: quotad.Day, Limit: 10}, {Metric: "m", Window: quotad.Day, Limit: 1, Per: quotad.PerSubject}}})
 			return err
 		}, seen{"PUT", "/v1/plans/team", `{"limits":[{"metric":"m","window":"day","limit":10},{"metric":"m","window":"day","limit":1,"per":"subject"}]}`}},
 		{"a credit pool", func() error {
-			m, _, err := c.PutMetric(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
+			m, _, err := c.Metrics.Put(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
 				{Metric: "m", Credits: 3, Per: 100}, {Metric: "images", Credits: 10}}})
 			if err == nil && !reflect.DeepEqual(m.CreditSchema, []quotad.CreditRate{{Metric: "m", Credits: 3, Per: 100}}) {
 				err = fmt.Errorf("metric = %+v", m)
@@ -624,14 +624,14 @@ func TestMetadataKeepsDigits(t *testing.T) {
 			}))
 			defer srv.Close()
 			c := quotad.New(srv.URL, noRetry)
-			cu, err := c.Customer(context.Background(), "acme")
+			cu, err := c.Customers.Get(context.Background(), "acme")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got, want := fmt.Sprintf("%#v", cu.Metadata), fmt.Sprintf("%#v", tt.want); got != want {
 				t.Errorf("Metadata = %s, want %s", got, want)
 			}
-			if _, _, err := c.PutCustomer(context.Background(), "acme", cu.CustomerSpec); err != nil {
+			if _, _, err := c.Customers.Put(context.Background(), "acme", cu.CustomerSpec); err != nil {
 				t.Fatal(err)
 			}
 			if put != tt.wantPut {
@@ -653,7 +653,7 @@ func TestSetTotal(t *testing.T) {
 			`"overage":0,"reset_at":null}`))
 	}))
 	defer srv.Close()
-	u, err := quotad.New(srv.URL).SetTotal(context.Background(), "acme", "seats", 12)
+	u, err := quotad.New(srv.URL).Customers.SetTotal(context.Background(), "acme", "seats", 12)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -662,6 +662,6 @@ func TestSetTotal(t *testing.T) {
 	}
 	want := quotad.UsageEntry{Metric: "seats", Window: quotad.Total, Limit: 10, Used: 12}
 	if *u != want || !u.ResetAt.IsZero() {
-		t.Errorf("SetTotal = %+v, want %+v", *u, want)
+		t.Errorf("Customers.SetTotal = %+v, want %+v", *u, want)
 	}
 }

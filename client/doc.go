@@ -14,6 +14,32 @@
 //		// denied: a result, not an error; res.RetryAfter says when to try again
 //	}
 //
+// # Layout
+//
+// The Client's own methods are the calls a backend makes while it serves
+// requests: Check and Refund; Reserve, Commit, Release and Reservation;
+// CheckFeature; Usage, SubjectUsage and Entitlements; Middleware and
+// ReservationMiddleware; and Healthz and Readyz. The rest of the API is in
+// services, one per resource, held in the Client's fields and sharing its
+// transport, token, retries and errors:
+//
+//	c.Metrics     List, Get, Put, Delete, Usage
+//	c.Plans       List, Get, Put, PutGrandfathered, Delete, Versions, Version, Migrate, WhatIf
+//	c.Customers   List, Get, Put, Delete, Suspend, Resume, Limits, SetTotal, ResetUsage, UsageHistory
+//	c.Overrides   List, Get, Put, Delete, and GetPer, PutPer, DeletePer for one per subject
+//	c.Features    Get, Put, Delete (a customer's features and their overrides)
+//	c.Keys        Create, List, ListIncludingRevoked, Get, Revoke
+//	c.Grants      Create, List, Void
+//	c.Webhooks    List, Get, Put, Delete, Deliveries
+//	c.Statements  Get, GetCSV, List, ListCSV
+//	c.Audit       List
+//
+// For example:
+//
+//	plan, created, err := c.Plans.Put(ctx, "pro", quotad.PlanSpec{...})
+//	cust, err := c.Customers.Get(ctx, "acme")
+//	key, err := c.Keys.Create(ctx, "acme", quotad.KeySpec{Name: "ci"})
+//
 // # Items and subjects
 //
 // One check may charge several metrics at once, all or none: Items in
@@ -63,7 +89,7 @@
 // Lists are Go iterators (iter.Seq2) that fetch pages as the loop goes on
 // and stop at the first error:
 //
-//	for cust, err := range c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}) {
+//	for cust, err := range c.Customers.List(ctx, quotad.CustomerFilter{Plan: "pro"}) {
 //		if err != nil {
 //			return err
 //		}

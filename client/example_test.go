@@ -98,13 +98,13 @@ func ExampleClient_Middleware() {
 	// {"type":"urn:quotad:problem:quota_exceeded","title":"Too Many Requests","status":429,"detail":"the customer's limit on this metric is reached; retry after 42 s","code":"quota_exceeded"}
 }
 
-func ExampleClient_Customers() {
+func ExampleCustomersService_List() {
 	_, srv := newFakeQuotad(0)
 	defer srv.Close()
 	c := quotad.New(srv.URL, quotad.WithToken("admin-token"))
 
 	// Pages of 2 are fetched as the loop needs them.
-	for cust, err := range c.Customers(context.Background(), quotad.CustomerFilter{Plan: "pro", PageSize: 2}) {
+	for cust, err := range c.Customers.List(context.Background(), quotad.CustomerFilter{Plan: "pro", PageSize: 2}) {
 		if err != nil {
 			fmt.Println("error:", err)
 			return
@@ -125,7 +125,7 @@ func ExampleIfMatch() {
 	c := quotad.New(srv.URL, quotad.WithToken("admin-token"))
 	ctx := context.Background()
 
-	m, created, err := c.PutMetric(ctx, "api_calls", quotad.MetricSpec{Description: "API calls"})
+	m, created, err := c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{Description: "API calls"})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -133,7 +133,7 @@ func ExampleIfMatch() {
 	fmt.Println("created:", created, "etag:", m.ETag)
 
 	// Replace it only if nobody changed it since.
-	m, created, err = c.PutMetric(ctx, "api_calls", quotad.MetricSpec{Description: "Calls"}, quotad.IfMatch(m.ETag))
+	m, created, err = c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{Description: "Calls"}, quotad.IfMatch(m.ETag))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -141,7 +141,7 @@ func ExampleIfMatch() {
 	fmt.Println("created:", created, "etag:", m.ETag)
 
 	// A stale ETag is refused.
-	_, _, err = c.PutMetric(ctx, "api_calls", quotad.MetricSpec{}, quotad.IfMatch(`"1"`))
+	_, _, err = c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{}, quotad.IfMatch(`"1"`))
 	fmt.Println(errors.Is(err, quotad.ErrPreconditionFailed))
 	// Output:
 	// created: true etag: "1"

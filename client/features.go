@@ -39,7 +39,7 @@ func featureValue(v any) any {
 	return v
 }
 
-// FeatureCheckRequest is the body of CheckFeature: Customer or APIKey
+// FeatureCheckRequest is the body of Client.CheckFeature: Customer or APIKey
 // (one of the two), and the feature.
 type FeatureCheckRequest struct {
 	Customer string `json:"customer,omitempty"`
@@ -59,7 +59,7 @@ type FeatureCheckResult struct {
 	Value any `json:"value"`
 }
 
-// FeatureOverrideSpec is the body of PutFeature.
+// FeatureOverrideSpec is the body of FeaturesService.Put.
 type FeatureOverrideSpec struct {
 	// Value is a bool, an integer or a string (see Features).
 	Value any `json:"value"`
@@ -105,11 +105,15 @@ func (c *Client) CheckFeature(ctx context.Context, req FeatureCheckRequest) (*Fe
 	return &res, nil
 }
 
-// Features gets what a customer is granted of every feature, and its
+// FeaturesService reads a customer's features and manages their overrides;
+// Client.CheckFeature checks one.
+type FeaturesService service
+
+// Get gets what a customer is granted of every feature, and its
 // overrides of them (expired ones included).
-func (c *Client) Features(ctx context.Context, customer string) (*CustomerFeatures, error) {
+func (s *FeaturesService) Get(ctx context.Context, customer string) (*CustomerFeatures, error) {
 	var f CustomerFeatures
-	if err := c.get(ctx, pathf("/v1/customers/%s/features", customer), &f, nil); err != nil {
+	if err := s.client.get(ctx, pathf("/v1/customers/%s/features", customer), &f, nil); err != nil {
 		return nil, err
 	}
 	for i := range f.Overrides {
@@ -119,11 +123,11 @@ func (c *Client) Features(ctx context.Context, customer string) (*CustomerFeatur
 	return &f, nil
 }
 
-// PutFeature creates or replaces a customer's override of a feature, and
+// Put creates or replaces a customer's override of a feature, and
 // says whether it created it.
-func (c *Client) PutFeature(ctx context.Context, customer, feature string, spec FeatureOverrideSpec, opts ...WriteOption) (*FeatureOverride, bool, error) {
+func (s *FeaturesService) Put(ctx context.Context, customer, feature string, spec FeatureOverrideSpec, opts ...WriteOption) (*FeatureOverride, bool, error) {
 	var o FeatureOverride
-	created, err := c.put(ctx, pathf("/v1/customers/%s/features/%s", customer, feature), spec, &o, &o.Meta, opts)
+	created, err := s.client.put(ctx, pathf("/v1/customers/%s/features/%s", customer, feature), spec, &o, &o.Meta, opts)
 	if err != nil {
 		return nil, false, err
 	}
@@ -131,8 +135,8 @@ func (c *Client) PutFeature(ctx context.Context, customer, feature string, spec 
 	return &o, created, nil
 }
 
-// DeleteFeature deletes a customer's override of a feature: its plan's
+// Delete deletes a customer's override of a feature: its plan's
 // value applies again. ErrFeatureOverrideNotFound if there is none.
-func (c *Client) DeleteFeature(ctx context.Context, customer, feature string, opts ...WriteOption) error {
-	return c.del(ctx, pathf("/v1/customers/%s/features/%s", customer, feature), opts)
+func (s *FeaturesService) Delete(ctx context.Context, customer, feature string, opts ...WriteOption) error {
+	return s.client.del(ctx, pathf("/v1/customers/%s/features/%s", customer, feature), opts)
 }

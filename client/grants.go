@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// GrantSpec is the body of CreateGrant: units of a metric a customer
+// GrantSpec is the body of GrantsService.Create: units of a metric a customer
 // bought or was given beyond its plan.
 type GrantSpec struct {
 	Metric string `json:"metric"`
@@ -37,22 +37,25 @@ type Grant struct {
 	VoidedAt  *time.Time `json:"voided_at"`
 }
 
-// CreateGrant grants a customer units of a metric, drawn by checks that a
+// GrantsService manages grants, extra units a customer may spend.
+type GrantsService service
+
+// Create grants a customer units of a metric, drawn by checks that a
 // hard window of a day or longer would deny. ErrCustomerNotFound or
 // ErrMetricNotFound for what does not exist. It is retried only with a
 // RequestID (a retry without one could grant twice).
-func (c *Client) CreateGrant(ctx context.Context, customer string, spec GrantSpec) (*Grant, error) {
+func (s *GrantsService) Create(ctx context.Context, customer string, spec GrantSpec) (*Grant, error) {
 	var g Grant
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: pathf("/v1/customers/%s/grants", customer), body: spec,
+	if _, err := s.client.do(ctx, call{method: http.MethodPost, path: pathf("/v1/customers/%s/grants", customer), body: spec,
 		ok: []int{http.StatusCreated, http.StatusOK}, retry: spec.RequestID != "", out: &g}); err != nil {
 		return nil, err
 	}
 	return &g, nil
 }
 
-// Grants lists a customer's grants in drawing order: the live ones, or,
+// List lists a customer's grants in drawing order: the live ones, or,
 // with all, every one (used up, expired and voided included).
-func (c *Client) Grants(ctx context.Context, customer string, all bool) ([]Grant, error) {
+func (s *GrantsService) List(ctx context.Context, customer string, all bool) ([]Grant, error) {
 	var out struct {
 		Grants []Grant `json:"grants"`
 	}
@@ -60,16 +63,16 @@ func (c *Client) Grants(ctx context.Context, customer string, all bool) ([]Grant
 	if all {
 		q = url.Values{"all": {"true"}}
 	}
-	if _, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/grants", customer), query: q,
+	if _, err := s.client.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/grants", customer), query: q,
 		retry: true, out: &out}); err != nil {
 		return nil, err
 	}
 	return out.Grants, nil
 }
 
-// VoidGrant voids what remains of a grant: no check draws on it from then
+// Void voids what remains of a grant: no check draws on it from then
 // on, in any quotad process. ErrGrantNotFound if no grant that is not
 // voided has the id.
-func (c *Client) VoidGrant(ctx context.Context, id string) error {
-	return c.del(ctx, pathf("/v1/grants/%s", id), nil)
+func (s *GrantsService) Void(ctx context.Context, id string) error {
+	return s.client.del(ctx, pathf("/v1/grants/%s", id), nil)
 }

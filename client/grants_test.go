@@ -34,16 +34,16 @@ func TestGrantMethods(t *testing.T) {
 	defer srv.Close()
 	c := quotad.New(srv.URL, noRetry)
 	ctx := context.Background()
-	g, err := c.CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "m", Amount: 5, Priority: ptr(2), RequestID: "r1"})
+	g, err := c.Grants.Create(ctx, "acme", quotad.GrantSpec{Metric: "m", Amount: 5, Priority: ptr(2), RequestID: "r1"})
 	if err != nil || g.ID != "grt_AAAAAAAAAAAAAAAA" || g.Remaining != 5 || g.Priority != 2 {
-		t.Fatalf("CreateGrant = %+v, %v", g, err)
+		t.Fatalf("Grants.Create = %+v, %v", g, err)
 	}
-	list, err := c.Grants(ctx, "acme", true)
+	list, err := c.Grants.List(ctx, "acme", true)
 	if err != nil || len(list) != 1 || list[0].Remaining != 3 {
-		t.Fatalf("Grants = %+v, %v", list, err)
+		t.Fatalf("Grants.List = %+v, %v", list, err)
 	}
-	if err := c.VoidGrant(ctx, "grt_BBBBBBBBBBBBBBBB"); !errors.Is(err, quotad.ErrGrantNotFound) {
-		t.Fatalf("VoidGrant of an unknown grant = %v; want ErrGrantNotFound", err)
+	if err := c.Grants.Void(ctx, "grt_BBBBBBBBBBBBBBBB"); !errors.Is(err, quotad.ErrGrantNotFound) {
+		t.Fatalf("Grants.Void of an unknown grant = %v; want ErrGrantNotFound", err)
 	}
 	want := []string{
 		`POST /v1/customers/acme/grants {"metric":"m","amount":5,"priority":2,"request_id":"r1"}`,

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// KeySpec is the body of CreateKey. Both fields are optional.
+// KeySpec is the body of KeysService.Create. Both fields are optional.
 type KeySpec struct {
 	// Name recognises the key: at most 100 characters.
 	Name string `json:"name,omitempty"`
@@ -21,7 +21,7 @@ type Key struct {
 	ID       string `json:"id"`
 	Customer string `json:"customer"`
 	Name     string `json:"name"`
-	// Key is the key itself: set only in CreateKey's answer, never again.
+	// Key is the key itself: set only in KeysService.Create's answer, never again.
 	Key string `json:"key,omitempty"`
 	// Prefix is the key's first 8 characters, to recognise it.
 	Prefix     string     `json:"prefix"`
@@ -32,31 +32,34 @@ type Key struct {
 	RevokedAt *time.Time `json:"revoked_at"`
 }
 
-// CreateKey issues an API key to a customer. The answer's Key is the only
+// KeysService issues and revokes customers' API keys.
+type KeysService service
+
+// Create issues an API key to a customer. The answer's Key is the only
 // time the key is shown. ErrCustomerNotFound if no customer has the id.
 // It is sent once: a retry would issue a second key.
-func (c *Client) CreateKey(ctx context.Context, customer string, spec KeySpec) (*Key, error) {
+func (s *KeysService) Create(ctx context.Context, customer string, spec KeySpec) (*Key, error) {
 	var k Key
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: pathf("/v1/customers/%s/keys", customer), body: spec,
+	if _, err := s.client.do(ctx, call{method: http.MethodPost, path: pathf("/v1/customers/%s/keys", customer), body: spec,
 		ok: []int{http.StatusCreated}, out: &k}); err != nil {
 		return nil, err
 	}
 	return &k, nil
 }
 
-// Keys lists a customer's API keys that are not revoked (expired ones
+// List lists a customer's API keys that are not revoked (expired ones
 // included), by id, without the keys.
-func (c *Client) Keys(ctx context.Context, customer string) iter.Seq2[Key, error] {
-	return c.keys(ctx, customer, false)
+func (s *KeysService) List(ctx context.Context, customer string) iter.Seq2[Key, error] {
+	return s.list(ctx, customer, false)
 }
 
-// KeysIncludingRevoked lists every API key of a customer, revoked ones
+// ListIncludingRevoked lists every API key of a customer, revoked ones
 // too (their RevokedAt set), by id, without the keys.
-func (c *Client) KeysIncludingRevoked(ctx context.Context, customer string) iter.Seq2[Key, error] {
-	return c.keys(ctx, customer, true)
+func (s *KeysService) ListIncludingRevoked(ctx context.Context, customer string) iter.Seq2[Key, error] {
+	return s.list(ctx, customer, true)
 }
 
-func (c *Client) keys(ctx context.Context, customer string, revoked bool) iter.Seq2[Key, error] {
+func (s *KeysService) list(ctx context.Context, customer string, revoked bool) iter.Seq2[Key, error] {
 	return paginate(ctx, func(ctx context.Context, cursor string) (page[Key], error) {
 		var out struct {
 			Keys       []Key  `json:"keys"`
@@ -66,24 +69,24 @@ func (c *Client) keys(ctx context.Context, customer string, revoked bool) iter.S
 		if revoked {
 			q.Set("include_revoked", "true")
 		}
-		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/keys", customer),
+		_, err := s.client.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/keys", customer),
 			query: q, retry: true, out: &out})
 		return page[Key]{out.Keys, out.NextCursor}, err
 	})
 }
 
-// Key gets an API key by id (without the key), revoked or not (see
+// Get gets an API key by id (without the key), revoked or not (see
 // RevokedAt); ErrKeyNotFound if no key has the id.
-func (c *Client) Key(ctx context.Context, id string) (*Key, error) {
+func (s *KeysService) Get(ctx context.Context, id string) (*Key, error) {
 	var k Key
-	if err := c.get(ctx, pathf("/v1/keys/%s", id), &k, nil); err != nil {
+	if err := s.client.get(ctx, pathf("/v1/keys/%s", id), &k, nil); err != nil {
 		return nil, err
 	}
 	return &k, nil
 }
 
-// RevokeKey revokes an API key: every quotad process refuses it from then
+// Revoke revokes an API key: every quotad process refuses it from then
 // on. ErrKeyNotFound if no live key has the id.
-func (c *Client) RevokeKey(ctx context.Context, id string) error {
-	return c.del(ctx, pathf("/v1/keys/%s", id), nil)
+func (s *KeysService) Revoke(ctx context.Context, id string) error {
+	return s.client.del(ctx, pathf("/v1/keys/%s", id), nil)
 }

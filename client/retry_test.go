@@ -44,50 +44,50 @@ func TestRetries(t *testing.T) {
 	}{
 		{
 			name: "GET retried on 503 until it answers", statuses: []int{503, 503, 200},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Metrics.Get(ctx, "api_calls"); return err },
 			wantCalls: 3, wantWaits: []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		},
 		{
 			name: "GET gives up after MaxAttempts", statuses: []int{503},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Metrics.Get(ctx, "api_calls"); return err },
 			wantCalls: 3, wantErr: ErrUnavailable,
 		},
 		{
 			name: "Retry-After in seconds is honoured on 503", statuses: []int{503, 200}, retryAfter: "7",
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Metrics.Get(ctx, "api_calls"); return err },
 			wantCalls: 2, wantWaits: []time.Duration{7 * time.Second},
 		},
 		{
 			name: "502 and 504 retried", statuses: []int{502, 504, 200},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Plan(ctx, "pro"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Plans.Get(ctx, "pro"); return err },
 			wantCalls: 3,
 		},
 		{
 			name: "a broken connection is retried", statuses: []int{0, 200},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Customer(ctx, "acme"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Customers.Get(ctx, "acme"); return err },
 			wantCalls: 2,
 		},
 		{
 			name: "PUT retried", statuses: []int{503, 201},
 			call: func(ctx context.Context, c *Client) error {
-				_, _, err := c.PutMetric(ctx, "api_calls", MetricSpec{})
+				_, _, err := c.Metrics.Put(ctx, "api_calls", MetricSpec{})
 				return err
 			},
 			wantCalls: 2,
 		},
 		{
 			name: "DELETE retried", statuses: []int{503, 204},
-			call:      func(ctx context.Context, c *Client) error { return c.DeletePlan(ctx, "pro") },
+			call:      func(ctx context.Context, c *Client) error { return c.Plans.Delete(ctx, "pro") },
 			wantCalls: 2,
 		},
 		{
 			name: "500 not retried", statuses: []int{500, 200},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Metrics.Get(ctx, "api_calls"); return err },
 			wantCalls: 1, wantWaits: []time.Duration{}, fails: true,
 		},
 		{
 			name: "404 not retried", statuses: []int{404, 200},
-			call:      func(ctx context.Context, c *Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
+			call:      func(ctx context.Context, c *Client) error { _, err := c.Metrics.Get(ctx, "api_calls"); return err },
 			wantCalls: 1, wantErr: ErrNotFound,
 		},
 		{
@@ -303,7 +303,7 @@ func TestRetryStopsWithContext(t *testing.T) {
 		cancel()
 		return sleepCtx(ctx, d)
 	}
-	_, err := c.Metric(ctx, "api_calls")
+	_, err := c.Metrics.Get(ctx, "api_calls")
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want ErrUnavailable and context.Canceled", err)
 	}
@@ -321,7 +321,7 @@ func TestRetryStopsWithContext(t *testing.T) {
 	c, rec := newTestClient(srv.URL)
 	ctx, cancel2 := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel2()
-	if _, err := c.Metric(ctx, "api_calls"); !errors.Is(err, ErrUnavailable) {
+	if _, err := c.Metrics.Get(ctx, "api_calls"); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}
 	if got := calls.Load(); got != 1 || len(rec.waits) != 0 {

@@ -40,13 +40,16 @@ type StatementLine struct {
 	Description string `json:"description"`
 }
 
-// Statement returns the customer's statement for the billing period that
+// StatementsService reads customers' statements, as JSON or CSV.
+type StatementsService service
+
+// Get returns the customer's statement for the billing period that
 // starts in period (YYYY-MM). A deleted customer's past periods answer
 // too. Errors match ErrValidation (a bad or future period),
 // ErrCustomerNotFound, ErrConflict (mixed currencies).
-func (c *Client) Statement(ctx context.Context, customer, period string) (*Statement, error) {
+func (s *StatementsService) Get(ctx context.Context, customer, period string) (*Statement, error) {
 	var out Statement
-	_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/statement", customer),
+	_, err := s.client.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/statement", customer),
 		query: url.Values{"period": {period}}, retry: true, out: &out})
 	if err != nil {
 		return nil, err
@@ -54,17 +57,17 @@ func (c *Client) Statement(ctx context.Context, customer, period string) (*State
 	return &out, nil
 }
 
-// StatementCSV writes the customer's statement for period to w as CSV:
+// GetCSV writes the customer's statement for period to w as CSV:
 // a header row, then one row per line.
-func (c *Client) StatementCSV(ctx context.Context, customer, period string, w io.Writer) error {
-	_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/statement", customer),
+func (s *StatementsService) GetCSV(ctx context.Context, customer, period string, w io.Writer) error {
+	_, err := s.client.do(ctx, call{method: http.MethodGet, path: pathf("/v1/customers/%s/statement", customer),
 		query: url.Values{"period": {period}}, retry: true, csv: w})
 	return err
 }
 
-// Statements yields the statement of every customer billed in the period,
+// List yields the statement of every customer billed in the period,
 // deleted ones too, by customer id, page by page.
-func (c *Client) Statements(ctx context.Context, period string) iter.Seq2[Statement, error] {
+func (s *StatementsService) List(ctx context.Context, period string) iter.Seq2[Statement, error] {
 	return paginate(ctx, func(ctx context.Context, cursor string) (page[Statement], error) {
 		var out struct {
 			Statements []Statement `json:"statements"`
@@ -72,17 +75,17 @@ func (c *Client) Statements(ctx context.Context, period string) iter.Seq2[Statem
 		}
 		q := listQuery(cursor, 0)
 		q.Set("period", period)
-		_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/statements", query: q, retry: true, out: &out})
+		_, err := s.client.do(ctx, call{method: http.MethodGet, path: "/v1/statements", query: q, retry: true, out: &out})
 		return page[Statement]{out.Statements, out.NextCursor}, err
 	})
 }
 
-// StatementsCSV writes the statements of every customer billed in period
+// ListCSV writes the statements of every customer billed in period
 // to w as one CSV file, without pages, for an invoicing tool: a header
 // row, then one row per line. Once quotad has answered, the file is copied
 // as it arrives and not retried.
-func (c *Client) StatementsCSV(ctx context.Context, period string, w io.Writer) error {
-	_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/statements",
+func (s *StatementsService) ListCSV(ctx context.Context, period string, w io.Writer) error {
+	_, err := s.client.do(ctx, call{method: http.MethodGet, path: "/v1/statements",
 		query: url.Values{"period": {period}}, retry: true, csv: w})
 	return err
 }

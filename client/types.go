@@ -10,7 +10,7 @@ import (
 // Windows, as quotad names them. second and minute are short windows;
 // hour, day, week and month calendar windows in UTC; total never resets (a
 // gauge: seats, projects; checks add to it, refunds take from it, and
-// Client.SetTotal sets it). A total's ResetAt is the zero time.
+// CustomersService.SetTotal sets it). A total's ResetAt is the zero time.
 const (
 	Second = "second"
 	Minute = "minute"
@@ -65,7 +65,7 @@ func etagOf(version int64) string { return strconv.Quote(strconv.FormatInt(versi
 // ... Month).
 type Capacity map[string]int64
 
-// MetricSpec is the body of PutMetric.
+// MetricSpec is the body of MetricsService.Put.
 type MetricSpec struct {
 	Description string   `json:"description,omitempty"`
 	Capacity    Capacity `json:"capacity,omitempty"`
@@ -134,7 +134,7 @@ type Price struct {
 	Interval string `json:"interval,omitempty"`
 }
 
-// PlanSpec is the body of PutPlan.
+// PlanSpec is the body of PlansService.Put.
 type PlanSpec struct {
 	// Name defaults to the plan's key.
 	Name        string `json:"name,omitempty"`
@@ -172,7 +172,7 @@ type PlanVersion struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// MigrationSpec is the body of MigratePlan: the version whose customers
+// MigrationSpec is the body of PlansService.Migrate: the version whose customers
 // move (nil: every version older than ToVersion), the version they move to
 // (nil: the latest), and whether to move them at all.
 type MigrationSpec struct {
@@ -206,7 +206,7 @@ type OverLimit struct {
 	Limit  int64  `json:"limit"`
 }
 
-// CustomerSpec is the body of PutCustomer.
+// CustomerSpec is the body of CustomersService.Put.
 type CustomerSpec struct {
 	Plan string `json:"plan"`
 	Name string `json:"name,omitempty"`
@@ -286,7 +286,7 @@ type Customer struct {
 	Meta
 }
 
-// OverrideSpec is the body of PutOverride: a complete limit for one
+// OverrideSpec is the body of OverridesService.Put: a complete limit for one
 // customer on one metric and window (an empty Mode is Hard, whatever the
 // plan says).
 type OverrideSpec struct {

@@ -16,7 +16,7 @@ const (
 	EventGrantExhausted = "grant.exhausted"
 )
 
-// WebhookSpec is the body of PutWebhook.
+// WebhookSpec is the body of WebhooksService.Put.
 type WebhookSpec struct {
 	URL string `json:"url"`
 	// Events: every event type when empty.
@@ -36,7 +36,7 @@ type Webhook struct {
 	URL        string   `json:"url"`
 	Events     []string `json:"events"`
 	Thresholds []int    `json:"thresholds"`
-	// Secret is set only in the answer to the PutWebhook that created it.
+	// Secret is set only in the answer to the WebhooksService.Put that created it.
 	Secret string `json:"secret,omitempty"`
 	// SecretHint is the secret's prefix, e.g. "whsec_AbCd…".
 	SecretHint string `json:"secret_hint"`
@@ -69,54 +69,57 @@ type WebhookDelivery struct {
 	CreatedAt     time.Time  `json:"created_at"`
 }
 
-// Webhooks lists the webhooks by id (without their secrets).
-func (c *Client) Webhooks(ctx context.Context) iter.Seq2[Webhook, error] {
+// WebhooksService manages webhooks and reads their deliveries.
+type WebhooksService service
+
+// List lists the webhooks by id (without their secrets).
+func (s *WebhooksService) List(ctx context.Context) iter.Seq2[Webhook, error] {
 	return paginate(ctx, func(ctx context.Context, cursor string) (page[Webhook], error) {
 		var out struct {
 			Webhooks   []Webhook `json:"webhooks"`
 			NextCursor string    `json:"next_cursor"`
 		}
-		_, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks", query: listQuery(cursor, 0), retry: true, out: &out})
+		_, err := s.client.do(ctx, call{method: http.MethodGet, path: "/v1/webhooks", query: listQuery(cursor, 0), retry: true, out: &out})
 		fillETags(out.Webhooks, func(w *Webhook) *Meta { return &w.Meta })
 		return page[Webhook]{out.Webhooks, out.NextCursor}, err
 	})
 }
 
-// Webhook gets a webhook (without its secret); ErrNotFound if none has
+// Get gets a webhook (without its secret); ErrNotFound if none has
 // the id.
-func (c *Client) Webhook(ctx context.Context, id string) (*Webhook, error) {
+func (s *WebhooksService) Get(ctx context.Context, id string) (*Webhook, error) {
 	var w Webhook
-	if err := c.get(ctx, pathf("/v1/webhooks/%s", id), &w, &w.Meta); err != nil {
+	if err := s.client.get(ctx, pathf("/v1/webhooks/%s", id), &w, &w.Meta); err != nil {
 		return nil, err
 	}
 	return &w, nil
 }
 
-// PutWebhook creates or replaces a webhook, and says whether it created
+// Put creates or replaces a webhook, and says whether it created
 // it; only a creation's answer carries the secret.
-func (c *Client) PutWebhook(ctx context.Context, id string, spec WebhookSpec, opts ...WriteOption) (*Webhook, bool, error) {
+func (s *WebhooksService) Put(ctx context.Context, id string, spec WebhookSpec, opts ...WriteOption) (*Webhook, bool, error) {
 	var w Webhook
-	created, err := c.put(ctx, pathf("/v1/webhooks/%s", id), spec, &w, &w.Meta, opts)
+	created, err := s.client.put(ctx, pathf("/v1/webhooks/%s", id), spec, &w, &w.Meta, opts)
 	if err != nil {
 		return nil, false, err
 	}
 	return &w, created, nil
 }
 
-// DeleteWebhook deletes a webhook and its deliveries.
-func (c *Client) DeleteWebhook(ctx context.Context, id string, opts ...WriteOption) error {
-	return c.del(ctx, pathf("/v1/webhooks/%s", id), opts)
+// Delete deletes a webhook and its deliveries.
+func (s *WebhooksService) Delete(ctx context.Context, id string, opts ...WriteOption) error {
+	return s.client.del(ctx, pathf("/v1/webhooks/%s", id), opts)
 }
 
-// WebhookDeliveries lists a webhook's deliveries, newest first; pageSize
+// Deliveries lists a webhook's deliveries, newest first; pageSize
 // is how many each request fetches (1..1000, quotad's default when 0).
-func (c *Client) WebhookDeliveries(ctx context.Context, id string, pageSize int) iter.Seq2[WebhookDelivery, error] {
+func (s *WebhooksService) Deliveries(ctx context.Context, id string, pageSize int) iter.Seq2[WebhookDelivery, error] {
 	return paginate(ctx, func(ctx context.Context, cursor string) (page[WebhookDelivery], error) {
 		var out struct {
 			Deliveries []WebhookDelivery `json:"deliveries"`
 			NextCursor string            `json:"next_cursor"`
 		}
-		_, err := c.do(ctx, call{method: http.MethodGet, path: pathf("/v1/webhooks/%s/deliveries", id),
+		_, err := s.client.do(ctx, call{method: http.MethodGet, path: pathf("/v1/webhooks/%s/deliveries", id),
 			query: listQuery(cursor, pageSize), retry: true, out: &out})
 		return page[WebhookDelivery]{out.Deliveries, out.NextCursor}, err
 	})

@@ -65,9 +65,9 @@ type WhatIf struct {
 // WhatIf replays the recorded daily usage of the plan's customers (or
 // spec.Customers) against proposed limits; nothing is written. Errors
 // match ErrValidation, ErrPlanNotFound, ErrCustomerNotFound.
-func (c *Client) WhatIf(ctx context.Context, spec WhatIfSpec) (*WhatIf, error) {
+func (s *PlansService) WhatIf(ctx context.Context, spec WhatIfSpec) (*WhatIf, error) {
 	var out WhatIf
-	if _, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/what-if", body: spec, retry: true, out: &out}); err != nil {
+	if _, err := s.client.do(ctx, call{method: http.MethodPost, path: "/v1/what-if", body: spec, retry: true, out: &out}); err != nil {
 		return nil, err
 	}
 	return &out, nil

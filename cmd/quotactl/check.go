@@ -200,7 +200,7 @@ type setTotalCmd struct {
 }
 
 func (x *setTotalCmd) Run(e *env) error {
-	u, err := e.client.SetTotal(e.ctx, x.Customer, x.Metric, x.Used)
+	u, err := e.client.Customers.SetTotal(e.ctx, x.Customer, x.Metric, x.Used)
 	if err != nil {
 		return err
 	}

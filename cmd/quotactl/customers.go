@@ -16,7 +16,7 @@ type customersSuspendCmd struct {
 }
 
 func (x *customersSuspendCmd) Run(e *env) error {
-	cu, err := e.client.SuspendCustomer(e.ctx, x.Customer, x.Reason)
+	cu, err := e.client.Customers.Suspend(e.ctx, x.Customer, x.Reason)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ type customersResumeCmd struct {
 }
 
 func (x *customersResumeCmd) Run(e *env) error {
-	cu, err := e.client.ResumeCustomer(e.ctx, x.Customer)
+	cu, err := e.client.Customers.Resume(e.ctx, x.Customer)
 	if err != nil {
 		return err
 	}

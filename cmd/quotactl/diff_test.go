@@ -36,7 +36,7 @@ func waitHistory(t *testing.T, srv *quotadtest.Server, customer string, want int
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		days, err := admin(srv).UsageHistory(context.Background(), customer, quotad.HistoryFilter{Metric: "api_calls"})
+		days, err := admin(srv).Customers.UsageHistory(context.Background(), customer, quotad.HistoryFilter{Metric: "api_calls"})
 		mustOK(t, err)
 		var asked int64
 		for _, d := range days {
@@ -128,7 +128,7 @@ Impact on plan free, its customers' usage from ` + from + ` to ` + to + ` replay
 	}
 
 	// diff writes nothing: the plan keeps its day's 15.
-	p, err := admin(srv).Plan(context.Background(), "free")
+	p, err := admin(srv).Plans.Get(context.Background(), "free")
 	mustOK(t, err)
 	if len(p.Limits) != 1 || p.Limits[0].Limit != 15 {
 		t.Errorf("after diff, free's limits are %+v; want the day's 15 alone", p.Limits)

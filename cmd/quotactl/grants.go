@@ -35,7 +35,7 @@ func (x *grantsCreateCmd) Run(e *env) error {
 		}
 		spec.ExpiresAt = &t
 	}
-	g, err := e.client.CreateGrant(e.ctx, x.Customer, spec)
+	g, err := e.client.Grants.Create(e.ctx, x.Customer, spec)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ type grantsListCmd struct {
 }
 
 func (x *grantsListCmd) Run(e *env) error {
-	list, err := e.client.Grants(e.ctx, x.Customer, x.All)
+	list, err := e.client.Grants.List(e.ctx, x.Customer, x.All)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ type grantsVoidCmd struct {
 }
 
 func (x *grantsVoidCmd) Run(e *env) error {
-	if err := e.client.VoidGrant(e.ctx, x.ID); err != nil {
+	if err := e.client.Grants.Void(e.ctx, x.ID); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(e.stdout, "Voided %s.\n", x.ID)

@@ -62,7 +62,7 @@ func printImpact(e *env, changes []catalogfile.Change, from, to string) error {
 		}
 		replayed = true
 		p := toPlan(c.Plan)
-		w, err := e.client.WhatIf(e.ctx, quotad.WhatIfSpec{Plan: c.Key, Limits: p.Limits, Price: p.Price, From: from, To: to})
+		w, err := e.client.Plans.WhatIf(e.ctx, quotad.WhatIfSpec{Plan: c.Key, Limits: p.Limits, Price: p.Price, From: from, To: to})
 		if err != nil {
 			return fmt.Errorf("what-if of plan %s: %w", c.Key, err)
 		}

@@ -30,7 +30,7 @@ func (x *keysCreateCmd) Run(e *env) error {
 		}
 		spec.ExpiresAt = &t
 	}
-	k, err := e.client.CreateKey(e.ctx, x.Customer, spec)
+	k, err := e.client.Keys.Create(e.ctx, x.Customer, spec)
 	if err != nil {
 		return err
 	}
@@ -47,9 +47,9 @@ type keysListCmd struct {
 
 func (x *keysListCmd) Run(e *env) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 8, 2, ' ', 0)
-	list, revoked := e.client.Keys, ""
+	list, revoked := e.client.Keys.List, ""
 	if x.IncludeRevoked {
-		list, revoked = e.client.KeysIncludingRevoked, "\tREVOKED"
+		list, revoked = e.client.Keys.ListIncludingRevoked, "\tREVOKED"
 	}
 	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tCREATED\tEXPIRES\tLAST USED"+revoked)
 	n := 0
@@ -81,7 +81,7 @@ type keysRevokeCmd struct {
 }
 
 func (x *keysRevokeCmd) Run(e *env) error {
-	if err := e.client.RevokeKey(e.ctx, x.ID); err != nil {
+	if err := e.client.Keys.Revoke(e.ctx, x.ID); err != nil {
 		return err
 	}
 	_, err := fmt.Fprintf(e.stdout, "Revoked %s.\n", x.ID)

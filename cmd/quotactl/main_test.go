@@ -69,7 +69,7 @@ func mustOK(t *testing.T, err error) {
 func auditCount(t *testing.T, srv *quotadtest.Server) int {
 	t.Helper()
 	n := 0
-	for _, err := range admin(srv).AuditEvents(context.Background(), quotad.AuditFilter{PageSize: 1000}) {
+	for _, err := range admin(srv).Audit.List(context.Background(), quotad.AuditFilter{PageSize: 1000}) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestExampleCatalog(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	checkGolden(t, "example-apply.golden", mustApply(t, srv, 0, "-f", example))
 
-	limits, err := admin(srv).Limits(context.Background(), "acme")
+	limits, err := admin(srv).Customers.Limits(context.Background(), "acme")
 	mustOK(t, err)
 	got := make(map[string]string)
 	for _, l := range limits.Limits {
@@ -135,10 +135,10 @@ func TestRoundTrip(t *testing.T) {
 	mustApply(t, srv, 0, "-f", example)
 	// What the example leaves to defaults, and metadata, survive the trip.
 	ctx, c := context.Background(), admin(srv)
-	mustOK(t, put(c.PutCustomer(ctx, "beta", quotad.CustomerSpec{
+	mustOK(t, put(c.Customers.Put(ctx, "beta", quotad.CustomerSpec{
 		Plan: "pro", Metadata: quotad.Metadata{"region": "eu", "seats": 12, "ratio": 1.50, "tags": []any{"a", true, nil}},
 	})))
-	mustOK(t, put(c.PutOverride(ctx, "beta", "api_calls", "second", quotad.OverrideSpec{
+	mustOK(t, put(c.Overrides.Put(ctx, "beta", "api_calls", "second", quotad.OverrideSpec{
 		Limit: 20, Algorithm: quotad.TokenBucket, Burst: new(int64(40)),
 	})))
 
@@ -166,7 +166,7 @@ func TestRoundTrip(t *testing.T) {
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
-	plan, err := c.Plan(ctx, "pro")
+	plan, err := c.Plans.Get(ctx, "pro")
 	mustOK(t, err)
 	for _, l := range plan.Limits {
 		if l.Window == "second" && l.Limit != 100 {
@@ -187,7 +187,7 @@ func TestConcurrentEdit(t *testing.T) {
 	file := mustWrite(t, strings.Replace(string(edited), "name: Pro\n", "name: Pro Plus\n", 1))
 
 	testHookBeforeApply = func() {
-		mustOK(t, put(admin(srv).PutPlan(context.Background(), "pro", quotad.PlanSpec{Name: "Someone else's"})))
+		mustOK(t, put(admin(srv).Plans.Put(context.Background(), "pro", quotad.PlanSpec{Name: "Someone else's"})))
 	}
 	t.Cleanup(func() { testHookBeforeApply = nil })
 	code, out, errOut := mustRun(t, srv, "catalog", "apply", "-f", file)
@@ -201,7 +201,7 @@ func TestConcurrentEdit(t *testing.T) {
 	if errOut != wantErr {
 		t.Errorf("stderr\n%s\nwant\n%s", errOut, wantErr)
 	}
-	plan, err := admin(srv).Plan(context.Background(), "pro")
+	plan, err := admin(srv).Plans.Get(context.Background(), "pro")
 	mustOK(t, err)
 	if plan.Name != "Someone else's" {
 		t.Errorf("plan pro's name: got %q, want the other edit's", plan.Name)
@@ -214,11 +214,11 @@ func TestPrune(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
 	ctx, c := context.Background(), admin(srv)
-	mustOK(t, put(c.PutMetric(ctx, "reports", quotad.MetricSpec{})))
-	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
-	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
-	mustOK(t, put(c.PutOverride(ctx, "old", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
-	mustOK(t, put(c.PutOverride(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+	mustOK(t, put(c.Metrics.Put(ctx, "reports", quotad.MetricSpec{})))
+	mustOK(t, put(c.Plans.Put(ctx, "free", quotad.PlanSpec{})))
+	mustOK(t, put(c.Customers.Put(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(c.Overrides.Put(ctx, "old", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+	mustOK(t, put(c.Overrides.Put(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
 
 	data, err := os.ReadFile(example)
 	if err != nil {
@@ -257,10 +257,10 @@ func TestPrune(t *testing.T) {
 		name string
 		get  func() error
 	}{
-		{"metric reports", func() error { _, err := c.Metric(ctx, "reports"); return err }},
-		{"plan free", func() error { _, err := c.Plan(ctx, "free"); return err }},
-		{"customer old", func() error { _, err := c.Customer(ctx, "old"); return err }},
-		{"override acme api_calls/hour", func() error { _, err := c.Override(ctx, "acme", "api_calls", "hour"); return err }},
+		{"metric reports", func() error { _, err := c.Metrics.Get(ctx, "reports"); return err }},
+		{"plan free", func() error { _, err := c.Plans.Get(ctx, "free"); return err }},
+		{"customer old", func() error { _, err := c.Customers.Get(ctx, "old"); return err }},
+		{"override acme api_calls/hour", func() error { _, err := c.Overrides.Get(ctx, "acme", "api_calls", "hour"); return err }},
 	}
 	for _, g := range gets {
 		if err := g.get(); !errors.Is(err, quotad.ErrNotFound) {
@@ -275,9 +275,9 @@ func TestUnpruned(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
 	ctx, c := context.Background(), admin(srv)
-	mustOK(t, put(c.PutPlan(ctx, "free", quotad.PlanSpec{})))
-	mustOK(t, put(c.PutCustomer(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
-	mustOK(t, put(c.PutOverride(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
+	mustOK(t, put(c.Plans.Put(ctx, "free", quotad.PlanSpec{})))
+	mustOK(t, put(c.Customers.Put(ctx, "old", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(c.Overrides.Put(ctx, "acme", "api_calls", "hour", quotad.OverrideSpec{Limit: 5})))
 
 	out := mustApply(t, srv, 0, "-f", example)
 	want := "No changes: what the file names matches the server.\n" +
@@ -288,10 +288,10 @@ func TestUnpruned(t *testing.T) {
 	if out != want {
 		t.Errorf("printed\n%s\nwant\n%s", out, want)
 	}
-	if _, err := c.Plan(ctx, "free"); err != nil {
+	if _, err := c.Plans.Get(ctx, "free"); err != nil {
 		t.Errorf("GET plan free after apply without --prune: %v", err)
 	}
-	if _, err := c.Override(ctx, "acme", "api_calls", "hour"); err != nil {
+	if _, err := c.Overrides.Get(ctx, "acme", "api_calls", "hour"); err != nil {
 		t.Errorf("GET override acme api_calls/hour after apply without --prune: %v", err)
 	}
 }
@@ -699,12 +699,12 @@ customers:
 	if out != want {
 		t.Errorf("apply printed\n%s\nwant\n%s", out, want)
 	}
-	pool, err := c.Metric(ctx, "z_credits")
+	pool, err := c.Metrics.Get(ctx, "z_credits")
 	mustOK(t, err)
 	if len(pool.CreditSchema) != 2 || pool.CreditSchema[1] != (quotad.CreditRate{Metric: "images", Credits: 10, Per: 1}) {
 		t.Errorf("pool = %+v", pool.CreditSchema)
 	}
-	o, err := c.OverridePer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject)
+	o, err := c.Overrides.GetPer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject)
 	mustOK(t, err)
 	if o.Limit != 80000 || o.Reason != "power users" {
 		t.Errorf("override per subject = %+v", o)
@@ -737,15 +737,15 @@ customers:
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
-	images, err := c.Metric(ctx, "a_bonus")
+	images, err := c.Metrics.Get(ctx, "a_bonus")
 	mustOK(t, err)
 	if len(images.CreditSchema) != 1 || images.CreditSchema[0].Metric != "images" {
 		t.Errorf("a_bonus = %+v", images)
 	}
-	if _, err := c.OverridePer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject); !errors.Is(err, quotad.ErrOverrideNotFound) {
+	if _, err := c.Overrides.GetPer(ctx, "acme", "gpt4_tokens", "day", quotad.PerSubject); !errors.Is(err, quotad.ErrOverrideNotFound) {
 		t.Errorf("the pruned override per subject: %v, want ErrOverrideNotFound", err)
 	}
-	if _, err := c.Override(ctx, "acme", "gpt4_tokens", "day"); err != nil {
+	if _, err := c.Overrides.Get(ctx, "acme", "gpt4_tokens", "day"); err != nil {
 		t.Errorf("the customer-wide override went too: %v", err)
 	}
 }
@@ -797,7 +797,7 @@ plans:
 	if want := "+ plan business\n+ plan free\n\n2 to create, 0 to update, 0 to delete.\nApplied 2 changes.\n"; out != want {
 		t.Errorf("apply printed\n%s\nwant\n%s", out, want)
 	}
-	p, err := c.Plan(ctx, "business")
+	p, err := c.Plans.Get(ctx, "business")
 	mustOK(t, err)
 	if want := (quotad.Features{"sso": true, "max_projects": int64(10), "support": "priority", "sandbox": "true"}); !reflect.DeepEqual(p.Features, want) {
 		t.Errorf("business features = %#v, want %#v", p.Features, want)
@@ -824,7 +824,7 @@ plans:
 	if out != want {
 		t.Errorf("apply of the edit printed\n%s\nwant\n%s", out, want)
 	}
-	p, err = c.Plan(ctx, "business")
+	p, err = c.Plans.Get(ctx, "business")
 	mustOK(t, err)
 	if want := (quotad.Features{"sso": true, "max_projects": int64(50), "support": "priority"}); !reflect.DeepEqual(p.Features, want) {
 		t.Errorf("business features after the edit = %#v, want %#v", p.Features, want)
@@ -917,7 +917,7 @@ func TestPricingWalkthrough(t *testing.T) {
 	if res, err = c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"}); err != nil || res.Allowed {
 		t.Fatalf("a call beyond the month: %+v, %v; want denied", res, err)
 	}
-	if _, err := admin(srv).CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 10000,
+	if _, err := admin(srv).Grants.Create(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 10000,
 		Reason: "top-up pack", RequestID: "order-1234"}); err != nil {
 		t.Fatal(err)
 	}
@@ -944,7 +944,7 @@ func TestApplyGrandfather(t *testing.T) {
 	srv := quotadtest.MustStart(t, nil)
 	mustApply(t, srv, 0, "-f", example)
 	ctx := context.Background()
-	mustOK(t, put(admin(srv).PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})))
+	mustOK(t, put(admin(srv).Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})))
 	text, err := os.ReadFile(example)
 	mustOK(t, err)
 	steps := []struct {
@@ -958,9 +958,9 @@ func TestApplyGrandfather(t *testing.T) {
 	for _, st := range steps {
 		file := mustWrite(t, strings.Replace(string(text), "amount_cents: 4900", st.amount, 1))
 		mustApply(t, srv, 0, append([]string{"-f", file}, st.args...)...)
-		p, err := admin(srv).Plan(ctx, "pro")
+		p, err := admin(srv).Plans.Get(ctx, "pro")
 		mustOK(t, err)
-		cu, err := admin(srv).Customer(ctx, "acme")
+		cu, err := admin(srv).Customers.Get(ctx, "acme")
 		mustOK(t, err)
 		if p.LatestVersion != st.latest || cu.PlanVersion != st.onAcme {
 			t.Errorf("apply %v %s: latest version %d, acme on %d; want %d, %d", st.args, st.amount,
@@ -977,7 +977,7 @@ func TestSuspendResume(t *testing.T) {
 	mustApply(t, srv, 0, "-f", example)
 	c := admin(srv)
 	ctx := context.Background()
-	before, err := c.Customer(ctx, "acme")
+	before, err := c.Customers.Get(ctx, "acme")
 	mustOK(t, err)
 
 	code, out, errOut := mustRun(t, srv, "customers", "suspend", "acme", "--reason", "card declined")
@@ -988,7 +988,7 @@ func TestSuspendResume(t *testing.T) {
 	if !errors.Is(err, quotad.ErrCustomerSuspended) || !strings.Contains(err.Error(), "card declined") {
 		t.Fatalf("check while suspended: %v, want ErrCustomerSuspended with the reason", err)
 	}
-	after, err := c.Customer(ctx, "acme")
+	after, err := c.Customers.Get(ctx, "acme")
 	mustOK(t, err)
 	if after.Plan != before.Plan || after.Name != before.Name || after.Status != quotad.StatusSuspended {
 		t.Errorf("suspended customer = %+v, was %+v", after.CustomerSpec, before.CustomerSpec)
@@ -1029,7 +1029,7 @@ func TestPlanPublic(t *testing.T) {
 	const file = "metrics: {}\nplans:\n  pro: {name: Pro, public: true}\n  free: {name: Free}\n"
 	mustApply(t, srv, 0, "-f", mustWrite(t, file))
 	for key, want := range map[string]bool{"pro": true, "free": false} {
-		p, err := c.Plan(ctx, key)
+		p, err := c.Plans.Get(ctx, key)
 		mustOK(t, err)
 		if p.Public != want {
 			t.Errorf("%s: public %v, want %v", key, p.Public, want)
@@ -1046,7 +1046,7 @@ func TestPlanPublic(t *testing.T) {
 	if want := "~ plan pro\n    public: true → (none)\n\n0 to create, 1 to update, 0 to delete.\nApplied 1 change.\n"; out != want {
 		t.Errorf("apply without public printed\n%s\nwant\n%s", out, want)
 	}
-	p, err := c.Plan(ctx, "pro")
+	p, err := c.Plans.Get(ctx, "pro")
 	mustOK(t, err)
 	if p.Public || p.LatestVersion != 1 {
 		t.Errorf("pro: public %v, latest version %d; want false, 1", p.Public, p.LatestVersion)

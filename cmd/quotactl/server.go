@@ -15,14 +15,14 @@ import (
 func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfile.File, map[catalogfile.Ref]string, error) {
 	f := &catalogfile.File{Metrics: map[string]*catalogfile.Metric{}, Plans: map[string]*catalogfile.Plan{}}
 	etags := map[catalogfile.Ref]string{}
-	for m, err := range c.Metrics(ctx) {
+	for m, err := range c.Metrics.List(ctx) {
 		if err != nil {
 			return nil, nil, err
 		}
 		f.Metrics[m.Key] = fromMetric(m)
 		etags[catalogfile.MetricRef(m.Key)] = m.ETag
 	}
-	for p, err := range c.Plans(ctx) {
+	for p, err := range c.Plans.List(ctx) {
 		if err != nil {
 			return nil, nil, err
 		}
@@ -33,7 +33,7 @@ func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfi
 		return f, etags, nil
 	}
 	f.Customers = map[string]*catalogfile.Customer{}
-	for cu, err := range c.Customers(ctx, quotad.CustomerFilter{PageSize: 1000}) {
+	for cu, err := range c.Customers.List(ctx, quotad.CustomerFilter{PageSize: 1000}) {
 		if err != nil {
 			return nil, nil, err
 		}
@@ -46,7 +46,7 @@ func snapshot(ctx context.Context, c *quotad.Client, customers bool) (*catalogfi
 	}
 	for _, id := range slices.Sorted(maps.Keys(f.Customers)) {
 		fc := f.Customers[id]
-		for o, err := range c.Overrides(ctx, id) {
+		for o, err := range c.Overrides.List(ctx, id) {
 			if err != nil {
 				return nil, nil, err
 			}
@@ -71,21 +71,21 @@ func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change, grandfa
 	switch ch.Ref.Kind {
 	case catalogfile.KindMetric:
 		if del {
-			return c.DeleteMetric(ctx, ch.Key, opts...)
+			return c.Metrics.Delete(ctx, ch.Key, opts...)
 		}
-		_, _, err = c.PutMetric(ctx, ch.Key, toMetric(ch.Metric), opts...)
+		_, _, err = c.Metrics.Put(ctx, ch.Key, toMetric(ch.Metric), opts...)
 	case catalogfile.KindPlan:
 		if del {
-			return c.DeletePlan(ctx, ch.Key, opts...)
+			return c.Plans.Delete(ctx, ch.Key, opts...)
 		}
-		put := c.PutPlan
+		put := c.Plans.Put
 		if grandfather {
-			put = c.PutPlanGrandfathered
+			put = c.Plans.PutGrandfathered
 		}
 		_, _, err = put(ctx, ch.Key, toPlan(ch.Plan), opts...)
 	case catalogfile.KindCustomer:
 		if del {
-			return c.DeleteCustomer(ctx, ch.Key, opts...)
+			return c.Customers.Delete(ctx, ch.Key, opts...)
 		}
 		spec, cerr := toCustomer(ch.Customer)
 		if cerr != nil {
@@ -96,20 +96,20 @@ func apply(ctx context.Context, c *quotad.Client, ch catalogfile.Change, grandfa
 			// (suspension, trial, scheduled change): the replace keeps it.
 			// Read at the version the change was planned against, or the
 			// PUT's If-Match fails.
-			old, gerr := c.Customer(ctx, ch.Key)
+			old, gerr := c.Customers.Get(ctx, ch.Key)
 			if gerr != nil {
 				return gerr
 			}
 			spec.Status, spec.StatusReason = old.Status, old.StatusReason
 			spec.Trial, spec.ScheduledChange = old.Trial, old.ScheduledChange
 		}
-		_, _, err = c.PutCustomer(ctx, ch.Key, spec, opts...)
+		_, _, err = c.Customers.Put(ctx, ch.Key, spec, opts...)
 	case catalogfile.KindOverride:
 		o := ch.Override
 		if del {
-			return c.DeleteOverridePer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), opts...)
+			return c.Overrides.DeletePer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), opts...)
 		}
-		_, _, err = c.PutOverridePer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), toOverride(o), opts...)
+		_, _, err = c.Overrides.PutPer(ctx, ch.Key, o.Metric, o.Window, deref(o.Per), toOverride(o), opts...)
 	default:
 		err = fmt.Errorf("%s: unknown kind of change", ch.Ref)
 	}

@@ -23,13 +23,13 @@ func TestEchoServer(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	ctx := t.Context()
-	if _, _, err := admin.PutMetric(ctx, "api_calls", quotad.MetricSpec{}); err != nil {
+	if _, _, err := admin.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "api_calls", Window: quotad.Minute, Limit: 2}}}); err != nil {
+	if _, _, err := admin.Plans.Put(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "api_calls", Window: quotad.Minute, Limit: 2}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+	if _, _, err := admin.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
 	// A busy machine can hold quotad's answer past the middleware's

@@ -121,16 +121,16 @@ func TestCompletionsQuotad(t *testing.T) {
 	s := quotadtest.MustStart(t, nil)
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	ctx := t.Context()
-	if _, _, err := admin.PutMetric(ctx, Metric, quotad.MetricSpec{}); err != nil {
+	if _, _, err := admin.Metrics.Put(ctx, Metric, quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: Metric, Window: quotad.Day, Limit: dayLimit}}}); err != nil {
+	if _, _, err := admin.Plans.Put(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: Metric, Window: quotad.Day, Limit: dayLimit}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+	if _, _, err := admin.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := admin.CreateKey(ctx, "acme", quotad.KeySpec{Name: "llm example"})
+	key, err := admin.Keys.Create(ctx, "acme", quotad.KeySpec{Name: "llm example"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,22 +46,22 @@ func TestClientCatalog(t *testing.T) {
 	ctx := t.Context()
 
 	// Metrics: created, then replaced, each with a new ETag.
-	m, created, err := c.PutMetric(ctx, "api_calls", quotad.MetricSpec{Description: "API calls"})
-	mustCreated(t, "PutMetric api_calls", created, err, true)
+	m, created, err := c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{Description: "API calls"})
+	mustCreated(t, "Metrics.Put api_calls", created, err, true)
 	if m.Key != "api_calls" || m.Version != 1 || m.ETag != `"1"` || m.Description != "API calls" {
 		t.Errorf("created metric = %+v, want api_calls version 1 ETag \"1\"", m)
 	}
-	m, created, err = c.PutMetric(ctx, "api_calls", quotad.MetricSpec{Description: "Calls", Capacity: quotad.Capacity{quotad.Day: 1000}}, quotad.IfMatch(m.ETag))
-	mustCreated(t, "PutMetric api_calls again", created, err, false)
+	m, created, err = c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{Description: "Calls", Capacity: quotad.Capacity{quotad.Day: 1000}}, quotad.IfMatch(m.ETag))
+	mustCreated(t, "Metrics.Put api_calls again", created, err, false)
 	if m.Version != 2 || m.ETag != `"2"` || m.Capacity[quotad.Day] != 1000 {
 		t.Errorf("replaced metric = %+v, want version 2 ETag \"2\" capacity day 1000", m)
 	}
-	_, created, err = c.PutMetric(ctx, "exports", quotad.MetricSpec{})
-	mustCreated(t, "PutMetric exports", created, err, true)
+	_, created, err = c.Metrics.Put(ctx, "exports", quotad.MetricSpec{})
+	mustCreated(t, "Metrics.Put exports", created, err, true)
 
 	// Plans.
 	ceiling := int64(20)
-	p, created, err := c.PutPlan(ctx, "pro", quotad.PlanSpec{
+	p, created, err := c.Plans.Put(ctx, "pro", quotad.PlanSpec{
 		Name:  "Pro",
 		Price: &quotad.Price{AmountCents: 4900, Currency: "EUR"},
 		Limits: []quotad.Limit{
@@ -69,56 +69,56 @@ func TestClientCatalog(t *testing.T) {
 			{Metric: "exports", Window: quotad.Day, Limit: 10, Mode: quotad.Elastic, Ceiling: &ceiling},
 		},
 	})
-	mustCreated(t, "PutPlan pro", created, err, true)
+	mustCreated(t, "Plans.Put pro", created, err, true)
 	if p.Name != "Pro" || p.Price == nil || p.Price.Currency != "EUR" || p.Price.Interval != "month" || len(p.Limits) != 2 ||
 		p.Limits[0].Algorithm != quotad.SlidingWindow || p.Limits[1].Ceiling == nil || *p.Limits[1].Ceiling != 20 {
 		t.Errorf("created plan = %+v", p)
 	}
 	// A plan read back can be written back as it is.
-	got, err := c.Plan(ctx, "pro")
+	got, err := c.Plans.Get(ctx, "pro")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, created, err := c.PutPlan(ctx, "pro", got.PlanSpec, quotad.IfMatch(got.ETag))
-	mustCreated(t, "PutPlan pro as read", created, err, false)
+	p2, created, err := c.Plans.Put(ctx, "pro", got.PlanSpec, quotad.IfMatch(got.ETag))
+	mustCreated(t, "Plans.Put pro as read", created, err, false)
 	if p2.Version != 2 || !slices.EqualFunc(p2.Limits, got.Limits, limitsEqual) {
 		t.Errorf("plan written back = %+v, want version 2 and the same limits %+v", p2, got.Limits)
 	}
-	_, created, err = c.PutPlan(ctx, "free", quotad.PlanSpec{})
-	mustCreated(t, "PutPlan free", created, err, true)
+	_, created, err = c.Plans.Put(ctx, "free", quotad.PlanSpec{})
+	mustCreated(t, "Plans.Put free", created, err, true)
 
 	// Customers.
 	anchor := 15
-	cu, created, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro", Name: "Acme", BillingAnchorDay: &anchor,
+	cu, created, err := c.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro", Name: "Acme", BillingAnchorDay: &anchor,
 		Metadata: map[string]any{"crm": "42"}})
-	mustCreated(t, "PutCustomer acme", created, err, true)
+	mustCreated(t, "Customers.Put acme", created, err, true)
 	if cu.ID != "acme" || cu.Plan != "pro" || cu.BillingAnchorDay == nil || *cu.BillingAnchorDay != 15 || cu.Metadata["crm"] != "42" || cu.ETag != `"1"` {
 		t.Errorf("created customer = %+v", cu)
 	}
-	_, created, err = c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro", Name: "Acme Inc"})
-	mustCreated(t, "PutCustomer acme again", created, err, false)
+	_, created, err = c.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro", Name: "Acme Inc"})
+	mustCreated(t, "Customers.Put acme again", created, err, false)
 
 	// Overrides.
 	exp := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
-	o, created, err := c.PutOverride(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 500, Mode: quotad.Soft,
+	o, created, err := c.Overrides.Put(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 500, Mode: quotad.Soft,
 		OveragePercent: 10, ExpiresAt: &exp, Reason: "launch"})
 	mustCreated(t, "PutOverride", created, err, true)
 	if o.Customer != "acme" || o.Metric != "api_calls" || o.Window != quotad.Day || o.Limit != 500 || o.OveragePercent != 10 ||
 		o.ExpiresAt == nil || !o.ExpiresAt.Equal(exp) || o.Expired || o.ETag != `"1"` {
 		t.Errorf("created override = %+v", o)
 	}
-	o, created, err = c.PutOverride(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 600}, quotad.IfMatch(o.ETag))
-	mustCreated(t, "PutOverride again", created, err, false)
+	o, created, err = c.Overrides.Put(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 600}, quotad.IfMatch(o.ETag))
+	mustCreated(t, "Overrides.Put again", created, err, false)
 	if o.Mode != quotad.Hard || o.Version != 2 {
 		t.Errorf("replaced override = %+v, want hard, version 2", o)
 	}
-	if got, err := c.Override(ctx, "acme", "api_calls", quotad.Day); err != nil || got.Limit != 600 || got.ETag != `"2"` {
+	if got, err := c.Overrides.Get(ctx, "acme", "api_calls", quotad.Day); err != nil || got.Limit != 600 || got.ETag != `"2"` {
 		t.Errorf("Override = %+v, %v; want limit 600, ETag \"2\"", got, err)
 	}
-	if got := collect(t, c.Overrides(ctx, "acme")); len(got) != 1 || got[0].Limit != 600 || got[0].ETag != `"2"` {
+	if got := collect(t, c.Overrides.List(ctx, "acme")); len(got) != 1 || got[0].Limit != 600 || got[0].ETag != `"2"` {
 		t.Errorf("Overrides = %+v, want the one override", got)
 	}
-	lim, err := c.Limits(ctx, "acme")
+	lim, err := c.Customers.Limits(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +132,14 @@ func TestClientCatalog(t *testing.T) {
 
 	// Lists.
 	var keys []string
-	for _, m := range collect(t, c.Metrics(ctx)) {
+	for _, m := range collect(t, c.Metrics.List(ctx)) {
 		keys = append(keys, m.Key+m.ETag)
 	}
 	if want := []string{`api_calls"2"`, `exports"1"`}; !slices.Equal(keys, want) {
 		t.Errorf("Metrics = %v, want %v", keys, want)
 	}
 	keys = nil
-	for _, p := range collect(t, c.Plans(ctx)) {
+	for _, p := range collect(t, c.Plans.List(ctx)) {
 		keys = append(keys, p.Key+p.ETag)
 	}
 	if want := []string{`free"1"`, `pro"2"`}; !slices.Equal(keys, want) {
@@ -152,29 +152,29 @@ func TestClientCatalog(t *testing.T) {
 		call func() error
 		want []error
 	}{
-		{"unknown metric", func() error { _, err := c.Metric(ctx, "nope"); return err }, []error{quotad.ErrMetricNotFound, quotad.ErrNotFound}},
-		{"unknown plan", func() error { _, err := c.Plan(ctx, "nope"); return err }, []error{quotad.ErrPlanNotFound, quotad.ErrNotFound}},
-		{"unknown customer", func() error { _, err := c.Customer(ctx, "nope"); return err }, []error{quotad.ErrCustomerNotFound, quotad.ErrNotFound}},
-		{"unknown override", func() error { _, err := c.Override(ctx, "acme", "exports", quotad.Hour); return err },
+		{"unknown metric", func() error { _, err := c.Metrics.Get(ctx, "nope"); return err }, []error{quotad.ErrMetricNotFound, quotad.ErrNotFound}},
+		{"unknown plan", func() error { _, err := c.Plans.Get(ctx, "nope"); return err }, []error{quotad.ErrPlanNotFound, quotad.ErrNotFound}},
+		{"unknown customer", func() error { _, err := c.Customers.Get(ctx, "nope"); return err }, []error{quotad.ErrCustomerNotFound, quotad.ErrNotFound}},
+		{"unknown override", func() error { _, err := c.Overrides.Get(ctx, "acme", "exports", quotad.Hour); return err },
 			[]error{quotad.ErrOverrideNotFound, quotad.ErrNotFound}},
 		{"stale If-Match", func() error {
-			_, _, err := c.PutMetric(ctx, "api_calls", quotad.MetricSpec{}, quotad.IfMatch(`"1"`))
+			_, _, err := c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{}, quotad.IfMatch(`"1"`))
 			return err
 		}, []error{quotad.ErrPreconditionFailed}},
 		{"If-Match on a missing resource", func() error {
-			_, _, err := c.PutCustomer(ctx, "globex", quotad.CustomerSpec{Plan: "free"}, quotad.IfMatch("*"))
+			_, _, err := c.Customers.Put(ctx, "globex", quotad.CustomerSpec{Plan: "free"}, quotad.IfMatch("*"))
 			return err
 		}, []error{quotad.ErrPreconditionFailed}},
-		{"stale If-Match on delete", func() error { return c.DeleteOverride(ctx, "acme", "api_calls", quotad.Day, quotad.IfMatch(`"1"`)) },
+		{"stale If-Match on delete", func() error { return c.Overrides.Delete(ctx, "acme", "api_calls", quotad.Day, quotad.IfMatch(`"1"`)) },
 			[]error{quotad.ErrPreconditionFailed}},
-		{"plan in use", func() error { return c.DeletePlan(ctx, "pro") }, []error{quotad.ErrConflict}},
-		{"metric in use", func() error { return c.DeleteMetric(ctx, "exports") }, []error{quotad.ErrConflict}},
+		{"plan in use", func() error { return c.Plans.Delete(ctx, "pro") }, []error{quotad.ErrConflict}},
+		{"metric in use", func() error { return c.Metrics.Delete(ctx, "exports") }, []error{quotad.ErrConflict}},
 		{"undeclared metric in a plan", func() error {
-			_, _, err := c.PutPlan(ctx, "bad", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "nope", Window: quotad.Day, Limit: 1}}})
+			_, _, err := c.Plans.Put(ctx, "bad", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "nope", Window: quotad.Day, Limit: 1}}})
 			return err
 		}, []error{quotad.ErrValidation}},
 		{"check token on an admin call", func() error {
-			_, err := quotad.New(s.URL, quotad.WithToken(s.CheckToken)).Metric(ctx, "api_calls")
+			_, err := quotad.New(s.URL, quotad.WithToken(s.CheckToken)).Metrics.Get(ctx, "api_calls")
 			return err
 		}, []error{quotad.ErrForbidden}},
 		{"wrong token", func() error {
@@ -193,13 +193,13 @@ func TestClientCatalog(t *testing.T) {
 		})
 	}
 	var prob *quotad.Problem
-	_, _, err = c.PutPlan(ctx, "bad", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "nope", Window: quotad.Day, Limit: 1}}})
+	_, _, err = c.Plans.Put(ctx, "bad", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "nope", Window: quotad.Day, Limit: 1}}})
 	if !errors.As(err, &prob) || prob.Status != 400 || len(prob.Errors) == 0 || prob.Errors[0].Field != "limits[0].metric" {
 		t.Errorf("undeclared metric: %#v, want a 400 naming limits[0].metric", prob)
 	}
 
 	// Deletes, conditional and not.
-	o, err = c.Override(ctx, "acme", "api_calls", quotad.Day)
+	o, err = c.Overrides.Get(ctx, "acme", "api_calls", quotad.Day)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,17 +207,17 @@ func TestClientCatalog(t *testing.T) {
 		name string
 		del  func() error
 	}{
-		{"override", func() error { return c.DeleteOverride(ctx, "acme", "api_calls", quotad.Day, quotad.IfMatch(o.ETag)) }},
-		{"customer", func() error { return c.DeleteCustomer(ctx, "acme", quotad.IfMatch("*")) }},
-		{"plan", func() error { return c.DeletePlan(ctx, "pro") }},
-		{"metric", func() error { return c.DeleteMetric(ctx, "exports", quotad.IfMatch(`"1"`)) }},
+		{"override", func() error { return c.Overrides.Delete(ctx, "acme", "api_calls", quotad.Day, quotad.IfMatch(o.ETag)) }},
+		{"customer", func() error { return c.Customers.Delete(ctx, "acme", quotad.IfMatch("*")) }},
+		{"plan", func() error { return c.Plans.Delete(ctx, "pro") }},
+		{"metric", func() error { return c.Metrics.Delete(ctx, "exports", quotad.IfMatch(`"1"`)) }},
 	}
 	for _, st := range steps {
 		if err := st.del(); err != nil {
 			t.Fatalf("delete %s: %v", st.name, err)
 		}
 	}
-	if _, err := c.Customer(ctx, "acme"); !errors.Is(err, quotad.ErrCustomerNotFound) {
+	if _, err := c.Customers.Get(ctx, "acme"); !errors.Is(err, quotad.ErrCustomerNotFound) {
 		t.Errorf("Customer after delete: err = %v, want ErrCustomerNotFound", err)
 	}
 
@@ -238,11 +238,11 @@ func TestClientLimitsPerSubjectAndCreditPools(t *testing.T) {
 	c := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	ctx := t.Context()
 	for _, m := range []string{"gpt4_tokens", "images"} {
-		if _, _, err := c.PutMetric(ctx, m, quotad.MetricSpec{}); err != nil {
+		if _, _, err := c.Metrics.Put(ctx, m, quotad.MetricSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	pool, _, err := c.PutMetric(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
+	pool, _, err := c.Metrics.Put(ctx, "credits", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{
 		{Metric: "gpt4_tokens", Credits: 3, Per: 100}, {Metric: "images", Credits: 10}}})
 	if err != nil {
 		t.Fatal(err)
@@ -251,14 +251,14 @@ func TestClientLimitsPerSubjectAndCreditPools(t *testing.T) {
 	if !slices.Equal(pool.CreditSchema, want) {
 		t.Errorf("pool = %+v, want schema %+v", pool, want)
 	}
-	read, err := c.Metric(ctx, "credits")
+	read, err := c.Metrics.Get(ctx, "credits")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, created, err := c.PutMetric(ctx, "credits", read.MetricSpec, quotad.IfMatch(read.ETag)); err != nil || created {
+	if _, created, err := c.Metrics.Put(ctx, "credits", read.MetricSpec, quotad.IfMatch(read.ETag)); err != nil || created {
 		t.Errorf("pool written back: created %v, %v", created, err)
 	}
-	_, _, err = c.PutMetric(ctx, "bonus", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{{Metric: "images", Credits: 1}}})
+	_, _, err = c.Metrics.Put(ctx, "bonus", quotad.MetricSpec{CreditSchema: []quotad.CreditRate{{Metric: "images", Credits: 1}}})
 	var p *quotad.Problem
 	if !errors.As(err, &p) || !errors.Is(err, quotad.ErrValidation) || len(p.Errors) != 1 || p.Errors[0].Field != "credit_schema[0].metric" {
 		t.Errorf("a second pool of images: %v, want a validation problem naming credit_schema[0].metric", err)
@@ -268,34 +268,34 @@ func TestClientLimitsPerSubjectAndCreditPools(t *testing.T) {
 		{Metric: "gpt4_tokens", Window: quotad.Day, Limit: 100000},
 		{Metric: "gpt4_tokens", Window: quotad.Day, Limit: 5000, Per: quotad.PerSubject},
 	}
-	plan, _, err := c.PutPlan(ctx, "team", quotad.PlanSpec{Limits: limits})
+	plan, _, err := c.Plans.Put(ctx, "team", quotad.PlanSpec{Limits: limits})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(plan.Limits) != 2 || plan.Limits[0].Per != "" || plan.Limits[1].Per != quotad.PerSubject {
 		t.Errorf("plan limits = %+v, want the customer's, then one per subject", plan.Limits)
 	}
-	if _, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "team"}); err != nil {
+	if _, _, err := c.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "team"}); err != nil {
 		t.Fatal(err)
 	}
-	o, created, err := c.PutOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 9000})
+	o, created, err := c.Overrides.PutPer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 9000})
 	mustCreated(t, "PutOverridePer", created, err, true)
 	if o.Per != quotad.PerSubject || o.ETag != `"1"` {
 		t.Errorf("override = %+v, want per subject, ETag \"1\"", o)
 	}
-	if _, err := c.Override(ctx, "acme", "gpt4_tokens", quotad.Day); !errors.Is(err, quotad.ErrOverrideNotFound) {
+	if _, err := c.Overrides.Get(ctx, "acme", "gpt4_tokens", quotad.Day); !errors.Is(err, quotad.ErrOverrideNotFound) {
 		t.Errorf("the customer-wide override: %v, want ErrOverrideNotFound", err)
 	}
-	got, err := c.OverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject)
+	got, err := c.Overrides.GetPer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject)
 	if err != nil || got.Limit != 9000 || got.ETag != `"1"` {
-		t.Fatalf("OverridePer = %+v, %v", got, err)
+		t.Fatalf("Overrides.GetPer = %+v, %v", got, err)
 	}
-	_, created, err = c.PutOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, got.Per, got.OverrideSpec, quotad.IfMatch(got.ETag))
+	_, created, err = c.Overrides.PutPer(ctx, "acme", "gpt4_tokens", quotad.Day, got.Per, got.OverrideSpec, quotad.IfMatch(got.ETag))
 	mustCreated(t, "override written back", created, err, false)
-	if list := collect(t, c.Overrides(ctx, "acme")); len(list) != 1 || list[0].Per != quotad.PerSubject {
+	if list := collect(t, c.Overrides.List(ctx, "acme")); len(list) != 1 || list[0].Per != quotad.PerSubject {
 		t.Errorf("overrides = %+v", list)
 	}
-	eff, err := c.Limits(ctx, "acme")
+	eff, err := c.Customers.Limits(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,8 +306,8 @@ func TestClientLimitsPerSubjectAndCreditPools(t *testing.T) {
 	if want := []string{"gpt4_tokens/day/=100000(plan)", "gpt4_tokens/day/subject=9000(override)"}; !slices.Equal(shown, want) {
 		t.Errorf("limits = %q, want %q", shown, want)
 	}
-	if err := c.DeleteOverridePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.IfMatch(`"2"`)); err != nil {
-		t.Errorf("DeleteOverridePer: %v", err)
+	if err := c.Overrides.DeletePer(ctx, "acme", "gpt4_tokens", quotad.Day, quotad.PerSubject, quotad.IfMatch(`"2"`)); err != nil {
+		t.Errorf("Overrides.DeletePer: %v", err)
 	}
 }
 
@@ -324,17 +324,17 @@ func mustCatalog(t *testing.T, c *quotad.Client) {
 	t.Helper()
 	ctx := t.Context()
 	for _, m := range []string{"api_calls", "exports"} {
-		if _, _, err := c.PutMetric(ctx, m, quotad.MetricSpec{}); err != nil {
+		if _, _, err := c.Metrics.Put(ctx, m, quotad.MetricSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := c.PutPlan(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{
+	if _, _, err := c.Plans.Put(ctx, "pro", quotad.PlanSpec{Limits: []quotad.Limit{
 		{Metric: "api_calls", Window: quotad.Minute, Limit: 3},
 		{Metric: "exports", Window: quotad.Day, Limit: 10},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+	if _, _, err := c.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -413,23 +413,23 @@ func TestClientCheckAndUsage(t *testing.T) {
 	}
 
 	// History: today's totals.
-	days, err := admin.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls", From: time.Now(), To: time.Now()})
+	days, err := admin.Customers.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls", From: time.Now(), To: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	today := time.Now().UTC().Format("2006-01-02")
 	if len(days) != 1 || days[0].Date != today || days[0].Used != 3 || days[0].Denied != 1 {
-		t.Errorf("UsageHistory = %+v, want %s used 3 denied 1", days, today)
+		t.Errorf("Customers.UsageHistory = %+v, want %s used 3 denied 1", days, today)
 	}
-	if days, err := admin.UsageHistory(ctx, "nobody", quotad.HistoryFilter{}); err != nil || len(days) != 0 {
-		t.Errorf("UsageHistory of an unknown id = %v, %v; want none and no error", days, err)
+	if days, err := admin.Customers.UsageHistory(ctx, "nobody", quotad.HistoryFilter{}); err != nil || len(days) != 0 {
+		t.Errorf("Customers.UsageHistory of an unknown id = %v, %v; want none and no error", days, err)
 	}
-	if _, err := admin.UsageHistory(ctx, "acme", quotad.HistoryFilter{From: time.Now(), To: time.Now().AddDate(0, 0, -1)}); !errors.Is(err, quotad.ErrValidation) {
-		t.Errorf("UsageHistory to before from: err = %v, want ErrValidation", err)
+	if _, err := admin.Customers.UsageHistory(ctx, "acme", quotad.HistoryFilter{From: time.Now(), To: time.Now().AddDate(0, 0, -1)}); !errors.Is(err, quotad.ErrValidation) {
+		t.Errorf("Customers.UsageHistory to before from: err = %v, want ErrValidation", err)
 	}
 
 	// A reset zeroes the windows.
-	if err := admin.ResetUsage(ctx, "acme", "api_calls"); err != nil {
+	if err := admin.Customers.ResetUsage(ctx, "acme", "api_calls"); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls"}); err != nil || !res.Allowed || res.Limits[0].Used != 1 {
@@ -446,21 +446,21 @@ func TestClientItemsAndSubjects(t *testing.T) {
 	c := quotad.New(s.URL, quotad.WithToken(s.CheckToken))
 	ctx := t.Context()
 	for _, m := range []string{"api_calls", "exports"} {
-		if _, _, err := admin.PutMetric(ctx, m, quotad.MetricSpec{}); err != nil {
+		if _, _, err := admin.Metrics.Put(ctx, m, quotad.MetricSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Name: "Pro", Limits: []quotad.Limit{
+	if _, _, err := admin.Plans.Put(ctx, "pro", quotad.PlanSpec{Name: "Pro", Limits: []quotad.Limit{
 		{Metric: "api_calls", Window: quotad.Minute, Limit: 5},
 		{Metric: "api_calls", Window: quotad.Minute, Limit: 2, Per: quotad.PerSubject},
 		{Metric: "exports", Window: quotad.Minute, Limit: 1},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+	if _, _, err := admin.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := admin.CreateKey(ctx, "acme", quotad.KeySpec{})
+	key, err := admin.Keys.Create(ctx, "acme", quotad.KeySpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,7 +501,7 @@ func TestClientPagination(t *testing.T) {
 	c := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	ctx := t.Context()
 	for _, p := range []string{"free", "pro"} {
-		if _, _, err := c.PutPlan(ctx, p, quotad.PlanSpec{}); err != nil {
+		if _, _, err := c.Plans.Put(ctx, p, quotad.PlanSpec{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -512,7 +512,7 @@ func TestClientPagination(t *testing.T) {
 		if i%2 == 1 {
 			plan = "pro"
 		}
-		if _, _, err := c.PutCustomer(ctx, id, quotad.CustomerSpec{Plan: plan}); err != nil {
+		if _, _, err := c.Customers.Put(ctx, id, quotad.CustomerSpec{Plan: plan}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -539,7 +539,7 @@ func TestClientPagination(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, cu := range collect(t, c.Customers(ctx, tt.filter)) {
+			for _, cu := range collect(t, c.Customers.List(ctx, tt.filter)) {
 				got = append(got, cu.ID)
 			}
 			if !slices.Equal(got, tt.want) {
@@ -547,12 +547,12 @@ func TestClientPagination(t *testing.T) {
 			}
 		})
 	}
-	if _, err := collectErr(c.Customers(ctx, quotad.CustomerFilter{PageSize: 5000})); !errors.Is(err, quotad.ErrValidation) {
+	if _, err := collectErr(c.Customers.List(ctx, quotad.CustomerFilter{PageSize: 5000})); !errors.Is(err, quotad.ErrValidation) {
 		t.Errorf("page size 5000: err = %v, want ErrValidation", err)
 	}
 
 	// The audit log: every write, newest first, across pages.
-	all := collect(t, c.AuditEvents(ctx, quotad.AuditFilter{PageSize: 3}))
+	all := collect(t, c.Audit.List(ctx, quotad.AuditFilter{PageSize: 3}))
 	if len(all) != 9 {
 		t.Fatalf("audit events = %d, want 9 (2 plans, 7 customers)", len(all))
 	}
@@ -567,7 +567,7 @@ func TestClientPagination(t *testing.T) {
 	if last := all[len(all)-1]; last.Resource != "plans/free" {
 		t.Errorf("oldest event is about %s, want plans/free", last.Resource)
 	}
-	one := collect(t, c.AuditEvents(ctx, quotad.AuditFilter{Customer: "cust-03", PageSize: 1}))
+	one := collect(t, c.Audit.List(ctx, quotad.AuditFilter{Customer: "cust-03", PageSize: 1}))
 	if len(one) != 1 || one[0].Resource != "customers/cust-03" || one[0].After["plan"] != "pro" {
 		t.Errorf("audit of cust-03 = %+v, want its creation on pro", one)
 	}

@@ -15,18 +15,18 @@ func TestClientEntitlements(t *testing.T) {
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	c := quotad.New(s.URL, quotad.WithToken(s.CheckToken))
 	ctx := t.Context()
-	if _, _, err := admin.PutMetric(ctx, "api_calls", quotad.MetricSpec{}); err != nil {
+	if _, _, err := admin.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutPlan(ctx, "pro", quotad.PlanSpec{Name: "Pro", Features: quotad.Features{"sso": true},
+	if _, _, err := admin.Plans.Put(ctx, "pro", quotad.PlanSpec{Name: "Pro", Features: quotad.Features{"sso": true},
 		Limits: []quotad.Limit{{Metric: "api_calls", Window: "month", Limit: 100},
 			{Metric: "api_calls", Window: "day", Limit: 10, Per: "subject"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
+	if _, _, err := admin.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 50}); err != nil {
+	if _, err := admin.Grants.Create(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 50}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := c.Check(ctx, quotad.CheckRequest{Customer: "acme", Metric: "api_calls", Cost: 3, Subject: "u1"}); err != nil || !res.Allowed {

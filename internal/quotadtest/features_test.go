@@ -20,19 +20,19 @@ func TestClientFeatures(t *testing.T) {
 	ctx := t.Context()
 
 	want := quotad.Features{"sso": true, "max_projects": int64(10), "support": "priority"}
-	p, created, err := admin.PutPlan(ctx, "business", quotad.PlanSpec{Name: "Business",
+	p, created, err := admin.Plans.Put(ctx, "business", quotad.PlanSpec{Name: "Business",
 		Features: quotad.Features{"sso": true, "max_projects": 10, "support": "priority"}})
-	mustCreated(t, "PutPlan business", created, err, true)
+	mustCreated(t, "Plans.Put business", created, err, true)
 	if !reflect.DeepEqual(p.Features, want) {
 		t.Errorf("plan features = %#v, want %#v", p.Features, want)
 	}
-	if got, err := admin.Plan(ctx, "business"); err != nil || !reflect.DeepEqual(got.Features, want) {
+	if got, err := admin.Plans.Get(ctx, "business"); err != nil || !reflect.DeepEqual(got.Features, want) {
 		t.Errorf("Plan: features = %#v, %v; want %#v", got.Features, err, want)
 	}
-	if _, _, err := admin.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "business"}); err != nil {
+	if _, _, err := admin.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "business"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := admin.CreateKey(ctx, "acme", quotad.KeySpec{})
+	key, err := admin.Keys.Create(ctx, "acme", quotad.KeySpec{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestClientFeatures(t *testing.T) {
 	}
 
 	expires := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	o, created, err := admin.PutFeature(ctx, "acme", "max_projects", quotad.FeatureOverrideSpec{Value: 0, ExpiresAt: &expires, Reason: "unpaid"})
+	o, created, err := admin.Features.Put(ctx, "acme", "max_projects", quotad.FeatureOverrideSpec{Value: 0, ExpiresAt: &expires, Reason: "unpaid"})
 	mustCreated(t, "PutFeature", created, err, true)
 	if o.Value != int64(0) || o.Reason != "unpaid" || !o.ExpiresAt.Equal(expires) || o.ETag != `"1"` {
 		t.Errorf("override = %+v", o)
@@ -70,20 +70,20 @@ func TestClientFeatures(t *testing.T) {
 	if got, err := c.CheckFeature(ctx, quotad.FeatureCheckRequest{Customer: "acme", Feature: "max_projects"}); err != nil || got.Allowed {
 		t.Errorf("max_projects overridden to 0 = %+v, %v; want not allowed", got, err)
 	}
-	f, err := admin.Features(ctx, "acme")
+	f, err := admin.Features.Get(ctx, "acme")
 	if err != nil || f.Features["max_projects"] != int64(0) || len(f.Overrides) != 1 || f.Overrides[0].Value != int64(0) {
 		t.Errorf("Features = %+v, %v", f, err)
 	}
-	if _, _, err := admin.PutFeature(ctx, "acme", "max_projects", quotad.FeatureOverrideSpec{Value: 5}, quotad.IfMatch(`"7"`)); !errors.Is(err, quotad.ErrPreconditionFailed) {
-		t.Errorf("PutFeature with a stale If-Match: %v, want ErrPreconditionFailed", err)
+	if _, _, err := admin.Features.Put(ctx, "acme", "max_projects", quotad.FeatureOverrideSpec{Value: 5}, quotad.IfMatch(`"7"`)); !errors.Is(err, quotad.ErrPreconditionFailed) {
+		t.Errorf("Features.Put with a stale If-Match: %v, want ErrPreconditionFailed", err)
 	}
-	if err := admin.DeleteFeature(ctx, "acme", "max_projects", quotad.IfMatch(o.ETag)); err != nil {
-		t.Fatalf("DeleteFeature: %v", err)
+	if err := admin.Features.Delete(ctx, "acme", "max_projects", quotad.IfMatch(o.ETag)); err != nil {
+		t.Fatalf("Features.Delete: %v", err)
 	}
-	if err := admin.DeleteFeature(ctx, "acme", "max_projects"); !errors.Is(err, quotad.ErrFeatureOverrideNotFound) {
-		t.Errorf("DeleteFeature again: %v, want ErrFeatureOverrideNotFound", err)
+	if err := admin.Features.Delete(ctx, "acme", "max_projects"); !errors.Is(err, quotad.ErrFeatureOverrideNotFound) {
+		t.Errorf("Features.Delete again: %v, want ErrFeatureOverrideNotFound", err)
 	}
-	if _, _, err := admin.PutFeature(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: 1.5}); !errors.Is(err, quotad.ErrValidation) {
-		t.Errorf("PutFeature of 1.5: %v, want ErrValidation", err)
+	if _, _, err := admin.Features.Put(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: 1.5}); !errors.Is(err, quotad.ErrValidation) {
+		t.Errorf("Features.Put of 1.5: %v, want ErrValidation", err)
 	}
 }

@@ -41,90 +41,100 @@ var excludedRoutes = map[string]string{
 	"GET /console/{path}": "the admin console's static files",
 }
 
-// clientCalls calls every method of the client once. The names are the
-// methods', so that a method added to the client without a call here fails
-// TestEveryClientMethodIsWalked.
+// clientCalls calls every method of the client and of its services once.
+// The names are the methods', "Check" for the client's own and
+// "Plans.Put" for a service's, so that a method added to the client or a
+// service without a call here fails TestEveryClientMethodIsWalked.
 var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
-	"Metrics": func(ctx context.Context, c *quotad.Client) error { return drain(c.Metrics(ctx)) },
-	"Metric":  func(ctx context.Context, c *quotad.Client) error { _, err := c.Metric(ctx, "api_calls"); return err },
-	"PutMetric": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutMetric(ctx, "api_calls", quotad.MetricSpec{})
+	"Metrics.List": func(ctx context.Context, c *quotad.Client) error { return drain(c.Metrics.List(ctx)) },
+	"Metrics.Get": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Metrics.Get(ctx, "api_calls")
 		return err
 	},
-	"DeleteMetric": func(ctx context.Context, c *quotad.Client) error { return c.DeleteMetric(ctx, "api_calls") },
-	"Plans":        func(ctx context.Context, c *quotad.Client) error { return drain(c.Plans(ctx)) },
-	"Plan":         func(ctx context.Context, c *quotad.Client) error { _, err := c.Plan(ctx, "pro"); return err },
-	"PutPlan": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutPlan(ctx, "pro", quotad.PlanSpec{})
+	"Metrics.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Metrics.Put(ctx, "api_calls", quotad.MetricSpec{})
 		return err
 	},
-	"DeletePlan": func(ctx context.Context, c *quotad.Client) error { return c.DeletePlan(ctx, "pro") },
-	"PutPlanGrandfathered": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutPlanGrandfathered(ctx, "pro", quotad.PlanSpec{})
+	"Metrics.Delete": func(ctx context.Context, c *quotad.Client) error { return c.Metrics.Delete(ctx, "api_calls") },
+	"Plans.List":     func(ctx context.Context, c *quotad.Client) error { return drain(c.Plans.List(ctx)) },
+	"Plans.Get":      func(ctx context.Context, c *quotad.Client) error { _, err := c.Plans.Get(ctx, "pro"); return err },
+	"Plans.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Plans.Put(ctx, "pro", quotad.PlanSpec{})
 		return err
 	},
-	"PlanVersions": func(ctx context.Context, c *quotad.Client) error { return drain(c.PlanVersions(ctx, "pro")) },
-	"PlanVersion":  func(ctx context.Context, c *quotad.Client) error { _, err := c.PlanVersion(ctx, "pro", 1); return err },
-	"MigratePlan": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.MigratePlan(ctx, "pro", quotad.MigrationSpec{DryRun: true})
+	"Plans.Delete": func(ctx context.Context, c *quotad.Client) error { return c.Plans.Delete(ctx, "pro") },
+	"Plans.PutGrandfathered": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Plans.PutGrandfathered(ctx, "pro", quotad.PlanSpec{})
 		return err
 	},
-	"WhatIf": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.WhatIf(ctx, quotad.WhatIfSpec{Plan: "pro", Limits: []quotad.Limit{{Metric: "api_calls", Window: "day", Limit: 1}},
+	"Plans.Versions": func(ctx context.Context, c *quotad.Client) error { return drain(c.Plans.Versions(ctx, "pro")) },
+	"Plans.Version": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Plans.Version(ctx, "pro", 1)
+		return err
+	},
+	"Plans.Migrate": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Plans.Migrate(ctx, "pro", quotad.MigrationSpec{DryRun: true})
+		return err
+	},
+	"Plans.WhatIf": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Plans.WhatIf(ctx, quotad.WhatIfSpec{Plan: "pro", Limits: []quotad.Limit{{Metric: "api_calls", Window: "day", Limit: 1}},
 			From: "2026-01-01", To: "2026-01-31"})
 		return err
 	},
-	"Customers": func(ctx context.Context, c *quotad.Client) error {
-		return drain(c.Customers(ctx, quotad.CustomerFilter{Plan: "pro"}))
+	"Customers.List": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.Customers.List(ctx, quotad.CustomerFilter{Plan: "pro"}))
 	},
-	"Customer": func(ctx context.Context, c *quotad.Client) error { _, err := c.Customer(ctx, "acme"); return err },
-	"PutCustomer": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutCustomer(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})
+	"Customers.Get": func(ctx context.Context, c *quotad.Client) error { _, err := c.Customers.Get(ctx, "acme"); return err },
+	"Customers.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Customers.Put(ctx, "acme", quotad.CustomerSpec{Plan: "pro"})
 		return err
 	},
-	"SuspendCustomer": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.SuspendCustomer(ctx, "acme", "card declined")
+	"Customers.Suspend": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Customers.Suspend(ctx, "acme", "card declined")
 		return err
 	},
-	"ResumeCustomer": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.ResumeCustomer(ctx, "acme")
+	"Customers.Resume": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Customers.Resume(ctx, "acme")
 		return err
 	},
-	"DeleteCustomer": func(ctx context.Context, c *quotad.Client) error { return c.DeleteCustomer(ctx, "acme") },
-	"Limits":         func(ctx context.Context, c *quotad.Client) error { _, err := c.Limits(ctx, "acme"); return err },
-	"Overrides":      func(ctx context.Context, c *quotad.Client) error { return drain(c.Overrides(ctx, "acme")) },
-	"Override": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.Override(ctx, "acme", "api_calls", quotad.Day)
+	"Customers.Delete": func(ctx context.Context, c *quotad.Client) error { return c.Customers.Delete(ctx, "acme") },
+	"Customers.Limits": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Customers.Limits(ctx, "acme")
 		return err
 	},
-	"PutOverride": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutOverride(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 1})
+	"Overrides.List": func(ctx context.Context, c *quotad.Client) error { return drain(c.Overrides.List(ctx, "acme")) },
+	"Overrides.Get": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Overrides.Get(ctx, "acme", "api_calls", quotad.Day)
 		return err
 	},
-	"DeleteOverride": func(ctx context.Context, c *quotad.Client) error {
-		return c.DeleteOverride(ctx, "acme", "api_calls", quotad.Day)
-	},
-	"OverridePer": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.OverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
+	"Overrides.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Overrides.Put(ctx, "acme", "api_calls", quotad.Day, quotad.OverrideSpec{Limit: 1})
 		return err
 	},
-	"PutOverridePer": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 1})
+	"Overrides.Delete": func(ctx context.Context, c *quotad.Client) error {
+		return c.Overrides.Delete(ctx, "acme", "api_calls", quotad.Day)
+	},
+	"Overrides.GetPer": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Overrides.GetPer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
 		return err
 	},
-	"DeleteOverridePer": func(ctx context.Context, c *quotad.Client) error {
-		return c.DeleteOverridePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
+	"Overrides.PutPer": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Overrides.PutPer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject, quotad.OverrideSpec{Limit: 1})
+		return err
 	},
-	"Features": func(ctx context.Context, c *quotad.Client) error { _, err := c.Features(ctx, "acme"); return err },
+	"Overrides.DeletePer": func(ctx context.Context, c *quotad.Client) error {
+		return c.Overrides.DeletePer(ctx, "acme", "api_calls", quotad.Day, quotad.PerSubject)
+	},
+	"Features.Get": func(ctx context.Context, c *quotad.Client) error { _, err := c.Features.Get(ctx, "acme"); return err },
 	"Entitlements": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.Entitlements(ctx, "acme", "u1")
 		return err
 	},
-	"PutFeature": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutFeature(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: true})
+	"Features.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Features.Put(ctx, "acme", "sso", quotad.FeatureOverrideSpec{Value: true})
 		return err
 	},
-	"DeleteFeature": func(ctx context.Context, c *quotad.Client) error { return c.DeleteFeature(ctx, "acme", "sso") },
+	"Features.Delete": func(ctx context.Context, c *quotad.Client) error { return c.Features.Delete(ctx, "acme", "sso") },
 	"CheckFeature": func(ctx context.Context, c *quotad.Client) error {
 		_, err := c.CheckFeature(ctx, quotad.FeatureCheckRequest{Customer: "acme", Feature: "sso"})
 		return err
@@ -137,8 +147,8 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, err := c.Refund(ctx, quotad.RefundRequest{Customer: "acme", Metric: "api_calls"})
 		return err
 	},
-	"MetricUsage": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.MetricUsage(ctx, "api_calls")
+	"Metrics.Usage": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Metrics.Usage(ctx, "api_calls")
 		return err
 	},
 	"Usage": func(ctx context.Context, c *quotad.Client) error { _, err := c.Usage(ctx, "acme"); return err },
@@ -146,61 +156,68 @@ var clientCalls = map[string]func(ctx context.Context, c *quotad.Client) error{
 		_, err := c.SubjectUsage(ctx, "acme", "user-7")
 		return err
 	},
-	"ResetUsage": func(ctx context.Context, c *quotad.Client) error { return c.ResetUsage(ctx, "acme", "api_calls") },
-	"SetTotal": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.SetTotal(ctx, "acme", "seats", 3)
+	"Customers.ResetUsage": func(ctx context.Context, c *quotad.Client) error {
+		return c.Customers.ResetUsage(ctx, "acme", "api_calls")
+	},
+	"Customers.SetTotal": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Customers.SetTotal(ctx, "acme", "seats", 3)
 		return err
 	},
-	"UsageHistory": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls"})
+	"Customers.UsageHistory": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Customers.UsageHistory(ctx, "acme", quotad.HistoryFilter{Metric: "api_calls"})
 		return err
 	},
-	"AuditEvents": func(ctx context.Context, c *quotad.Client) error {
-		return drain(c.AuditEvents(ctx, quotad.AuditFilter{Customer: "acme"}))
+	"Audit.List": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.Audit.List(ctx, quotad.AuditFilter{Customer: "acme"}))
 	},
-	"Statement": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.Statement(ctx, "acme", "2026-11")
+	"Statements.Get": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Statements.Get(ctx, "acme", "2026-11")
 		return err
 	},
-	"StatementCSV": func(ctx context.Context, c *quotad.Client) error {
-		return c.StatementCSV(ctx, "acme", "2026-11", io.Discard)
+	"Statements.GetCSV": func(ctx context.Context, c *quotad.Client) error {
+		return c.Statements.GetCSV(ctx, "acme", "2026-11", io.Discard)
 	},
-	"Statements":    func(ctx context.Context, c *quotad.Client) error { return drain(c.Statements(ctx, "2026-11")) },
-	"StatementsCSV": func(ctx context.Context, c *quotad.Client) error { return c.StatementsCSV(ctx, "2026-11", io.Discard) },
-	"Webhook":       func(ctx context.Context, c *quotad.Client) error { _, err := c.Webhook(ctx, "billing"); return err },
-	"Webhooks":      func(ctx context.Context, c *quotad.Client) error { return drain(c.Webhooks(ctx)) },
-	"PutWebhook": func(ctx context.Context, c *quotad.Client) error {
-		_, _, err := c.PutWebhook(ctx, "billing", quotad.WebhookSpec{URL: "https://example.com/hooks"})
+	"Statements.List": func(ctx context.Context, c *quotad.Client) error { return drain(c.Statements.List(ctx, "2026-11")) },
+	"Statements.ListCSV": func(ctx context.Context, c *quotad.Client) error {
+		return c.Statements.ListCSV(ctx, "2026-11", io.Discard)
+	},
+	"Webhooks.Get": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Webhooks.Get(ctx, "billing")
 		return err
 	},
-	"DeleteWebhook": func(ctx context.Context, c *quotad.Client) error { return c.DeleteWebhook(ctx, "billing") },
-	"WebhookDeliveries": func(ctx context.Context, c *quotad.Client) error {
-		return drain(c.WebhookDeliveries(ctx, "billing", 0))
-	},
-	"CreateKey": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.CreateKey(ctx, "acme", quotad.KeySpec{Name: "ci"})
+	"Webhooks.List": func(ctx context.Context, c *quotad.Client) error { return drain(c.Webhooks.List(ctx)) },
+	"Webhooks.Put": func(ctx context.Context, c *quotad.Client) error {
+		_, _, err := c.Webhooks.Put(ctx, "billing", quotad.WebhookSpec{URL: "https://example.com/hooks"})
 		return err
 	},
-	"Keys": func(ctx context.Context, c *quotad.Client) error { return drain(c.Keys(ctx, "acme")) },
-	"KeysIncludingRevoked": func(ctx context.Context, c *quotad.Client) error {
-		return drain(c.KeysIncludingRevoked(ctx, "acme"))
+	"Webhooks.Delete": func(ctx context.Context, c *quotad.Client) error { return c.Webhooks.Delete(ctx, "billing") },
+	"Webhooks.Deliveries": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.Webhooks.Deliveries(ctx, "billing", 0))
 	},
-	"Key": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.Key(ctx, "key_AAAAAAAAAAAAAAAA")
+	"Keys.Create": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Keys.Create(ctx, "acme", quotad.KeySpec{Name: "ci"})
 		return err
 	},
-	"RevokeKey": func(ctx context.Context, c *quotad.Client) error { return c.RevokeKey(ctx, "key_AAAAAAAAAAAAAAAA") },
-	"CreateGrant": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.CreateGrant(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 500})
+	"Keys.List": func(ctx context.Context, c *quotad.Client) error { return drain(c.Keys.List(ctx, "acme")) },
+	"Keys.ListIncludingRevoked": func(ctx context.Context, c *quotad.Client) error {
+		return drain(c.Keys.ListIncludingRevoked(ctx, "acme"))
+	},
+	"Keys.Get": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Keys.Get(ctx, "key_AAAAAAAAAAAAAAAA")
 		return err
 	},
-	"Grants": func(ctx context.Context, c *quotad.Client) error {
-		_, err := c.Grants(ctx, "acme", true)
+	"Keys.Revoke": func(ctx context.Context, c *quotad.Client) error { return c.Keys.Revoke(ctx, "key_AAAAAAAAAAAAAAAA") },
+	"Grants.Create": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Grants.Create(ctx, "acme", quotad.GrantSpec{Metric: "api_calls", Amount: 500})
 		return err
 	},
-	"VoidGrant": func(ctx context.Context, c *quotad.Client) error { return c.VoidGrant(ctx, "grt_AAAAAAAAAAAAAAAA") },
-	"Healthz":   func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
-	"Readyz":    func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
+	"Grants.List": func(ctx context.Context, c *quotad.Client) error {
+		_, err := c.Grants.List(ctx, "acme", true)
+		return err
+	},
+	"Grants.Void": func(ctx context.Context, c *quotad.Client) error { return c.Grants.Void(ctx, "grt_AAAAAAAAAAAAAAAA") },
+	"Healthz":     func(ctx context.Context, c *quotad.Client) error { return c.Healthz(ctx) },
+	"Readyz":      func(ctx context.Context, c *quotad.Client) error { return c.Readyz(ctx) },
 	"Middleware": func(ctx context.Context, c *quotad.Client) error {
 		h := c.Middleware(quotad.MiddlewareOptions{Customer: quotad.Static("acme"), Metric: quotad.Static("api_calls")})(http.NotFoundHandler())
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
@@ -355,15 +372,37 @@ func TestClientCoversOpenAPI(t *testing.T) {
 	}
 }
 
-// Every exported method of the client is in clientCalls, so the walk
-// above cannot miss one.
-func TestEveryClientMethodIsWalked(t *testing.T) {
+// clientMethods names every exported method of the client: its own, and
+// those of each service it holds in an exported field, as "Field.Method".
+func clientMethods(t *testing.T) []string {
+	t.Helper()
 	typ := reflect.TypeFor[*quotad.Client]()
 	var methods []string
 	for m := range typ.Methods() {
 		methods = append(methods, m.Name)
-		if _, ok := clientCalls[m.Name]; !ok {
-			t.Errorf("(*Client).%s is not in clientCalls", m.Name)
+	}
+	for f := range typ.Elem().Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		if f.Type.Kind() != reflect.Pointer || f.Type.NumMethod() == 0 {
+			t.Errorf("(*Client).%s is a %s, not a service: teach clientMethods about it", f.Name, f.Type)
+			continue
+		}
+		for m := range f.Type.Methods() {
+			methods = append(methods, f.Name+"."+m.Name)
+		}
+	}
+	return methods
+}
+
+// Every exported method of the client and of its services is in
+// clientCalls, so the walk above cannot miss one.
+func TestEveryClientMethodIsWalked(t *testing.T) {
+	methods := clientMethods(t)
+	for _, name := range methods {
+		if _, ok := clientCalls[name]; !ok {
+			t.Errorf("(*Client).%s is not in clientCalls", name)
 		}
 	}
 	for name := range clientCalls {

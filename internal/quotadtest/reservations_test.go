@@ -18,14 +18,14 @@ func TestClientReservations(t *testing.T) {
 	admin := quotad.New(s.URL, quotad.WithToken(s.AdminToken))
 	c := quotad.New(s.URL, quotad.WithToken(s.CheckToken))
 	ctx := t.Context()
-	if _, _, err := admin.PutMetric(ctx, "llm_tokens", quotad.MetricSpec{}); err != nil {
+	if _, _, err := admin.Metrics.Put(ctx, "llm_tokens", quotad.MetricSpec{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := admin.PutPlan(ctx, "llm", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "llm_tokens", Window: quotad.Day, Limit: 100}}}); err != nil {
+	if _, _, err := admin.Plans.Put(ctx, "llm", quotad.PlanSpec{Limits: []quotad.Limit{{Metric: "llm_tokens", Window: quotad.Day, Limit: 100}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"acme", "beta"} {
-		if _, _, err := admin.PutCustomer(ctx, id, quotad.CustomerSpec{Plan: "llm"}); err != nil {
+		if _, _, err := admin.Customers.Put(ctx, id, quotad.CustomerSpec{Plan: "llm"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestClientStatements(t *testing.T) {
 	mustCatalog(t, c) // acme on pro (free of charge), created now
 	month := time.Now().UTC().Format("2006-01")
 
-	st, err := c.Statement(ctx, "acme", month)
+	st, err := c.Statements.Get(ctx, "acme", month)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,14 +28,14 @@ func TestClientStatements(t *testing.T) {
 		st.Lines[0].Plan != "pro" || st.Lines[0].Metric != nil || st.TotalCents != 0 {
 		t.Errorf("statement = %+v, want one base line of pro, 0 USD", st)
 	}
-	list := collect(t, c.Statements(ctx, month))
+	list := collect(t, c.Statements.List(ctx, month))
 	if len(list) != 1 || list[0].Customer != "acme" {
 		t.Errorf("statements = %+v, want acme's", list)
 	}
 	const header = "customer,period_start,period_end,currency,kind,plan,metric,quantity,unit_price_micros,amount_cents,description\r\n"
 	for name, write := range map[string]func(*bytes.Buffer) error{
-		"StatementCSV":  func(b *bytes.Buffer) error { return c.StatementCSV(ctx, "acme", month, b) },
-		"StatementsCSV": func(b *bytes.Buffer) error { return c.StatementsCSV(ctx, month, b) },
+		"StatementCSV":  func(b *bytes.Buffer) error { return c.Statements.GetCSV(ctx, "acme", month, b) },
+		"StatementsCSV": func(b *bytes.Buffer) error { return c.Statements.ListCSV(ctx, month, b) },
 	} {
 		var b bytes.Buffer
 		if err := write(&b); err != nil {
@@ -47,10 +47,10 @@ func TestClientStatements(t *testing.T) {
 		}
 	}
 
-	if _, err := c.Statement(ctx, "ghost", month); !errors.Is(err, quotad.ErrCustomerNotFound) {
+	if _, err := c.Statements.Get(ctx, "ghost", month); !errors.Is(err, quotad.ErrCustomerNotFound) {
 		t.Errorf("unknown customer: err = %v, want ErrCustomerNotFound", err)
 	}
-	if err := c.StatementsCSV(ctx, "2999-01", &bytes.Buffer{}); !errors.Is(err, quotad.ErrValidation) {
+	if err := c.Statements.ListCSV(ctx, "2999-01", &bytes.Buffer{}); !errors.Is(err, quotad.ErrValidation) {
 		t.Errorf("future period: err = %v, want ErrValidation", err)
 	}
 }
