@@ -229,7 +229,10 @@ func TestSetTotalBadInput(t *testing.T) {
 func heard(t *testing.T, from, to *testServer) {
 	t.Helper()
 	limit := strconv.Itoa(int(time.Now().UnixNano()%1000) + 2000)
-	from.mustDo(http.StatusCreated, "PUT", "/v1/customers/probe/overrides/api_calls/total", `{"limit":`+limit+`}`)
+	// Created the first time, replaced after.
+	if r := from.do("PUT", "/v1/customers/probe/overrides/api_calls/total", `{"limit":`+limit+`}`); r.Status != http.StatusCreated && r.Status != http.StatusOK {
+		t.Fatalf("PUT probe's override: %d %s", r.Status, r.Body)
+	}
 	eventually(t, func() bool {
 		r := to.do("POST", "/v1/check", `{"customer":"probe","metric":"api_calls","dry_run":true}`,
 			"Authorization", "Bearer "+checkToken)

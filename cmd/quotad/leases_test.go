@@ -200,7 +200,12 @@ func TestLeasesOutage(t *testing.T) {
 	open := MustStartServer(t, db, map[string]string{"QUOTAD_STORE_FAILURE": "open"})
 	closed := MustStartServer(t, db, map[string]string{"QUOTAD_STORE_FAILURE": "closed"})
 	// A day limit of 1000 leases blocks of 10.
-	MustSeed(t, open, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "a", "b")
+	MustSeed(t, open, "", `[{"metric":"api_calls","window":"day","limit":1000}]`, "a", "b", "probe")
+	// Both processes have heard of the seed before the first checks: a
+	// notification heard after a first check would drop the customer it
+	// loaded, and the next check would need PostgreSQL during the cut.
+	heard(t, open, closed)
+	heard(t, closed, open)
 	for _, c := range []struct {
 		s        *testServer
 		customer string
