@@ -52,17 +52,17 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 		if err != nil {
 			return Decision{}, err
 		}
-		return s.answer(r, false, degraded), nil
+		return verdict{s}.answer(r, false, degraded), nil
 	}
 	if !s.hasLong() {
 		c.owe(s, degradable, false)
-		return s.answer(r, true, false), nil
+		return verdict{s}.answer(r, true, false), nil
 	}
 	ok, err = c.long.Take(ctx, s.long)
 	if err != nil {
 		if degradable && c.health.degrade(err) {
 			c.owe(s, true, true)
-			return s.answer(r, true, true), nil
+			return verdict{s}.answer(r, true, true), nil
 		}
 		if !degradable {
 			c.health.unavailable(err)
@@ -70,7 +70,7 @@ func (c *counters) take(ctx context.Context, s *set, r *Request, degradable bool
 		c.undo(ctx, s, true, false)
 		return Decision{}, err
 	}
-	d := s.answer(r, ok, false)
+	d := verdict{s}.answer(r, ok, false)
 	if !ok && degradable && c.grants != nil {
 		if granted, ok := c.draw(ctx, s, r); ok {
 			c.owe(s, true, false)
@@ -115,7 +115,7 @@ func (c *counters) force(ctx context.Context, s *set, r *Request) (Decision, err
 		}
 	}
 	s.forced = true
-	return s.answer(r, false, s.unconsulted), nil
+	return verdict{s}.answer(r, false, s.unconsulted), nil
 }
 
 // owe records, for a check (degradable) set s admitted, the units its
@@ -147,7 +147,7 @@ func (c *counters) look(ctx context.Context, s *set, r *Request) (Decision, erro
 	if err != nil {
 		return Decision{}, err
 	}
-	return s.answer(r, allowed && (degraded || passedSet(s.long)), degraded), nil
+	return verdict{s}.answer(r, allowed && (degraded || passedSet(s.long)), degraded), nil
 }
 
 // lookLong reads set s's long windows, judged as a take would judge them,

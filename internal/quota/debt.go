@@ -427,7 +427,7 @@ func (e *Engine) resolvePending(ctx context.Context, p pendingCheck, now time.Ti
 		return nil
 	}
 	e.debts.owed.Add(-itemUnits(p.items))
-	s.record(e.history, true, p.at)
+	verdict{s}.record(e.history, true, p.at)
 	e.debts.add(s.long, true)
 	if e.failover != nil {
 		e.debts.add(s.short, false)

@@ -4,13 +4,18 @@ import (
 	"time"
 )
 
+// verdict is a counted set seen as the Decision it answers: the methods
+// that assemble a Decision's windows, waits and figures from what the
+// set's counters found, apart from the methods that count.
+type verdict struct{ *set }
+
 // answer assembles the Decision of set s for r from what its counters
 // found: every window of every item (the long ones left out when
 // degraded: the store could not be consulted), each item's part of the
 // decision for a check of items, and the figures of the whole. Windows
 // count the set's units when allowed (a dry run's as if checked) or
 // forced, and never for a look (see counted).
-func (s *set) answer(r *Request, allowed, degraded bool) Decision {
+func (s verdict) answer(r *Request, allowed, degraded bool) Decision {
 	s.unconsulted = degraded
 	d := Decision{Allowed: allowed, Customer: r.Customer, Degraded: degraded}
 	for i := range s.short {
@@ -122,7 +127,7 @@ func passedAll(ws []WindowResult) bool {
 }
 
 // windows returns how many windows item i reports.
-func (s *set) windows(i int, degraded bool) int {
+func (s verdict) windows(i int, degraded bool) int {
 	n := 0
 	for _, g := range s.items[i].groups {
 		if g >= 0 {
@@ -133,7 +138,7 @@ func (s *set) windows(i int, degraded bool) int {
 }
 
 // groupSpans returns how many windows group g reports.
-func (s *set) groupSpans(g int, degraded bool) int {
+func (s verdict) groupSpans(g int, degraded bool) int {
 	n := 0
 	if c := s.groups[g].short; c >= 0 {
 		n += len(s.short[c].Spans)
@@ -147,7 +152,7 @@ func (s *set) groupSpans(g int, degraded bool) int {
 // itemWindows appends item i's windows to dst, and returns with them the
 // longest wait of those that denied (ms), whether one never admits, and
 // whether the check lands units above a soft limit or on spare capacity.
-func (s *set) itemWindows(i int, allowed, degraded bool, dst []WindowResult) (ws []WindowResult, wait int64, never, overage, elastic bool) {
+func (s verdict) itemWindows(i int, allowed, degraded bool, dst []WindowResult) (ws []WindowResult, wait int64, never, overage, elastic bool) {
 	for _, g := range s.items[i].groups {
 		if g < 0 {
 			continue
@@ -167,7 +172,7 @@ func (s *set) itemWindows(i int, allowed, degraded bool, dst []WindowResult) (ws
 
 // groupWindows appends group g's windows, as its charges' outcomes report
 // them, to dst.
-func (s *set) groupWindows(g int, allowed, degraded bool, dst []WindowResult) []WindowResult {
+func (s verdict) groupWindows(g int, allowed, degraded bool, dst []WindowResult) []WindowResult {
 	cs := s.chargesOf(g)
 	counted := s.counted(allowed)
 	if cs[0] != nil {
@@ -182,7 +187,7 @@ func (s *set) groupWindows(g int, allowed, degraded bool, dst []WindowResult) []
 // counted reports whether the windows of set s, allowed or not, count
 // its units: allowed (a dry run as if checked), or forced; never for a
 // look.
-func (s *set) counted(allowed bool) bool {
+func (s verdict) counted(allowed bool) bool {
 	return allowed && !s.look || s.forced
 }
 
@@ -201,7 +206,7 @@ func (s *set) chargesOf(g int) [2]*Charge {
 
 // groupWait returns the longest wait (ms) of group g's windows that did
 // not admit, and whether one never will.
-func (s *set) groupWait(g int, degraded bool) (wait int64, never bool) {
+func (s verdict) groupWait(g int, degraded bool) (wait int64, never bool) {
 	cs := s.chargesOf(g)
 	if degraded {
 		cs[1] = nil
@@ -253,7 +258,7 @@ func chargeWindows(c *Charge, counted, look bool, dst []WindowResult) []WindowRe
 // still admit: its own windows' remaining, and a credit pool's converted
 // into the metric's units (what the credits left buy); false when no
 // window limits the item.
-func (s *set) remaining(i int, ws []WindowResult) (int64, bool) {
+func (s verdict) remaining(i int, ws []WindowResult) (int64, bool) {
 	it := &s.items[i]
 	var least int64 = -1
 	for j := range ws {
@@ -277,7 +282,7 @@ func (s *set) remaining(i int, ws []WindowResult) (int64, bool) {
 
 // overage returns, per metric the set charged, the most of its units this
 // check landed above a soft limit in any of its windows (for history).
-func (s *set) overage(metric, customer string) int64 {
+func (s verdict) overage(metric, customer string) int64 {
 	var n int64
 	for _, cs := range [2][]Charge{s.short, s.long} {
 		for i := range cs {
@@ -296,7 +301,7 @@ func (s *set) overage(metric, customer string) int64 {
 // record adds a decided check of set s to the usage history: per metric
 // it charged (a credit pool's included), the admitted units and their
 // overage, or one denied check.
-func (s *set) record(h *historyBuffer, allowed bool, at time.Time) {
+func (s verdict) record(h *historyBuffer, allowed bool, at time.Time) {
 	for i := range s.groups {
 		g := &s.groups[i]
 		if g.subject != "" {

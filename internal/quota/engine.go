@@ -421,7 +421,7 @@ func (e *Engine) Check(ctx context.Context, r Request) (Decision, error) {
 	}
 	if !r.DryRun && !r.Look && !d.Replayed {
 		counted := d.Allowed || s.forced
-		s.record(e.history, counted, s.at)
+		verdict{s}.record(e.history, counted, s.at)
 		if e.watcher != nil && !s.unconsulted {
 			s.watch(e.watcher, counted)
 		}
@@ -562,7 +562,7 @@ func (e *Engine) keep(ctx context.Context, s *set, r *Request, d Decision) (Deci
 	// not be reached, as for a take).
 	e.counters.undo(ctx, s, !degraded, !sent)
 	if degraded {
-		return s.answer(r, true, true), nil
+		return verdict{s}.answer(r, true, true), nil
 	}
 	return Decision{}, err
 }

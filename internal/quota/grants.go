@@ -223,7 +223,7 @@ func (c *counters) draw(ctx context.Context, s *set, r *Request) (Decision, bool
 		}
 	}
 	s.rest, s.draws, s.taken = rest, draws, taken
-	d := s.answer(r, true, false)
+	d := verdict{s}.answer(r, true, false)
 	for _, dr := range draws {
 		d.Granted = addCap(d.Granted, dr.Units)
 	}

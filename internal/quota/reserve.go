@@ -269,7 +269,7 @@ func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveR
 				return replayReservation(r, found)
 			}
 		}
-		s.record(e.history, false, s.at)
+		verdict{s}.record(e.history, false, s.at)
 		return ReserveResult{Decision: d}, nil
 	}
 	rsv := Reservation{ID: newReservationID(), Customer: r.Customer, Metric: r.Metric, Subject: r.Subject, Cost: r.Cost,
@@ -293,7 +293,7 @@ func (rs *reservations) reserve(ctx context.Context, r ReserveRequest) (ReserveR
 		return replayReservation(r, ins.Found)
 	}
 	d.StoreTrips = s.trips()
-	s.record(e.history, true, s.at)
+	verdict{s}.record(e.history, true, s.at)
 	if e.watcher != nil {
 		s.watch(e.watcher, true)
 	}
@@ -794,7 +794,7 @@ func (rs *reservations) settle(ctx context.Context, rsv Reservation, to Reservat
 	// what was committed.
 	if actual > rsv.Cost {
 		res.Over = ex.over(rsv.Metric)
-		ex.record(e.history, true, now)
+		verdict{ex}.record(e.history, true, now)
 	} else {
 		gb.refunded(e.history)
 	}
