@@ -37,7 +37,7 @@ func BenchmarkSlidingTake(b *testing.B) { benchTake(b, tiers.SlidingWindow) }
 // benchTake is BenchmarkSlidingTake with both windows counted by alg. Each
 // customer is checked every 10 ms.
 func benchTake(b *testing.B, alg tiers.Algorithm) {
-	s := newSlidingCounters()
+	s := newLocalCounters()
 	ids := benchIDs(10_000)
 	cs := []Charge{benchCharge(ids[0], benchNow)}
 	c := &cs[0]
@@ -56,7 +56,7 @@ func benchTake(b *testing.B, alg tiers.Algorithm) {
 // BenchmarkSlidingTakeParallel is BenchmarkSlidingTake from GOMAXPROCS
 // goroutines at once.
 func BenchmarkSlidingTakeParallel(b *testing.B) {
-	s := newSlidingCounters()
+	s := newLocalCounters()
 	ids := benchIDs(10_000)
 	ctx := context.Background()
 	var seq atomic.Int64
@@ -231,7 +231,7 @@ func benchKeysMemory(b *testing.B, customers, checks int, alg tiers.Algorithm, l
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		s := newSlidingCounters()
+		s := newLocalCounters()
 		for n := range checks {
 			for _, id := range ids {
 				c := benchCharge(id, benchNow.Add(time.Duration(n)*time.Millisecond))

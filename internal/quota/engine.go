@@ -114,7 +114,7 @@ type Engine struct {
 	// sliding is the in-process counter of short windows, for the work
 	// only it has (eviction, forgetting, its size): counters.short, or,
 	// with a shared store, what failover falls back on.
-	sliding  *slidingCounters
+	sliding  *localCounters
 	failover *Failover // nil without a shared store
 	leases   Leases    // nil without leases
 	ledger   Ledger
@@ -141,7 +141,7 @@ func New(o Options) *Engine {
 	if o.StoreTimeout <= 0 {
 		o.StoreTimeout = DefaultStoreTimeout
 	}
-	sliding := newSlidingCounters()
+	sliding := newLocalCounters()
 	e := &Engine{
 		catalog:     o.Catalog,
 		clock:       o.Clock,

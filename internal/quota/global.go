@@ -103,7 +103,7 @@ func (e *Engine) MetricUsage(ctx context.Context, metric string) (tiers.Metric, 
 // globalsLocked sets used[i] to the global usage in c.Globals[i] at nowMs,
 // as decideLocked reads it for a span that borrows spare capacity. g's
 // shard must be locked.
-func (s *slidingCounters) globalsLocked(c *Charge, g *lookup, nowMs int64, used []int64) {
+func (s *localCounters) globalsLocked(c *Charge, g *lookup, nowMs int64, used []int64) {
 	for i, k := range c.Globals {
 		var scratch bucket
 		used[i] = s.get(g, k.Window, nowMs, false, &scratch).weighted(nowMs, k.Window.Length().Milliseconds())
@@ -111,7 +111,7 @@ func (s *slidingCounters) globalsLocked(c *Charge, g *lookup, nowMs int64, used 
 }
 
 // peekGlobals implements globalPeeker: this process's global usage.
-func (s *slidingCounters) peekGlobals(_ context.Context, c *Charge, used []int64) (bool, error) {
+func (s *localCounters) peekGlobals(_ context.Context, c *Charge, used []int64) (bool, error) {
 	cs := []Charge{*c}
 	s.locked(cs, func(_, g []lookup) { s.globalsLocked(c, &g[0], c.At.UnixMilli(), used) })
 	return false, nil

@@ -89,7 +89,7 @@ type SharedCounters struct {
 	// clock, which tests set).
 	storeClock bool
 	offset     atomic.Int64 // the store's clock less this process's, ms
-	mirror     *slidingCounters
+	mirror     *localCounters
 	// turns: one decision at a time per customer's metric in this process,
 	// so that checks of one customer do not undo each other's mirror.
 	turns [numTurns]turn
@@ -144,7 +144,7 @@ var _ Counter = (*SharedCounters)(nil)
 // storeClock, windows follow the store's clock; otherwise each charge's
 // At.
 func NewShared(store SharedStore, storeClock bool) *SharedCounters {
-	s := &SharedCounters{store: store, storeClock: storeClock, mirror: newSlidingCounters()}
+	s := &SharedCounters{store: store, storeClock: storeClock, mirror: newLocalCounters()}
 	for i := range s.turns {
 		s.turns[i].held = make(chan struct{}, 1)
 	}

@@ -45,7 +45,7 @@ func encodeState(l *lookup) string {
 
 // loadState makes l's keys in the short windows hold state v (see
 // encodeState). The shard must be locked.
-func (s *slidingCounters) loadState(l *lookup, v string) error {
+func (s *localCounters) loadState(l *lookup, v string) error {
 	var parts [2]string
 	if v != "" {
 		a, b, ok := strings.Cut(v, "|")
@@ -122,7 +122,7 @@ func appendKey(b []byte, l *lookup, w tiers.Window) []byte {
 
 // loadKey makes l's key in window w hold state v (none for ""). The shard
 // must be locked.
-func (s *slidingCounters) loadKey(l *lookup, w tiers.Window, v string) error {
+func (s *localCounters) loadKey(l *lookup, w tiers.Window, v string) error {
 	h := windowHash(l.pair, w)
 	i := l.sh.slotOf(h, l, w)
 	if v == "" {
@@ -244,7 +244,7 @@ const maxExpiresMs = 1 << 40
 // has expired their key by nowMs (see expiresMs): both count nothing since
 // a window at least. So a decision expects no key where the store holds
 // none. The shard must be locked.
-func (s *slidingCounters) dropExpired(l *lookup, nowMs int64) {
+func (s *localCounters) dropExpired(l *lookup, nowMs int64) {
 	var slots [2]int
 	for i, w := range sharedWindows {
 		slots[i] = l.sh.slotOf(windowHash(l.pair, w), l, w)

@@ -9,7 +9,7 @@ import (
 )
 
 // stateOf returns the shared state of customer's api_calls in s.
-func stateOf(s *slidingCounters, customer string) string {
+func stateOf(s *localCounters, customer string) string {
 	l := s.lookupOf(&s.shards, customer, "api_calls", "")
 	l.sh.mu.Lock()
 	defer l.sh.mu.Unlock()
@@ -17,7 +17,7 @@ func stateOf(s *slidingCounters, customer string) string {
 }
 
 // loadInto loads state v as customer's api_calls into s.
-func loadInto(s *slidingCounters, customer, v string) error {
+func loadInto(s *localCounters, customer, v string) error {
 	l := s.lookupOf(&s.shards, customer, "api_calls", "")
 	l.sh.mu.Lock()
 	defer l.sh.mu.Unlock()
@@ -25,7 +25,7 @@ func loadInto(s *slidingCounters, customer, v string) error {
 }
 
 // takeOne takes c, filling out, on s.
-func takeOne(s *slidingCounters, c *Charge, out []Outcome) bool {
+func takeOne(s *localCounters, c *Charge, out []Outcome) bool {
 	c.Out = out
 	ok, _ := s.Take(context.Background(), []Charge{*c})
 	return ok
@@ -38,7 +38,7 @@ func TestSharedStateRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	for _, alg := range []tiers.Algorithm{tiers.SlidingWindow, tiers.FixedWindow, tiers.SlidingLog, tiers.TokenBucket} {
 		t.Run(alg.String(), func(t *testing.T) {
-			a, b := newSlidingCounters(), newSlidingCounters()
+			a, b := newLocalCounters(), newLocalCounters()
 			charge := func(ms int64) *Charge {
 				c := &Charge{Customer: "acme", Metric: "api_calls", Cost: 2, At: at.Add(time.Duration(ms) * time.Millisecond)}
 				for _, w := range sharedWindows {
@@ -83,7 +83,7 @@ func FuzzSharedState(f *testing.F) {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v string) {
-		s := newSlidingCounters()
+		s := newLocalCounters()
 		if err := loadInto(s, "acme", v); err != nil {
 			if got := stateOf(s, "acme"); got != "" {
 				t.Fatalf("%q refused (%v), yet the counter holds %q", v, err, got)
@@ -91,7 +91,7 @@ func FuzzSharedState(f *testing.F) {
 			return
 		}
 		w := stateOf(s, "acme")
-		again := newSlidingCounters()
+		again := newLocalCounters()
 		if err := loadInto(again, "acme", w); err != nil {
 			t.Fatalf("%q loaded as %q, which does not load: %v", v, w, err)
 		}

@@ -7,18 +7,18 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// slidingCounters implements Counter for short windows, in this process.
+// localCounters implements Counter for short windows, in this process.
 // Every span of a set of charges is decided under its charges' shard
 // locks (see lockSet), and the metrics' global windows under their shards'
 // locks taken after them, so a set is all or nothing. It never fails.
-var _ Counter = (*slidingCounters)(nil)
+var _ Counter = (*localCounters)(nil)
 
 // NewSliding returns an in-process Counter of short windows: the sliding
 // window counter each Engine keeps.
-func NewSliding() Counter { return newSlidingCounters() }
+func NewSliding() Counter { return newLocalCounters() }
 
 // Take implements Counter.
-func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
+func (s *localCounters) Take(_ context.Context, cs []Charge) (bool, error) {
 	if len(cs) == 0 {
 		return true, nil
 	}
@@ -31,7 +31,7 @@ func (s *slidingCounters) Take(_ context.Context, cs []Charge) (bool, error) {
 }
 
 // Peek implements Counter.
-func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
+func (s *localCounters) Peek(_ context.Context, cs []Charge) error {
 	if len(cs) == 0 {
 		return nil
 	}
@@ -41,7 +41,7 @@ func (s *slidingCounters) Peek(_ context.Context, cs []Charge) error {
 
 // locked runs f with the shards of cs locked, each charge's lookups in k
 // and g (see lockSet).
-func (s *slidingCounters) locked(cs []Charge, f func(k, g []lookup)) {
+func (s *localCounters) locked(cs []Charge, f func(k, g []lookup)) {
 	var kb, gb [4]lookup
 	k, g := lookups(len(cs), &kb, &gb)
 	km, gm := s.lockSet(cs, k, g)
@@ -61,7 +61,7 @@ func lookups(n int, kb, gb *[4]lookup) (k, g []lookup) {
 // takeLocked decides every charge of cs at nowMs, with their shards
 // locked, and counts them all when every span of every charge admits its
 // cost.
-func (s *slidingCounters) takeLocked(cs []Charge, nowMs int64, k, g []lookup) bool {
+func (s *localCounters) takeLocked(cs []Charge, nowMs int64, k, g []lookup) bool {
 	if len(cs) == 1 {
 		return s.decideLocked(&cs[0], true, nowMs, &k[0], &g[0])
 	}
@@ -82,7 +82,7 @@ func (s *slidingCounters) takeLocked(cs []Charge, nowMs int64, k, g []lookup) bo
 }
 
 // peekLocked judges every charge of cs at nowMs, counting nothing.
-func (s *slidingCounters) peekLocked(cs []Charge, nowMs int64, k, g []lookup) {
+func (s *localCounters) peekLocked(cs []Charge, nowMs int64, k, g []lookup) {
 	for i := range cs {
 		s.decideLocked(&cs[i], false, nowMs, &k[i], &g[i])
 	}
@@ -90,7 +90,7 @@ func (s *slidingCounters) peekLocked(cs []Charge, nowMs int64, k, g []lookup) {
 
 // decideLocked evaluates every span of c at once and, when all admit the
 // cost and charge is set, counts it in each span and each global window.
-func (s *slidingCounters) decideLocked(c *Charge, charge bool, nowMs int64, k, g *lookup) bool {
+func (s *localCounters) decideLocked(c *Charge, charge bool, nowMs int64, k, g *lookup) bool {
 	// Sliding and fixed windows are read and counted here without a meter
 	// (a call and a struct per span): the default's is the hot path.
 	var buckets [maxShort]*bucket
@@ -154,7 +154,7 @@ func (s *slidingCounters) decideLocked(c *Charge, charge bool, nowMs int64, k, g
 
 // countLocked counts c, which decideLocked admitted at nowMs with its
 // shards locked since, in each span and each global window.
-func (s *slidingCounters) countLocked(c *Charge, nowMs int64, k, g *lookup) {
+func (s *localCounters) countLocked(c *Charge, nowMs int64, k, g *lookup) {
 	for i := range c.Spans {
 		sp := &c.Spans[i]
 		b := s.state(k, sp, nowMs, true, nil)
@@ -171,7 +171,7 @@ func (s *slidingCounters) countLocked(c *Charge, nowMs int64, k, g *lookup) {
 
 // record adds c.Cost to span i's meter m (a sliding log or a token
 // bucket), keeping in c what an undo of it needs.
-func (s *slidingCounters) record(c *Charge, i int, m *meter) {
+func (s *localCounters) record(c *Charge, i int, m *meter) {
 	m.add(c.Cost)
 	switch m.alg {
 	case tiers.TokenBucket:
@@ -183,7 +183,7 @@ func (s *slidingCounters) record(c *Charge, i int, m *meter) {
 
 // countGlobals counts c.Cost in c's global windows at nowMs; their shard
 // is locked.
-func (s *slidingCounters) countGlobals(c *Charge, nowMs int64, g *lookup) {
+func (s *localCounters) countGlobals(c *Charge, nowMs int64, g *lookup) {
 	for _, gk := range c.Globals {
 		b := s.get(g, gk.Window, nowMs, true, nil)
 		b.cur = addCap(b.cur, c.Cost)
@@ -193,7 +193,7 @@ func (s *slidingCounters) countGlobals(c *Charge, nowMs int64, g *lookup) {
 // wait returns the milliseconds until span sp, whose meter is m, admits
 // c.Cost, or -1 for never. The global shard must be locked when the span
 // may borrow spare capacity.
-func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
+func (s *localCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
 	toThreshold := m.wait(c.Cost, sp.Rule.Threshold)
 	toCeiling, toCapacity := int64(-1), int64(-1)
 	if sp.Rule.Spare {
@@ -211,7 +211,7 @@ func (s *slidingCounters) wait(g *lookup, c *Charge, sp *Span, m *meter) int64 {
 // millisecond first, then its newest; a token bucket pays its debt down.
 // A take being undone passes the take's time, so its units leave where
 // they were counted; a refund passes now.
-func (s *slidingCounters) GiveBack(_ context.Context, cs []Charge) error {
+func (s *localCounters) GiveBack(_ context.Context, cs []Charge) error {
 	if len(cs) == 0 {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (s *slidingCounters) GiveBack(_ context.Context, cs []Charge) error {
 // giveBackLocked is GiveBack with c's shards locked (see lock): at nowMs
 // (a take being undone: the take's time), and for an undo at undoNow (the
 // time of the undo; 0 for a refund) instead of c.undoNow.
-func (s *slidingCounters) giveBackLocked(c *Charge, nowMs, undoNow int64, k, g *lookup) {
+func (s *localCounters) giveBackLocked(c *Charge, nowMs, undoNow int64, k, g *lookup) {
 	out := c.Out
 	// What each span gave back, from the buckets that start at start and
 	// at start - length.
@@ -318,7 +318,7 @@ func (b *bucket) takeFrom(start, length, n int64) {
 // global usage) and locks their shards, each once, in the one order every
 // set takes them: customers' shards by number, then global shards by
 // number. It returns the shards it locked, as bit masks, for unlockSet.
-func (s *slidingCounters) lockSet(cs []Charge, k, g []lookup) (km, gm uint64) {
+func (s *localCounters) lockSet(cs []Charge, k, g []lookup) (km, gm uint64) {
 	for i := range cs {
 		c := &cs[i]
 		if len(c.Spans) > 0 {
@@ -340,7 +340,7 @@ func (s *slidingCounters) lockSet(cs []Charge, k, g []lookup) (km, gm uint64) {
 }
 
 // unlockSet unlocks the shards lockSet locked.
-func (s *slidingCounters) unlockSet(km, gm uint64) {
+func (s *localCounters) unlockSet(km, gm uint64) {
 	for m := gm; m != 0; m &= m - 1 {
 		s.global[bits.TrailingZeros64(m)].mu.Unlock()
 	}

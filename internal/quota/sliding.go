@@ -86,13 +86,15 @@ const (
 	maxLoadPct = 75 // live and deleted slots, in percent of the index
 )
 
-// slidingCounters holds every short-window counter of the process. Keys
+// localCounters holds every short-window counter this process keeps in
+// its own memory, of every algorithm (algorithms.go; shared.go keeps them
+// in Redis instead). Keys
 // are spread over shards by customer and metric, so the windows of one
 // check share a lock and checks of different customers rarely contend.
 // Global (per metric) counters live apart, under their own locks, taken
 // only while a customer shard is held: the lock order is always customer
 // shard, then global shard.
-type slidingCounters struct {
+type localCounters struct {
 	seed   maphash.Seed
 	shards [numShards]shard
 	global [numShards]shard
@@ -111,14 +113,14 @@ type shard struct {
 	_      [16]byte  // to 128 bytes, two cache lines: shards contend less for lines
 }
 
-func newSlidingCounters() *slidingCounters {
-	return &slidingCounters{seed: maphash.MakeSeed()}
+func newLocalCounters() *localCounters {
+	return &localCounters{seed: maphash.MakeSeed()}
 }
 
 // pairHash hashes a customer and a metric, and a subject if any; the
 // shard and each window's slot derive from it. A customer's subjects
 // spread over the shards.
-func (s *slidingCounters) pairHash(customer, metric, subject string) uint64 {
+func (s *localCounters) pairHash(customer, metric, subject string) uint64 {
 	c, m := maphash.String(s.seed, customer), maphash.String(s.seed, metric)
 	h := c ^ (m*0x9e3779b97f4a7c15 + 0x632be59bd9b4e019 + c<<6 + c>>2)
 	if subject != "" {
@@ -288,7 +290,7 @@ type lookup struct {
 	subject  string
 }
 
-func (s *slidingCounters) lookupOf(group *[numShards]shard, customer, metric, subject string) lookup {
+func (s *localCounters) lookupOf(group *[numShards]shard, customer, metric, subject string) lookup {
 	pair := s.pairHash(customer, metric, subject)
 	n := uint8(pair >> 58)
 	return lookup{sh: &group[n], shard: n, pair: pair, customer: customer, metric: metric, subject: subject}
@@ -297,7 +299,7 @@ func (s *slidingCounters) lookupOf(group *[numShards]shard, customer, metric, su
 // get returns the bucket of window w rolled to nowMs, creating it when
 // create; otherwise a missing key reads as scratch, set empty. The shard
 // must be locked.
-func (s *slidingCounters) get(l *lookup, w tiers.Window, nowMs int64, create bool, scratch *bucket) *bucket {
+func (s *localCounters) get(l *lookup, w tiers.Window, nowMs int64, create bool, scratch *bucket) *bucket {
 	length := w.Length().Milliseconds()
 	start := nowMs - mod(nowMs, length)
 	h := windowHash(l.pair, w)
@@ -327,7 +329,7 @@ func meterOf(sp *Span, b *bucket, logs *logTable, nowMs int64) meter {
 // reads as scratch, set empty. A key counted by another algorithm (or a
 // token bucket for another rate) is converted first. The shard must be
 // locked.
-func (s *slidingCounters) state(l *lookup, sp *Span, nowMs int64, create bool, scratch *bucket) *bucket {
+func (s *localCounters) state(l *lookup, sp *Span, nowMs int64, create bool, scratch *bucket) *bucket {
 	w := sp.Key.Window
 	alg := sp.Rule.Algorithm
 	h := windowHash(l.pair, w)
@@ -382,10 +384,10 @@ func (sh *shard) logTable() *logTable {
 }
 
 // Keys returns how many counters the process holds.
-func (s *slidingCounters) Keys() int64 { return s.keys.Load() }
+func (s *localCounters) Keys() int64 { return s.keys.Load() }
 
 // evict drops counters that count nothing any more, shard by shard.
-func (s *slidingCounters) evict(nowMs int64) int {
+func (s *localCounters) evict(nowMs int64) int {
 	n := 0
 	for _, group := range []*[numShards]shard{&s.shards, &s.global} {
 		for i := range group {
@@ -404,7 +406,7 @@ func (s *slidingCounters) evict(nowMs int64) int {
 // forget drops a customer's counters, its subjects' included: of one
 // metric, or of all when metric is empty. A customer's subjects spread
 // over every shard: forgetting visits them all.
-func (s *slidingCounters) forget(customer, metric string) {
+func (s *localCounters) forget(customer, metric string) {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]

@@ -18,7 +18,7 @@ import (
 func TestShardIndex(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
-		s := newSlidingCounters()
+		s := newLocalCounters()
 		var sh shard
 		type key struct {
 			customer string
@@ -75,7 +75,7 @@ func TestShardIndex(t *testing.T) {
 func TestUndoGivesGlobalUsageBackWhereCounted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newSlidingCounters()
+	s := newLocalCounters()
 	at := time.Date(2026, 11, 10, 10, 30, 0, 500_000_000, time.UTC)
 	charge := func(at time.Time) *Charge {
 		start, end := Bounds(tiers.Second, at, tiers.Anchor{})
@@ -129,7 +129,7 @@ func TestUndoGivesBackOnlyTheTakesOwnUnits(t *testing.T) {
 	} {
 		t.Run(tt.alg.String(), func(t *testing.T) {
 			t.Parallel()
-			s := newSlidingCounters()
+			s := newLocalCounters()
 			rule := RuleFor(tiers.Limit{Metric: "m", Window: tiers.Second, Limit: 10, Mode: tiers.Hard, Algorithm: tt.alg},
 				tiers.Metric{Key: "m"})
 			base := time.Date(2026, 11, 10, 10, 30, 0, 0, time.UTC).UnixMilli()
