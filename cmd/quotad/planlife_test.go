@@ -36,10 +36,11 @@ func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotatest.Clock
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
-	srv := api.New(api.Config{Catalog: tiers.NewService(db, clock.Now, cache.Invalidate), Checker: engine,
-		Billing: billing.NewService(db, clock.Now)})
+	cache := tiers.NewCache(db.Catalog, 0)
+	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock, StoreTimeout: 30 * time.Second})
+	srv := api.New(api.Config{Catalog: tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate), Checker: engine,
+		Billing: billing.NewService(db.Billing, clock.Now)})
 	return &lifeProcess{t: t, db: db, cache: cache, srv: srv, clock: clock}
 }
 
@@ -73,7 +74,7 @@ func (p *lifeProcess) limit() int64 {
 func (p *lifeProcess) apply() []string {
 	p.t.Helper()
 	var changed []string
-	err := tiers.ApplyDue(context.Background(), p.db, p.clock.Now(), func(ch tiers.Change) {
+	err := tiers.ApplyDue(context.Background(), p.db.Catalog, p.clock.Now(), func(ch tiers.Change) {
 		p.cache.Invalidate(ch)
 		changed = append(changed, ch.Key)
 	})

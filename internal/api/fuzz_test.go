@@ -755,7 +755,7 @@ type fuzzServer struct {
 func newFuzzServer() *fuzzServer {
 	fs := &fuzzServer{}
 	fs.srv = New(Config{
-		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+		Catalog: tiers.NewService(fuzzStore{fs}, fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
 		Checker: fuzzChecker{fs},
 		Logger:  slog.New(fuzzLog{fs}),
 

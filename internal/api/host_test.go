@@ -129,7 +129,7 @@ func TestForeignHostWithoutTokens(t *testing.T) {
 	}
 	// Behind a gateway that keeps the client's Host, a server with tokens
 	// answers any Host: the token is what it trusts.
-	guarded := New(Config{Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+	guarded := New(Config{Catalog: tiers.NewService(fuzzStore{fs}, fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
 		Checker: fuzzChecker{fs}, Tokens: []Token{{Name: "ops", Secret: "an-admin-token-for-tests", Role: RoleAdmin}}})
 	for _, p := range paths {
 		rec := serve(guarded, p.method, p.path, p.body, "quotad.example.com", "an-admin-token-for-tests")

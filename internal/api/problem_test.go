@@ -20,7 +20,7 @@ import (
 func TestCustomerNotFoundNamesTheID(t *testing.T) {
 	fs := newFuzzServer()
 	fs.srv = New(Config{
-		Catalog: tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
+		Catalog: tiers.NewService(fuzzStore{fs}, fuzzStore{fs}, func() time.Time { return fuzzNow }, nil),
 		Checker: failingChecker{fuzzChecker{fs}},
 		Logger:  slog.New(fuzzLog{fs}),
 	})

@@ -17,7 +17,7 @@ import (
 // order, so that concurrent flushes from several processes cannot
 // deadlock; days never go below zero. Deltas that only add (all but
 // refunds') go in one statement.
-func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
+func (h *History) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
 	sorted := make([]quota.HistoryDelta, len(deltas))
 	copy(sorted, deltas)
 	sortDeltas(sorted)
@@ -53,8 +53,8 @@ func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error
 	}
 	// A batch outside a transaction runs in one implicit transaction:
 	// Stripe's sums are written with the history, or neither is.
-	db.queueStripeUsage(b, sorted)
-	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+	h.queueStripeUsage(b, sorted)
+	if err := h.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("add history: %w", mapErr(err))
 	}
 	return nil
@@ -77,12 +77,12 @@ func (c *columns) append(d quota.HistoryDelta) {
 }
 
 // FindHistory implements quota.HistoryStore.
-func (db *DB) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
+func (h *History) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
 	const q = `
 		SELECT day, metric, used, overage, denied FROM usage_history
 		WHERE customer_id = $1 AND ($2 = '' OR metric = $2) AND day BETWEEN $3 AND $4
 		ORDER BY day, metric`
-	rows, err := db.pool.Query(ctx, q, customer, metric, from, to)
+	rows, err := h.pool.Query(ctx, q, customer, metric, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("find history: %w", mapErr(err))
 	}
@@ -104,13 +104,13 @@ func sortDeltas(d []quota.HistoryDelta) {
 	})
 }
 
-var _ quota.HistoryStore = (*DB)(nil)
+var _ quota.HistoryStore = (*History)(nil)
 
 // FindActiveCustomers returns up to limit customers with usage history on
 // or after day since, most recently active first, then the most used (units
 // admitted and denied over those days); the history of customers deleted
 // since is left out. quotad warms its cache with them at start-up.
-func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
+func (h *History) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -129,7 +129,7 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 		WHERE a.latest IS NOT NULL
 		ORDER BY a.latest DESC, a.used DESC, c.id
 		LIMIT $2`
-	rows, err := db.pool.Query(ctx, q, since, limit)
+	rows, err := h.pool.Query(ctx, q, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find active customers since %s: %w", since.Format(time.DateOnly), mapErr(err))
 	}
@@ -142,7 +142,7 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 
 // StreamHistory implements whatif.HistoryStore: one query, rows read as
 // they come, in the order of usage_history's primary key.
-func (db *DB) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.Row) error) error {
+func (h *History) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.Row) error) error {
 	const sql = `
 		SELECT h.customer_id, h.metric, h.day, h.used, h.overage, h.denied
 		FROM customers c
@@ -154,7 +154,7 @@ func (db *DB) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.
 	if customers == nil {
 		customers = []string{}
 	}
-	rows, err := db.pool.Query(ctx, sql, customers, q.Plan, q.Metrics, q.From, q.To)
+	rows, err := h.pool.Query(ctx, sql, customers, q.Plan, q.Metrics, q.From, q.To)
 	if err != nil {
 		return fmt.Errorf("stream history: %w", mapErr(err))
 	}
@@ -176,4 +176,4 @@ func (db *DB) StreamHistory(ctx context.Context, q whatif.Query, fn func(whatif.
 	return nil
 }
 
-var _ whatif.HistoryStore = (*DB)(nil)
+var _ whatif.HistoryStore = (*History)(nil)

@@ -31,7 +31,7 @@ type Query struct {
 	From, To  time.Time
 }
 
-// HistoryStore streams history. *store.DB implements it.
+// HistoryStore streams history. *store.History implements it.
 type HistoryStore interface {
 	// StreamHistory calls fn with each history row of q, grouped by
 	// customer and in date order, from one query; it stops at fn's
