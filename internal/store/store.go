@@ -1,7 +1,9 @@
 // Package store keeps quotad's state in PostgreSQL. It is the only package
-// that imports pgx: it implements tiers.Store and the quota engine's stores,
-// owns transactions, and maps database errors to the domain's sentinels at
-// its boundary.
+// that imports pgx: over one pool (DB), a small type per aggregate (the
+// catalog, the ledger, reservations, grants, history and the rest)
+// implements what its consumers take (tiers.Store, the quota engine's
+// roles, ...); the package owns transactions, and maps database errors to
+// the domain's sentinels at its boundary.
 package store
 
 import (
