@@ -16,10 +16,8 @@ import (
 type Options struct {
 	Catalog Catalog
 	// Counts, Requests, Maintenance and Audits are the roles of the
-	// ledger, the store every quotad process shares (see Counts): a store
-	// that plays several is set in each. Without Counts, checks count no
-	// long window (but through Leases); without Requests, request ids are
-	// not kept.
+	// ledger, the store every quotad process shares (see Counts); a store
+	// that plays several roles is given for each.
 	Counts      Counts
 	Requests    Requests
 	Maintenance Maintenance
