@@ -231,7 +231,7 @@ func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		History: quotatest.NewHistory(),
-		Clock: clock, StoreTimeout: 30 * time.Second})
+		Clock:   clock, StoreTimeout: 30 * time.Second})
 	return New(Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules})
 }
 

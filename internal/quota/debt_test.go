@@ -160,7 +160,7 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
 			clock := quotatest.NewClock(start)
 			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-				Clock: clock,
+				Clock:  clock,
 				Leases: leasesOf(leases, ledger, clock), StoreTimeout: testStoreTimeout})
 			ledger.Err = down
 			if d, err := engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 6}); err != nil || !d.Degraded {
@@ -231,7 +231,7 @@ func TestSharedStoreDebtsLeaveTheLedgerUp(t *testing.T) {
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), Shared: downStore{},
+		Clock:   quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), Shared: downStore{},
 		StoreTimeout: testStoreTimeout})
 	d, err := e.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 3})
 	if err != nil || !d.Allowed || !d.Degraded {

@@ -142,7 +142,7 @@ func TestMetricUsage(t *testing.T) {
 			ledger := ledger.Process()
 			engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 				History: quotatest.NewHistory(),
-				Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
+				Clock:   clock, Shared: store, StoreTimeout: testStoreTimeout})
 		}
 		check(t, engines[0], "acme", 3)
 		check(t, engines[1], "bob", 4)
@@ -160,7 +160,7 @@ func TestMetricUsage(t *testing.T) {
 		ledger := quotatest.NewLedger()
 		e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 			History: quotatest.NewHistory(),
-			Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
+			Clock:   clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
 		check(t, e, "acme", 3)
 		check(t, e, "bob", 4)
 		// The checks were counted in process; so is the usage read.

@@ -50,7 +50,7 @@ func TestLivenessTellsSlowFromSilent(t *testing.T) {
 			clock := quotatest.NewClock(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
 			live := newFakeLiveness()
 			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-				Clock: clock,
+				Clock:  clock,
 				Leases: leasesOf(leases, ledger, clock), StoreTimeout: storeTimeout,
 				Liveness: live, WaitTimeout: time.Hour})
 			ledger.silent.Store(true)

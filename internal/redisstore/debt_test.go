@@ -31,7 +31,7 @@ func TestDegradedUnitsReachRedis(t *testing.T) {
 		t.Cleanup(s.Close)
 		ledger := quotatest.NewLedger()
 		return quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			Clock: clock,
+			Clock:  clock,
 			Shared: s, StoreTimeout: time.Minute})
 	}
 	ctx := context.Background()

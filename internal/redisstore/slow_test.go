@@ -71,7 +71,7 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 	ledger = quotatest.NewLedger()
 	other := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		Shared: direct,
-		Clock: clock, StoreTimeout: time.Minute})
+		Clock:  clock, StoreTimeout: time.Minute})
 	if _, u, err := other.Usage(ctx, "acme", ""); err != nil || len(u) != 1 || u[0].Used != 4 {
 		t.Errorf("usage in Redis after four checks: %+v, %v; want 4 used", u, err)
 	}

@@ -62,7 +62,7 @@ func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		Clock:   quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"key-acme": "acme"}, Rules: rules, Tokens: tokens,
 		Now: func() time.Time { return now }})
 	return &fixture{svc: svc, engine: e}
@@ -408,7 +408,7 @@ func TestShouldRateLimitSubjects(t *testing.T) {
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		Clock:   quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"one": "acme", "two": "acme"}, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	ask := func(d ...*commonrl.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {
