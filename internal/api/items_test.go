@@ -230,8 +230,7 @@ func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 	clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(),
-		Clock:   clock, StoreTimeout: 30 * time.Second})
+		History: quotatest.NewHistory(), Clock: clock, StoreTimeout: 30 * time.Second})
 	return New(Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules})
 }
 

@@ -45,8 +45,7 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 		history: quotatest.NewHistory(),
 	}
 	o := quota.Options{Catalog: f.catalog, Counts: f.ledger, Requests: f.ledger, Maintenance: f.ledger, Audits: f.ledger,
-		History: f.history,
-		Clock:   f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
+		History: f.history, Clock: f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
 	if leases {
 		f.leases = lease.NewPool(f.ledger, f.clock)
 		o.Leases = f.leases
@@ -1043,8 +1042,7 @@ func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
 				// which a busy machine could make it do in milliseconds.
 				clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 				engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-					History: quotatest.NewHistory(),
-					Clock:   clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
+					History: quotatest.NewHistory(), Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
 				ledger.silent.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // the client went away: the store timeout still decides

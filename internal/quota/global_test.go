@@ -141,8 +141,7 @@ func TestMetricUsage(t *testing.T) {
 		for i := range engines {
 			ledger := ledger.Process()
 			engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-				History: quotatest.NewHistory(),
-				Clock:   clock, Shared: store, StoreTimeout: testStoreTimeout})
+				History: quotatest.NewHistory(), Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
 		}
 		check(t, engines[0], "acme", 3)
 		check(t, engines[1], "bob", 4)
@@ -159,8 +158,7 @@ func TestMetricUsage(t *testing.T) {
 		seed(catalog)
 		ledger := quotatest.NewLedger()
 		e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotatest.NewHistory(),
-			Clock:   clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
+			History: quotatest.NewHistory(), Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
 		check(t, e, "acme", 3)
 		check(t, e, "bob", 4)
 		// The checks were counted in process; so is the usage read.

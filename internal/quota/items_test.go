@@ -662,8 +662,7 @@ func TestCheckItemsAcrossProcesses(t *testing.T) {
 	for i := range engines {
 		ledger := store.Process()
 		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotatest.NewHistory(),
-			Clock:   clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+			History: quotatest.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
@@ -839,8 +838,7 @@ func TestForceAcrossProcesses(t *testing.T) {
 		ledger := store.Process()
 		histories[i] = quotatest.NewHistory()
 		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: histories[i],
-			Clock:   clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64

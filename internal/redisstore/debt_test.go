@@ -30,9 +30,8 @@ func TestDegradedUnitsReachRedis(t *testing.T) {
 		}
 		t.Cleanup(s.Close)
 		ledger := quotatest.NewLedger()
-		return quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			Clock:  clock,
-			Shared: s, StoreTimeout: time.Minute})
+		return quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
+			Audits: ledger, Clock: clock, Shared: s, StoreTimeout: time.Minute})
 	}
 	ctx := context.Background()
 	a := engine()

@@ -70,8 +70,7 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 	t.Cleanup(direct.Close)
 	ledger = quotatest.NewLedger()
 	other := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		Shared: direct,
-		Clock:  clock, StoreTimeout: time.Minute})
+		Shared: direct, Clock: clock, StoreTimeout: time.Minute})
 	if _, u, err := other.Usage(ctx, "acme", ""); err != nil || len(u) != 1 || u[0].Used != 4 {
 		t.Errorf("usage in Redis after four checks: %+v, %v; want 4 used", u, err)
 	}

@@ -61,8 +61,7 @@ func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	catalog.PutCustomer("team", tiers.Anchor{}, []tiers.Limit{limit("seats", tiers.Total, 2)})
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(),
-		Clock:   quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"key-acme": "acme"}, Rules: rules, Tokens: tokens,
 		Now: func() time.Time { return now }})
 	return &fixture{svc: svc, engine: e}
@@ -407,8 +406,7 @@ func TestShouldRateLimitSubjects(t *testing.T) {
 	})
 	ledger := quotatest.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(),
-		Clock:   quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"one": "acme", "two": "acme"}, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	ask := func(d ...*commonrl.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {

@@ -93,8 +93,7 @@ func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ..
 	// would then be answered as if the store were down.
 	ledger := quotatest.NewLedger()
 	o := quota.Options{Catalog: f.catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(),
-		Clock:   f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
+		History: quotatest.NewHistory(), Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
 	if leases {
 		o.Leases = lease.NewPool(ledger, f.clock)
 	}
