@@ -21,7 +21,7 @@ const warmDays = 2
 // cache's. Without it, every first check of a customer after a restart
 // waits for PostgreSQL. When the time runs out quotad serves anyway, with
 // what was loaded; a failure only costs the warmth. It logs the outcome.
-func warmCache(ctx context.Context, cfg *config, db *store.DB, cache *tiers.Cache, now time.Time, log *slog.Logger) {
+func warmCache(ctx context.Context, cfg *config, history *store.History, cache *tiers.Cache, now time.Time, log *slog.Logger) {
 	if cfg.WarmCustomers == 0 {
 		return
 	}
@@ -29,7 +29,7 @@ func warmCache(ctx context.Context, cfg *config, db *store.DB, cache *tiers.Cach
 	ctx, cancel := context.WithTimeout(ctx, cfg.WarmTimeout)
 	defer cancel()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	ids, err := db.FindActiveCustomers(ctx, today.AddDate(0, 0, 1-warmDays), cfg.WarmCustomers)
+	ids, err := history.FindActiveCustomers(ctx, today.AddDate(0, 0, 1-warmDays), cfg.WarmCustomers)
 	loaded := 0
 	if err == nil {
 		loaded, err = cache.Warm(ctx, ids)

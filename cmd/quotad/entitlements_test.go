@@ -148,12 +148,13 @@ func TestEntitlementsSumOfParts(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, Grants: db,
-		Leases: lease.NewPool(db, clock), StoreTimeout: 30 * time.Second})
-	svc := grants.NewService(db, clock.Now)
+	cache := tiers.NewCache(db.Catalog, 0)
+	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock, Grants: db.Grants,
+		Leases: lease.NewPool(db.Ledger, clock), StoreTimeout: 30 * time.Second})
+	svc := grants.NewService(db.Grants, clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
-	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
 	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
 		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Grants: svc,
 		Features: tiers.NewFeatureChecker(cache, clock.Now)})

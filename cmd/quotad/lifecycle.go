@@ -22,7 +22,7 @@ func (p *instance) applyPlanChanges() {
 		runPlanChanges(p.bg, planChangesEvery, func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, p.backgroundTimeout())
 			defer cancel()
-			return tiers.ApplyDue(ctx, p.db, p.now(), p.cache.Invalidate)
+			return tiers.ApplyDue(ctx, p.db.Catalog, p.now(), p.cache.Invalidate)
 		}, func(err error) { p.retrying("applying scheduled plan changes failed; will retry", err) })
 	})
 }

@@ -36,12 +36,13 @@ func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotatest.Clock
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := tiers.NewCache(db, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second})
-	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	cache := tiers.NewCache(db.Catalog, 0)
+	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock, StoreTimeout: 30 * time.Second})
+	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
 	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
 		FeatureOverrides: catalog, Audit: catalog, Checker: engine,
-		Billing: billing.NewService(db, clock.Now)})
+		Billing: billing.NewService(db.Billing, clock.Now)})
 	return &lifeProcess{t: t, db: db, cache: cache, srv: srv, clock: clock}
 }
 
@@ -75,7 +76,7 @@ func (p *lifeProcess) limit() int64 {
 func (p *lifeProcess) apply() []string {
 	p.t.Helper()
 	var changed []string
-	err := tiers.ApplyDue(context.Background(), p.db, p.clock.Now(), func(ch tiers.Change) {
+	err := tiers.ApplyDue(context.Background(), p.db.Catalog, p.clock.Now(), func(ch tiers.Change) {
 		p.cache.Invalidate(ch)
 		changed = append(changed, ch.Key)
 	})

@@ -218,7 +218,7 @@ func (p *instance) openStores(ctx context.Context) error {
 // buildEngine builds the catalog's cache, the quota engine (with Redis, if
 // configured), the usage event detector and the catalog service.
 func (p *instance) buildEngine(ctx context.Context) error {
-	p.cache = tiers.NewCache(p.db, 0)
+	p.cache = tiers.NewCache(p.db.Catalog, 0)
 	p.pgOutage = newOutageLog(p.log, "postgresql")
 	p.liveness = store.NewLiveness(p.db, p.cfg.StoreTimeout, func(alive bool, err error) {
 		if alive {
@@ -227,16 +227,19 @@ func (p *instance) buildEngine(ctx context.Context) error {
 			p.pgOutage.begin("PostgreSQL is not answering: checks that need it are answered as --store-failure says", "error", err)
 		}
 	})
-	p.detector = webhooks.NewDetector(p.db)
+	p.detector = webhooks.NewDetector(p.db.Webhooks)
 	opts := quota.Options{
 		Catalog:      p.cache,
-		Ledger:       p.db,
-		History:      p.db,
+		Counts:       p.db.Ledger,
+		Requests:     p.db.Ledger,
+		Maintenance:  p.db.Ledger,
+		Audits:       p.db.Audit,
+		History:      p.db.History,
 		FailClosed:   p.cfg.StoreFailure == "closed",
 		Watcher:      p.detector,
 		StoreTimeout: p.cfg.StoreTimeout,
-		Reservations: p.db,
-		Grants:       p.db,
+		Reservations: p.db.Reservations,
+		Grants:       p.db.Grants,
 		// A slow PostgreSQL (a busy machine) is waited for up to the
 		// request timeout; a silent one for the store timeout.
 		Liveness:    p.liveness,
@@ -268,7 +271,7 @@ func (p *instance) buildEngine(ctx context.Context) error {
 		}
 	}
 	if p.cfg.Leases {
-		p.leases = lease.NewPool(p.db, quota.SystemClock{})
+		p.leases = lease.NewPool(p.db.Ledger, quota.SystemClock{})
 		opts.Leases = p.leases
 	}
 	// Before the engine writes any history: usage to Stripe is summed
@@ -276,10 +279,10 @@ func (p *instance) buildEngine(ctx context.Context) error {
 	p.db.SetStripeMetrics(slices.Sorted(maps.Keys(p.cfg.stripeMeters)))
 	p.engine = quota.New(opts)
 	p.db.SetCaps(p.cfg.caps())
-	p.catalog = tiers.NewService(p.db, p.now, p.catalogChanged)
-	p.verifier = keys.NewVerifier(p.db, p.now)
-	p.keys = keys.NewService(p.db, p.now, p.verifier)
-	p.grants = grants.NewService(p.db, p.now)
+	p.catalog = tiers.NewService(p.db.Catalog, p.db.Audit, p.now, p.catalogChanged)
+	p.verifier = keys.NewVerifier(p.db.Keys, p.now)
+	p.keys = keys.NewService(p.db.Keys, p.now, p.verifier)
+	p.grants = grants.NewService(p.db.Grants, p.now)
 	p.grants.Changed = func(customer string) {
 		p.cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer})
 	}
@@ -428,7 +431,7 @@ func (p *instance) warm(ctx context.Context) error {
 	select {
 	case <-p.listening:
 		p.log.Info("listening for changes; this process holds leases as", "holder", uint32(p.db.Holder()))
-		warmCache(ctx, p.cfg, p.db, p.cache, p.now(), p.log)
+		warmCache(ctx, p.cfg, p.db.History, p.cache, p.now(), p.log)
 		return ctx.Err()
 	case <-time.After(10 * time.Second):
 		p.log.Warn("not yet listening for changes from other processes; serving anyway, the cache cold")
@@ -486,15 +489,15 @@ func (p *instance) api(forwardRules *forwardauth.Rules) *api.Server {
 
 		Registry:    p.registry,
 		ForwardAuth: forwardRules,
-		Billing:     billing.NewService(p.db, p.now),
-		Webhooks:    webhooks.NewService(p.db, p.now, p.cfg.WebhookAllowPrivate),
+		Billing:     billing.NewService(p.db.Billing, p.now),
+		Webhooks:    webhooks.NewService(p.db.Webhooks, p.now, p.cfg.WebhookAllowPrivate),
 
 		Reservations: p.engine,
 		Keys:         p.keys,
 		Grants:       p.grants,
 		KeyResolver:  p.verifier,
 		Holders:      store.NewHolders(p.db),
-		WhatIf:       &whatif.Service{Catalog: p.catalog, History: p.db, DayTimeout: p.cfg.RequestTimeout},
+		WhatIf:       &whatif.Service{Catalog: p.catalog, History: p.db.History, DayTimeout: p.cfg.RequestTimeout},
 	})
 }
 

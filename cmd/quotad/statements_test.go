@@ -45,19 +45,20 @@ func mustStack(t *testing.T, start time.Time, leases bool) *statementStack {
 		t.Fatal(err)
 	}
 	clock := quotatest.NewClock(start)
-	cache := tiers.NewCache(db, 0)
+	cache := tiers.NewCache(db.Catalog, 0)
 	// A check waits for PostgreSQL as long as the test servers' do
 	// (testStoreTimeout): a busy machine can hold one past the default
 	// (250ms), and it would then be admitted without being counted.
-	o := quota.Options{Catalog: cache, Ledger: db, History: db, Clock: clock, StoreTimeout: 30 * time.Second}
+	o := quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock, StoreTimeout: 30 * time.Second}
 	if leases {
-		o.Leases = lease.NewPool(db, clock)
+		o.Leases = lease.NewPool(db.Ledger, clock)
 	}
 	engine := quota.New(o)
-	catalog := tiers.NewService(db, clock.Now, cache.Invalidate)
+	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
 	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
-		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Billing: billing.NewService(db, clock.Now),
-		WhatIf: &whatif.Service{Catalog: catalog, History: db}})
+		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Billing: billing.NewService(db.Billing, clock.Now),
+		WhatIf: &whatif.Service{Catalog: catalog, History: db.History}})
 	return &statementStack{t: t, clock: clock, engine: engine, srv: srv}
 }
 

@@ -143,7 +143,7 @@ func mustRecord(t testing.TB, schema *dbtest.Schema, events ...webhooks.Event) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := db.RecordEvents(context.Background(), events)
+	n, err := db.Webhooks.RecordEvents(context.Background(), events)
 	if err != nil || n != len(events) {
 		t.Fatalf("RecordEvents = %d, %v; want %d new", n, err, len(events))
 	}

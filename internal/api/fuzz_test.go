@@ -766,7 +766,7 @@ func newFuzzServer() *fuzzServer {
 
 // catalog is the real tiers.Service over fs's store.
 func (fs *fuzzServer) catalog() *tiers.Service {
-	return tiers.NewService(fuzzStore{fs}, func() time.Time { return fuzzNow }, nil)
+	return tiers.NewService(fuzzStore{fs}, fuzzStore{fs}, func() time.Time { return fuzzNow }, nil)
 }
 
 // withCatalog is cfg with svc in every role of the catalog, as cmd/quotad

@@ -234,8 +234,9 @@ func engineConfig(t *testing.T, rules *forwardauth.Rules) Config {
 	})
 	// A minute's start: the sliding windows count exactly.
 	clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: clock, StoreTimeout: 30 * time.Second})
+	ledger := quotatest.NewLedger()
+	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		History: quotatest.NewHistory(), Clock: clock, StoreTimeout: 30 * time.Second})
 	return Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules}
 }
 

@@ -163,21 +163,22 @@ func TestStripeMeterEvents(t *testing.T) {
 	w := tiers.Write{Actor: "ops", At: t0}
 	var limits []tiers.Limit
 	for _, m := range []string{"api_calls", "storage"} {
-		if _, _, err := db.PutMetric(ctx, w, tiers.Metric{Key: m}); err != nil {
+		if _, _, err := db.Catalog.PutMetric(ctx, w, tiers.Metric{Key: m}); err != nil {
 			t.Fatal(err)
 		}
 		limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Month, Limit: 1000, Mode: tiers.Hard})
 	}
-	if _, _, err := db.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Limits: limits,
+	if _, _, err := db.Catalog.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Limits: limits,
 		Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	for id, meta := range map[string]string{"acme": `{"stripe_customer_id": "cus_acme"}`, "nobody": `{}`} {
-		if _, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: id, Plan: "free", Metadata: []byte(meta)}); err != nil {
+		if _, _, err := db.Catalog.PutCustomer(ctx, w, tiers.Customer{ID: id, Plan: "free", Metadata: []byte(meta)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	engine := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
+	engine := quota.New(quota.Options{Catalog: tiers.NewCache(db.Catalog, 0), Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock,
 		StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() { _ = engine.Close(ctx) })
 	use := func(customer string, n int64) {
@@ -309,16 +310,16 @@ func TestStripeSendKilled(t *testing.T) {
 	db.SetStripeMetrics([]string{"api_calls"})
 	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
 	w := tiers.Write{Actor: "ops", At: t0}
-	if _, _, err := db.PutMetric(ctx, w, tiers.Metric{Key: "api_calls"}); err != nil {
+	if _, _, err := db.Catalog.PutMetric(ctx, w, tiers.Metric{Key: "api_calls"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
+	if _, _, err := db.Catalog.PutPlan(ctx, w, tiers.Plan{Key: "free", Name: "Free", Price: tiers.Price{Currency: "USD", Interval: "month"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "free", Metadata: []byte(`{"stripe_customer_id": "cus_acme"}`)}); err != nil {
+	if _, _, err := db.Catalog.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "free", Metadata: []byte(`{"stripe_customer_id": "cus_acme"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddHistory(ctx, []quota.HistoryDelta{{Customer: "acme", Metric: "api_calls", Date: t0, Used: 6}}); err != nil {
+	if err := db.History.AddHistory(ctx, []quota.HistoryDelta{{Customer: "acme", Metric: "api_calls", Date: t0, Used: 6}}); err != nil {
 		t.Fatal(err)
 	}
 

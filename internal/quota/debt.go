@@ -309,7 +309,7 @@ func (e *Engine) repay(ctx context.Context) error {
 		}
 	}
 	e.debts.putPending(again)
-	if e.ledger != nil {
+	if e.requests != nil {
 		for _, r := range e.debts.takeDoubts() {
 			if err := e.repayLong(ctx, r, now); err != nil {
 				firstErr = cmpErr(firstErr, err)
@@ -370,7 +370,7 @@ func (e *Engine) repayLong(ctx context.Context, r repayment, now time.Time) erro
 	}
 	if err == nil && len(cs) > 0 {
 		claim := Claim{Customer: cs[0].Customer, Kind: KindCheck, ID: r.id, Metric: cs[0].Metric, Cost: max(due, 1), At: now}
-		err = e.ledger.Atomically(ctx, func(ctx context.Context, tx Tx) error {
+		err = e.requests.Atomically(ctx, func(ctx context.Context, tx Tx) error {
 			found, err := tx.Claim(ctx, claim)
 			if err != nil || found != nil {
 				return err // found: charged before, its answer lost

@@ -159,8 +159,8 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 			catalog.PutMetric("api_calls", nil)
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
 			clock := quotatest.NewClock(start)
-			engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, Clock: clock,
-				Leases: leasesOf(leases, ledger, clock), StoreTimeout: testStoreTimeout})
+			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
+				Audits: ledger, Clock: clock, Leases: leasesOf(leases, ledger, clock), StoreTimeout: testStoreTimeout})
 			ledger.Err = down
 			if d, err := engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 6}); err != nil || !d.Degraded {
 				t.Fatalf("during the outage: %+v, %v", d, err)
@@ -227,9 +227,10 @@ func TestSharedStoreDebtsLeaveTheLedgerUp(t *testing.T) {
 	catalog := quotatest.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 100)})
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)), Shared: downStore{},
-		StoreTimeout: testStoreTimeout})
+	ledger := quotatest.NewLedger()
+	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		History: quotatest.NewHistory(), Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
+		Shared: downStore{}, StoreTimeout: testStoreTimeout})
 	d, err := e.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 3})
 	if err != nil || !d.Allowed || !d.Degraded {
 		t.Fatalf("check with the shared store down = %+v, %v; want allowed, degraded", d, err)

@@ -15,9 +15,15 @@ import (
 // Options configure an Engine.
 type Options struct {
 	Catalog Catalog
-	Ledger  Ledger
-	History HistoryStore
-	Clock   Clock
+	// Counts, Requests, Maintenance and Audits are the roles of the
+	// ledger, the store every quotad process shares (see Counts); a store
+	// that plays several roles is given for each.
+	Counts      Counts
+	Requests    Requests
+	Maintenance Maintenance
+	Audits      Audits
+	History     HistoryStore
+	Clock       Clock
 	// FailClosed makes checks answer ErrUnavailable when the ledger cannot
 	// be reached; by default they fail open: allowed, marked degraded, with
 	// the long windows left out.
@@ -117,7 +123,9 @@ type Engine struct {
 	sliding  *localCounters
 	failover *Failover // nil without a shared store
 	leases   Leases    // nil without leases
-	ledger   Ledger
+	// requests and maintenance: see Options.
+	requests    Requests
+	maintenance Maintenance
 	// claims gathers the request-id claims of checks (see keep).
 	claims       *batch.Group[Claim]
 	audits       *refundAudits
@@ -149,7 +157,8 @@ func New(o Options) *Engine {
 		liveness:    o.Liveness,
 		waitTimeout: max(o.WaitTimeout, o.StoreTimeout),
 		sliding:     sliding,
-		ledger:      o.Ledger,
+		requests:    o.Requests,
+		maintenance: o.Maintenance,
 		history:     newHistoryBuffer(o.History),
 		watcher:     o.Watcher,
 		sets:        sync.Pool{New: func() any { return new(set) }},
@@ -158,10 +167,14 @@ func New(o Options) *Engine {
 	}
 	e.health.failClosed = o.FailClosed
 	e.counters = counters{short: sliding, health: &e.health, clock: o.Clock, debts: &e.debts, grants: o.Grants}
-	if o.Ledger != nil {
-		e.counters.long, e.counters.read = o.Ledger, o.Ledger.Read
-		e.claims = batch.New(o.Ledger.Claim, claimBatch, claimsInFlight, backgroundTimeout)
-		e.audits = newRefundAudits(o.Ledger)
+	if o.Counts != nil {
+		e.counters.long, e.counters.read = o.Counts, o.Counts.Read
+	}
+	if o.Requests != nil {
+		e.claims = batch.New(o.Requests.Claim, claimBatch, claimsInFlight, backgroundTimeout)
+	}
+	if o.Audits != nil {
+		e.audits = newRefundAudits(o.Audits)
 	}
 	if o.Leases != nil {
 		e.leases = o.Leases
@@ -524,7 +537,7 @@ func (e *Engine) keep(ctx context.Context, s *set, r *Request, d Decision) (Deci
 		return d, nil
 	}
 	if !d.Allowed {
-		rec, err := e.ledger.Recorded(ctx, r.Customer, r.RequestID, s.at)
+		rec, err := e.requests.Recorded(ctx, r.Customer, r.RequestID, s.at)
 		s.trip()
 		switch {
 		case err == nil && rec != nil:

@@ -44,8 +44,8 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 		ledger:  quotatest.NewLedger(),
 		history: quotatest.NewHistory(),
 	}
-	o := quota.Options{Catalog: f.catalog, Ledger: f.ledger, History: f.history,
-		Clock: f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
+	o := quota.Options{Catalog: f.catalog, Counts: f.ledger, Requests: f.ledger, Maintenance: f.ledger, Audits: f.ledger,
+		History: f.history, Clock: f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
 	if leases {
 		f.leases = lease.NewPool(f.ledger, f.clock)
 		o.Leases = f.leases
@@ -1041,8 +1041,8 @@ func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
 				// timeout; the check once it answers must not reach it,
 				// which a busy machine could make it do in milliseconds.
 				clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-				engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
-					Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
+				engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+					History: quotatest.NewHistory(), Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
 				ledger.silent.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // the client went away: the store timeout still decides

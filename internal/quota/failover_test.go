@@ -97,7 +97,8 @@ func newFailoverFixture(t *testing.T, shardOf map[string]int) *failoverFixture {
 	for customer := range shardOf {
 		catalog.PutCustomer(customer, tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Second, Limit: 1_000_000}})
 	}
-	f.engine = quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(),
+	ledger := quotatest.NewLedger()
+	f.engine = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		Clock: quotatest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)), Shared: f.store,
 		OnSharedChange: func(shared bool, err error) {
 			f.mu.Lock()

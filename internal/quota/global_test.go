@@ -139,8 +139,9 @@ func TestMetricUsage(t *testing.T) {
 		ledger := quotatest.NewStore()
 		engines := make([]*quota.Engine, 2)
 		for i := range engines {
-			engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: ledger.Process(), History: quotatest.NewHistory(),
-				Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
+			ledger := ledger.Process()
+			engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+				History: quotatest.NewHistory(), Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
 		}
 		check(t, engines[0], "acme", 3)
 		check(t, engines[1], "bob", 4)
@@ -155,8 +156,9 @@ func TestMetricUsage(t *testing.T) {
 		t.Parallel()
 		clock, catalog := quotatest.NewClock(at), quotatest.NewCatalog()
 		seed(catalog)
-		e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-			Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
+		ledger := quotatest.NewLedger()
+		e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			History: quotatest.NewHistory(), Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
 		check(t, e, "acme", 3)
 		check(t, e, "bob", 4)
 		// The checks were counted in process; so is the usage read.

@@ -661,8 +661,8 @@ func TestCheckItemsAcrossProcesses(t *testing.T) {
 	engines := make([]*quota.Engine, 2)
 	for i := range engines {
 		ledger := store.Process()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: quotatest.NewHistory(),
-			Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			History: quotatest.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
@@ -837,8 +837,8 @@ func TestForceAcrossProcesses(t *testing.T) {
 	for i := range engines {
 		ledger := store.Process()
 		histories[i] = quotatest.NewHistory()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: ledger, History: histories[i],
-			Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64

@@ -5,25 +5,19 @@ import (
 	"time"
 )
 
-// Ledger keeps what every quotad process shares, in a store: long-window
-// counters, the metrics' global usage in long windows, request ids,
-// resets, refunds' audit events (and leases: package lease's Leaser, which
-// the store implements beside it). It is the sum of four roles, each a
-// small interface, so that a part of quotad (or a test's fake) asks only
-// for the role it needs: Counts (charging and reading counters), Requests
-// (request ids), Maintenance (resets and purges) and Audits. Implementations
-// are safe for concurrent use. Errors: tiers.ErrUnavailable when the store
-// cannot be reached (for calls that change nothing but one row or one
-// transaction, nothing was changed), tiers.ErrCustomerNotFound when the
-// customer went away.
-type Ledger interface {
-	Counts
-	Requests
-	Maintenance
-	Audits
-}
+// The ledger keeps what every quotad process shares, in a store:
+// long-window counters, the metrics' global usage in long windows, request
+// ids, resets, refunds' audit events (and leases: package lease's Leaser,
+// which the store implements beside it). The engine takes it as four
+// roles, each a small interface, so that a part of quotad (or a test's
+// fake) asks only for the role it needs: Counts (charging and reading
+// counters), Requests (request ids), Maintenance (resets and purges) and
+// Audits. Implementations are safe for concurrent use. Errors:
+// tiers.ErrUnavailable when the store cannot be reached (for calls that
+// change nothing but one row or one transaction, nothing was changed),
+// tiers.ErrCustomerNotFound when the customer went away.
 
-// Audits is the audit role of a Ledger: the engine's own entries in the
+// Audits is the audit role of the ledger: the engine's own entries in the
 // audit log (a reset writes its own, in Maintenance.Reset).
 type Audits interface {
 	// RecordRefunds adds an audit event (action "refund") for each of
@@ -31,7 +25,7 @@ type Audits interface {
 	RecordRefunds(ctx context.Context, events []RefundEvent) error
 }
 
-// Counts is the counting role of a Ledger: a Counter over long windows
+// Counts is the counting role of the ledger: a Counter over long windows
 // that decides each charge with atomic conditional updates in one
 // transaction, so hard limits stay exact across processes, and the reads
 // and global usage writes that go with it.
@@ -47,7 +41,7 @@ type Counts interface {
 	AddGlobal(ctx context.Context, deltas []GlobalDelta) error
 }
 
-// Requests is the request-id role of a Ledger: checks and refunds that
+// Requests is the request-id role of the ledger: checks and refunds that
 // carry an id are answered once.
 type Requests interface {
 	// Claim records each claim's request id with its answer (Answer), in
@@ -65,7 +59,7 @@ type Requests interface {
 	Atomically(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
-// Maintenance is the housekeeping role of a Ledger.
+// Maintenance is the housekeeping role of the ledger.
 type Maintenance interface {
 	// Reset zeroes the customer's counters of metric, ending every lease
 	// on them, records an audit event for actor, and tells every quotad
@@ -84,7 +78,7 @@ type Maintenance interface {
 	Purge(ctx context.Context, now time.Time, r Retention) (Purged, error)
 }
 
-// Tx is a Ledger within one transaction (see Ledger.Atomically). Its
+// Tx is the ledger within one transaction (see Requests.Atomically). Its
 // Counter methods charge the ledger directly, within the transaction.
 type Tx interface {
 	Counter

@@ -49,8 +49,8 @@ func TestLivenessTellsSlowFromSilent(t *testing.T) {
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
 			clock := quotatest.NewClock(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
 			live := newFakeLiveness()
-			engine := quota.New(quota.Options{Catalog: catalog, Ledger: ledger, Clock: clock,
-				Leases: leasesOf(leases, ledger, clock), StoreTimeout: storeTimeout,
+			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
+				Audits: ledger, Clock: clock, Leases: leasesOf(leases, ledger, clock), StoreTimeout: storeTimeout,
 				Liveness: live, WaitTimeout: time.Hour})
 			ledger.silent.Store(true)
 			return engine, ledger, live

@@ -112,7 +112,7 @@ func (e *Engine) Run(ctx context.Context, report func(error)) {
 // is bounded (see Retention.BatchTimeout), not the whole purge. OnPurge
 // hears what went.
 func (e *Engine) Purge(ctx context.Context) error {
-	purged, err := e.ledger.Purge(ctx, e.clock.Now(), e.retention)
+	purged, err := e.maintenance.Purge(ctx, e.clock.Now(), e.retention)
 	if e.onPurge != nil {
 		e.onPurge(purged)
 	}
@@ -177,7 +177,7 @@ func (e *Engine) Refund(ctx context.Context, r RefundRequest) (RefundResult, err
 	cost := r.Cost
 	var checkedAt time.Time
 	if r.RequestID != "" {
-		charged, at, err := chargedBy(ctx, e.ledger, r, s.at)
+		charged, at, err := chargedBy(ctx, e.requests, r, s.at)
 		if err != nil {
 			return RefundResult{}, e.health.unavailable(err)
 		}
@@ -373,7 +373,7 @@ func (e *Engine) Reset(ctx context.Context, actor, customer, metric string) erro
 	if _, err := e.catalog.Metric(ctx, metric); err != nil {
 		return err
 	}
-	if err := e.ledger.Reset(ctx, actor, customer, metric, e.clock.Now().UTC()); err != nil {
+	if err := e.maintenance.Reset(ctx, actor, customer, metric, e.clock.Now().UTC()); err != nil {
 		return e.health.unavailable(err)
 	}
 	e.Forget(customer, metric)
@@ -435,7 +435,7 @@ func (e *Engine) SetTotal(ctx context.Context, actor, customer, metric string, u
 	if limit == nil {
 		return Usage{}, fmt.Errorf("set total %s/%s: %w", customer, metric, tiers.ErrNoTotalLimit)
 	}
-	if _, err := e.ledger.SetTotal(ctx, actor, customer, metric, used, now); err != nil {
+	if _, err := e.maintenance.SetTotal(ctx, actor, customer, metric, used, now); err != nil {
 		return Usage{}, e.health.unavailable(err)
 	}
 	if e.leases != nil {

@@ -3,7 +3,7 @@
 // counts short windows (second, minute) in process, each by the algorithm
 // its limit names (sliding window counter, fixed window, sliding log or
 // token bucket; see algorithms.go), and long windows (hour, day, week,
-// month, and total, which never resets) through a Ledger shared by every
+// month, and total, which never resets) through a ledger shared by every
 // quotad process.
 //
 // NOTE on over-limit behaviour. A denied check is a result (Decision with

@@ -69,8 +69,11 @@ func agree(t *testing.T, store quota.SharedStore, seed uint64, steps int) {
 	limits := randLimits(rng)
 	catalog.PutCustomer(customer, tiers.Anchor{}, limits)
 
-	local := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clockA})
-	shared := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clockB, Shared: store})
+	ledgerA, ledgerB := quotatest.NewLedger(), quotatest.NewLedger()
+	local := quota.New(quota.Options{Catalog: catalog, Counts: ledgerA, Requests: ledgerA, Maintenance: ledgerA,
+		Audits: ledgerA, Clock: clockA})
+	shared := quota.New(quota.Options{Catalog: catalog, Counts: ledgerB, Requests: ledgerB, Maintenance: ledgerB,
+		Audits: ledgerB, Clock: clockB, Shared: store})
 	var log []string
 	fail := func(format string, args ...any) {
 		t.Helper()

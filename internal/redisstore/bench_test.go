@@ -66,7 +66,9 @@ func benchmarkShared(b *testing.B, processes, perCore int) {
 			b.Fatal(err)
 		}
 		b.Cleanup(s.Close)
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: s, SharedClock: true})
+		ledger := quotatest.NewLedger()
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			Shared: s, SharedClock: true})
 	}
 	ctx := context.Background()
 	var seq atomic.Int64

@@ -58,7 +58,9 @@ func engines(t *testing.T, n int, limits []tiers.Limit, store func(*testing.T) q
 		// A burst of 400 checks on a busy machine may wait long for
 		// Redis without it being down: a degraded answer must mean an
 		// error, not the default quarter second running out.
-		o := quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clock, StoreTimeout: time.Minute}
+		ledger := quotatest.NewLedger()
+		o := quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			Clock: clock, StoreTimeout: time.Minute}
 		if store != nil {
 			o.Shared = store(t)
 		}

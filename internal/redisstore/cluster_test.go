@@ -82,7 +82,9 @@ func TestClusterShards(t *testing.T) {
 			}
 			catalog := quotatest.NewCatalog()
 			catalog.PutMetric("api_calls", nil)
-			engine := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: s, SharedClock: true})
+			ledger := quotatest.NewLedger()
+			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+				Shared: s, SharedClock: true})
 			onNode := make([]int, cluster.Nodes())
 			for i := range 30 {
 				customer := fmt.Sprintf("c%d", i)

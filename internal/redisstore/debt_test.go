@@ -29,8 +29,9 @@ func TestDegradedUnitsReachRedis(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
-		return quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Clock: clock,
-			Shared: s, StoreTimeout: time.Minute})
+		ledger := quotatest.NewLedger()
+		return quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
+			Audits: ledger, Clock: clock, Shared: s, StoreTimeout: time.Minute})
 	}
 	ctx := context.Background()
 	a := engine()

@@ -39,7 +39,8 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Minute, Limit: 1000}})
 	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 30, 0, time.UTC))
-	engine := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: s,
+	ledger := quotatest.NewLedger()
+	engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger, Shared: s,
 		Clock: clock, StoreTimeout: time.Minute})
 	ctx := context.Background()
 	check := func() quota.Decision {
@@ -67,8 +68,9 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-	other := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), Shared: direct,
-		Clock: clock, StoreTimeout: time.Minute})
+	ledger = quotatest.NewLedger()
+	other := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		Shared: direct, Clock: clock, StoreTimeout: time.Minute})
 	if _, u, err := other.Usage(ctx, "acme", ""); err != nil || len(u) != 1 || u[0].Used != 4 {
 		t.Errorf("usage in Redis after four checks: %+v, %v; want 4 used", u, err)
 	}

@@ -59,8 +59,9 @@ func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	catalog.PutCustomer("tiny", tiers.Anchor{}, []tiers.Limit{limit("api_calls", tiers.Minute, 1)})
 	catalog.PutMetric("seats", nil)
 	catalog.PutCustomer("team", tiers.Anchor{}, []tiers.Limit{limit("seats", tiers.Total, 2)})
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+	ledger := quotatest.NewLedger()
+	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"key-acme": "acme"}, Rules: rules, Tokens: tokens,
 		Now: func() time.Time { return now }})
 	return &fixture{svc: svc, engine: e}
@@ -403,8 +404,9 @@ func TestShouldRateLimitSubjects(t *testing.T) {
 		{Metric: "api_calls", Window: tiers.Minute, Limit: 3, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Minute, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
 	})
-	e := quota.New(quota.Options{Catalog: catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+	ledger := quotatest.NewLedger()
+	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"one": "acme", "two": "acme"}, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	ask := func(d ...*commonrl.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {

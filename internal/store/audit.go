@@ -82,7 +82,7 @@ func rawOrNull(b []byte) json.RawMessage {
 }
 
 // FindAuditEvents returns audit events newest first.
-func (db *DB) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error) {
+func (a *Audit) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers.AuditEvent, bool, error) {
 	const q = `
 		SELECT id, at, actor, action, resource, customer_id AS customer, before, after
 		FROM audit_events
@@ -90,7 +90,7 @@ func (db *DB) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tiers
 		  AND ($2 = '' OR customer_id = $2)
 		ORDER BY id DESC
 		LIMIT $3`
-	return findPage(ctx, db.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
+	return findPage(ctx, a.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
 }
 
 // usageResource is the audit log's name of a customer's usage of metric:
@@ -108,8 +108,8 @@ type refundImage struct {
 	Refunded  int64  `json:"refunded"`
 }
 
-// RecordRefunds implements quota.Ledger: the events in one statement.
-func (db *DB) RecordRefunds(ctx context.Context, events []quota.RefundEvent) error {
+// RecordRefunds implements quota.Audits: the events in one statement.
+func (a *Audit) RecordRefunds(ctx context.Context, events []quota.RefundEvent) error {
 	n := len(events)
 	ats, actors, resources, customers := make([]time.Time, n), make([]string, n), make([]string, n), make([]string, n)
 	afters := make([][]byte, n)
@@ -125,7 +125,7 @@ func (db *DB) RecordRefunds(ctx context.Context, events []quota.RefundEvent) err
 		INSERT INTO audit_events (at, actor, action, resource, customer_id, after)
 		SELECT at, actor, $6, resource, customer, after
 		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) AS e(at, actor, resource, customer, after)`
-	if _, err := db.pool.Exec(ctx, q, ats, actors, resources, customers, afters, tiers.ActionRefund); err != nil {
+	if _, err := a.pool.Exec(ctx, q, ats, actors, resources, customers, afters, tiers.ActionRefund); err != nil {
 		return fmt.Errorf("record %d refunds' audit events: %w", n, mapErr(err))
 	}
 	return nil

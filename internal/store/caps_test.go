@@ -38,18 +38,18 @@ var cappedKinds = []capped{
 		name: "customers", table: "customers", caps: tiers.Caps{Customers: 3}, kind: tiers.CapCustomers,
 		setup: func(t *testing.T, db *store.DB) { mustCustomers(t, db) },
 		create: func(ctx context.Context, db *store.DB, i int) error {
-			_, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: fmt.Sprint("c", i), Plan: "p", Metadata: []byte(`{}`)})
+			_, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: fmt.Sprint("c", i), Plan: "p", Metadata: []byte(`{}`)})
 			return err
 		},
 		replace: func(ctx context.Context, db *store.DB, i int) error {
-			_, created, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: fmt.Sprint("c", i), Plan: "p", Name: "again", Metadata: []byte(`{}`)})
+			_, created, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: fmt.Sprint("c", i), Plan: "p", Name: "again", Metadata: []byte(`{}`)})
 			if err == nil && created {
 				err = errors.New("created, not replaced")
 			}
 			return err
 		},
 		remove: func(ctx context.Context, db *store.DB, i int) error {
-			return db.DeleteCustomer(ctx, write("ops"), fmt.Sprint("c", i))
+			return db.Catalog.DeleteCustomer(ctx, write("ops"), fmt.Sprint("c", i))
 		},
 	},
 	{
@@ -63,30 +63,30 @@ var cappedKinds = []capped{
 			}
 			before, expired := write("ops"), t0.Add(-time.Second)
 			before.At = t0.Add(-time.Hour)
-			if _, err := db.CreateKey(context.Background(), before, keys.Key{ID: "key_EXPIRED000000000", Customer: "acme",
+			if _, err := db.Keys.CreateKey(context.Background(), before, keys.Key{ID: "key_EXPIRED000000000", Customer: "acme",
 				Prefix: "qk_12345", ExpiresAt: &expired}, keys.DigestOf("expired")); err != nil {
 				t.Fatal(err)
 			}
 		},
 		create: func(ctx context.Context, db *store.DB, i int) error {
-			_, err := db.CreateKey(ctx, write("ops"), keys.Key{ID: keyID(i), Customer: "acme", Prefix: "qk_12345"},
+			_, err := db.Keys.CreateKey(ctx, write("ops"), keys.Key{ID: keyID(i), Customer: "acme", Prefix: "qk_12345"},
 				keys.DigestOf(keyID(i)))
 			return err
 		},
 		remove: func(ctx context.Context, db *store.DB, i int) error {
-			_, err := db.RevokeKey(ctx, write("ops"), keyID(i))
+			_, err := db.Keys.RevokeKey(ctx, write("ops"), keyID(i))
 			return err
 		},
 	},
 	{
 		name: "webhooks", table: "webhooks", caps: tiers.Caps{Webhooks: 3}, kind: tiers.CapWebhooks,
 		create: func(ctx context.Context, db *store.DB, i int) error {
-			_, _, err := db.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: fmt.Sprint("w", i), URL: "https://hooks.example.com/",
+			_, _, err := db.Webhooks.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: fmt.Sprint("w", i), URL: "https://hooks.example.com/",
 				Events: []webhooks.EventType{webhooks.LimitReached}, Secret: secretA}, true)
 			return err
 		},
 		replace: func(ctx context.Context, db *store.DB, i int) error {
-			_, created, err := db.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: fmt.Sprint("w", i), URL: "https://hooks.example.com/again",
+			_, created, err := db.Webhooks.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: fmt.Sprint("w", i), URL: "https://hooks.example.com/again",
 				Events: []webhooks.EventType{webhooks.LimitReached}, Secret: secretA}, true)
 			if err == nil && created {
 				err = errors.New("created, not replaced")
@@ -94,7 +94,7 @@ var cappedKinds = []capped{
 			return err
 		},
 		remove: func(ctx context.Context, db *store.DB, i int) error {
-			return db.DeleteWebhook(ctx, write("ops"), fmt.Sprint("w", i))
+			return db.Webhooks.DeleteWebhook(ctx, write("ops"), fmt.Sprint("w", i))
 		},
 	},
 }

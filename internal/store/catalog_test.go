@@ -56,7 +56,7 @@ func TestMetricLifecycle(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
 
-	m, created, err := db.PutMetric(ctx, write("ops"), tiers.Metric{
+	m, created, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{
 		Key: "api_calls", Description: "calls", Capacity: map[tiers.Window]int64{tiers.Day: 1000},
 	})
 	if err != nil || !created {
@@ -66,7 +66,7 @@ func TestMetricLifecycle(t *testing.T) {
 		t.Errorf("created metric = %+v", m)
 	}
 
-	m2, created, err := db.PutMetric(ctx, tiers.Write{Actor: "ops", At: t0.Add(time.Minute),
+	m2, created, err := db.Catalog.PutMetric(ctx, tiers.Write{Actor: "ops", At: t0.Add(time.Minute),
 		IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}}, tiers.Metric{Key: "api_calls"})
 	if err != nil || created {
 		t.Fatalf("replace: created=%v err=%v", created, err)
@@ -75,30 +75,30 @@ func TestMetricLifecycle(t *testing.T) {
 		t.Errorf("replaced metric = %+v, want version 2 with defaults", m2)
 	}
 
-	_, _, err = db.PutMetric(ctx, tiers.Write{At: t0, IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}},
+	_, _, err = db.Catalog.PutMetric(ctx, tiers.Write{At: t0, IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}},
 		tiers.Metric{Key: "api_calls"})
 	if !errors.Is(err, tiers.ErrPreconditionFailed) {
 		t.Errorf("stale If-Match: err = %v, want ErrPreconditionFailed", err)
 	}
 
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "free", Name: "Free", Price: usd,
+	if _, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "free", Name: "Free", Price: usd,
 		Limits: []tiers.Limit{{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard}}}, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteMetric(ctx, write("ops"), "api_calls"); !errors.Is(err, tiers.ErrMetricInUse) {
+	if err := db.Catalog.DeleteMetric(ctx, write("ops"), "api_calls"); !errors.Is(err, tiers.ErrMetricInUse) {
 		t.Errorf("delete used metric: err = %v, want ErrMetricInUse", err)
 	}
-	if err := db.DeletePlan(ctx, write("ops"), "free"); err != nil {
+	if err := db.Catalog.DeletePlan(ctx, write("ops"), "free"); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteMetric(ctx, write("ops"), "api_calls"); err != nil {
+	if err := db.Catalog.DeleteMetric(ctx, write("ops"), "api_calls"); err != nil {
 		t.Fatalf("delete unused metric: %v", err)
 	}
-	if _, err := db.FindMetric(ctx, "api_calls"); !errors.Is(err, tiers.ErrMetricNotFound) {
+	if _, err := db.Catalog.FindMetric(ctx, "api_calls"); !errors.Is(err, tiers.ErrMetricNotFound) {
 		t.Errorf("find deleted: err = %v", err)
 	}
 
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 100})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestMetricLifecycle(t *testing.T) {
 func TestPlanRejectsUndeclaredMetric(t *testing.T) {
 	t.Parallel()
 	db := MustOpen(t)
-	_, _, err := db.PutPlan(context.Background(), write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
+	_, _, err := db.Catalog.PutPlan(context.Background(), write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
 		Limits: []tiers.Limit{{Metric: "nope", Window: tiers.Day, Limit: 1, Mode: tiers.Hard}}}, false)
 	var ve *tiers.ValidationError
 	if !errors.As(err, &ve) || len(ve.Fields) != 1 || ve.Fields[0].Field != "limits[0].metric" {
@@ -133,45 +133,45 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
+	_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
 	mustPut(t, err)
-	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: []tiers.Limit{
+	_, _, err = db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100, Mode: tiers.Soft, OveragePercent: 20, OveragePriceMicros: ptr(int64(5))},
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard},
 	}}, false)
 	mustPut(t, err)
 
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "nope", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "nope", Metadata: []byte(`{}`)})
 	var ve *tiers.ValidationError
 	if !errors.As(err, &ve) || ve.Fields[0].Field != "plan" {
 		t.Fatalf("unknown plan: err = %v", err)
 	}
-	c, created, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro",
+	c, created, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro",
 		Metadata: []byte(`{"tier":"gold"}`), Anchor: tiers.Anchor{Day: 15}})
 	mustPut(t, err)
 	if !created || c.BillingAnchorDay == nil || *c.BillingAnchorDay != 15 || string(c.Metadata) != `{"tier": "gold"}` {
 		t.Errorf("customer = %+v (metadata %s)", c, c.Metadata)
 	}
 
-	_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme",
+	_, _, err = db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme",
 		Limit: tiers.Limit{Metric: "nope", Window: tiers.Day, Limit: 1, Mode: tiers.Hard}})
 	if !errors.Is(err, tiers.ErrMetricNotFound) {
 		t.Errorf("override on undeclared metric: err = %v", err)
 	}
-	_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "ghost",
+	_, _, err = db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "ghost",
 		Limit: tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 1, Mode: tiers.Hard}})
 	if !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("override on missing customer: err = %v", err)
 	}
 	exp := t0.Add(24 * time.Hour)
-	o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", ExpiresAt: &exp, Reason: "launch",
+	o, created, err := db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", ExpiresAt: &exp, Reason: "launch",
 		Limit: tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 500, Mode: tiers.Elastic, Ceiling: ptr(int64(900))}})
 	mustPut(t, err)
 	if !created || o.Limit.Limit != 500 || *o.Ceiling != 900 || !o.ExpiresAt.Equal(exp) {
 		t.Errorf("override = %+v", o)
 	}
 
-	a, err := db.FindAccount(ctx, "acme")
+	a, err := db.Catalog.FindAccount(ctx, "acme")
 	mustPut(t, err)
 	if a.Plan.Key != "pro" || len(a.Plan.Limits) != 2 || len(a.Overrides) != 1 {
 		t.Fatalf("account = %+v", a)
@@ -184,14 +184,14 @@ func TestCustomerAccountAndOverrides(t *testing.T) {
 		t.Errorf("effective = %+v", eff)
 	}
 
-	if err := db.DeletePlan(ctx, write("ops"), "pro"); !errors.Is(err, tiers.ErrPlanInUse) {
+	if err := db.Catalog.DeletePlan(ctx, write("ops"), "pro"); !errors.Is(err, tiers.ErrPlanInUse) {
 		t.Errorf("delete plan in use: err = %v", err)
 	}
-	mustPut(t, db.DeleteCustomer(ctx, write("ops"), "acme"))
-	if _, err := db.FindAccount(ctx, "acme"); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	mustPut(t, db.Catalog.DeleteCustomer(ctx, write("ops"), "acme"))
+	if _, err := db.Catalog.FindAccount(ctx, "acme"); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("find deleted account: err = %v", err)
 	}
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 10})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 10})
 	mustPut(t, err)
 	if len(events) != 3 || events[0].Action != "delete" || events[2].Resource != "customers/acme" {
 		t.Errorf("customer audit = %+v", events)
@@ -206,7 +206,7 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
 	for _, m := range []string{"api_calls", "exports"} {
-		_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
+		_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
 		mustPut(t, err)
 	}
 	limits := []tiers.Limit{
@@ -216,9 +216,9 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 		{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Elastic, Algorithm: tiers.TokenBucket, Burst: ptr[int64](25)},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
 	}
-	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
+	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
-	found, err := db.FindPlan(ctx, "pro")
+	found, err := db.Catalog.FindPlan(ctx, "pro")
 	mustPut(t, err)
 	for _, p := range []tiers.Plan{saved, found} {
 		if !reflect.DeepEqual(p.Limits, limits) {
@@ -228,35 +228,35 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	// A replace writes every limit again: a token bucket may lose its burst.
 	limits[3] = tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Hard, Algorithm: tiers.TokenBucket}
 	limits[1].Algorithm = tiers.SlidingWindow
-	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
+	_, _, err = db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
-	plans, _, err := db.FindPlans(ctx, tiers.Page{Limit: 10})
+	plans, _, err := db.Catalog.FindPlans(ctx, tiers.Page{Limit: 10})
 	mustPut(t, err)
 	if len(plans) != 1 || !reflect.DeepEqual(plans[0].Limits, limits) {
 		t.Errorf("plans after replace = %+v, want limits %+v", plans, limits)
 	}
 
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 	bucket := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard,
 		Algorithm: tiers.TokenBucket, Burst: ptr[int64](tiers.MaxLimit)}
-	o, _, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: bucket})
+	o, _, err := db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: bucket})
 	mustPut(t, err)
 	if !reflect.DeepEqual(o.Limit, bucket) {
 		t.Errorf("override = %+v, want %+v", o.Limit, bucket)
 	}
 	// Replaced by an override naming no algorithm: the default, no burst.
 	plain := tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard}
-	o, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: plain})
+	o, _, err = db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: plain})
 	mustPut(t, err)
 	if !reflect.DeepEqual(o.Limit, plain) {
 		t.Errorf("replaced override = %+v, want %+v", o.Limit, plain)
 	}
 	log := tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 7, Mode: tiers.Hard, Algorithm: tiers.SlidingLog}
-	_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: log})
+	_, _, err = db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: log})
 	mustPut(t, err)
 
-	a, err := db.FindAccount(ctx, "acme")
+	a, err := db.Catalog.FindAccount(ctx, "acme")
 	mustPut(t, err)
 	if !reflect.DeepEqual(a.Plan.Limits, limits) {
 		t.Errorf("account plan limits = %+v, want %+v", a.Plan.Limits, limits)
@@ -264,12 +264,12 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 	if len(a.Overrides) != 2 || !reflect.DeepEqual(a.Overrides[0].Limit, plain) || !reflect.DeepEqual(a.Overrides[1].Limit, log) {
 		t.Errorf("account overrides = %+v, want %+v and %+v", a.Overrides, plain, log)
 	}
-	list, _, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
+	list, _, err := db.Catalog.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
 	mustPut(t, err)
 	if len(list) != 2 || !reflect.DeepEqual(list[1].Limit, log) {
 		t.Errorf("overrides = %+v", list)
 	}
-	one, err := db.FindOverride(ctx, "acme", log.Key())
+	one, err := db.Catalog.FindOverride(ctx, "acme", log.Key())
 	mustPut(t, err)
 	if !reflect.DeepEqual(one.Limit, log) {
 		t.Errorf("override = %+v, want %+v", one.Limit, log)
@@ -283,13 +283,13 @@ func TestLimitAlgorithmConstraints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
-	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
+	if _, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
+	if _, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+	if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -352,30 +352,30 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	MustPutMetrics(t, db, "api_calls", "tokens")
+	MustPutMetrics(t, db.Catalog, "api_calls", "tokens")
 	limits := []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 1000, Mode: tiers.Hard, Per: tiers.PerSubject},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard, Algorithm: tiers.TokenBucket,
 			Burst: ptr[int64](10), Per: tiers.PerSubject},
 	}
-	saved, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
+	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
-	found, err := db.FindPlan(ctx, "pro")
+	found, err := db.Catalog.FindPlan(ctx, "pro")
 	mustPut(t, err)
 	for _, p := range []tiers.Plan{saved, found} {
 		if !reflect.DeepEqual(p.Limits, limits) {
 			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
 		}
 	}
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 
 	perSubject := tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 300, Mode: tiers.Hard, Per: tiers.PerSubject}
 	customerWide := tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 200000, Mode: tiers.Soft, OveragePercent: 5}
 	tokens := tiers.Limit{Metric: "tokens", Window: tiers.Hour, Limit: 9, Mode: tiers.Hard, Per: tiers.PerSubject}
 	for _, l := range []tiers.Limit{perSubject, customerWide, tokens} {
-		o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: l})
+		o, created, err := db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: l})
 		mustPut(t, err)
 		if !created || !reflect.DeepEqual(o.Limit, l) {
 			t.Errorf("override = %+v (created %v), want %+v", o.Limit, created, l)
@@ -383,13 +383,13 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 	}
 	// A replace finds the one per subject, not the customer's.
 	perSubject.Limit = 400
-	o, created, err := db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: perSubject})
+	o, created, err := db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "acme", Limit: perSubject})
 	mustPut(t, err)
 	if created || o.Version != 2 || !reflect.DeepEqual(o.Limit, perSubject) {
 		t.Errorf("replaced override = %+v (created %v), want version 2 of %+v", o, created, perSubject)
 	}
 	for _, l := range []tiers.Limit{perSubject, customerWide} {
-		one, err := db.FindOverride(ctx, "acme", l.Key())
+		one, err := db.Catalog.FindOverride(ctx, "acme", l.Key())
 		mustPut(t, err)
 		if !reflect.DeepEqual(one.Limit, l) {
 			t.Errorf("FindOverride(%s) = %+v, want %+v", l.Key(), one.Limit, l)
@@ -397,14 +397,14 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 	}
 
 	want := []tiers.Limit{customerWide, perSubject, tokens}
-	list, _, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
+	list, _, err := db.Catalog.FindOverrides(ctx, "acme", tiers.Page{Limit: 10})
 	mustPut(t, err)
 	if got := overrideLimits(list); !reflect.DeepEqual(got, want) {
 		t.Errorf("overrides =\n  %+v\nwant\n  %+v", got, want)
 	}
 	var paged []tiers.Override
 	for after := ""; ; {
-		page, more, err := db.FindOverrides(ctx, "acme", tiers.Page{Limit: 1, After: after})
+		page, more, err := db.Catalog.FindOverrides(ctx, "acme", tiers.Page{Limit: 1, After: after})
 		mustPut(t, err)
 		paged = append(paged, page...)
 		if !more {
@@ -415,9 +415,9 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 	if got := overrideLimits(paged); !reflect.DeepEqual(got, want) {
 		t.Errorf("overrides page by page =\n  %+v\nwant\n  %+v", got, want)
 	}
-	a, err := db.FindAccount(ctx, "acme")
+	a, err := db.Catalog.FindAccount(ctx, "acme")
 	mustPut(t, err)
-	accounts, err := db.FindAccounts(ctx, []string{"acme"})
+	accounts, err := db.Catalog.FindAccounts(ctx, []string{"acme"})
 	mustPut(t, err)
 	for name, a := range map[string]tiers.Account{"FindAccount": a, "FindAccounts": accounts["acme"]} {
 		if !reflect.DeepEqual(a.Plan.Limits, limits) || !reflect.DeepEqual(overrideLimits(a.Overrides), want) {
@@ -425,17 +425,17 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 		}
 	}
 
-	mustPut(t, db.DeleteOverride(ctx, write("ops"), "acme", perSubject.Key()))
-	if _, err := db.FindOverride(ctx, "acme", perSubject.Key()); !errors.Is(err, tiers.ErrOverrideNotFound) {
+	mustPut(t, db.Catalog.DeleteOverride(ctx, write("ops"), "acme", perSubject.Key()))
+	if _, err := db.Catalog.FindOverride(ctx, "acme", perSubject.Key()); !errors.Is(err, tiers.ErrOverrideNotFound) {
 		t.Errorf("deleted override: err = %v, want ErrOverrideNotFound", err)
 	}
-	if _, err := db.FindOverride(ctx, "acme", customerWide.Key()); err != nil {
+	if _, err := db.Catalog.FindOverride(ctx, "acme", customerWide.Key()); err != nil {
 		t.Errorf("the customer-wide override went with the one per subject: %v", err)
 	}
 
 	// The audit log names an override per subject as its URL does, and
 	// its images show per.
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 100})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 100})
 	mustPut(t, err)
 	var resources []string
 	for _, e := range events {
@@ -459,7 +459,7 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 	if before["per"] != "subject" || before["limit"] != float64(400) {
 		t.Errorf("audit image of the deleted override = %s, want per subject, limit 400", events[0].Before)
 	}
-	planEvents, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 100})
+	planEvents, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 100})
 	mustPut(t, err)
 	for _, e := range planEvents {
 		if e.Resource == "plans/pro" && !strings.Contains(string(e.After), `"per": "subject"`) {
@@ -483,10 +483,10 @@ func TestLimitPerConstraints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
-	MustPutMetrics(t, db, "m")
-	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false)
+	MustPutMetrics(t, db.Catalog, "m")
+	_, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false)
 	mustPut(t, err)
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 	tests := []struct {
 		name     string

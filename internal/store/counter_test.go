@@ -27,14 +27,14 @@ func TestCounterContract(t *testing.T) {
 					db := MustOpen(t)
 					MustSeed(t, db, nil, customers...)
 					for _, m := range countertest.Metrics() { // api_calls, and those sets charge besides
-						if _, _, err := db.PutMetric(context.Background(), write("ops"), tiers.Metric{Key: m}); err != nil {
+						if _, _, err := db.Catalog.PutMetric(context.Background(), write("ops"), tiers.Metric{Key: m}); err != nil {
 							t.Fatal(err)
 						}
 					}
 					if leases {
-						return lease.NewPool(db, quotatest.NewClock(at))
+						return lease.NewPool(db.Ledger, quotatest.NewClock(at))
 					}
-					return db
+					return db.Ledger
 				}})
 		})
 	}

@@ -114,8 +114,8 @@ func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.C
 }
 
 // FindCustomer returns the customer id.
-func (db *DB) FindCustomer(ctx context.Context, id string) (tiers.Customer, error) {
-	c, err := findCustomer(ctx, db.pool, id, false)
+func (cat *Catalog) FindCustomer(ctx context.Context, id string) (tiers.Customer, error) {
+	c, err := findCustomer(ctx, cat.pool, id, false)
 	if err != nil {
 		return tiers.Customer{}, fmt.Errorf("find customer[%s]: %w", id, mapErr(err))
 	}
@@ -123,7 +123,7 @@ func (db *DB) FindCustomer(ctx context.Context, id string) (tiers.Customer, erro
 }
 
 // FindCustomers returns one page of customers ordered by id.
-func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error) {
+func (cat *Catalog) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tiers.Customer, bool, error) {
 	const q = `SELECT ` + customerColumns + `
 		FROM customers c
 		WHERE c.id > $1 AND ($2 = '' OR c.plan_key = $2)
@@ -131,7 +131,7 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 		  AND ($3 = '' OR strpos(lower(c.id), lower($3)) > 0 OR strpos(lower(c.name), lower($3)) > 0)
 		ORDER BY c.id
 		LIMIT $4`
-	return findPage(ctx, db.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan, f.Query)
+	return findPage(ctx, cat.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan, f.Query)
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
@@ -141,10 +141,10 @@ func (db *DB) FindCustomers(ctx context.Context, f tiers.CustomerFilter) ([]tier
 // applied first, as ApplyPlanChanges would have, so that the replace
 // starts from the customer as it is. A creation beyond the customers' cap
 // (SetCaps) is a *tiers.CapError.
-func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
-	return put(ctx, db, w, putSteps[tiers.Customer]{
+func (cat *Catalog) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) (tiers.Customer, bool, error) {
+	return put(ctx, cat.core, w, putSteps[tiers.Customer]{
 		before: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := db.applyDue(ctx, tx, c.ID, w.At)
+			_, err := cat.applyDue(ctx, tx, c.ID, w.At)
 			return err
 		},
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Customer, error) {
@@ -212,7 +212,7 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 				trialPlanCol, trialEnds, anchor.ZoneName(), dayStart, dayEnd, weekStart, weekEnd); err != nil || exists {
 				return err
 			}
-			return db.checkCount(ctx, tx, tiers.CapCustomers, "customers")
+			return cat.checkCount(ctx, tx, tiers.CapCustomers, "customers")
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
 			return recordBilledTerms(ctx, tx, saved, w.At)
@@ -226,8 +226,8 @@ func (db *DB) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Customer) 
 
 // DeleteCustomer deletes a customer; its overrides and live counters go with
 // it (foreign keys cascade), its usage history stays.
-func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) error {
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (cat *Catalog) DeleteCustomer(ctx context.Context, w tiers.Write, id string) error {
+	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findCustomer(ctx, tx, id, true)
 		if errors.Is(err, tiers.ErrCustomerNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -249,18 +249,18 @@ func (db *DB) DeleteCustomer(ctx context.Context, w tiers.Write, id string) erro
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		if err := db.notify(ctx, tx, NotifyForget, id); err != nil {
+		if err := cat.notify(ctx, tx, NotifyForget, id); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyCustomer, id)
+		return cat.notify(ctx, tx, NotifyCustomer, id)
 	})
 }
 
 // FindAccount returns a customer, its plan and all its overrides (of
 // limits and of features), read in one snapshot.
-func (db *DB) FindAccount(ctx context.Context, id string) (tiers.Account, error) {
+func (cat *Catalog) FindAccount(ctx context.Context, id string) (tiers.Account, error) {
 	var a tiers.Account
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var err error
 			if a.Customer, err = findCustomer(ctx, tx, id, false); err != nil {
@@ -305,7 +305,7 @@ type accountRow struct {
 // FindAccounts implements tiers.CacheSource: the accounts of those of ids
 // that exist, in one statement, so one snapshot and one round trip
 // however many ids (the cache sends at most tiers.DefaultAccountBatch).
-func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.Account, error) {
+func (cat *Catalog) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.Account, error) {
 	if len(ids) == 0 {
 		return map[string]tiers.Account{}, nil
 	}
@@ -337,7 +337,7 @@ func (db *DB) FindAccounts(ctx context.Context, ids []string) (map[string]tiers.
 		        FROM grants g WHERE g.customer_id = c.id AND g.remaining > 0 AND g.voided_at IS NULL) AS grants
 		FROM customers c
 		WHERE c.id = ANY($1)`
-	rows, err := db.pool.Query(ctx, q, ids)
+	rows, err := cat.pool.Query(ctx, q, ids)
 	if err != nil {
 		return nil, fmt.Errorf("find accounts[%d ids]: %w", len(ids), mapErr(err))
 	}
@@ -395,4 +395,4 @@ func findPendingPlan(ctx context.Context, q querier, key string) (*tiers.Plan, e
 	return &p, nil
 }
 
-var _ tiers.CacheSource = (*DB)(nil)
+var _ tiers.CacheSource = (*Catalog)(nil)

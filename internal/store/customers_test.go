@@ -19,7 +19,7 @@ func TestFindAccounts(t *testing.T) {
 	ctx := context.Background()
 	db, schema := MustOpenSchema(t)
 	for _, m := range []string{"api_calls", "exports"} {
-		_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
+		_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})
 		mustPut(t, err)
 	}
 	plans := []tiers.Plan{
@@ -32,7 +32,7 @@ func TestFindAccounts(t *testing.T) {
 		{Key: "bare", Name: "Bare", Price: usd},
 	}
 	for _, p := range plans {
-		_, _, err := db.PutPlan(ctx, write("ops"), p, false)
+		_, _, err := db.Catalog.PutPlan(ctx, write("ops"), p, false)
 		mustPut(t, err)
 	}
 	customers := []tiers.Customer{
@@ -42,7 +42,7 @@ func TestFindAccounts(t *testing.T) {
 		{ID: "hooli", Plan: "bare", Metadata: []byte(`{}`)},
 	}
 	for _, c := range customers {
-		_, _, err := db.PutCustomer(ctx, write("ops"), c)
+		_, _, err := db.Catalog.PutCustomer(ctx, write("ops"), c)
 		mustPut(t, err)
 	}
 	expired, later := t0.Add(-time.Hour), t0.Add(48*time.Hour)
@@ -52,7 +52,7 @@ func TestFindAccounts(t *testing.T) {
 		{Customer: "globex", Limit: tiers.Limit{Metric: "api_calls", Window: tiers.Minute, Limit: 7, Mode: tiers.Hard, Algorithm: tiers.SlidingLog}, ExpiresAt: &expired},
 		{Customer: "hooli", Limit: tiers.Limit{Metric: "api_calls", Window: tiers.Hour, Limit: 1, Mode: tiers.Hard}, ExpiresAt: &expired},
 	} {
-		_, _, err := db.PutOverride(ctx, write("ops"), o)
+		_, _, err := db.Catalog.PutOverride(ctx, write("ops"), o)
 		mustPut(t, err)
 	}
 	// Many customers on every plan, as a batch of the cache brings them.
@@ -88,7 +88,7 @@ func TestFindAccounts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := db.FindAccounts(ctx, tt.ids)
+			got, err := db.Catalog.FindAccounts(ctx, tt.ids)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestFindAccounts(t *testing.T) {
 				if len(ids) > 10 && i%97 != 0 && id != "acme" {
 					continue // every 97th of many
 				}
-				one, err := db.FindAccount(ctx, id)
+				one, err := db.Catalog.FindAccount(ctx, id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -123,7 +123,7 @@ func TestFindAccounts(t *testing.T) {
 		})
 	}
 	// What the cache then does with it: the plans' limits as written.
-	got, err := db.FindAccounts(ctx, []string{"globex", "acme"})
+	got, err := db.Catalog.FindAccounts(ctx, []string{"globex", "acme"})
 	mustPut(t, err)
 	if !reflect.DeepEqual(got["globex"].Plan.Limits, plans[1].Limits) || !reflect.DeepEqual(got["acme"].Plan.Limits, plans[0].Limits) {
 		t.Errorf("plan limits = %+v and %+v, want %+v and %+v", got["globex"].Plan.Limits, got["acme"].Plan.Limits, plans[1].Limits, plans[0].Limits)
@@ -148,10 +148,10 @@ func TestFindCustomersQuery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, _ := MustOpenSchema(t)
-	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
+	_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})
 	mustPut(t, err)
 	for _, key := range []string{"free", "pro"} {
-		_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: key, Name: key, Price: usd}, false)
+		_, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: key, Name: key, Price: usd}, false)
 		mustPut(t, err)
 	}
 	for _, c := range []tiers.Customer{
@@ -162,7 +162,7 @@ func TestFindCustomersQuery(t *testing.T) {
 		{ID: "initech", Plan: "free", Name: ""},
 	} {
 		c.Metadata = []byte(`{}`)
-		_, _, err := db.PutCustomer(ctx, write("ops"), c)
+		_, _, err := db.Catalog.PutCustomer(ctx, write("ops"), c)
 		mustPut(t, err)
 	}
 	tests := []struct {
@@ -186,7 +186,7 @@ func TestFindCustomersQuery(t *testing.T) {
 			for {
 				f := tt.f
 				f.Page = page
-				items, more, err := db.FindCustomers(ctx, f)
+				items, more, err := db.Catalog.FindCustomers(ctx, f)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -212,7 +212,7 @@ func TestCustomerTimeZone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)))
 	berlin, err := tiers.LoadZone("Europe/Berlin")
 	if err != nil {
 		t.Fatal(err)
@@ -224,18 +224,18 @@ func TestCustomerTimeZone(t *testing.T) {
 	at := func(d time.Duration) tiers.Write { return tiers.Write{Actor: "ops", At: t0.Add(d)} } // t0: Sunday 2026-11-22 10:00 UTC
 	put := func(w tiers.Write, loc *time.Location, name string) tiers.Customer {
 		t.Helper()
-		c, _, err := db.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`),
+		c, _, err := db.Catalog.PutCustomer(ctx, w, tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`),
 			TimeZone: name, Anchor: tiers.Anchor{Day: 15, Loc: loc}})
 		mustPut(t, err)
 		return c
 	}
 	check := func(step string, wantZone string, wantLoc *time.Location, want tiers.Anchor) {
 		t.Helper()
-		c, err := db.FindCustomer(ctx, "acme")
+		c, err := db.Catalog.FindCustomer(ctx, "acme")
 		if err != nil {
 			t.Fatal(err)
 		}
-		accts, err := db.FindAccounts(ctx, []string{"acme"})
+		accts, err := db.Catalog.FindAccounts(ctx, []string{"acme"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestCustomerTimeZone(t *testing.T) {
 	})
 
 	// Past periods keep the zone they were counted in.
-	terms, err := db.FindTerms(ctx, "acme")
+	terms, err := db.Billing.FindTerms(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,13 +99,13 @@ func TestPurgeEndsWithPostgreSQLSilent(t *testing.T) {
 	db, proxy, _ := openThroughProxy(t)
 	ctx := context.Background()
 	r := quota.Retention{BatchTimeout: 300 * time.Millisecond}
-	if _, err := db.Purge(ctx, day0, r); err != nil {
+	if _, err := db.Ledger.Purge(ctx, day0, r); err != nil {
 		t.Fatal(err)
 	}
 	proxy.BlackHole()
 	defer proxy.Clear()
 	start := time.Now()
-	_, err := db.Purge(ctx, day0, r)
+	_, err := db.Ledger.Purge(ctx, day0, r)
 	took := time.Since(start)
 	t.Logf("returned after %s: %v", took.Round(time.Millisecond), err)
 	if err == nil {

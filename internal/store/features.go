@@ -60,8 +60,8 @@ func featureOverrideResource(customer, feature string) string {
 
 // PutFeatureOverride creates or replaces a customer's override of a
 // feature.
-func (db *DB) PutFeatureOverride(ctx context.Context, w tiers.Write, o tiers.FeatureOverride) (tiers.FeatureOverride, bool, error) {
-	return put(ctx, db, w, putSteps[tiers.FeatureOverride]{
+func (cat *Catalog) PutFeatureOverride(ctx context.Context, w tiers.Write, o tiers.FeatureOverride) (tiers.FeatureOverride, bool, error) {
+	return put(ctx, cat.core, w, putSteps[tiers.FeatureOverride]{
 		before: func(ctx context.Context, tx pgx.Tx) error {
 			return requireCustomer(ctx, tx, o.Customer, true)
 		},
@@ -89,8 +89,8 @@ func (db *DB) PutFeatureOverride(ctx context.Context, w tiers.Write, o tiers.Fea
 }
 
 // DeleteFeatureOverride deletes a customer's override of a feature.
-func (db *DB) DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error {
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error {
+	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -113,6 +113,6 @@ func (db *DB) DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.notify(ctx, tx, NotifyCustomer, customer)
 	})
 }

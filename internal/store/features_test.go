@@ -22,12 +22,12 @@ func TestFeatures(t *testing.T) {
 	plan := tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Features: map[string]tiers.FeatureValue{
 		"sso": tiers.FeatureBool(true), "max_projects": tiers.FeatureInt(10), "support": tiers.FeatureString("priority"),
 	}}
-	saved, _, err := db.PutPlan(ctx, write("ops"), plan, false)
+	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), plan, false)
 	mustPut(t, err)
 	if !reflect.DeepEqual(saved.Features, plan.Features) {
 		t.Fatalf("saved features = %v, want %v", saved.Features, plan.Features)
 	}
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 
 	expiry := t0.Add(time.Hour)
@@ -36,16 +36,16 @@ func TestFeatures(t *testing.T) {
 		{Customer: "acme", Feature: "sso", Value: tiers.FeatureBool(false)},
 		{Customer: "acme", Feature: "sandbox", Value: tiers.FeatureString("large"), ExpiresAt: &expiry},
 	} {
-		got, created, err := db.PutFeatureOverride(ctx, write("ops"), o)
+		got, created, err := db.Catalog.PutFeatureOverride(ctx, write("ops"), o)
 		mustPut(t, err)
 		if !created || got.Version != 1 || got.Value != o.Value || got.Reason != o.Reason {
 			t.Fatalf("PutFeatureOverride(%s) = %+v, created %v", o.Feature, got, created)
 		}
 	}
 
-	one, err := db.FindAccount(ctx, "acme")
+	one, err := db.Catalog.FindAccount(ctx, "acme")
 	mustPut(t, err)
-	batch, err := db.FindAccounts(ctx, []string{"acme"})
+	batch, err := db.Catalog.FindAccounts(ctx, []string{"acme"})
 	mustPut(t, err)
 	for name, a := range map[string]tiers.Account{"FindAccount": one, "FindAccounts": batch["acme"]} {
 		tests := []struct {
@@ -71,13 +71,13 @@ func TestFeatures(t *testing.T) {
 
 	// Replacing keeps the row and counts its version; the audit log has
 	// both writes, with the reason.
-	o, created, err := db.PutFeatureOverride(ctx, write("ops"),
+	o, created, err := db.Catalog.PutFeatureOverride(ctx, write("ops"),
 		tiers.FeatureOverride{Customer: "acme", Feature: "sso", Value: tiers.FeatureBool(true), Reason: "pilot"})
 	mustPut(t, err)
 	if created || o.Version != 2 {
 		t.Fatalf("replace: created %v, version %d", created, o.Version)
 	}
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 10})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 10})
 	mustPut(t, err)
 	var after struct {
 		Value  any    `json:"value"`
@@ -88,22 +88,22 @@ func TestFeatures(t *testing.T) {
 		t.Fatalf("newest audit event = %+v", events[0])
 	}
 
-	mustPut(t, db.DeleteFeatureOverride(ctx, write("ops"), "acme", "sso"))
-	if err := db.DeleteFeatureOverride(ctx, write("ops"), "acme", "sso"); !errors.Is(err, tiers.ErrFeatureOverrideNotFound) {
+	mustPut(t, db.Catalog.DeleteFeatureOverride(ctx, write("ops"), "acme", "sso"))
+	if err := db.Catalog.DeleteFeatureOverride(ctx, write("ops"), "acme", "sso"); !errors.Is(err, tiers.ErrFeatureOverrideNotFound) {
 		t.Fatalf("second delete: %v, want ErrFeatureOverrideNotFound", err)
 	}
-	if _, _, err := db.PutFeatureOverride(ctx, write("ops"),
+	if _, _, err := db.Catalog.PutFeatureOverride(ctx, write("ops"),
 		tiers.FeatureOverride{Customer: "nobody", Feature: "sso", Value: tiers.FeatureBool(true)}); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Fatalf("override of a missing customer: %v, want ErrCustomerNotFound", err)
 	}
-	a, err := db.FindAccount(ctx, "acme")
+	a, err := db.Catalog.FindAccount(ctx, "acme")
 	mustPut(t, err)
 	if got := a.Feature("sso", t0); got != tiers.FeatureBool(true) {
 		t.Fatalf("sso after its override's deletion = %v, want the plan's true", got)
 	}
 
 	// A plan replaced without features has none.
-	saved, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)
+	saved, _, err = db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd}, false)
 	mustPut(t, err)
 	if saved.Features == nil || len(saved.Features) != 0 {
 		t.Fatalf("features after a replace without them = %#v, want empty", saved.Features)

@@ -19,8 +19,8 @@ import (
 )
 
 var (
-	_ grants.Store = (*DB)(nil)
-	_ quota.Grants = (*DB)(nil)
+	_ grants.Store = (*Grants)(nil)
+	_ quota.Grants = (*Grants)(nil)
 )
 
 // NotifyGrants tells every process, this one included, that a customer's
@@ -57,9 +57,9 @@ const grantOrder = `priority, expires_at NULLS LAST, created_at, id`
 
 // CreateGrant implements grants.Store: one transaction with its audit
 // event and the notification of the customer's grants.
-func (db *DB) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant, requestID string) (grants.Grant, bool, error) {
+func (gs *Grants) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant, requestID string) (grants.Grant, bool, error) {
 	created := true
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		created = true
 		var rid *string
 		if requestID != "" {
@@ -101,7 +101,7 @@ func (db *DB) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant, re
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyGrants, g.Customer)
+		return gs.notify(ctx, tx, NotifyGrants, g.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, false, fmt.Errorf("create grant of customer[%s]: %w", g.Customer, err)
@@ -114,7 +114,7 @@ func sameTime(a, b *time.Time) bool {
 }
 
 // FindGrants implements grants.Store.
-func (db *DB) FindGrants(ctx context.Context, customer string, f grants.Filter) ([]grants.Grant, error) {
+func (gs *Grants) FindGrants(ctx context.Context, customer string, f grants.Filter) ([]grants.Grant, error) {
 	q := `SELECT ` + grantColumns + ` FROM grants WHERE customer_id = $1`
 	args := []any{customer}
 	if !f.All {
@@ -122,7 +122,7 @@ func (db *DB) FindGrants(ctx context.Context, customer string, f grants.Filter) 
 		args = append(args, f.At)
 	}
 	q += ` ORDER BY ` + grantOrder
-	rows, err := db.pool.Query(ctx, q, args...)
+	rows, err := gs.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("find grants of customer[%s]: %w", customer, mapErr(err))
 	}
@@ -138,7 +138,7 @@ func (db *DB) FindGrants(ctx context.Context, customer string, f grants.Filter) 
 		return out, nil
 	}
 	var exists bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
+	if err := gs.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("find customer[%s]: %w", customer, mapErr(err))
 	}
 	if !exists {
@@ -150,9 +150,9 @@ func (db *DB) FindGrants(ctx context.Context, customer string, f grants.Filter) 
 // VoidGrant implements grants.Store: what remains of the grant goes, in
 // one transaction with its audit event; a draw that locked the grant
 // first finishes before.
-func (db *DB) VoidGrant(ctx context.Context, w tiers.Write, id string) (grants.Grant, error) {
+func (gs *Grants) VoidGrant(ctx context.Context, w tiers.Write, id string) (grants.Grant, error) {
 	var old grants.Grant
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		const q = `SELECT ` + grantColumns + ` FROM grants WHERE id = $1 AND voided_at IS NULL FOR UPDATE`
 		var err error
 		if old, err = findOne(ctx, tx, q, grants.ErrGrantNotFound, toGrant, id); err != nil {
@@ -169,7 +169,7 @@ func (db *DB) VoidGrant(ctx context.Context, w tiers.Write, id string) (grants.G
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyGrants, old.Customer)
+		return gs.notify(ctx, tx, NotifyGrants, old.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, fmt.Errorf("void grant[%s]: %w", id, err)
@@ -188,13 +188,13 @@ type liveGrantRow struct {
 // grant of the draws' customers and metrics in one order (by id), so two
 // draws never wait for each other in a cycle, then takes each draw's units
 // in drawing order (grantOrder).
-func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) ([]quota.GrantTake, bool, error) {
-	if err := db.rollOver(ctx, draws, at); err != nil {
+func (gs *Grants) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) ([]quota.GrantTake, bool, error) {
+	if err := gs.rollOver(ctx, draws, at); err != nil {
 		return nil, false, fmt.Errorf("draw on grants: %w", err)
 	}
 	var taken []quota.GrantTake
 	ok := false
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		taken, ok = taken[:0], false
 		var exhausted []webhooks.Event // of the grants the draws use up
 		for _, d := range sortedDraws(draws) {
@@ -242,11 +242,11 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := db.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
-		if _, err := db.recordEvents(ctx, tx, exhausted); err != nil {
+		if _, err := gs.recordEvents(ctx, tx, exhausted); err != nil {
 			return err
 		}
 		ok = true
@@ -268,7 +268,7 @@ func (db *DB) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) (
 // still hold in leases of it count as used (they settle within a flush
 // interval after the window ends), so a rollover made sooner rolls over
 // fewer units, never more.
-func (db *DB) rollOver(ctx context.Context, draws []quota.GrantDraw, at time.Time) error {
+func (gs *Grants) rollOver(ctx context.Context, draws []quota.GrantDraw, at time.Time) error {
 	var rs []quota.GrantRollover
 	for _, d := range draws {
 		rs = append(rs, d.Rollovers...)
@@ -276,7 +276,7 @@ func (db *DB) rollOver(ctx context.Context, draws []quota.GrantDraw, at time.Tim
 	if len(rs) == 0 {
 		return nil
 	}
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		made := false
 		for _, r := range rs {
 			id, err := grants.NewID()
@@ -311,7 +311,7 @@ func (db *DB) rollOver(ctx context.Context, draws []quota.GrantDraw, at time.Tim
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := db.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
@@ -366,8 +366,8 @@ func applyTakes(ctx context.Context, tx pgx.Tx, draws []quota.GrantDraw, taken [
 
 // Return implements quota.Grants: a voided grant stays voided (what it
 // gets back is not drawn again).
-func (db *DB) Return(ctx context.Context, draws []quota.GrantDraw, taken []quota.GrantTake, at time.Time) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (gs *Grants) Return(ctx context.Context, draws []quota.GrantDraw, taken []quota.GrantTake, at time.Time) error {
+	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := applyTakes(ctx, tx, draws, taken, at, -1); err != nil {
 			return err
 		}
@@ -385,7 +385,7 @@ func (db *DB) Return(ctx context.Context, draws []quota.GrantDraw, taken []quota
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := db.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
@@ -398,7 +398,7 @@ func (db *DB) Return(ctx context.Context, draws []quota.GrantDraw, taken []quota
 }
 
 // Granted implements quota.Grants, in one statement.
-func (db *DB) Granted(ctx context.Context, counters []quota.CounterKey) ([]int64, error) {
+func (gs *Grants) Granted(ctx context.Context, counters []quota.CounterKey) ([]int64, error) {
 	customers, metrics, windows, starts := make([]string, len(counters)), make([]string, len(counters)),
 		make([]string, len(counters)), make([]time.Time, len(counters))
 	for i, k := range counters {
@@ -410,7 +410,7 @@ func (db *DB) Granted(ctx context.Context, counters []quota.CounterKey) ([]int64
 		LEFT JOIN granted_usage u
 		  ON u.customer_id = k.c AND u.metric = k.m AND u.quota_window = k.w AND u.window_start = k.s
 		ORDER BY k.n`
-	rows, err := db.pool.Query(ctx, q, customers, metrics, windows, starts)
+	rows, err := gs.pool.Query(ctx, q, customers, metrics, windows, starts)
 	if err != nil {
 		return nil, fmt.Errorf("read granted units: %w", mapErr(err))
 	}
@@ -428,13 +428,13 @@ type grantUseRow struct {
 }
 
 // FindGrantUse implements billing.Store.
-func (db *DB) FindGrantUse(ctx context.Context, customer string, from, to time.Time) ([]billing.GrantUse, error) {
+func (bill *Billing) FindGrantUse(ctx context.Context, customer string, from, to time.Time) ([]billing.GrantUse, error) {
 	const q = `
 		SELECT grant_id AS grantid, metric, sum(units)::bigint AS units FROM grant_draws
 		WHERE customer_id = $1 AND drawn_at >= $2 AND drawn_at < $3
 		GROUP BY grant_id, metric HAVING sum(units) > 0
 		ORDER BY metric, grant_id`
-	rows, err := db.pool.Query(ctx, q, customer, from, to)
+	rows, err := bill.pool.Query(ctx, q, customer, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("find grant use of customer[%s]: %w", customer, mapErr(err))
 	}

@@ -39,11 +39,11 @@ func newGrantFixture(t *testing.T, dayLimit int64) *grantFixture {
 	ctx := context.Background()
 	var limits []tiers.Limit
 	for m, l := range map[string]int64{"api_calls": dayLimit, "images": 10} {
-		mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
+		mustPut(t, second(db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
 		limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Day, Limit: l, Mode: tiers.Hard})
 	}
-	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
-	mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)})))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
+	mustPut(t, second(db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)})))
 	return &grantFixture{t: t, db: db, s: s, clock: quotatest.NewClock(dayStart.Add(12 * time.Hour))}
 }
 
@@ -84,13 +84,13 @@ func (w *watched) last() quota.Observation {
 
 // countedGrants counts the draws on the grants of a store.
 type countedGrants struct {
-	*store.DB
+	*store.Grants
 	draws *atomic.Int64
 }
 
 func (c countedGrants) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Time) ([]quota.GrantTake, bool, error) {
 	c.draws.Add(1)
-	return c.DB.Draw(ctx, draws, at)
+	return c.Grants.Draw(ctx, draws, at)
 }
 
 func (f *grantFixture) process() *grantProcess {
@@ -101,8 +101,8 @@ func (f *grantFixture) process() *grantProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := tiers.NewCache(db, 0)
-	pool := lease.NewPool(db, f.clock)
+	cache := tiers.NewCache(db.Catalog, 0)
+	pool := lease.NewPool(db.Ledger, f.clock)
 	var background sync.WaitGroup
 	notes := new(atomic.Int64)
 	connected, stopped := make(chan struct{}, 1), make(chan struct{})
@@ -129,9 +129,10 @@ func (f *grantFixture) process() *grantProcess {
 		t.Fatal("listener did not connect")
 	}
 	draws, w := new(atomic.Int64), new(watched)
-	e := quota.New(quota.Options{Catalog: cache, Ledger: db, History: db, Clock: f.clock, Leases: pool,
-		Grants: countedGrants{db, draws}, Watcher: w, StoreTimeout: 30 * time.Second})
-	svc := grants.NewService(db, f.clock.Now)
+	e := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: f.clock, Leases: pool,
+		Grants: countedGrants{db.Grants, draws}, Watcher: w, StoreTimeout: 30 * time.Second})
+	svc := grants.NewService(db.Grants, f.clock.Now)
 	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
@@ -258,7 +259,7 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 	t.Parallel()
 	f := newGrantFixture(t, 1)
 	p := f.process()
-	mustPutWebhook(t, p.db, "grants", []webhooks.EventType{webhooks.GrantExhausted}, nil)
+	mustPutWebhook(t, p.db.Webhooks, "grants", []webhooks.EventType{webhooks.GrantExhausted}, nil)
 	soon, later := f.clock.Now().Add(2*time.Hour), f.clock.Now().Add(48*time.Hour)
 	lowLate := p.mustGrant(t, 2, 0, &later)
 	lowSoon := p.mustGrant(t, 2, 0, &soon)
@@ -295,7 +296,7 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 		t.Errorf("expired grants were drawn: %d and %d left of 2 and 5", left[lowSoon.ID], left[expiring.ID])
 	}
 	// Each grant used up is one event for the webhooks, once.
-	ds, _, err := p.db.FindDeliveries(context.Background(), webhooks.DeliveryFilter{Webhook: "grants", Limit: 10})
+	ds, _, err := p.db.Webhooks.FindDeliveries(context.Background(), webhooks.DeliveryFilter{Webhook: "grants", Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +311,7 @@ func TestGrantsDrawOrderAndExpiry(t *testing.T) {
 		t.Errorf("grant.exhausted events of %v; want %v (the grants used up, in that order)", exhausted, want)
 	}
 	// The statement lists what each grant gave, billing none of it.
-	st, err := billing.NewService(p.db, f.clock.Now).Statement(context.Background(), "acme", "2026-11")
+	st, err := billing.NewService(p.db.Billing, f.clock.Now).Statement(context.Background(), "acme", "2026-11")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +480,7 @@ func TestGrantsRollover(t *testing.T) {
 	t.Parallel()
 	f := newGrantFixture(t, 10)
 	ctx := context.Background()
-	mustPut(t, second(f.db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+	mustPut(t, second(f.db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard, Rollover: &tiers.Rollover{Max: 4}},
 	}}, false)))
 	a, b := f.process(), f.process()

@@ -18,7 +18,7 @@ import (
 // order, so that concurrent flushes from several processes cannot
 // deadlock; days never go below zero. Deltas that only add (all but
 // refunds') go in one statement.
-func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
+func (h *History) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error {
 	sorted := make([]quota.HistoryDelta, len(deltas))
 	copy(sorted, deltas)
 	sortDeltas(sorted)
@@ -54,8 +54,8 @@ func (db *DB) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) error
 	}
 	// A batch outside a transaction runs in one implicit transaction:
 	// Stripe's sums are written with the history, or neither is.
-	db.queueStripeUsage(b, sorted)
-	if err := db.pool.SendBatch(ctx, b).Close(); err != nil {
+	h.queueStripeUsage(b, sorted)
+	if err := h.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("add history: %w", mapErr(err))
 	}
 	return nil
@@ -78,12 +78,12 @@ func (c *columns) append(d quota.HistoryDelta) {
 }
 
 // FindHistory implements quota.HistoryStore.
-func (db *DB) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
+func (h *History) FindHistory(ctx context.Context, customer, metric string, from, to time.Time) ([]quota.Day, error) {
 	const q = `
 		SELECT day, metric, used, overage, denied FROM usage_history
 		WHERE customer_id = $1 AND ($2 = '' OR metric = $2) AND day BETWEEN $3 AND $4
 		ORDER BY day, metric`
-	rows, err := db.pool.Query(ctx, q, customer, metric, from, to)
+	rows, err := h.pool.Query(ctx, q, customer, metric, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("find history: %w", mapErr(err))
 	}
@@ -105,13 +105,13 @@ func sortDeltas(d []quota.HistoryDelta) {
 	})
 }
 
-var _ quota.HistoryStore = (*DB)(nil)
+var _ quota.HistoryStore = (*History)(nil)
 
 // FindActiveCustomers returns up to limit customers with usage history on
 // or after day since, most recently active first, then the most used (units
 // admitted and denied over those days); the history of customers deleted
 // since is left out. quotad warms its cache with them at start-up.
-func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
+func (h *History) FindActiveCustomers(ctx context.Context, since time.Time, limit int) ([]string, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -130,7 +130,7 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 		WHERE a.latest IS NOT NULL
 		ORDER BY a.latest DESC, a.used DESC, c.id
 		LIMIT $2`
-	rows, err := db.pool.Query(ctx, q, since, limit)
+	rows, err := h.pool.Query(ctx, q, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find active customers since %s: %w", since.Format(time.DateOnly), mapErr(err))
 	}
@@ -147,7 +147,7 @@ func (db *DB) FindActiveCustomers(ctx context.Context, since time.Time, limit in
 // replay of many days reads one pass of the table for those days however
 // many customers the plan has, where reading customer by customer through
 // the primary key would visit a page per row.
-func (db *DB) StreamDay(ctx context.Context, q whatif.Query, day time.Time, fn func(whatif.Row)) error {
+func (h *History) StreamDay(ctx context.Context, q whatif.Query, day time.Time, fn func(whatif.Row)) error {
 	const sql = `
 		SELECT h.customer_id, h.metric, h.used, h.overage, h.denied
 		FROM usage_history h
@@ -158,7 +158,7 @@ func (db *DB) StreamDay(ctx context.Context, q whatif.Query, day time.Time, fn f
 	if customers == nil {
 		customers = []string{}
 	}
-	rows, err := db.pool.Query(ctx, sql, day, q.Metrics, customers, q.Plan)
+	rows, err := h.pool.Query(ctx, sql, day, q.Metrics, customers, q.Plan)
 	if err != nil {
 		return fmt.Errorf("stream history: %w", mapErr(err))
 	}
@@ -180,4 +180,4 @@ func (db *DB) StreamDay(ctx context.Context, q whatif.Query, day time.Time, fn f
 	return nil
 }
 
-var _ whatif.HistoryStore = (*DB)(nil)
+var _ whatif.HistoryStore = (*History)(nil)

@@ -28,7 +28,7 @@ func TestFindActiveCustomers(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "busy", "quiet", "denied", "yesterday", "lastweek", "gone")
 	yesterday, lastWeek := day0.AddDate(0, 0, -1), day0.AddDate(0, 0, -7)
-	err := db.AddHistory(ctx, []quota.HistoryDelta{
+	err := db.History.AddHistory(ctx, []quota.HistoryDelta{
 		{Customer: "busy", Metric: "api_calls", Date: day0, Used: 50},
 		{Customer: "busy", Metric: "exports", Date: day0, Used: 5},
 		{Customer: "quiet", Metric: "api_calls", Date: day0, Used: 3},
@@ -44,7 +44,7 @@ func TestFindActiveCustomers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteCustomer(ctx, write("ops"), "gone"); err != nil {
+	if err := db.Catalog.DeleteCustomer(ctx, write("ops"), "gone"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -65,7 +65,7 @@ func TestFindActiveCustomers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := db.FindActiveCustomers(ctx, tt.since, tt.limit)
+			got, err := db.History.FindActiveCustomers(ctx, tt.since, tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +137,7 @@ func BenchmarkWhatIfFromHistory(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc := whatif.Service{Catalog: tiers.NewService(db, time.Now, nil), History: rdb}
+	svc := whatif.Service{Catalog: tiers.NewService(db.Catalog, db.Audit, time.Now, nil), History: rdb.History}
 	if err := pool.Ping(ctx); err != nil {
 		b.Fatal(err)
 	}

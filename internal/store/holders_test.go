@@ -45,8 +45,10 @@ func TestReclaimDeadHolders(t *testing.T) {
 	db, s := MustOpenSchema(t)
 	MustSeed(t, db, nil, "acme")
 	h := pgStore{db: db, s: s}
-	survivor, dead, running := h.Process(t), h.Process(t), h.Process(t)
-	reclaim := store.NewHolders(survivor.Store.(*store.DB))
+	_, survivorDB := h.process(t) // runs, and reclaims
+	dead := h.Process(t)
+	running, runningDB := h.process(t)
+	reclaim := store.NewHolders(survivorDB)
 	ctx := context.Background()
 
 	grantTo(t, dead, 3, 40)    // 3 admitted, 40 held unused
@@ -95,7 +97,7 @@ func TestReclaimDeadHolders(t *testing.T) {
 	}
 	var seen bool
 	for _, x := range list {
-		if x.ID == uint32(running.Store.(*store.DB).Holder()) {
+		if x.ID == uint32(runningDB.Holder()) {
 			seen = x.Running && x.Leases == 1 && x.Unused == 10 && !x.Self
 		}
 	}
@@ -134,7 +136,7 @@ func TestReleaseHolder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grantTo(t, &leasetest.Process{Store: victim}, 5, 20)
+	grantTo(t, &leasetest.Process{Store: victim.Ledger}, 5, 20)
 
 	key := uint32(victim.Holder())
 	got, err := store.NewHolders(admin).Release(ctx, key, "ops", leasetest.At)
@@ -145,7 +147,7 @@ func TestReleaseHolder(t *testing.T) {
 		t.Fatalf("counter after the release: %d, want the 5 admitted", used)
 	}
 	rep := []lease.Settlement{{Key: holderKey, Seq: 3, Unused: 20}}
-	if err := victim.Report(ctx, rep); err != nil || !rep[0].Lost {
+	if err := victim.Ledger.Report(ctx, rep); err != nil || !rep[0].Lost {
 		t.Fatalf("the released holder's report: %+v, %v; want its lease lost", rep[0], err)
 	}
 	var actor, resource string

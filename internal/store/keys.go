@@ -12,7 +12,7 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-var _ keys.Store = (*DB)(nil)
+var _ keys.Store = (*Keys)(nil)
 
 // Notifications about API keys (the key is the key's id). Like every
 // notification they are sent in the writing transaction: another process
@@ -68,9 +68,9 @@ func findKey(ctx context.Context, q querier, id string, live bool) (keys.Key, er
 // creation in the audit log (the key's fields, never the secret). A key
 // beyond the cap of live keys per customer (SetCaps) is a
 // *tiers.CapError.
-func (db *DB) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest keys.Digest) (keys.Key, error) {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		if err := db.checkKeyCap(ctx, tx, k.Customer, w.At); err != nil {
+func (ks *Keys) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest keys.Digest) (keys.Key, error) {
+	err := ks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		if err := ks.checkKeyCap(ctx, tx, k.Customer, w.At); err != nil {
 			return err
 		}
 		const q = `
@@ -87,7 +87,7 @@ func (db *DB) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest k
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyKeyCreated, k.ID)
+		return ks.notify(ctx, tx, NotifyKeyCreated, k.ID)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("create api key[%s] of customer[%s]: %w", k.ID, k.Customer, err)
@@ -98,8 +98,8 @@ func (db *DB) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest k
 // checkKeyCap checks the cap of live keys per customer before a key of
 // customer is created at now. It locks the customer's row first, so that
 // concurrent creations for one customer count one after the other.
-func (db *DB) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now time.Time) error {
-	if db.caps.KeysPerCustomer == 0 {
+func (ks *Keys) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now time.Time) error {
+	if ks.caps.KeysPerCustomer == 0 {
 		return nil
 	}
 	// NO KEY UPDATE: it does not hold back the inserts that merely
@@ -121,12 +121,12 @@ func (db *DB) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now t
 	if err := tx.QueryRow(ctx, count, customer, now).Scan(&n); err != nil {
 		return err
 	}
-	return db.caps.Check(tiers.CapKeysPerCustomer, n+1)
+	return ks.caps.Check(tiers.CapKeysPerCustomer, n+1)
 }
 
 // FindKey returns the key id, revoked or not.
-func (db *DB) FindKey(ctx context.Context, id string) (keys.Key, error) {
-	k, err := findKey(ctx, db.pool, id, false)
+func (ks *Keys) FindKey(ctx context.Context, id string) (keys.Key, error) {
+	k, err := findKey(ctx, ks.pool, id, false)
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("find api key[%s]: %w", id, mapErr(err))
 	}
@@ -135,16 +135,16 @@ func (db *DB) FindKey(ctx context.Context, id string) (keys.Key, error) {
 
 // FindKeys returns one page of a customer's keys ordered by id: those not
 // revoked, or every one with f.IncludeRevoked.
-func (db *DB) FindKeys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error) {
+func (ks *Keys) FindKeys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error) {
 	const q = `SELECT ` + keyColumns + ` FROM api_keys
 		WHERE customer_id = $1 AND id > $2 AND ($3::boolean OR revoked_at IS NULL) ORDER BY id LIMIT $4`
-	list, more, err := findPage(ctx, db.pool, "api keys", f.Limit, toKey, q, customer, f.After, f.IncludeRevoked)
+	list, more, err := findPage(ctx, ks.pool, "api keys", f.Limit, toKey, q, customer, f.After, f.IncludeRevoked)
 	if err != nil || len(list) > 0 {
 		return list, more, err
 	}
 	// No keys: is there such a customer?
 	var exists bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
+	if err := ks.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
 		return nil, false, fmt.Errorf("find customer[%s]: %w", customer, mapErr(err))
 	}
 	if !exists {
@@ -155,9 +155,9 @@ func (db *DB) FindKeys(ctx context.Context, customer string, f keys.Filter) ([]k
 
 // RevokeKey revokes the live key id and records it in the audit log; a
 // key revoked already is keys.ErrKeyNotFound.
-func (db *DB) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key, error) {
+func (ks *Keys) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key, error) {
 	var old keys.Key
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := ks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		if old, err = findKey(ctx, tx, id, true); err != nil {
 			return err
@@ -169,7 +169,7 @@ func (db *DB) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyKeyRevoked, id)
+		return ks.notify(ctx, tx, NotifyKeyRevoked, id)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("revoke api key[%s]: %w", id, err)
@@ -179,11 +179,11 @@ func (db *DB) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key
 
 // LiveKeys returns every key neither revoked nor expired at now, with its
 // digest.
-func (db *DB) LiveKeys(ctx context.Context, now time.Time) ([]keys.Live, error) {
+func (ks *Keys) LiveKeys(ctx context.Context, now time.Time) ([]keys.Live, error) {
 	const q = `
 		SELECT id, customer_id AS customer, digest, expires_at, last_used_at FROM api_keys
 		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`
-	rows, err := db.pool.Query(ctx, q, now)
+	rows, err := ks.pool.Query(ctx, q, now)
 	if err != nil {
 		return nil, fmt.Errorf("query live api keys: %w", mapErr(err))
 	}
@@ -199,11 +199,11 @@ func (db *DB) LiveKeys(ctx context.Context, now time.Time) ([]keys.Live, error) 
 }
 
 // LiveKey returns the key id, with its digest, unless it is revoked.
-func (db *DB) LiveKey(ctx context.Context, id string) (keys.Live, error) {
+func (ks *Keys) LiveKey(ctx context.Context, id string) (keys.Live, error) {
 	const q = `
 		SELECT id, customer_id AS customer, digest, expires_at, last_used_at FROM api_keys
 		WHERE id = $1 AND revoked_at IS NULL`
-	k, err := findOne(ctx, db.pool, q, keys.ErrKeyNotFound, toLive, id)
+	k, err := findOne(ctx, ks.pool, q, keys.ErrKeyNotFound, toLive, id)
 	if err != nil {
 		return keys.Live{}, fmt.Errorf("find live api key[%s]: %w", id, mapErr(err))
 	}
@@ -212,7 +212,7 @@ func (db *DB) LiveKey(ctx context.Context, id string) (keys.Live, error) {
 
 // TouchKeys sets each key's last use, in one statement; a last use never
 // moves back, and keys gone meanwhile are skipped.
-func (db *DB) TouchKeys(ctx context.Context, used map[string]time.Time) error {
+func (ks *Keys) TouchKeys(ctx context.Context, used map[string]time.Time) error {
 	if len(used) == 0 {
 		return nil
 	}
@@ -227,7 +227,7 @@ func (db *DB) TouchKeys(ctx context.Context, used map[string]time.Time) error {
 		FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at)
 		WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 	err := retry(func() error {
-		_, err := db.pool.Exec(ctx, q, ids, ats)
+		_, err := ks.pool.Exec(ctx, q, ids, ats)
 		return err
 	})
 	if err != nil {

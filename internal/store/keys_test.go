@@ -16,11 +16,11 @@ import (
 func mustCustomers(t testing.TB, db *store.DB, ids ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
+	if _, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: id, Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+		if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: id, Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -33,7 +33,7 @@ func mustCreateKey(t testing.TB, db *store.DB, customer, id string, expires *tim
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := db.CreateKey(context.Background(), write("ops"), keys.Key{ID: id, Customer: customer, Name: "ci",
+	k, err := db.Keys.CreateKey(context.Background(), write("ops"), keys.Key{ID: id, Customer: customer, Name: "ci",
 		Prefix: secret[:keys.PrefixLen], ExpiresAt: expires}, keys.DigestOf(secret))
 	if err != nil {
 		t.Fatal(err)
@@ -53,60 +53,60 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		!k.CreatedAt.Equal(t0) || k.ExpiresAt == nil || !k.ExpiresAt.Equal(later) || k.LastUsedAt != nil {
 		t.Fatalf("created = %+v", k)
 	}
-	if _, err := db.CreateKey(ctx, write("ops"), keys.Key{ID: "key_BBBBBBBBBBBBBBBB", Customer: "nobody", Prefix: "qk_12345"},
+	if _, err := db.Keys.CreateKey(ctx, write("ops"), keys.Key{ID: "key_BBBBBBBBBBBBBBBB", Customer: "nobody", Prefix: "qk_12345"},
 		keys.DigestOf("qk_x")); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("create for unknown customer: err = %v, want ErrCustomerNotFound", err)
 	}
-	got, err := db.FindKey(ctx, k.ID)
+	got, err := db.Keys.FindKey(ctx, k.ID)
 	if err != nil || got != (keys.Key{ID: k.ID, Customer: "acme", Name: "ci", Prefix: k.Prefix, CreatedAt: t0, ExpiresAt: got.ExpiresAt}) ||
 		!got.ExpiresAt.Equal(later) {
 		t.Errorf("find = %+v, %v", got, err)
 	}
 
-	live, err := db.LiveKeys(ctx, t0)
+	live, err := db.Keys.LiveKeys(ctx, t0)
 	if err != nil || len(live) != 1 || live[0].ID != k.ID || live[0].Customer != "acme" || live[0].Digest != keys.DigestOf(secret) {
 		t.Fatalf("live keys = %+v, %v", live, err)
 	}
-	if live, err := db.LiveKeys(ctx, later); err != nil || len(live) != 0 {
+	if live, err := db.Keys.LiveKeys(ctx, later); err != nil || len(live) != 0 {
 		t.Errorf("live keys once expired = %+v, %v", live, err)
 	}
-	if one, err := db.LiveKey(ctx, k.ID); err != nil || one.Digest != keys.DigestOf(secret) {
+	if one, err := db.Keys.LiveKey(ctx, k.ID); err != nil || one.Digest != keys.DigestOf(secret) {
 		t.Errorf("live key = %+v, %v", one, err)
 	}
 
 	// Last use: set in a batch, never moved back, unknown ids skipped.
 	used := t0.Add(2 * time.Minute)
-	if err := db.TouchKeys(ctx, map[string]time.Time{k.ID: used, "key_CCCCCCCCCCCCCCCC": used}); err != nil {
+	if err := db.Keys.TouchKeys(ctx, map[string]time.Time{k.ID: used, "key_CCCCCCCCCCCCCCCC": used}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.TouchKeys(ctx, map[string]time.Time{k.ID: t0}); err != nil {
+	if err := db.Keys.TouchKeys(ctx, map[string]time.Time{k.ID: t0}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.FindKey(ctx, k.ID); err != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(used) {
+	if got, err := db.Keys.FindKey(ctx, k.ID); err != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(used) {
 		t.Errorf("last used = %+v, %v; want %v", got.LastUsedAt, err, used)
 	}
 
 	revokedAt := t0.Add(3 * time.Minute)
-	if _, err := db.RevokeKey(ctx, tiers.Write{Actor: "ops", At: revokedAt}, k.ID); err != nil {
+	if _, err := db.Keys.RevokeKey(ctx, tiers.Write{Actor: "ops", At: revokedAt}, k.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.RevokeKey(ctx, write("ops"), k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
+	if _, err := db.Keys.RevokeKey(ctx, write("ops"), k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("revoke twice: err = %v, want ErrKeyNotFound", err)
 	}
 	// A revoked key is still found, with when it was revoked.
-	if got, err := db.FindKey(ctx, k.ID); err != nil || got.ID != k.ID || got.RevokedAt == nil || !got.RevokedAt.Equal(revokedAt) {
+	if got, err := db.Keys.FindKey(ctx, k.ID); err != nil || got.ID != k.ID || got.RevokedAt == nil || !got.RevokedAt.Equal(revokedAt) {
 		t.Errorf("find revoked = %+v, %v; want revoked at %v", got, err, revokedAt)
 	}
-	if _, err := db.LiveKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
+	if _, err := db.Keys.LiveKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("live key revoked: err = %v", err)
 	}
-	if live, err := db.LiveKeys(ctx, t0); err != nil || len(live) != 0 {
+	if live, err := db.Keys.LiveKeys(ctx, t0); err != nil || len(live) != 0 {
 		t.Errorf("live keys after revoke = %+v, %v", live, err)
 	}
 
 	// The audit log has the creation and the revocation, never the secret
 	// nor its digest.
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 10, Customer: "acme"})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 10, Customer: "acme"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestFindKeysPages(t *testing.T) {
 		mustCreateKey(t, db, "acme", id, nil)
 	}
 	mustCreateKey(t, db, "globex", "key_GGGGGGGGGGGGGGGG", nil)
-	if _, err := db.RevokeKey(ctx, write("ops"), ids[1]); err != nil {
+	if _, err := db.Keys.RevokeKey(ctx, write("ops"), ids[1]); err != nil {
 		t.Fatal(err)
 	}
 
@@ -159,7 +159,7 @@ func TestFindKeysPages(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			list, more, err := db.FindKeys(ctx, tt.customer, keys.Filter{Page: tt.page, IncludeRevoked: tt.revoked})
+			list, more, err := db.Keys.FindKeys(ctx, tt.customer, keys.Filter{Page: tt.page, IncludeRevoked: tt.revoked})
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("err = %v, want %v", err, tt.err)
 			}
@@ -181,13 +181,13 @@ func TestKeysOfDeletedCustomer(t *testing.T) {
 	db := MustOpen(t)
 	mustCustomers(t, db, "acme")
 	k, _ := mustCreateKey(t, db, "acme", "key_AAAAAAAAAAAAAAAA", nil)
-	if err := db.DeleteCustomer(ctx, write("ops"), "acme"); err != nil {
+	if err := db.Catalog.DeleteCustomer(ctx, write("ops"), "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.FindKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
+	if _, err := db.Keys.FindKey(ctx, k.ID); !errors.Is(err, keys.ErrKeyNotFound) {
 		t.Errorf("find key of deleted customer: err = %v", err)
 	}
-	if live, err := db.LiveKeys(ctx, t0); err != nil || len(live) != 0 {
+	if live, err := db.Keys.LiveKeys(ctx, t0); err != nil || len(live) != 0 {
 		t.Errorf("live keys = %+v, %v", live, err)
 	}
 }

@@ -23,7 +23,7 @@ import (
 
 // Lease implements lease.Leaser: leaseBatch grants per statement, each
 // statement a transaction of its own.
-func (db *DB) Lease(ctx context.Context, r []lease.Request) error {
+func (l *Ledger) Lease(ctx context.Context, r []lease.Request) error {
 	const q = `SELECT o_i, o_granted, o_used, o_others, o_lost, o_gone
 		FROM quotad_lease_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 	for len(r) > 0 {
@@ -37,15 +37,15 @@ func (db *DB) Lease(ctx context.Context, r []lease.Request) error {
 		for i, x := range batch {
 			a.add(x.Key, x.Seq, 0, x.Global)
 			bounds[i], needs[i], extras[i], inflights[i], helds[i] = x.Bound, x.Need, x.Extra, x.InFlight, x.Held
-			payloads[i] = db.payload(NotifyRecall, CounterKeyString(x.Key))
+			payloads[i] = l.payload(NotifyRecall, CounterKeyString(x.Key))
 			recall = recall || x.Recall
 		}
 		var channel *string
 		if recall { // one asks for recalls, every one of the batch does (see the pool)
-			channel = &db.channel
+			channel = &l.channel
 		}
 		err := retry(func() error {
-			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(),
+			rows, err := l.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(),
 				a.seqs, bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
 			if err != nil {
 				return err
@@ -64,7 +64,7 @@ func (db *DB) Lease(ctx context.Context, r []lease.Request) error {
 			// A customer (or metric) went while the batch ran: each
 			// grant again alone, so that only its own check learns it.
 			for i := range batch {
-				if err := db.Lease(ctx, batch[i:i+1]); err != nil && !errors.Is(err, tiers.ErrCustomerNotFound) {
+				if err := l.Lease(ctx, batch[i:i+1]); err != nil && !errors.Is(err, tiers.ErrCustomerNotFound) {
 					return err
 				} else if err != nil {
 					batch[i].Gone = true
@@ -81,21 +81,21 @@ func (db *DB) Lease(ctx context.Context, r []lease.Request) error {
 
 // Settle implements lease.Leaser: one call settles them all; their
 // counters are locked first, then global usage.
-func (db *DB) Settle(ctx context.Context, s []lease.Settlement) error {
-	return db.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
-		_, err := db.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused, a.globals,
-			db.channel, db.freedPayloads(s))
+func (l *Ledger) Settle(ctx context.Context, s []lease.Settlement) error {
+	return l.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
+		_, err := l.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs, a.unused, a.globals,
+			l.channel, l.freedPayloads(s))
 		return err
 	})
 }
 
 // Report implements lease.Leaser, in one statement.
-func (db *DB) Report(ctx context.Context, s []lease.Settlement) error {
-	return db.leaseBatches(ctx, "report", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
-		rows, err := db.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs, a.unused,
-			db.channel, db.freedPayloads(s))
+func (l *Ledger) Report(ctx context.Context, s []lease.Settlement) error {
+	return l.leaseBatches(ctx, "report", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
+		rows, err := l.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs, a.unused,
+			l.channel, l.freedPayloads(s))
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func (db *DB) Report(ctx context.Context, s []lease.Settlement) error {
 }
 
 // Resolve implements lease.Leaser, in one statement per leaseBatch calls.
-func (db *DB) Resolve(ctx context.Context, d []lease.Resolution) error {
+func (l *Ledger) Resolve(ctx context.Context, d []lease.Resolution) error {
 	const q = `SELECT o_i, o_applied, o_held, o_unused, o_granted FROM quotad_resolve($1, $2, $3, $4, $5, $6, $7)`
 	for len(d) > 0 {
 		batch := d[:min(len(d), leaseBatch)]
@@ -121,7 +121,7 @@ func (db *DB) Resolve(ctx context.Context, d []lease.Resolution) error {
 			a.add(x.Key, x.Seq, 0, quota.GlobalKey{})
 		}
 		err := retry(func() error {
-			rows, err := db.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, db.holderID(), a.seqs)
+			rows, err := l.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs)
 			if err != nil {
 				return err
 			}
@@ -143,17 +143,17 @@ func (db *DB) Resolve(ctx context.Context, d []lease.Resolution) error {
 
 // freedPayloads returns, for each of s, the notification that units came
 // back to its counter.
-func (db *DB) freedPayloads(s []lease.Settlement) []string {
+func (l *Ledger) freedPayloads(s []lease.Settlement) []string {
 	out := make([]string, len(s))
 	for i, x := range s {
-		out[i] = db.freedPayload(x.Key)
+		out[i] = l.freedPayload(x.Key)
 	}
 	return out
 }
 
 // freedPayload is the notification that units came back to counter k.
-func (db *DB) freedPayload(k quota.CounterKey) string {
-	return db.payload(NotifyFreed, CounterKeyString(k))
+func (l *Ledger) freedPayload(k quota.CounterKey) string {
+	return l.payload(NotifyFreed, CounterKeyString(k))
 }
 
 // leaseBatches runs fn on s, leaseBatch settlements at a time, each batch
@@ -162,7 +162,7 @@ func (db *DB) freedPayload(k quota.CounterKey) string {
 // their transactions commit without waiting for the disk: a settlement or
 // a report lost in a crash of PostgreSQL only leaves units counted, or
 // reported unused, that were not, never the other way round.
-func (db *DB) leaseBatches(ctx context.Context, op string, s []lease.Settlement,
+func (l *Ledger) leaseBatches(ctx context.Context, op string, s []lease.Settlement,
 	fn func(ctx context.Context, s []lease.Settlement, a leaseArrays) error) error {
 	for len(s) > 0 {
 		n := min(len(s), leaseBatch)
@@ -209,20 +209,20 @@ func toLeaseArrays(s []lease.Settlement) leaseArrays {
 }
 
 // Alone implements lease.Leaser.
-func (db *DB) Alone(ctx context.Context) (bool, error) {
+func (l *Ledger) Alone(ctx context.Context) (bool, error) {
 	var others bool
-	if err := db.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, db.holderID()).Scan(&others); err != nil {
+	if err := l.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, l.holderID()).Scan(&others); err != nil {
 		return false, fmt.Errorf("look for other processes: %w", mapErr(err))
 	}
 	return !others, nil
 }
 
 // Recall implements lease.Leaser.
-func (db *DB) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
+func (l *Ledger) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
 	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7, $8)`
 	var n int
-	err := db.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, db.holderID(),
-		db.channel, db.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
+	err := l.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, l.holderID(),
+		l.channel, l.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("recall %s: %w", CounterKeyString(k), mapErr(err))
 	}

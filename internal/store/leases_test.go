@@ -69,6 +69,12 @@ type pgStore struct {
 }
 
 func (p pgStore) Process(t *testing.T) *leasetest.Process {
+	proc, _ := p.process(t)
+	return proc
+}
+
+// process starts a process as Process does, and returns its DB too.
+func (p pgStore) process(t *testing.T) (*leasetest.Process, *store.DB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	db, err := store.New(ctx, p.s.Pool)
@@ -112,19 +118,19 @@ func (p pgStore) Process(t *testing.T) *leasetest.Process {
 			runtime.Gosched()
 		}
 	}
-	return &leasetest.Process{Store: db, Recalls: recalls, Freed: freed, Kill: kill}
+	return &leasetest.Process{Store: db.Ledger, Recalls: recalls, Freed: freed, Kill: kill}, db
 }
 
 func (p pgStore) Count(t *testing.T, k quota.CounterKey) int64 { return MustRaw(t, p.s, k) }
 
 func (p pgStore) Reset(t *testing.T, customer string) {
-	if err := p.db.Reset(context.Background(), "ops", customer, "api_calls", leasetest.At); err != nil {
+	if err := p.db.Ledger.Reset(context.Background(), "ops", customer, "api_calls", leasetest.At); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (p pgStore) SetTotal(t *testing.T, customer string, used int64) int64 {
-	before, err := p.db.SetTotal(context.Background(), "ops", customer, "api_calls", used, leasetest.At)
+	before, err := p.db.Ledger.SetTotal(context.Background(), "ops", customer, "api_calls", used, leasetest.At)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +185,7 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 				for j := range counters {
 					k := daySpan(customers[(i+j+r)%counters], 0).Key
 					lr := lease.Request{Key: k, Seq: int64(1 + 2*r), Bound: 1 << 40, Need: 1, Extra: 2, InFlight: 1, Global: global}
-					if err := p.Lease(ctx, []lease.Request{lr}); err != nil {
+					if err := p.Ledger.Lease(ctx, []lease.Request{lr}); err != nil {
 						t.Errorf("process %d, round %d: %v", i, r, err)
 						return
 					}
@@ -188,7 +194,7 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 				for j, c := range customers {
 					set[j] = lease.Settlement{Key: daySpan(c, 0).Key, Seq: int64(2 + 2*r), Unused: 2, Global: global}
 				}
-				if err := p.Settle(ctx, set); err != nil {
+				if err := p.Ledger.Settle(ctx, set); err != nil {
 					t.Errorf("process %d, round %d: %v", i, r, err)
 					return
 				}
@@ -205,7 +211,7 @@ func TestLeaseAndSettleLockInOneOrder(t *testing.T) {
 	for i, c := range customers {
 		keys[i] = daySpan(c, 0).Key
 	}
-	used, g, err := ps[0].Read(ctx, keys, []quota.GlobalKey{global})
+	used, g, err := ps[0].Ledger.Read(ctx, keys, []quota.GlobalKey{global})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,14 +278,14 @@ func TestLeaseBatchWithADeletedCustomer(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme", "globex")
-	if err := db.DeleteCustomer(ctx, write("ops"), "globex"); err != nil {
+	if err := db.Catalog.DeleteCustomer(ctx, write("ops"), "globex"); err != nil {
 		t.Fatal(err)
 	}
 	batch := []lease.Request{
 		{Key: daySpan("acme", 0).Key, Seq: 1, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
 		{Key: daySpan("globex", 0).Key, Seq: 2, Bound: 100, Need: 1, Extra: 9, InFlight: 1},
 	}
-	if err := db.Lease(ctx, batch); err != nil {
+	if err := db.Ledger.Lease(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
 	if r := batch[0]; r.Granted != 10 || r.Gone {

@@ -63,16 +63,16 @@ const globalQ = `
 // every charge of the set, runs in one transaction, pipelined in one round
 // trip; if any span denies, the transaction rolls back and nothing is
 // charged.
-func (db *DB) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
+func (l *Ledger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 	if !counts(cs) {
 		return true, nil
 	}
 	cs[0].Trips++
 	if c := &cs[0]; len(cs) == 1 && len(c.Spans) == 1 && !c.Spans[0].Rule.Spare && len(c.Globals) == 0 {
-		return db.takeOne(ctx, c)
+		return l.takeOne(ctx, c)
 	}
 	var ok bool
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		if ok, err = take(ctx, tx, cs); err == nil && !ok {
 			err = errRollback
@@ -110,10 +110,10 @@ func chargeErr(op string, cs []quota.Charge, err error) error {
 // takeOne charges a single window with nothing else to count: the
 // conditional upsert alone is atomic, so it runs as one statement, in one
 // round trip, holding the row lock only while it executes and commits.
-func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
+func (l *Ledger) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	sp := &c.Spans[0]
 	var after int64
-	err := db.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
+	err := l.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Threshold).Scan(&after)
 	switch {
 	case err == nil:
@@ -124,7 +124,7 @@ func (db *DB) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	}
 	var used int64
 	c.Trips++
-	err = db.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	err = l.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
 	if err != nil {
 		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
@@ -295,21 +295,21 @@ func (d *globalDeltas) exec(ctx context.Context, q querier) error {
 	return err
 }
 
-// AddGlobal implements quota.Ledger, in one statement.
-func (db *DB) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
+// AddGlobal implements quota.Counts, in one statement.
+func (l *Ledger) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) error {
 	var d globalDeltas
 	for _, x := range deltas {
 		d.add(x.Key, x.Units)
 	}
-	if err := retry(func() error { return d.exec(ctx, db.pool) }); err != nil {
+	if err := retry(func() error { return d.exec(ctx, l.pool) }); err != nil {
 		return fmt.Errorf("add global usage: %w", mapErr(err))
 	}
 	return nil
 }
 
 // Peek implements quota.Counter.
-func (db *DB) Peek(ctx context.Context, cs []quota.Charge) error {
-	return peek(ctx, db.pool, db.holderID(), cs)
+func (l *Ledger) Peek(ctx context.Context, cs []quota.Charge) error {
+	return peek(ctx, l.pool, l.holderID(), cs)
 }
 
 // peek reads the counts of cs's spans on q, in one round trip, and judges
@@ -324,9 +324,9 @@ func peek(ctx context.Context, q conn, holder int64, cs []quota.Charge) error {
 	return nil
 }
 
-// Read implements quota.Ledger.
-func (db *DB) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	return read(ctx, db.pool, db.holderID(), counters, globals)
+// Read implements quota.Counts.
+func (l *Ledger) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
+	return read(ctx, l.pool, l.holderID(), counters, globals)
 }
 
 func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
@@ -359,13 +359,13 @@ func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey
 
 // GiveBack implements quota.Counter: a refund of every span of every
 // charge, with the global windows, in one transaction.
-func (db *DB) GiveBack(ctx context.Context, cs []quota.Charge) error {
+func (l *Ledger) GiveBack(ctx context.Context, cs []quota.Charge) error {
 	if !counts(cs) {
 		return nil
 	}
 	cs[0].Trips++
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return giveBackAll(ctx, tx, db.channel, db.freedPayload, cs)
+	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return giveBackAll(ctx, tx, l.channel, l.freedPayload, cs)
 	})
 	if err != nil {
 		return chargeErr("give back", cs, err)
@@ -441,9 +441,9 @@ func giveBackSpan(ctx context.Context, q conn, channel string, payload func(quot
 	return nil
 }
 
-// Atomically implements quota.Ledger.
-func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, db}) })
+// Atomically implements quota.Requests.
+func (l *Ledger) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
+	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, l}) })
 	if isCode(err, "23503") { // the customer went away meanwhile
 		return tiers.ErrCustomerNotFound
 	}
@@ -452,8 +452,8 @@ func (db *DB) Atomically(ctx context.Context, fn func(ctx context.Context, tx qu
 
 // txLedger is the ledger within one transaction.
 type txLedger struct {
-	tx pgx.Tx
-	db *DB
+	tx     pgx.Tx
+	ledger *Ledger
 }
 
 // Claim implements quota.Tx.
@@ -496,12 +496,12 @@ func (l txLedger) GiveBack(ctx context.Context, cs []quota.Charge) error {
 		return nil
 	}
 	cs[0].Trips++
-	return giveBackAll(ctx, l.tx, l.db.channel, l.db.freedPayload, cs)
+	return giveBackAll(ctx, l.tx, l.ledger.channel, l.ledger.freedPayload, cs)
 }
 
 // Peek implements quota.Counter within the transaction.
 func (l txLedger) Peek(ctx context.Context, cs []quota.Charge) error {
-	return peek(ctx, l.tx, l.db.holderID(), cs)
+	return peek(ctx, l.tx, l.ledger.holderID(), cs)
 }
 
 // sendBatch runs b on q, if it holds anything, and reads every result.
@@ -512,10 +512,10 @@ func sendBatch(ctx context.Context, q conn, b *pgx.Batch) error {
 	return q.SendBatch(ctx, b).Close()
 }
 
-// Reset implements quota.Ledger: it zeroes the customer's counters of
+// Reset implements quota.Maintenance: it zeroes the customer's counters of
 // metric, its own and every subject's, records the reset in the audit log
 // and tells every process.
-func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time.Time) error {
+func (l *Ledger) Reset(ctx context.Context, actor, customer, metric string, at time.Time) error {
 	// zeroed is a counter the reset zeroed, as the audit event shows it:
 	// a subject's names it, the customer's own names none.
 	type zeroed struct {
@@ -524,7 +524,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		Start   time.Time `json:"window_start"`
 		Used    int64     `json:"used"`
 	}
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -574,7 +574,7 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 		if err := recordAudit(ctx, tx, at, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyReset, customer+"/"+metric)
+		return l.notify(ctx, tx, NotifyReset, customer+"/"+metric)
 	})
 	if err != nil {
 		return fmt.Errorf("reset usage %s/%s: %w", customer, metric, err)
@@ -582,16 +582,16 @@ func (db *DB) Reset(ctx context.Context, actor, customer, metric string, at time
 	return nil
 }
 
-// SetTotal implements quota.Ledger: it sets the customer's own counter of
+// SetTotal implements quota.Maintenance: it sets the customer's own counter of
 // metric in window total to used, ending the leases on it as Reset ends
 // them, records the change in the audit log and tells every process.
-func (db *DB) SetTotal(ctx context.Context, actor, customer, metric string, used int64, at time.Time) (int64, error) {
+func (l *Ledger) SetTotal(ctx context.Context, actor, customer, metric string, used int64, at time.Time) (int64, error) {
 	// total is the audit image of the count, before and after.
 	type total struct {
 		Used int64 `json:"used"`
 	}
 	var before int64
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func (db *DB) SetTotal(ctx context.Context, actor, customer, metric string, used
 		if err := recordAudit(ctx, tx, at, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyTotal, customer+"/"+metric)
+		return l.notify(ctx, tx, NotifyTotal, customer+"/"+metric)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("set total %s/%s: %w", customer, metric, err)
@@ -647,6 +647,8 @@ func (db *DB) SetTotal(ctx context.Context, actor, customer, metric string, used
 }
 
 var (
-	_ quota.Ledger = (*DB)(nil)
-	_ quota.Tx     = txLedger{}
+	_ quota.Counts      = (*Ledger)(nil)
+	_ quota.Requests    = (*Ledger)(nil)
+	_ quota.Maintenance = (*Ledger)(nil)
+	_ quota.Tx          = txLedger{}
 )

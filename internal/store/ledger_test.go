@@ -27,14 +27,14 @@ var day0 = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 func MustSeed(t testing.TB, db *store.DB, capacity map[tiers.Window]int64, customers ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls", Capacity: capacity}); err != nil {
+	if _, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls", Capacity: capacity}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
+	if _, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range customers {
-		if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: c, Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+		if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: c, Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -73,7 +73,7 @@ func MustTake(t testing.TB, l quota.Counter, c *quota.Charge) (bool, []quota.Out
 // MustRead reads counters.
 func MustRead(t testing.TB, db *store.DB, keys ...quota.CounterKey) []int64 {
 	t.Helper()
-	used, _, err := db.Read(context.Background(), keys, nil)
+	used, _, err := db.Ledger.Read(context.Background(), keys, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestTakeIsConditionalAndAllOrNothing(t *testing.T) {
 		{cost: 1, threshold: 11, allowed: true, usedDay: 10},
 	}
 	for i, s := range steps {
-		ok, out := MustTake(t, db, charge("acme", s.cost, hour, daySpan("acme", s.threshold)))
+		ok, out := MustTake(t, db.Ledger, charge("acme", s.cost, hour, daySpan("acme", s.threshold)))
 		if ok != s.allowed || out[1].Used != s.usedDay || !out[0].Passed || out[1].Passed != s.allowed {
 			t.Fatalf("step %d: allowed %v, outcomes %+v; want allowed %v with day used %d", i, ok, out, s.allowed, s.usedDay)
 		}
@@ -112,7 +112,7 @@ func TestTakeIsConditionalAndAllOrNothing(t *testing.T) {
 	}
 	// A cost above the threshold creates no row, and can never pass.
 	week := span("acme", tiers.Week, day0, 6)
-	ok, out := MustTake(t, db, charge("acme", 7, week))
+	ok, out := MustTake(t, db.Ledger, charge("acme", 7, week))
 	if ok || out[0].Used != 0 || out[0].Wait != -1 {
 		t.Fatalf("cost above threshold: %v %+v", ok, out)
 	}
@@ -123,7 +123,7 @@ func TestTakeUnknownCustomer(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, nil)
 	out := make([]quota.Outcome, 1)
-	if _, err := db.Take(context.Background(), quotatest.One(charge("ghost", 1, daySpan("ghost", 10)), out)); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	if _, err := db.Ledger.Take(context.Background(), quotatest.One(charge("ghost", 1, daySpan("ghost", 10)), out)); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("err = %v, want ErrCustomerNotFound", err)
 	}
 }
@@ -142,13 +142,13 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	withGlobal := func(c *quota.Charge) *quota.Charge { c.Globals = []quota.GlobalKey{global}; return c }
 
 	// c, without a limit, uses 4 of the capacity.
-	if ok, out := MustTake(t, db, withGlobal(charge("c", 4))); !ok {
+	if ok, out := MustTake(t, db.Ledger, withGlobal(charge("c", 4))); !ok {
 		t.Fatal(out)
 	}
 	// a and b use their limit of 5 each: within a limit units never wait
 	// for capacity. Global usage is now 14.
 	for _, id := range []string{"a", "b"} {
-		if ok, out := MustTake(t, db, withGlobal(charge(id, 5, el(id)))); !ok || out[0].Elastic {
+		if ok, out := MustTake(t, db.Ledger, withGlobal(charge(id, 5, el(id)))); !ok || out[0].Elastic {
 			t.Fatal(out)
 		}
 	}
@@ -160,7 +160,7 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 		wg.Go(func() {
 			out := make([]quota.Outcome, 1)
 			for range 25 {
-				ok, err := db.Take(ctx, quotatest.One(withGlobal(charge(id, 1, el(id))), out))
+				ok, err := db.Ledger.Take(ctx, quotatest.One(withGlobal(charge(id, 1, el(id))), out))
 				if err != nil {
 					t.Error(err)
 					return
@@ -175,7 +175,7 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 	if got := elastic.Load(); got != 6 {
 		t.Errorf("elastic admissions = %d, want 6", got)
 	}
-	_, g, err := db.Read(ctx, nil, []quota.GlobalKey{global})
+	_, g, err := db.Ledger.Read(ctx, nil, []quota.GlobalKey{global})
 	if err != nil || g[0] != 20 {
 		t.Errorf("global usage = %v (%v), want 20", g, err)
 	}
@@ -195,16 +195,16 @@ func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 	for range 5 {
 		c := charge("a", 2, daySpan("a", 100))
 		c.Globals = []quota.GlobalKey{global}
-		if ok, out := MustTake(t, db, c); !ok {
+		if ok, out := MustTake(t, db.Ledger, c); !ok {
 			t.Fatal(out)
 		}
 	}
 	c := charge("c", 7)
 	c.Globals = []quota.GlobalKey{global}
-	if ok, _ := MustTake(t, db, c); !ok {
+	if ok, _ := MustTake(t, db.Ledger, c); !ok {
 		t.Fatal("c denied")
 	}
-	if _, g, err := db.Read(ctx, nil, []quota.GlobalKey{global}); err != nil || g[0] != 17 {
+	if _, g, err := db.Ledger.Read(ctx, nil, []quota.GlobalKey{global}); err != nil || g[0] != 17 {
 		t.Fatalf("global usage after charges = %v (%v), want 17", g, err)
 	}
 	for _, step := range []struct {
@@ -218,10 +218,10 @@ func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 		{"more than there is leaves zero", charge("c", 50), 0},
 	} {
 		step.charge.Globals = []quota.GlobalKey{global}
-		if err := db.GiveBack(ctx, quotatest.One(step.charge, make([]quota.Outcome, len(step.charge.Spans)))); err != nil {
+		if err := db.Ledger.GiveBack(ctx, quotatest.One(step.charge, make([]quota.Outcome, len(step.charge.Spans)))); err != nil {
 			t.Fatal(err)
 		}
-		_, g, err := db.Read(ctx, nil, []quota.GlobalKey{global})
+		_, g, err := db.Ledger.Read(ctx, nil, []quota.GlobalKey{global})
 		if err != nil || g[0] != step.wantGlobal {
 			t.Errorf("%s: global usage = %v (%v), want %d", step.name, g, err, step.wantGlobal)
 		}
@@ -249,7 +249,7 @@ func TestAddGlobalSumsByWindowNeverBelowZero(t *testing.T) {
 	keys := []quota.GlobalKey{day, week, month}
 	// Eight writes of the day window, each to a random shard.
 	for range 8 {
-		if err := db.AddGlobal(ctx, []quota.GlobalDelta{{Key: day, Units: 1}}); err != nil {
+		if err := db.Ledger.AddGlobal(ctx, []quota.GlobalDelta{{Key: day, Units: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -265,10 +265,10 @@ func TestAddGlobalSumsByWindowNeverBelowZero(t *testing.T) {
 		{"nothing", nil, []int64{5, 8, 0}},
 		{"takes off more than there is", []quota.GlobalDelta{{Key: day, Units: -3}, {Key: day, Units: -4}}, []int64{0, 8, 0}},
 	} {
-		if err := db.AddGlobal(ctx, step.deltas); err != nil {
+		if err := db.Ledger.AddGlobal(ctx, step.deltas); err != nil {
 			t.Fatal(err)
 		}
-		_, g, err := db.Read(ctx, nil, keys)
+		_, g, err := db.Ledger.Read(ctx, nil, keys)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func checkOnce(ctx context.Context, db *store.DB, id string, c *quota.Charge, an
 	var replay *quota.Recorded
 	cl := quota.Claim{Customer: c.Customer, Kind: quota.KindCheck, ID: id, Metric: c.Metric, Cost: c.Cost, At: c.At}
 	errReplay := errors.New("replay")
-	err := db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+	err := db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 		rec, err := tx.Claim(ctx, cl)
 		if err != nil {
 			return err
@@ -342,11 +342,11 @@ func TestRequestIDsAreKeptOnce(t *testing.T) {
 	if answers.Load() != 1 || replays.Load() != 15 {
 		t.Errorf("answers recorded %d, replays %d; want 1 and 15", answers.Load(), replays.Load())
 	}
-	rec, err := db.Recorded(ctx, "acme", "op-1", c.At.Add(23*time.Hour))
+	rec, err := db.Ledger.Recorded(ctx, "acme", "op-1", c.At.Add(23*time.Hour))
 	if err != nil || rec == nil {
 		t.Fatalf("recorded within 24 h: %v, %v", rec, err)
 	}
-	if rec, _ := db.Recorded(ctx, "acme", "op-1", c.At.Add(25*time.Hour)); rec != nil {
+	if rec, _ := db.Ledger.Recorded(ctx, "acme", "op-1", c.At.Add(25*time.Hour)); rec != nil {
 		t.Errorf("recorded after 24 h: %+v", rec)
 	}
 	if used := MustRead(t, db, c.Spans[0].Key); used[0] != 2 {
@@ -355,7 +355,7 @@ func TestRequestIDsAreKeptOnce(t *testing.T) {
 	// A take that denies within a transaction leaves nothing behind, even
 	// if the transaction commits.
 	var denied bool
-	err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+	err = db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 		out := make([]quota.Outcome, 2)
 		ok, err := tx.Take(ctx, quotatest.One(charge("acme", 5, span("acme", tiers.Hour, day0.Add(10*time.Hour), 100), daySpan("acme", 6)), out))
 		denied = !ok
@@ -373,7 +373,7 @@ func TestRequestIDsAreKeptOnce(t *testing.T) {
 func refund(ctx context.Context, db *store.DB, id string, c *quota.Charge) (before []quota.Outcome, replayed bool, err error) {
 	before = make([]quota.Outcome, len(c.Spans))
 	errReplay := errors.New("replay")
-	err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+	err = db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 		if id != "" {
 			rec, err := tx.Claim(ctx, quota.Claim{Customer: c.Customer, Kind: quota.KindRefund, ID: id, Metric: c.Metric, Cost: c.Cost, At: c.At})
 			if err != nil {
@@ -397,7 +397,7 @@ func TestRefundResetPurge(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
 	key := daySpan("acme", 10).Key
-	if ok, _ := MustTake(t, db, charge("acme", 5, daySpan("acme", 10))); !ok {
+	if ok, _ := MustTake(t, db.Ledger, charge("acme", 5, daySpan("acme", 10))); !ok {
 		t.Fatal("denied")
 	}
 	r := charge("acme", 3, daySpan("acme", 10))
@@ -417,26 +417,26 @@ func TestRefundResetPurge(t *testing.T) {
 		t.Errorf("after refunds counter = %d, want 0 (never below zero)", used[0])
 	}
 
-	if ok, _ := MustTake(t, db, charge("acme", 4, daySpan("acme", 10))); !ok {
+	if ok, _ := MustTake(t, db.Ledger, charge("acme", 4, daySpan("acme", 10))); !ok {
 		t.Fatal("denied")
 	}
-	if err := db.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
+	if err := db.Ledger.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	used := MustRead(t, db, key)
-	events, _, _ := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
+	events, _, _ := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
 	if used[0] != 0 || len(events) != 1 || events[0].Action != "reset" || events[0].Resource != "customers/acme/usage/api_calls" {
 		t.Errorf("after reset: counter %d, audit %+v", used[0], events)
 	}
-	if err := db.Reset(ctx, "ops", "ghost", "api_calls", day0); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	if err := db.Ledger.Reset(ctx, "ops", "ghost", "api_calls", day0); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("reset of a missing customer: err = %v", err)
 	}
 
 	old := span("acme", tiers.Day, day0.AddDate(0, 0, -3), 10)
-	if ok, _ := MustTake(t, db, charge("acme", 1, old, daySpan("acme", 10))); !ok {
+	if ok, _ := MustTake(t, db.Ledger, charge("acme", 1, old, daySpan("acme", 10))); !ok {
 		t.Fatal("denied")
 	}
-	if _, err := db.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
+	if _, err := db.Ledger.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	if used := MustRead(t, db, old.Key, key); used[0] != 0 || used[1] != 1 {
@@ -529,18 +529,18 @@ func TestSubjectsCountApart(t *testing.T) {
 		var err error
 		switch step.op {
 		case take:
-			ok, err = db.Take(ctx, cs)
+			ok, err = db.Ledger.Take(ctx, cs)
 		case takeInTx:
-			err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+			err = db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 				ok, err = tx.Take(ctx, cs)
 				return err
 			})
 		case peek:
-			err = db.Peek(ctx, cs)
+			err = db.Ledger.Peek(ctx, cs)
 		case giveBack:
-			err = db.GiveBack(ctx, cs)
+			err = db.Ledger.GiveBack(ctx, cs)
 		case giveBackTx:
-			err = db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error { return tx.GiveBack(ctx, cs) })
+			err = db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error { return tx.GiveBack(ctx, cs) })
 		}
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
@@ -564,17 +564,17 @@ func TestSubjectsCountApart(t *testing.T) {
 	// and the audit event shows each with its subject; globex's stay.
 	old := subjectSpan("acme", u1, 10)
 	old.Key.Start = day0.AddDate(0, 0, -3)
-	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
+	if ok, out := MustTake(t, db.Ledger, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
 		At: old.Key.Start, Spans: []quota.Span{old}}); !ok {
 		t.Fatal(out)
 	}
-	if err := db.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
+	if err := db.Ledger.Reset(ctx, "ops", "acme", "api_calls", day0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := MustRead(t, db, append(counters, old.Key)...), []int64{0, 0, 0, 1, 0}; !slices.Equal(got, want) {
 		t.Errorf("after the reset: counters %v, want %v", got, want)
 	}
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "acme", Limit: 1})
 	if err != nil || len(events) != 1 {
 		t.Fatalf("audit events %+v (%v), want the reset", events, err)
 	}
@@ -608,11 +608,11 @@ func TestSubjectsCountApart(t *testing.T) {
 	}
 
 	// A purge takes the subjects' old counters as it takes the customer's.
-	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
+	if ok, out := MustTake(t, db.Ledger, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: u1, Cost: 1,
 		At: old.Key.Start, Spans: []quota.Span{old}}); !ok {
 		t.Fatal(out)
 	}
-	if _, err := db.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
+	if _, err := db.Ledger.Purge(ctx, day0.Add(time.Hour), quota.Retention{}); err != nil {
 		t.Fatal(err)
 	}
 	var left int
@@ -638,7 +638,7 @@ func TestHistoryNeverNegativeAndOutlivesCustomer(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, nil, "acme")
 	d1, d2 := day0, day0.AddDate(0, 0, 1)
-	err := db.AddHistory(ctx, []quota.HistoryDelta{
+	err := db.History.AddHistory(ctx, []quota.HistoryDelta{
 		{Customer: "acme", Metric: "api_calls", Date: d1, Used: 10, Overage: 2, Denied: 1},
 		{Customer: "acme", Metric: "exports", Date: d1, Used: 1},
 		{Customer: "acme", Metric: "api_calls", Date: d2, Used: -5}, // a refund on a day with nothing
@@ -646,13 +646,13 @@ func TestHistoryNeverNegativeAndOutlivesCustomer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddHistory(ctx, []quota.HistoryDelta{{Customer: "acme", Metric: "api_calls", Date: d1, Used: -3, Overage: -5}}); err != nil {
+	if err := db.History.AddHistory(ctx, []quota.HistoryDelta{{Customer: "acme", Metric: "api_calls", Date: d1, Used: -3, Overage: -5}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteCustomer(ctx, write("ops"), "acme"); err != nil {
+	if err := db.Catalog.DeleteCustomer(ctx, write("ops"), "acme"); err != nil {
 		t.Fatal(err)
 	}
-	days, err := db.FindHistory(ctx, "acme", "", d1, d2)
+	days, err := db.History.FindHistory(ctx, "acme", "", d1, d2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -691,10 +691,10 @@ func TestListenerHearsOtherProcesses(t *testing.T) {
 	go l.Run(ctx)
 	<-connected
 
-	if _, _, err := a.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
+	if _, _, err := a.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "m"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := b.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
+	if _, _, err := b.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd}, false); err != nil {
 		t.Fatal(err)
 	}
 	want := []store.Notification{{Kind: store.NotifyMetric, Key: "m"}, {Kind: store.NotifyPlan, Key: "p", Local: true}}
@@ -724,7 +724,7 @@ func TestClaimBatch(t *testing.T) {
 			Answer: []byte(fmt.Sprintf(`{"cost":%d}`, cost))}
 	}
 	batch := []quota.Claim{claim("acme", "r1", 1, at), claim("globex", "r1", 2, at), claim("acme", "r1", 3, at)}
-	if err := db.Claim(ctx, batch); err != nil {
+	if err := db.Ledger.Claim(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
 	if batch[0].Found != nil || batch[1].Found != nil {
@@ -734,7 +734,7 @@ func TestClaimBatch(t *testing.T) {
 		t.Errorf("the id's second claim in the batch found %+v, want the first's record", f)
 	}
 	again := []quota.Claim{claim("acme", "r1", 5, at.Add(23*time.Hour)), claim("globex", "r1", 6, at.Add(25*time.Hour))}
-	if err := db.Claim(ctx, again); err != nil {
+	if err := db.Ledger.Claim(ctx, again); err != nil {
 		t.Fatal(err)
 	}
 	if f := again[0].Found; f == nil || f.Cost != 1 || strings.ReplaceAll(string(f.Answer), " ", "") != `{"cost":1}` {
@@ -743,7 +743,7 @@ func TestClaimBatch(t *testing.T) {
 	if again[1].Found != nil {
 		t.Errorf("an id used 25 hours before found %+v, want it claimed anew", again[1].Found)
 	}
-	if rec, err := db.Recorded(ctx, "globex", "r1", at.Add(25*time.Hour)); err != nil || rec == nil || rec.Cost != 6 {
+	if rec, err := db.Ledger.Recorded(ctx, "globex", "r1", at.Add(25*time.Hour)); err != nil || rec == nil || rec.Cost != 6 {
 		t.Errorf("globex's r1 after it was claimed anew: %+v, %v; want cost 6", rec, err)
 	}
 }

@@ -33,9 +33,9 @@ const applyBatch = 100
 // and clears them; another process skips the locked row (SKIP LOCKED) and
 // finds nothing due once it is committed. Other processes hear of the
 // change through NOTIFY; the caller tells its own cache.
-func (db *DB) ApplyPlanChanges(ctx context.Context, now time.Time) ([]string, error) {
+func (cat *Catalog) ApplyPlanChanges(ctx context.Context, now time.Time) ([]string, error) {
 	var changed []string
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		changed = changed[:0]
 		const q = `
 			SELECT id FROM customers
@@ -52,7 +52,7 @@ func (db *DB) ApplyPlanChanges(ctx context.Context, now time.Time) ([]string, er
 			return err
 		}
 		for _, id := range ids {
-			n, err := db.applyDue(ctx, tx, id, now)
+			n, err := cat.applyDue(ctx, tx, id, now)
 			if err != nil {
 				return fmt.Errorf("customer[%s]: %w", id, err)
 			}
@@ -71,7 +71,7 @@ func (db *DB) ApplyPlanChanges(ctx context.Context, now time.Time) ([]string, er
 // applyDue applies, in tx, the customer's pending changes due at now, the
 // earliest first, and returns how many it applied (0 for a customer that
 // does not exist). It locks the customer's row.
-func (db *DB) applyDue(ctx context.Context, tx pgx.Tx, id string, now time.Time) (int, error) {
+func (cat *Catalog) applyDue(ctx context.Context, tx pgx.Tx, id string, now time.Time) (int, error) {
 	c, err := findCustomer(ctx, tx, id, true)
 	if errors.Is(err, tiers.ErrCustomerNotFound) {
 		return 0, nil
@@ -111,7 +111,7 @@ func (db *DB) applyDue(ctx context.Context, tx pgx.Tx, id string, now time.Time)
 		if trialEnded {
 			ev := webhooks.Event{Type: webhooks.TrialEnded, Customer: id, Plan: c.Trial.Plan,
 				NextPlan: saved.PlanAt(at), At: at}
-			if _, err := db.recordEvents(ctx, tx, []webhooks.Event{ev}); err != nil {
+			if _, err := cat.recordEvents(ctx, tx, []webhooks.Event{ev}); err != nil {
 				return applied, err
 			}
 		}
@@ -121,7 +121,7 @@ func (db *DB) applyDue(ctx context.Context, tx pgx.Tx, id string, now time.Time)
 	if applied == 0 {
 		return 0, nil
 	}
-	return applied, db.notify(ctx, tx, NotifyCustomer, id)
+	return applied, cat.notify(ctx, tx, NotifyCustomer, id)
 }
 
 // recordBilledTerms makes the terms customer c is billed at at its terms

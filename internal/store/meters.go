@@ -18,23 +18,23 @@ import (
 )
 
 var (
-	_ meters.Outbox = (*DB)(nil)
+	_ meters.Outbox = (*Meters)(nil)
 	_ meters.Outbox = (*Outbox)(nil)
 )
 
-// CutMeterEvents is DB.CutMeterEvents over the outbox's own pool.
+// CutMeterEvents is Meters.CutMeterEvents over the outbox's own pool.
 func (o *Outbox) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
 	return cutMeterEvents(ctx, o.pool, minute, metrics)
 }
 
-// DeliverMeterEvent is DB.DeliverMeterEvent over the outbox's own pool: an
+// DeliverMeterEvent is Meters.DeliverMeterEvent over the outbox's own pool: an
 // event keeps its connection while Stripe answers, and those connections
 // must never be the ones checks wait for.
 func (o *Outbox) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
 	return deliverMeterEvent(ctx, o.pool, now, send)
 }
 
-// MeterStats is DB.MeterStats over the outbox's own pool.
+// MeterStats is Meters.MeterStats over the outbox's own pool.
 func (o *Outbox) MeterStats(ctx context.Context) (meters.Stats, error) {
 	return meterStats(ctx, o.pool)
 }
@@ -44,22 +44,22 @@ func (o *Outbox) MeterStats(ctx context.Context) (meters.Stats, error) {
 // batch (one transaction) that writes the history. Call it before the DB
 // is used.
 func (db *DB) SetStripeMetrics(metrics []string) {
-	db.stripeMetrics = map[string]bool{}
+	db.History.stripeMetrics = map[string]bool{}
 	for _, m := range metrics {
-		db.stripeMetrics[m] = true
+		db.History.stripeMetrics[m] = true
 	}
 }
 
 // queueStripeUsage queues, on b, the sums of deltas' used units per
 // customer and metric of the Stripe metrics, in key order.
-func (db *DB) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
-	if len(db.stripeMetrics) == 0 {
+func (h *History) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
+	if len(h.stripeMetrics) == 0 {
 		return
 	}
 	type key struct{ customer, metric string }
 	sums := map[key]int64{}
 	for _, d := range deltas {
-		if db.stripeMetrics[d.Metric] && d.Used != 0 {
+		if h.stripeMetrics[d.Metric] && d.Used != 0 {
 			sums[key{d.Customer, d.Metric}] += d.Used
 		}
 	}
@@ -91,8 +91,8 @@ func (db *DB) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
 // Sums of customers without metadata.stripe_customer_id are dropped and
 // counted; sums of metrics not in metrics are dropped; negative sums (refunds beyond the interval's usage) wait to be
 // netted against later usage.
-func (db *DB) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
-	return cutMeterEvents(ctx, db.pool, minute, metrics)
+func (ms *Meters) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
+	return cutMeterEvents(ctx, ms.pool, minute, metrics)
 }
 
 func cutMeterEvents(ctx context.Context, pool *pgxpool.Pool, minute time.Time, metrics []string) (meters.Cut, error) {
@@ -155,8 +155,8 @@ type meterEventRow struct {
 // DeliverMeterEvent implements meters.Outbox: the event's row stays locked
 // (FOR UPDATE SKIP LOCKED) while Stripe answers, and is deleted once Stripe
 // acknowledges it; a process that dies before leaves it for the next.
-func (db *DB) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
-	return deliverMeterEvent(ctx, db.pool, now, send)
+func (ms *Meters) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
+	return deliverMeterEvent(ctx, ms.pool, now, send)
 }
 
 func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
@@ -210,7 +210,9 @@ func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, s
 }
 
 // MeterStats implements meters.Outbox.
-func (db *DB) MeterStats(ctx context.Context) (meters.Stats, error) { return meterStats(ctx, db.pool) }
+func (ms *Meters) MeterStats(ctx context.Context) (meters.Stats, error) {
+	return meterStats(ctx, ms.pool)
+}
 
 func meterStats(ctx context.Context, pool *pgxpool.Pool) (meters.Stats, error) {
 	var s meters.Stats

@@ -74,8 +74,8 @@ func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Me
 }
 
 // FindMetric returns the metric key, with the pool it draws on (Draws).
-func (db *DB) FindMetric(ctx context.Context, key string) (tiers.Metric, error) {
-	m, err := findMetric(ctx, db.pool, key, false)
+func (cat *Catalog) FindMetric(ctx context.Context, key string) (tiers.Metric, error) {
+	m, err := findMetric(ctx, cat.pool, key, false)
 	if err != nil {
 		return tiers.Metric{}, fmt.Errorf("find metric[%s]: %w", key, mapErr(err))
 	}
@@ -83,16 +83,16 @@ func (db *DB) FindMetric(ctx context.Context, key string) (tiers.Metric, error) 
 }
 
 // FindMetrics returns one page of metrics ordered by key.
-func (db *DB) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error) {
+func (cat *Catalog) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error) {
 	const q = `SELECT ` + metricColumns + ` FROM metrics m WHERE m.key > $1 ORDER BY m.key LIMIT $2`
-	return findPage(ctx, db.pool, "metrics", page.Limit, toMetric, q, page.After)
+	return findPage(ctx, cat.pool, "metrics", page.Limit, toMetric, q, page.After)
 }
 
 // PutMetric creates or replaces a metric, its capacities and its credit
 // schema. A schema that breaks the rules of credit pools with the other
 // metrics (tiers.CheckCreditPools) is a *tiers.ValidationError.
-func (db *DB) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
-	return put(ctx, db, w, putSteps[tiers.Metric]{
+func (cat *Catalog) PutMetric(ctx context.Context, w tiers.Write, m tiers.Metric) (tiers.Metric, bool, error) {
+	return put(ctx, cat.core, w, putSteps[tiers.Metric]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Metric, error) {
 			return findMetric(ctx, tx, m.Key, lock)
 		},
@@ -195,8 +195,8 @@ func replaceCreditSchema(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
 
 // DeleteMetric deletes a metric unless a plan or an override uses it, or a
 // credit pool's schema names it; a pool's schema goes with it.
-func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
+	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findMetric(ctx, tx, key, true)
 		if errors.Is(err, tiers.ErrMetricNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -233,6 +233,6 @@ func (db *DB) DeleteMetric(ctx context.Context, w tiers.Write, key string) error
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyMetric, key)
+		return cat.notify(ctx, tx, NotifyMetric, key)
 	})
 }

@@ -36,13 +36,13 @@ func TestCreditSchemaRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	MustPutMetrics(t, db, "images", "gpt4_tokens", "audio")
+	MustPutMetrics(t, db.Catalog, "images", "gpt4_tokens", "audio")
 	schema := []tiers.CreditRate{rate("images", 10, 1), rate("gpt4_tokens", 3, 100)}
-	saved, created, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits", CreditSchema: schema})
+	saved, created, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits", CreditSchema: schema})
 	if err != nil || !created {
 		t.Fatalf("put pool: created=%v err=%v", created, err)
 	}
-	found, err := db.FindMetric(ctx, "credits")
+	found, err := db.Catalog.FindMetric(ctx, "credits")
 	mustPut(t, err)
 	for _, m := range []tiers.Metric{saved, found} {
 		if !reflect.DeepEqual(m.CreditSchema, schema) || m.Draws != nil {
@@ -56,10 +56,10 @@ func TestCreditSchemaRoundTrip(t *testing.T) {
 		"gpt4_tokens": {Pool: "credits", Credits: 3, Per: 100},
 		"images":      {Pool: "credits", Credits: 10, Per: 1},
 	}
-	list, _, err := db.FindMetrics(ctx, tiers.Page{Limit: 10})
+	list, _, err := db.Catalog.FindMetrics(ctx, tiers.Page{Limit: 10})
 	mustPut(t, err)
 	for _, m := range list {
-		one, err := db.FindMetric(ctx, m.Key)
+		one, err := db.Catalog.FindMetric(ctx, m.Key)
 		mustPut(t, err)
 		if !reflect.DeepEqual(one.Draws, wantDraws[m.Key]) || !reflect.DeepEqual(m.Draws, wantDraws[m.Key]) {
 			t.Errorf("%s draws: found %+v, listed %+v; want %+v", m.Key, one.Draws, m.Draws, wantDraws[m.Key])
@@ -71,21 +71,21 @@ func TestCreditSchemaRoundTrip(t *testing.T) {
 
 	// A replace: audio joins, images leaves, the order is the new one.
 	schema = []tiers.CreditRate{rate("audio", 1, 60), rate("gpt4_tokens", 5, 100)}
-	saved, _, err = db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits", CreditSchema: schema})
+	saved, _, err = db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits", CreditSchema: schema})
 	mustPut(t, err)
 	if !reflect.DeepEqual(saved.CreditSchema, schema) {
 		t.Errorf("replaced schema = %+v, want %+v", saved.CreditSchema, schema)
 	}
-	images, err := db.FindMetric(ctx, "images")
+	images, err := db.Catalog.FindMetric(ctx, "images")
 	mustPut(t, err)
-	audio, err := db.FindMetric(ctx, "audio")
+	audio, err := db.Catalog.FindMetric(ctx, "audio")
 	mustPut(t, err)
 	if images.Draws != nil || !reflect.DeepEqual(audio.Draws, &tiers.Draw{Pool: "credits", Credits: 1, Per: 60}) {
 		t.Errorf("after replace: images draws %+v, audio %+v", images.Draws, audio.Draws)
 	}
 
 	// The audit images show the schema, never the draws.
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
 	mustPut(t, err)
 	var after map[string]any
 	if err := json.Unmarshal(events[0].After, &after); err != nil {
@@ -103,9 +103,9 @@ func TestCreditSchemaRoundTrip(t *testing.T) {
 	}
 
 	// Emptied, the pool is a plain metric again and frees its metrics.
-	saved, _, err = db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits"})
+	saved, _, err = db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "credits"})
 	mustPut(t, err)
-	tokens, err := db.FindMetric(ctx, "gpt4_tokens")
+	tokens, err := db.Catalog.FindMetric(ctx, "gpt4_tokens")
 	mustPut(t, err)
 	if len(saved.CreditSchema) != 0 || tokens.Draws != nil {
 		t.Errorf("emptied pool: schema %+v, gpt4_tokens draws %+v", saved.CreditSchema, tokens.Draws)
@@ -120,14 +120,16 @@ func TestCreditPoolRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	MustPutMetrics(t, db, "gpt4_tokens", "images", "audio", "video")
+	MustPutMetrics(t, db.Catalog, "gpt4_tokens", "images", "audio", "video")
 	pool := func(key string, rates ...tiers.CreditRate) func() error {
 		return func() error {
-			_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: key, CreditSchema: rates})
+			_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: key, CreditSchema: rates})
 			return err
 		}
 	}
-	del := func(key string) func() error { return func() error { return db.DeleteMetric(ctx, write("ops"), key) } }
+	del := func(key string) func() error {
+		return func() error { return db.Catalog.DeleteMetric(ctx, write("ops"), key) }
+	}
 
 	steps := []struct {
 		name      string
@@ -152,7 +154,7 @@ func TestCreditPoolRules(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			before, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
+			before, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
 			mustPut(t, err)
 			err = st.do()
 			var ve *tiers.ValidationError
@@ -168,7 +170,7 @@ func TestCreditPoolRules(t *testing.T) {
 			case err != nil:
 				t.Fatalf("err = %v, want success", err)
 			}
-			after, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
+			after, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 1})
 			mustPut(t, err)
 			if wrote := after[0].ID != before[0].ID; wrote != (st.wantErr == nil && st.wantField == "") {
 				t.Errorf("audited a write: %v", wrote)
@@ -201,7 +203,7 @@ func TestCreditPoolRulesUnderRaces(t *testing.T) {
 			t.Parallel()
 			for round := range 5 {
 				db := MustOpen(t)
-				MustPutMetrics(t, db, "p1", "p2", "x", "y")
+				MustPutMetrics(t, db.Catalog, "p1", "p2", "x", "y")
 				start := make(chan struct{})
 				var wg sync.WaitGroup
 				errs := make([]error, 2)
@@ -210,7 +212,7 @@ func TestCreditPoolRulesUnderRaces(t *testing.T) {
 					go func() {
 						defer wg.Done()
 						<-start
-						_, _, errs[i] = db.PutMetric(ctx, write("ops"), m)
+						_, _, errs[i] = db.Catalog.PutMetric(ctx, write("ops"), m)
 					}()
 				}
 				close(start)
@@ -240,7 +242,7 @@ func TestCreditRateConstraints(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
-	MustPutMetrics(t, db, "pool", "other", "m", "n")
+	MustPutMetrics(t, db.Catalog, "pool", "other", "m", "n")
 	if _, err := s.Pool.Exec(ctx, `INSERT INTO credit_rates (pool, metric, credits, position) VALUES ('other', 'n', 1, 0)`); err != nil {
 		t.Fatal(err)
 	}

@@ -83,18 +83,18 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, s := MustOpenSchema(t)
-	MustPutMetrics(t, db, "m", "pool")
-	_, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "pool", CreditSchema: []tiers.CreditRate{rate("m", 1, 1)}})
+	MustPutMetrics(t, db.Catalog, "m", "pool")
+	_, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "pool", CreditSchema: []tiers.CreditRate{rate("m", 1, 1)}})
 	mustPut(t, err)
-	_, _, err = db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+	_, _, err = db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "m", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
 		{Metric: "m", Window: tiers.Day, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
 	}}, false)
 	mustPut(t, err)
-	_, _, err = db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
+	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "c", Plan: "p", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 	for _, per := range []tiers.Per{tiers.PerCustomer, tiers.PerSubject} {
-		_, _, err = db.PutOverride(ctx, write("ops"), tiers.Override{Customer: "c",
+		_, _, err = db.Catalog.PutOverride(ctx, write("ops"), tiers.Override{Customer: "c",
 			Limit: tiers.Limit{Metric: "m", Window: tiers.Day, Limit: 5, Mode: tiers.Hard, Per: per}})
 		mustPut(t, err)
 	}
@@ -112,7 +112,7 @@ func TestMigrateDownDropsLimitsPerSubject(t *testing.T) {
 	if err := db.Migrations().Up(ctx); err != nil {
 		t.Fatalf("migrate up again: %v", err)
 	}
-	p, err := db.FindPlan(ctx, "p")
+	p, err := db.Catalog.FindPlan(ctx, "p")
 	mustPut(t, err)
 	if len(p.Limits) != 1 || p.Limits[0].Per != tiers.PerCustomer {
 		t.Errorf("plan after the round trip = %+v", p.Limits)
@@ -172,12 +172,12 @@ func TestCountersPerSubjectMigration(t *testing.T) {
 	if got := MustRaw(t, s, own.Key); got != 5 {
 		t.Errorf("the customer's counter from before, read as its own: %d, want 5", got)
 	}
-	if rsv, err := db.Reservation(ctx, "rsv_before"); err != nil || rsv.Subject != "" {
+	if rsv, err := db.Reservations.Reservation(ctx, "rsv_before"); err != nil || rsv.Subject != "" {
 		t.Errorf("the reservation from before: %+v, %v; want the customer's own", rsv, err)
 	}
 	// The subject's counter, a lease of it, and reservations of the
 	// subject: one held, one committed.
-	if ok, out := MustTake(t, db, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: subject, Cost: 3,
+	if ok, out := MustTake(t, db.Ledger, &quota.Charge{Customer: "acme", Metric: "api_calls", Subject: subject, Cost: 3,
 		At: day0, Spans: []quota.Span{sub}}); !ok {
 		t.Fatal(out)
 	}

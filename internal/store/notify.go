@@ -72,10 +72,10 @@ func ParseCounterKey(s string) (quota.CounterKey, bool) {
 }
 
 // payload is the notification of kind about key, from this process.
-func (db *DB) payload(kind, key string) string { return kind + ":" + db.instance + ":" + key }
+func (c *core) payload(kind, key string) string { return kind + ":" + c.instance + ":" + key }
 
-func (db *DB) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, db.channel, db.payload(kind, key)); err != nil {
+func (c *core) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, c.channel, c.payload(kind, key)); err != nil {
 		return fmt.Errorf("notify %s %s: %w", kind, key, err)
 	}
 	return nil

@@ -131,9 +131,9 @@ func requireMetric(ctx context.Context, q querier, key string, lock bool) error 
 }
 
 // FindOverride returns one override of a customer.
-func (db *DB) FindOverride(ctx context.Context, customer string, k tiers.LimitKey) (tiers.Override, error) {
+func (cat *Catalog) FindOverride(ctx context.Context, customer string, k tiers.LimitKey) (tiers.Override, error) {
 	var o tiers.Override
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
@@ -153,9 +153,9 @@ func (db *DB) FindOverride(ctx context.Context, customer string, k tiers.LimitKe
 // FindOverrides returns one page of a customer's overrides, by metric, then
 // window, then per; page.After is the tiers.LimitKey (as its String) of
 // the last override of the page before.
-func (db *DB) FindOverrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error) {
+func (cat *Catalog) FindOverrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error) {
 	var list []tiers.Override
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
@@ -181,8 +181,8 @@ func (db *DB) FindOverrides(ctx context.Context, customer string, page tiers.Pag
 }
 
 // PutOverride creates or replaces a customer's override.
-func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) (tiers.Override, bool, error) {
-	return put(ctx, db, w, putSteps[tiers.Override]{
+func (cat *Catalog) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) (tiers.Override, bool, error) {
+	return put(ctx, cat.core, w, putSteps[tiers.Override]{
 		before: func(ctx context.Context, tx pgx.Tx) error {
 			if err := requireCustomer(ctx, tx, o.Customer, true); err != nil {
 				return err
@@ -218,9 +218,9 @@ func (db *DB) PutOverride(ctx context.Context, w tiers.Write, o tiers.Override) 
 }
 
 // DeleteOverride deletes a customer's override.
-func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string, k tiers.LimitKey) error {
+func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer string, k tiers.LimitKey) error {
 	resource := overrideResource(customer, k)
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -245,8 +245,8 @@ func (db *DB) DeleteOverride(ctx context.Context, w tiers.Write, customer string
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.notify(ctx, tx, NotifyCustomer, customer)
 	})
 }
 
-var _ tiers.Store = (*DB)(nil)
+var _ tiers.Store = (*Catalog)(nil)

@@ -138,8 +138,8 @@ func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan
 }
 
 // FindPlan returns the plan key with its limits.
-func (db *DB) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
-	p, err := findPlan(ctx, db.pool, key, false)
+func (cat *Catalog) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
+	p, err := findPlan(ctx, cat.pool, key, false)
 	if err != nil {
 		return tiers.Plan{}, fmt.Errorf("find plan[%s]: %w", key, mapErr(err))
 	}
@@ -147,16 +147,16 @@ func (db *DB) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
 }
 
 // FindPlans returns one page of plans ordered by key.
-func (db *DB) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
+func (cat *Catalog) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.key > $1 ORDER BY p.key LIMIT $2`
-	return findPage(ctx, db.pool, "plans", page.Limit, toPlan, q, page.After)
+	return findPage(ctx, cat.pool, "plans", page.Limit, toPlan, q, page.After)
 }
 
 // FindPublicPlans implements tiers.CacheSource: every public plan as of
 // its latest version, ordered by key.
-func (db *DB) FindPublicPlans(ctx context.Context) ([]tiers.Plan, error) {
+func (cat *Catalog) FindPublicPlans(ctx context.Context) ([]tiers.Plan, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.public ORDER BY p.key`
-	plans, err := findAll(ctx, db.pool, toPlan, q)
+	plans, err := findAll(ctx, cat.pool, toPlan, q)
 	if err != nil {
 		return nil, fmt.Errorf("find public plans: %w", mapErr(err))
 	}
@@ -201,8 +201,8 @@ func checkMetricsDeclared(ctx context.Context, tx pgx.Tx, limits []tiers.Limit) 
 // PutPlan creates or replaces a plan and its limits, and makes a new
 // version of it when its price, limits or features change (see
 // tiers.Store).
-func (db *DB) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan, grandfather bool) (tiers.Plan, bool, error) {
-	return put(ctx, db, w, putSteps[tiers.Plan]{
+func (cat *Catalog) PutPlan(ctx context.Context, w tiers.Write, p tiers.Plan, grandfather bool) (tiers.Plan, bool, error) {
+	return put(ctx, cat.core, w, putSteps[tiers.Plan]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (tiers.Plan, error) {
 			return findPlan(ctx, tx, p.Key, lock)
 		},
@@ -287,8 +287,8 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 }
 
 // DeletePlan deletes a plan unless customers are on it.
-func (db *DB) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
-	return db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
+	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findPlan(ctx, tx, key, true)
 		if errors.Is(err, tiers.ErrPlanNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -317,6 +317,6 @@ func (db *DB) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyPlan, key)
+		return cat.notify(ctx, tx, NotifyPlan, key)
 	})
 }

@@ -36,12 +36,12 @@ type putSteps[T any] struct {
 // checks w.IfMatch against its version, writes it, reads it back, records
 // the audit entry and notifies the change. It reports whether the row was
 // created.
-func put[T any](ctx context.Context, db *DB, w tiers.Write, s putSteps[T]) (T, bool, error) {
+func put[T any](ctx context.Context, c *core, w tiers.Write, s putSteps[T]) (T, bool, error) {
 	var (
 		saved   T
 		created bool
 	)
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := c.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if s.before != nil {
 			if err := s.before(ctx, tx); err != nil {
 				return err
@@ -77,7 +77,7 @@ func put[T any](ctx context.Context, db *DB, w tiers.Write, s putSteps[T]) (T, b
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, s.notify, s.key)
+		return c.notify(ctx, tx, s.notify, s.key)
 	})
 	if err != nil {
 		var zero T

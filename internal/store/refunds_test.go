@@ -22,12 +22,12 @@ func TestRefunds(t *testing.T) {
 		ctx := context.Background()
 		var limits []tiers.Limit
 		for _, m := range []string{"api_calls", "images"} {
-			mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
+			mustPut(t, second(db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: m})))
 			limits = append(limits, tiers.Limit{Metric: m, Window: tiers.Day, Limit: refundtest.Limit, Mode: tiers.Hard})
 		}
-		mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
+		mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
 		for _, id := range []string{"acme", "globex"} {
-			mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: id, Plan: "p", Metadata: []byte(`{}`)})))
+			mustPut(t, second(db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: id, Plan: "p", Metadata: []byte(`{}`)})))
 		}
 		return refundDB{db}
 	}})
@@ -36,8 +36,9 @@ func TestRefunds(t *testing.T) {
 type refundDB struct{ db *store.DB }
 
 func (r refundDB) Engine(t *testing.T, clock quota.Clock, leases bool) *quota.Engine {
-	e := quota.New(quota.Options{Catalog: tiers.NewCache(r.db, 0), Ledger: r.db, History: r.db, Clock: clock,
-		Leases: leasesOf(leases, r.db, clock), StoreTimeout: 30 * time.Second})
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(r.db.Catalog, 0), Counts: r.db.Ledger, Requests: r.db.Ledger, Maintenance: r.db.Ledger, Audits: r.db.Audit,
+		History: r.db.History, Clock: clock,
+		Leases: leasesOf(leases, r.db.Ledger, clock), StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)
@@ -47,7 +48,7 @@ func (r refundDB) Engine(t *testing.T, clock quota.Clock, leases bool) *quota.En
 }
 
 func (r refundDB) Refunds(t *testing.T, customer string) []quota.RefundEvent {
-	events, _, err := r.db.FindAuditEvents(context.Background(), tiers.AuditFilter{Customer: customer, Limit: 1000})
+	events, _, err := r.db.Audit.FindAuditEvents(context.Background(), tiers.AuditFilter{Customer: customer, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,21 +53,21 @@ func keep(ctx context.Context, q querier, c quota.Claim, answer []byte) error {
 	return err
 }
 
-// Claim implements quota.Ledger: claimBatch claims per statement, each a
+// Claim implements quota.Requests: claimBatch claims per statement, each a
 // transaction of its own; a second statement reads what was recorded under
 // the ids some found used. An id claimed twice in c is claimed once: the
 // second finds the first.
-func (db *DB) Claim(ctx context.Context, c []quota.Claim) error {
+func (l *Ledger) Claim(ctx context.Context, c []quota.Claim) error {
 	for len(c) > 0 {
 		batch := c[:min(len(c), claimBatch)]
 		c = c[len(batch):]
-		err := retry(func() error { return db.claimAll(ctx, batch) })
+		err := retry(func() error { return l.claimAll(ctx, batch) })
 		switch {
 		case isCode(err, "23503") && len(batch) > 1:
 			// A customer went while the batch ran: each claim again alone,
 			// so that only its own check learns it.
 			for i := range batch {
-				if err := db.Claim(ctx, batch[i:i+1]); err != nil {
+				if err := l.Claim(ctx, batch[i:i+1]); err != nil {
 					return err
 				}
 			}
@@ -91,7 +91,7 @@ type requestKey struct {
 // claimAll claims the ids of c in one statement (in the order of their
 // keys, so that two processes' batches lock them in one order), and reads
 // what was recorded under those it found used.
-func (db *DB) claimAll(ctx context.Context, c []quota.Claim) error {
+func (l *Ledger) claimAll(ctx context.Context, c []quota.Claim) error {
 	first := make(map[requestKey]int, len(c)) // the claim of each id that goes to the store
 	var order []int
 	for i := range c {
@@ -120,7 +120,7 @@ func (db *DB) claimAll(ctx context.Context, c []quota.Claim) error {
 		SET metric = EXCLUDED.metric, cost = EXCLUDED.cost, answer = EXCLUDED.answer, created_at = EXCLUDED.created_at
 		WHERE r.created_at <= EXCLUDED.created_at - interval '24 hours'
 		RETURNING customer_id, kind, request_id`
-	rows, err := db.pool.Query(ctx, claimQ, customers, kinds, ids, metrics, costs, ats, answers)
+	rows, err := l.pool.Query(ctx, claimQ, customers, kinds, ids, metrics, costs, ats, answers)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (db *DB) claimAll(ctx context.Context, c []quota.Claim) error {
 		}
 	}
 	for _, i := range used {
-		rec, err := claim(ctx, db.pool, c[i])
+		rec, err := claim(ctx, l.pool, c[i])
 		if err != nil {
 			return err
 		}
@@ -164,14 +164,14 @@ func (db *DB) claimAll(ctx context.Context, c []quota.Claim) error {
 	return nil
 }
 
-// Recorded implements quota.Ledger.
-func (db *DB) Recorded(ctx context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
+// Recorded implements quota.Requests.
+func (l *Ledger) Recorded(ctx context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
 	const q = `
 		SELECT metric, cost, answer, created_at FROM request_ids
 		WHERE customer_id = $1 AND kind = 'check' AND request_id = $2
 		  AND created_at > $3::timestamptz - interval '24 hours' AND answer IS NOT NULL`
 	var rec quota.Recorded
-	err := db.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At)
+	err := l.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-var _ quota.ReservationStore = (*DB)(nil)
+var _ quota.ReservationStore = (*Reservations)(nil)
 
 const reservationColumns = `id, customer_id, metric, subject, cost, state, committed, over, expires_at, created_at,
 	coalesce(request_id, '') AS request_id, windows, answer`
@@ -81,7 +81,7 @@ type reservationKey struct{ customer, requestID string }
 // two processes' statements lock them in one order); a second reads those
 // whose request id was used before. A request id given twice in r is
 // stored once: the second finds the first.
-func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInsert) error {
+func (res *Reservations) InsertReservations(ctx context.Context, r []quota.ReservationInsert) error {
 	order := make([]int, len(r))
 	for i := range r {
 		order[i] = i
@@ -117,7 +117,7 @@ func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInser
 		RETURNING id`
 	var inserted map[string]bool
 	err := retry(func() error {
-		rows, err := db.pool.Query(ctx, insertQ, ids, customers, metrics, subjects, costs, expires, created, requestIDs,
+		rows, err := res.pool.Query(ctx, insertQ, ids, customers, metrics, subjects, costs, expires, created, requestIDs,
 			windows, answers)
 		if err != nil {
 			return err
@@ -148,7 +148,7 @@ func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInser
 		f, ok := found[k]
 		if !ok {
 			var err error
-			if f, err = db.ReservationByRequestID(ctx, x.Customer, x.RequestID); err != nil {
+			if f, err = res.ReservationByRequestID(ctx, x.Customer, x.RequestID); err != nil {
 				return err
 			}
 			if f == nil {
@@ -162,8 +162,8 @@ func (db *DB) InsertReservations(ctx context.Context, r []quota.ReservationInser
 }
 
 // Reservation implements quota.ReservationStore.
-func (db *DB) Reservation(ctx context.Context, id string) (quota.Reservation, error) {
-	rs, err := readReservations(ctx, db.pool, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, id)
+func (res *Reservations) Reservation(ctx context.Context, id string) (quota.Reservation, error) {
+	rs, err := readReservations(ctx, res.pool, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, id)
 	if err != nil {
 		return quota.Reservation{}, fmt.Errorf("read reservation %s: %w", id, mapErr(err))
 	}
@@ -174,8 +174,8 @@ func (db *DB) Reservation(ctx context.Context, id string) (quota.Reservation, er
 }
 
 // ReservationByRequestID implements quota.ReservationStore.
-func (db *DB) ReservationByRequestID(ctx context.Context, customer, requestID string) (*quota.Reservation, error) {
-	rs, err := readReservations(ctx, db.pool, `SELECT `+reservationColumns+` FROM reservations
+func (res *Reservations) ReservationByRequestID(ctx context.Context, customer, requestID string) (*quota.Reservation, error) {
+	rs, err := readReservations(ctx, res.pool, `SELECT `+reservationColumns+` FROM reservations
 		WHERE customer_id = $1 AND request_id = $2`, customer, requestID)
 	if err != nil {
 		return nil, fmt.Errorf("read reservation %s/%s: %w", customer, requestID, mapErr(err))
@@ -192,7 +192,7 @@ var errNotHeld = errors.New("reservation not held")
 
 // SettleReservation implements quota.ReservationStore: the guarded update
 // and fn in one transaction.
-func (db *DB) SettleReservation(ctx context.Context, s quota.ReservationSettlement,
+func (res *Reservations) SettleReservation(ctx context.Context, s quota.ReservationSettlement,
 	fn func(ctx context.Context, tx quota.Tx) error) (bool, error) {
 	var committed *int64
 	if s.State == quota.ReservationCommitted {
@@ -201,7 +201,7 @@ func (db *DB) SettleReservation(ctx context.Context, s quota.ReservationSettleme
 	const settleQ = `
 		UPDATE reservations SET state = $2, committed = $3, over = $4, settled_at = $5
 		WHERE id = $1 AND state = 'held'`
-	err := db.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
+	err := res.ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 		tag, err := tx.(txLedger).tx.Exec(ctx, settleQ, s.ID, string(s.State), committed, s.Over, s.At)
 		if err != nil {
 			return err
@@ -221,16 +221,16 @@ func (db *DB) SettleReservation(ctx context.Context, s quota.ReservationSettleme
 }
 
 // RecordOver implements quota.ReservationStore.
-func (db *DB) RecordOver(ctx context.Context, id string, over int64) error {
-	if _, err := db.pool.Exec(ctx, `UPDATE reservations SET over = $2 WHERE id = $1`, id, over); err != nil {
+func (res *Reservations) RecordOver(ctx context.Context, id string, over int64) error {
+	if _, err := res.pool.Exec(ctx, `UPDATE reservations SET over = $2 WHERE id = $1`, id, over); err != nil {
 		return fmt.Errorf("record over of reservation %s: %w", id, mapErr(err))
 	}
 	return nil
 }
 
 // DueReservations implements quota.ReservationStore.
-func (db *DB) DueReservations(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := db.pool.Query(ctx, `SELECT id FROM reservations WHERE state = 'held' AND expires_at <= $1
+func (res *Reservations) DueReservations(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	rows, err := res.pool.Query(ctx, `SELECT id FROM reservations WHERE state = 'held' AND expires_at <= $1
 		ORDER BY expires_at LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("due reservations: %w", mapErr(err))
@@ -252,7 +252,7 @@ type transitionRow struct {
 // TransitionReservations implements quota.ReservationStore: one statement
 // moves every reservation of t whose guards hold, and returns them as they
 // were held. Two transitions of one reservation in t: one moves it.
-func (db *DB) TransitionReservations(ctx context.Context, t []quota.ReservationTransition) error {
+func (res *Reservations) TransitionReservations(ctx context.Context, t []quota.ReservationTransition) error {
 	n := len(t)
 	ids, states, ats := make([]string, n), make([]string, n), make([]time.Time, n)
 	committed := make([]*int64, n)
@@ -293,7 +293,7 @@ func (db *DB) TransitionReservations(ctx context.Context, t []quota.ReservationT
 	// primary key.
 	var moved []transitionRow
 	err := retry(func() error {
-		rows, err := db.pool.Query(ctx, transitionQ, pgx.QueryExecModeCacheDescribe, ids, states, committed, ats)
+		rows, err := res.pool.Query(ctx, transitionQ, pgx.QueryExecModeCacheDescribe, ids, states, committed, ats)
 		if err != nil {
 			return err
 		}

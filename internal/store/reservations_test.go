@@ -28,18 +28,19 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 			limits[i].Mode = tiers.Hard
 		}
 	}
-	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
+	if _, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false); err != nil {
+	if _, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+	if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	clock := quotatest.NewClock(at)
-	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
-		Leases: leasesOf(leases, db, clock), Reservations: db, StoreTimeout: 30 * time.Second})
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(db.Catalog, 0), Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock,
+		Leases: leasesOf(leases, db.Ledger, clock), Reservations: db.Reservations, StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)
@@ -291,17 +292,17 @@ func TestReservationSubjectRoundTrips(t *testing.T) {
 	for i, tt := range tests {
 		ins[i].Reservation = tt.rsv
 	}
-	if err := db.InsertReservations(ctx, ins); err != nil {
+	if err := db.Reservations.InsertReservations(ctx, ins); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := db.Reservation(ctx, tt.rsv.ID)
+			got, err := db.Reservations.Reservation(ctx, tt.rsv.ID)
 			if err != nil || !reflect.DeepEqual(got, tt.rsv) {
 				t.Errorf("Reservation(%s) = %+v, %v\nwant %+v", tt.rsv.ID, got, err, tt.rsv)
 			}
 			if tt.rsv.RequestID != "" {
-				got, err := db.ReservationByRequestID(ctx, "acme", tt.rsv.RequestID)
+				got, err := db.Reservations.ReservationByRequestID(ctx, "acme", tt.rsv.RequestID)
 				if err != nil || got == nil || !reflect.DeepEqual(*got, tt.rsv) {
 					t.Errorf("ReservationByRequestID(%s) = %+v, %v\nwant %+v", tt.rsv.RequestID, got, err, tt.rsv)
 				}
@@ -309,7 +310,7 @@ func TestReservationSubjectRoundTrips(t *testing.T) {
 			// A request id used again finds the reservation, subject and all.
 			again := []quota.ReservationInsert{{Reservation: held("rsv_again", "", tt.rsv.RequestID)}}
 			if tt.rsv.RequestID != "" {
-				if err := db.InsertReservations(ctx, again); err != nil {
+				if err := db.Reservations.InsertReservations(ctx, again); err != nil {
 					t.Fatal(err)
 				}
 				if f := again[0].Found; f == nil || !reflect.DeepEqual(*f, tt.rsv) {
@@ -318,7 +319,7 @@ func TestReservationSubjectRoundTrips(t *testing.T) {
 			}
 			// Settled, it is returned as it was held.
 			tr := []quota.ReservationTransition{{ID: tt.rsv.ID, State: quota.ReservationReleased, At: at}}
-			if err := db.TransitionReservations(ctx, tr); err != nil {
+			if err := db.Reservations.TransitionReservations(ctx, tr); err != nil {
 				t.Fatal(err)
 			}
 			if s := tr[0].Settled; s == nil || !reflect.DeepEqual(*s, tt.rsv) {
@@ -349,7 +350,7 @@ func TestReservationOfASubject(t *testing.T) {
 			if err != nil || !again.Replayed || again.ID != first.ID {
 				t.Errorf("the reserve again: %+v, %v; want reservation %s replayed", again, err, first.ID)
 			}
-			rsv, err := db.Reservation(ctx, first.ID)
+			rsv, err := db.Reservations.Reservation(ctx, first.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -402,22 +403,23 @@ func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *st
 	t.Helper()
 	ctx := context.Background()
 	db := MustOpen(t)
-	if _, _, err := db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
+	if _, _, err := db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"}); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
+	_, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Day, Limit: 10, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 3, Mode: tiers.Hard, Per: tiers.PerSubject},
 	}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
+	if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	clock := quotatest.NewClock(at)
-	e := quota.New(quota.Options{Catalog: tiers.NewCache(db, 0), Ledger: db, History: db, Clock: clock,
-		Leases: leasesOf(leases, db, clock), Reservations: db, StoreTimeout: 30 * time.Second})
+	e := quota.New(quota.Options{Catalog: tiers.NewCache(db.Catalog, 0), Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+		History: db.History, Clock: clock,
+		Leases: leasesOf(leases, db.Ledger, clock), Reservations: db.Reservations, StoreTimeout: 30 * time.Second})
 	t.Cleanup(func() {
 		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)

@@ -98,11 +98,11 @@ const purgeLockQ = `SELECT pg_try_advisory_lock(hashtextextended('quotad.purge:'
 // no longer (see quota.Retention), table by table. Only one process purges
 // a schema at a time: while another does, Purge deletes nothing. It
 // returns what it deleted, by table, also when it fails part-way.
-func (db *DB) Purge(ctx context.Context, now time.Time, r quota.Retention) (quota.Purged, error) {
+func (l *Ledger) Purge(ctx context.Context, now time.Time, r quota.Retention) (quota.Purged, error) {
 	purged := quota.Purged{}
 	timeout := r.StatementTimeout()
 	acquire, cancel := context.WithTimeout(ctx, timeout)
-	c, err := db.pool.Acquire(acquire)
+	c, err := l.pool.Acquire(acquire)
 	cancel()
 	if err != nil {
 		return purged, fmt.Errorf("purge: %w", mapErr(err))

@@ -244,7 +244,8 @@ func TestRetentionPurgesEachTable(t *testing.T) {
 			r := tt.retention
 			r.Batch = 2
 			var heard []quota.Purged
-			e := quota.New(quota.Options{Ledger: db, Clock: quotatest.NewClock(now), Retention: r,
+			e := quota.New(quota.Options{Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
+				Clock: quotatest.NewClock(now), Retention: r,
 				OnPurge: func(p quota.Purged) { heard = append(heard, p) }})
 			if err := e.Purge(ctx); err != nil {
 				t.Fatal(err)
@@ -296,7 +297,7 @@ func TestRetentionZeroKeepsForever(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	purged, err := db.Purge(ctx, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), quota.Retention{})
+	purged, err := db.Ledger.Purge(ctx, time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), quota.Retention{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,13 +326,13 @@ func TestRetentionOneProcessAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := day0.AddDate(0, 0, 3)
-	if purged, err := db.Purge(ctx, now, quota.Retention{}); err != nil || len(purged) != 0 {
+	if purged, err := db.Ledger.Purge(ctx, now, quota.Retention{}); err != nil || len(purged) != 0 {
 		t.Errorf("purged %v (%v) while another process held the purge's lock, want nothing", purged, err)
 	}
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtextextended('quotad.purge:' || current_schema(), 0))`); err != nil {
 		t.Fatal(err)
 	}
-	if purged, err := db.Purge(ctx, now, quota.Retention{}); err != nil || purged["request_ids"] != 1 {
+	if purged, err := db.Ledger.Purge(ctx, now, quota.Retention{}); err != nil || purged["request_ids"] != 1 {
 		t.Errorf("purged %v (%v) once the lock was free, want the request id", purged, err)
 	}
 }
@@ -342,7 +343,7 @@ func TestRetentionReportsFailure(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	db := MustOpen(t)
-	if _, err := db.Purge(ctx, day0, quota.DefaultRetention); !errors.Is(err, context.Canceled) {
+	if _, err := db.Ledger.Purge(ctx, day0, quota.DefaultRetention); !errors.Is(err, context.Canceled) {
 		t.Errorf("purge with its context ended: %v, want context.Canceled", err)
 	}
 }
@@ -372,7 +373,7 @@ func TestRetentionSkipsLockedRows(t *testing.T) {
 	now := day0.AddDate(0, 0, 10)
 	r := quota.Retention{Batch: 1, BatchTimeout: 10 * time.Second}
 	start := time.Now()
-	purged, err := db.Purge(ctx, now, r)
+	purged, err := db.Ledger.Purge(ctx, now, r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +386,7 @@ func TestRetentionSkipsLockedRows(t *testing.T) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if purged, err := db.Purge(ctx, now, r); err != nil || purged["usage_counters"] != 1 {
+	if purged, err := db.Ledger.Purge(ctx, now, r); err != nil || purged["usage_counters"] != 1 {
 		t.Errorf("purged %v (%v) once the lock was gone, want the last counter", purged, err)
 	}
 }

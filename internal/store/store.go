@@ -1,7 +1,9 @@
 // Package store keeps quotad's state in PostgreSQL. It is the only package
-// that imports pgx: it implements tiers.Store and the quota engine's stores,
-// owns transactions, and maps database errors to the domain's sentinels at
-// its boundary.
+// that imports pgx: over one pool (DB), a small type per aggregate (the
+// catalog, the ledger, reservations, grants, history and the rest)
+// implements what its consumers take (tiers.Store, the quota engine's
+// roles, ...); the package owns transactions, and maps database errors to
+// the domain's sentinels at its boundary.
 package store
 
 import (
@@ -24,8 +26,79 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// DB is quotad's PostgreSQL store. It is safe for concurrent use.
+// DB is quotad's PostgreSQL store: one pool, the schema's migrations and
+// health, and the aggregates that keep the state over the pool, one small
+// type each. Consumers take the aggregates they use. It is safe for
+// concurrent use.
 type DB struct {
+	*core
+
+	Catalog      *Catalog
+	Ledger       *Ledger
+	Reservations *Reservations
+	Grants       *Grants
+	History      *History
+	Billing      *Billing
+	Keys         *Keys
+	Webhooks     *Webhooks
+	Meters       *Meters
+	Audit        *Audit
+}
+
+// Catalog holds the catalog: metrics, plans and their versions,
+// customers with their pending plan changes, and their overrides of
+// limits and of features. It implements tiers.Store.
+type Catalog struct{ *core }
+
+// Ledger holds what every quotad process shares to count long windows:
+// the counters, the leases on them, the metrics' global usage and request
+// ids, with their resets and purges. It implements the quota engine's
+// Counts, Requests and Maintenance roles and lease.Leaser.
+type Ledger struct{ *core }
+
+// Reservations holds reservations; a settlement runs its ledger work in
+// the reservation's own transaction. It implements quota.ReservationStore.
+type Reservations struct {
+	*core
+	ledger *Ledger
+}
+
+// Grants holds customers' grants of units and the draws checks make on
+// them. It implements grants.Store and quota.Grants.
+type Grants struct{ *core }
+
+// History holds daily usage history, and queues the usage of the metrics
+// that go to Stripe with it. It implements quota.HistoryStore and
+// whatif.HistoryStore.
+type History struct {
+	*core
+	// stripeMetrics are the metrics whose usage goes to Stripe (see
+	// DB.SetStripeMetrics).
+	stripeMetrics map[string]bool
+}
+
+// Billing holds what statements are made of: customers' terms, their
+// overage and their grants' use. It implements billing.Store.
+type Billing struct{ *core }
+
+// Keys holds API keys. It implements keys.Store.
+type Keys struct{ *core }
+
+// Webhooks holds webhooks, the usage events they are told of and the
+// queue of their deliveries. It implements webhooks.Store,
+// webhooks.EventStore and webhooks.Outbox.
+type Webhooks struct{ *core }
+
+// Meters holds the queue of meter events that go to Stripe. It
+// implements meters.Outbox.
+type Meters struct{ *core }
+
+// Audit holds the audit log. It implements quota.Audits.
+type Audit struct{ *core }
+
+// core is what the aggregates share: the pool, this process's names in
+// notifications and leases, and the caps creations are held to.
+type core struct {
 	pool *pgxpool.Pool
 	// channel is the LISTEN/NOTIFY channel of this schema: every quotad
 	// process on the same database and schema shares it.
@@ -43,9 +116,6 @@ type DB struct {
 	// caps bound the customers, keys per customer and webhooks writes
 	// create (see SetCaps); none until set.
 	caps tiers.Caps
-	// stripeMetrics are the metrics whose usage goes to Stripe (see
-	// SetStripeMetrics).
-	stripeMetrics map[string]bool
 }
 
 // SetCaps sets the caps creations are held to (tiers.Caps: 0, no cap).
@@ -56,31 +126,31 @@ func (db *DB) SetCaps(c tiers.Caps) { db.caps = c }
 // by triggers, see migration 000018), which the transaction's own insert
 // has just raised and whose row it therefore holds locked: concurrent
 // creations wait for it to commit, and then count its row.
-func (db *DB) checkCount(ctx context.Context, tx pgx.Tx, kind tiers.CapKind, table string) error {
-	if db.caps.Of(kind) == 0 {
+func (c *core) checkCount(ctx context.Context, tx pgx.Tx, kind tiers.CapKind, table string) error {
+	if c.caps.Of(kind) == 0 {
 		return nil
 	}
 	var n int64
 	if err := tx.QueryRow(ctx, `SELECT n FROM object_counts WHERE kind = $1`, table).Scan(&n); err != nil {
 		return fmt.Errorf("count %s: %w", table, err)
 	}
-	return db.caps.Check(kind, n)
+	return c.caps.Check(kind, n)
 }
 
 // holderID is this process's holder key.
-func (db *DB) holderID() int64 { return db.holder.Load() }
+func (c *core) holderID() int64 { return c.holder.Load() }
 
 // Holder returns the key that names this process in the leases it holds
 // (see Listener): for logs, and for tests that watch it.
 func (db *DB) Holder() int64 { return db.holderID() }
 
 // drawHolder draws a new holder key.
-func (db *DB) drawHolder() error {
+func (c *core) drawHolder() error {
 	var id [4]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	db.holder.Store(int64(int32(binary.BigEndian.Uint32(id[:]))))
+	c.holder.Store(int64(int32(binary.BigEndian.Uint32(id[:]))))
 	return nil
 }
 
@@ -176,11 +246,14 @@ func New(ctx context.Context, pool *pgxpool.Pool) (*DB, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	db := &DB{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:])}
-	if err := db.drawHolder(); err != nil {
+	c := &core{pool: pool, channel: "quotad_" + schema, instance: hex.EncodeToString(id[:])}
+	if err := c.drawHolder(); err != nil {
 		return nil, err
 	}
-	return db, nil
+	ledger := &Ledger{c}
+	return &DB{core: c, Catalog: &Catalog{c}, Ledger: ledger, Reservations: &Reservations{core: c, ledger: ledger},
+		Grants: &Grants{c}, History: &History{core: c}, Billing: &Billing{c}, Keys: &Keys{c},
+		Webhooks: &Webhooks{c}, Meters: &Meters{c}, Audit: &Audit{c}}, nil
 }
 
 // Pool returns the underlying pool.
@@ -282,14 +355,14 @@ const maxTxAttempts = 4
 // inTx runs fn in a transaction: it commits when fn returns nil and rolls
 // back on an error or a panic. Serialization failures, deadlocks and
 // errRetry run fn again, a bounded number of times. Transactions do not nest.
-func (db *DB) inTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
+func (c *core) inTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	if ctx.Value(txKey{}) != nil {
 		return errors.New("store: nested transaction")
 	}
 	ctx = context.WithValue(ctx, txKey{}, true)
 	var err error
 	for attempt := 1; attempt <= maxTxAttempts; attempt++ {
-		err = pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		err = pgx.BeginTxFunc(ctx, c.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
 			return fn(ctx, tx)
 		})
 		if !retryable(err) {

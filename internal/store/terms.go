@@ -227,9 +227,9 @@ const openTermsColumns = `t.id, t.customer_id, t.valid_from, t.valid_to, t.plan_
 	t.price_amount_cents, t.price_currency, t.price_interval, t.overage_prices, t.billing_anchor_day, t.time_zone`
 
 // FindTerms implements billing.Store.
-func (db *DB) FindTerms(ctx context.Context, customer string) ([]billing.Terms, error) {
+func (bill *Billing) FindTerms(ctx context.Context, customer string) ([]billing.Terms, error) {
 	const q = `SELECT ` + termsColumns + ` FROM plan_assignments WHERE customer_id = $1 ORDER BY valid_from, id`
-	rows, err := db.pool.Query(ctx, q, customer)
+	rows, err := bill.pool.Query(ctx, q, customer)
 	if err != nil {
 		return nil, fmt.Errorf("find terms[%s]: %w", customer, mapErr(err))
 	}
@@ -245,12 +245,12 @@ func (db *DB) FindTerms(ctx context.Context, customer string) ([]billing.Terms, 
 }
 
 // FindOverage implements billing.Store.
-func (db *DB) FindOverage(ctx context.Context, customer string, from, to time.Time) ([]billing.Overage, error) {
+func (bill *Billing) FindOverage(ctx context.Context, customer string, from, to time.Time) ([]billing.Overage, error) {
 	const q = `
 		SELECT day, metric, overage FROM usage_history
 		WHERE customer_id = $1 AND day >= $2::date AND day < $3::date AND overage > 0
 		ORDER BY day, metric`
-	rows, err := db.pool.Query(ctx, q, customer, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly))
+	rows, err := bill.pool.Query(ctx, q, customer, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly))
 	if err != nil {
 		return nil, fmt.Errorf("find overage[%s]: %w", customer, mapErr(err))
 	}
@@ -267,13 +267,13 @@ func (db *DB) FindOverage(ctx context.Context, customer string, from, to time.Ti
 }
 
 // FindBilledCustomers implements billing.Store.
-func (db *DB) FindBilledCustomers(ctx context.Context, from, to time.Time, page tiers.Page) ([]string, bool, error) {
+func (bill *Billing) FindBilledCustomers(ctx context.Context, from, to time.Time, page tiers.Page) ([]string, bool, error) {
 	const q = `
 		SELECT DISTINCT customer_id FROM plan_assignments
 		WHERE customer_id > $1 AND valid_from < $3 AND (valid_to IS NULL OR valid_to > $2)
 		ORDER BY customer_id
 		LIMIT $4`
-	rows, err := db.pool.Query(ctx, q, page.After, from, to, page.Limit+1)
+	rows, err := bill.pool.Query(ctx, q, page.After, from, to, page.Limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("find billed customers: %w", mapErr(err))
 	}
@@ -288,4 +288,4 @@ func (db *DB) FindBilledCustomers(ctx context.Context, from, to time.Time, page 
 	return ids, more, nil
 }
 
-var _ billing.Store = (*DB)(nil)
+var _ billing.Store = (*Billing)(nil)

@@ -53,14 +53,14 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 		return w
 	}
 	price := func(cents int64) tiers.Price { p := usd; p.AmountCents = cents; return p }
-	mustPut(t, second(db.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
+	mustPut(t, second(db.Catalog.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
 	soft := func(window tiers.Window, micros int64) tiers.Limit {
 		return tiers.Limit{Metric: "api_calls", Window: window, Limit: 10, Mode: tiers.Soft, OveragePriceMicros: ptr(micros)}
 	}
 	// Two priced windows: the longer one's price is the metric's.
-	mustPut(t, second(db.PutPlan(ctx, at(0), tiers.Plan{Key: "pro", Name: "Pro", Price: price(4900),
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(0), tiers.Plan{Key: "pro", Name: "Pro", Price: price(4900),
 		Limits: []tiers.Limit{soft(tiers.Month, 500), soft(tiers.Hour, 2000), soft(tiers.Day, 1000)}}, false)))
-	mustPut(t, second(db.PutPlan(ctx, at(0), tiers.Plan{Key: "free", Name: "Free", Price: usd}, false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(0), tiers.Plan{Key: "free", Name: "Free", Price: usd}, false)))
 
 	meta := json.RawMessage(`{}`)
 	ts := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
@@ -71,57 +71,57 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 		want  []termsSpan
 	}{
 		{"create opens terms", func() error {
-			return second(db.PutCustomer(ctx, at(time.Second+300*time.Millisecond), tiers.Customer{ID: "acme", Plan: "pro", Metadata: meta}))
+			return second(db.Catalog.PutCustomer(ctx, at(time.Second+300*time.Millisecond), tiers.Customer{ID: "acme", Plan: "pro", Metadata: meta}))
 		}, nil, []termsSpan{{From: ts(time.Second), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}}}},
 		{"a write billing the same changes nothing", func() error {
-			return second(db.PutCustomer(ctx, at(2*time.Second), tiers.Customer{ID: "acme", Plan: "pro", Name: "Acme", Metadata: meta}))
+			return second(db.Catalog.PutCustomer(ctx, at(2*time.Second), tiers.Customer{ID: "acme", Plan: "pro", Name: "Acme", Metadata: meta}))
 		}, nil, []termsSpan{{From: ts(time.Second), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}}}},
 		{"a plan change closes and opens", func() error {
-			return second(db.PutCustomer(ctx, at(time.Hour), tiers.Customer{ID: "acme", Plan: "free", Metadata: meta}))
+			return second(db.Catalog.PutCustomer(ctx, at(time.Hour), tiers.Customer{ID: "acme", Plan: "free", Metadata: meta}))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), Plan: "free", Overage: map[string]int64{}}}},
 		{"a failed If-Match records nothing", func() error {
-			return second(db.PutCustomer(ctx, ifMatch(2*time.Hour, 1), tiers.Customer{ID: "acme", Plan: "pro", Metadata: meta}))
+			return second(db.Catalog.PutCustomer(ctx, ifMatch(2*time.Hour, 1), tiers.Customer{ID: "acme", Plan: "pro", Metadata: meta}))
 		}, tiers.ErrPreconditionFailed, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), Plan: "free", Overage: map[string]int64{}}}},
 		{"an anchor day change opens terms with it", func() error {
-			return second(db.PutCustomer(ctx, at(3*time.Hour), tiers.Customer{ID: "acme", Plan: "free", Anchor: tiers.Anchor{Day: 15}, Metadata: meta}))
+			return second(db.Catalog.PutCustomer(ctx, at(3*time.Hour), tiers.Customer{ID: "acme", Plan: "free", Anchor: tiers.Anchor{Day: 15}, Metadata: meta}))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15}}},
 		{"a plan's new price splits its customers' terms", func() error {
-			return second(db.PutPlan(ctx, at(4*time.Hour), tiers.Plan{Key: "free", Name: "Free", Price: price(100)}, false))
+			return second(db.Catalog.PutPlan(ctx, at(4*time.Hour), tiers.Plan{Key: "free", Name: "Free", Price: price(100)}, false))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"a plan write billing the same splits nothing", func() error {
-			return second(db.PutPlan(ctx, at(5*time.Hour), tiers.Plan{Key: "free", Name: "Free", Description: "new", Price: price(100)}, false))
+			return second(db.Catalog.PutPlan(ctx, at(5*time.Hour), tiers.Plan{Key: "free", Name: "Free", Description: "new", Price: price(100)}, false))
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"a failed plan write splits nothing", func() error {
-			return second(db.PutPlan(ctx, ifMatch(6*time.Hour, 1), tiers.Plan{Key: "free", Name: "Free", Price: price(200)}, false))
+			return second(db.Catalog.PutPlan(ctx, ifMatch(6*time.Hour, 1), tiers.Plan{Key: "free", Name: "Free", Price: price(200)}, false))
 		}, tiers.ErrPreconditionFailed, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"a failed delete closes nothing", func() error {
-			return db.DeleteCustomer(ctx, ifMatch(7*time.Hour, 1), "acme")
+			return db.Catalog.DeleteCustomer(ctx, ifMatch(7*time.Hour, 1), "acme")
 		}, tiers.ErrPreconditionFailed, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
 			{From: ts(3 * time.Hour), To: ts(4 * time.Hour), Plan: "free", Overage: map[string]int64{}, Anchor: 15},
 			{From: ts(4 * time.Hour), Plan: "free", Price: 100, Overage: map[string]int64{}, Anchor: 15}}},
 		{"delete closes the terms, which stay", func() error {
-			return db.DeleteCustomer(ctx, at(8*time.Hour), "acme")
+			return db.Catalog.DeleteCustomer(ctx, at(8*time.Hour), "acme")
 		}, nil, []termsSpan{
 			{From: ts(time.Second), To: ts(time.Hour), Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 500}},
 			{From: ts(time.Hour), To: ts(3 * time.Hour), Plan: "free", Overage: map[string]int64{}},
@@ -133,16 +133,16 @@ func TestTermsFollowCatalogWrites(t *testing.T) {
 		if !errors.Is(err, step.err) || (step.err == nil && err != nil) {
 			t.Fatalf("%s: err = %v, want %v", step.name, err, step.err)
 		}
-		if got := MustTerms(t, db, "acme"); !reflect.DeepEqual(got, step.want) {
+		if got := MustTerms(t, db.Billing, "acme"); !reflect.DeepEqual(got, step.want) {
 			t.Fatalf("%s: terms\n%+v\nwant\n%+v", step.name, got, step.want)
 		}
 	}
 
-	ids, more, err := db.FindBilledCustomers(ctx, t0.Add(2*time.Hour), t0.Add(3*time.Hour), tiers.Page{Limit: 10})
+	ids, more, err := db.Billing.FindBilledCustomers(ctx, t0.Add(2*time.Hour), t0.Add(3*time.Hour), tiers.Page{Limit: 10})
 	if err != nil || more || !reflect.DeepEqual(ids, []string{"acme"}) {
 		t.Errorf("billed customers = %v, %v, %v; want [acme] (deleted, billed then)", ids, more, err)
 	}
-	ids, _, err = db.FindBilledCustomers(ctx, t0.Add(8*time.Hour), t0.Add(9*time.Hour), tiers.Page{Limit: 10})
+	ids, _, err = db.Billing.FindBilledCustomers(ctx, t0.Add(8*time.Hour), t0.Add(9*time.Hour), tiers.Page{Limit: 10})
 	if err != nil || len(ids) != 0 {
 		t.Errorf("billed customers after the delete = %v, %v; want none", ids, err)
 	}
@@ -182,10 +182,10 @@ func TestTermsMigrationBackfills(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []termsSpan{{From: "2026-11-22T10:00:01Z", Plan: "pro", Price: 4900, Overage: map[string]int64{"api_calls": 5}, Anchor: 15}}
-	if got := MustTerms(t, db, "acme"); !reflect.DeepEqual(got, want) {
+	if got := MustTerms(t, db.Billing, "acme"); !reflect.DeepEqual(got, want) {
 		t.Errorf("terms after the migration\n%+v\nwant\n%+v", got, want)
 	}
-	list, err := db.FindTerms(ctx, "acme")
+	list, err := db.Billing.FindTerms(ctx, "acme")
 	if err != nil || list[0].Currency != "EUR" || list[0].Interval != "year" || list[0].PlanName != "Pro" {
 		t.Errorf("terms = %+v, %v; want Pro in EUR per year", list, err)
 	}

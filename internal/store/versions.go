@@ -132,11 +132,11 @@ func planExists(ctx context.Context, q querier, key string) error {
 }
 
 // FindPlanVersion implements tiers.Store.
-func (db *DB) FindPlanVersion(ctx context.Context, key string, n int64) (tiers.PlanVersion, error) {
+func (cat *Catalog) FindPlanVersion(ctx context.Context, key string, n int64) (tiers.PlanVersion, error) {
 	const q = `SELECT ` + planVersionColumns + ` FROM plan_versions v WHERE v.plan_key = $1 AND v.version = $2`
-	v, err := findOne(ctx, db.pool, q, tiers.ErrPlanVersionNotFound, toPlanVersion, key, n)
+	v, err := findOne(ctx, cat.pool, q, tiers.ErrPlanVersionNotFound, toPlanVersion, key, n)
 	if errors.Is(err, tiers.ErrPlanVersionNotFound) {
-		if perr := planExists(ctx, db.pool, key); perr != nil {
+		if perr := planExists(ctx, cat.pool, key); perr != nil {
 			err = perr
 		}
 	}
@@ -147,7 +147,7 @@ func (db *DB) FindPlanVersion(ctx context.Context, key string, n int64) (tiers.P
 }
 
 // FindPlanVersions implements tiers.Store.
-func (db *DB) FindPlanVersions(ctx context.Context, key string, page tiers.Page) ([]tiers.PlanVersion, bool, error) {
+func (cat *Catalog) FindPlanVersions(ctx context.Context, key string, page tiers.Page) ([]tiers.PlanVersion, bool, error) {
 	var after int64
 	if page.After != "" {
 		n, err := strconv.ParseInt(page.After, 10, 64)
@@ -156,12 +156,12 @@ func (db *DB) FindPlanVersions(ctx context.Context, key string, page tiers.Page)
 		}
 		after = n
 	}
-	if err := planExists(ctx, db.pool, key); err != nil {
+	if err := planExists(ctx, cat.pool, key); err != nil {
 		return nil, false, fmt.Errorf("find plan versions[%s]: %w", key, mapErr(err))
 	}
 	const q = `SELECT ` + planVersionColumns + ` FROM plan_versions v
 		WHERE v.plan_key = $1 AND v.version > $2 ORDER BY v.version LIMIT $3`
-	return findPage(ctx, db.pool, "plan versions", page.Limit, toPlanVersion, q, key, after)
+	return findPage(ctx, cat.pool, "plan versions", page.Limit, toPlanVersion, q, key, after)
 }
 
 // migratingColumns selects the customers of plan $1 a migration from
@@ -179,9 +179,9 @@ func findMigrating(ctx context.Context, q querier, key string, from *int64, to i
 }
 
 // FindPlanMigration implements tiers.Store.
-func (db *DB) FindPlanMigration(ctx context.Context, key string, from, to *int64) (tiers.PlanMigration, error) {
+func (cat *Catalog) FindPlanMigration(ctx context.Context, key string, from, to *int64) (tiers.PlanMigration, error) {
 	var m tiers.PlanMigration
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var latest int64
 			err := tx.QueryRow(ctx, `SELECT latest_version FROM plans WHERE key = $1`, key).Scan(&latest)
@@ -235,9 +235,9 @@ func fromVersions(from *int64, customers []tiers.VersionedCustomer) []int64 {
 }
 
 // MigratePlan implements tiers.Store.
-func (db *DB) MigratePlan(ctx context.Context, w tiers.Write, key string, from *int64, to int64) ([]tiers.VersionedCustomer, error) {
+func (cat *Catalog) MigratePlan(ctx context.Context, w tiers.Write, key string, from *int64, to int64) ([]tiers.VersionedCustomer, error) {
 	var moved []tiers.VersionedCustomer
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		// The plan's lock: a change of the plan waits for the migration.
 		var latest int64
 		err := tx.QueryRow(ctx, `SELECT latest_version FROM plans WHERE key = $1 FOR UPDATE`, key).Scan(&latest)
@@ -279,7 +279,7 @@ func (db *DB) MigratePlan(ctx context.Context, w tiers.Write, key string, from *
 		if err := splitPlanTerms(ctx, tx, w.At, key); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyPlan, key)
+		return cat.notify(ctx, tx, NotifyPlan, key)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("migrate plan[%s] to version %d: %w", key, to, mapErr(err))

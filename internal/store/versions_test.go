@@ -21,7 +21,7 @@ type versionSpan struct {
 
 func mustVersions(t *testing.T, db *store.DB, key string) []versionSpan {
 	t.Helper()
-	list, more, err := db.FindPlanVersions(context.Background(), key, tiers.Page{Limit: 100})
+	list, more, err := db.Catalog.FindPlanVersions(context.Background(), key, tiers.Page{Limit: 100})
 	if err != nil || more {
 		t.Fatalf("FindPlanVersions = %v, more %v", err, more)
 	}
@@ -38,11 +38,11 @@ func mustVersions(t *testing.T, db *store.DB, key string) []versionSpan {
 func mustPlanOf(t *testing.T, db *store.DB, id string) [3]int64 {
 	t.Helper()
 	ctx := context.Background()
-	a, err := db.FindAccount(ctx, id)
+	a, err := db.Catalog.FindAccount(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := db.FindAccounts(ctx, []string{id, "zz-other"})
+	batch, err := db.Catalog.FindAccounts(ctx, []string{id, "zz-other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,10 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 	}
 	customer := func(d time.Duration, id string) {
 		t.Helper()
-		mustPut(t, second(db.PutCustomer(ctx, at(d), tiers.Customer{ID: id, Plan: "pro", Metadata: json.RawMessage(`{}`)})))
+		mustPut(t, second(db.Catalog.PutCustomer(ctx, at(d), tiers.Customer{ID: id, Plan: "pro", Metadata: json.RawMessage(`{}`)})))
 	}
-	mustPut(t, second(db.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
-	saved, _, err := db.PutPlan(ctx, at(0), plan("Pro", 10, 1000, true), false)
+	mustPut(t, second(db.Catalog.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
+	saved, _, err := db.Catalog.PutPlan(ctx, at(0), plan("Pro", 10, 1000, true), false)
 	if err != nil || saved.LatestVersion != 1 {
 		t.Fatalf("created plan: latest_version %d, %v; want 1", saved.LatestVersion, err)
 	}
@@ -85,29 +85,29 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 	for _, gf := range []bool{false, true} {
 		p := plan("Pro", 10, 1000, true)
 		p.Description = "For teams"
-		if saved, _, err = db.PutPlan(ctx, at(0), p, gf); err != nil || saved.LatestVersion != 1 {
+		if saved, _, err = db.Catalog.PutPlan(ctx, at(0), p, gf); err != nil || saved.LatestVersion != 1 {
 			t.Fatalf("described plan: latest_version %d, %v; want 1", saved.LatestVersion, err)
 		}
 	}
 	// Grandfathered: a stays on 1, b joins 2.
-	if saved, _, err = db.PutPlan(ctx, at(day), plan("Pro", 5, 2000, false), true); err != nil || saved.LatestVersion != 2 {
+	if saved, _, err = db.Catalog.PutPlan(ctx, at(day), plan("Pro", 5, 2000, false), true); err != nil || saved.LatestVersion != 2 {
 		t.Fatalf("grandfathered change: latest_version %d, %v; want 2", saved.LatestVersion, err)
 	}
 	customer(day, "b")
 	// Not grandfathered: b, on the latest, follows to 3; a stays on 1. A
 	// change of features alone is a version too (4).
-	mustPut(t, second(db.PutPlan(ctx, at(2*day), plan("Pro", 7, 3000, false), false)))
-	mustPut(t, second(db.PutPlan(ctx, at(2*day), plan("Pro", 7, 3000, true), false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(2*day), plan("Pro", 7, 3000, false), false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(2*day), plan("Pro", 7, 3000, true), false)))
 	if got, want := mustPlanOf(t, db, "a"), [3]int64{1, 10, 1000}; got != want {
 		t.Errorf("a: version, limit, price = %v, want %v", got, want)
 	}
 	if got, want := mustPlanOf(t, db, "b"), [3]int64{4, 7, 3000}; got != want {
 		t.Errorf("b: version, limit, price = %v, want %v", got, want)
 	}
-	if a, _ := db.FindAccount(ctx, "a"); !a.Plan.Features["sso"].Allowed() || a.Plan.Name != "Pro" {
+	if a, _ := db.Catalog.FindAccount(ctx, "a"); !a.Plan.Features["sso"].Allowed() || a.Plan.Name != "Pro" {
 		t.Errorf("a's plan = %+v, want version 1's features (sso) under the plan's name", a.Plan)
 	}
-	if c, _ := db.FindCustomer(ctx, "a"); c.PlanVersion != 1 {
+	if c, _ := db.Catalog.FindCustomer(ctx, "a"); c.PlanVersion != 1 {
 		t.Errorf("customer a: plan_version %d, want 1", c.PlanVersion)
 	}
 	// A customer replaced on the same plan keeps its version.
@@ -116,19 +116,19 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 	if got := mustVersions(t, db, "pro"); !reflect.DeepEqual(got, wantVersions) {
 		t.Errorf("versions\n%+v\nwant\n%+v", got, wantVersions)
 	}
-	v1, err := db.FindPlanVersion(ctx, "pro", 1)
+	v1, err := db.Catalog.FindPlanVersion(ctx, "pro", 1)
 	if err != nil || v1.Plan != "pro" || !v1.CreatedAt.Equal(t0) || !v1.Features["sso"].Allowed() {
 		t.Errorf("version 1 = %+v, %v", v1, err)
 	}
-	if _, err := db.FindPlanVersion(ctx, "pro", 5); !errors.Is(err, tiers.ErrPlanVersionNotFound) {
+	if _, err := db.Catalog.FindPlanVersion(ctx, "pro", 5); !errors.Is(err, tiers.ErrPlanVersionNotFound) {
 		t.Errorf("version 5: %v, want ErrPlanVersionNotFound", err)
 	}
-	if _, err := db.FindPlanVersion(ctx, "nope", 1); !errors.Is(err, tiers.ErrPlanNotFound) {
+	if _, err := db.Catalog.FindPlanVersion(ctx, "nope", 1); !errors.Is(err, tiers.ErrPlanNotFound) {
 		t.Errorf("version 1 of no plan: %v, want ErrPlanNotFound", err)
 	}
 
 	// The migration: to the latest by default, from every older version.
-	m, err := db.FindPlanMigration(ctx, "pro", nil, nil)
+	m, err := db.Catalog.FindPlanMigration(ctx, "pro", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,13 +137,13 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 		t.Fatalf("migration = %+v", m)
 	}
 	two, three := int64(2), int64(3)
-	if m, err := db.FindPlanMigration(ctx, "pro", &two, &three); err != nil || len(m.Customers) != 0 {
+	if m, err := db.Catalog.FindPlanMigration(ctx, "pro", &two, &three); err != nil || len(m.Customers) != 0 {
 		t.Errorf("migration from 2 to 3 = %+v, %v; want nobody", m, err)
 	}
-	if _, err := db.FindPlanMigration(ctx, "pro", &three, &two); !errorsAsValidation(err) {
+	if _, err := db.Catalog.FindPlanMigration(ctx, "pro", &three, &two); !errorsAsValidation(err) {
 		t.Errorf("migration from 3 to 2: %v, want a validation error", err)
 	}
-	moved, err := db.MigratePlan(ctx, at(3*day), "pro", nil, 4)
+	moved, err := db.Catalog.MigratePlan(ctx, at(3*day), "pro", nil, 4)
 	if err != nil || !reflect.DeepEqual(moved, []tiers.VersionedCustomer{{ID: "a", Version: 1}}) {
 		t.Fatalf("MigratePlan = %+v, %v", moved, err)
 	}
@@ -151,11 +151,11 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 		t.Errorf("a after the migration: version, limit, price = %v, want %v", got, want)
 	}
 	// Moved with its group: a change not grandfathered takes a along.
-	mustPut(t, second(db.PutPlan(ctx, at(3*day), plan("Pro", 8, 3000, true), false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(3*day), plan("Pro", 8, 3000, true), false)))
 	if got, want := mustPlanOf(t, db, "a"), [3]int64{5, 8, 3000}; got != want {
 		t.Errorf("a after a later change: version, limit, price = %v, want %v", got, want)
 	}
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "a", Limit: 1})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Customer: "a", Limit: 1})
 	if err != nil || len(events) != 1 || events[0].Action != tiers.ActionUpdate || events[0].Resource != "customers/a" ||
 		string(events[0].After) != `{"plan": "pro", "plan_version": 4}` || string(events[0].Before) != `{"plan": "pro", "plan_version": 1}` {
 		t.Errorf("a's newest audit event = %+v, %v", events, err)
@@ -170,13 +170,13 @@ func TestPlanVersionsAndGrandfathering(t *testing.T) {
 			{From: "2026-11-24T10:00:00Z", Plan: "pro", Price: 3000, Overage: map[string]int64{}}},
 	}
 	for id, want := range wantTerms {
-		if got := MustTerms(t, db, id); !reflect.DeepEqual(got, want) {
+		if got := MustTerms(t, db.Billing, id); !reflect.DeepEqual(got, want) {
 			t.Errorf("terms of %s\n%+v\nwant\n%+v", id, got, want)
 		}
 	}
 	// November: 30 days, 2592000 s. a: 3 days at 1000 (259200 s: 100
 	// cents), then 5 days 14 hours at 3000 (482400 s: 558.33, 558 cents).
-	st, err := billing.NewService(db, func() time.Time { return t0.Add(4 * day) }).Statement(ctx, "a", "2026-11")
+	st, err := billing.NewService(db.Billing, func() time.Time { return t0.Add(4 * day) }).Statement(ctx, "a", "2026-11")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,11 +222,11 @@ func TestPlanVersionsMigrationBackfills(t *testing.T) {
 	if err := db.Migrations().Up(ctx); err != nil {
 		t.Fatal(err)
 	}
-	p, err := db.FindPlan(ctx, "pro")
+	p, err := db.Catalog.FindPlan(ctx, "pro")
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := db.FindPlanVersion(ctx, "pro", 1)
+	v, err := db.Catalog.FindPlanVersion(ctx, "pro", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPlanVersionsMigrationBackfills(t *testing.T) {
 	pl := p
 	pl.Limits = append([]tiers.Limit(nil), p.Limits...)
 	pl.Limits[0].Limit = 20
-	if saved, _, err := db.PutPlan(ctx, write("ops"), pl, false); err != nil || saved.LatestVersion != 2 {
+	if saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), pl, false); err != nil || saved.LatestVersion != 2 {
 		t.Fatalf("PutPlan: latest_version %d, %v", saved.LatestVersion, err)
 	}
 	if got := mustPlanOf(t, db, "acme"); got != [3]int64{2, 20, 4900} {
@@ -255,23 +255,23 @@ func TestPlanVersionKeepsItsMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})))
-	mustPut(t, second(db.PutMetric(ctx, write("ops"), tiers.Metric{Key: "exports"})))
+	mustPut(t, second(db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "api_calls"})))
+	mustPut(t, second(db.Catalog.PutMetric(ctx, write("ops"), tiers.Metric{Key: "exports"})))
 	limit := func(metric string) tiers.Limit {
 		return tiers.Limit{Metric: metric, Window: tiers.Day, Limit: 10, Mode: tiers.Hard}
 	}
-	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
+	mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
 		Limits: []tiers.Limit{limit("api_calls"), limit("exports")}}, false)))
-	mustPut(t, second(db.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`)})))
-	mustPut(t, second(db.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
+	mustPut(t, second(db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`)})))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd,
 		Limits: []tiers.Limit{limit("api_calls")}}, true)))
-	if err := db.DeleteMetric(ctx, write("ops"), "exports"); !errors.Is(err, tiers.ErrMetricInUse) {
+	if err := db.Catalog.DeleteMetric(ctx, write("ops"), "exports"); !errors.Is(err, tiers.ErrMetricInUse) {
 		t.Fatalf("DeleteMetric while a is on version 1: %v, want ErrMetricInUse", err)
 	}
-	if _, err := db.MigratePlan(ctx, write("ops"), "pro", nil, 2); err != nil {
+	if _, err := db.Catalog.MigratePlan(ctx, write("ops"), "pro", nil, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.DeleteMetric(ctx, write("ops"), "exports"); err != nil {
+	if err := db.Catalog.DeleteMetric(ctx, write("ops"), "exports"); err != nil {
 		t.Errorf("DeleteMetric once nobody is on version 1: %v", err)
 	}
 }
@@ -291,19 +291,19 @@ func TestPlanChangesJoinVersions(t *testing.T) {
 		return tiers.Plan{Key: key, Name: key, Price: p,
 			Limits: []tiers.Limit{{Metric: "api_calls", Window: tiers.Day, Limit: limit, Mode: tiers.Hard}}}
 	}
-	mustPut(t, second(db.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
-	mustPut(t, second(db.PutPlan(ctx, at(0), plan("pro", 10, 1000), false)))
-	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 50, 5000), false)))
+	mustPut(t, second(db.Catalog.PutMetric(ctx, at(0), tiers.Metric{Key: "api_calls"})))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(0), plan("pro", 10, 1000), false)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(0), plan("team", 50, 5000), false)))
 	// team's version 2, grandfathered: its version 1 stays as it was.
-	mustPut(t, second(db.PutPlan(ctx, at(0), plan("team", 60, 6000), true)))
-	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`),
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(0), plan("team", 60, 6000), true)))
+	mustPut(t, second(db.Catalog.PutCustomer(ctx, at(0), tiers.Customer{ID: "a", Plan: "pro", Metadata: json.RawMessage(`{}`),
 		ScheduledChange: &tiers.ScheduledChange{Plan: "team", At: t0.Add(day)}})))
-	mustPut(t, second(db.PutCustomer(ctx, at(0), tiers.Customer{ID: "b", Plan: "pro", Metadata: json.RawMessage(`{}`),
+	mustPut(t, second(db.Catalog.PutCustomer(ctx, at(0), tiers.Customer{ID: "b", Plan: "pro", Metadata: json.RawMessage(`{}`),
 		Trial: &tiers.Trial{Plan: "team", EndsAt: t0.Add(day)}})))
 	// pro changes, grandfathered: a and b stay on its version 1.
-	mustPut(t, second(db.PutPlan(ctx, at(time.Hour), plan("pro", 20, 2000), true)))
+	mustPut(t, second(db.Catalog.PutPlan(ctx, at(time.Hour), plan("pro", 20, 2000), true)))
 
-	changed, err := db.ApplyPlanChanges(ctx, t0.Add(day+time.Second))
+	changed, err := db.Catalog.ApplyPlanChanges(ctx, t0.Add(day+time.Second))
 	if err != nil || len(changed) != 2 {
 		t.Fatalf("ApplyPlanChanges = %v, %v; want a and b changed", changed, err)
 	}

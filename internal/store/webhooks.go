@@ -14,8 +14,8 @@ import (
 )
 
 var (
-	_ webhooks.Store  = (*DB)(nil)
-	_ webhooks.Outbox = (*DB)(nil)
+	_ webhooks.Store  = (*Webhooks)(nil)
+	_ webhooks.Outbox = (*Webhooks)(nil)
 	_ webhooks.Outbox = (*Outbox)(nil)
 )
 
@@ -41,7 +41,7 @@ func (db *DB) OpenOutbox(ctx context.Context, conns int) (*Outbox, error) {
 // Close closes the outbox's pool.
 func (o *Outbox) Close() { o.pool.Close() }
 
-// Deliver is DB.Deliver over the outbox's own pool.
+// Deliver is Webhooks.Deliver over the outbox's own pool.
 func (o *Outbox) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
 	return deliver(ctx, o.pool, now, send)
 }
@@ -81,8 +81,8 @@ func findWebhook(ctx context.Context, q querier, id string, lock bool) (webhooks
 }
 
 // FindWebhook returns the webhook id, secret included.
-func (db *DB) FindWebhook(ctx context.Context, id string) (webhooks.Webhook, error) {
-	w, err := findWebhook(ctx, db.pool, id, false)
+func (hooks *Webhooks) FindWebhook(ctx context.Context, id string) (webhooks.Webhook, error) {
+	w, err := findWebhook(ctx, hooks.pool, id, false)
 	if err != nil {
 		return webhooks.Webhook{}, fmt.Errorf("find webhook[%s]: %w", id, mapErr(err))
 	}
@@ -91,16 +91,16 @@ func (db *DB) FindWebhook(ctx context.Context, id string) (webhooks.Webhook, err
 
 // FindWebhooks returns one page of webhooks ordered by id, secrets
 // included (answers show only their hints).
-func (db *DB) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Webhook, bool, error) {
+func (hooks *Webhooks) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Webhook, bool, error) {
 	const q = `SELECT id, url, events, thresholds, secret, version, created_at, updated_at FROM webhooks
 		WHERE id > $1 ORDER BY id LIMIT $2`
-	return findPage(ctx, db.pool, "webhooks", page.Limit, toWebhook, q, page.After)
+	return findPage(ctx, hooks.pool, "webhooks", page.Limit, toWebhook, q, page.After)
 }
 
 // PutWebhook creates or replaces a webhook; keepSecret keeps an existing
 // one's secret. The audit log shows the secret's hint, never the secret.
 // A creation beyond the webhooks' cap (SetCaps) is a *tiers.CapError.
-func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook, keepSecret bool) (webhooks.Webhook, bool, error) {
+func (hooks *Webhooks) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook, keepSecret bool) (webhooks.Webhook, bool, error) {
 	events := make([]string, len(wh.Events))
 	for i, e := range wh.Events {
 		events[i] = string(e)
@@ -109,7 +109,7 @@ func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook
 	for i, t := range wh.Thresholds {
 		thresholds[i] = int32(t)
 	}
-	saved, created, err := put(ctx, db, w, putSteps[webhooks.Webhook]{
+	saved, created, err := put(ctx, hooks.core, w, putSteps[webhooks.Webhook]{
 		find: func(ctx context.Context, tx pgx.Tx, lock bool) (webhooks.Webhook, error) {
 			return findWebhook(ctx, tx, wh.ID, lock)
 		},
@@ -131,7 +131,7 @@ func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook
 			if err := upsert(ctx, tx, exists, update, insert, wh.ID, wh.URL, events, thresholds, secret, w.At); err != nil || exists {
 				return err
 			}
-			return db.checkCount(ctx, tx, tiers.CapWebhooks, "webhooks")
+			return hooks.checkCount(ctx, tx, tiers.CapWebhooks, "webhooks")
 		},
 		// Webhook marshals without its secret, with its hint: the audit
 		// entry never holds the secret.
@@ -146,8 +146,8 @@ func (db *DB) PutWebhook(ctx context.Context, w tiers.Write, wh webhooks.Webhook
 }
 
 // DeleteWebhook deletes a webhook and its deliveries (the events stay).
-func (db *DB) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error {
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error {
+	err := hooks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findWebhook(ctx, tx, id, true)
 		if errors.Is(err, webhooks.ErrWebhookNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -166,7 +166,7 @@ func (db *DB) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return db.notify(ctx, tx, NotifyWebhook, id)
+		return hooks.notify(ctx, tx, NotifyWebhook, id)
 	})
 	if err != nil {
 		return fmt.Errorf("delete webhook[%s]: %w", id, err)
@@ -226,12 +226,12 @@ func toDelivery(r deliveryRow) webhooks.Delivery {
 }
 
 // FindDeliveries returns one webhook's deliveries, newest first.
-func (db *DB) FindDeliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]webhooks.Delivery, bool, error) {
+func (hooks *Webhooks) FindDeliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]webhooks.Delivery, bool, error) {
 	var (
 		out  []webhooks.Delivery
 		more bool
 	)
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, hooks.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			if _, err := findWebhook(ctx, tx, f.Webhook, false); err != nil {
 				return err
@@ -270,7 +270,7 @@ func (db *DB) FindDeliveries(ctx context.Context, f webhooks.DeliveryFilter) ([]
 // Watches returns what the webhooks listen to: every event type one of
 // them subscribes to, and the thresholds of those subscribed to
 // usage.threshold.
-func (db *DB) Watches(ctx context.Context) (webhooks.Watch, error) {
+func (hooks *Webhooks) Watches(ctx context.Context) (webhooks.Watch, error) {
 	const q = `
 		SELECT coalesce((SELECT array_agg(DISTINCT e ORDER BY e) FROM webhooks, unnest(events) e), '{}'),
 		       coalesce((SELECT array_agg(DISTINCT t ORDER BY t) FROM webhooks, unnest(thresholds) t
@@ -279,7 +279,7 @@ func (db *DB) Watches(ctx context.Context) (webhooks.Watch, error) {
 		types      []string
 		thresholds []int32
 	)
-	if err := db.pool.QueryRow(ctx, q).Scan(&types, &thresholds); err != nil {
+	if err := hooks.pool.QueryRow(ctx, q).Scan(&types, &thresholds); err != nil {
 		return webhooks.Watch{}, fmt.Errorf("read webhook watches: %w", mapErr(err))
 	}
 	w := webhooks.Watch{Types: map[webhooks.EventType]bool{}}
@@ -298,14 +298,14 @@ func (db *DB) Watches(ctx context.Context) (webhooks.Watch, error) {
 // usage.threshold, to those naming its threshold), due at the event's
 // time. It wakes the delivery workers and returns how many events were
 // new. One transaction.
-func (db *DB) RecordEvents(ctx context.Context, events []webhooks.Event) (int, error) {
+func (hooks *Webhooks) RecordEvents(ctx context.Context, events []webhooks.Event) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
 	var added int
-	err := db.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := hooks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		added, err = db.recordEvents(ctx, tx, events)
+		added, err = hooks.recordEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -315,7 +315,7 @@ func (db *DB) RecordEvents(ctx context.Context, events []webhooks.Event) (int, e
 }
 
 // recordEvents is RecordEvents within tx.
-func (db *DB) recordEvents(ctx context.Context, tx pgx.Tx, events []webhooks.Event) (added int, err error) {
+func (c *core) recordEvents(ctx context.Context, tx pgx.Tx, events []webhooks.Event) (added int, err error) {
 	queued := int64(0)
 	for _, e := range events {
 		threshold := 0
@@ -367,7 +367,7 @@ func (db *DB) recordEvents(ctx context.Context, tx pgx.Tx, events []webhooks.Eve
 	if queued == 0 {
 		return added, nil
 	}
-	return added, db.notify(ctx, tx, NotifyDelivery, "")
+	return added, c.notify(ctx, tx, NotifyDelivery, "")
 }
 
 type messageRow struct {
@@ -398,8 +398,8 @@ type messageRow struct {
 // loses its connection, PostgreSQL rolls its transaction back, and the
 // delivery is due again at once, unchanged. The transaction is not
 // retried (that would send again).
-func (db *DB) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
-	return deliver(ctx, db.pool, now, send)
+func (hooks *Webhooks) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
+	return deliver(ctx, hooks.pool, now, send)
 }
 
 func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {

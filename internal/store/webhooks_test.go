@@ -32,46 +32,46 @@ func TestWebhookLifecycle(t *testing.T) {
 	ctx := context.Background()
 	db := MustOpen(t)
 
-	w, created, err := db.PutWebhook(ctx, write("ops"), webhooks.Webhook{
+	w, created, err := db.Webhooks.PutWebhook(ctx, write("ops"), webhooks.Webhook{
 		ID: "billing", URL: "https://a.example/", Events: webhooks.EventTypes, Thresholds: []int{80, 100}, Secret: secretA,
 	}, true)
 	if err != nil || !created || w.Version != 1 || w.Secret != secretA || w.SecretHint != "whsec_MfKQ…" || !w.CreatedAt.Equal(t0) {
 		t.Fatalf("create = %+v, %t, %v", w, created, err)
 	}
 	// A replace that keeps the secret, then one that changes it.
-	w, created, err = db.PutWebhook(ctx, tiers.Write{Actor: "ops", At: t0, IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}},
+	w, created, err = db.Webhooks.PutWebhook(ctx, tiers.Write{Actor: "ops", At: t0, IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}},
 		webhooks.Webhook{ID: "billing", URL: "https://b.example/", Events: []webhooks.EventType{webhooks.LimitReached}, Thresholds: []int{50}, Secret: "whsec_other"}, true)
 	if err != nil || created || w.Version != 2 || w.Secret != secretA || w.URL != "https://b.example/" ||
 		!slices.Equal(w.Events, []webhooks.EventType{webhooks.LimitReached}) || !slices.Equal(w.Thresholds, []int{50}) {
 		t.Fatalf("replace = %+v, %t, %v", w, created, err)
 	}
 	const secretB = "whsec_" + "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
-	if w, _, err = db.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: "billing", URL: "https://b.example/",
+	if w, _, err = db.Webhooks.PutWebhook(ctx, write("ops"), webhooks.Webhook{ID: "billing", URL: "https://b.example/",
 		Events: webhooks.EventTypes, Thresholds: []int{80}, Secret: secretB}, false); err != nil || w.Secret != secretB {
 		t.Fatalf("replace secret = %+v, %v", w, err)
 	}
 	stale := tiers.Write{Actor: "ops", At: t0, IfMatch: tiers.Precondition{Set: true, Versions: []int64{1}}}
-	if _, _, err := db.PutWebhook(ctx, stale, w, true); !errors.Is(err, tiers.ErrPreconditionFailed) {
+	if _, _, err := db.Webhooks.PutWebhook(ctx, stale, w, true); !errors.Is(err, tiers.ErrPreconditionFailed) {
 		t.Errorf("stale put: %v", err)
 	}
-	if err := db.DeleteWebhook(ctx, stale, "billing"); !errors.Is(err, tiers.ErrPreconditionFailed) {
+	if err := db.Webhooks.DeleteWebhook(ctx, stale, "billing"); !errors.Is(err, tiers.ErrPreconditionFailed) {
 		t.Errorf("stale delete: %v", err)
 	}
-	if err := db.DeleteWebhook(ctx, write("ops"), "billing"); err != nil {
+	if err := db.Webhooks.DeleteWebhook(ctx, write("ops"), "billing"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.FindWebhook(ctx, "billing"); !errors.Is(err, webhooks.ErrWebhookNotFound) {
+	if _, err := db.Webhooks.FindWebhook(ctx, "billing"); !errors.Is(err, webhooks.ErrWebhookNotFound) {
 		t.Errorf("find deleted: %v", err)
 	}
-	if err := db.DeleteWebhook(ctx, write("ops"), "billing"); !errors.Is(err, webhooks.ErrWebhookNotFound) {
+	if err := db.Webhooks.DeleteWebhook(ctx, write("ops"), "billing"); !errors.Is(err, webhooks.ErrWebhookNotFound) {
 		t.Errorf("delete missing: %v", err)
 	}
-	if _, _, err := db.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "billing", Limit: 10}); !errors.Is(err, webhooks.ErrWebhookNotFound) {
+	if _, _, err := db.Webhooks.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "billing", Limit: 10}); !errors.Is(err, webhooks.ErrWebhookNotFound) {
 		t.Errorf("deliveries of missing: %v", err)
 	}
 
 	// The audit log has every write, with hints and never a secret.
-	events, _, err := db.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 10})
+	events, _, err := db.Audit.FindAuditEvents(ctx, tiers.AuditFilter{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +108,13 @@ func TestRecordEventsAndWatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	if w, err := db.Watches(ctx); err != nil || !w.Empty() {
+	if w, err := db.Webhooks.Watches(ctx); err != nil || !w.Empty() {
 		t.Fatalf("Watches with no webhook = %+v, %v", w, err)
 	}
-	mustPutWebhook(t, db, "all", webhooks.EventTypes, []int{80, 100})
-	mustPutWebhook(t, db, "limits", []webhooks.EventType{webhooks.LimitReached}, []int{50})
-	mustPutWebhook(t, db, "ninety", []webhooks.EventType{webhooks.Threshold}, []int{90, 100})
-	w, err := db.Watches(ctx)
+	mustPutWebhook(t, db.Webhooks, "all", webhooks.EventTypes, []int{80, 100})
+	mustPutWebhook(t, db.Webhooks, "limits", []webhooks.EventType{webhooks.LimitReached}, []int{50})
+	mustPutWebhook(t, db.Webhooks, "ninety", []webhooks.EventType{webhooks.Threshold}, []int{90, 100})
+	w, err := db.Webhooks.Watches(ctx)
 	if err != nil || len(w.Types) != len(webhooks.EventTypes) || !slices.Equal(w.Thresholds, []int{80, 90, 100}) {
 		t.Errorf("Watches = %+v, %v; want every type and thresholds 80, 90, 100 (not 50)", w, err)
 	}
@@ -128,15 +128,15 @@ func TestRecordEventsAndWatches(t *testing.T) {
 		event(webhooks.Threshold, "acme", 80, t0),     // a repeat within the batch
 		event(webhooks.Threshold, "globex", 90, t0),   // ninety
 	}
-	n, err := db.RecordEvents(ctx, batch)
+	n, err := db.Webhooks.RecordEvents(ctx, batch)
 	if err != nil || n != 6 {
 		t.Fatalf("RecordEvents = %d, %v; want 6 new", n, err)
 	}
-	if n, err := db.RecordEvents(ctx, batch[:2]); err != nil || n != 0 {
+	if n, err := db.Webhooks.RecordEvents(ctx, batch[:2]); err != nil || n != 0 {
 		t.Errorf("RecordEvents again = %d, %v; want 0 new", n, err)
 	}
 	count := func(id string) int {
-		list, _, err := db.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: id, Limit: 100})
+		list, _, err := db.Webhooks.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: id, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,13 +161,13 @@ func TestDeliverClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPutWebhook(t, db, "all", webhooks.EventTypes, []int{80})
-	if _, err := db.RecordEvents(ctx, []webhooks.Event{
+	mustPutWebhook(t, db.Webhooks, "all", webhooks.EventTypes, []int{80})
+	if _, err := db.Webhooks.RecordEvents(ctx, []webhooks.Event{
 		event(webhooks.LimitReached, "a", 0, t0), event(webhooks.LimitReached, "b", 0, t0.Add(time.Minute)),
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := db.Deliver(ctx, t0.Add(-time.Second), func(context.Context, webhooks.Message) webhooks.Outcome {
+	if found, err := db.Webhooks.Deliver(ctx, t0.Add(-time.Second), func(context.Context, webhooks.Message) webhooks.Outcome {
 		t.Error("a delivery not yet due was claimed")
 		return webhooks.Outcome{}
 	}); found || err != nil {
@@ -179,7 +179,7 @@ func TestDeliverClaims(t *testing.T) {
 	holding, release := make(chan webhooks.Message), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, err := db.Deliver(ctx, t0.Add(time.Hour), func(_ context.Context, m webhooks.Message) webhooks.Outcome {
+		_, err := db.Webhooks.Deliver(ctx, t0.Add(time.Hour), func(_ context.Context, m webhooks.Message) webhooks.Outcome {
 			holding <- m
 			<-release
 			return webhooks.Outcome{Status: webhooks.Pending, At: t0.Add(time.Hour), Next: t0.Add(2 * time.Hour), HTTPStatus: 500, Error: "receiver answered 500"}
@@ -190,7 +190,7 @@ func TestDeliverClaims(t *testing.T) {
 	})
 	first := <-holding
 	var second webhooks.Message
-	found, err := db.Deliver(ctx, t0.Add(time.Hour), func(_ context.Context, m webhooks.Message) webhooks.Outcome {
+	found, err := db.Webhooks.Deliver(ctx, t0.Add(time.Hour), func(_ context.Context, m webhooks.Message) webhooks.Outcome {
 		second = m
 		return webhooks.Outcome{Status: webhooks.Delivered, At: t0.Add(time.Hour), HTTPStatus: 204}
 	})
@@ -198,7 +198,7 @@ func TestDeliverClaims(t *testing.T) {
 		first.Secret != secretA || !strings.HasPrefix(first.URL, "https://") || first.Attempts != 0 {
 		t.Fatalf("second claim = %+v, %t, %v; first %+v", second, found, err, first)
 	}
-	if found, err := db.Deliver(ctx, t0.Add(time.Hour), func(context.Context, webhooks.Message) webhooks.Outcome {
+	if found, err := db.Webhooks.Deliver(ctx, t0.Add(time.Hour), func(context.Context, webhooks.Message) webhooks.Outcome {
 		t.Error("a held delivery was claimed twice")
 		return webhooks.Outcome{}
 	}); found || err != nil {
@@ -207,11 +207,11 @@ func TestDeliverClaims(t *testing.T) {
 	close(release)
 	wg.Wait()
 
-	list, _, err := db.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "all", Limit: 1})
+	list, _, err := db.Webhooks.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "all", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	page2, _, err := db.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "all", Limit: 1, Before: mustID(t, list[0].ID)})
+	page2, _, err := db.Webhooks.FindDeliveries(ctx, webhooks.DeliveryFilter{Webhook: "all", Limit: 1, Before: mustID(t, list[0].ID)})
 	if err != nil || len(list) != 1 || len(page2) != 1 {
 		t.Fatalf("pages: %+v, %+v, %v", list, page2, err)
 	}
@@ -241,12 +241,12 @@ func TestFindWebhooksPages(t *testing.T) {
 	db := MustOpen(t)
 	ctx := context.Background()
 	for _, id := range []string{"c", "a", "b"} {
-		mustPutWebhook(t, db, id, nil, []int{80})
+		mustPutWebhook(t, db.Webhooks, id, nil, []int{80})
 	}
 	var got []string
 	page := tiers.Page{Limit: 2}
 	for {
-		list, more, err := db.FindWebhooks(ctx, page)
+		list, more, err := db.Webhooks.FindWebhooks(ctx, page)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +274,8 @@ func TestDeliverInOrderPerCustomerAndMetric(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := MustOpen(t)
-	mustPutWebhook(t, db, "all", webhooks.EventTypes, []int{80, 100})
-	if _, err := db.RecordEvents(ctx, []webhooks.Event{
+	mustPutWebhook(t, db.Webhooks, "all", webhooks.EventTypes, []int{80, 100})
+	if _, err := db.Webhooks.RecordEvents(ctx, []webhooks.Event{
 		event(webhooks.Threshold, "a", 80, t0), event(webhooks.Threshold, "a", 100, t0.Add(time.Second)),
 		event(webhooks.Threshold, "b", 80, t0.Add(2*time.Second)),
 	}); err != nil {
@@ -292,7 +292,7 @@ func TestDeliverInOrderPerCustomerAndMetric(t *testing.T) {
 	free := func() { once.Do(func() { close(release) }) }
 	defer func() { free(); wg.Wait() }() // a failed test still lets the claimer go
 	wg.Go(func() {
-		if _, err := db.Deliver(ctx, due, func(_ context.Context, m webhooks.Message) webhooks.Outcome {
+		if _, err := db.Webhooks.Deliver(ctx, due, func(_ context.Context, m webhooks.Message) webhooks.Outcome {
 			holding <- m
 			<-release
 			return retry
@@ -304,7 +304,7 @@ func TestDeliverInOrderPerCustomerAndMetric(t *testing.T) {
 	claim := func(at time.Time, o webhooks.Outcome) (webhooks.Message, bool) {
 		t.Helper()
 		var got webhooks.Message
-		found, err := db.Deliver(ctx, at, func(_ context.Context, m webhooks.Message) webhooks.Outcome { got = m; return o })
+		found, err := db.Webhooks.Deliver(ctx, at, func(_ context.Context, m webhooks.Message) webhooks.Outcome { got = m; return o })
 		if err != nil {
 			t.Fatal(err)
 		}

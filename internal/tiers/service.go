@@ -31,17 +31,19 @@ type Change struct {
 // through the Store, and announces each committed change to its listeners.
 type Service struct {
 	store    Store
+	audit    AuditLog
 	now      func() time.Time
 	onChange func(Change)
 }
 
-// NewService returns a Service over store. now is its clock; onChange, if not
-// nil, is called after every committed write.
-func NewService(store Store, now func() time.Time, onChange func(Change)) *Service {
+// NewService returns a Service over store, reading the audit log from
+// audit. now is its clock; onChange, if not nil, is called after every
+// committed write.
+func NewService(store Store, audit AuditLog, now func() time.Time, onChange func(Change)) *Service {
 	if onChange == nil {
 		onChange = func(Change) {}
 	}
-	return &Service{store: store, now: now, onChange: onChange}
+	return &Service{store: store, audit: audit, now: now, onChange: onChange}
 }
 
 func (s *Service) stamp(w Write) Write {
@@ -315,5 +317,5 @@ func (s *Service) AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent,
 			return nil, false, err
 		}
 	}
-	return s.store.FindAuditEvents(ctx, f)
+	return s.audit.FindAuditEvents(ctx, f)
 }

@@ -368,7 +368,7 @@ type testService struct {
 
 func newTestService() *testService {
 	ts := &testService{store: newMemStore(), now: t0}
-	ts.Service = NewService(ts.store, func() time.Time { return ts.now }, func(c Change) { ts.changes = append(ts.changes, c) })
+	ts.Service = NewService(ts.store, ts.store, func() time.Time { return ts.now }, func(c Change) { ts.changes = append(ts.changes, c) })
 	return ts
 }
 
@@ -871,7 +871,7 @@ func TestServiceCustomerAnchorChange(t *testing.T) {
 }
 
 func TestNewServiceWithoutListener(t *testing.T) {
-	s := NewService(newMemStore(), func() time.Time { return t0 }, nil)
+	s := NewService(newMemStore(), nil, func() time.Time { return t0 }, nil)
 	if _, _, err := s.PutMetric(context.Background(), Write{}, "m", MetricSpec{}); err != nil {
 		t.Errorf("PutMetric without a change listener: %v", err)
 	}

@@ -67,7 +67,13 @@ type Store interface {
 	// FindAccount returns a customer with its plan and all its overrides,
 	// of limits and of features (expired ones included).
 	FindAccount(ctx context.Context, id string) (Account, error)
+}
 
+// AuditLog reads the audit log, which every write of the catalog (and of
+// keys, webhooks, grants and usage) adds to.
+type AuditLog interface {
+	// FindAuditEvents returns one page of the events f selects, newest
+	// first.
 	FindAuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, bool, error)
 }
 

@@ -29,7 +29,7 @@ func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, err
 }
 
 // nopLedger grants every lease in full and does nothing else.
-type nopLedger struct{ quota.Ledger }
+type nopLedger struct{ quota.Counts }
 
 func (nopLedger) Lease(_ context.Context, rs []lease.Request) error {
 	for i := range rs {
@@ -81,7 +81,7 @@ func BenchmarkCheckWatched(b *testing.B) {
 					}},
 				},
 			}
-			o := quota.Options{Catalog: cat, Ledger: nopLedger{}, Clock: fixedClock(t0), Leases: lease.NewPool(nopLedger{}, fixedClock(t0))}
+			o := quota.Options{Catalog: cat, Counts: nopLedger{}, Clock: fixedClock(t0), Leases: lease.NewPool(nopLedger{}, fixedClock(t0))}
 			if c.watcher {
 				d := webhooks.NewDetector(newMemEvents(c.watch))
 				d.SetWatch(c.watch)

@@ -91,10 +91,11 @@ func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ..
 	// With leases a check waits for a batch's goroutine, which a busy
 	// machine can hold up past the default store timeout (250ms): the check
 	// would then be answered as if the store were down.
-	o := quota.Options{Catalog: f.catalog, Ledger: quotatest.NewLedger(), History: quotatest.NewHistory(),
-		Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
+	ledger := quotatest.NewLedger()
+	o := quota.Options{Catalog: f.catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+		History: quotatest.NewHistory(), Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
 	if leases {
-		o.Leases = lease.NewPool(o.Ledger.(*quotatest.Ledger), f.clock)
+		o.Leases = lease.NewPool(ledger, f.clock)
 	}
 	f.engine = quota.New(o)
 	return f

@@ -31,7 +31,7 @@ type Query struct {
 	Metrics   []string
 }
 
-// HistoryStore streams history. *store.DB implements it.
+// HistoryStore streams history. *store.History implements it.
 type HistoryStore interface {
 	// StreamDay calls fn with each history row of q's customers and
 	// metrics on day (00:00 UTC of the date), in any order; it stops at

@@ -13,7 +13,7 @@ import (
 
 // nopLedger is a ledger that grants every lease in full and does nothing
 // else: for measuring the lease pool's own cost.
-type nopLedger struct{ quota.Ledger }
+type nopLedger struct{ quota.Counts }
 
 func (nopLedger) Lease(_ context.Context, rs []lease.Request) error {
 	for i := range rs {
@@ -63,7 +63,7 @@ func BenchmarkEngineCheckLeased(b *testing.B) {
 		},
 	}
 	clock := fixedClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	e := quota.New(quota.Options{Catalog: cat, Ledger: nopLedger{}, Clock: clock, Leases: lease.NewPool(nopLedger{}, clock)})
+	e := quota.New(quota.Options{Catalog: cat, Counts: nopLedger{}, Clock: clock, Leases: lease.NewPool(nopLedger{}, clock)})
 	ids := make([]string, 10_000)
 	for i := range ids {
 		ids[i] = "c" + strconv.Itoa(i)

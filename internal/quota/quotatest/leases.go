@@ -41,14 +41,6 @@ const (
 // errLost is how a call whose fault is not NoFault fails.
 var errLost = fmt.Errorf("%w: the store's answer was lost", tiers.ErrUnavailable)
 
-// fault returns the fate of call op.
-func (l *Ledger) fault(op LeaseOp) Fault {
-	if l.Faults == nil {
-		return NoFault
-	}
-	return l.Faults(op)
-}
-
 // OnFreed has f told (outside any lock) of counters whose units came back
 // after this process was refused a grant of them with nothing to recall;
 // only a live process hears it.
@@ -101,7 +93,10 @@ func (s *Store) unlock() {
 // on what it is given; for a lost answer or a late copy it is given a
 // copy, so that the caller sees nothing of the result.
 func call[T any](l *Ledger, op LeaseOp, arg T, clone func(T) T, apply func(T)) error {
-	fault := l.fault(op)
+	fault := NoFault
+	if l.Faults != nil {
+		fault = l.Faults(op)
+	}
 	if fault == FailBefore {
 		return errLost
 	}
@@ -135,14 +130,13 @@ func cloneSlice[T any](s []T) []T { return append([]T(nil), s...) }
 func (l *Ledger) Lease(_ context.Context, r []lease.Request) error {
 	return call(l, OpLease, r, cloneSlice, func(r []lease.Request) {
 		for i := range r {
-			l.lease(&r[i])
+			l.s.lease(l.holder, &r[i])
 		}
 	})
 }
 
-// lease applies a Lease call; s.mu is held.
-func (l *Ledger) lease(r *lease.Request) {
-	s := l.s
+// lease applies holder's Lease call; s.mu is held.
+func (s *Store) lease(holder int64, r *lease.Request) {
 	r.Granted, r.Used, r.Others, r.Lost = 0, 0, 0, false
 	used, exists := s.counters[r.Key]
 	if !exists && r.Need <= r.Bound {
@@ -152,7 +146,7 @@ func (l *Ledger) lease(r *lease.Request) {
 		r.Lost = r.Held
 		return
 	}
-	mine := leaseKey{r.Key, l.holder}
+	mine := leaseKey{r.Key, holder}
 	row, ok := s.leases[mine]
 	switch {
 	case ok && row.seq >= r.Seq: // a late copy of a call already decided
@@ -171,12 +165,12 @@ func (l *Ledger) lease(r *lease.Request) {
 		}
 	}
 	r.Used = used
-	r.Others, _ = s.leased(r.Key, l.holder)
+	r.Others, _ = s.leased(r.Key, holder)
 	switch {
 	case r.Granted > 0:
 	case r.Others > 0 && r.Recall:
 		for h, f := range s.recall {
-			if h != l.holder && s.alive[h] {
+			if h != holder && s.alive[h] {
 				s.notes = append(s.notes, func() { f(r.Key) })
 			}
 		}
@@ -187,14 +181,13 @@ func (l *Ledger) lease(r *lease.Request) {
 
 // Settle implements lease.Leaser.
 func (l *Ledger) Settle(_ context.Context, set []lease.Settlement) error {
-	return call(l, OpSettle, set, cloneSlice, l.settle)
+	return call(l, OpSettle, set, cloneSlice, func(set []lease.Settlement) { l.s.settle(l.holder, set) })
 }
 
-// settle applies a Settle call; s.mu is held.
-func (l *Ledger) settle(set []lease.Settlement) {
-	s := l.s
+// settle applies holder's Settle call; s.mu is held.
+func (s *Store) settle(holder int64, set []lease.Settlement) {
 	for _, x := range set {
-		k := leaseKey{x.Key, l.holder}
+		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
 		if !ok || !row.held || row.seq >= x.Seq {
 			continue
@@ -213,14 +206,13 @@ func (l *Ledger) settle(set []lease.Settlement) {
 
 // Report implements lease.Leaser.
 func (l *Ledger) Report(_ context.Context, set []lease.Settlement) error {
-	return call(l, OpReport, set, cloneSlice, l.report)
+	return call(l, OpReport, set, cloneSlice, func(set []lease.Settlement) { l.s.report(l.holder, set) })
 }
 
-// report applies a Report call; s.mu is held.
-func (l *Ledger) report(set []lease.Settlement) {
-	s := l.s
+// report applies holder's Report call; s.mu is held.
+func (s *Store) report(holder int64, set []lease.Settlement) {
 	for i, x := range set {
-		k := leaseKey{x.Key, l.holder}
+		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
 		switch {
 		case !ok || !row.held:
@@ -239,15 +231,14 @@ func (l *Ledger) report(set []lease.Settlement) {
 
 // Resolve implements lease.Leaser.
 func (l *Ledger) Resolve(_ context.Context, d []lease.Resolution) error {
-	return call(l, OpResolve, d, cloneSlice, l.resolve)
+	return call(l, OpResolve, d, cloneSlice, func(d []lease.Resolution) { l.s.resolve(l.holder, d) })
 }
 
-// resolve applies a Resolve call; s.mu is held.
-func (l *Ledger) resolve(d []lease.Resolution) {
-	s := l.s
+// resolve applies holder's Resolve call; s.mu is held.
+func (s *Store) resolve(holder int64, d []lease.Resolution) {
 	for i := range d {
 		x := &d[i]
-		k := leaseKey{x.Key, l.holder}
+		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
 		x.Applied, x.Held, x.Unused, x.Granted = false, row.held, row.unused, 0
 		switch {

@@ -117,11 +117,12 @@ func (s *Store) Count(k quota.CounterKey) int64 {
 	return s.counters[k]
 }
 
-// Ledger is one process's in-memory quota.Ledger over a Store. Err, when
-// set, fails every call as an unreachable store would (AuditErr only the
-// refunds' audit events); Faults, when set, decides the fate of each
-// lease call (see Fault). Transactions (Atomically) run one at a time and
-// roll back by undoing what they did.
+// Ledger is one process's in-memory ledger over a Store: it plays the
+// roles quota.Counts, Requests, Maintenance and Audits, and lease.Leaser.
+// Err, when set, fails every call as an unreachable store would (AuditErr
+// only the refunds' audit events); Faults, when set, decides the fate of
+// each lease call (see Fault). Transactions (Atomically) run one at a time
+// and roll back by undoing what they did.
 type Ledger struct {
 	s      *Store
 	holder int64
@@ -312,7 +313,7 @@ func (l *Ledger) Peek(_ context.Context, cs []quota.Charge) error {
 	return nil
 }
 
-// Read implements quota.Ledger.
+// Read implements quota.Counts.
 func (l *Ledger) Read(_ context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
 	if err := l.lock(); err != nil {
 		return nil, nil, err
@@ -330,7 +331,7 @@ func (l *Ledger) Read(_ context.Context, counters []quota.CounterKey, globals []
 	return used, global, nil
 }
 
-// AddGlobal implements quota.Ledger.
+// AddGlobal implements quota.Counts.
 func (l *Ledger) AddGlobal(_ context.Context, deltas []quota.GlobalDelta) error {
 	if err := l.lock(); err != nil {
 		return err
@@ -352,7 +353,7 @@ func (s *Store) fresh(k requestKey, now time.Time) (quota.Recorded, bool) {
 	return rec, true
 }
 
-// Recorded implements quota.Ledger.
+// Recorded implements quota.Requests.
 func (l *Ledger) Recorded(_ context.Context, customer, requestID string, now time.Time) (*quota.Recorded, error) {
 	if err := l.lock(); err != nil {
 		return nil, err
@@ -364,7 +365,7 @@ func (l *Ledger) Recorded(_ context.Context, customer, requestID string, now tim
 	return nil, nil
 }
 
-// Atomically implements quota.Ledger.
+// Atomically implements quota.Requests.
 func (l *Ledger) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
 	l.s.txMu.Lock()
 	defer l.s.txMu.Unlock()
@@ -409,7 +410,7 @@ func (t *ledgerTx) Peek(ctx context.Context, cs []quota.Charge) error {
 	return t.l.Peek(ctx, cs)
 }
 
-// Claim implements quota.Ledger: the claims of c one after the other, in
+// Claim implements quota.Requests: the claims of c one after the other, in
 // one transaction.
 func (l *Ledger) Claim(ctx context.Context, c []quota.Claim) error {
 	return l.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
@@ -457,7 +458,7 @@ func (t *ledgerTx) Keep(_ context.Context, c quota.Claim, answer []byte) error {
 	return nil
 }
 
-// Reset implements quota.Ledger: the counters go to zero, and their
+// Reset implements quota.Maintenance: the counters go to zero, and their
 // leases end.
 func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Time) error {
 	if err := l.lock(); err != nil {
@@ -484,7 +485,7 @@ func (l *Ledger) Reset(_ context.Context, _, customer, metric string, _ time.Tim
 	return nil
 }
 
-// SetTotal implements quota.Ledger: the customer's total of metric is
+// SetTotal implements quota.Maintenance: the customer's total of metric is
 // set, and its leases end as a reset ends them.
 func (l *Ledger) SetTotal(_ context.Context, _, customer, metric string, used int64, _ time.Time) (int64, error) {
 	if err := l.lock(); err != nil {
@@ -502,7 +503,7 @@ func (l *Ledger) SetTotal(_ context.Context, _, customer, metric string, used in
 	return before, nil
 }
 
-// RecordRefunds implements quota.Ledger: the events are kept in order
+// RecordRefunds implements quota.Audits: the events are kept in order
 // (see Refunds).
 func (l *Ledger) RecordRefunds(_ context.Context, events []quota.RefundEvent) error {
 	if err := l.lock(); err != nil {
@@ -523,7 +524,7 @@ func (s *Store) Refunds() []quota.RefundEvent {
 	return slices.Clone(s.refunds)
 }
 
-// Purge implements quota.Ledger.
+// Purge implements quota.Maintenance.
 func (l *Ledger) Purge(context.Context, time.Time, quota.Retention) (quota.Purged, error) {
 	if err := l.lock(); err != nil {
 		return nil, err
@@ -533,6 +534,9 @@ func (l *Ledger) Purge(context.Context, time.Time, quota.Retention) (quota.Purge
 }
 
 var (
-	_ quota.Ledger = (*Ledger)(nil)
-	_ quota.Tx     = (*ledgerTx)(nil)
+	_ quota.Counts      = (*Ledger)(nil)
+	_ quota.Requests    = (*Ledger)(nil)
+	_ quota.Maintenance = (*Ledger)(nil)
+	_ quota.Audits      = (*Ledger)(nil)
+	_ quota.Tx          = (*ledgerTx)(nil)
 )

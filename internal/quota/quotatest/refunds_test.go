@@ -37,7 +37,8 @@ type refundStore struct {
 
 func (f refundStore) Engine(t *testing.T, clock quota.Clock, leases bool) *quota.Engine {
 	l := f.s.Process()
-	o := quota.Options{Catalog: f.catalog, Ledger: l, History: f.history, Clock: clock, StoreTimeout: 30 * time.Second}
+	o := quota.Options{Catalog: f.catalog, Counts: l, Requests: l, Maintenance: l, Audits: l,
+		History: f.history, Clock: clock, StoreTimeout: 30 * time.Second}
 	if leases {
 		o.Leases = lease.NewPool(l, clock)
 	}

@@ -1,0 +1,5 @@
+package b
+
+type T int
+
+func (T) One() {}
