@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"maps"
 	"slices"
@@ -81,6 +82,34 @@ func schemaDefinitions(t testing.TB, s *dbtest.Schema) map[string]string {
 	defs := MustDefinitions(t, s)
 	maps.DeleteFunc(defs, func(name, _ string) bool { return strings.Contains(name, "schema_migrations") })
 	return defs
+}
+
+// Up and Down refuse a schema older than the baseline (made here by hand,
+// at version 20, as the migrations before the baseline left theirs) with
+// ErrPredatesBaseline, and leave it as it was.
+func TestMigrationsRefuseASchemaOlderThanTheBaseline(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dbtest.NewEmpty(t)
+	db, err := store.New(ctx, s.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool.Exec(ctx, `CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+		INSERT INTO schema_migrations VALUES (20, false)`); err != nil {
+		t.Fatal(err)
+	}
+	if !store.PredatesBaseline(20) || store.PredatesBaseline(0) || store.PredatesBaseline(store.BaselineVersion) {
+		t.Errorf("PredatesBaseline: want only versions 1 to %d", store.BaselineVersion-1)
+	}
+	for name, migrate := range map[string]func(context.Context) error{"up": db.Migrations().Up, "down": db.Migrations().Down} {
+		if err := migrate(ctx); !errors.Is(err, store.ErrPredatesBaseline) {
+			t.Errorf("migrate %s: %v, want ErrPredatesBaseline", name, err)
+		}
+	}
+	if st, err := db.Migrations().Version(ctx); err != nil || st != (store.MigrationState{Version: 20}) {
+		t.Errorf("after the refusals: %+v, %v; want version 20, not dirty", st, err)
+	}
 }
 
 // MustVersions returns the versions of the migration files, ascending.
