@@ -492,7 +492,7 @@ CREATE TABLE granted_usage (
     PRIMARY KEY (customer_id, metric, quota_window, window_start)
 );
 
--- Records ----------------------------------------------------------------------
+-- Records --------------------------------------------------------------------
 
 -- Daily totals for billing. No foreign keys: history outlives customers
 -- and metrics.
@@ -707,6 +707,14 @@ CREATE INDEX webhook_deliveries_event ON webhook_deliveries (event_id);
 
 -- Meter events due, the next attempt first.
 CREATE INDEX stripe_meter_events_due ON stripe_meter_events (next_attempt_at) WHERE status = 'pending';
+
+-- The functions --------------------------------------------------------------
+--
+-- Every function of the schema, as the current protocol, in the order a
+-- reader needs them (windows, holders, global usage, the lease calls,
+-- object counts), each with its role in a comment on the function. A later
+-- change to one is a migration after this one that restates it, and whose
+-- down restores this body.
 
 -- Windows --------------------------------------------------------------------
 
@@ -1230,7 +1238,7 @@ $$;
 COMMENT ON FUNCTION quotad_count_objects() IS
     'The trigger that keeps object_counts: the rows of the table it is on (customers, webhooks), by its name, in the writing transaction, so that the caps on them are checked without counting a table.';
 
--- What stands on the functions --------------------------------------------------
+-- What stands on the functions -----------------------------------------------
 
 -- quotad_live_leases are the leases whose holders run. A statement reads
 -- the advisory locks once (the sub-select is evaluated once, and only if a
