@@ -256,6 +256,9 @@ func checkSchema(ctx context.Context, db *store.DB) error {
 	if st.Dirty {
 		return &api.NotReadyError{Reason: fmt.Sprintf("schema version %d is dirty: a migration failed halfway", st.Version)}
 	}
+	if store.PredatesBaseline(st.Version) {
+		return &api.NotReadyError{Reason: schemaPredates(st.Version).Error()}
+	}
 	if st.Version < store.SchemaVersion {
 		return &api.NotReadyError{Reason: fmt.Sprintf("schema version %d is older than %d; run quotad migrate up", st.Version, store.SchemaVersion)}
 	}
@@ -263,9 +266,9 @@ func checkSchema(ctx context.Context, db *store.DB) error {
 }
 
 // runMigrate is quotad migrate up, down, force or version. up and down
-// refuse a schema this binary cannot move (dirty, or newer than it
-// carries: it lacks the newer migrations' files) with checkSchema's
-// sentences, not golang-migrate's.
+// refuse a schema this binary cannot move (dirty; older than its baseline
+// or newer than it carries: it lacks those migrations' files) with
+// refuseSchema's sentences, not golang-migrate's.
 func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error {
 	cfg := &c.Config
 	log := newLogger(stdout, cfg.LogLevel)
@@ -296,8 +299,9 @@ func runMigrate(ctx context.Context, cmd string, c *cli, stdout io.Writer) error
 		}
 	case strings.HasPrefix(cmd, "force "):
 		v := c.Migrate.Force.Version
-		if v > store.SchemaVersion {
-			return fmt.Errorf("migrate force: this quotad carries schema %d: force version %d with a quotad that carries it", store.SchemaVersion, v)
+		if v > store.SchemaVersion || store.PredatesBaseline(v) {
+			return fmt.Errorf("migrate force: this quotad carries schemas %d to %d: force version %d with a quotad that carries it",
+				store.BaselineVersion, store.SchemaVersion, v)
 		}
 		err = db.Migrations().Force(ctx, v)
 	case cmd == "version":

@@ -31,6 +31,16 @@ func schemaNewer(v uint) error {
 		v, version, store.SchemaVersion, v, store.SchemaVersion, store.SchemaVersion)}
 }
 
+// schemaPredates is the refusal of a schema older than this binary's
+// baseline (see store.PredatesBaseline): this binary carries no migration
+// from it, an older quotad does.
+func schemaPredates(v uint) error {
+	return &schemaError{fmt.Sprintf("the database schema is at version %d, older than this quotad (%s) can migrate: schema %d predates the baseline %d: "+
+		"migrate it to %d with a quotad built before the baseline (commit %s) first, with its `quotad migrate up`, then start this one "+
+		"(see \"Upgrading and rolling back\" in docs/operations.md)",
+		v, version, v, store.BaselineVersion, store.BaselineVersion, store.BeforeBaseline)}
+}
+
 // schemaDirty is the refusal of a schema a migration left dirty.
 func schemaDirty(v uint) error {
 	return &schemaError{fmt.Sprintf("the database schema is dirty at version %d: a migration to version %d failed or was interrupted, "+
@@ -48,8 +58,10 @@ func schemaOlder(v uint, noMigrate string) error {
 		v, version, store.SchemaVersion, noMigrate)}
 }
 
+// prevVersion is the version before v's migration: none (0) before the
+// baseline, which makes the schema from nothing.
 func prevVersion(v uint) uint {
-	if v == 0 {
+	if v <= store.BaselineVersion {
 		return 0
 	}
 	return v - 1
@@ -57,10 +69,13 @@ func prevVersion(v uint) uint {
 
 // refuseSchema returns the refusal of st for a binary that may migrate it
 // up (noMigrate empty) or may not (noMigrate says why), or nil: a schema
-// that is dirty, newer than store.SchemaVersion, or older and not to be
-// migrated.
+// that predates the baseline (dirty or not: only an older quotad can tell
+// what to do with it), is dirty, is newer than store.SchemaVersion, or is
+// older and not to be migrated.
 func refuseSchema(st store.MigrationState, noMigrate string) error {
 	switch {
+	case store.PredatesBaseline(st.Version):
+		return schemaPredates(st.Version)
 	case st.Dirty:
 		return schemaDirty(st.Version)
 	case st.Version > store.SchemaVersion:
@@ -98,10 +113,12 @@ func startSchema(ctx context.Context, db *store.DB, noMigrate string) error {
 		}
 	}
 	if r := refuseSchema(st, noMigrate); r != nil {
-		// The refusal says what golang-migrate's error would (a dirty
-		// schema; no migration found for a newer version), not why a
-		// migration this process ran failed: that is worth reading.
-		if migErr != nil && !errors.Is(migErr, store.ErrDirty) && st.Version <= store.SchemaVersion {
+		// The refusal says what the migration's error would (a dirty
+		// schema; a schema older than the baseline; no migration found for
+		// a newer version), not why a migration this process ran failed:
+		// that is worth reading.
+		if migErr != nil && !errors.Is(migErr, store.ErrDirty) && !errors.Is(migErr, store.ErrPredatesBaseline) &&
+			st.Version <= store.SchemaVersion {
 			return fmt.Errorf("%w; %v", r, migErr)
 		}
 		return r

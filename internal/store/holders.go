@@ -13,7 +13,7 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Holders are registered in lease_holders (migration 000016) when their
+// Holders are registered in lease_holders (see the migrations) when their
 // listening session first takes their lock. A holder's leases are taken
 // back in batches of reclaimBatch counters, each a transaction that locks
 // the counters first (in the order every lease call locks them), then

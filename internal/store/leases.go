@@ -14,8 +14,8 @@ import (
 )
 
 // Leases are granted, settled, reported, resolved and recalled by the
-// functions of migration 000014 (which gave them subjects; their rules are
-// those of 000003 to 000010), each one round trip that takes the counters'
+// functions of the migrations (see "Leases" among them, and "Where the
+// functions live" in docs/operations.md), each one round trip that takes the counters'
 // row locks first. A process is a holder, named by a random key; it holds
 // the advisory lock of that key on its listening session (see Listener),
 // so that the others know it runs and hears their recalls. Every call that changes a lease carries the pool's number for

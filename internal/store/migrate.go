@@ -18,25 +18,42 @@ import (
 	"github.com/quotad/quotad/migrations"
 )
 
-// SchemaVersion is the newest migration this binary carries.
-var SchemaVersion = func() uint {
+// SchemaVersion is the newest migration this binary carries, and
+// BaselineVersion the oldest: the baseline, which makes the whole schema
+// of its version from nothing (see migrations/000027_baseline.up.sql).
+var SchemaVersion, BaselineVersion = func() (uint, uint) {
 	entries, err := fs.ReadDir(migrations.FS, ".")
 	if err != nil {
 		panic(err)
 	}
-	var max uint
+	var newest, oldest uint
 	for _, e := range entries {
 		n, _, ok := strings.Cut(e.Name(), "_")
 		if !ok {
 			continue
 		}
 		v, err := strconv.ParseUint(n, 10, 32)
-		if err == nil && uint(v) > max {
-			max = uint(v)
+		if err != nil {
+			continue
+		}
+		newest = max(newest, uint(v))
+		if oldest == 0 || uint(v) < oldest {
+			oldest = uint(v)
 		}
 	}
-	return max
+	return newest, oldest
 }()
+
+// BeforeBaseline is the last commit whose quotad carries the migrations
+// from 1 that the baseline replaced: what migrates a database at an older
+// version than the baseline's up to it.
+const BeforeBaseline = "f20431546194"
+
+// PredatesBaseline reports whether a schema at version v was made by the
+// migrations the baseline replaced, and is not at the baseline's version
+// yet: this binary has no migration from it (0 is no schema at all, which
+// the baseline makes).
+func PredatesBaseline(v uint) bool { return v > 0 && v < BaselineVersion }
 
 // Migrations applies the embedded migrations to a DB's schema and reads
 // where the schema is: golang-migrate over the DB's pool.
@@ -54,6 +71,24 @@ type MigrationState struct {
 // ErrDirty is returned by Migrations.Up when the schema is dirty: a migration
 // failed or was interrupted (see MigrationState).
 var ErrDirty = errors.New("the schema is dirty")
+
+// ErrPredatesBaseline is returned by Migrations.Up and Down for a schema
+// whose version predates the baseline (see PredatesBaseline), where
+// golang-migrate would only say that it finds no migration of that version.
+var ErrPredatesBaseline = errors.New("the schema predates the migrations' baseline")
+
+// refusePredating returns ErrPredatesBaseline for a schema that predates
+// the baseline, or nil.
+func (ms Migrations) refusePredating(ctx context.Context) error {
+	st, err := ms.Version(ctx)
+	if err != nil {
+		return err
+	}
+	if PredatesBaseline(st.Version) {
+		return fmt.Errorf("%w: it is at version %d, the baseline is %d", ErrPredatesBaseline, st.Version, BaselineVersion)
+	}
+	return nil
+}
 
 // migrator returns a golang-migrate instance over the pool's schema, with
 // its database driver, whose lock is the migrations' (a PostgreSQL advisory
@@ -98,6 +133,9 @@ func (ms Migrations) Wait(ctx context.Context) error {
 
 // Up applies every migration not yet applied.
 func (ms Migrations) Up(ctx context.Context) error {
+	if err := ms.refusePredating(ctx); err != nil {
+		return fmt.Errorf("migrate up: %w", err)
+	}
 	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err
@@ -114,8 +152,12 @@ func (ms Migrations) Up(ctx context.Context) error {
 	return nil
 }
 
-// Down reverts the newest applied migration.
+// Down reverts the newest applied migration. The baseline's down drops
+// the whole schema, with every row in it.
 func (ms Migrations) Down(ctx context.Context) error {
+	if err := ms.refusePredating(ctx); err != nil {
+		return fmt.Errorf("migrate down: %w", err)
+	}
 	m, _, done, err := ms.migrator()
 	if err != nil {
 		return err

@@ -11,8 +11,8 @@ import (
 )
 
 // Each purge statement deletes at most $n rows (its last parameter) that
-// its condition selects, found through an index (see migrations 000002,
-// 000014 and 000015), by their ctid: one short statement per batch, which
+// its condition selects, found through an index (see "Indexes" in the
+// migrations), by their ctid: one short statement per batch, which
 // holds its row locks only while it runs. Rows another transaction has
 // locked are skipped, not waited for (the next run takes them): a purge
 // never holds up a request, nor is held up by one. A batch that deletes
@@ -46,7 +46,7 @@ type purgeStep struct {
 var purgeSteps = []purgeStep{
 	// Counters, and with them (ON DELETE CASCADE) their lease rows, held
 	// or settled: a settled lease's row fences late calls until its
-	// counter goes (see 000008).
+	// counter goes (see counter_leases in the migrations).
 	{table: "usage_counters", cond: counterPurgeCond},
 	{table: "metric_usage", cond: counterPurgeCond},
 	// What grants paid for in a window: usage shows it while the window

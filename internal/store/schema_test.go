@@ -14,13 +14,14 @@ import (
 	"github.com/quotad/quotad/internal/store"
 )
 
-var update = flag.Bool("update", false, "rewrite schema.sql from a freshly migrated schema")
+var update = flag.Bool("update", false, "rewrite testdata/schema.golden from a freshly migrated schema")
 
-// dumpFile is the committed dump of the schema the migrations make.
-const dumpFile = "schema.sql"
+// dumpFile is the committed dump of the schema the migrations make (a
+// golden file, kept in testdata as Go tools expect).
+const dumpFile = "testdata/schema.golden"
 
 // TestSchemaDump migrates a fresh schema and compares its dump with
-// schema.sql, so that a change to the schema (a migration, or one edited
+// testdata/schema.golden, so that a change to the schema (a migration, or one edited
 // by mistake) shows in review as a change to one readable file, and a
 // schema that drifted from the committed one fails the build.
 func TestSchemaDump(t *testing.T) {
@@ -177,7 +178,7 @@ func MustDump(t testing.TB, s *dbtest.Schema) string {
 		comments[o.Name] = o.Def + "\n"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- The schema of migrations 1 to %d as they leave a fresh database, as PostgreSQL %d prints its catalog.\n"+
+	fmt.Fprintf(&b, "-- The schema of the migrations up to %d as they leave a fresh database, as PostgreSQL %d prints its catalog.\n"+
 		"-- Written by go test ./internal/store -run TestSchemaDump -update; TestSchemaDump fails when the migrations make another.\n",
 		store.SchemaVersion, major)
 	var tables []string

@@ -123,7 +123,7 @@ type core struct {
 func (db *DB) SetCaps(c tiers.Caps) { db.caps = c }
 
 // checkCount checks kind's cap against its count in object_counts (kept
-// by triggers, see migration 000018), which the transaction's own insert
+// by triggers, see quotad_count_objects in the migrations), which the transaction's own insert
 // has just raised and whose row it therefore holds locked: concurrent
 // creations wait for it to commit, and then count its row.
 func (c *core) checkCount(ctx context.Context, tx pgx.Tx, kind tiers.CapKind, table string) error {

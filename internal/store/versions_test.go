@@ -194,61 +194,6 @@ func errorsAsValidation(err error) bool {
 	return errors.As(err, &ve)
 }
 
-// The migration gives every existing plan its version 1, as it is, and
-// puts every customer on it.
-func TestPlanVersionsMigrationBackfills(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db, s := MustOpenSchema(t)
-	if err := db.Migrations().To(21); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{
-		`INSERT INTO metrics (key, created_at, updated_at) VALUES ('api_calls', now(), now())`,
-		`INSERT INTO plans (key, name, price_amount_cents, price_currency, price_interval, features, created_at, updated_at)
-		 VALUES ('pro', 'Pro', 4900, 'EUR', 'year', '{"sso": true}', '2026-11-01T00:00:00Z', '2026-11-20T00:00:00Z')`,
-		`INSERT INTO plan_limits (plan_key, metric, quota_window, position, limit_value, mode, overage_percent, overage_price_micros)
-		 VALUES ('pro', 'api_calls', 'month', 1, 100, 'soft', 10, 5), ('pro', 'api_calls', 'day', 0, 10, 'hard', 0, NULL)`,
-		`INSERT INTO customers (id, plan_key, created_at, updated_at) VALUES ('acme', 'pro', now(), now())`,
-	} {
-		if _, err := s.Pool.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	if err := db.Migrations().To(23); err != nil {
-		t.Fatal(err)
-	}
-	// Read by this binary's queries, which need every later migration.
-	if err := db.Migrations().Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p, err := db.Catalog.FindPlan(ctx, "pro")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := db.Catalog.FindPlanVersion(ctx, "pro", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.LatestVersion != 1 || !reflect.DeepEqual(v.Limits, p.Limits) || v.Price != p.Price ||
-		!reflect.DeepEqual(v.Features, p.Features) || v.Customers != 1 || !v.CreatedAt.Equal(p.UpdatedAt) {
-		t.Errorf("version 1 = %+v\nof plan %+v", v, p)
-	}
-	if got := mustPlanOf(t, db, "acme"); got != [3]int64{1, 10, 4900} {
-		t.Errorf("acme: version, limit, price = %v, want [1 10 4900]", got)
-	}
-	// The plan's next change is its version 2, and acme follows it.
-	pl := p
-	pl.Limits = append([]tiers.Limit(nil), p.Limits...)
-	pl.Limits[0].Limit = 20
-	if saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), pl, false); err != nil || saved.LatestVersion != 2 {
-		t.Fatalf("PutPlan: latest_version %d, %v", saved.LatestVersion, err)
-	}
-	if got := mustPlanOf(t, db, "acme"); got != [3]int64{2, 20, 4900} {
-		t.Errorf("acme: version, limit, price = %v, want [2 20 4900]", got)
-	}
-}
-
 // A metric that only an older version limits cannot be deleted while
 // customers are on that version.
 func TestPlanVersionKeepsItsMetrics(t *testing.T) {

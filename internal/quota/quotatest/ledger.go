@@ -50,7 +50,7 @@ type leaseKey struct {
 }
 
 // leaseRow is a holder's lease of a counter as the store keeps it (see
-// migration 000008): held, the units reported unused, the number of the
+// counter_leases in the migrations): held, the units reported unused, the number of the
 // last call applied (or fenced off) and what that call granted.
 type leaseRow struct {
 	held    bool

@@ -1,3 +1,0 @@
-DROP TABLE webhook_deliveries;
-DROP TABLE usage_events;
-DROP TABLE webhooks;

@@ -1,2 +1,0 @@
-DROP TABLE stripe_meter_events;
-DROP TABLE stripe_usage_pending;
