@@ -17,7 +17,7 @@ import (
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -147,7 +147,7 @@ func TestEntitlementsSumOfParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	clock := quotafake.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
 	cache := tiers.NewCache(db.Catalog, 0)
 	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
 		History: db.History, Clock: clock, Grants: db.Grants,

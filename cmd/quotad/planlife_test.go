@@ -14,7 +14,7 @@ import (
 	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -27,10 +27,10 @@ type lifeProcess struct {
 	db    *store.DB
 	cache *tiers.Cache
 	srv   *api.Server
-	clock *quotatest.Clock
+	clock *quotafake.Clock
 }
 
-func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotatest.Clock) *lifeProcess {
+func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotafake.Clock) *lifeProcess {
 	t.Helper()
 	db, err := store.New(context.Background(), schema.Pool)
 	if err != nil {
@@ -96,7 +96,7 @@ func (p *lifeProcess) apply() []string {
 func TestPlanChangesApplyOnceAtTheirInstant(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.New(t)
-	clock := quotatest.NewClock(ts("2026-11-22T12:00:00Z"))
+	clock := quotafake.NewClock(ts("2026-11-22T12:00:00Z"))
 	a := mustLifeProcess(t, schema, clock)
 	b := mustLifeProcess(t, schema, clock)
 	plan := func(key string, cents, limit int) string {

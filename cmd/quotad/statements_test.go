@@ -14,7 +14,7 @@ import (
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/whatif"
@@ -25,7 +25,7 @@ import (
 // engine, the billing service and the HTTP server.
 type statementStack struct {
 	t      *testing.T
-	clock  *quotatest.Clock
+	clock  *quotafake.Clock
 	engine *quota.Engine
 	srv    *api.Server
 }
@@ -44,7 +44,7 @@ func mustStack(t *testing.T, start time.Time, leases bool) *statementStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := quotatest.NewClock(start)
+	clock := quotafake.NewClock(start)
 	cache := tiers.NewCache(db.Catalog, 0)
 	// A check waits for PostgreSQL as long as the test servers' do
 	// (testStoreTimeout): a busy machine can hold one past the default

@@ -15,7 +15,7 @@ import (
 
 	"github.com/quotad/quotad/internal/forwardauth"
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -220,7 +220,7 @@ func engineServer(t *testing.T, rules *forwardauth.Rules) *Server {
 // engineConfig configures engineServer.
 func engineConfig(t *testing.T, rules *forwardauth.Rules) Config {
 	t.Helper()
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	for _, m := range []string{"api_calls", "exports", "credits", "free"} {
 		catalog.PutMetric(m, nil)
 	}
@@ -233,10 +233,10 @@ func engineConfig(t *testing.T, rules *forwardauth.Rules) Config {
 		limit("exports", 1, tiers.PerCustomer), limit("credits", 10, tiers.PerCustomer),
 	})
 	// A minute's start: the sliding windows count exactly.
-	clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	ledger := quotatest.NewLedger()
+	clock := quotafake.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+	ledger := quotafake.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(), Clock: clock, StoreTimeout: 30 * time.Second})
+		History: quotafake.NewHistory(), Clock: clock, StoreTimeout: 30 * time.Second})
 	return Config{Checker: e, KeyResolver: fuzzKeys{}, ForwardAuth: rules}
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/meters"
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -147,7 +147,7 @@ func TestStripeMeterEvents(t *testing.T) {
 	}
 	db.SetStripeMetrics([]string{"api_calls"})
 	t0 := time.Date(2026, 3, 1, 10, 0, 30, 0, time.UTC)
-	clock := quotatest.NewClock(t0)
+	clock := quotafake.NewClock(t0)
 	// As quotad does: meter events over the outbox's own pool.
 	outbox, err := db.OpenOutbox(ctx, 1)
 	if err != nil {
@@ -354,7 +354,7 @@ func TestStripeSendKilled(t *testing.T) {
 	}
 	t.Cleanup(outbox.Close)
 	s := &meters.Sender{Outbox: outbox, APIBase: base, APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
-		Clock: quotatest.NewClock(at), Client: &http.Client{Timeout: 10 * time.Second}}
+		Clock: quotafake.NewClock(at), Client: &http.Client{Timeout: 10 * time.Second}}
 	if err := s.Tick(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -397,6 +397,6 @@ func TestStripeSendKilledChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &meters.Sender{Outbox: outbox, APIBase: env[1], APIKey: "sk_test_123", Meters: map[string]string{"api_calls": "api_calls"},
-		Clock: quotatest.NewClock(at), Client: &http.Client{Timeout: time.Hour}}
+		Clock: quotafake.NewClock(at), Client: &http.Client{Timeout: time.Hour}}
 	t.Fatalf("the send returned (%v): it should have been killed while Stripe held it", s.Tick(ctx))
 }

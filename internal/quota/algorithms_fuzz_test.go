@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -170,7 +170,7 @@ func FuzzAlgorithms(f *testing.F) {
 			case 0, 1:
 				want := admits(now, cost)
 				used := model.count(now)
-				ok, err := counter.Take(ctx, quotatest.One(c, out))
+				ok, err := counter.Take(ctx, quotafake.One(c, out))
 				if err != nil || ok != want || out[0].Used != used {
 					t.Fatalf("%s op %d at %d: take %d: %v %v, used %d; model: %v, used %d",
 						alg, i/3, now, cost, ok, err, out[0].Used, want, used)
@@ -191,11 +191,11 @@ func FuzzAlgorithms(f *testing.F) {
 						alg, i/3, now, w, cost, now+w, admits(now+w, cost), now+w-1, admits(now+w-1, cost))
 				}
 			case 2:
-				if err := counter.Peek(ctx, quotatest.One(c, out)); err != nil || out[0].Used != model.count(now) {
+				if err := counter.Peek(ctx, quotafake.One(c, out)); err != nil || out[0].Used != model.count(now) {
 					t.Fatalf("%s op %d at %d: peek used %d (%v), model %d", alg, i/3, now, out[0].Used, err, model.count(now))
 				}
 			case 3:
-				if err := counter.GiveBack(ctx, quotatest.One(c, out)); err != nil {
+				if err := counter.GiveBack(ctx, quotafake.One(c, out)); err != nil {
 					t.Fatal(err)
 				}
 				model.giveBack(now, cost)

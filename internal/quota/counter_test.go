@@ -9,7 +9,7 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/countertest"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -28,10 +28,10 @@ func TestCounterContract(t *testing.T) {
 	long, _ := countertest.Long()
 	harnesses := map[string]countertest.Harness{
 		"in-memory ledger": {Windows: long, At: at, Subjects: true,
-			New: func(*testing.T, ...string) quota.Counter { return quotatest.NewLedger() }},
+			New: func(*testing.T, ...string) quota.Counter { return quotafake.NewLedger() }},
 		"lease pool": {Windows: long, At: at, HoldsInGlobals: true, Subjects: true,
 			New: func(*testing.T, ...string) quota.Counter {
-				return lease.NewPool(quotatest.NewLedger(), quotatest.NewClock(at))
+				return lease.NewPool(quotafake.NewLedger(), quotafake.NewClock(at))
 			}},
 		"short windows": {Windows: short, At: at, ShortWindows: true, Subjects: true,
 			New: func(*testing.T, ...string) quota.Counter { return quota.NewSliding() }},

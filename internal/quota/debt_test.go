@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -154,11 +154,11 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 		})
 
 		t.Run("a repayment whose answer was lost", func(t *testing.T) {
-			ledger := &losingLedger{Ledger: quotatest.NewLedger()}
-			catalog := quotatest.NewCatalog()
+			ledger := &losingLedger{Ledger: quotafake.NewLedger()}
+			catalog := quotafake.NewCatalog()
 			catalog.PutMetric("api_calls", nil)
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
-			clock := quotatest.NewClock(start)
+			clock := quotafake.NewClock(start)
 			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
 				Audits: ledger, Clock: clock, Leases: leasesOf(leases, ledger, clock), StoreTimeout: testStoreTimeout})
 			ledger.Err = down
@@ -206,7 +206,7 @@ func TestDegradedAdmissionsAreCharged(t *testing.T) {
 // losingLedger commits a transaction and loses its answer, once, when
 // lose is set.
 type losingLedger struct {
-	*quotatest.Ledger
+	*quotafake.Ledger
 	lose atomic.Bool
 }
 
@@ -224,12 +224,12 @@ func (l *losingLedger) Atomically(ctx context.Context, fn func(ctx context.Conte
 func TestSharedStoreDebtsLeaveTheLedgerUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 100)})
-	ledger := quotatest.NewLedger()
+	ledger := quotafake.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(), Clock: quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
+		History: quotafake.NewHistory(), Clock: quotafake.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)),
 		Shared: downStore{}, StoreTimeout: testStoreTimeout})
 	d, err := e.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 3})
 	if err != nil || !d.Allowed || !d.Degraded {

@@ -11,16 +11,16 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // fixture is an engine over in-memory doubles and a manual clock.
 type fixture struct {
-	clock   *quotatest.Clock
-	catalog *quotatest.Catalog
-	ledger  *quotatest.Ledger
-	history *quotatest.History
+	clock   *quotafake.Clock
+	catalog *quotafake.Catalog
+	ledger  *quotafake.Ledger
+	history *quotafake.History
 	engine  *quota.Engine
 	// leases is the engine's lease pool (nil: long windows charged to
 	// the ledger directly).
@@ -39,10 +39,10 @@ const testStoreTimeout = 30 * time.Second
 func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 	t.Helper()
 	f := &fixture{
-		clock:   quotatest.NewClock(now),
-		catalog: quotatest.NewCatalog(),
-		ledger:  quotatest.NewLedger(),
-		history: quotatest.NewHistory(),
+		clock:   quotafake.NewClock(now),
+		catalog: quotafake.NewCatalog(),
+		ledger:  quotafake.NewLedger(),
+		history: quotafake.NewHistory(),
 	}
 	o := quota.Options{Catalog: f.catalog, Counts: f.ledger, Requests: f.ledger, Maintenance: f.ledger, Audits: f.ledger,
 		History: f.history, Clock: f.clock, FailClosed: failClosed, StoreTimeout: testStoreTimeout}
@@ -985,7 +985,7 @@ func TestRefundSaysWhatWentBack(t *testing.T) {
 // answered after slow (a slow store). entered, if not nil, hears of each
 // call that hangs.
 type silentLedger struct {
-	*quotatest.Ledger
+	*quotafake.Ledger
 	silent  atomic.Bool
 	slow    time.Duration
 	entered chan struct{}
@@ -1033,16 +1033,16 @@ func TestSilentStoreWaitsAtMostTheStoreTimeout(t *testing.T) {
 	eachMode(t, func(t *testing.T, leases bool) {
 		for _, closed := range []bool{false, true} {
 			t.Run(fmt.Sprintf("closed=%v", closed), func(t *testing.T) {
-				ledger := &silentLedger{Ledger: quotatest.NewLedger()}
-				catalog := quotatest.NewCatalog()
+				ledger := &silentLedger{Ledger: quotafake.NewLedger()}
+				catalog := quotafake.NewCatalog()
 				catalog.PutMetric("api_calls", nil)
 				catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
 				// Each check of the silent store waits out the store
 				// timeout; the check once it answers must not reach it,
 				// which a busy machine could make it do in milliseconds.
-				clock := quotatest.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
+				clock := quotafake.NewClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 				engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-					History: quotatest.NewHistory(), Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
+					History: quotafake.NewHistory(), Clock: clock, FailClosed: closed, Leases: leasesOf(leases, ledger, clock), StoreTimeout: time.Second})
 				ledger.silent.Store(true)
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel() // the client went away: the store timeout still decides

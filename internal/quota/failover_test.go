@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -81,7 +81,7 @@ func (s *fakeShards) callsOf() map[int]int {
 // reported of its changes of mode.
 type failoverFixture struct {
 	store  *fakeShards
-	wall   *quotatest.Clock
+	wall   *quotafake.Clock
 	engine *quota.Engine
 
 	mu      sync.Mutex
@@ -91,15 +91,15 @@ type failoverFixture struct {
 func newFailoverFixture(t *testing.T, shardOf map[string]int) *failoverFixture {
 	t.Helper()
 	f := &failoverFixture{store: newFakeShards(shardOf),
-		wall: quotatest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))}
-	catalog := quotatest.NewCatalog()
+		wall: quotafake.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))}
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	for customer := range shardOf {
 		catalog.PutCustomer(customer, tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Second, Limit: 1_000_000}})
 	}
-	ledger := quotatest.NewLedger()
+	ledger := quotafake.NewLedger()
 	f.engine = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		Clock: quotatest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)), Shared: f.store,
+		Clock: quotafake.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)), Shared: f.store,
 		OnSharedChange: func(shared bool, err error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -63,7 +63,7 @@ func TestMetricUsage(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	capacity := map[tiers.Window]int64{tiers.Second: 100, tiers.Minute: 1000, tiers.Day: 10000}
-	seed := func(c *quotatest.Catalog) {
+	seed := func(c *quotafake.Catalog) {
 		c.PutMetric("api_calls", capacity)
 		c.PutMetric("tokens", nil)
 		c.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 50), hard(tiers.Day, 100)})
@@ -134,14 +134,14 @@ func TestMetricUsage(t *testing.T) {
 
 	t.Run("shared store, two engines", func(t *testing.T) {
 		t.Parallel()
-		clock, catalog, store := quotatest.NewClock(at), quotatest.NewCatalog(), &mapStore{keys: map[string]string{}}
+		clock, catalog, store := quotafake.NewClock(at), quotafake.NewCatalog(), &mapStore{keys: map[string]string{}}
 		seed(catalog)
-		ledger := quotatest.NewStore()
+		ledger := quotafake.NewStore()
 		engines := make([]*quota.Engine, 2)
 		for i := range engines {
 			ledger := ledger.Process()
 			engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-				History: quotatest.NewHistory(), Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
+				History: quotafake.NewHistory(), Clock: clock, Shared: store, StoreTimeout: testStoreTimeout})
 		}
 		check(t, engines[0], "acme", 3)
 		check(t, engines[1], "bob", 4)
@@ -154,11 +154,11 @@ func TestMetricUsage(t *testing.T) {
 
 	t.Run("shared store down", func(t *testing.T) {
 		t.Parallel()
-		clock, catalog := quotatest.NewClock(at), quotatest.NewCatalog()
+		clock, catalog := quotafake.NewClock(at), quotafake.NewCatalog()
 		seed(catalog)
-		ledger := quotatest.NewLedger()
+		ledger := quotafake.NewLedger()
 		e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotatest.NewHistory(), Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
+			History: quotafake.NewHistory(), Clock: clock, Shared: downStore{}, StoreTimeout: testStoreTimeout})
 		check(t, e, "acme", 3)
 		check(t, e, "bob", 4)
 		// The checks were counted in process; so is the usage read.

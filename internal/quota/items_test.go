@@ -17,7 +17,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -652,17 +652,17 @@ func TestCheckItemsStoreDown(t *testing.T) {
 func TestCheckItemsAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	clock := quotatest.NewClock(now)
-	catalog := quotatest.NewCatalog()
+	clock := quotafake.NewClock(now)
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 10_000), hard(tiers.Day, 10_000)})
 	catalog.PutCustomer("b", tiers.Anchor{}, []tiers.Limit{hard(tiers.Hour, 20)})
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	engines := make([]*quota.Engine, 2)
 	for i := range engines {
 		ledger := store.Process()
 		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotatest.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+			History: quotafake.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
@@ -827,16 +827,16 @@ func TestRequestIDKeepsTheSubject(t *testing.T) {
 func TestForceAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	clock := quotatest.NewClock(now)
-	catalog := quotatest.NewCatalog()
+	clock := quotafake.NewClock(now)
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 20)})
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	engines := make([]*quota.Engine, 2)
-	histories := make([]*quotatest.History, 2)
+	histories := make([]*quotafake.History, 2)
 	for i := range engines {
 		ledger := store.Process()
-		histories[i] = quotatest.NewHistory()
+		histories[i] = quotafake.NewHistory()
 		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
 	}

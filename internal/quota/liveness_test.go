@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -43,11 +43,11 @@ func TestLivenessTellsSlowFromSilent(t *testing.T) {
 	const bound = 30 * time.Second
 	eachMode(t, func(t *testing.T, leases bool) {
 		setup := func(t *testing.T, slow time.Duration) (*quota.Engine, *silentLedger, *fakeLiveness) {
-			ledger := &silentLedger{Ledger: quotatest.NewLedger(), slow: slow, entered: make(chan struct{}, 1)}
-			catalog := quotatest.NewCatalog()
+			ledger := &silentLedger{Ledger: quotafake.NewLedger(), slow: slow, entered: make(chan struct{}, 1)}
+			catalog := quotafake.NewCatalog()
 			catalog.PutMetric("api_calls", nil)
 			catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 100)})
-			clock := quotatest.NewClock(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+			clock := quotafake.NewClock(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
 			live := newFakeLiveness()
 			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
 				Audits: ledger, Clock: clock, Leases: leasesOf(leases, ledger, clock), StoreTimeout: storeTimeout,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -49,7 +49,7 @@ func waitersFail(t *testing.T) {
 			Key:  quota.CounterKey{Customer: "acme", Metric: "api_calls", Window: tiers.Second, Start: at},
 			Rule: quota.RuleFor(tiers.Limit{Metric: "api_calls", Window: tiers.Second, Limit: 10}, tiers.Metric{}),
 		}}}
-		_, err := shared.Take(context.Background(), quotatest.One(c, make([]quota.Outcome, 1)))
+		_, err := shared.Take(context.Background(), quotafake.One(c, make([]quota.Outcome, 1)))
 		return err
 	}
 	const waiting = 8

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -58,7 +58,7 @@ func agree(t *testing.T, store quota.SharedStore, seed uint64, steps int) {
 	// its undo, say) the same way for both.
 	tick := time.Duration(rng.Int64N(3)) * time.Duration(rng.Int64N(400)) * time.Millisecond
 	clockA, clockB := &tickClock{now: start, tick: tick}, &tickClock{now: start, tick: tick}
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	customer := fmt.Sprintf("c%d", seed)
 	capacity := map[tiers.Window]int64{}
 	if rng.IntN(3) == 0 {
@@ -69,7 +69,7 @@ func agree(t *testing.T, store quota.SharedStore, seed uint64, steps int) {
 	limits := randLimits(rng)
 	catalog.PutCustomer(customer, tiers.Anchor{}, limits)
 
-	ledgerA, ledgerB := quotatest.NewLedger(), quotatest.NewLedger()
+	ledgerA, ledgerB := quotafake.NewLedger(), quotafake.NewLedger()
 	local := quota.New(quota.Options{Catalog: catalog, Counts: ledgerA, Requests: ledgerA, Maintenance: ledgerA,
 		Audits: ledgerA, Clock: clockA})
 	shared := quota.New(quota.Options{Catalog: catalog, Counts: ledgerB, Requests: ledgerB, Maintenance: ledgerB,

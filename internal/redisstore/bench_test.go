@@ -10,7 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -48,7 +48,7 @@ func BenchmarkSharedCheck(b *testing.B) {
 }
 
 func benchmarkShared(b *testing.B, processes, perCore int) {
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	ids := make([]string, 10_000)
 	for i := range ids {
@@ -66,7 +66,7 @@ func benchmarkShared(b *testing.B, processes, perCore int) {
 			b.Fatal(err)
 		}
 		b.Cleanup(s.Close)
-		ledger := quotatest.NewLedger()
+		ledger := quotafake.NewLedger()
 		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 			Shared: s, SharedClock: true})
 	}

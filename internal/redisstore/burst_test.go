@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -49,16 +49,16 @@ func TestBurstAcrossProcesses(t *testing.T) {
 // engines returns n engines on one catalog, clock and (when store is not
 // nil) shared store, each engine its own store from store.
 func engines(t *testing.T, n int, limits []tiers.Limit, store func(*testing.T) quota.SharedStore) []*quota.Engine {
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, limits)
-	clock := quotatest.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 500_000_000, time.UTC))
+	clock := quotafake.NewClock(time.Date(2026, 11, 24, 12, 0, 0, 500_000_000, time.UTC))
 	out := make([]*quota.Engine, n)
 	for i := range out {
 		// A burst of 400 checks on a busy machine may wait long for
 		// Redis without it being down: a degraded answer must mean an
 		// error, not the default quarter second running out.
-		ledger := quotatest.NewLedger()
+		ledger := quotafake.NewLedger()
 		o := quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 			Clock: clock, StoreTimeout: time.Minute}
 		if store != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -80,9 +80,9 @@ func TestClusterShards(t *testing.T) {
 			if err := s.Connect(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			catalog := quotatest.NewCatalog()
+			catalog := quotafake.NewCatalog()
 			catalog.PutMetric("api_calls", nil)
-			ledger := quotatest.NewLedger()
+			ledger := quotafake.NewLedger()
 			engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 				Shared: s, SharedClock: true})
 			onNode := make([]int, cluster.Nodes())

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -19,17 +19,17 @@ func TestDegradedUnitsReachRedis(t *testing.T) {
 	t.Parallel()
 	server := redistest.StartServer(t)
 	prefix := redistest.Prefix(t)
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Minute, Limit: 100}})
-	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 10, 0, time.UTC))
+	clock := quotafake.NewClock(time.Date(2026, 12, 6, 12, 0, 10, 0, time.UTC))
 	engine := func() *quota.Engine {
 		s, err := redisstore.New(server.URL(), redisstore.Options{Prefix: prefix, Timeout: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(s.Close)
-		ledger := quotatest.NewLedger()
+		ledger := quotafake.NewLedger()
 		return quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger,
 			Audits: ledger, Clock: clock, Shared: s, StoreTimeout: time.Minute})
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/quotad/quotad/internal/faulttest"
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/redisstore"
 	"github.com/quotad/quotad/internal/redistest"
 	"github.com/quotad/quotad/internal/tiers"
@@ -35,11 +35,11 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{{Metric: "api_calls", Window: tiers.Minute, Limit: 1000}})
-	clock := quotatest.NewClock(time.Date(2026, 12, 6, 12, 0, 30, 0, time.UTC))
-	ledger := quotatest.NewLedger()
+	clock := quotafake.NewClock(time.Date(2026, 12, 6, 12, 0, 30, 0, time.UTC))
+	ledger := quotafake.NewLedger()
 	engine := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger, Shared: s,
 		Clock: clock, StoreTimeout: time.Minute})
 	ctx := context.Background()
@@ -68,7 +68,7 @@ func TestSlowRedisIsNotAnOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(direct.Close)
-	ledger = quotatest.NewLedger()
+	ledger = quotafake.NewLedger()
 	other := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
 		Shared: direct, Clock: clock, StoreTimeout: time.Minute})
 	if _, u, err := other.Usage(ctx, "acme", ""); err != nil || len(u) != 1 || u[0].Used != 4 {

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -30,7 +30,7 @@ const benchCustomers = 10_000
 // 2^40 calls a second and a minute, counted in process.
 func benchService(tb testing.TB) (*rls.Service, *quota.Engine) {
 	tb.Helper()
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	limits := []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 40, Mode: tiers.Hard},
@@ -39,7 +39,7 @@ func benchService(tb testing.TB) (*rls.Service, *quota.Engine) {
 	for i := range benchCustomers {
 		catalog.PutCustomer("c"+strconv.Itoa(i), tiers.Anchor{}, limits)
 	}
-	clock := quotatest.NewClock(now)
+	clock := quotafake.NewClock(now)
 	e := quota.New(quota.Options{Catalog: catalog, Clock: clock, StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Tokens: []string{"adm-secret", "chk-secret"}, Now: clock.Now})
 	return svc, e

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/rlheaders"
 	"github.com/quotad/quotad/internal/rls"
 	"github.com/quotad/quotad/internal/tiers"
@@ -48,7 +48,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	t.Helper()
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutMetric("exports", nil)
 	limit := func(m string, w tiers.Window, n int64) tiers.Limit {
@@ -59,9 +59,9 @@ func newFixture(t *testing.T, rules *rls.Rules, tokens ...string) *fixture {
 	catalog.PutCustomer("tiny", tiers.Anchor{}, []tiers.Limit{limit("api_calls", tiers.Minute, 1)})
 	catalog.PutMetric("seats", nil)
 	catalog.PutCustomer("team", tiers.Anchor{}, []tiers.Limit{limit("seats", tiers.Total, 2)})
-	ledger := quotatest.NewLedger()
+	ledger := quotafake.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		History: quotafake.NewHistory(), Clock: quotafake.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"key-acme": "acme"}, Rules: rules, Tokens: tokens,
 		Now: func() time.Time { return now }})
 	return &fixture{svc: svc, engine: e}
@@ -398,15 +398,15 @@ func TestShouldRateLimitRefusals(t *testing.T) {
 // shared. A metric with limits per subject wants a subject.
 func TestShouldRateLimitSubjects(t *testing.T) {
 	t.Parallel()
-	catalog := quotatest.NewCatalog()
+	catalog := quotafake.NewCatalog()
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{
 		{Metric: "api_calls", Window: tiers.Minute, Limit: 3, Mode: tiers.Hard},
 		{Metric: "api_calls", Window: tiers.Minute, Limit: 1, Mode: tiers.Hard, Per: tiers.PerSubject},
 	})
-	ledger := quotatest.NewLedger()
+	ledger := quotafake.NewLedger()
 	e := quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(), Clock: quotatest.NewClock(now), StoreTimeout: 30 * time.Second})
+		History: quotafake.NewHistory(), Clock: quotafake.NewClock(now), StoreTimeout: 30 * time.Second})
 	svc := rls.New(rls.Options{Checker: e, Keys: fakeKeys{"one": "acme", "two": "acme"}, Now: func() time.Time { return now }})
 	ctx := context.Background()
 	ask := func(d ...*commonrl.RateLimitDescriptor) (*rlsv3.RateLimitResponse, error) {

@@ -7,7 +7,7 @@ import (
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/countertest"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -32,7 +32,7 @@ func TestCounterContract(t *testing.T) {
 						}
 					}
 					if leases {
-						return lease.NewPool(db.Ledger, quotatest.NewClock(at))
+						return lease.NewPool(db.Ledger, quotafake.NewClock(at))
 					}
 					return db.Ledger
 				}})

@@ -15,7 +15,7 @@ import (
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
@@ -27,7 +27,7 @@ type grantFixture struct {
 	t     *testing.T
 	db    *store.DB
 	s     *dbtest.Schema
-	clock *quotatest.Clock
+	clock *quotafake.Clock
 }
 
 // dayStart is the day of the grants' tests; they run at noon.
@@ -44,7 +44,7 @@ func newGrantFixture(t *testing.T, dayLimit int64) *grantFixture {
 	}
 	mustPut(t, second(db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "p", Name: "P", Price: usd, Limits: limits}, false)))
 	mustPut(t, second(db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)})))
-	return &grantFixture{t: t, db: db, s: s, clock: quotatest.NewClock(dayStart.Add(12 * time.Hour))}
+	return &grantFixture{t: t, db: db, s: s, clock: quotafake.NewClock(dayStart.Add(12 * time.Hour))}
 }
 
 // grantProcess is one quotad process over the fixture's schema: a DB of

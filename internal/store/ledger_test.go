@@ -15,7 +15,7 @@ import (
 
 	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -63,7 +63,7 @@ func charge(customer string, cost int64, spans ...quota.Span) *quota.Charge {
 func MustTake(t testing.TB, l quota.Counter, c *quota.Charge) (bool, []quota.Outcome) {
 	t.Helper()
 	out := make([]quota.Outcome, len(c.Spans))
-	ok, err := l.Take(context.Background(), quotatest.One(c, out))
+	ok, err := l.Take(context.Background(), quotafake.One(c, out))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestTakeUnknownCustomer(t *testing.T) {
 	db := MustOpen(t)
 	MustSeed(t, db, nil)
 	out := make([]quota.Outcome, 1)
-	if _, err := db.Ledger.Take(context.Background(), quotatest.One(charge("ghost", 1, daySpan("ghost", 10)), out)); !errors.Is(err, tiers.ErrCustomerNotFound) {
+	if _, err := db.Ledger.Take(context.Background(), quotafake.One(charge("ghost", 1, daySpan("ghost", 10)), out)); !errors.Is(err, tiers.ErrCustomerNotFound) {
 		t.Errorf("err = %v, want ErrCustomerNotFound", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestElasticSpendsSpareCapacityOnce(t *testing.T) {
 		wg.Go(func() {
 			out := make([]quota.Outcome, 1)
 			for range 25 {
-				ok, err := db.Ledger.Take(ctx, quotatest.One(withGlobal(charge(id, 1, el(id))), out))
+				ok, err := db.Ledger.Take(ctx, quotafake.One(withGlobal(charge(id, 1, el(id))), out))
 				if err != nil {
 					t.Error(err)
 					return
@@ -218,7 +218,7 @@ func TestGiveBackTakesGlobalUsageOnlyWhatWasUsed(t *testing.T) {
 		{"more than there is leaves zero", charge("c", 50), 0},
 	} {
 		step.charge.Globals = []quota.GlobalKey{global}
-		if err := db.Ledger.GiveBack(ctx, quotatest.One(step.charge, make([]quota.Outcome, len(step.charge.Spans)))); err != nil {
+		if err := db.Ledger.GiveBack(ctx, quotafake.One(step.charge, make([]quota.Outcome, len(step.charge.Spans)))); err != nil {
 			t.Fatal(err)
 		}
 		_, g, err := db.Ledger.Read(ctx, nil, []quota.GlobalKey{global})
@@ -302,7 +302,7 @@ func checkOnce(ctx context.Context, db *store.DB, id string, c *quota.Charge, an
 			return errReplay
 		}
 		out := make([]quota.Outcome, len(c.Spans))
-		if ok, err := tx.Take(ctx, quotatest.One(c, out)); err != nil || !ok {
+		if ok, err := tx.Take(ctx, quotafake.One(c, out)); err != nil || !ok {
 			return fmt.Errorf("take: %v %v", ok, err)
 		}
 		answers.Add(1)
@@ -357,7 +357,7 @@ func TestRequestIDsAreKeptOnce(t *testing.T) {
 	var denied bool
 	err = db.Ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
 		out := make([]quota.Outcome, 2)
-		ok, err := tx.Take(ctx, quotatest.One(charge("acme", 5, span("acme", tiers.Hour, day0.Add(10*time.Hour), 100), daySpan("acme", 6)), out))
+		ok, err := tx.Take(ctx, quotafake.One(charge("acme", 5, span("acme", tiers.Hour, day0.Add(10*time.Hour), 100), daySpan("acme", 6)), out))
 		denied = !ok
 		return err
 	})
@@ -383,7 +383,7 @@ func refund(ctx context.Context, db *store.DB, id string, c *quota.Charge) (befo
 				return errReplay
 			}
 		}
-		return tx.GiveBack(ctx, quotatest.One(c, before))
+		return tx.GiveBack(ctx, quotafake.One(c, before))
 	})
 	if errors.Is(err, errReplay) {
 		return nil, true, nil

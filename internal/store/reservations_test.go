@@ -11,14 +11,14 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // reserveFixture is an engine over PostgreSQL, on a manual clock, for
 // customer acme on a plan with the given limits of api_calls.
-func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Limit) (*quota.Engine, *quotatest.Clock, *store.DB) {
+func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Limit) (*quota.Engine, *quotafake.Clock, *store.DB) {
 	t.Helper()
 	db := MustOpen(t)
 	ctx := context.Background()
@@ -37,7 +37,7 @@ func reserveFixture(t *testing.T, at time.Time, leases bool, limits ...tiers.Lim
 	if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	clock := quotatest.NewClock(at)
+	clock := quotafake.NewClock(at)
 	e := quota.New(quota.Options{Catalog: tiers.NewCache(db.Catalog, 0), Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
 		History: db.History, Clock: clock,
 		Leases: leasesOf(leases, db.Ledger, clock), Reservations: db.Reservations, StoreTimeout: 30 * time.Second})
@@ -416,7 +416,7 @@ func subjectFixture(t *testing.T, at time.Time, leases bool) (*quota.Engine, *st
 	if _, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "p", Metadata: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	clock := quotatest.NewClock(at)
+	clock := quotafake.NewClock(at)
 	e := quota.New(quota.Options{Catalog: tiers.NewCache(db.Catalog, 0), Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
 		History: db.History, Clock: clock,
 		Leases: leasesOf(leases, db.Ledger, clock), Reservations: db.Reservations, StoreTimeout: 30 * time.Second})

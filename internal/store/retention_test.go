@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 )
 
 // Retention, table by table, on a manual clock: a purge through the engine
@@ -245,7 +245,7 @@ func TestRetentionPurgesEachTable(t *testing.T) {
 			r.Batch = 2
 			var heard []quota.Purged
 			e := quota.New(quota.Options{Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
-				Clock: quotatest.NewClock(now), Retention: r,
+				Clock: quotafake.NewClock(now), Retention: r,
 				OnPurge: func(p quota.Purged) { heard = append(heard, p) }})
 			if err := e.Purge(ctx); err != nil {
 				t.Fatal(err)

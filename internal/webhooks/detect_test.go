@@ -12,7 +12,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
 )
@@ -72,8 +72,8 @@ var everything = webhooks.Watch{
 var t0 = time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 
 type detectFixture struct {
-	clock    *quotatest.Clock
-	catalog  *quotatest.Catalog
+	clock    *quotafake.Clock
+	catalog  *quotafake.Catalog
 	engine   *quota.Engine
 	detector *webhooks.Detector
 	store    *memEvents
@@ -81,7 +81,7 @@ type detectFixture struct {
 
 func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ...tiers.Limit) *detectFixture {
 	t.Helper()
-	f := &detectFixture{clock: quotatest.NewClock(t0), catalog: quotatest.NewCatalog(), store: newMemEvents(watch)}
+	f := &detectFixture{clock: quotafake.NewClock(t0), catalog: quotafake.NewCatalog(), store: newMemEvents(watch)}
 	f.catalog.PutMetric("api_calls", nil)
 	f.catalog.PutCustomer("acme", tiers.Anchor{}, limits)
 	f.detector = webhooks.NewDetector(f.store)
@@ -91,9 +91,9 @@ func newDetectFixture(t *testing.T, watch webhooks.Watch, leases bool, limits ..
 	// With leases a check waits for a batch's goroutine, which a busy
 	// machine can hold up past the default store timeout (250ms): the check
 	// would then be answered as if the store were down.
-	ledger := quotatest.NewLedger()
+	ledger := quotafake.NewLedger()
 	o := quota.Options{Catalog: f.catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-		History: quotatest.NewHistory(), Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
+		History: quotafake.NewHistory(), Clock: f.clock, Watcher: f.detector, StoreTimeout: 30 * time.Second}
 	if leases {
 		o.Leases = lease.NewPool(ledger, f.clock)
 	}

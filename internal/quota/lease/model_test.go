@@ -12,14 +12,14 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
 // modelProc is one quotad process of the model: its lease pool over its
 // view of the shared store.
 type modelProc struct {
-	ledger *quotatest.Ledger
+	ledger *quotafake.Ledger
 	pool   *lease.Pool
 	alive  bool
 	deaf   bool // alive, but it does not answer recalls
@@ -63,8 +63,8 @@ func TestLeasePoolModel(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		clock := quotatest.NewClock(time.Date(2026, 11, 22, 22, 45, 0, 0, time.UTC)) // hour and day roll over
-		store := quotatest.NewStore()
+		clock := quotafake.NewClock(time.Date(2026, 11, 22, 22, 45, 0, 0, time.UTC)) // hour and day roll over
+		store := quotafake.NewStore()
 		bound := map[string]map[tiers.Window]int64{}
 		for _, m := range modelMetrics {
 			bound[m] = map[tiers.Window]int64{
@@ -76,11 +76,11 @@ func TestLeasePoolModel(t *testing.T) {
 		// faulty: the step's store calls may fail, lose their answer or
 		// arrive late.
 		faulty := false
-		faults := func(op quotatest.LeaseOp) quotatest.Fault {
+		faults := func(op quotafake.LeaseOp) quotafake.Fault {
 			if !faulty {
-				return quotatest.NoFault
+				return quotafake.NoFault
 			}
-			return quotatest.Fault(rapid.IntRange(0, 3).Draw(rt, "fault of "+string(op)))
+			return quotafake.Fault(rapid.IntRange(0, 3).Draw(rt, "fault of "+string(op)))
 		}
 		start := func() {
 			l := store.Process()

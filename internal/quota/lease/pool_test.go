@@ -8,7 +8,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -31,7 +31,7 @@ func leaseCharge(cost int64, spans ...quota.Span) *quota.Charge {
 
 // hookedLedger runs hooks inside the store calls of one process.
 type hookedLedger struct {
-	*quotatest.Ledger
+	*quotafake.Ledger
 	onLease  func(ctx context.Context, r *lease.Request)
 	onTake   func()
 	onSettle func(ctx context.Context, s []lease.Settlement) error // replaces Settle when set
@@ -60,16 +60,16 @@ func (h *hookedLedger) Settle(ctx context.Context, s []lease.Settlement) error {
 	return h.Ledger.Settle(ctx, s)
 }
 
-func newHookedPool(l *quotatest.Ledger) (*hookedLedger, *lease.Pool) {
+func newHookedPool(l *quotafake.Ledger) (*hookedLedger, *lease.Pool) {
 	h := &hookedLedger{Ledger: l}
-	p := lease.NewPool(h, quotatest.NewClock(leaseAt))
+	p := lease.NewPool(h, quotafake.NewClock(leaseAt))
 	p.Wait = func(context.Context, int) error { return nil }
 	return h, p
 }
 
 func mustTake(t *testing.T, p *lease.Pool, c *quota.Charge) bool {
 	t.Helper()
-	ok, err := p.Take(context.Background(), quotatest.One(c, make([]quota.Outcome, len(c.Spans))))
+	ok, err := p.Take(context.Background(), quotafake.One(c, make([]quota.Outcome, len(c.Spans))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func mustAdmitted(t *testing.T, p *lease.Pool, store interface{ Count(quota.Coun
 // puts back go to the store, which still counts them.
 func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 	t.Parallel()
-	h, pool := newHookedPool(quotatest.NewLedger())
+	h, pool := newHookedPool(quotafake.NewLedger())
 	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 5)
 	h.onLease = func(_ context.Context, r *lease.Request) {
 		if r.Key == day.Key {
@@ -112,7 +112,7 @@ func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 // is in flight are still there when the grant lands.
 func TestLeaseRefillKeepsUnitsPutBack(t *testing.T) {
 	t.Parallel()
-	h, pool := newHookedPool(quotatest.NewLedger())
+	h, pool := newHookedPool(quotafake.NewLedger())
 	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 2)
 	if !mustTake(t, pool, leaseCharge(1, hour)) { // the lease holds 10 more
 		t.Fatal("the first check was denied")
@@ -150,7 +150,7 @@ func TestLeaseRefillKeepsUnitsPutBack(t *testing.T) {
 // process settled meanwhile).
 func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 	t.Parallel()
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	_, other := newHookedPool(store.Process()) // answers no recall
 	h, pool := newHookedPool(store.Process())
 	month := leaseSpan(tiers.Month, 1000)
@@ -167,7 +167,7 @@ func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 		t.Fatal("denied within the soft threshold")
 	}
 	before := store.Count(month.Key)
-	if err := pool.Undo(context.Background(), quotatest.One(c, c.Out)); err != nil {
+	if err := pool.Undo(context.Background(), quotafake.One(c, c.Out)); err != nil {
 		t.Fatal(err)
 	}
 	if got := store.Count(month.Key); got != before-5 {
@@ -180,7 +180,7 @@ func TestLeaseUndoGivesBackWhereUnitsCameFrom(t *testing.T) {
 // whole and the check starts again; nothing stays reserved.
 func TestLeaseResetDuringRefill(t *testing.T) {
 	t.Parallel()
-	h, pool := newHookedPool(quotatest.NewLedger())
+	h, pool := newHookedPool(quotafake.NewLedger())
 	day := leaseSpan(tiers.Day, 1000)
 	resets := 0
 	h.onLease = func(ctx context.Context, _ *lease.Request) {
@@ -206,7 +206,7 @@ func TestLeaseResetDuringRefill(t *testing.T) {
 // may have them now), and the pool settles again before taking any.
 func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	t.Parallel()
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	h, pool := newHookedPool(store.Process())
 	rival := store.Process()
 	day := leaseSpan(tiers.Day, 1000)
@@ -226,7 +226,7 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 	if n := pool.Held(day.Key); n != 0 {
 		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
 	}
-	if ok, err := rival.Take(context.Background(), quotatest.One(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {
+	if ok, err := rival.Take(context.Background(), quotafake.One(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {
 		t.Fatalf("another process took the rest: %v %v", ok, err)
 	}
 	if mustTake(t, pool, leaseCharge(1, day)) {
@@ -241,13 +241,13 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 // counted that no check was admitted from.
 func TestLeaseLostGrantIsRecovered(t *testing.T) {
 	t.Parallel()
-	h, pool := newHookedPool(quotatest.NewLedger())
+	h, pool := newHookedPool(quotafake.NewLedger())
 	day := leaseSpan(tiers.Day, 1000) // blocks of 10
-	h.Faults = func(op quotatest.LeaseOp) quotatest.Fault {
+	h.Faults = func(op quotafake.LeaseOp) quotafake.Fault {
 		h.Faults = nil
-		return quotatest.LoseAnswer
+		return quotafake.LoseAnswer
 	}
-	if _, err := pool.Take(context.Background(), quotatest.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), quotafake.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant's answer was lost: %v, want unavailable", err)
 	}
 	if s := pool.Stats(); s.InDoubt != 1 {
@@ -272,14 +272,14 @@ func TestLeaseLostGrantIsRecovered(t *testing.T) {
 // again are the only ones counted.
 func TestLeaseLateGrantIsFencedOff(t *testing.T) {
 	t.Parallel()
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	h, pool := newHookedPool(store.Process())
 	day := leaseSpan(tiers.Day, 1000)
-	h.Faults = func(op quotatest.LeaseOp) quotatest.Fault {
+	h.Faults = func(op quotafake.LeaseOp) quotafake.Fault {
 		h.Faults = nil
-		return quotatest.Delay
+		return quotafake.Delay
 	}
-	if _, err := pool.Take(context.Background(), quotatest.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(context.Background(), quotafake.One(leaseCharge(1, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("take whose grant was held up: %v, want unavailable", err)
 	}
 	if !mustTake(t, pool, leaseCharge(1, day)) { // resolves (not applied: fenced), then grants 11
@@ -299,7 +299,7 @@ func TestLeaseLateGrantIsFencedOff(t *testing.T) {
 // holds enough for is admitted meanwhile.
 func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 	t.Parallel()
-	h, pool := newHookedPool(quotatest.NewLedger())
+	h, pool := newHookedPool(quotafake.NewLedger())
 	day := leaseSpan(tiers.Day, 1000)
 	if !mustTake(t, pool, leaseCharge(1, day)) { // holds 10
 		t.Fatal("denied")
@@ -314,7 +314,7 @@ func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 	<-asked
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if _, err := pool.Take(ctx, quotatest.One(leaseCharge(5, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
+	if _, err := pool.Take(ctx, quotafake.One(leaseCharge(5, day), make([]quota.Outcome, 1))); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Errorf("a check behind a stuck refill: %v, want unavailable once its context ended", err)
 	}
 	close(release)
@@ -334,9 +334,9 @@ func TestLeaseWaitEndsWithTheCheck(t *testing.T) {
 // unused); then the pool asks again.
 func TestLeaseDeniesFromMemory(t *testing.T) {
 	t.Parallel()
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	l := store.Process()
-	pool := lease.NewPool(l, quotatest.NewClock(leaseAt))
+	pool := lease.NewPool(l, quotafake.NewClock(leaseAt))
 	l.OnFreed(pool.Freed)
 	other := store.Process()
 	day := leaseSpan(tiers.Day, 5)
@@ -360,7 +360,7 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	refund := leaseCharge(2, day)
-	if err := other.GiveBack(context.Background(), quotatest.One(refund, make([]quota.Outcome, 1))); err != nil {
+	if err := other.GiveBack(context.Background(), quotafake.One(refund, make([]quota.Outcome, 1))); err != nil {
 		t.Fatal(err)
 	}
 	again := leaseCharge(2, day)
@@ -377,8 +377,8 @@ func TestLeaseDeniesFromMemory(t *testing.T) {
 // while the customer's counts its grant, cost and block, until settled.
 func TestLeaseOfASubjectCountsNothingInGlobalWindows(t *testing.T) {
 	t.Parallel()
-	l := quotatest.NewLedger()
-	pool := lease.NewPool(l, quotatest.NewClock(leaseAt))
+	l := quotafake.NewLedger()
+	pool := lease.NewPool(l, quotafake.NewClock(leaseAt))
 	own := leaseSpan(tiers.Day, 1000) // blocks of 10
 	g := quota.GlobalKey{Metric: "api_calls", Window: tiers.Day, Start: own.Key.Start}
 	own.Global = g
@@ -409,7 +409,7 @@ func TestLeaseOfASubjectCountsNothingInGlobalWindows(t *testing.T) {
 // counted.
 func TestLeaseSuspectedAllIsNotSpentOnceReclaimed(t *testing.T) {
 	t.Parallel()
-	store := quotatest.NewStore()
+	store := quotafake.NewStore()
 	l := store.Process()
 	_, pool := newHookedPool(l)
 	day := leaseSpan(tiers.Day, 1000)

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -68,7 +68,7 @@ func Run(t *testing.T, h Harness) {
 				t.Run(map[bool]string{false: "direct", true: "leases"}[leases], func(t *testing.T) {
 					t.Parallel()
 					s := h.New(t)
-					clock := quotatest.NewClock(At)
+					clock := quotafake.NewClock(At)
 					tt.run(t, &fixture{s: s, clock: clock, leases: leases, engine: s.Engine(t, clock, leases)})
 				})
 			}
@@ -79,7 +79,7 @@ func Run(t *testing.T, h Harness) {
 // fixture is one process on a fresh store.
 type fixture struct {
 	s      Store
-	clock  *quotatest.Clock
+	clock  *quotafake.Clock
 	leases bool
 	engine *quota.Engine
 }

@@ -1,7 +1,7 @@
-// Package quotatest provides test doubles for the quota engine: a clock
+// Package quotafake provides test doubles for the quota engine: a clock
 // tests set by hand, and in-memory implementations of its Catalog, Ledger
 // and HistoryStore with the same semantics as the PostgreSQL store.
-package quotatest
+package quotafake
 
 import (
 	"cmp"

@@ -1,4 +1,4 @@
-package quotatest_test
+package quotafake_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/quota/refundtest"
 	"github.com/quotad/quotad/internal/tiers"
 )
@@ -16,7 +16,7 @@ import (
 func TestRefunds(t *testing.T) {
 	t.Parallel()
 	refundtest.Run(t, refundtest.Harness{New: func(*testing.T) refundtest.Store {
-		c := quotatest.NewCatalog()
+		c := quotafake.NewCatalog()
 		var limits []tiers.Limit
 		for _, m := range []string{"api_calls", "images"} {
 			c.PutMetric(m, nil)
@@ -25,14 +25,14 @@ func TestRefunds(t *testing.T) {
 		for _, id := range []string{"acme", "globex"} {
 			c.PutCustomer(id, tiers.Anchor{}, limits)
 		}
-		return refundStore{s: quotatest.NewStore(), catalog: c, history: quotatest.NewHistory()}
+		return refundStore{s: quotafake.NewStore(), catalog: c, history: quotafake.NewHistory()}
 	}})
 }
 
 type refundStore struct {
-	s       *quotatest.Store
-	catalog *quotatest.Catalog
-	history *quotatest.History
+	s       *quotafake.Store
+	catalog *quotafake.Catalog
+	history *quotafake.History
 }
 
 func (f refundStore) Engine(t *testing.T, clock quota.Clock, leases bool) *quota.Engine {

@@ -1,4 +1,4 @@
-package quotatest
+package quotafake
 
 import (
 	"context"

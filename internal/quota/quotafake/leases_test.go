@@ -1,4 +1,4 @@
-package quotatest_test
+package quotafake_test
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/leasetest"
-	"github.com/quotad/quotad/internal/quota/quotatest"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 )
 
 // The test double keeps the lease protocol as the PostgreSQL store does.
 func TestLeaseProtocol(t *testing.T) {
 	t.Parallel()
-	leasetest.Run(t, leasetest.Harness{New: func(*testing.T) leasetest.Store { return fakeStore{quotatest.NewStore()} }})
+	leasetest.Run(t, leasetest.Harness{New: func(*testing.T) leasetest.Store { return fakeStore{quotafake.NewStore()} }})
 }
 
-type fakeStore struct{ s *quotatest.Store }
+type fakeStore struct{ s *quotafake.Store }
 
 func (f fakeStore) Process(*testing.T) *leasetest.Process {
 	l := f.s.Process()
