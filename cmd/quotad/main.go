@@ -207,7 +207,7 @@ func applyNotification(ctx context.Context, background *sync.WaitGroup, n store.
 			background.Go(func() {
 				ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 				defer cancel()
-				_ = leases.Release(ctx, k)
+				_ = leases.Yield(ctx, k)
 			})
 		}
 	case store.NotifyMetric:

@@ -17,7 +17,7 @@ import (
 // the release of one known dead. *store.Holders implements it.
 type Holders interface {
 	List(ctx context.Context) ([]lease.Holder, error)
-	Release(ctx context.Context, holder uint32, actor string, now time.Time) (lease.Reclaimed, error)
+	Reclaim(ctx context.Context, holder uint32, actor string, now time.Time) (lease.Reclaimed, error)
 }
 
 // holderView is one holder of GET /v1/admin/holders.
@@ -66,7 +66,7 @@ func (a *adminHandlers) releaseHolder(c echo.Context) error {
 	if err != nil || strconv.FormatUint(key, 10) != raw {
 		return invalid("holder", "must be a holder's key as GET /v1/admin/holders lists it: a decimal integer from 0 to 4294967295")
 	}
-	got, err := a.holders.Release(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
+	got, err := a.holders.Reclaim(c.Request().Context(), uint32(key), actor(c), time.Now().UTC())
 	switch {
 	case errors.Is(err, lease.ErrHolderUnknown):
 		return problemf(http.StatusNotFound, codeNotFound, fmt.Sprintf("no process holds or held leases as holder %d", key))

@@ -117,7 +117,7 @@ func (f *grantFixture) process() *grantProcess {
 			}
 		case store.NotifyRecall:
 			if k, ok := store.ParseCounterKey(n.Key); ok && !n.Local {
-				background.Go(func() { _ = pool.Release(ctx, k) })
+				background.Go(func() { _ = pool.Yield(ctx, k) })
 			}
 		}
 	}, func() { cache.Purge() }, func(err error) { t.Log(err) })

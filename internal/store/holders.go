@@ -139,8 +139,8 @@ func (r *Holders) ReclaimDead(ctx context.Context, now time.Time, after time.Dur
 	return total, nil
 }
 
-// Release implements lease.Holders.
-func (r *Holders) Release(ctx context.Context, key uint32, actor string, now time.Time) (lease.Reclaimed, error) {
+// Reclaim implements lease.Holders.
+func (r *Holders) Reclaim(ctx context.Context, key uint32, actor string, now time.Time) (lease.Reclaimed, error) {
 	db := r.db
 	h := holderOf(key)
 	if h == db.holderID() {

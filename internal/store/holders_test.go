@@ -139,7 +139,7 @@ func TestReleaseHolder(t *testing.T) {
 	grantTo(t, &leasetest.Process{Store: victim.Ledger}, 5, 20)
 
 	key := uint32(victim.Holder())
-	got, err := store.NewHolders(admin).Release(ctx, key, "ops", leasetest.At)
+	got, err := store.NewHolders(admin).Reclaim(ctx, key, "ops", leasetest.At)
 	if err != nil || got != (lease.Reclaimed{Holders: 1, Leases: 1, Units: 20}) {
 		t.Fatalf("release: %+v, %v; want 1 lease and 20 units back", got, err)
 	}
@@ -163,7 +163,7 @@ func TestReleaseHolder(t *testing.T) {
 		{uint32(admin.Holder()), lease.ErrHolderSelf},
 		{key + 1, lease.ErrHolderUnknown},
 	} {
-		if _, err := store.NewHolders(admin).Release(ctx, c.key, "ops", leasetest.At); !errors.Is(err, c.want) {
+		if _, err := store.NewHolders(admin).Reclaim(ctx, c.key, "ops", leasetest.At); !errors.Is(err, c.want) {
 			t.Fatalf("release of %d: %v; want %v", c.key, err, c.want)
 		}
 	}

@@ -170,7 +170,7 @@ func (p *Pool) giveToLease(ctx context.Context, sp *quota.Span, n int64) bool {
 		return false
 	}
 	l.mu.Lock()
-	ok := l.held && !l.gone && !l.verify && l.doubt.kind == noCall && !l.changed(sp)
+	ok := l.leased && !l.gone && !l.verify && l.doubt.kind == noCall && !l.changed(sp)
 	l.mu.Unlock()
 	if !ok {
 		return false

@@ -57,9 +57,9 @@ type Holders interface {
 	// ReclaimDead marks the holders found gone at now, and takes back
 	// the leases of those gone since after or longer.
 	ReclaimDead(ctx context.Context, now time.Time, after time.Duration) (Reclaimed, error)
-	// Release ends holder's lock session if it is still there, and
+	// Reclaim ends holder's lock session if it is still there, and
 	// takes back its leases at once, recording actor's release at now.
-	Release(ctx context.Context, holder uint32, actor string, now time.Time) (Reclaimed, error)
+	Reclaim(ctx context.Context, holder uint32, actor string, now time.Time) (Reclaimed, error)
 }
 
 // DefaultReclaimAfter is how long a holder must have been gone before the

@@ -91,7 +91,7 @@ func TestLeasePoolModel(t *testing.T) {
 			l.OnRecall(func(k quota.CounterKey) {
 				if !p.deaf {
 					// A release that fails leaves the lease to be resolved.
-					if err := p.pool.Release(ctx, k); err != nil && !faulty {
+					if err := p.pool.Yield(ctx, k); err != nil && !faulty {
 						rt.Fatalf("release: %v", err)
 					}
 				}
@@ -143,7 +143,7 @@ func TestLeasePoolModel(t *testing.T) {
 		held := func(k quota.CounterKey) int64 {
 			var n int64
 			for _, p := range live() {
-				n += p.pool.Held(k)
+				n += p.pool.Unused(k)
 			}
 			return n
 		}
@@ -259,7 +259,7 @@ func TestLeasePoolModel(t *testing.T) {
 						store.Count(k), admitted[k])
 					for n, q := range procs {
 						held, unused := store.Lease(q.ledger, k)
-						line += fmt.Sprintf(" %d(row %v %d, holds %d)", n, held, unused, q.pool.Held(k))
+						line += fmt.Sprintf(" %d(row %v %d, holds %d)", n, held, unused, q.pool.Unused(k))
 					}
 					rt.Logf("%s", line)
 				}
@@ -278,7 +278,7 @@ func TestLeasePoolModel(t *testing.T) {
 				for _, q := range live() {
 					holds := false
 					for _, sp := range charge(m, 1).Spans {
-						holds = holds || q.pool.Held(sp.Key) > 0
+						holds = holds || q.pool.Unused(sp.Key) > 0
 					}
 					if holds || rapid.Bool().Draw(rt, fmt.Sprintf("told %d", i)) {
 						q.pool.Forget("acme", m)

@@ -159,9 +159,9 @@ func (p *Pool) Stats() quota.LeaseStats {
 	return s
 }
 
-// Held returns the units this process holds unused in its lease of k,
+// Unused returns the units this process holds unused in its lease of k,
 // that checks may take.
-func (p *Pool) Held(k quota.CounterKey) int64 {
+func (p *Pool) Unused(k quota.CounterKey) int64 {
 	l := p.leases.existing(k)
 	if l == nil {
 		return 0

@@ -97,7 +97,7 @@ func TestLeaseSettledWhileUnitsInFlight(t *testing.T) {
 	hour, day := leaseSpan(tiers.Hour, 1000), leaseSpan(tiers.Day, 5)
 	h.onLease = func(_ context.Context, r *lease.Request) {
 		if r.Key == day.Key {
-			if err := pool.Release(context.Background(), hour.Key); err != nil {
+			if err := pool.Yield(context.Background(), hour.Key); err != nil {
 				t.Error(err)
 			}
 		}
@@ -220,10 +220,10 @@ func TestLeaseFailedSettlementIsNotSpent(t *testing.T) {
 		}
 		return tiers.ErrUnavailable // the answer is lost after the commit
 	}
-	if err := pool.Release(context.Background(), day.Key); !errors.Is(err, tiers.ErrUnavailable) {
+	if err := pool.Yield(context.Background(), day.Key); !errors.Is(err, tiers.ErrUnavailable) {
 		t.Fatalf("release: %v, want the settlement's failure", err)
 	}
-	if n := pool.Held(day.Key); n != 0 {
+	if n := pool.Unused(day.Key); n != 0 {
 		t.Errorf("after a failed settlement the pool offers %d units, want none", n)
 	}
 	if ok, err := rival.Take(context.Background(), quotafake.One(leaseCharge(999, day), make([]quota.Outcome, 1))); err != nil || !ok {

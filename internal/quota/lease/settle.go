@@ -104,10 +104,10 @@ func (p *Pool) resolve(ctx context.Context, b *gather[Resolution]) error {
 	return err
 }
 
-// Release settles this process's lease of k, because another process
+// Yield settles this process's lease of k, because another process
 // recalled its units. On failure the lease stays, to be resolved and
 // settled later.
-func (p *Pool) Release(ctx context.Context, k quota.CounterKey) error {
+func (p *Pool) Yield(ctx context.Context, k quota.CounterKey) error {
 	l := p.leases.existing(k)
 	if l == nil {
 		return nil

@@ -42,7 +42,7 @@ type lease struct {
 	inflight int64
 	// reported: what the store counts this lease to hold unused.
 	reported int64
-	held     bool          // the store holds a lease of this process here
+	leased   bool          // the store holds a lease of this process here
 	busy     chan struct{} // non-nil while a store call on it is in flight
 	touched  int64         // the pool's tick of the last take
 	// doubt is a call whose answer was lost; limbo the units a settlement
@@ -106,7 +106,7 @@ func (l *lease) suspect() {
 	if l.gone {
 		return
 	}
-	l.verify = l.held
+	l.verify = l.leased
 	l.full = false
 }
 
@@ -117,7 +117,7 @@ func (l *lease) changed(sp *quota.Span) bool {
 
 // spendableLocked returns the units checks may take from l; l.mu is held.
 func (l *lease) spendableLocked() int64 {
-	if l.gone || !l.held || l.verify || l.doubt.kind == settleCall {
+	if l.gone || !l.leased || l.verify || l.doubt.kind == settleCall {
 		return 0
 	}
 	return l.unused
@@ -142,7 +142,7 @@ func (l *lease) unreturned() int64 {
 		return 0
 	case l.doubt.kind == settleCall:
 		return l.limbo
-	case l.held:
+	case l.leased:
 		return max(l.reported, l.unused+l.inflight)
 	}
 	return 0
@@ -224,7 +224,7 @@ func (l *lease) next(sp *quota.Span, cost, tick int64) step {
 	l.unused = 0
 	l.busy = make(chan struct{})
 	return step{kind: stepRefill, had: had, req: Request{Key: sp.Key, Bound: sp.Rule.Limit,
-		Need: cost - had, Extra: block(sp.Rule.Limit), InFlight: l.inflight + cost, Held: l.held,
+		Need: cost - had, Extra: block(sp.Rule.Limit), InFlight: l.inflight + cost, Held: l.leased,
 		Recall: true, Global: l.global}}
 }
 
@@ -257,11 +257,11 @@ func (l *lease) landGrant(r *Request, had, cost, tick int64, err error, sent, qu
 		// A reset or deletion ended the lease, and its units with it: it
 		// goes, so that units checks in progress took from it are not put
 		// back, and a new one starts.
-		l.held = false
+		l.leased = false
 		l.dropLocked()
 		return step{kind: stepAgain}
 	case r.Granted > 0:
-		l.held, l.verify = true, false
+		l.leased, l.verify = true, false
 		// += : checks in progress may have put units back meanwhile.
 		l.unused += r.Granted - r.Need
 		l.inflight += cost
@@ -326,7 +326,7 @@ func (l *lease) putBack(n int64, next func() int64, busy chan struct{}) (toStore
 func (l *lease) known(sp *quota.Span, cost int64) (int64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.gone || !l.held || l.changed(sp) {
+	if l.gone || !l.leased || l.changed(sp) {
 		return 0, false
 	}
 	used := l.admittedLocked()
@@ -341,7 +341,7 @@ func (l *lease) known(sp *quota.Span, cost int64) (int64, bool) {
 func (l *lease) unusedHeld() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.held {
+	if !l.leased {
 		return 0
 	}
 	return l.unused
@@ -377,7 +377,7 @@ func (l *lease) beginSettle(next func() int64, busy chan struct{}) (settleStep, 
 		return settleNothing, nil, Settlement{}
 	case l.doubt.kind != noCall:
 		return settleResolve, nil, Settlement{}
-	case !l.held:
+	case !l.leased:
 		l.dropLocked()
 		return settleNothing, nil, Settlement{}
 	}
@@ -419,7 +419,7 @@ func (l *lease) endSettled() int64 {
 func (l *lease) beginReport(next func() int64, busy chan struct{}) (Settlement, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.gone || !l.held || l.busy != nil || l.doubt.kind != noCall || !l.verify && l.unused+l.inflight == l.reported {
+	if l.gone || !l.leased || l.busy != nil || l.doubt.kind != noCall || !l.verify && l.unused+l.inflight == l.reported {
 		return Settlement{}, false
 	}
 	l.busy = busy
@@ -438,7 +438,7 @@ func (l *lease) reportLanded(s Settlement, err error) {
 		l.reported = min(l.reported, s.Unused)
 		l.doubt = doubt{kind: reportCall, seq: s.Seq}
 	case s.Lost:
-		l.held = false
+		l.leased = false
 		l.dropLocked()
 	default:
 		l.reported = s.Unused
@@ -484,12 +484,12 @@ func (l *lease) resolved(d Resolution, err error) (toStore int64) {
 	}
 	switch {
 	case d.Held:
-		l.held, l.verify = true, false
+		l.leased, l.verify = true, false
 		l.reported = d.Unused
-	case l.held:
+	case l.leased:
 		// The store holds no lease here any more: a reset or deletion
 		// ended it, with its units.
-		l.held = false
+		l.leased = false
 		l.dropLocked()
 	}
 	return 0
@@ -519,7 +519,7 @@ func (l *lease) duty(now time.Time, tick, idle int64, reports bool) flushDuty {
 		return dutyNone
 	case l.doubt.kind != noCall:
 		return dutyResolve
-	case !l.held:
+	case !l.leased:
 		if tick-l.touched >= idle {
 			l.dropLocked()
 		}

@@ -36,7 +36,7 @@ func TestLeaseCallSeqDrawnOnceClaimed(t *testing.T) {
 			var seq int64 = 100
 			next := func() int64 { seq++; return seq }
 			// Held, with more unused than the store heard: every call is due.
-			l := &lease{held: true, unused: 3, reported: 1}
+			l := &lease{leased: true, unused: 3, reported: 1}
 			// A refill is in flight, its seq drawn once it claimed l.
 			l.busy = make(chan struct{})
 			refill := next()

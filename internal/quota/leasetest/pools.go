@@ -84,7 +84,7 @@ func poolSets(t *testing.T, s Store) {
 				select {
 				case k := <-p.Recalls:
 					releases.Go(func() {
-						if err := p.pool.Release(ctx, k); err != nil {
+						if err := p.pool.Yield(ctx, k); err != nil {
 							t.Errorf("process %d: release of %v: %v", i, k, err)
 						}
 					})
