@@ -260,8 +260,12 @@ func TestFaultSilentDatabase(t *testing.T) {
 			if r := s.do("PUT", "/v1/customers/new", `{"plan":"limited"}`, "Authorization", "Bearer "+adminToken); r.Status != http.StatusServiceUnavailable {
 				t.Errorf("an admin write to a silent database: %d %s, want 503", r.Status, r.Body)
 			}
-			if took := time.Since(start); took > requestTimeout+slack {
-				t.Errorf("the admin write answered after %s, want at most the request timeout (%s) and slack", took, requestTimeout)
+			// Bounded by the request timeout, not left to hang: twice it
+			// leaves room for a busy machine's scheduling (seen at 6.8 s
+			// with load 10 on 2 cores) and still tells a bounded wait from
+			// none.
+			if took := time.Since(start); took > 2*requestTimeout {
+				t.Errorf("the admin write answered after %s, want at most twice the request timeout (%s)", took, requestTimeout)
 			}
 			if r := s.do("GET", "/readyz", ""); r.Status != http.StatusServiceUnavailable {
 				t.Errorf("/readyz: %d, want 503 while checks cannot reach the database", r.Status)
