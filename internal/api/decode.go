@@ -44,10 +44,10 @@ func decodeJSON(body []byte, dst any) error {
 	if !utf8.Valid(body) {
 		return invalid("", "the request body must be UTF-8")
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(body), decodeOptions(reflect.TypeOf(dst)))
-	if err := jsonv2.UnmarshalDecode(dec, dst); err != nil {
+	if err := jsonv2.Unmarshal(body, dst, decodeOptions(reflect.TypeOf(dst))); err != nil {
 		// A body that is not one JSON value, even further on than the
-		// problem the library stopped at, is told so first; and the
+		// problem the library stopped at, is told so first (the library
+		// refuses data after the value as it refuses bad syntax); and the
 		// library's decoding of a struct reads keys as values, so that "{{"
 		// ends early to it: the text is judged by reading it as JSON text.
 		text := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
@@ -57,9 +57,6 @@ func decodeJSON(body []byte, dst any) error {
 			return invalid("", "the request body must hold exactly one JSON object")
 		}
 		return decodeError(body, reflect.TypeOf(dst), err)
-	}
-	if !atEnd(dec) {
-		return invalid("", "the request body must hold exactly one JSON object")
 	}
 	return nil
 }
