@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/keys"
@@ -286,5 +287,30 @@ func BenchmarkDecodeCheckByKey(b *testing.B) {
 		if c, err := decodeCallBody(benchKeyBody, false); err != nil || c.APIKey == "" {
 			b.Fatal(c, err)
 		}
+	}
+}
+
+// BenchmarkDecodeCheckLibrary decodes the check bodies of the fast-path
+// benchmarks with github.com/go-json-experiment/json, with quotad's
+// strictness (names exact and once per object, unknown members refused),
+// into the same call: what the fast path saves.
+func BenchmarkDecodeCheckLibrary(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{{"one", benchCheckBody}, {"subject", benchSubjectBody}, {"items", benchItemsBody}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(bc.body)))
+			for b.Loop() {
+				var req checkRequest
+				if err := jsonv2.Unmarshal(bc.body, &req, jsonv2.RejectUnknownMembers(true)); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := req.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

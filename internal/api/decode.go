@@ -13,9 +13,12 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/tiers"
@@ -24,11 +27,12 @@ import (
 // MaxBodyBytes is the largest request body quotad reads.
 const MaxBodyBytes = 64 << 10
 
-// decodeJSON decodes body, one JSON object, strictly into dst: beyond what
-// encoding/json checks (syntax, types, unknown fields), keys must name
-// fields exactly and appear once per object, and null is refused except
-// for fields tagged nullable:"true" (see strictCheck). Every error is a 400
-// about one field.
+// decodeJSON decodes body, one JSON object, strictly into dst, with
+// go-json-experiment/json: a key must name a field exactly (case
+// included) and appear once per object, at any depth (metadata included),
+// and null is refused except for fields tagged nullable:"true" (see
+// decodeNull). Every error is a 400 about one field, named by its path
+// ("limits[1].mode"), for the first problem in the body.
 func decodeJSON(body []byte, dst any) error {
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	if len(trimmed) == 0 {
@@ -40,63 +44,208 @@ func decodeJSON(body []byte, dst any) error {
 	if !utf8.Valid(body) {
 		return invalid("", "the request body must be UTF-8")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		// encoding/json names neither array indexes nor the parents of an
-		// unknown field, and nothing at all for a bad time: find the field.
-		var syntax *json.SyntaxError
-		if !errors.As(err, &syntax) && !errors.Is(err, io.ErrUnexpectedEOF) {
-			if field, message, ok := strictCheck(body, reflect.TypeOf(dst), false); ok {
-				return invalid(field, message)
-			}
+	if err := jsonv2.Unmarshal(body, dst, decodeOptions(reflect.TypeOf(dst))); err != nil {
+		// A body that is not one JSON value, even further on than the
+		// problem the library stopped at, is told so first (the library
+		// refuses data after the value as it refuses bad syntax); and the
+		// library's decoding of a struct reads keys as values, so that "{{"
+		// ends early to it: the text is judged by reading it as JSON text.
+		text := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+		if _, terr := text.ReadValue(); terr != nil {
+			err = terr
+		} else if !atEnd(text) {
+			return invalid("", "the request body must hold exactly one JSON object")
 		}
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return invalid("", "the request body must hold exactly one JSON object")
-	}
-	// encoding/json takes what quotad refuses: keys equal to a field's name
-	// only under case folding ("CUSTOMER", "coſt"), repeated keys (the last
-	// wins) and null (which leaves a Go value as it is).
-	if field, message, ok := strictCheck(body, reflect.TypeOf(dst), true); ok {
-		return invalid(field, message)
+		return decodeError(body, reflect.TypeOf(dst), err)
 	}
 	return nil
 }
 
-// jsonError explains a decoding error in terms of the request's fields.
-func jsonError(err error) error {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
+// atEnd reports whether nothing but white space follows the value dec
+// read.
+func atEnd(dec *jsontext.Decoder) bool {
+	_, err := dec.ReadToken()
+	return err == io.EOF
+}
+
+// decodeOptionsByType caches decodeOptions: the null check is a function
+// of the request type.
+var decodeOptionsByType sync.Map // reflect.Type -> jsonv2.Options
+
+// decodeOptions are the options decodeJSON decodes into a t with. Names
+// are matched exactly and at most once per object by default. The body is
+// valid UTF-8 when they are used: allowing invalid UTF-8 only lets an
+// escaped lone surrogate ("\ud800") through as U+FFFD, as encoding/json
+// did.
+func decodeOptions(t reflect.Type) jsonv2.Options {
+	if o, ok := decodeOptionsByType.Load(t); ok {
+		return o.(jsonv2.Options)
+	}
+	o := jsonv2.JoinOptions(
+		jsonv2.RejectUnknownMembers(true),
+		jsontext.AllowInvalidUTF8(true),
+		jsonv2.WithUnmarshalers(jsonv2.UnmarshalFromFunc(func(dec *jsontext.Decoder, v any) error {
+			return decodeNull(dec, t, v)
+		})),
+	)
+	decodeOptionsByType.Store(t, o)
+	return o
+}
+
+// errNull is the refusal of a null where quotad takes none.
+var errNull = errors.New("must not be null")
+
+// decodeNull is called before every value decoded into root: it takes a
+// null where root has a field tagged nullable:"true" (the library would
+// take null anywhere, as the zero value), refuses any other, and leaves
+// what is not null to the library.
+func decodeNull(dec *jsontext.Decoder, root reflect.Type, v any) error {
+	if dec.PeekKind() != 'n' {
+		return jsonv2.SkipFunc
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return err
+	}
+	ptr := dec.StackPointer()
+	if !nullable(root, ptr) {
+		return &jsonv2.SemanticError{JSONPointer: ptr, Err: errNull}
+	}
+	// What the library makes of null: a type's own reading of it (metadata
+	// keeps "null"), else the zero value.
+	if u, ok := v.(json.Unmarshaler); ok {
+		return u.UnmarshalJSON([]byte("null"))
+	}
+	reflect.ValueOf(v).Elem().SetZero()
+	return nil
+}
+
+// nullable reports whether the value at ptr of a t is a field tagged
+// nullable:"true". Array elements and map values never are.
+func nullable(t reflect.Type, ptr jsontext.Pointer) bool {
+	var f reflect.StructField
+	for name := range ptr.Tokens() {
+		f = reflect.StructField{} // the value is not a field unless found below
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		switch t.Kind() {
+		case reflect.Struct:
+			var known bool
+			if f, known = fieldByJSONName(t, name); !known {
+				return false
+			}
+			t = f.Type
+		case reflect.Slice, reflect.Map:
+			t = t.Elem()
+		default:
+			return false
+		}
+	}
+	return isNullable(f)
+}
+
+// decodeError explains a decoding error in terms of the request's fields.
+func decodeError(body []byte, t reflect.Type, err error) error {
+	var semantic *jsonv2.SemanticError
+	var syntactic *jsontext.SyntacticError
 	switch {
-	case errors.As(err, &syntax):
-		return invalid("", fmt.Sprintf("the request body is not valid JSON (at byte %d)", syntax.Offset))
+	case errors.As(err, &syntactic) && syntactic.Err == jsontext.ErrDuplicateName:
+		if at, want, ok := misfit(t, syntactic.JSONPointer); ok {
+			return invalid(fieldPath(body, at), "must be "+describe(want))
+		}
+		return invalid(fieldPath(body, syntactic.JSONPointer), "appears more than once")
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return invalid("", "the request body is not valid JSON (it ends early)")
-	case errors.As(err, &typ):
-		field := typ.Field
-		if field == "" {
-			field = "body"
-		}
-		return invalid(field, "must be "+describe(typ.Type))
-	}
-	// encoding/json reports unknown fields only in its message.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return invalid(strings.Trim(name, `"`), "is not a known field")
-	}
-	var timeErr *time.ParseError
-	if errors.As(err, &timeErr) {
-		return invalid("", "times must be RFC 3339, e.g. 2026-12-01T00:00:00Z")
+	case syntactic != nil:
+		return invalid("", fmt.Sprintf("the request body is not valid JSON (at byte %d)", syntactic.ByteOffset+1))
+	case !errors.As(err, &semantic) || semantic.JSONPointer == "":
+	case semantic.Err == errNull:
+		return invalid(fieldPath(body, semantic.JSONPointer), errNull.Error())
+	case semantic.Err == jsonv2.ErrUnknownName:
+		return invalid(fieldPath(body, semantic.JSONPointer), "is not a known field")
+	case semantic.GoType != nil:
+		return invalid(fieldPath(body, semantic.JSONPointer), "must be "+describe(semantic.GoType))
 	}
 	return invalid("", "the request body does not fit the expected shape")
 }
 
+// misfit finds, for a repeated key at ptr in a value of t, the value on
+// the way to it that t has no room for: the library reads a value of the
+// wrong type to its end before it refuses it, and finds a repeated key in
+// it first. It returns that value's pointer and the type it should have.
+// Free-form JSON (metadata) has room for anything.
+func misfit(t reflect.Type, ptr jsontext.Pointer) (jsontext.Pointer, reflect.Type, bool) {
+	var at jsontext.Pointer
+	for name := range ptr.Tokens() {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == rawMessageType {
+			return "", nil, false
+		}
+		switch _, err := strconv.ParseUint(name, 10, 0); {
+		case reflect.PointerTo(t).Implements(jsonUnmarshaler):
+			return at, t, true
+		case t.Kind() == reflect.Struct:
+			f, known := fieldByJSONName(t, name)
+			if !known {
+				return at, t, err == nil // an index: an array in place of an object
+			}
+			t = f.Type
+		case t.Kind() == reflect.Map:
+			t = t.Elem()
+		case t.Kind() == reflect.Slice && err == nil:
+			t = t.Elem()
+		default:
+			return at, t, true
+		}
+		at = at.AppendToken(name)
+	}
+	return "", nil, false
+}
+
 var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
+// fieldPath names the value at ptr in body, a JSON text valid up to that
+// value, as quotad names fields: "limits[1].mode", "metadata.a". The
+// pointer alone would not do: "/capacity/1" may be an array's element or
+// a member named "1".
+func fieldPath(body []byte, ptr jsontext.Pointer) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	var b strings.Builder
+	for name := range ptr.Tokens() {
+		if dec.PeekKind() == '[' {
+			if _, err := dec.ReadToken(); err == nil {
+				n, _ := strconv.Atoi(name)
+				for range n {
+					dec.SkipValue()
+				}
+				b.WriteString("[" + strconv.Itoa(n) + "]")
+				continue
+			}
+		}
+		if dec.PeekKind() == '{' {
+			dec.ReadToken()
+			for {
+				tok, err := dec.ReadToken()
+				if err != nil || tok.Kind() != '"' || tok.String() == name {
+					break
+				}
+				dec.SkipValue()
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(name)
+	}
+	return b.String()
+}
+
+var rawMessageType = reflect.TypeFor[json.RawMessage]()
+
 // fieldByJSONName returns the field of struct t that the key name names
-// exactly. (encoding/json would also take a key equal under case folding;
-// quotad does not.)
+// exactly, as the library matches names.
 func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -117,6 +266,10 @@ func fieldByJSONName(t reflect.Type, name string) (reflect.StructField, bool) {
 	return reflect.StructField{}, false
 }
 
+// isNullable reports whether a request field may be sent as null: it is
+// tagged nullable:"true".
+func isNullable(f reflect.StructField) bool { return f.Tag.Get("nullable") == "true" }
+
 // describe names the JSON shape of a Go type for a client.
 func describe(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
@@ -125,7 +278,7 @@ func describe(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeFor[time.Time]():
 		return "an RFC 3339 time, e.g. 2026-12-01T00:00:00Z"
-	case t == reflect.TypeFor[json.RawMessage]():
+	case t == rawMessageType:
 		return "JSON"
 	}
 	switch t.Kind() {

@@ -60,7 +60,7 @@ func TestRequestFieldNamesAreLowerCaseASCII(t *testing.T) {
 	}
 }
 
-// Keys are matched exactly: encoding/json alone would take "CUSTOMER" for
+// Keys are matched exactly: encoding/json would take "CUSTOMER" for
 // "customer".
 func TestDecodeMatchesKeysExactly(t *testing.T) {
 	for _, tc := range []struct {
@@ -118,12 +118,16 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 		{"check, the first problem wins", `{"customer":"acme","cost":null,"cost":2,"metric":null}`, check, "cost", null},
 		{"check, a repeated key before a wrong type", `{"customer":"acme","customer":"b","cost":"x"}`, check, "customer", dup},
 		{"check, a wrong type before a repeated key", `{"customer":"acme","cost":"x","customer":"b"}`, check, "cost", "must be an integer"},
+		{"check, invalid JSON after a repeated key", `{"cost":1,"cost":2,x}`, check, "", "the request body is not valid JSON (at byte 20)"},
+		{"check, invalid JSON after a wrong type", `{"cost":"x","customer":"a"`, check, "", "the request body is not valid JSON (it ends early)"},
+		{"check, invalid JSON after an unknown key", `{"weight":1,}`, check, "", "the request body is not valid JSON (at byte 13)"},
 		{"refund, null cost", `{"customer":"acme","metric":"m","cost":null}`, refund, "cost", null},
 		{"refund, null request_id", `{"customer":"acme","metric":"m","request_id":null}`, refund, "request_id", null},
 		{"refund, repeated request_id", `{"customer":"acme","metric":"m","request_id":"a","request_id":"b"}`, refund, "request_id", dup},
 
 		{"metric, nulls where nullable", `{"description":null,"capacity":null}`, metric, "", ""},
 		{"metric, null capacity entry", `{"capacity":{"day":null}}`, metric, "capacity.day", null},
+		{"metric, null capacity entry named by digits", `{"capacity":{"1":null}}`, metric, "capacity.1", null},
 		{"metric, repeated capacity window", `{"capacity":{"day":1,"day":2}}`, metric, "capacity.day", dup},
 		{"metric, repeated description", `{"description":"a","description":"b"}`, metric, "description", dup},
 		{"metric, null credit schema", `{"credit_schema":null}`, metric, "", ""},
@@ -140,6 +144,7 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 		{"plan, nullable price fields", `{"price":{"amount_cents":null,"currency":null,"interval":null}}`, plan, "", ""},
 		{"plan, nullable limit fields", `{"limits":[{"metric":"m","window":"day","limit":1,"mode":null,"overage_percent":null,"overage_price_micros":null,"ceiling":null}]}`, plan, "", ""},
 		{"plan, null limit entry", `{"limits":[{"metric":"m","window":"day","limit":1},null]}`, plan, "limits[1]", null},
+		{"plan, null first limit entry", `{"limits":[null]}`, plan, "limits[0]", null},
 		{"plan, null limit", `{"limits":[{"metric":"m","window":"day","limit":null}]}`, plan, "limits[0].limit", null},
 		{"plan, null limit metric", `{"limits":[{"metric":null,"window":"day","limit":1}]}`, plan, "limits[0].metric", null},
 		{"plan, null limit window", `{"limits":[{"metric":"m","window":null,"limit":1}]}`, plan, "limits[0].window", null},
@@ -160,6 +165,7 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 		{"customer, repeated metadata key", `{"plan":"pro","metadata":{"a":1,"a":2}}`, customer, "metadata.a", dup},
 		{"customer, repeated nested metadata key", `{"plan":"pro","metadata":{"a":{"b":1,"c":2,"b":3}}}`, customer, "metadata.a.b", dup},
 		{"customer, repeated metadata key in an array", `{"plan":"pro","metadata":{"list":[{"x":1},{"y":1,"y":2}]}}`, customer, "metadata.list[1].y", dup},
+		{"customer, repeated metadata key named by digits", `{"plan":"pro","metadata":{"0":[{"1":1,"1":2}]}}`, customer, "metadata.0[0].1", dup},
 		{"customer, repeated metadata key spelled with an escape", `{"plan":"pro","metadata":{"Team":1,"\u0054eam":2}}`, customer, "metadata.Team", dup},
 		{"customer, repeated metadata", `{"plan":"pro","metadata":{},"metadata":{}}`, customer, "metadata", dup},
 
@@ -167,6 +173,9 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 		{"override, null limit", `{"limit":null}`, override, "limit", null},
 		{"override, null per", `{"limit":1,"per":null}`, override, "", ""},
 		{"override, repeated per", `{"limit":1,"per":"subject","per":"customer"}`, override, "per", dup},
+		{"override, a repeated key inside a limit that is not a number", `{"limit":[{"a":1,"a":2}]}`, override, "limit", "must be an integer"},
+		{"override, a repeated key inside a time", `{"limit":1,"expires_at":{"a":1,"a":2}}`, override, "expires_at", "must be an RFC 3339 time, e.g. 2026-12-01T00:00:00Z"},
+		{"override, a time with a comma", `{"limit":1,"expires_at":"2030-01-01T00:00:00,5Z"}`, override, "expires_at", "must be an RFC 3339 time, e.g. 2026-12-01T00:00:00Z"},
 		{"override, repeated limit", `{"limit":1,"limit":1000}`, override, "limit", dup},
 		{"override, repeated expires_at", `{"limit":1,"expires_at":"2030-01-01T00:00:00Z","expires_at":"2031-01-01T00:00:00Z"}`, override, "expires_at", dup},
 	} {
@@ -176,13 +185,13 @@ func TestDecodeRefusesNullsAndRepeatedKeys(t *testing.T) {
 	}
 }
 
-// mustDecodeAs decodes body into dst: without an error when field is "",
-// else with a 400 that has one entry naming field (and saying message,
-// unless that is "").
+// mustDecodeAs decodes body into dst: without an error when field and
+// message are "", else with a 400 that has one entry naming field (the
+// body when "") and saying message, unless that is "".
 func mustDecodeAs(t *testing.T, body string, dst any, field, message string) {
 	t.Helper()
 	err := decodeJSON([]byte(body), dst)
-	if field == "" {
+	if field == "" && message == "" {
 		if err != nil {
 			t.Fatalf("decode: %v, want no error", err)
 		}
@@ -224,31 +233,6 @@ func TestIsJSON(t *testing.T) {
 		mt, _, err := mime.ParseMediaType(ct)
 		if parsed := err == nil && mt == "application/json"; parsed != got {
 			t.Errorf("isJSON(%q) = %v, but ParseMediaType says %v", ct, got, parsed)
-		}
-	}
-}
-
-// strictCheck of a body encoding/json decoded does not decode its values
-// again: what it finds is what it finds decoding them. Each body decodes
-// with encoding/json; most hold what only strictCheck refuses.
-func TestStrictCheckDecoded(t *testing.T) {
-	for _, tc := range []struct {
-		body string
-		typ  reflect.Type
-	}{
-		{`{"customer":"acme","metric":"m","cost":2}`, reflect.TypeFor[*checkRequest]()},
-		{`{"customer":"acme","Cost":2,"metric":"m"}`, reflect.TypeFor[*checkRequest]()},
-		{`{"customer":"acme","metric":"m","dry_run":true,"DRY_RUN":false}`, reflect.TypeFor[*checkRequest]()},
-		{`{"customer":"acme","cost":2,"cost":3}`, reflect.TypeFor[*checkRequest]()},
-		{`{"customer":null,"cost":2}`, reflect.TypeFor[*refundRequest]()},
-		{`{"limits":[{"metric":"m","window":"day","limit":1,"mode":"soft"}],"price":null}`, reflect.TypeFor[*tiers.PlanSpec]()},
-		{`{"limits":[{"metric":"m","window":"day","limit":1,"Window":"week"}]}`, reflect.TypeFor[*tiers.PlanSpec]()},
-		{`{"capacity":{"day":1,"week":2}}`, reflect.TypeFor[*tiers.MetricSpec]()},
-		{`{"plan":"pro","metadata":{"a":[1,{"b":null}],"c":"d"}}`, reflect.TypeFor[*tiers.CustomerSpec]()},
-		{`{"limit":1,"expires_at":"2030-01-01T00:00:00Z","expires_at":"2031-01-01T00:00:00Z"}`, reflect.TypeFor[*tiers.OverrideSpec]()},
-	} {
-		if !assertStrictCheckDecoded(t, tc.body, []byte(tc.body), tc.typ) {
-			t.Errorf("encoding/json does not decode %s into %s", tc.body, tc.typ)
 		}
 	}
 }
