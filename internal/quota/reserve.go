@@ -12,11 +12,12 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
-// Reservations hold an estimate now and settle the real cost later (costs
+// Reservations hold an estimate now and commit the real cost later (costs
 // known only afterwards: an LLM call's tokens): a reserve is an admitted
-// check of the estimate plus a row in PostgreSQL, settled once by a guarded
-// transition. docs/design.md, "Reservations", describes once how they stay
-// exact across processes and what a crash does to them.
+// check of the estimate plus a row in PostgreSQL, finished once (committed,
+// released or expired) by a guarded transition. docs/design.md,
+// "Reservations", describes once how they stay exact across processes and
+// what a crash does to them.
 
 // Reservation bounds.
 const (
@@ -87,9 +88,10 @@ type ReservationInsert struct {
 	Found       *Reservation
 }
 
-// ReservationSettlement is the transition of a reservation from held to
-// State, with the ledger changes of a commit above its estimate.
-type ReservationSettlement struct {
+// ReservationFinish is the transition of a reservation from held to
+// State (it finishes), with the ledger changes of a commit above its
+// estimate.
+type ReservationFinish struct {
 	ID        string
 	State     ReservationState
 	Committed int64 // State committed: the actual cost
@@ -99,16 +101,16 @@ type ReservationSettlement struct {
 
 // ReservationTransition moves one held reservation to State at At:
 // committed at Committed units only if that is not above its estimate
-// (more needs the ledger first: see Engine.settle), committed or released
-// only before its expiry. Settled is the reservation as it was held, when
-// it moved.
+// (more needs the ledger first: see reservations.finish), committed or
+// released only before its expiry. Finished is the reservation as it was
+// held, when it moved.
 type ReservationTransition struct {
 	ID        string
 	State     ReservationState
 	Committed int64
 	At        time.Time
 
-	Settled *Reservation
+	Finished *Reservation
 }
 
 // ReservationStore keeps reservations; the PostgreSQL store implements it.
@@ -124,15 +126,15 @@ type ReservationStore interface {
 	// ReservationByRequestID returns the customer's reservation made with
 	// request id, or nil.
 	ReservationByRequestID(ctx context.Context, customer, requestID string) (*Reservation, error)
-	// SettleReservation moves reservation s.ID from held to s.State, and,
+	// FinishReservation moves reservation s.ID from held to s.State, and,
 	// if it did, runs fn on the ledger in the same transaction (which
 	// commits only if fn returns nil). It reports whether the reservation
 	// was held: false, it changed nothing and did not run fn.
-	SettleReservation(ctx context.Context, s ReservationSettlement, fn func(ctx context.Context, tx Tx) error) (bool, error)
+	FinishReservation(ctx context.Context, s ReservationFinish, fn func(ctx context.Context, tx Tx) error) (bool, error)
 	// TransitionReservations moves each reservation of t from held to its
 	// State, in as few round trips as it can, where its guards hold (see
-	// ReservationTransition), and fills in Settled with the reservation as
-	// it was held; where it did not move one, it leaves Settled nil. An
+	// ReservationTransition), and fills in Finished with the reservation as
+	// it was held; where it did not move one, it leaves Finished nil. An
 	// error fails every transition of t, each perhaps applied.
 	TransitionReservations(ctx context.Context, t []ReservationTransition) error
 	// RecordOver records the over of a committed reservation.
@@ -213,13 +215,13 @@ func newReservationID() string {
 }
 
 // reservations keeps reservations for an engine: a reserve is the
-// engine's take of a set, a settlement its give-back (or, above the
+// engine's take of a set, its finish the give-back (or, above the
 // estimate, a forced take), on the same primitive (counters).
 type reservations struct {
 	e     *Engine
 	store ReservationStore
 	// inserts gathers the inserts of reserves made while others are in
-	// flight, transitions their settlements.
+	// flight; transitions, the transitions that finish them.
 	inserts     *batch.Group[ReservationInsert]
 	transitions *batch.Group[ReservationTransition]
 }
@@ -352,16 +354,16 @@ func (rs *reservations) get(ctx context.Context, id string) (Reservation, error)
 	return rsv, nil
 }
 
-// Commit settles reservation id at actual units: the windows keep actual.
+// Commit finishes reservation id at actual units: the windows keep actual.
 // Errors: *tiers.ValidationError, tiers.ErrReservationNotFound,
 // tiers.ErrReservationExpired, tiers.ErrConflict (committed with another
 // cost, or released), tiers.ErrUnavailable.
 //
 // A commit at most its estimate, the usual one, is one guarded update,
-// sent with the other settlements made meanwhile (see transition), then a
-// give-back where the units are (see giveBackHeld). A commit above its
+// sent with the other transitions made meanwhile (see transition), then a
+// give-back where the units are (see finished). A commit above its
 // estimate counts the extra in the ledger, in the transaction of its
-// transition (see settle).
+// transition (see finish).
 func (e *Engine) Commit(ctx context.Context, id string, actual int64) (CommitResult, error) {
 	if actual < 0 || actual > MaxCost {
 		return CommitResult{}, tiers.Invalid("cost", fmt.Sprintf("must be an integer between 0 and %d", MaxCost))
@@ -382,7 +384,7 @@ func (rs *reservations) commit(ctx context.Context, id string, actual int64) (Co
 		return CommitResult{}, err
 	}
 	if rsv != nil {
-		return rs.settled(ctx, *rsv, actual, now, true)
+		return rs.finished(ctx, *rsv, actual, now, true)
 	}
 	// Not moved: no longer held, expired, or committed above its estimate.
 	for range 2 {
@@ -392,11 +394,11 @@ func (rs *reservations) commit(ctx context.Context, id string, actual int64) (Co
 		}
 		switch held.State {
 		case ReservationHeld:
-			res, won, err := rs.settle(ctx, held, ReservationCommitted, actual)
+			res, won, err := rs.finish(ctx, held, ReservationCommitted, actual)
 			if err != nil || won {
 				return res, err
 			}
-			continue // another request settled it first: answer as it stands
+			continue // another request finished it first: answer as it stands
 		case ReservationCommitted:
 			if held.Committed != actual {
 				return CommitResult{}, fmt.Errorf("%w: reservation %s was committed at %d units", tiers.ErrConflict, id, held.Committed)
@@ -421,17 +423,17 @@ func (rs *reservations) commit(ctx context.Context, id string, actual int64) (Co
 func (rs *reservations) transition(ctx context.Context, id string, state ReservationState, committed int64, now time.Time) (*Reservation, error) {
 	t, _, err := rs.transitions.Do(ctx, ReservationTransition{ID: id, State: state, Committed: committed, At: now})
 	if err != nil {
-		// Sent, it may have been applied: the reservation is then settled
+		// Sent, it may have been applied: the reservation is then finished
 		// and its units stay counted (too few given back, never too many).
 		return nil, rs.e.health.unavailable(err)
 	}
-	return t.Settled, nil
+	return t.Finished, nil
 }
 
-// settled finishes a commit, release or expiry of rsv, moved from held at
-// now, at actual units: the estimate beyond actual goes back (see
-// giveBackHeld), and, with answer, the answer is made.
-func (rs *reservations) settled(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
+// finished completes a commit, release or expiry of rsv, moved from held at
+// now, at actual units: the estimate beyond actual goes back where the
+// units are (counters.giveBack), and, with answer, the answer is made.
+func (rs *reservations) finished(ctx context.Context, rsv Reservation, actual int64, now time.Time, answer bool) (CommitResult, error) {
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: rsv.Cost - actual}
 	e := rs.e
 	s, ctx := e.set(ctx, e.timeout)
@@ -643,7 +645,7 @@ func (rs *reservations) release(ctx context.Context, id string) error {
 		return err
 	}
 	if rsv != nil {
-		_, err := rs.settled(ctx, *rsv, 0, now, false)
+		_, err := rs.finished(ctx, *rsv, 0, now, false)
 		return err
 	}
 	held, err := rs.get(ctx, id)
@@ -701,21 +703,21 @@ func (rs *reservations) expire(ctx context.Context, id string) (bool, error) {
 	if err != nil || rsv == nil {
 		return false, err
 	}
-	_, err = rs.settled(ctx, *rsv, 0, now, false)
+	_, err = rs.finished(ctx, *rsv, 0, now, false)
 	return true, err
 }
 
-// settle moves held reservation rsv to state to, its windows keeping
+// finish moves held reservation rsv to state to, its windows keeping
 // actual units (0 for a release or an expiry): the difference with the
 // estimate goes back to, or is counted in, the windows that hold the
 // estimate and are still current, in the transaction of the transition.
-// won is false when another request settled it first: then nothing
+// won is false when another request finished it first: then nothing
 // changed.
-func (rs *reservations) settle(ctx context.Context, rsv Reservation, to ReservationState, actual int64) (CommitResult, bool, error) {
+func (rs *reservations) finish(ctx context.Context, rsv Reservation, to ReservationState, actual int64) (CommitResult, bool, error) {
 	e := rs.e
 	now := e.clock.Now().UTC()
 	res := CommitResult{ID: rsv.ID, Reserved: rsv.Cost, Committed: actual, Released: max(0, rsv.Cost-actual)}
-	set := ReservationSettlement{ID: rsv.ID, State: to, Committed: actual, At: now}
+	fin := ReservationFinish{ID: rsv.ID, State: to, Committed: actual, At: now}
 	// back: the estimate's windows as they were counted, still current.
 	gb, ctx := e.set(ctx, e.timeout)
 	defer gb.free(&e.sets)
@@ -724,7 +726,7 @@ func (rs *reservations) settle(ctx context.Context, rsv Reservation, to Reservat
 	})
 	if errors.Is(err, tiers.ErrCustomerNotFound) || errors.Is(err, tiers.ErrMetricNotFound) {
 		// Its counters went with it: nothing to give back or count.
-		won, err := rs.store.SettleReservation(ctx, set, func(context.Context, Tx) error { return nil })
+		won, err := rs.store.FinishReservation(ctx, fin, func(context.Context, Tx) error { return nil })
 		res.Usage = []Usage{}
 		return res, won, e.health.unavailable(err)
 	}
@@ -754,7 +756,7 @@ func (rs *reservations) settle(ctx context.Context, rsv Reservation, to Reservat
 			}
 		}
 	}
-	won, err := rs.store.SettleReservation(ctx, set, func(ctx context.Context, tx Tx) error {
+	won, err := rs.store.FinishReservation(ctx, fin, func(ctx context.Context, tx Tx) error {
 		if len(gb.long) > 0 {
 			if err := tx.GiveBack(ctx, gb.long); err != nil {
 				return err

@@ -21,7 +21,7 @@ type Retention struct {
 	// Audit keeps audit_events for this long after they happened.
 	Audit time.Duration
 	// Reservations keeps finished reservations (committed, released,
-	// expired) for this long after they settled; held ones are never
+	// expired) for this long after they finished; held ones are never
 	// purged. A purged reservation's request_id may be used again: it then
 	// reserves anew.
 	Reservations time.Duration

@@ -186,23 +186,25 @@ func (res *Reservations) ReservationByRequestID(ctx context.Context, customer, r
 	return &rs[0], nil
 }
 
-// errNotHeld ends a settlement's transaction: the reservation was not
+// errNotHeld ends a finish's transaction: the reservation was not
 // held.
 var errNotHeld = errors.New("reservation not held")
 
-// SettleReservation implements quota.ReservationStore: the guarded update
+// FinishReservation implements quota.ReservationStore: the guarded update
 // and fn in one transaction.
-func (res *Reservations) SettleReservation(ctx context.Context, s quota.ReservationSettlement,
+func (res *Reservations) FinishReservation(ctx context.Context, s quota.ReservationFinish,
 	fn func(ctx context.Context, tx quota.Tx) error) (bool, error) {
 	var committed *int64
 	if s.State == quota.ReservationCommitted {
 		committed = &s.Committed
 	}
-	const settleQ = `
+	// settled_at keeps its name from before: it is when the reservation
+	// finished.
+	const finishQ = `
 		UPDATE reservations SET state = $2, committed = $3, over = $4, settled_at = $5
 		WHERE id = $1 AND state = 'held'`
 	err := res.ledger.Atomically(ctx, func(ctx context.Context, tx quota.Tx) error {
-		tag, err := tx.(txLedger).tx.Exec(ctx, settleQ, s.ID, string(s.State), committed, s.Over, s.At)
+		tag, err := tx.(txLedger).tx.Exec(ctx, finishQ, s.ID, string(s.State), committed, s.Over, s.At)
 		if err != nil {
 			return err
 		}
@@ -215,7 +217,7 @@ func (res *Reservations) SettleReservation(ctx context.Context, s quota.Reservat
 	case errors.Is(err, errNotHeld):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("settle reservation %s: %w", s.ID, mapErr(err))
+		return false, fmt.Errorf("finish reservation %s: %w", s.ID, mapErr(err))
 	}
 	return true, nil
 }
@@ -258,7 +260,7 @@ func (res *Reservations) TransitionReservations(ctx context.Context, t []quota.R
 	committed := make([]*int64, n)
 	for i := range t {
 		x := &t[i]
-		x.Settled = nil
+		x.Finished = nil
 		ids[i], states[i], ats[i] = x.ID, string(x.State), x.At
 		if x.State == quota.ReservationCommitted {
 			committed[i] = &x.Committed
@@ -301,7 +303,7 @@ func (res *Reservations) TransitionReservations(ctx context.Context, t []quota.R
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("settle %d reservations: %w", n, mapErr(err))
+		return fmt.Errorf("finish %d reservations: %w", n, mapErr(err))
 	}
 	for _, m := range moved {
 		rsv, err := m.reservation()
@@ -311,10 +313,10 @@ func (res *Reservations) TransitionReservations(ctx context.Context, t []quota.R
 		// The transition that moved it: the same id, state and cost.
 		for i := range t {
 			x := &t[i]
-			if x.Settled == nil && x.ID == m.ID && string(x.State) == m.NewState &&
+			if x.Finished == nil && x.ID == m.ID && string(x.State) == m.NewState &&
 				(m.NewCommitted == nil) == (x.State != quota.ReservationCommitted) &&
 				(m.NewCommitted == nil || *m.NewCommitted == x.Committed) {
-				x.Settled = &rsv
+				x.Finished = &rsv
 				break
 			}
 		}

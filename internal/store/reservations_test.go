@@ -122,7 +122,7 @@ func TestReservationExpiresOnTheEngineClock(t *testing.T) {
 	}
 }
 
-// A commit settles in the window instances that held the estimate, only
+// A commit counts in the window instances that held the estimate, only
 // while they are current: a minute that rolled over before the commit
 // neither gets units back nor counts the extra, and the day, still
 // current, keeps exactly the actual cost.
@@ -317,12 +317,12 @@ func TestReservationSubjectRoundTrips(t *testing.T) {
 					t.Errorf("a reservation's request id used again found %+v\nwant %+v", f, tt.rsv)
 				}
 			}
-			// Settled, it is returned as it was held.
+			// Finished, it is returned as it was held.
 			tr := []quota.ReservationTransition{{ID: tt.rsv.ID, State: quota.ReservationReleased, At: at}}
 			if err := db.Reservations.TransitionReservations(ctx, tr); err != nil {
 				t.Fatal(err)
 			}
-			if s := tr[0].Settled; s == nil || !reflect.DeepEqual(*s, tt.rsv) {
+			if s := tr[0].Finished; s == nil || !reflect.DeepEqual(*s, tt.rsv) {
 				t.Errorf("the released reservation was held as %+v\nwant %+v", s, tt.rsv)
 			}
 		})

@@ -63,6 +63,7 @@ var purgeSteps = []purgeStep{
 		keep: func(r quota.Retention) time.Duration { return r.History }},
 	{table: "audit_events", cond: `at < $1`,
 		keep: func(r quota.Retention) time.Duration { return r.Audit }},
+	// Finished reservations: settled_at keeps its name from before.
 	{table: "reservations", cond: `state <> 'held' AND settled_at < $1`,
 		keep: func(r quota.Retention) time.Duration { return r.Reservations }},
 	{table: "webhook_deliveries", cond: `status <> 'pending' AND last_attempt_at < $1`,

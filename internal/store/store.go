@@ -56,7 +56,7 @@ type Catalog struct{ *core }
 // Counts, Requests and Maintenance roles and lease.Leaser.
 type Ledger struct{ *core }
 
-// Reservations holds reservations; a settlement runs its ledger work in
+// Reservations holds reservations; finishing one runs its ledger work in
 // the reservation's own transaction. It implements quota.ReservationStore.
 type Reservations struct {
 	*core
