@@ -90,7 +90,7 @@ func (a *Audit) FindAuditEvents(ctx context.Context, f tiers.AuditFilter) ([]tie
 		  AND ($2 = '' OR customer_id = $2)
 		ORDER BY id DESC
 		LIMIT $3`
-	return findPage(ctx, a.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
+	return findPage(ctx, a.core.pool, "audit events", f.Limit, toAuditEvent, q, f.Before, f.Customer)
 }
 
 // usageResource is the audit log's name of a customer's usage of metric:
@@ -125,7 +125,7 @@ func (a *Audit) RecordRefunds(ctx context.Context, events []quota.RefundEvent) e
 		INSERT INTO audit_events (at, actor, action, resource, customer_id, after)
 		SELECT at, actor, $6, resource, customer, after
 		FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::jsonb[]) AS e(at, actor, resource, customer, after)`
-	if _, err := a.pool.Exec(ctx, q, ats, actors, resources, customers, afters, tiers.ActionRefund); err != nil {
+	if _, err := a.core.pool.Exec(ctx, q, ats, actors, resources, customers, afters, tiers.ActionRefund); err != nil {
 		return fmt.Errorf("record %d refunds' audit events: %w", n, mapErr(err))
 	}
 	return nil

@@ -115,7 +115,7 @@ func findCustomer(ctx context.Context, q querier, id string, lock bool) (tiers.C
 
 // FindCustomer returns the customer id.
 func (cat *Catalog) FindCustomer(ctx context.Context, id string) (tiers.Customer, error) {
-	c, err := findCustomer(ctx, cat.pool, id, false)
+	c, err := findCustomer(ctx, cat.core.pool, id, false)
 	if err != nil {
 		return tiers.Customer{}, fmt.Errorf("find customer[%s]: %w", id, mapErr(err))
 	}
@@ -131,7 +131,7 @@ func (cat *Catalog) FindCustomers(ctx context.Context, f tiers.CustomerFilter) (
 		  AND ($3 = '' OR strpos(lower(c.id), lower($3)) > 0 OR strpos(lower(c.name), lower($3)) > 0)
 		ORDER BY c.id
 		LIMIT $4`
-	return findPage(ctx, cat.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan, f.Query)
+	return findPage(ctx, cat.core.pool, "customers", f.Page.Limit, toCustomer, q, f.Page.After, f.Plan, f.Query)
 }
 
 // PutCustomer creates or replaces a customer. A changed billing anchor day
@@ -212,7 +212,7 @@ func (cat *Catalog) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Cust
 				trialPlanCol, trialEnds, anchor.ZoneName(), dayStart, dayEnd, weekStart, weekEnd); err != nil || exists {
 				return err
 			}
-			return cat.checkCount(ctx, tx, tiers.CapCustomers, "customers")
+			return cat.core.checkCount(ctx, tx, tiers.CapCustomers, "customers")
 		},
 		after: func(ctx context.Context, tx pgx.Tx, saved tiers.Customer, _ bool) error {
 			return recordBilledTerms(ctx, tx, saved, w.At)
@@ -227,7 +227,7 @@ func (cat *Catalog) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Cust
 // DeleteCustomer deletes a customer; its overrides and live counters go with
 // it (foreign keys cascade), its usage history stays.
 func (cat *Catalog) DeleteCustomer(ctx context.Context, w tiers.Write, id string) error {
-	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findCustomer(ctx, tx, id, true)
 		if errors.Is(err, tiers.ErrCustomerNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -249,10 +249,10 @@ func (cat *Catalog) DeleteCustomer(ctx context.Context, w tiers.Write, id string
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		if err := cat.notify(ctx, tx, NotifyForget, id); err != nil {
+		if err := cat.core.notify(ctx, tx, NotifyForget, id); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyCustomer, id)
+		return cat.core.notify(ctx, tx, NotifyCustomer, id)
 	})
 }
 
@@ -260,7 +260,7 @@ func (cat *Catalog) DeleteCustomer(ctx context.Context, w tiers.Write, id string
 // limits and of features), read in one snapshot.
 func (cat *Catalog) FindAccount(ctx context.Context, id string) (tiers.Account, error) {
 	var a tiers.Account
-	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, cat.core.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var err error
 			if a.Customer, err = findCustomer(ctx, tx, id, false); err != nil {
@@ -337,7 +337,7 @@ func (cat *Catalog) FindAccounts(ctx context.Context, ids []string) (map[string]
 		        FROM grants g WHERE g.customer_id = c.id AND g.remaining > 0 AND g.voided_at IS NULL) AS grants
 		FROM customers c
 		WHERE c.id = ANY($1)`
-	rows, err := cat.pool.Query(ctx, q, ids)
+	rows, err := cat.core.pool.Query(ctx, q, ids)
 	if err != nil {
 		return nil, fmt.Errorf("find accounts[%d ids]: %w", len(ids), mapErr(err))
 	}

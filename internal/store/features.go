@@ -90,7 +90,7 @@ func (cat *Catalog) PutFeatureOverride(ctx context.Context, w tiers.Write, o tie
 
 // DeleteFeatureOverride deletes a customer's override of a feature.
 func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, customer, feature string) error {
-	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -113,6 +113,6 @@ func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, cu
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.core.notify(ctx, tx, NotifyCustomer, customer)
 	})
 }

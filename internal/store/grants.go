@@ -59,7 +59,7 @@ const grantOrder = `priority, expires_at NULLS LAST, created_at, id`
 // event and the notification of the customer's grants.
 func (gs *Grants) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant, requestID string) (grants.Grant, bool, error) {
 	created := true
-	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		created = true
 		var rid *string
 		if requestID != "" {
@@ -101,7 +101,7 @@ func (gs *Grants) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return gs.notify(ctx, tx, NotifyGrants, g.Customer)
+		return gs.core.notify(ctx, tx, NotifyGrants, g.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, false, fmt.Errorf("create grant of customer[%s]: %w", g.Customer, err)
@@ -122,7 +122,7 @@ func (gs *Grants) FindGrants(ctx context.Context, customer string, f grants.Filt
 		args = append(args, f.At)
 	}
 	q += ` ORDER BY ` + grantOrder
-	rows, err := gs.pool.Query(ctx, q, args...)
+	rows, err := gs.core.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("find grants of customer[%s]: %w", customer, mapErr(err))
 	}
@@ -138,7 +138,7 @@ func (gs *Grants) FindGrants(ctx context.Context, customer string, f grants.Filt
 		return out, nil
 	}
 	var exists bool
-	if err := gs.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
+	if err := gs.core.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("find customer[%s]: %w", customer, mapErr(err))
 	}
 	if !exists {
@@ -152,7 +152,7 @@ func (gs *Grants) FindGrants(ctx context.Context, customer string, f grants.Filt
 // first finishes before.
 func (gs *Grants) VoidGrant(ctx context.Context, w tiers.Write, id string) (grants.Grant, error) {
 	var old grants.Grant
-	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		const q = `SELECT ` + grantColumns + ` FROM grants WHERE id = $1 AND voided_at IS NULL FOR UPDATE`
 		var err error
 		if old, err = findOne(ctx, tx, q, grants.ErrGrantNotFound, toGrant, id); err != nil {
@@ -169,7 +169,7 @@ func (gs *Grants) VoidGrant(ctx context.Context, w tiers.Write, id string) (gran
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return gs.notify(ctx, tx, NotifyGrants, old.Customer)
+		return gs.core.notify(ctx, tx, NotifyGrants, old.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, fmt.Errorf("void grant[%s]: %w", id, err)
@@ -194,7 +194,7 @@ func (gs *Grants) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Tim
 	}
 	var taken []quota.GrantTake
 	ok := false
-	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		taken, ok = taken[:0], false
 		var exhausted []webhooks.Event // of the grants the draws use up
 		for _, d := range sortedDraws(draws) {
@@ -242,11 +242,11 @@ func (gs *Grants) Draw(ctx context.Context, draws []quota.GrantDraw, at time.Tim
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.core.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
-		if _, err := gs.recordEvents(ctx, tx, exhausted); err != nil {
+		if _, err := gs.core.recordEvents(ctx, tx, exhausted); err != nil {
 			return err
 		}
 		ok = true
@@ -276,7 +276,7 @@ func (gs *Grants) rollOver(ctx context.Context, draws []quota.GrantDraw, at time
 	if len(rs) == 0 {
 		return nil
 	}
-	return gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return gs.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		made := false
 		for _, r := range rs {
 			id, err := grants.NewID()
@@ -311,7 +311,7 @@ func (gs *Grants) rollOver(ctx context.Context, draws []quota.GrantDraw, at time
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.core.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
@@ -367,7 +367,7 @@ func applyTakes(ctx context.Context, tx pgx.Tx, draws []quota.GrantDraw, taken [
 // Return implements quota.Grants: a voided grant stays voided (what it
 // gets back is not drawn again).
 func (gs *Grants) Return(ctx context.Context, draws []quota.GrantDraw, taken []quota.GrantTake, at time.Time) error {
-	err := gs.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := gs.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := applyTakes(ctx, tx, draws, taken, at, -1); err != nil {
 			return err
 		}
@@ -385,7 +385,7 @@ func (gs *Grants) Return(ctx context.Context, draws []quota.GrantDraw, taken []q
 		}
 		slices.Sort(customers)
 		for _, c := range slices.Compact(customers) {
-			if err := gs.notify(ctx, tx, NotifyGrants, c); err != nil {
+			if err := gs.core.notify(ctx, tx, NotifyGrants, c); err != nil {
 				return err
 			}
 		}
@@ -410,7 +410,7 @@ func (gs *Grants) Granted(ctx context.Context, counters []quota.CounterKey) ([]i
 		LEFT JOIN granted_usage u
 		  ON u.customer_id = k.c AND u.metric = k.m AND u.quota_window = k.w AND u.window_start = k.s
 		ORDER BY k.n`
-	rows, err := gs.pool.Query(ctx, q, customers, metrics, windows, starts)
+	rows, err := gs.core.pool.Query(ctx, q, customers, metrics, windows, starts)
 	if err != nil {
 		return nil, fmt.Errorf("read granted units: %w", mapErr(err))
 	}
@@ -434,7 +434,7 @@ func (bill *Billing) FindGrantUse(ctx context.Context, customer string, from, to
 		WHERE customer_id = $1 AND drawn_at >= $2 AND drawn_at < $3
 		GROUP BY grant_id, metric HAVING sum(units) > 0
 		ORDER BY metric, grant_id`
-	rows, err := bill.pool.Query(ctx, q, customer, from, to)
+	rows, err := bill.core.pool.Query(ctx, q, customer, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("find grant use of customer[%s]: %w", customer, mapErr(err))
 	}

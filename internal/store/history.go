@@ -55,7 +55,7 @@ func (h *History) AddHistory(ctx context.Context, deltas []quota.HistoryDelta) e
 	// A batch outside a transaction runs in one implicit transaction:
 	// Stripe's sums are written with the history, or neither is.
 	h.queueStripeUsage(b, sorted)
-	if err := h.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err := h.core.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("add history: %w", mapErr(err))
 	}
 	return nil
@@ -83,7 +83,7 @@ func (h *History) FindHistory(ctx context.Context, customer, metric string, from
 		SELECT day, metric, used, overage, denied FROM usage_history
 		WHERE customer_id = $1 AND ($2 = '' OR metric = $2) AND day BETWEEN $3 AND $4
 		ORDER BY day, metric`
-	rows, err := h.pool.Query(ctx, q, customer, metric, from, to)
+	rows, err := h.core.pool.Query(ctx, q, customer, metric, from, to)
 	if err != nil {
 		return nil, fmt.Errorf("find history: %w", mapErr(err))
 	}
@@ -130,7 +130,7 @@ func (h *History) FindActiveCustomers(ctx context.Context, since time.Time, limi
 		WHERE a.latest IS NOT NULL
 		ORDER BY a.latest DESC, a.used DESC, c.id
 		LIMIT $2`
-	rows, err := h.pool.Query(ctx, q, since, limit)
+	rows, err := h.core.pool.Query(ctx, q, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find active customers since %s: %w", since.Format(time.DateOnly), mapErr(err))
 	}
@@ -158,7 +158,7 @@ func (h *History) StreamDay(ctx context.Context, q whatif.Query, day time.Time, 
 	if customers == nil {
 		customers = []string{}
 	}
-	rows, err := h.pool.Query(ctx, sql, day, q.Metrics, customers, q.Plan)
+	rows, err := h.core.pool.Query(ctx, sql, day, q.Metrics, customers, q.Plan)
 	if err != nil {
 		return fmt.Errorf("stream history: %w", mapErr(err))
 	}

@@ -69,7 +69,7 @@ func findKey(ctx context.Context, q querier, id string, live bool) (keys.Key, er
 // beyond the cap of live keys per customer (SetCaps) is a
 // *tiers.CapError.
 func (ks *Keys) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest keys.Digest) (keys.Key, error) {
-	err := ks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := ks.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := ks.checkKeyCap(ctx, tx, k.Customer, w.At); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func (ks *Keys) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return ks.notify(ctx, tx, NotifyKeyCreated, k.ID)
+		return ks.core.notify(ctx, tx, NotifyKeyCreated, k.ID)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("create api key[%s] of customer[%s]: %w", k.ID, k.Customer, err)
@@ -99,7 +99,7 @@ func (ks *Keys) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest
 // customer is created at now. It locks the customer's row first, so that
 // concurrent creations for one customer count one after the other.
 func (ks *Keys) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now time.Time) error {
-	if ks.caps.KeysPerCustomer == 0 {
+	if ks.core.caps.KeysPerCustomer == 0 {
 		return nil
 	}
 	// NO KEY UPDATE: it does not hold back the inserts that merely
@@ -121,12 +121,12 @@ func (ks *Keys) checkKeyCap(ctx context.Context, tx pgx.Tx, customer string, now
 	if err := tx.QueryRow(ctx, count, customer, now).Scan(&n); err != nil {
 		return err
 	}
-	return ks.caps.Check(tiers.CapKeysPerCustomer, n+1)
+	return ks.core.caps.Check(tiers.CapKeysPerCustomer, n+1)
 }
 
 // FindKey returns the key id, revoked or not.
 func (ks *Keys) FindKey(ctx context.Context, id string) (keys.Key, error) {
-	k, err := findKey(ctx, ks.pool, id, false)
+	k, err := findKey(ctx, ks.core.pool, id, false)
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("find api key[%s]: %w", id, mapErr(err))
 	}
@@ -138,13 +138,13 @@ func (ks *Keys) FindKey(ctx context.Context, id string) (keys.Key, error) {
 func (ks *Keys) FindKeys(ctx context.Context, customer string, f keys.Filter) ([]keys.Key, bool, error) {
 	const q = `SELECT ` + keyColumns + ` FROM api_keys
 		WHERE customer_id = $1 AND id > $2 AND ($3::boolean OR revoked_at IS NULL) ORDER BY id LIMIT $4`
-	list, more, err := findPage(ctx, ks.pool, "api keys", f.Limit, toKey, q, customer, f.After, f.IncludeRevoked)
+	list, more, err := findPage(ctx, ks.core.pool, "api keys", f.Limit, toKey, q, customer, f.After, f.IncludeRevoked)
 	if err != nil || len(list) > 0 {
 		return list, more, err
 	}
 	// No keys: is there such a customer?
 	var exists bool
-	if err := ks.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
+	if err := ks.core.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`, customer).Scan(&exists); err != nil {
 		return nil, false, fmt.Errorf("find customer[%s]: %w", customer, mapErr(err))
 	}
 	if !exists {
@@ -157,7 +157,7 @@ func (ks *Keys) FindKeys(ctx context.Context, customer string, f keys.Filter) ([
 // key revoked already is keys.ErrKeyNotFound.
 func (ks *Keys) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.Key, error) {
 	var old keys.Key
-	err := ks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := ks.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		if old, err = findKey(ctx, tx, id, true); err != nil {
 			return err
@@ -169,7 +169,7 @@ func (ks *Keys) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.K
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return ks.notify(ctx, tx, NotifyKeyRevoked, id)
+		return ks.core.notify(ctx, tx, NotifyKeyRevoked, id)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("revoke api key[%s]: %w", id, err)
@@ -183,7 +183,7 @@ func (ks *Keys) LiveKeys(ctx context.Context, now time.Time) ([]keys.Live, error
 	const q = `
 		SELECT id, customer_id AS customer, digest, expires_at, last_used_at FROM api_keys
 		WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $1)`
-	rows, err := ks.pool.Query(ctx, q, now)
+	rows, err := ks.core.pool.Query(ctx, q, now)
 	if err != nil {
 		return nil, fmt.Errorf("query live api keys: %w", mapErr(err))
 	}
@@ -203,7 +203,7 @@ func (ks *Keys) LiveKey(ctx context.Context, id string) (keys.Live, error) {
 	const q = `
 		SELECT id, customer_id AS customer, digest, expires_at, last_used_at FROM api_keys
 		WHERE id = $1 AND revoked_at IS NULL`
-	k, err := findOne(ctx, ks.pool, q, keys.ErrKeyNotFound, toLive, id)
+	k, err := findOne(ctx, ks.core.pool, q, keys.ErrKeyNotFound, toLive, id)
 	if err != nil {
 		return keys.Live{}, fmt.Errorf("find live api key[%s]: %w", id, mapErr(err))
 	}
@@ -227,7 +227,7 @@ func (ks *Keys) TouchKeys(ctx context.Context, used map[string]time.Time) error 
 		FROM unnest($1::text[], $2::timestamptz[]) AS u(id, at)
 		WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`
 	err := retry(func() error {
-		_, err := ks.pool.Exec(ctx, q, ids, ats)
+		_, err := ks.core.pool.Exec(ctx, q, ids, ats)
 		return err
 	})
 	if err != nil {

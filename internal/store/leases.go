@@ -37,15 +37,15 @@ func (l *Ledger) Lease(ctx context.Context, r []lease.Request) error {
 		for i, x := range batch {
 			a.add(x.Key, x.Seq, 0, x.Global)
 			bounds[i], needs[i], extras[i], inflights[i], helds[i] = x.Bound, x.Need, x.Extra, x.InFlight, x.Held
-			payloads[i] = l.payload(NotifyRecall, CounterKeyString(x.Key))
+			payloads[i] = l.core.payload(NotifyRecall, CounterKeyString(x.Key))
 			recall = recall || x.Recall
 		}
 		var channel *string
 		if recall { // one asks for recalls, every one of the batch does (see the pool)
-			channel = &l.channel
+			channel = &l.core.channel
 		}
 		err := retry(func() error {
-			rows, err := l.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(),
+			rows, err := l.core.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.core.holderID(),
 				a.seqs, bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
 			if err != nil {
 				return err
@@ -83,9 +83,9 @@ func (l *Ledger) Lease(ctx context.Context, r []lease.Request) error {
 // counters are locked first, then global usage.
 func (l *Ledger) Settle(ctx context.Context, s []lease.Settlement) error {
 	return l.leaseBatches(ctx, "settle", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
-		_, err := l.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs, a.unused, a.globals,
-			l.channel, l.freedPayloads(s))
+		_, err := l.core.pool.Exec(ctx, `SELECT quotad_settle_all($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.core.holderID(), a.seqs, a.unused, a.globals,
+			l.core.channel, l.freedPayloads(s))
 		return err
 	})
 }
@@ -93,9 +93,9 @@ func (l *Ledger) Settle(ctx context.Context, s []lease.Settlement) error {
 // Report implements lease.Leaser, in one statement.
 func (l *Ledger) Report(ctx context.Context, s []lease.Settlement) error {
 	return l.leaseBatches(ctx, "report", s, func(ctx context.Context, s []lease.Settlement, a leaseArrays) error {
-		rows, err := l.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs, a.unused,
-			l.channel, l.freedPayloads(s))
+		rows, err := l.core.pool.Query(ctx, `SELECT quotad_report($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			a.customers, a.metrics, a.subjects, a.windows, a.starts, l.core.holderID(), a.seqs, a.unused,
+			l.core.channel, l.freedPayloads(s))
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func (l *Ledger) Resolve(ctx context.Context, d []lease.Resolution) error {
 			a.add(x.Key, x.Seq, 0, quota.GlobalKey{})
 		}
 		err := retry(func() error {
-			rows, err := l.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.holderID(), a.seqs)
+			rows, err := l.core.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.core.holderID(), a.seqs)
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func (l *Ledger) freedPayloads(s []lease.Settlement) []string {
 
 // freedPayload is the notification that units came back to counter k.
 func (l *Ledger) freedPayload(k quota.CounterKey) string {
-	return l.payload(NotifyFreed, CounterKeyString(k))
+	return l.core.payload(NotifyFreed, CounterKeyString(k))
 }
 
 // leaseBatches runs fn on s, leaseBatch settlements at a time, each batch
@@ -211,7 +211,7 @@ func toLeaseArrays(s []lease.Settlement) leaseArrays {
 // Alone implements lease.Leaser.
 func (l *Ledger) Alone(ctx context.Context) (bool, error) {
 	var others bool
-	if err := l.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, l.holderID()).Scan(&others); err != nil {
+	if err := l.core.pool.QueryRow(ctx, `SELECT quotad_others_alive($1)`, l.core.holderID()).Scan(&others); err != nil {
 		return false, fmt.Errorf("look for other processes: %w", mapErr(err))
 	}
 	return !others, nil
@@ -221,8 +221,8 @@ func (l *Ledger) Alone(ctx context.Context) (bool, error) {
 func (l *Ledger) Recall(ctx context.Context, k quota.CounterKey) (int, error) {
 	const q = `SELECT quotad_recall($1, $2, $3, $4, $5, $6, $7, $8)`
 	var n int
-	err := l.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, l.holderID(),
-		l.channel, l.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
+	err := l.core.pool.QueryRow(ctx, q, k.Customer, k.Metric, k.Subject, k.Window.String(), k.Start, l.core.holderID(),
+		l.core.channel, l.core.payload(NotifyRecall, CounterKeyString(k))).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("recall %s: %w", CounterKeyString(k), mapErr(err))
 	}

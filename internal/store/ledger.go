@@ -72,7 +72,7 @@ func (l *Ledger) Take(ctx context.Context, cs []quota.Charge) (bool, error) {
 		return l.takeOne(ctx, c)
 	}
 	var ok bool
-	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		if ok, err = take(ctx, tx, cs); err == nil && !ok {
 			err = errRollback
@@ -113,7 +113,7 @@ func chargeErr(op string, cs []quota.Charge, err error) error {
 func (l *Ledger) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	sp := &c.Spans[0]
 	var after int64
-	err := l.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
+	err := l.core.pool.QueryRow(ctx, chargeQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start,
 		c.Cost, sp.Rule.Threshold).Scan(&after)
 	switch {
 	case err == nil:
@@ -124,7 +124,7 @@ func (l *Ledger) takeOne(ctx context.Context, c *quota.Charge) (bool, error) {
 	}
 	var used int64
 	c.Trips++
-	err = l.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
+	err = l.core.pool.QueryRow(ctx, counterQ, c.Customer, c.Metric, c.Subject, sp.Key.Window.String(), sp.Key.Start).Scan(&used)
 	if err != nil {
 		return false, fmt.Errorf("read counter %s/%s: %w", c.Customer, c.Metric, mapErr(err))
 	}
@@ -301,7 +301,7 @@ func (l *Ledger) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) erro
 	for _, x := range deltas {
 		d.add(x.Key, x.Units)
 	}
-	if err := retry(func() error { return d.exec(ctx, l.pool) }); err != nil {
+	if err := retry(func() error { return d.exec(ctx, l.core.pool) }); err != nil {
 		return fmt.Errorf("add global usage: %w", mapErr(err))
 	}
 	return nil
@@ -309,7 +309,7 @@ func (l *Ledger) AddGlobal(ctx context.Context, deltas []quota.GlobalDelta) erro
 
 // Peek implements quota.Counter.
 func (l *Ledger) Peek(ctx context.Context, cs []quota.Charge) error {
-	return peek(ctx, l.pool, l.holderID(), cs)
+	return peek(ctx, l.core.pool, l.core.holderID(), cs)
 }
 
 // peek reads the counts of cs's spans on q, in one round trip, and judges
@@ -326,7 +326,7 @@ func peek(ctx context.Context, q conn, holder int64, cs []quota.Charge) error {
 
 // Read implements quota.Counts.
 func (l *Ledger) Read(ctx context.Context, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
-	return read(ctx, l.pool, l.holderID(), counters, globals)
+	return read(ctx, l.core.pool, l.core.holderID(), counters, globals)
 }
 
 func read(ctx context.Context, q conn, holder int64, counters []quota.CounterKey, globals []quota.GlobalKey) ([]int64, []int64, error) {
@@ -364,8 +364,8 @@ func (l *Ledger) GiveBack(ctx context.Context, cs []quota.Charge) error {
 		return nil
 	}
 	cs[0].Trips++
-	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
-		return giveBackAll(ctx, tx, l.channel, l.freedPayload, cs)
+	err := l.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		return giveBackAll(ctx, tx, l.core.channel, l.freedPayload, cs)
 	})
 	if err != nil {
 		return chargeErr("give back", cs, err)
@@ -443,7 +443,7 @@ func giveBackSpan(ctx context.Context, q conn, channel string, payload func(quot
 
 // Atomically implements quota.Requests.
 func (l *Ledger) Atomically(ctx context.Context, fn func(ctx context.Context, tx quota.Tx) error) error {
-	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, l}) })
+	err := l.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return fn(ctx, txLedger{tx, l}) })
 	if isCode(err, "23503") { // the customer went away meanwhile
 		return tiers.ErrCustomerNotFound
 	}
@@ -496,12 +496,12 @@ func (l txLedger) GiveBack(ctx context.Context, cs []quota.Charge) error {
 		return nil
 	}
 	cs[0].Trips++
-	return giveBackAll(ctx, l.tx, l.ledger.channel, l.ledger.freedPayload, cs)
+	return giveBackAll(ctx, l.tx, l.ledger.core.channel, l.ledger.freedPayload, cs)
 }
 
 // Peek implements quota.Counter within the transaction.
 func (l txLedger) Peek(ctx context.Context, cs []quota.Charge) error {
-	return peek(ctx, l.tx, l.ledger.holderID(), cs)
+	return peek(ctx, l.tx, l.ledger.core.holderID(), cs)
 }
 
 // sendBatch runs b on q, if it holds anything, and reads every result.
@@ -524,7 +524,7 @@ func (l *Ledger) Reset(ctx context.Context, actor, customer, metric string, at t
 		Start   time.Time `json:"window_start"`
 		Used    int64     `json:"used"`
 	}
-	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -574,7 +574,7 @@ func (l *Ledger) Reset(ctx context.Context, actor, customer, metric string, at t
 		if err := recordAudit(ctx, tx, at, e); err != nil {
 			return err
 		}
-		return l.notify(ctx, tx, NotifyReset, customer+"/"+metric)
+		return l.core.notify(ctx, tx, NotifyReset, customer+"/"+metric)
 	})
 	if err != nil {
 		return fmt.Errorf("reset usage %s/%s: %w", customer, metric, err)
@@ -591,7 +591,7 @@ func (l *Ledger) SetTotal(ctx context.Context, actor, customer, metric string, u
 		Used int64 `json:"used"`
 	}
 	var before int64
-	err := l.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := l.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -638,7 +638,7 @@ func (l *Ledger) SetTotal(ctx context.Context, actor, customer, metric string, u
 		if err := recordAudit(ctx, tx, at, e); err != nil {
 			return err
 		}
-		return l.notify(ctx, tx, NotifyTotal, customer+"/"+metric)
+		return l.core.notify(ctx, tx, NotifyTotal, customer+"/"+metric)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("set total %s/%s: %w", customer, metric, err)

@@ -35,7 +35,7 @@ const applyBatch = 100
 // change through NOTIFY; the caller tells its own cache.
 func (cat *Catalog) ApplyPlanChanges(ctx context.Context, now time.Time) ([]string, error) {
 	var changed []string
-	err := cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		changed = changed[:0]
 		const q = `
 			SELECT id FROM customers
@@ -111,7 +111,7 @@ func (cat *Catalog) applyDue(ctx context.Context, tx pgx.Tx, id string, now time
 		if trialEnded {
 			ev := webhooks.Event{Type: webhooks.TrialEnded, Customer: id, Plan: c.Trial.Plan,
 				NextPlan: saved.PlanAt(at), At: at}
-			if _, err := cat.recordEvents(ctx, tx, []webhooks.Event{ev}); err != nil {
+			if _, err := cat.core.recordEvents(ctx, tx, []webhooks.Event{ev}); err != nil {
 				return applied, err
 			}
 		}
@@ -121,7 +121,7 @@ func (cat *Catalog) applyDue(ctx context.Context, tx pgx.Tx, id string, now time
 	if applied == 0 {
 		return 0, nil
 	}
-	return applied, cat.notify(ctx, tx, NotifyCustomer, id)
+	return applied, cat.core.notify(ctx, tx, NotifyCustomer, id)
 }
 
 // recordBilledTerms makes the terms customer c is billed at at its terms

@@ -92,7 +92,7 @@ func (h *History) queueStripeUsage(b *pgx.Batch, deltas []quota.HistoryDelta) {
 // counted; sums of metrics not in metrics are dropped; negative sums (refunds beyond the interval's usage) wait to be
 // netted against later usage.
 func (ms *Meters) CutMeterEvents(ctx context.Context, minute time.Time, metrics []string) (meters.Cut, error) {
-	return cutMeterEvents(ctx, ms.pool, minute, metrics)
+	return cutMeterEvents(ctx, ms.core.pool, minute, metrics)
 }
 
 func cutMeterEvents(ctx context.Context, pool *pgxpool.Pool, minute time.Time, metrics []string) (meters.Cut, error) {
@@ -156,7 +156,7 @@ type meterEventRow struct {
 // (FOR UPDATE SKIP LOCKED) while Stripe answers, and is deleted once Stripe
 // acknowledges it; a process that dies before leaves it for the next.
 func (ms *Meters) DeliverMeterEvent(ctx context.Context, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
-	return deliverMeterEvent(ctx, ms.pool, now, send)
+	return deliverMeterEvent(ctx, ms.core.pool, now, send)
 }
 
 func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
@@ -211,7 +211,7 @@ func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, s
 
 // MeterStats implements meters.Outbox.
 func (ms *Meters) MeterStats(ctx context.Context) (meters.Stats, error) {
-	return meterStats(ctx, ms.pool)
+	return meterStats(ctx, ms.core.pool)
 }
 
 func meterStats(ctx context.Context, pool *pgxpool.Pool) (meters.Stats, error) {

@@ -75,7 +75,7 @@ func findMetric(ctx context.Context, q querier, key string, lock bool) (tiers.Me
 
 // FindMetric returns the metric key, with the pool it draws on (Draws).
 func (cat *Catalog) FindMetric(ctx context.Context, key string) (tiers.Metric, error) {
-	m, err := findMetric(ctx, cat.pool, key, false)
+	m, err := findMetric(ctx, cat.core.pool, key, false)
 	if err != nil {
 		return tiers.Metric{}, fmt.Errorf("find metric[%s]: %w", key, mapErr(err))
 	}
@@ -85,7 +85,7 @@ func (cat *Catalog) FindMetric(ctx context.Context, key string) (tiers.Metric, e
 // FindMetrics returns one page of metrics ordered by key.
 func (cat *Catalog) FindMetrics(ctx context.Context, page tiers.Page) ([]tiers.Metric, bool, error) {
 	const q = `SELECT ` + metricColumns + ` FROM metrics m WHERE m.key > $1 ORDER BY m.key LIMIT $2`
-	return findPage(ctx, cat.pool, "metrics", page.Limit, toMetric, q, page.After)
+	return findPage(ctx, cat.core.pool, "metrics", page.Limit, toMetric, q, page.After)
 }
 
 // PutMetric creates or replaces a metric, its capacities and its credit
@@ -196,7 +196,7 @@ func replaceCreditSchema(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
 // DeleteMetric deletes a metric unless a plan or an override uses it, or a
 // credit pool's schema names it; a pool's schema goes with it.
 func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
-	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findMetric(ctx, tx, key, true)
 		if errors.Is(err, tiers.ErrMetricNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -233,6 +233,6 @@ func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string)
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyMetric, key)
+		return cat.core.notify(ctx, tx, NotifyMetric, key)
 	})
 }

@@ -133,7 +133,7 @@ func requireMetric(ctx context.Context, q querier, key string, lock bool) error 
 // FindOverride returns one override of a customer.
 func (cat *Catalog) FindOverride(ctx context.Context, customer string, k tiers.LimitKey) (tiers.Override, error) {
 	var o tiers.Override
-	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, cat.core.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func (cat *Catalog) FindOverride(ctx context.Context, customer string, k tiers.L
 // the last override of the page before.
 func (cat *Catalog) FindOverrides(ctx context.Context, customer string, page tiers.Page) ([]tiers.Override, bool, error) {
 	var list []tiers.Override
-	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, cat.core.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, false); err != nil {
 			return err
 		}
@@ -220,7 +220,7 @@ func (cat *Catalog) PutOverride(ctx context.Context, w tiers.Write, o tiers.Over
 // DeleteOverride deletes a customer's override.
 func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer string, k tiers.LimitKey) error {
 	resource := overrideResource(customer, k)
-	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		if err := requireCustomer(ctx, tx, customer, true); err != nil {
 			return err
 		}
@@ -245,7 +245,7 @@ func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer 
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.core.notify(ctx, tx, NotifyCustomer, customer)
 	})
 }
 

@@ -139,7 +139,7 @@ func findPlan(ctx context.Context, q querier, key string, lock bool) (tiers.Plan
 
 // FindPlan returns the plan key with its limits.
 func (cat *Catalog) FindPlan(ctx context.Context, key string) (tiers.Plan, error) {
-	p, err := findPlan(ctx, cat.pool, key, false)
+	p, err := findPlan(ctx, cat.core.pool, key, false)
 	if err != nil {
 		return tiers.Plan{}, fmt.Errorf("find plan[%s]: %w", key, mapErr(err))
 	}
@@ -149,14 +149,14 @@ func (cat *Catalog) FindPlan(ctx context.Context, key string) (tiers.Plan, error
 // FindPlans returns one page of plans ordered by key.
 func (cat *Catalog) FindPlans(ctx context.Context, page tiers.Page) ([]tiers.Plan, bool, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.key > $1 ORDER BY p.key LIMIT $2`
-	return findPage(ctx, cat.pool, "plans", page.Limit, toPlan, q, page.After)
+	return findPage(ctx, cat.core.pool, "plans", page.Limit, toPlan, q, page.After)
 }
 
 // FindPublicPlans implements tiers.CacheSource: every public plan as of
 // its latest version, ordered by key.
 func (cat *Catalog) FindPublicPlans(ctx context.Context) ([]tiers.Plan, error) {
 	const q = `SELECT ` + planColumns + ` FROM plans p WHERE p.public ORDER BY p.key`
-	plans, err := findAll(ctx, cat.pool, toPlan, q)
+	plans, err := findAll(ctx, cat.core.pool, toPlan, q)
 	if err != nil {
 		return nil, fmt.Errorf("find public plans: %w", mapErr(err))
 	}
@@ -288,7 +288,7 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 
 // DeletePlan deletes a plan unless customers are on it.
 func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
-	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findPlan(ctx, tx, key, true)
 		if errors.Is(err, tiers.ErrPlanNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -317,6 +317,6 @@ func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) e
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyPlan, key)
+		return cat.core.notify(ctx, tx, NotifyPlan, key)
 	})
 }

@@ -120,7 +120,7 @@ func (l *Ledger) claimAll(ctx context.Context, c []quota.Claim) error {
 		SET metric = EXCLUDED.metric, cost = EXCLUDED.cost, answer = EXCLUDED.answer, created_at = EXCLUDED.created_at
 		WHERE r.created_at <= EXCLUDED.created_at - interval '24 hours'
 		RETURNING customer_id, kind, request_id`
-	rows, err := l.pool.Query(ctx, claimQ, customers, kinds, ids, metrics, costs, ats, answers)
+	rows, err := l.core.pool.Query(ctx, claimQ, customers, kinds, ids, metrics, costs, ats, answers)
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (l *Ledger) claimAll(ctx context.Context, c []quota.Claim) error {
 		}
 	}
 	for _, i := range used {
-		rec, err := claim(ctx, l.pool, c[i])
+		rec, err := claim(ctx, l.core.pool, c[i])
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (l *Ledger) Recorded(ctx context.Context, customer, requestID string, now t
 		WHERE customer_id = $1 AND kind = 'check' AND request_id = $2
 		  AND created_at > $3::timestamptz - interval '24 hours' AND answer IS NOT NULL`
 	var rec quota.Recorded
-	err := l.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At)
+	err := l.core.pool.QueryRow(ctx, q, customer, requestID, now).Scan(&rec.Metric, &rec.Cost, &rec.Answer, &rec.At)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -117,7 +117,7 @@ func (res *Reservations) InsertReservations(ctx context.Context, r []quota.Reser
 		RETURNING id`
 	var inserted map[string]bool
 	err := retry(func() error {
-		rows, err := res.pool.Query(ctx, insertQ, ids, customers, metrics, subjects, costs, expires, created, requestIDs,
+		rows, err := res.core.pool.Query(ctx, insertQ, ids, customers, metrics, subjects, costs, expires, created, requestIDs,
 			windows, answers)
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func (res *Reservations) InsertReservations(ctx context.Context, r []quota.Reser
 
 // Reservation implements quota.ReservationStore.
 func (res *Reservations) Reservation(ctx context.Context, id string) (quota.Reservation, error) {
-	rs, err := readReservations(ctx, res.pool, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, id)
+	rs, err := readReservations(ctx, res.core.pool, `SELECT `+reservationColumns+` FROM reservations WHERE id = $1`, id)
 	if err != nil {
 		return quota.Reservation{}, fmt.Errorf("read reservation %s: %w", id, mapErr(err))
 	}
@@ -175,7 +175,7 @@ func (res *Reservations) Reservation(ctx context.Context, id string) (quota.Rese
 
 // ReservationByRequestID implements quota.ReservationStore.
 func (res *Reservations) ReservationByRequestID(ctx context.Context, customer, requestID string) (*quota.Reservation, error) {
-	rs, err := readReservations(ctx, res.pool, `SELECT `+reservationColumns+` FROM reservations
+	rs, err := readReservations(ctx, res.core.pool, `SELECT `+reservationColumns+` FROM reservations
 		WHERE customer_id = $1 AND request_id = $2`, customer, requestID)
 	if err != nil {
 		return nil, fmt.Errorf("read reservation %s/%s: %w", customer, requestID, mapErr(err))
@@ -224,7 +224,7 @@ func (res *Reservations) FinishReservation(ctx context.Context, s quota.Reservat
 
 // RecordOver implements quota.ReservationStore.
 func (res *Reservations) RecordOver(ctx context.Context, id string, over int64) error {
-	if _, err := res.pool.Exec(ctx, `UPDATE reservations SET over = $2 WHERE id = $1`, id, over); err != nil {
+	if _, err := res.core.pool.Exec(ctx, `UPDATE reservations SET over = $2 WHERE id = $1`, id, over); err != nil {
 		return fmt.Errorf("record over of reservation %s: %w", id, mapErr(err))
 	}
 	return nil
@@ -232,7 +232,7 @@ func (res *Reservations) RecordOver(ctx context.Context, id string, over int64) 
 
 // DueReservations implements quota.ReservationStore.
 func (res *Reservations) DueReservations(ctx context.Context, now time.Time, limit int) ([]string, error) {
-	rows, err := res.pool.Query(ctx, `SELECT id FROM reservations WHERE state = 'held' AND expires_at <= $1
+	rows, err := res.core.pool.Query(ctx, `SELECT id FROM reservations WHERE state = 'held' AND expires_at <= $1
 		ORDER BY expires_at LIMIT $2`, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("due reservations: %w", mapErr(err))
@@ -295,7 +295,7 @@ func (res *Reservations) TransitionReservations(ctx context.Context, t []quota.R
 	// primary key.
 	var moved []transitionRow
 	err := retry(func() error {
-		rows, err := res.pool.Query(ctx, transitionQ, pgx.QueryExecModeCacheDescribe, ids, states, committed, ats)
+		rows, err := res.core.pool.Query(ctx, transitionQ, pgx.QueryExecModeCacheDescribe, ids, states, committed, ats)
 		if err != nil {
 			return err
 		}

@@ -103,7 +103,7 @@ func (l *Ledger) Purge(ctx context.Context, now time.Time, r quota.Retention) (q
 	purged := quota.Purged{}
 	timeout := r.StatementTimeout()
 	acquire, cancel := context.WithTimeout(ctx, timeout)
-	c, err := l.pool.Acquire(acquire)
+	c, err := l.core.pool.Acquire(acquire)
 	cancel()
 	if err != nil {
 		return purged, fmt.Errorf("purge: %w", mapErr(err))

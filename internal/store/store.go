@@ -48,30 +48,30 @@ type DB struct {
 // Catalog holds the catalog: metrics, plans and their versions,
 // customers with their pending plan changes, and their overrides of
 // limits and of features. It implements tiers.Store.
-type Catalog struct{ *core }
+type Catalog struct{ core *core }
 
 // Ledger holds what every quotad process shares to count long windows:
 // the counters, the leases on them, the metrics' global usage and request
 // ids, with their resets and purges. It implements the quota engine's
 // Counts, Requests and Maintenance roles and lease.Leaser.
-type Ledger struct{ *core }
+type Ledger struct{ core *core }
 
 // Reservations holds reservations; finishing one runs its ledger work in
 // the reservation's own transaction. It implements quota.ReservationStore.
 type Reservations struct {
-	*core
+	core   *core
 	ledger *Ledger
 }
 
 // Grants holds customers' grants of units and the draws checks make on
 // them. It implements grants.Store and quota.Grants.
-type Grants struct{ *core }
+type Grants struct{ core *core }
 
 // History holds daily usage history, and queues the usage of the metrics
 // that go to Stripe with it. It implements quota.HistoryStore and
 // whatif.HistoryStore.
 type History struct {
-	*core
+	core *core
 	// stripeMetrics are the metrics whose usage goes to Stripe (see
 	// DB.SetStripeMetrics).
 	stripeMetrics map[string]bool
@@ -79,25 +79,27 @@ type History struct {
 
 // Billing holds what statements are made of: customers' terms, their
 // overage and their grants' use. It implements billing.Store.
-type Billing struct{ *core }
+type Billing struct{ core *core }
 
 // Keys holds API keys. It implements keys.Store.
-type Keys struct{ *core }
+type Keys struct{ core *core }
 
 // Webhooks holds webhooks, the usage events they are told of and the
 // queue of their deliveries. It implements webhooks.Store,
 // webhooks.EventStore and webhooks.Outbox.
-type Webhooks struct{ *core }
+type Webhooks struct{ core *core }
 
 // Meters holds the queue of meter events that go to Stripe. It
 // implements meters.Outbox.
-type Meters struct{ *core }
+type Meters struct{ core *core }
 
 // Audit holds the audit log. It implements quota.Audits.
-type Audit struct{ *core }
+type Audit struct{ core *core }
 
 // core is what the aggregates share: the pool, this process's names in
-// notifications and leases, and the caps creations are held to.
+// notifications and leases, and the caps creations are held to. Each
+// aggregate holds it in a field, not embedded, so that its helpers (inTx,
+// notify, ...) do not join the aggregate's own methods.
 type core struct {
 	pool *pgxpool.Pool
 	// channel is the LISTEN/NOTIFY channel of this schema: every quotad

@@ -229,7 +229,7 @@ const openTermsColumns = `t.id, t.customer_id, t.valid_from, t.valid_to, t.plan_
 // FindTerms implements billing.Store.
 func (bill *Billing) FindTerms(ctx context.Context, customer string) ([]billing.Terms, error) {
 	const q = `SELECT ` + termsColumns + ` FROM plan_assignments WHERE customer_id = $1 ORDER BY valid_from, id`
-	rows, err := bill.pool.Query(ctx, q, customer)
+	rows, err := bill.core.pool.Query(ctx, q, customer)
 	if err != nil {
 		return nil, fmt.Errorf("find terms[%s]: %w", customer, mapErr(err))
 	}
@@ -250,7 +250,7 @@ func (bill *Billing) FindOverage(ctx context.Context, customer string, from, to 
 		SELECT day, metric, overage FROM usage_history
 		WHERE customer_id = $1 AND day >= $2::date AND day < $3::date AND overage > 0
 		ORDER BY day, metric`
-	rows, err := bill.pool.Query(ctx, q, customer, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly))
+	rows, err := bill.core.pool.Query(ctx, q, customer, from.UTC().Format(time.DateOnly), to.UTC().Format(time.DateOnly))
 	if err != nil {
 		return nil, fmt.Errorf("find overage[%s]: %w", customer, mapErr(err))
 	}
@@ -273,7 +273,7 @@ func (bill *Billing) FindBilledCustomers(ctx context.Context, from, to time.Time
 		WHERE customer_id > $1 AND valid_from < $3 AND (valid_to IS NULL OR valid_to > $2)
 		ORDER BY customer_id
 		LIMIT $4`
-	rows, err := bill.pool.Query(ctx, q, page.After, from, to, page.Limit+1)
+	rows, err := bill.core.pool.Query(ctx, q, page.After, from, to, page.Limit+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("find billed customers: %w", mapErr(err))
 	}

@@ -134,9 +134,9 @@ func planExists(ctx context.Context, q querier, key string) error {
 // FindPlanVersion implements tiers.Store.
 func (cat *Catalog) FindPlanVersion(ctx context.Context, key string, n int64) (tiers.PlanVersion, error) {
 	const q = `SELECT ` + planVersionColumns + ` FROM plan_versions v WHERE v.plan_key = $1 AND v.version = $2`
-	v, err := findOne(ctx, cat.pool, q, tiers.ErrPlanVersionNotFound, toPlanVersion, key, n)
+	v, err := findOne(ctx, cat.core.pool, q, tiers.ErrPlanVersionNotFound, toPlanVersion, key, n)
 	if errors.Is(err, tiers.ErrPlanVersionNotFound) {
-		if perr := planExists(ctx, cat.pool, key); perr != nil {
+		if perr := planExists(ctx, cat.core.pool, key); perr != nil {
 			err = perr
 		}
 	}
@@ -156,12 +156,12 @@ func (cat *Catalog) FindPlanVersions(ctx context.Context, key string, page tiers
 		}
 		after = n
 	}
-	if err := planExists(ctx, cat.pool, key); err != nil {
+	if err := planExists(ctx, cat.core.pool, key); err != nil {
 		return nil, false, fmt.Errorf("find plan versions[%s]: %w", key, mapErr(err))
 	}
 	const q = `SELECT ` + planVersionColumns + ` FROM plan_versions v
 		WHERE v.plan_key = $1 AND v.version > $2 ORDER BY v.version LIMIT $3`
-	return findPage(ctx, cat.pool, "plan versions", page.Limit, toPlanVersion, q, key, after)
+	return findPage(ctx, cat.core.pool, "plan versions", page.Limit, toPlanVersion, q, key, after)
 }
 
 // migratingColumns selects the customers of plan $1 a migration from
@@ -181,7 +181,7 @@ func findMigrating(ctx context.Context, q querier, key string, from *int64, to i
 // FindPlanMigration implements tiers.Store.
 func (cat *Catalog) FindPlanMigration(ctx context.Context, key string, from, to *int64) (tiers.PlanMigration, error) {
 	var m tiers.PlanMigration
-	err := pgx.BeginTxFunc(ctx, cat.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, cat.core.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			var latest int64
 			err := tx.QueryRow(ctx, `SELECT latest_version FROM plans WHERE key = $1`, key).Scan(&latest)
@@ -237,7 +237,7 @@ func fromVersions(from *int64, customers []tiers.VersionedCustomer) []int64 {
 // MigratePlan implements tiers.Store.
 func (cat *Catalog) MigratePlan(ctx context.Context, w tiers.Write, key string, from *int64, to int64) ([]tiers.VersionedCustomer, error) {
 	var moved []tiers.VersionedCustomer
-	err := cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		// The plan's lock: a change of the plan waits for the migration.
 		var latest int64
 		err := tx.QueryRow(ctx, `SELECT latest_version FROM plans WHERE key = $1 FOR UPDATE`, key).Scan(&latest)
@@ -279,7 +279,7 @@ func (cat *Catalog) MigratePlan(ctx context.Context, w tiers.Write, key string, 
 		if err := splitPlanTerms(ctx, tx, w.At, key); err != nil {
 			return err
 		}
-		return cat.notify(ctx, tx, NotifyPlan, key)
+		return cat.core.notify(ctx, tx, NotifyPlan, key)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("migrate plan[%s] to version %d: %w", key, to, mapErr(err))

@@ -82,7 +82,7 @@ func findWebhook(ctx context.Context, q querier, id string, lock bool) (webhooks
 
 // FindWebhook returns the webhook id, secret included.
 func (hooks *Webhooks) FindWebhook(ctx context.Context, id string) (webhooks.Webhook, error) {
-	w, err := findWebhook(ctx, hooks.pool, id, false)
+	w, err := findWebhook(ctx, hooks.core.pool, id, false)
 	if err != nil {
 		return webhooks.Webhook{}, fmt.Errorf("find webhook[%s]: %w", id, mapErr(err))
 	}
@@ -94,7 +94,7 @@ func (hooks *Webhooks) FindWebhook(ctx context.Context, id string) (webhooks.Web
 func (hooks *Webhooks) FindWebhooks(ctx context.Context, page tiers.Page) ([]webhooks.Webhook, bool, error) {
 	const q = `SELECT id, url, events, thresholds, secret, version, created_at, updated_at FROM webhooks
 		WHERE id > $1 ORDER BY id LIMIT $2`
-	return findPage(ctx, hooks.pool, "webhooks", page.Limit, toWebhook, q, page.After)
+	return findPage(ctx, hooks.core.pool, "webhooks", page.Limit, toWebhook, q, page.After)
 }
 
 // PutWebhook creates or replaces a webhook; keepSecret keeps an existing
@@ -131,7 +131,7 @@ func (hooks *Webhooks) PutWebhook(ctx context.Context, w tiers.Write, wh webhook
 			if err := upsert(ctx, tx, exists, update, insert, wh.ID, wh.URL, events, thresholds, secret, w.At); err != nil || exists {
 				return err
 			}
-			return hooks.checkCount(ctx, tx, tiers.CapWebhooks, "webhooks")
+			return hooks.core.checkCount(ctx, tx, tiers.CapWebhooks, "webhooks")
 		},
 		// Webhook marshals without its secret, with its hint: the audit
 		// entry never holds the secret.
@@ -147,7 +147,7 @@ func (hooks *Webhooks) PutWebhook(ctx context.Context, w tiers.Write, wh webhook
 
 // DeleteWebhook deletes a webhook and its deliveries (the events stay).
 func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error {
-	err := hooks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := hooks.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findWebhook(ctx, tx, id, true)
 		if errors.Is(err, webhooks.ErrWebhookNotFound) && w.IfMatch.Set {
 			return tiers.ErrPreconditionFailed
@@ -166,7 +166,7 @@ func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id stri
 		if err := recordAudit(ctx, tx, w.At, e); err != nil {
 			return err
 		}
-		return hooks.notify(ctx, tx, NotifyWebhook, id)
+		return hooks.core.notify(ctx, tx, NotifyWebhook, id)
 	})
 	if err != nil {
 		return fmt.Errorf("delete webhook[%s]: %w", id, err)
@@ -231,7 +231,7 @@ func (hooks *Webhooks) FindDeliveries(ctx context.Context, f webhooks.DeliveryFi
 		out  []webhooks.Delivery
 		more bool
 	)
-	err := pgx.BeginTxFunc(ctx, hooks.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+	err := pgx.BeginTxFunc(ctx, hooks.core.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 		func(tx pgx.Tx) error {
 			if _, err := findWebhook(ctx, tx, f.Webhook, false); err != nil {
 				return err
@@ -279,7 +279,7 @@ func (hooks *Webhooks) Watches(ctx context.Context) (webhooks.Watch, error) {
 		types      []string
 		thresholds []int32
 	)
-	if err := hooks.pool.QueryRow(ctx, q).Scan(&types, &thresholds); err != nil {
+	if err := hooks.core.pool.QueryRow(ctx, q).Scan(&types, &thresholds); err != nil {
 		return webhooks.Watch{}, fmt.Errorf("read webhook watches: %w", mapErr(err))
 	}
 	w := webhooks.Watch{Types: map[webhooks.EventType]bool{}}
@@ -303,9 +303,9 @@ func (hooks *Webhooks) RecordEvents(ctx context.Context, events []webhooks.Event
 		return 0, nil
 	}
 	var added int
-	err := hooks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+	err := hooks.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		var err error
-		added, err = hooks.recordEvents(ctx, tx, events)
+		added, err = hooks.core.recordEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -399,7 +399,7 @@ type messageRow struct {
 // delivery is due again at once, unchanged. The transaction is not
 // retried (that would send again).
 func (hooks *Webhooks) Deliver(ctx context.Context, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
-	return deliver(ctx, hooks.pool, now, send)
+	return deliver(ctx, hooks.core.pool, now, send)
 }
 
 func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
