@@ -135,7 +135,7 @@ func newCheckMetrics(reg prometheus.Registerer, stats func() quota.Stats) *check
 		counter("quotad_lease_recalls_total", "Checks that asked other processes to give back leased units.",
 			func(s quota.Stats) uint64 { return s.Leases.Recalls }),
 		counter("quotad_lease_recalled_total", "Leases this process gave back because another process recalled their units.",
-			func(s quota.Stats) uint64 { return s.Leases.Released }),
+			func(s quota.Stats) uint64 { return s.Leases.Yielded }),
 		counter("quotad_lease_denied_from_memory_total", "Long windows denied without a round trip: their counter was full and no other process held units of it.",
 			func(s quota.Stats) uint64 { return s.Leases.DeniedFromMemory }),
 		gauge("quotad_lease_calls_in_doubt", "Leases with a call to PostgreSQL whose answer was lost, to be resolved.",

@@ -50,9 +50,9 @@ const (
 
 // LeaseStats are the lease pool's counters for monitoring.
 type LeaseStats struct {
-	Refills  uint64 // leases granted or topped up
-	Recalls  uint64 // checks that asked other processes for units
-	Released uint64 // leases this process gave back when other processes recalled them
+	Refills uint64 // leases granted or topped up
+	Recalls uint64 // checks that asked other processes for units
+	Yielded uint64 // leases this process gave back when other processes recalled them
 	// DeniedFromMemory counts spans denied without a store call: their
 	// counter was full and no other process held units of it.
 	DeniedFromMemory uint64

@@ -32,11 +32,12 @@ func (l *Ledger) Lease(ctx context.Context, r []lease.Request) error {
 		var a leaseArrays
 		n := len(batch)
 		bounds, needs, extras, inflights := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		helds, payloads := make([]bool, n), make([]string, n)
+		// leased goes to p_helds: the SQL keeps the column's name, held.
+		leased, payloads := make([]bool, n), make([]string, n)
 		recall := false
 		for i, x := range batch {
 			a.add(x.Key, x.Seq, 0, x.Global)
-			bounds[i], needs[i], extras[i], inflights[i], helds[i] = x.Bound, x.Need, x.Extra, x.InFlight, x.Held
+			bounds[i], needs[i], extras[i], inflights[i], leased[i] = x.Bound, x.Need, x.Extra, x.InFlight, x.Leased
 			payloads[i] = l.core.payload(NotifyRecall, CounterKeyString(x.Key))
 			recall = recall || x.Recall
 		}
@@ -46,7 +47,7 @@ func (l *Ledger) Lease(ctx context.Context, r []lease.Request) error {
 		}
 		err := retry(func() error {
 			rows, err := l.core.pool.Query(ctx, q, a.customers, a.metrics, a.subjects, a.windows, a.starts, l.core.holderID(),
-				a.seqs, bounds, needs, extras, inflights, helds, a.globals, channel, payloads)
+				a.seqs, bounds, needs, extras, inflights, leased, a.globals, channel, payloads)
 			if err != nil {
 				return err
 			}
@@ -126,10 +127,10 @@ func (l *Ledger) Resolve(ctx context.Context, d []lease.Resolution) error {
 				return err
 			}
 			var i int32
-			var r lease.Resolution
-			_, err = pgx.ForEachRow(rows, []any{&i, &r.Applied, &r.Held, &r.Unused, &r.Granted}, func() error {
+			var r lease.Resolution // o_held is r.Leased
+			_, err = pgx.ForEachRow(rows, []any{&i, &r.Applied, &r.Leased, &r.Unused, &r.Granted}, func() error {
 				x := &batch[i-1]
-				x.Applied, x.Held, x.Unused, x.Granted = r.Applied, r.Held, r.Unused, r.Granted
+				x.Applied, x.Leased, x.Unused, x.Granted = r.Applied, r.Leased, r.Unused, r.Granted
 				return nil
 			})
 			return err

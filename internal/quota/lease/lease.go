@@ -89,7 +89,7 @@ type Request struct {
 	// back if they are denied in another window. The lease reports them
 	// as unused, so that what it reports never falls short.
 	InFlight int64
-	Held     bool // this process believes it holds a lease of Key
+	Leased   bool // this process believes it holds a lease of Key
 	Recall   bool // recall other processes' units if nothing is granted
 	// Global, where the metric declares a capacity for the window (else
 	// its Metric is ""), counts the granted units at once.
@@ -98,7 +98,7 @@ type Request struct {
 	Granted int64 // 0, or between Need and Need+Extra
 	Used    int64 // the counter after the grant: admitted and leased units
 	Others  int64 // units other live processes report holding unused
-	Lost    bool  // Held, but the store has no such lease: nothing granted
+	Lost    bool  // Leased, but the store has no such lease: nothing granted
 	Gone    bool  // the customer (or the metric) was deleted: nothing granted
 }
 
@@ -125,7 +125,7 @@ type Resolution struct {
 	Seq int64 // the call in doubt
 
 	Applied bool  // the store applied the call
-	Held    bool  // the store holds a lease of this process's here now
+	Leased  bool  // the store holds a lease of this process's here now
 	Unused  int64 // what it counts that lease to hold unused
 	Granted int64 // Applied, and the call a grant: what it granted
 }

@@ -35,7 +35,7 @@ type Pool struct {
 	// grants gathers the grants checks ask for while others are in flight.
 	grants *batch.Group[Request]
 
-	refills, recalls, released, fromMemory atomic.Uint64
+	refills, recalls, yielded, fromMemory atomic.Uint64
 
 	// Wait is how a check waits between attempts to get units recalled
 	// from other processes: backoff from 1 to 32 ms by default. Tests may
@@ -146,7 +146,7 @@ func (x *index) each(f func(*lease)) {
 
 // Stats returns the pool's counters. It visits every lease.
 func (p *Pool) Stats() quota.LeaseStats {
-	s := quota.LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Released: p.released.Load(),
+	s := quota.LeaseStats{Refills: p.refills.Load(), Recalls: p.recalls.Load(), Yielded: p.yielded.Load(),
 		DeniedFromMemory: p.fromMemory.Load(), Grants: p.grants.Stats()}
 	p.leases.each(func(l *lease) {
 		s.Leases++

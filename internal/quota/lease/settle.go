@@ -113,7 +113,7 @@ func (p *Pool) Yield(ctx context.Context, k quota.CounterKey) error {
 		return nil
 	}
 	if l.spendable() > 0 {
-		p.released.Add(1)
+		p.yielded.Add(1)
 	}
 	_, err := p.settleNow(ctx, l)
 	return err

@@ -224,7 +224,7 @@ func (l *lease) next(sp *quota.Span, cost, tick int64) step {
 	l.unused = 0
 	l.busy = make(chan struct{})
 	return step{kind: stepRefill, had: had, req: Request{Key: sp.Key, Bound: sp.Rule.Limit,
-		Need: cost - had, Extra: block(sp.Rule.Limit), InFlight: l.inflight + cost, Held: l.leased,
+		Need: cost - had, Extra: block(sp.Rule.Limit), InFlight: l.inflight + cost, Leased: l.leased,
 		Recall: true, Global: l.global}}
 }
 
@@ -483,7 +483,7 @@ func (l *lease) resolved(d Resolution, err error) (toStore int64) {
 		l.full = false
 	}
 	switch {
-	case d.Held:
+	case d.Leased:
 		l.leased, l.verify = true, false
 		l.reported = d.Unused
 	case l.leased:

@@ -220,7 +220,7 @@ func grantsWithinBound(t *testing.T, s Store) {
 	if r := grant(t, a, ask); r.Granted != 8 || r.Used != 8 || r.Others != 0 || r.Lost {
 		t.Fatalf("first grant: %+v, want 8 granted", r)
 	}
-	ask.Held = true
+	ask.Leased = true
 	for i, want := range []struct{ granted, used int64 }{{8, 16}, {4, 20}, {0, 20}} {
 		ask.Seq = int64(2 + i)
 		if r := grant(t, a, ask); r.Granted != want.granted || r.Used != want.used {
@@ -245,8 +245,8 @@ func batchOfGrants(t *testing.T, s Store) {
 	acme, globex := key("acme"), key("globex")
 	grant(t, a, lease.Request{Key: acme, Seq: 1, Bound: 10, Need: 5, InFlight: 5})
 	batch := []lease.Request{
-		{Key: acme, Seq: 2, Bound: 10, Need: 3, Extra: 4, InFlight: 3, Held: true}, // 5 left: takes them
-		{Key: globex, Seq: 3, Bound: 2, Need: 3, Extra: 1},                         // the need above the bound
+		{Key: acme, Seq: 2, Bound: 10, Need: 3, Extra: 4, InFlight: 3, Leased: true}, // 5 left: takes them
+		{Key: globex, Seq: 3, Bound: 2, Need: 3, Extra: 1},                           // the need above the bound
 	}
 	if err := a.Lease(context.Background(), batch); err != nil {
 		t.Fatal(err)
@@ -279,10 +279,10 @@ func freshCounters(t *testing.T, s Store) {
 	old, fresh, clamped, lost := key("acme"), key("globex"), nextDay("acme"), nextDay("globex")
 	grant(t, a, lease.Request{Key: old, Seq: 1, Bound: 10, Need: 2, InFlight: 2})
 	batch := []lease.Request{
-		{Key: old, Seq: 2, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Held: true},
+		{Key: old, Seq: 2, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Leased: true},
 		{Key: fresh, Seq: 3, Bound: 10, Need: 1, Extra: 3, InFlight: 1, Global: global()},
 		{Key: clamped, Seq: 4, Bound: 5, Need: 2, Extra: 9, InFlight: 2}, // the block cut at the bound
-		{Key: lost, Seq: 5, Bound: 10, Need: 1, Held: true},              // a lease of a counter that was not there
+		{Key: lost, Seq: 5, Bound: 10, Need: 1, Leased: true},            // a lease of a counter that was not there
 	}
 	want := []struct {
 		granted, used int64
@@ -318,7 +318,7 @@ func freshCounters(t *testing.T, s Store) {
 	}
 	check("a late copy of the batch", true)
 	// The counters created are leased as any other.
-	if r := grant(t, a, lease.Request{Key: fresh, Seq: 6, Bound: 10, Need: 2, Extra: 2, InFlight: 2, Held: true,
+	if r := grant(t, a, lease.Request{Key: fresh, Seq: 6, Bound: 10, Need: 2, Extra: 2, InFlight: 2, Leased: true,
 		Global: global()}); r.Granted != 4 || r.Used != 8 {
 		t.Errorf("a grant on a counter the batch created: %+v, want 4 granted, counter 8", r)
 	}
@@ -336,7 +336,7 @@ func settleOnce(t *testing.T, s Store) {
 	if n, g := s.Count(t, k), globalUsage(t, a); n != 2 || g != 2 {
 		t.Errorf("after settling 6 of 8 twice: counter %d, global usage %d; want 2 and 2", n, g)
 	}
-	if r := grant(t, a, lease.Request{Key: k, Seq: 4, Bound: 20, Need: 1, Held: true}); !r.Lost || r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 4, Bound: 20, Need: 1, Leased: true}); !r.Lost || r.Granted != 0 {
 		t.Errorf("a grant on a settled lease: %+v, want lost", r)
 	}
 	// A new lease of the same counter begins.
@@ -375,23 +375,23 @@ func resolution(t *testing.T, s Store) {
 	// A grant that was applied, its answer lost: asked twice, the same.
 	grant(t, a, lease.Request{Key: k, Seq: 10, Bound: 100, Need: 2, Extra: 8, InFlight: 3})
 	for range 2 {
-		if d := resolve(t, a, k, 10); !d.Applied || !d.Held || d.Granted != 10 || d.Unused != 11 {
-			t.Errorf("resolution of an applied grant: %+v, want applied, held, 10 granted, 11 unused", d)
+		if d := resolve(t, a, k, 10); !d.Applied || !d.Leased || d.Granted != 10 || d.Unused != 11 {
+			t.Errorf("resolution of an applied grant: %+v, want applied, leased, 10 granted, 11 unused", d)
 		}
 	}
 	// A grant that never arrived: not applied, and fenced off, asked
 	// twice the same; when it arrives, it grants nothing.
 	for range 2 {
-		if d := resolve(t, a, k, 11); d.Applied || !d.Held || d.Unused != 11 {
+		if d := resolve(t, a, k, 11); d.Applied || !d.Leased || d.Unused != 11 {
 			t.Errorf("resolution of a grant that never arrived: %+v, want not applied, the lease held with 11 unused", d)
 		}
 	}
-	if r := grant(t, a, lease.Request{Key: k, Seq: 11, Bound: 100, Need: 1, Extra: 9, InFlight: 1, Held: true}); r.Granted != 0 {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 11, Bound: 100, Need: 1, Extra: 9, InFlight: 1, Leased: true}); r.Granted != 0 {
 		t.Errorf("a fenced-off grant arrived and granted %d", r.Granted)
 	}
 	// The first grant of a counter that has no row yet, fenced off.
 	other := key("globex")
-	if d := resolve(t, a, other, 20); d.Applied || d.Held {
+	if d := resolve(t, a, other, 20); d.Applied || d.Leased {
 		t.Errorf("resolution of a first grant that never arrived: %+v", d)
 	}
 	if r := grant(t, a, lease.Request{Key: other, Seq: 20, Bound: 100, Need: 1, Extra: 9, InFlight: 1}); r.Granted != 0 {
@@ -399,7 +399,7 @@ func resolution(t *testing.T, s Store) {
 	}
 	// A settlement that was applied.
 	settle(t, a, lease.Settlement{Key: k, Seq: 12, Unused: 8})
-	if d := resolve(t, a, k, 12); !d.Applied || d.Held {
+	if d := resolve(t, a, k, 12); !d.Applied || d.Leased {
 		t.Errorf("resolution of an applied settlement: %+v, want applied, the lease ended", d)
 	}
 	if n, m := s.Count(t, k), s.Count(t, other); n != 2 || m != 0 {
@@ -442,10 +442,10 @@ func resetEndsLeases(t *testing.T, s Store) {
 	if set := report(t, a, lease.Settlement{Key: k, Seq: 6, Unused: 4}); !set[0].Lost {
 		t.Error("a report after the reset does not find the lease lost")
 	}
-	if r := grant(t, a, lease.Request{Key: k, Seq: 7, Bound: 100, Need: 1, Held: true}); !r.Lost {
+	if r := grant(t, a, lease.Request{Key: k, Seq: 7, Bound: 100, Need: 1, Leased: true}); !r.Lost {
 		t.Errorf("a grant on a reset lease: %+v, want lost", r)
 	}
-	if d := resolve(t, a, k, 8); d.Applied || d.Held {
+	if d := resolve(t, a, k, 8); d.Applied || d.Leased {
 		t.Errorf("resolution after the reset: %+v, want not applied, no lease", d)
 	}
 	// A copy of the grant from before the reset arrives: nothing.
@@ -547,7 +547,7 @@ func freedNotices(t *testing.T, s Store) {
 	// a takes that unit back and reports it unused; b is refused, with a
 	// unit to recall this time; a reports it used, b is refused with
 	// nothing to recall; a reports it unused again: b hears.
-	grant(t, a, lease.Request{Key: k, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	grant(t, a, lease.Request{Key: k, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Leased: true})
 	report(t, a, lease.Settlement{Key: k, Seq: 4, Unused: 0})
 	refused(2)
 	report(t, a, lease.Settlement{Key: k, Seq: 5, Unused: 1})
@@ -602,24 +602,24 @@ func subjectsApart(t *testing.T, s Store) {
 			}
 		}, [3]int64{10, 5, 3}, [3]int64{6, 3, 0}},
 		{"a grant on the subject's lease, within its own bound", func(t *testing.T) {
-			r := grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 8, Need: 1, Extra: 1, InFlight: 1, Held: true})
+			r := grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 8, Need: 1, Extra: 1, InFlight: 1, Leased: true})
 			if r.Granted != 2 || r.Used != 7 {
 				t.Errorf("grant: %+v, want 2 granted, counter 7", r)
 			}
 		}, [3]int64{10, 7, 3}, [3]int64{6, 5, 0}},
 		{"a resolution of the subject's applied grant", func(t *testing.T) {
-			if d := resolve(t, a, sub, 3); !d.Applied || !d.Held || d.Granted != 2 || d.Unused != 2 {
-				t.Errorf("resolution: %+v, want applied, held, 2 granted, 2 unused", d)
+			if d := resolve(t, a, sub, 3); !d.Applied || !d.Leased || d.Granted != 2 || d.Unused != 2 {
+				t.Errorf("resolution: %+v, want applied, leased, 2 granted, 2 unused", d)
 			}
 		}, [3]int64{10, 7, 3}, [3]int64{6, 5, 0}},
 		{"a resolution fences off the customer's call 3; the subject's call 4 is made", func(t *testing.T) {
-			if d := resolve(t, a, own, 3); d.Applied || !d.Held || d.Unused != 4 {
-				t.Errorf("resolution: %+v, want not applied, held with 4 unused", d)
+			if d := resolve(t, a, own, 3); d.Applied || !d.Leased || d.Unused != 4 {
+				t.Errorf("resolution: %+v, want not applied, leased with 4 unused", d)
 			}
-			if r := grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 100, Need: 1, InFlight: 1, Held: true}); r.Granted != 0 {
+			if r := grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 100, Need: 1, InFlight: 1, Leased: true}); r.Granted != 0 {
 				t.Errorf("the customer's fenced-off grant granted %d", r.Granted)
 			}
-			r := grant(t, a, lease.Request{Key: sub, Seq: 4, Bound: 8, Need: 1, InFlight: 1, Held: true})
+			r := grant(t, a, lease.Request{Key: sub, Seq: 4, Bound: 8, Need: 1, InFlight: 1, Leased: true})
 			if r.Granted != 1 || r.Used != 8 {
 				t.Errorf("the subject's grant: %+v, want 1 granted, counter 8", r)
 			}
@@ -683,7 +683,7 @@ func subjectNotices(t *testing.T, s Store) {
 	mustHearNext(t, b.Freed, own, "notice after a refund of the customer's")
 	// a takes the subject's unit back and reports it unused: b, refused,
 	// recalls it from a, which hears of the subject's counter.
-	grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	grant(t, a, lease.Request{Key: sub, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Leased: true})
 	r := grant(t, b, lease.Request{Key: sub, Seq: 2, Bound: 5, Need: 1, Recall: true})
 	if r.Granted != 0 || r.Others != 1 || !r.RecallHelps() {
 		t.Fatalf("b's grant of the subject's: %+v, want nothing granted and a's unit to recall", r)
@@ -698,7 +698,7 @@ func subjectNotices(t *testing.T, s Store) {
 		t.Errorf("recall of the customer's: %d leases (%v), want none", n, err)
 	}
 	// And the other way round.
-	grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Held: true})
+	grant(t, a, lease.Request{Key: own, Seq: 3, Bound: 5, Need: 1, InFlight: 1, Leased: true})
 	if r := grant(t, b, lease.Request{Key: own, Seq: 2, Bound: 5, Need: 1, Recall: true}); r.Others != 1 {
 		t.Fatalf("b's grant of the customer's: %+v, want a's unit to recall", r)
 	}

@@ -72,7 +72,7 @@ func poolSets(t *testing.T, s Store) {
 		flushing sync.Mutex
 	}
 	ps := make([]*proc, procs)
-	var releases sync.WaitGroup // recalls being answered, as quotad does: each in a goroutine
+	var yields sync.WaitGroup // recalls being answered, as quotad does: each in a goroutine
 	var listening sync.WaitGroup
 	for i := range ps {
 		p := &proc{Process: s.Process(t)}
@@ -83,9 +83,9 @@ func poolSets(t *testing.T, s Store) {
 			for {
 				select {
 				case k := <-p.Recalls:
-					releases.Go(func() {
+					yields.Go(func() {
 						if err := p.pool.Yield(ctx, k); err != nil {
-							t.Errorf("process %d: release of %v: %v", i, k, err)
+							t.Errorf("process %d: yield of %v: %v", i, k, err)
 						}
 					})
 				case k := <-p.Freed:
@@ -141,7 +141,7 @@ func poolSets(t *testing.T, s Store) {
 	// settles.
 	close(done)
 	listening.Wait()
-	releases.Wait()
+	yields.Wait()
 	for i, p := range ps {
 		if err := p.pool.Close(ctx); err != nil {
 			t.Errorf("process %d: close: %v", i, err)

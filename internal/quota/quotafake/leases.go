@@ -143,7 +143,7 @@ func (s *Store) lease(holder int64, r *lease.Request) {
 		s.counters[r.Key], exists = 0, true
 	}
 	if !exists { // the need alone is above the bound
-		r.Lost = r.Held
+		r.Lost = r.Leased
 		return
 	}
 	mine := leaseKey{r.Key, holder}
@@ -151,7 +151,7 @@ func (s *Store) lease(holder int64, r *lease.Request) {
 	switch {
 	case ok && row.seq >= r.Seq: // a late copy of a call already decided
 		return
-	case r.Held && !row.held:
+	case r.Leased && !row.leased:
 		r.Used, r.Lost = used, true
 		return
 	}
@@ -159,7 +159,7 @@ func (s *Store) lease(holder int64, r *lease.Request) {
 		r.Granted = min(r.Need+r.Extra, r.Bound-used)
 		used += r.Granted
 		s.counters[r.Key] = used
-		s.setLease(mine, leaseRow{held: true, unused: r.Granted - r.Need + r.InFlight, seq: r.Seq, granted: r.Granted})
+		s.setLease(mine, leaseRow{leased: true, unused: r.Granted - r.Need + r.InFlight, seq: r.Seq, granted: r.Granted})
 		if r.Global.Metric != "" {
 			s.global[r.Global] += r.Granted
 		}
@@ -189,7 +189,7 @@ func (s *Store) settle(holder int64, set []lease.Settlement) {
 	for _, x := range set {
 		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
-		if !ok || !row.held || row.seq >= x.Seq {
+		if !ok || !row.leased || row.seq >= x.Seq {
 			continue
 		}
 		s.setLease(k, leaseRow{seq: x.Seq})
@@ -215,7 +215,7 @@ func (s *Store) report(holder int64, set []lease.Settlement) {
 		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
 		switch {
-		case !ok || !row.held:
+		case !ok || !row.leased:
 			set[i].Lost = true
 			continue
 		case row.seq >= x.Seq:
@@ -240,7 +240,7 @@ func (s *Store) resolve(holder int64, d []lease.Resolution) {
 		x := &d[i]
 		k := leaseKey{x.Key, holder}
 		row, ok := s.leases[k]
-		x.Applied, x.Held, x.Unused, x.Granted = false, row.held, row.unused, 0
+		x.Applied, x.Leased, x.Unused, x.Granted = false, row.leased, row.unused, 0
 		switch {
 		case ok && row.seq == x.Seq && !row.fenced:
 			x.Applied, x.Granted = true, row.granted
@@ -291,10 +291,10 @@ func (l *Ledger) Recall(_ context.Context, k quota.CounterKey) (int, error) {
 }
 
 // Lease returns what holder h's lease of k is, as the store keeps it:
-// whether it is held and the units it is reported to hold unused.
-func (s *Store) Lease(l *Ledger, k quota.CounterKey) (held bool, unused int64) {
+// whether the store holds it and the units it is reported to hold unused.
+func (s *Store) Lease(l *Ledger, k quota.CounterKey) (leased bool, unused int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	row := s.leases[leaseKey{k, l.holder}]
-	return row.held, row.unused
+	return row.leased, row.unused
 }

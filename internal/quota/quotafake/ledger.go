@@ -50,10 +50,11 @@ type leaseKey struct {
 }
 
 // leaseRow is a holder's lease of a counter as the store keeps it (see
-// counter_leases in the migrations): held, the units reported unused, the number of the
-// last call applied (or fenced off) and what that call granted.
+// counter_leases in the migrations): leased (the column held), the units
+// reported unused, the number of the last call applied (or fenced off) and
+// what that call granted.
 type leaseRow struct {
-	held    bool
+	leased  bool
 	unused  int64
 	seq     int64
 	granted int64
@@ -101,11 +102,11 @@ func (s *Store) Reclaim(l *Ledger) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, row := range s.leases {
-		if k.holder != l.holder || !row.held {
+		if k.holder != l.holder || !row.leased {
 			continue
 		}
 		s.counters[k.key] -= min(row.unused, s.counters[k.key])
-		row.held, row.unused, row.granted = false, 0, 0
+		row.leased, row.unused, row.granted = false, 0, 0
 		s.leases[k] = row
 	}
 }
