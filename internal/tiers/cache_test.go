@@ -268,22 +268,40 @@ func TestCacheMetric(t *testing.T) {
 			st.before()
 		}
 		m, err := c.Metric(ctx, st.key)
-		switch {
-		case st.wantErr != nil && !errors.Is(err, st.wantErr):
-			t.Errorf("%s: Metric(%q) error = %v, want %v", st.name, st.key, err, st.wantErr)
-		case st.wantErr == nil && err != nil:
-			t.Errorf("%s: Metric(%q): %v", st.name, st.key, err)
-		case st.wantErr == nil && m.Description != st.wantDesc:
+		if lookupAnswered(t, st.name, fmt.Sprintf("Metric(%q)", st.key), err, st.wantErr) && m.Description != st.wantDesc {
 			t.Errorf("%s: Metric(%q).Description = %q, want %q", st.name, st.key, m.Description, st.wantDesc)
 		}
-		if got := src.count("m:" + st.key); got != st.wantLoads {
-			t.Errorf("%s: %d loads of %q, want %d", st.name, got, st.key, st.wantLoads)
-		}
+		checkLoads(t, src, st.name, "m:", st.key, st.wantLoads)
 	}
 }
 
 // A metric's Draws is its pool's: the cache hands it out as the source
 // fills it, and a change of the pool reaches the metrics that draw on it.
+// lookupAnswered reports the error of the step's lookup call unless it is
+// wantErr (nil: none), and says whether the lookup answered as wanted, its
+// value then to be compared.
+func lookupAnswered(t *testing.T, step, call string, err, wantErr error) bool {
+	t.Helper()
+	switch {
+	case wantErr != nil && !errors.Is(err, wantErr):
+		t.Errorf("%s: %s error = %v, want %v", step, call, err, wantErr)
+	case wantErr == nil && err != nil:
+		t.Errorf("%s: %s: %v", step, call, err)
+	default:
+		return wantErr == nil
+	}
+	return false
+}
+
+// checkLoads reports src's loads so far of key, a kind's prefix before it,
+// unless there were want.
+func checkLoads(t *testing.T, src *fakeSource, step, prefix, key string, want int) {
+	t.Helper()
+	if got := src.count(prefix + key); got != want {
+		t.Errorf("%s: %d loads of %q, want %d", step, got, key, want)
+	}
+}
+
 func TestCacheMetricDraws(t *testing.T) {
 	ctx := context.Background()
 	src := newFakeSource()
@@ -421,19 +439,12 @@ func TestCacheAccount(t *testing.T) {
 			st.before()
 		}
 		a, err := c.Account(ctx, st.id)
-		switch {
-		case st.wantErr != nil && !errors.Is(err, st.wantErr):
-			t.Errorf("%s: Account(%q) error = %v, want %v", st.name, st.id, err, st.wantErr)
-		case st.wantErr == nil && err != nil:
-			t.Errorf("%s: Account(%q): %v", st.name, st.id, err)
-		case st.wantErr == nil && (a.Customer.ID != st.id || a.Plan.Key != st.wantPlan ||
-			len(a.Plan.Limits) != 1 || a.Plan.Limits[0].Limit != st.wantLimit):
+		if lookupAnswered(t, st.name, fmt.Sprintf("Account(%q)", st.id), err, st.wantErr) &&
+			(a.Customer.ID != st.id || a.Plan.Key != st.wantPlan || len(a.Plan.Limits) != 1 || a.Plan.Limits[0].Limit != st.wantLimit) {
 			t.Errorf("%s: Account(%q) = customer %q on plan %q with limits %+v; want plan %q with limit %d",
 				st.name, st.id, a.Customer.ID, a.Plan.Key, a.Plan.Limits, st.wantPlan, st.wantLimit)
 		}
-		if got := src.count("c:" + st.id); got != st.wantLoads {
-			t.Errorf("%s: %d loads of %q, want %d", st.name, got, st.id, st.wantLoads)
-		}
+		checkLoads(t, src, st.name, "c:", st.id, st.wantLoads)
 	}
 	if got := src.count("p:free") + src.count("p:pro"); got != 0 {
 		t.Errorf("the cache loaded plans on their own %d times; accounts bring their plan", got)
