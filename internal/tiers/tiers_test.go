@@ -158,16 +158,23 @@ func TestModes(t *testing.T) {
 	}
 }
 
-func TestLimitJSON(t *testing.T) {
-	l := Limit{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)}
-	b, err := json.Marshal(l)
+// checkMarshal checks that v marshals to want, and returns what it
+// marshalled to.
+func checkMarshal(t *testing.T, v any, want string) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	const want = `{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null}`
 	if string(b) != want {
 		t.Errorf("Marshal =\n  %s\nwant\n  %s", b, want)
 	}
+	return b
+}
+
+func TestLimitJSON(t *testing.T) {
+	l := Limit{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)}
+	b := checkMarshal(t, l, `{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null}`)
 	var back Limit
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("Unmarshal: %v", err)
@@ -211,13 +218,7 @@ func TestLimitJSONShortWindows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.limit)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			b := checkMarshal(t, tc.limit, tc.want)
 			var back Limit
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatalf("Unmarshal: %v", err)
@@ -260,13 +261,7 @@ func TestLimitJSONPer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			checkMarshal(t, tc.v, tc.want)
 		})
 	}
 
@@ -332,13 +327,7 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			checkMarshal(t, tc.v, tc.want)
 		})
 	}
 
