@@ -497,15 +497,7 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 			release := src.block()
 			defer release()
 
-			type result struct {
-				val string
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				v, err := k.get(c)
-				done <- result{v, err}
-			}()
+			done := inBackground(func() (string, error) { return k.get(c) })
 			<-src.entered // the load has read the old value
 
 			k.setNew(src)
@@ -513,8 +505,8 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 			release()
 
 			r := <-done
-			if r.err != nil || r.val != "old" {
-				t.Fatalf("in-flight load = %q, %v; want its own answer %q", r.val, r.err, "old")
+			if r.err != nil || r.v != "old" {
+				t.Fatalf("in-flight load = %q, %v; want its own answer %q", r.v, r.err, "old")
 			}
 			v, err := k.get(c)
 			if err != nil || v != "new" {
@@ -530,6 +522,23 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 // TestCacheCallerContext checks that a caller whose context ends stops
 // waiting for a load in flight, without disturbing the load itself; one
 // whose deadline passed is told the store is unavailable.
+// answer is what a call made in the background returned.
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// inBackground calls f in a goroutine and returns the channel its answer
+// comes on.
+func inBackground[T any](f func() (T, error)) <-chan answer[T] {
+	done := make(chan answer[T], 1)
+	go func() {
+		v, err := f()
+		done <- answer[T]{v, err}
+	}()
+	return done
+}
+
 func TestCacheCallerContext(t *testing.T) {
 	kinds := []struct {
 		name string
@@ -794,22 +803,14 @@ func TestCacheBatchHeardAChange(t *testing.T) {
 			release := src.block()
 			defer release()
 
-			type result struct {
-				n   int
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				n, err := c.Warm(ctx, []string{"a", "b", "ghost"})
-				done <- result{n, err}
-			}()
+			done := inBackground(func() (int, error) { return c.Warm(ctx, []string{"a", "b", "ghost"}) })
 			if got, want := <-src.entered, "c:a,b,ghost"; got != want {
 				t.Fatalf("load %q, want %q", got, want)
 			}
 			tt.change(c)
 			release()
-			if r := <-done; r.err != nil || r.n != 2 {
-				t.Fatalf("Warm = %d, %v; want 2 found", r.n, r.err)
+			if r := <-done; r.err != nil || r.v != 2 {
+				t.Fatalf("Warm = %d, %v; want 2 found", r.v, r.err)
 			}
 			var kept []string
 			for _, id := range []string{"a", "b", "ghost"} {
