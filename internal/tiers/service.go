@@ -253,16 +253,12 @@ func (s *Service) Limits(ctx context.Context, id string) (Account, []EffectiveLi
 // feature.
 func (s *Service) PutFeatureOverride(ctx context.Context, w Write, customer, feature string, spec FeatureOverrideSpec) (FeatureOverride, bool, error) {
 	w = s.stamp(w)
-	o, err := spec.Validate(customer, feature, w.At)
+	o, created, err := put(ctx, s, w, "feature override["+customer+"/"+feature+"]", Change{Kind: CustomerChanged, Key: customer},
+		func() (FeatureOverride, error) { return spec.Validate(customer, feature, w.At) }, s.store.PutFeatureOverride)
 	if err != nil {
 		return FeatureOverride{}, false, err
 	}
-	o, created, err := s.store.PutFeatureOverride(ctx, w, o)
-	if err != nil {
-		return FeatureOverride{}, false, fmt.Errorf("put feature override[%s/%s]: %w", customer, feature, err)
-	}
 	o.Expired = o.ExpiredAt(w.At)
-	s.onChange(Change{Kind: CustomerChanged, Key: customer})
 	return o, created, nil
 }
 
