@@ -171,29 +171,17 @@ func (s *fakeSource) sizes() []int {
 	return n
 }
 
-func (s *fakeSource) setMetric(m Metric) {
+// locked runs f holding s's lock, for a change to what s holds.
+func (s *fakeSource) locked(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.metrics[m.Key] = m
+	f()
 }
 
-func (s *fakeSource) setPlan(p Plan) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.plans[p.Key] = p
-}
-
-func (s *fakeSource) setCustomer(c Customer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.accounts[c.ID] = c
-}
-
-func (s *fakeSource) setFail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = err
-}
+func (s *fakeSource) setMetric(m Metric)     { s.locked(func() { s.metrics[m.Key] = m }) }
+func (s *fakeSource) setPlan(p Plan)         { s.locked(func() { s.plans[p.Key] = p }) }
+func (s *fakeSource) setCustomer(c Customer) { s.locked(func() { s.accounts[c.ID] = c }) }
+func (s *fakeSource) setFail(err error)      { s.locked(func() { s.fail = err }) }
 
 // block makes the following loads wait until the returned release is called.
 func (s *fakeSource) block() (release func()) {
@@ -253,9 +241,7 @@ func TestCacheMetric(t *testing.T) {
 			key: "nope", wantDesc: "now", wantLoads: 2},
 		{name: "deletion is seen after invalidation",
 			before: func() {
-				src.mu.Lock()
-				delete(src.metrics, "nope")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.metrics, "nope") })
 				c.Invalidate(Change{Kind: MetricChanged, Key: "nope", Deleted: true})
 			},
 			key: "nope", wantErr: ErrMetricNotFound, wantLoads: 3},
@@ -329,9 +315,7 @@ func TestCacheMetricDraws(t *testing.T) {
 		{name: "a metric the pool names now", key: "images", want: &Draw{Pool: "credits", Credits: 10, Per: 1}},
 		{name: "the pool's deletion frees the metrics",
 			before: func() {
-				src.mu.Lock()
-				delete(src.metrics, "credits")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.metrics, "credits") })
 				c.Invalidate(Change{Kind: MetricChanged, Key: "credits", Deleted: true})
 			},
 			key: "images"},
@@ -427,9 +411,7 @@ func TestCacheAccount(t *testing.T) {
 			id: "ghost", wantPlan: "free", wantLimit: 150, wantLoads: 2},
 		{name: "deleted customer is gone after invalidation",
 			before: func() {
-				src.mu.Lock()
-				delete(src.accounts, "acme")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.accounts, "acme") })
 				c.Invalidate(Change{Kind: CustomerChanged, Key: "acme", Deleted: true})
 			},
 			id: "acme", wantErr: ErrCustomerNotFound, wantLoads: 4},
