@@ -554,6 +554,17 @@ func mustProblem(t *testing.T, rec *httptest.ResponseRecorder) quotad.Problem {
 	return p
 }
 
+// reserveEight is the reservation middleware of a client of the quotad at
+// url, reserving 8 of acme's llm_tokens for each request, around h.
+func reserveEight(url string, h http.HandlerFunc) http.Handler {
+	return quotad.New(url, noRetry).ReservationMiddleware(quotad.ReservationMiddlewareOptions{
+		Customer: quotad.Static("acme"),
+		Metric:   quotad.Static("llm_tokens"),
+		Estimate: func(*http.Request) (int64, error) { return 8, nil },
+		Timeout:  30 * time.Second,
+	})(h)
+}
+
 // Without OnError, a commit that failed after the handler is written to
 // the standard library's log, naming the reservation and the cost.
 func TestReservationMiddlewareLogsSettleFailures(t *testing.T) {
@@ -562,15 +573,10 @@ func TestReservationMiddlewareLogsSettleFailures(t *testing.T) {
 	var buf strings.Builder
 	log.SetOutput(&buf)
 	defer log.SetOutput(os.Stderr)
-	h := quotad.New(srv.URL, noRetry).ReservationMiddleware(quotad.ReservationMiddlewareOptions{
-		Customer: quotad.Static("acme"),
-		Metric:   quotad.Static("llm_tokens"),
-		Estimate: func(*http.Request) (int64, error) { return 8, nil },
-		Timeout:  30 * time.Second,
-	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := reserveEight(srv.URL, func(w http.ResponseWriter, r *http.Request) {
 		quotad.ReportCost(r.Context(), 3)
 		f.expire("rsv_1")
-	}))
+	})
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/complete", nil))
 	if want := "quotad: commit of reservation rsv_1 at cost 3: quotad: 410 reservation_expired"; !strings.Contains(buf.String(), want) {
 		t.Errorf("log = %q, want it to contain %q", buf.String(), want)
@@ -583,12 +589,7 @@ func TestReservationMiddlewareLogsSettleFailures(t *testing.T) {
 func TestReservationMiddlewareStreams(t *testing.T) {
 	f, srv := newFakeQuotad(10)
 	defer srv.Close()
-	h := quotad.New(srv.URL, noRetry).ReservationMiddleware(quotad.ReservationMiddlewareOptions{
-		Customer: quotad.Static("acme"),
-		Metric:   quotad.Static("llm_tokens"),
-		Estimate: func(*http.Request) (int64, error) { return 8, nil },
-		Timeout:  30 * time.Second,
-	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := reserveEight(srv.URL, func(w http.ResponseWriter, r *http.Request) {
 		for n := range int64(3) {
 			w.Write([]byte("token\n"))
 			w.(http.Flusher).Flush()
@@ -598,7 +599,7 @@ func TestReservationMiddlewareStreams(t *testing.T) {
 			t.Errorf("ResponseController.Flush: %v", err)
 		}
 		w.WriteHeader(http.StatusInternalServerError) // too late: the answer is a 200
-	}))
+	})
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/complete", nil))
 	if !rec.Flushed || rec.Code != 200 || rec.Body.String() != "token\ntoken\ntoken\n" {

@@ -17,58 +17,31 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	quotad "github.com/quotad/quotad/client"
+	"github.com/quotad/quotad/examples/internal/serve"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main(run) }
 
 // run serves on LISTEN (default 127.0.0.1:8081) until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	base := getenv("QUOTAD_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
-	addr := getenv("LISTEN")
-	if addr == "" {
-		addr = "127.0.0.1:8081"
-	}
+	base := serve.Getenv(getenv, "QUOTAD_URL", "http://127.0.0.1:8080")
+	addr := serve.Getenv(getenv, "LISTEN", "127.0.0.1:8081")
 	users, err := parseTokens(getenv("APP_TOKENS"))
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Addr: addr, Handler: newServer(quotad.New(base, quotad.WithToken(getenv("QUOTAD_TOKEN"))), users, 0)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Fprintf(stdout, "listening on %s, checking quotad at %s\n", addr, base)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.Run(ctx, srv)
 }
 
 // users maps the SHA-256 digest of each of the application's bearer

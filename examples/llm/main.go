@@ -19,17 +19,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"time"
 
 	quotad "github.com/quotad/quotad/client"
+	"github.com/quotad/quotad/examples/internal/serve"
 )
 
 // Metric is the metric the endpoint's tokens are counted in.
@@ -41,40 +39,15 @@ const maxBody = 64 << 10
 // maxTokensLimit is the most max_tokens a request may ask for.
 const maxTokensLimit = 4096
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-}
+func main() { serve.Main(run) }
 
 // run serves on LISTEN (default 127.0.0.1:8082) until ctx ends.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	base := getenv("QUOTAD_URL")
-	if base == "" {
-		base = "http://127.0.0.1:8080"
-	}
-	addr := getenv("LISTEN")
-	if addr == "" {
-		addr = "127.0.0.1:8082"
-	}
+	base := serve.Getenv(getenv, "QUOTAD_URL", "http://127.0.0.1:8080")
+	addr := serve.Getenv(getenv, "LISTEN", "127.0.0.1:8082")
 	srv := &http.Server{Addr: addr, Handler: newServer(quotad.New(base, quotad.WithToken(getenv("QUOTAD_TOKEN"))), 0)}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
 	fmt.Fprintf(stdout, "listening on %s, reserving %s in quotad at %s\n", addr, Metric, base)
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.Run(ctx, srv)
 }
 
 // completionRequest is the body of POST /v1/completions.

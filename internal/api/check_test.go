@@ -1,12 +1,10 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -45,10 +43,7 @@ func TestCheckAndRefundRequiredFields(t *testing.T) {
 			{`{"customer":"-acme","metric":"API"}`, []tiers.FieldError{{Field: "customer", Message: idRule}, {Field: "metric", Message: keyRule}}},
 		} {
 			t.Run(path+" "+tc.body, func(t *testing.T) {
-				req := newRequest(http.MethodPost, path, bytes.NewReader([]byte(tc.body)))
-				req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-				rec := httptest.NewRecorder()
-				fs.srv.ServeHTTP(rec, req)
+				rec := serveJSON(fs.srv, http.MethodPost, path, tc.body)
 				var p Problem
 				if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != http.StatusBadRequest {
 					t.Fatalf("answered %d %s, want a 400 problem", rec.Code, rec.Body)
@@ -77,10 +72,7 @@ func (unencodableChecker) Check(context.Context, quota.Request) (quota.Decision,
 func TestUnencodableCheckAnswerIsA500(t *testing.T) {
 	fs := &fuzzServer{}
 	srv := New(Config{Checker: unencodableChecker{fuzzChecker{fs}}, Logger: slog.New(fuzzLog{fs})})
-	req := newRequest(http.MethodPost, "/v1/check", strings.NewReader(`{"customer":"acme","metric":"api_calls"}`))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, req)
+	rec := serveJSON(srv, http.MethodPost, "/v1/check", `{"customer":"acme","metric":"api_calls"}`)
 	var p Problem
 	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || rec.Code != http.StatusInternalServerError || p.Code != codeInternal {
 		t.Fatalf("answered %d %q, want a 500 internal problem", rec.Code, rec.Body)

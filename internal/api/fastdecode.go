@@ -156,69 +156,55 @@ func fastDecodeCall(body []byte, refund bool) (f call, ok bool) {
 	// (see withItems), so that a check of one metric needs no room for
 	// them.
 	var itemsAt, items, itemBytes int
-	if p.space() == '}' {
-		p.i++
-	} else {
-		for {
-			if p.space() != '"' {
-				return f, false
-			}
-			key, ok := p.plainString()
-			if !ok || p.space() != ':' {
-				return f, false
-			}
-			p.i++
-			p.space()
-			var field int
-			switch string(key) {
-			case "customer":
-				field = fieldCustomer
-				customer, ok = p.plainString()
-			case "api_key":
-				field = fieldAPIKey
-				apiKey, ok = p.plainString()
-			case "metric":
-				field = fieldMetric
-				metric, ok = p.plainString()
-			case "subject":
-				field = fieldSubject
-				subject, ok = p.plainString()
-			case "request_id":
-				field = fieldRequestID
-				requestID, ok = p.plainString()
-			case "cost":
-				field = fieldCost
-				cost, ok = p.integer()
-				given = &cost
-			case "dry_run":
-				if refund {
-					return f, false
-				}
-				field = fieldDryRun
-				f.DryRun, ok = p.boolean()
-			case "items":
-				if refund {
-					return f, false
-				}
-				field = fieldItems
-				itemsAt = p.i
-				items, itemBytes, ok = p.items(nil)
-			default:
-				return f, false
-			}
-			if !ok || seen&field != 0 {
-				return f, false
-			}
-			seen |= field
-			c := p.space()
-			p.i++
-			if c == '}' {
-				break
-			}
-			if c != ',' {
-				return f, false
-			}
+	for first := true; ; first = false {
+		key, end, ok := p.nextKey(first)
+		if !ok {
+			return f, false
 		}
+		if end {
+			break
+		}
+		var field int
+		switch string(key) {
+		case "customer":
+			field = fieldCustomer
+			customer, ok = p.plainString()
+		case "api_key":
+			field = fieldAPIKey
+			apiKey, ok = p.plainString()
+		case "metric":
+			field = fieldMetric
+			metric, ok = p.plainString()
+		case "subject":
+			field = fieldSubject
+			subject, ok = p.plainString()
+		case "request_id":
+			field = fieldRequestID
+			requestID, ok = p.plainString()
+		case "cost":
+			field = fieldCost
+			cost, ok = p.integer()
+			given = &cost
+		case "dry_run":
+			if refund {
+				return f, false
+			}
+			field = fieldDryRun
+			f.DryRun, ok = p.boolean()
+		case "items":
+			if refund {
+				return f, false
+			}
+			field = fieldItems
+			itemsAt = p.i
+			items, itemBytes, ok = p.items(nil)
+		default:
+			return f, false
+		}
+		if !ok || seen&field != 0 {
+			return f, false
+		}
+		seen |= field
 	}
 	if p.space() != 0 || p.i < len(p.b) {
 		return f, false // trailing data
@@ -282,46 +268,32 @@ func (p *fastParser) items(item func(metric, subject []byte, cost int64)) (n, si
 		var metric, subject []byte
 		cost := int64(1)
 		var seen int
-		if p.space() == '}' {
-			p.i++
-		} else {
-			for {
-				if p.space() != '"' {
-					return 0, 0, false
-				}
-				key, ok := p.plainString()
-				if !ok || p.space() != ':' {
-					return 0, 0, false
-				}
-				p.i++
-				p.space()
-				var field int
-				switch string(key) {
-				case "metric":
-					field = fieldMetric
-					metric, ok = p.plainString()
-				case "subject":
-					field = fieldSubject
-					subject, ok = p.plainString()
-				case "cost":
-					field = fieldCost
-					cost, ok = p.integer()
-				default:
-					return 0, 0, false
-				}
-				if !ok || seen&field != 0 {
-					return 0, 0, false
-				}
-				seen |= field
-				c := p.space()
-				p.i++
-				if c == '}' {
-					break
-				}
-				if c != ',' {
-					return 0, 0, false
-				}
+		for first := true; ; first = false {
+			key, end, ok := p.nextKey(first)
+			if !ok {
+				return 0, 0, false
 			}
+			if end {
+				break
+			}
+			var field int
+			switch string(key) {
+			case "metric":
+				field = fieldMetric
+				metric, ok = p.plainString()
+			case "subject":
+				field = fieldSubject
+				subject, ok = p.plainString()
+			case "cost":
+				field = fieldCost
+				cost, ok = p.integer()
+			default:
+				return 0, 0, false
+			}
+			if !ok || seen&field != 0 {
+				return 0, 0, false
+			}
+			seen |= field
 		}
 		if item != nil {
 			item(metric, subject, cost)
@@ -344,6 +316,30 @@ func (p *fastParser) items(item func(metric, subject []byte, cost int64)) (n, si
 type fastParser struct {
 	b []byte
 	i int
+}
+
+// nextKey reads on in an object whose '{' is read: past the '}' that ends
+// it (end), or past the next member's key and ':' and the white space
+// before its value, which it leaves to the caller. first says no member
+// has been read yet, and so no ',' comes before the key.
+func (p *fastParser) nextKey(first bool) (key []byte, end, ok bool) {
+	switch c := p.space(); {
+	case c == '}':
+		p.i++
+		return nil, true, true
+	case !first && c == ',':
+		p.i++
+		p.space()
+	case !first:
+		return nil, false, false
+	}
+	key, ok = p.plainString()
+	if !ok || p.space() != ':' {
+		return nil, false, false
+	}
+	p.i++
+	p.space()
+	return key, false, true
 }
 
 // space skips JSON white space and returns the next byte, or 0 at the end.

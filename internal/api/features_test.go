@@ -96,11 +96,7 @@ routes:
 func TestFeatureCheckRoute(t *testing.T) {
 	t.Parallel()
 	post := func(srv *Server, body string) *httptest.ResponseRecorder {
-		req := newRequest(http.MethodPost, "/v1/features/check", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		return rec
+		return serveJSON(srv, http.MethodPost, "/v1/features/check", body)
 	}
 	srv := New(Config{Checker: fuzzChecker{}, Features: acmeFeatures})
 	for body, want := range map[string]string{

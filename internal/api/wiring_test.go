@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/quotad/quotad/internal/grants"
 	"github.com/quotad/quotad/internal/quota"
@@ -62,16 +59,7 @@ func TestGroupsShareTheConfig(t *testing.T) {
 	cfg.Grants = oneGrant{}
 	cfg.RateLimitHeaders = rlheaders.Legacy
 	srv := New(cfg)
-	serve := func(method, path, body string) *httptest.ResponseRecorder {
-		t.Helper()
-		req := newRequest(method, path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		return rec
-	}
+	serve := func(method, path, body string) *httptest.ResponseRecorder { return serveJSON(srv, method, path, body) }
 
 	rec := serve(http.MethodPost, "/v1/reservations", `{"api_key":"`+fuzzAPIKey+`","metric":"api_calls","cost":1}`)
 	if rec.Code != http.StatusCreated {

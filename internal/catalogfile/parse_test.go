@@ -21,6 +21,12 @@ var serverCatalog = &Catalog{
 // lines joins YAML lines, so that a case shows each line's number plainly.
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
 
+// proLimits is a file that declares the metric api_calls and the plan pro
+// with limits: the lines given, from line 5 on.
+func proLimits(limits ...string) string {
+	return lines(append([]string{"metrics: {api_calls: {}}", "plans:", "  pro:", "    limits:"}, limits...)...)
+}
+
 // featureRule is what a feature's value must be, as quotad says it.
 const featureRule = "must be true, false, an integer between -9007199254740991 and 9007199254740991, or a string of 1 to 256 characters"
 
@@ -94,11 +100,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "unknown field in a limit",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - metric: api_calls",
 				"        window: day",
 				"        limit: 5",
@@ -192,11 +194,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "bad window and mode",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - metric: api_calls",
 				"        window: days",
 				"        limit: 5",
@@ -209,11 +207,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "field of another mode",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - metric: api_calls",
 				"        window: day",
 				"        limit: 5",
@@ -223,21 +217,17 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "algorithm on a long window",
-			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits:", "      - {metric: api_calls, window: day, limit: 5, algorithm: token_bucket}"),
+			file: proLimits("      - {metric: api_calls, window: day, limit: 5, algorithm: token_bucket}"),
 			want: []string{"catalog.yaml:5: plans.pro.limits[0].algorithm: applies only to short windows: second, minute"},
 		},
 		{
 			name: "limit left out",
-			file: lines("metrics: {api_calls: {}}", "plans:", "  pro:", "    limits:", "      - metric: api_calls", "        window: day"),
+			file: proLimits("      - metric: api_calls", "        window: day"),
 			want: []string{"catalog.yaml:5: plans.pro.limits[0].limit: is required"},
 		},
 		{
 			name: "duplicate limit",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - {metric: api_calls, window: day, limit: 5}",
 				"      - {metric: api_calls, window: day, limit: 6}",
 			),
@@ -245,11 +235,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "a customer-wide limit and one per subject on one metric+window",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - {metric: api_calls, window: day, limit: 5}",
 				"      - {metric: api_calls, window: day, per: subject, limit: 1}",
 				"      - {metric: api_calls, window: day, per: subject, limit: 2}",
@@ -262,11 +248,7 @@ func TestBadFiles(t *testing.T) {
 		},
 		{
 			name: "per that is none",
-			file: lines(
-				"metrics: {api_calls: {}}",
-				"plans:",
-				"  pro:",
-				"    limits:",
+			file: proLimits(
 				"      - metric: api_calls",
 				"        window: day",
 				"        per: user",

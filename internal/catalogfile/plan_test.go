@@ -215,6 +215,18 @@ customers:
     plan: pro
     overrides: [{metric: api_calls, window: day, per: subject, limit: 5}]
 `
+	h := mustNormalize(t, server)
+	if changes := Diff(mustCatalog(t, file, h), h, nil, true); len(changes) != 0 {
+		var b bytes.Buffer
+		Print(&b, changes, nil)
+		t.Errorf("changes:\n%s", b.String())
+	}
+}
+
+// mustNormalize parses server, a catalog as a server holds it, and
+// normalizes it as of now.
+func mustNormalize(t *testing.T, server string) *Catalog {
+	t.Helper()
 	doc, err := Parse("server", []byte(server))
 	if err != nil {
 		t.Fatal(err)
@@ -223,11 +235,7 @@ customers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if changes := Diff(mustCatalog(t, file, h), h, nil, true); len(changes) != 0 {
-		var b bytes.Buffer
-		Print(&b, changes, nil)
-		t.Errorf("changes:\n%s", b.String())
-	}
+	return h
 }
 
 // TestExpiredOverrides: a server's expired override is kept by Normalize,
@@ -241,14 +249,7 @@ customers:
     plan: pro
     overrides: [{metric: api_calls, window: day, limit: 5, expires_at: 2026-01-01T00:00:00Z}]
 `
-	doc, err := Parse("server", []byte(server))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := Normalize(doc.File, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := mustNormalize(t, server)
 	for key, o := range h.Customers["acme"].Overrides {
 		if !o.Expired {
 			t.Errorf("override %v: not marked expired", key)

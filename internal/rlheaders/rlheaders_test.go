@@ -12,16 +12,24 @@ import (
 	"github.com/quotad/quotad/internal/tiers"
 )
 
+// testWindows returns the windows the tests describe, as seen at now: a
+// minute with 2 of 5 left, a day with 97 of 100 left, that minute
+// exceeded, and 10 seats with 1 left, a total, which never resets (no
+// reset_at, no length).
+func testWindows(now time.Time) (minute, day, exceeded, seats quota.WindowResult) {
+	minute = quota.WindowResult{Window: tiers.Minute, Limit: 5, Used: 3, Remaining: 2, ResetAt: now.Add(59700 * time.Millisecond),
+		State: quota.StateOK, Length: time.Minute}
+	day = quota.WindowResult{Window: tiers.Day, Limit: 100, Used: 3, Remaining: 97, ResetAt: now.Add(14 * time.Hour),
+		State: quota.StateOK, Length: 24 * time.Hour}
+	exceeded = minute
+	exceeded.State = quota.StateExceeded
+	seats = quota.WindowResult{Window: tiers.Total, Limit: 10, Used: 9, Remaining: 1, State: quota.StateOK}
+	return minute, day, exceeded, seats
+}
+
 func TestFor(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 300_000_000, time.UTC)
-	minute := quota.WindowResult{Window: tiers.Minute, Limit: 5, Used: 3, Remaining: 2, ResetAt: now.Add(59700 * time.Millisecond),
-		State: quota.StateOK, Length: time.Minute}
-	day := quota.WindowResult{Window: tiers.Day, Limit: 100, Used: 3, Remaining: 97, ResetAt: now.Add(14 * time.Hour),
-		State: quota.StateOK, Length: 24 * time.Hour}
-	exceeded := minute
-	exceeded.State = quota.StateExceeded
-	// A total never resets: no reset_at, no length.
-	seats := quota.WindowResult{Window: tiers.Total, Limit: 10, Used: 9, Remaining: 1, State: quota.StateOK}
+	minute, day, exceeded, seats := testWindows(now)
 	full := seats
 	full.Used, full.Remaining, full.State = 10, 0, quota.StateExceeded
 	tight := minute
@@ -118,13 +126,7 @@ func TestForms(t *testing.T) {
 	unix := func(h, m, s int) string {
 		return strconv.FormatInt(time.Date(2026, 11, 22, h, m, s, 0, time.UTC).Unix(), 10)
 	}
-	minute := quota.WindowResult{Window: tiers.Minute, Limit: 5, Used: 3, Remaining: 2, ResetAt: now.Add(59700 * time.Millisecond),
-		State: quota.StateOK, Length: time.Minute}
-	day := quota.WindowResult{Window: tiers.Day, Limit: 100, Used: 3, Remaining: 97, ResetAt: now.Add(14 * time.Hour),
-		State: quota.StateOK, Length: 24 * time.Hour}
-	exceeded := minute
-	exceeded.State = quota.StateExceeded
-	seats := quota.WindowResult{Window: tiers.Total, Limit: 10, Used: 9, Remaining: 1, State: quota.StateOK}
+	minute, day, exceeded, seats := testWindows(now)
 	past := minute
 	past.ResetAt = now.Add(-time.Second)
 	const older = rlheaders.Draft7 | rlheaders.Legacy | rlheaders.X

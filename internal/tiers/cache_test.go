@@ -171,29 +171,17 @@ func (s *fakeSource) sizes() []int {
 	return n
 }
 
-func (s *fakeSource) setMetric(m Metric) {
+// locked runs f holding s's lock, for a change to what s holds.
+func (s *fakeSource) locked(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.metrics[m.Key] = m
+	f()
 }
 
-func (s *fakeSource) setPlan(p Plan) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.plans[p.Key] = p
-}
-
-func (s *fakeSource) setCustomer(c Customer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.accounts[c.ID] = c
-}
-
-func (s *fakeSource) setFail(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.fail = err
-}
+func (s *fakeSource) setMetric(m Metric)     { s.locked(func() { s.metrics[m.Key] = m }) }
+func (s *fakeSource) setPlan(p Plan)         { s.locked(func() { s.plans[p.Key] = p }) }
+func (s *fakeSource) setCustomer(c Customer) { s.locked(func() { s.accounts[c.ID] = c }) }
+func (s *fakeSource) setFail(err error)      { s.locked(func() { s.fail = err }) }
 
 // block makes the following loads wait until the returned release is called.
 func (s *fakeSource) block() (release func()) {
@@ -253,9 +241,7 @@ func TestCacheMetric(t *testing.T) {
 			key: "nope", wantDesc: "now", wantLoads: 2},
 		{name: "deletion is seen after invalidation",
 			before: func() {
-				src.mu.Lock()
-				delete(src.metrics, "nope")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.metrics, "nope") })
 				c.Invalidate(Change{Kind: MetricChanged, Key: "nope", Deleted: true})
 			},
 			key: "nope", wantErr: ErrMetricNotFound, wantLoads: 3},
@@ -268,22 +254,40 @@ func TestCacheMetric(t *testing.T) {
 			st.before()
 		}
 		m, err := c.Metric(ctx, st.key)
-		switch {
-		case st.wantErr != nil && !errors.Is(err, st.wantErr):
-			t.Errorf("%s: Metric(%q) error = %v, want %v", st.name, st.key, err, st.wantErr)
-		case st.wantErr == nil && err != nil:
-			t.Errorf("%s: Metric(%q): %v", st.name, st.key, err)
-		case st.wantErr == nil && m.Description != st.wantDesc:
+		if lookupAnswered(t, st.name, fmt.Sprintf("Metric(%q)", st.key), err, st.wantErr) && m.Description != st.wantDesc {
 			t.Errorf("%s: Metric(%q).Description = %q, want %q", st.name, st.key, m.Description, st.wantDesc)
 		}
-		if got := src.count("m:" + st.key); got != st.wantLoads {
-			t.Errorf("%s: %d loads of %q, want %d", st.name, got, st.key, st.wantLoads)
-		}
+		checkLoads(t, src, st.name, "m:", st.key, st.wantLoads)
 	}
 }
 
 // A metric's Draws is its pool's: the cache hands it out as the source
 // fills it, and a change of the pool reaches the metrics that draw on it.
+// lookupAnswered reports the error of the step's lookup call unless it is
+// wantErr (nil: none), and says whether the lookup answered as wanted, its
+// value then to be compared.
+func lookupAnswered(t *testing.T, step, call string, err, wantErr error) bool {
+	t.Helper()
+	switch {
+	case wantErr != nil && !errors.Is(err, wantErr):
+		t.Errorf("%s: %s error = %v, want %v", step, call, err, wantErr)
+	case wantErr == nil && err != nil:
+		t.Errorf("%s: %s: %v", step, call, err)
+	default:
+		return wantErr == nil
+	}
+	return false
+}
+
+// checkLoads reports src's loads so far of key, a kind's prefix before it,
+// unless there were want.
+func checkLoads(t *testing.T, src *fakeSource, step, prefix, key string, want int) {
+	t.Helper()
+	if got := src.count(prefix + key); got != want {
+		t.Errorf("%s: %d loads of %q, want %d", step, got, key, want)
+	}
+}
+
 func TestCacheMetricDraws(t *testing.T) {
 	ctx := context.Background()
 	src := newFakeSource()
@@ -311,9 +315,7 @@ func TestCacheMetricDraws(t *testing.T) {
 		{name: "a metric the pool names now", key: "images", want: &Draw{Pool: "credits", Credits: 10, Per: 1}},
 		{name: "the pool's deletion frees the metrics",
 			before: func() {
-				src.mu.Lock()
-				delete(src.metrics, "credits")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.metrics, "credits") })
 				c.Invalidate(Change{Kind: MetricChanged, Key: "credits", Deleted: true})
 			},
 			key: "images"},
@@ -409,9 +411,7 @@ func TestCacheAccount(t *testing.T) {
 			id: "ghost", wantPlan: "free", wantLimit: 150, wantLoads: 2},
 		{name: "deleted customer is gone after invalidation",
 			before: func() {
-				src.mu.Lock()
-				delete(src.accounts, "acme")
-				src.mu.Unlock()
+				src.locked(func() { delete(src.accounts, "acme") })
 				c.Invalidate(Change{Kind: CustomerChanged, Key: "acme", Deleted: true})
 			},
 			id: "acme", wantErr: ErrCustomerNotFound, wantLoads: 4},
@@ -421,19 +421,12 @@ func TestCacheAccount(t *testing.T) {
 			st.before()
 		}
 		a, err := c.Account(ctx, st.id)
-		switch {
-		case st.wantErr != nil && !errors.Is(err, st.wantErr):
-			t.Errorf("%s: Account(%q) error = %v, want %v", st.name, st.id, err, st.wantErr)
-		case st.wantErr == nil && err != nil:
-			t.Errorf("%s: Account(%q): %v", st.name, st.id, err)
-		case st.wantErr == nil && (a.Customer.ID != st.id || a.Plan.Key != st.wantPlan ||
-			len(a.Plan.Limits) != 1 || a.Plan.Limits[0].Limit != st.wantLimit):
+		if lookupAnswered(t, st.name, fmt.Sprintf("Account(%q)", st.id), err, st.wantErr) &&
+			(a.Customer.ID != st.id || a.Plan.Key != st.wantPlan || len(a.Plan.Limits) != 1 || a.Plan.Limits[0].Limit != st.wantLimit) {
 			t.Errorf("%s: Account(%q) = customer %q on plan %q with limits %+v; want plan %q with limit %d",
 				st.name, st.id, a.Customer.ID, a.Plan.Key, a.Plan.Limits, st.wantPlan, st.wantLimit)
 		}
-		if got := src.count("c:" + st.id); got != st.wantLoads {
-			t.Errorf("%s: %d loads of %q, want %d", st.name, got, st.id, st.wantLoads)
-		}
+		checkLoads(t, src, st.name, "c:", st.id, st.wantLoads)
 	}
 	if got := src.count("p:free") + src.count("p:pro"); got != 0 {
 		t.Errorf("the cache loaded plans on their own %d times; accounts bring their plan", got)
@@ -486,15 +479,7 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 			release := src.block()
 			defer release()
 
-			type result struct {
-				val string
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				v, err := k.get(c)
-				done <- result{v, err}
-			}()
+			done := inBackground(func() (string, error) { return k.get(c) })
 			<-src.entered // the load has read the old value
 
 			k.setNew(src)
@@ -502,8 +487,8 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 			release()
 
 			r := <-done
-			if r.err != nil || r.val != "old" {
-				t.Fatalf("in-flight load = %q, %v; want its own answer %q", r.val, r.err, "old")
+			if r.err != nil || r.v != "old" {
+				t.Fatalf("in-flight load = %q, %v; want its own answer %q", r.v, r.err, "old")
 			}
 			v, err := k.get(c)
 			if err != nil || v != "new" {
@@ -519,6 +504,23 @@ func TestCacheDropsLoadsOlderThanAnInvalidation(t *testing.T) {
 // TestCacheCallerContext checks that a caller whose context ends stops
 // waiting for a load in flight, without disturbing the load itself; one
 // whose deadline passed is told the store is unavailable.
+// answer is what a call made in the background returned.
+type answer[T any] struct {
+	v   T
+	err error
+}
+
+// inBackground calls f in a goroutine and returns the channel its answer
+// comes on.
+func inBackground[T any](f func() (T, error)) <-chan answer[T] {
+	done := make(chan answer[T], 1)
+	go func() {
+		v, err := f()
+		done <- answer[T]{v, err}
+	}()
+	return done
+}
+
 func TestCacheCallerContext(t *testing.T) {
 	kinds := []struct {
 		name string
@@ -783,22 +785,14 @@ func TestCacheBatchHeardAChange(t *testing.T) {
 			release := src.block()
 			defer release()
 
-			type result struct {
-				n   int
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				n, err := c.Warm(ctx, []string{"a", "b", "ghost"})
-				done <- result{n, err}
-			}()
+			done := inBackground(func() (int, error) { return c.Warm(ctx, []string{"a", "b", "ghost"}) })
 			if got, want := <-src.entered, "c:a,b,ghost"; got != want {
 				t.Fatalf("load %q, want %q", got, want)
 			}
 			tt.change(c)
 			release()
-			if r := <-done; r.err != nil || r.n != 2 {
-				t.Fatalf("Warm = %d, %v; want 2 found", r.n, r.err)
+			if r := <-done; r.err != nil || r.v != 2 {
+				t.Fatalf("Warm = %d, %v; want 2 found", r.v, r.err)
 			}
 			var kept []string
 			for _, id := range []string{"a", "b", "ghost"} {

@@ -46,6 +46,38 @@ func NewService(store Store, audit AuditLog, now func() time.Time, onChange func
 	return &Service{store: store, audit: audit, now: now, onChange: onChange}
 }
 
+// put validates an entry, stores it with w (already stamped) and announces
+// change; what names the entry in a store error.
+func put[T any](ctx context.Context, s *Service, w Write, what string, change Change,
+	validate func() (T, error), store func(context.Context, Write, T) (T, bool, error)) (T, bool, error) {
+	var zero T
+	v, err := validate()
+	if err != nil {
+		return zero, false, err
+	}
+	v, created, err := store(ctx, w, v)
+	if err != nil {
+		return zero, false, fmt.Errorf("put %s: %w", what, err)
+	}
+	s.onChange(change)
+	return v, created, nil
+}
+
+// remove returns invalid if the caller's check of the address failed, and
+// otherwise deletes with del under a stamped w and announces change; what
+// names the entry in a store error.
+func (s *Service) remove(ctx context.Context, w Write, invalid error, what string, change Change,
+	del func(context.Context, Write) error) error {
+	if invalid != nil {
+		return invalid
+	}
+	if err := del(ctx, s.stamp(w)); err != nil {
+		return fmt.Errorf("delete %s: %w", what, err)
+	}
+	s.onChange(change)
+	return nil
+}
+
 func (s *Service) stamp(w Write) Write {
 	w.At = Instant(s.now())
 	return w
@@ -67,29 +99,15 @@ func (s *Service) Metrics(ctx context.Context, page Page) ([]Metric, bool, error
 // PutMetric creates or replaces the metric key. The rules of credit pools
 // that span metrics are the store's to check, in the write's transaction.
 func (s *Service) PutMetric(ctx context.Context, w Write, key string, spec MetricSpec) (Metric, bool, error) {
-	m, err := spec.Validate(key)
-	if err != nil {
-		return Metric{}, false, err
-	}
-	m, created, err := s.store.PutMetric(ctx, s.stamp(w), m)
-	if err != nil {
-		return Metric{}, false, fmt.Errorf("put metric[%s]: %w", key, err)
-	}
-	s.onChange(Change{Kind: MetricChanged, Key: key})
-	return m, created, nil
+	return put(ctx, s, s.stamp(w), "metric["+key+"]", Change{Kind: MetricChanged, Key: key},
+		func() (Metric, error) { return spec.Validate(key) }, s.store.PutMetric)
 }
 
 // DeleteMetric deletes the metric key unless a plan or override uses it or
 // a credit pool names it; a pool's schema goes with it.
 func (s *Service) DeleteMetric(ctx context.Context, w Write, key string) error {
-	if err := CheckKey("metric", key); err != nil {
-		return err
-	}
-	if err := s.store.DeleteMetric(ctx, s.stamp(w), key); err != nil {
-		return fmt.Errorf("delete metric[%s]: %w", key, err)
-	}
-	s.onChange(Change{Kind: MetricChanged, Key: key, Deleted: true})
-	return nil
+	return s.remove(ctx, w, CheckKey("metric", key), "metric["+key+"]", Change{Kind: MetricChanged, Key: key, Deleted: true},
+		func(ctx context.Context, w Write) error { return s.store.DeleteMetric(ctx, w, key) })
 }
 
 // Plan returns the plan key.
@@ -109,28 +127,17 @@ func (s *Service) Plans(ctx context.Context, page Page) ([]Plan, bool, error) {
 // or features makes a new version, which its customers follow unless
 // grandfather keeps them on the version they are on.
 func (s *Service) PutPlan(ctx context.Context, w Write, key string, spec PlanSpec, grandfather bool) (Plan, bool, error) {
-	p, err := spec.Validate(key)
-	if err != nil {
-		return Plan{}, false, err
-	}
-	p, created, err := s.store.PutPlan(ctx, s.stamp(w), p, grandfather)
-	if err != nil {
-		return Plan{}, false, fmt.Errorf("put plan[%s]: %w", key, err)
-	}
-	s.onChange(Change{Kind: PlanChanged, Key: key})
-	return p, created, nil
+	return put(ctx, s, s.stamp(w), "plan["+key+"]", Change{Kind: PlanChanged, Key: key},
+		func() (Plan, error) { return spec.Validate(key) },
+		func(ctx context.Context, w Write, p Plan) (Plan, bool, error) {
+			return s.store.PutPlan(ctx, w, p, grandfather)
+		})
 }
 
 // DeletePlan deletes the plan key unless customers are on it.
 func (s *Service) DeletePlan(ctx context.Context, w Write, key string) error {
-	if err := CheckKey("plan", key); err != nil {
-		return err
-	}
-	if err := s.store.DeletePlan(ctx, s.stamp(w), key); err != nil {
-		return fmt.Errorf("delete plan[%s]: %w", key, err)
-	}
-	s.onChange(Change{Kind: PlanChanged, Key: key, Deleted: true})
-	return nil
+	return s.remove(ctx, w, CheckKey("plan", key), "plan["+key+"]", Change{Kind: PlanChanged, Key: key, Deleted: true},
+		func(ctx context.Context, w Write) error { return s.store.DeletePlan(ctx, w, key) })
 }
 
 // Customer returns the customer id.
@@ -154,29 +161,15 @@ func (s *Service) Customers(ctx context.Context, f CustomerFilter) ([]Customer, 
 // PutCustomer creates or replaces the customer id.
 func (s *Service) PutCustomer(ctx context.Context, w Write, id string, spec CustomerSpec) (Customer, bool, error) {
 	w = s.stamp(w)
-	c, err := spec.Validate(id, w.At)
-	if err != nil {
-		return Customer{}, false, err
-	}
-	c, created, err := s.store.PutCustomer(ctx, w, c)
-	if err != nil {
-		return Customer{}, false, fmt.Errorf("put customer[%s]: %w", id, err)
-	}
-	s.onChange(Change{Kind: CustomerChanged, Key: id})
-	return c, created, nil
+	return put(ctx, s, w, "customer["+id+"]", Change{Kind: CustomerChanged, Key: id},
+		func() (Customer, error) { return spec.Validate(id, w.At) }, s.store.PutCustomer)
 }
 
 // DeleteCustomer deletes the customer id with its overrides and live
 // counters; its usage history stays.
 func (s *Service) DeleteCustomer(ctx context.Context, w Write, id string) error {
-	if err := CheckCustomerID("customer", id); err != nil {
-		return err
-	}
-	if err := s.store.DeleteCustomer(ctx, s.stamp(w), id); err != nil {
-		return fmt.Errorf("delete customer[%s]: %w", id, err)
-	}
-	s.onChange(Change{Kind: CustomerChanged, Key: id, Deleted: true})
-	return nil
+	return s.remove(ctx, w, CheckCustomerID("customer", id), "customer["+id+"]", Change{Kind: CustomerChanged, Key: id, Deleted: true},
+		func(ctx context.Context, w Write) error { return s.store.DeleteCustomer(ctx, w, id) })
 }
 
 // Override returns the customer's override on metric+window, customer-wide
@@ -232,14 +225,8 @@ func (s *Service) PutOverride(ctx context.Context, w Write, customer, metric, wi
 // customer-wide or per subject as per says ("" is "customer").
 func (s *Service) DeleteOverride(ctx context.Context, w Write, customer, metric, window, per string) error {
 	k, err := overrideKey(customer, metric, window, per)
-	if err != nil {
-		return err
-	}
-	if err := s.store.DeleteOverride(ctx, s.stamp(w), customer, k); err != nil {
-		return fmt.Errorf("delete override[%s/%s]: %w", customer, k, err)
-	}
-	s.onChange(Change{Kind: CustomerChanged, Key: customer})
-	return nil
+	return s.remove(ctx, w, err, fmt.Sprintf("override[%s/%s]", customer, k), Change{Kind: CustomerChanged, Key: customer},
+		func(ctx context.Context, w Write) error { return s.store.DeleteOverride(ctx, w, customer, k) })
 }
 
 func overrideKey(customer, metric, window, per string) (LimitKey, error) {
@@ -266,29 +253,21 @@ func (s *Service) Limits(ctx context.Context, id string) (Account, []EffectiveLi
 // feature.
 func (s *Service) PutFeatureOverride(ctx context.Context, w Write, customer, feature string, spec FeatureOverrideSpec) (FeatureOverride, bool, error) {
 	w = s.stamp(w)
-	o, err := spec.Validate(customer, feature, w.At)
+	o, created, err := put(ctx, s, w, "feature override["+customer+"/"+feature+"]", Change{Kind: CustomerChanged, Key: customer},
+		func() (FeatureOverride, error) { return spec.Validate(customer, feature, w.At) }, s.store.PutFeatureOverride)
 	if err != nil {
 		return FeatureOverride{}, false, err
 	}
-	o, created, err := s.store.PutFeatureOverride(ctx, w, o)
-	if err != nil {
-		return FeatureOverride{}, false, fmt.Errorf("put feature override[%s/%s]: %w", customer, feature, err)
-	}
 	o.Expired = o.ExpiredAt(w.At)
-	s.onChange(Change{Kind: CustomerChanged, Key: customer})
 	return o, created, nil
 }
 
 // DeleteFeatureOverride deletes the customer's override of feature.
 func (s *Service) DeleteFeatureOverride(ctx context.Context, w Write, customer, feature string) error {
-	if err := CheckFeatureAddress(customer, feature); err != nil {
-		return err
-	}
-	if err := s.store.DeleteFeatureOverride(ctx, s.stamp(w), customer, feature); err != nil {
-		return fmt.Errorf("delete feature override[%s/%s]: %w", customer, feature, err)
-	}
-	s.onChange(Change{Kind: CustomerChanged, Key: customer})
-	return nil
+	return s.remove(ctx, w, CheckFeatureAddress(customer, feature), "feature override["+customer+"/"+feature+"]", Change{Kind: CustomerChanged, Key: customer},
+		func(ctx context.Context, w Write) error {
+			return s.store.DeleteFeatureOverride(ctx, w, customer, feature)
+		})
 }
 
 // Features returns the customer's account, read from the store, and the

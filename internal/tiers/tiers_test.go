@@ -32,9 +32,7 @@ func TestWindows(t *testing.T) {
 			if !ok || w != tc.window {
 				t.Fatalf("ParseWindow(%q) = %v, %v, want %v, true", tc.name, w, ok, tc.window)
 			}
-			if got := w.String(); got != tc.name {
-				t.Errorf("String() = %q, want %q", got, tc.name)
-			}
+			checkNamed(t, tc.name, w)
 			if !w.Valid() {
 				t.Errorf("Valid() = false")
 			}
@@ -46,14 +44,6 @@ func TestWindows(t *testing.T) {
 			}
 			if got := w.Resets(); got != tc.resets {
 				t.Errorf("Resets() = %v, want %v", got, tc.resets)
-			}
-			text, err := w.MarshalText()
-			if err != nil || string(text) != tc.name {
-				t.Errorf("MarshalText() = %q, %v, want %q", text, err, tc.name)
-			}
-			var back Window
-			if err := back.UnmarshalText([]byte(tc.name)); err != nil || back != w {
-				t.Errorf("UnmarshalText(%q) = %v, %v, want %v", tc.name, back, err, w)
 			}
 		})
 	}
@@ -70,16 +60,50 @@ func TestWindows(t *testing.T) {
 	})
 }
 
+// textual is a pointer to a value named by text both ways, as a Window or
+// a Mode is.
+type textual[T any] interface {
+	*T
+	String() string
+	MarshalText() ([]byte, error)
+	UnmarshalText([]byte) error
+}
+
+// checkNamed checks that String and MarshalText name v name, and that
+// UnmarshalText of name gives v back.
+func checkNamed[T comparable, P textual[T]](t *testing.T, name string, v T) {
+	t.Helper()
+	if got := P(&v).String(); got != name {
+		t.Errorf("String() = %q, want %q", got, name)
+	}
+	text, err := P(&v).MarshalText()
+	if err != nil || string(text) != name {
+		t.Errorf("MarshalText() = %q, %v, want %q", text, err, name)
+	}
+	var back T
+	if err := P(&back).UnmarshalText([]byte(name)); err != nil || back != v {
+		t.Errorf("UnmarshalText(%q) = %v, %v, want %v", name, back, err, v)
+	}
+}
+
+// checkUnnamed checks that s names no value: parse (its name) gave v and
+// ok for it, and UnmarshalText must fail too.
+func checkUnnamed[T any, P textual[T]](t *testing.T, parse, s string, v T, ok bool) {
+	t.Helper()
+	if ok {
+		t.Errorf("%s(%q) = %v, true; want false", parse, s, v)
+	}
+	var back T
+	if err := P(&back).UnmarshalText([]byte(s)); err == nil {
+		t.Errorf("UnmarshalText(%q) succeeded with %v", s, back)
+	}
+}
+
 func TestInvalidWindows(t *testing.T) {
 	for _, s := range []string{"", "Second", "DAY", "hours", "year", " day", "0", "Total", "lifetime"} {
 		t.Run("parse "+s, func(t *testing.T) {
-			if w, ok := ParseWindow(s); ok {
-				t.Errorf("ParseWindow(%q) = %v, true; want false", s, w)
-			}
-			var w Window
-			if err := w.UnmarshalText([]byte(s)); err == nil {
-				t.Errorf("UnmarshalText(%q) succeeded with %v", s, w)
-			}
+			w, ok := ParseWindow(s)
+			checkUnnamed(t, "ParseWindow", s, w, ok)
 		})
 	}
 	for _, w := range []Window{0, Total + 1, 255} {
@@ -115,28 +139,13 @@ func TestModes(t *testing.T) {
 			if !ok || m != tc.mode {
 				t.Fatalf("ParseMode(%q) = %v, %v, want %v, true", tc.name, m, ok, tc.mode)
 			}
-			if got := m.String(); got != tc.name {
-				t.Errorf("String() = %q, want %q", got, tc.name)
-			}
-			text, err := m.MarshalText()
-			if err != nil || string(text) != tc.name {
-				t.Errorf("MarshalText() = %q, %v, want %q", text, err, tc.name)
-			}
-			var back Mode
-			if err := back.UnmarshalText([]byte(tc.name)); err != nil || back != m {
-				t.Errorf("UnmarshalText(%q) = %v, %v", tc.name, back, err)
-			}
+			checkNamed(t, tc.name, m)
 		})
 	}
 	for _, s := range []string{"", "HARD", "Soft", "burst"} {
 		t.Run("invalid "+s, func(t *testing.T) {
-			if m, ok := ParseMode(s); ok {
-				t.Errorf("ParseMode(%q) = %v, true", s, m)
-			}
-			var m Mode
-			if err := m.UnmarshalText([]byte(s)); err == nil {
-				t.Errorf("UnmarshalText(%q) succeeded with %v", s, m)
-			}
+			m, ok := ParseMode(s)
+			checkUnnamed(t, "ParseMode", s, m, ok)
 		})
 	}
 	for _, m := range []Mode{0, Elastic + 1} {
@@ -149,16 +158,23 @@ func TestModes(t *testing.T) {
 	}
 }
 
-func TestLimitJSON(t *testing.T) {
-	l := Limit{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)}
-	b, err := json.Marshal(l)
+// checkMarshal checks that v marshals to want, and returns what it
+// marshalled to.
+func checkMarshal(t *testing.T, v any, want string) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatalf("Marshal: %v", err)
 	}
-	const want = `{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null}`
 	if string(b) != want {
 		t.Errorf("Marshal =\n  %s\nwant\n  %s", b, want)
 	}
+	return b
+}
+
+func TestLimitJSON(t *testing.T) {
+	l := Limit{Metric: "api_calls", Window: Day, Limit: 100000, Mode: Soft, OveragePercent: 20, OveragePriceMicros: ptr[int64](1000)}
+	b := checkMarshal(t, l, `{"metric":"api_calls","window":"day","limit":100000,"mode":"soft","overage_percent":20,"overage_price_micros":1000,"ceiling":null}`)
 	var back Limit
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatalf("Unmarshal: %v", err)
@@ -202,13 +218,7 @@ func TestLimitJSONShortWindows(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.limit)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			b := checkMarshal(t, tc.limit, tc.want)
 			var back Limit
 			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatalf("Unmarshal: %v", err)
@@ -251,13 +261,7 @@ func TestLimitJSONPer(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			checkMarshal(t, tc.v, tc.want)
 		})
 	}
 
@@ -323,13 +327,7 @@ func TestOverrideAndEffectiveLimitJSON(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(tc.v)
-			if err != nil {
-				t.Fatalf("Marshal: %v", err)
-			}
-			if string(b) != tc.want {
-				t.Errorf("Marshal =\n  %s\nwant\n  %s", b, tc.want)
-			}
+			checkMarshal(t, tc.v, tc.want)
 		})
 	}
 
