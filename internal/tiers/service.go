@@ -212,13 +212,14 @@ func (s *Service) PutOverride(ctx context.Context, w Write, customer, metric, wi
 	if err != nil {
 		return Override{}, false, err
 	}
-	o, created, err := s.store.PutOverride(ctx, w, o)
+	saved, created, err := s.store.PutOverride(ctx, w, o)
 	if err != nil {
+		// Named by the override asked for: a failed store returns none.
 		return Override{}, false, fmt.Errorf("put override[%s/%s]: %w", customer, o.Key(), err)
 	}
-	o.Expired = o.ExpiredAt(w.At)
+	saved.Expired = saved.ExpiredAt(w.At)
 	s.onChange(Change{Kind: CustomerChanged, Key: customer})
-	return o, created, nil
+	return saved, created, nil
 }
 
 // DeleteOverride deletes the customer's override on metric+window,

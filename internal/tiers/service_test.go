@@ -572,21 +572,22 @@ func TestServiceStoreErrors(t *testing.T) {
 	ops := []struct {
 		name string
 		call func(s *Service) error
+		what string // the resource the error must name
 	}{
-		{"put metric", func(s *Service) error { _, _, err := s.PutMetric(ctx, Write{}, "api_calls", MetricSpec{}); return err }},
-		{"delete metric", func(s *Service) error { return s.DeleteMetric(ctx, Write{}, "api_calls") }},
-		{"put plan", func(s *Service) error { _, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{}, false); return err }},
-		{"delete plan", func(s *Service) error { return s.DeletePlan(ctx, Write{}, "pro") }},
+		{"put metric", func(s *Service) error { _, _, err := s.PutMetric(ctx, Write{}, "api_calls", MetricSpec{}); return err }, "[api_calls]"},
+		{"delete metric", func(s *Service) error { return s.DeleteMetric(ctx, Write{}, "api_calls") }, "[api_calls]"},
+		{"put plan", func(s *Service) error { _, _, err := s.PutPlan(ctx, Write{}, "pro", PlanSpec{}, false); return err }, "[pro]"},
+		{"delete plan", func(s *Service) error { return s.DeletePlan(ctx, Write{}, "pro") }, "[pro]"},
 		{"put customer", func(s *Service) error {
 			_, _, err := s.PutCustomer(ctx, Write{}, "acme", CustomerSpec{Plan: ptr("pro")})
 			return err
-		}},
-		{"delete customer", func(s *Service) error { return s.DeleteCustomer(ctx, Write{}, "acme") }},
+		}, "[acme]"},
+		{"delete customer", func(s *Service) error { return s.DeleteCustomer(ctx, Write{}, "acme") }, "[acme]"},
 		{"put override", func(s *Service) error {
 			_, _, err := s.PutOverride(ctx, Write{}, "acme", "api_calls", "day", "", OverrideSpec{Limit: ptr[int64](1)})
 			return err
-		}},
-		{"delete override", func(s *Service) error { return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day", "") }},
+		}, "[acme/api_calls/day]"},
+		{"delete override", func(s *Service) error { return s.DeleteOverride(ctx, Write{}, "acme", "api_calls", "day", "") }, "[acme/api_calls/day]"},
 	}
 	for _, storeErr := range []error{ErrUnavailable, ErrPreconditionFailed, ErrConflict} {
 		for _, op := range ops {
@@ -597,6 +598,9 @@ func TestServiceStoreErrors(t *testing.T) {
 				err := op.call(ts.Service)
 				if !errors.Is(err, storeErr) {
 					t.Errorf("error = %v, want one wrapping %v", err, storeErr)
+				}
+				if err != nil && !strings.Contains(err.Error(), op.what) {
+					t.Errorf("error = %v, want it to name %s", err, op.what)
 				}
 				if len(ts.changes) != 0 {
 					t.Errorf("a failed write was announced: %+v", ts.changes)
