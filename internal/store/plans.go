@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -290,13 +289,7 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
 	return cat.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findPlan(ctx, tx, key, true)
-		if errors.Is(err, tiers.ErrPlanNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrPlanNotFound, old.Version); err != nil {
 			return err
 		}
 		var used bool

@@ -149,13 +149,7 @@ func (hooks *Webhooks) PutWebhook(ctx context.Context, w tiers.Write, wh webhook
 func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error {
 	err := hooks.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findWebhook(ctx, tx, id, true)
-		if errors.Is(err, webhooks.ErrWebhookNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, webhooks.ErrWebhookNotFound, old.Version); err != nil {
 			return err
 		}
 		// A delivery in flight holds its row: the cascade waits for it.
