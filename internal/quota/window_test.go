@@ -10,14 +10,7 @@ import (
 
 func TestBounds(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	pinned := tiers.Anchor{Day: 10}.Change(tiers.Anchor{Day: 20}, at("2026-11-15T00:00:00Z"))
+	pinned := tiers.Anchor{Day: 10}.Change(tiers.Anchor{Day: 20}, parseTime(t, "2026-11-15T00:00:00Z"))
 	tests := []struct {
 		name       string
 		window     tiers.Window
@@ -47,10 +40,7 @@ func TestBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 		})
 	}
 }
@@ -102,13 +92,6 @@ func zone(t testing.TB, name string) *time.Location {
 // windows stay aligned to UTC.
 func TestBoundsZones(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	berlin := tiers.Anchor{Loc: zone(t, "Europe/Berlin")}
 	newYork := tiers.Anchor{Loc: zone(t, "America/New_York")}
 	kolkata := tiers.Anchor{Loc: zone(t, "Asia/Kolkata")}
@@ -147,10 +130,7 @@ func TestBoundsZones(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			start, end := checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 			if start.Location() != time.UTC || end.Location() != time.UTC {
 				t.Errorf("Bounds = [%s, %s), not in UTC", start, end)
 			}
@@ -167,20 +147,13 @@ func TestBoundsZones(t *testing.T) {
 // is shorter for that when the new zone's midnight came first.
 func TestBoundsZoneChange(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	berlin, newYork := zone(t, "Europe/Berlin"), zone(t, "America/New_York")
 	// UTC to Berlin on Wednesday 2026-11-18 at 12:00 UTC.
-	toBerlin := tiers.Anchor{}.Change(tiers.Anchor{Loc: berlin}, at("2026-11-18T12:00:00Z"))
+	toBerlin := tiers.Anchor{}.Change(tiers.Anchor{Loc: berlin}, parseTime(t, "2026-11-18T12:00:00Z"))
 	// Berlin to New York on the same instant: New York's midnight comes later.
-	toNewYork := tiers.Anchor{Loc: berlin}.Change(tiers.Anchor{Loc: newYork}, at("2026-11-18T12:00:00Z"))
+	toNewYork := tiers.Anchor{Loc: berlin}.Change(tiers.Anchor{Loc: newYork}, parseTime(t, "2026-11-18T12:00:00Z"))
 	// Berlin, then back to UTC within the same (pinned) day: the pin stays.
-	back := toBerlin.Change(tiers.Anchor{}, at("2026-11-18T20:00:00Z"))
+	back := toBerlin.Change(tiers.Anchor{}, parseTime(t, "2026-11-18T20:00:00Z"))
 	tests := []struct {
 		name       string
 		window     tiers.Window
@@ -203,10 +176,7 @@ func TestBoundsZoneChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 		})
 	}
 }
@@ -306,4 +276,25 @@ func BenchmarkBounds(b *testing.B) {
 			})
 		}
 	}
+}
+
+// parseTime parses an RFC 3339 time, failing the test if it is not one.
+func parseTime(t testing.TB, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkBounds fails t unless Bounds(w, now, anchor) is [start, end), all
+// RFC 3339 times, and returns the bounds it got.
+func checkBounds(t *testing.T, w tiers.Window, now string, anchor tiers.Anchor, start, end string) (time.Time, time.Time) {
+	t.Helper()
+	gotStart, gotEnd := quota.Bounds(w, parseTime(t, now), anchor)
+	if !gotStart.Equal(parseTime(t, start)) || !gotEnd.Equal(parseTime(t, end)) {
+		t.Errorf("Bounds = [%s, %s), want [%s, %s)", gotStart, gotEnd, start, end)
+	}
+	return gotStart, gotEnd
 }
