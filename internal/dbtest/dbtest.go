@@ -46,11 +46,8 @@ func ServerURL(t testing.TB) string {
 	return server.URL(t)
 }
 
-func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// The container lives as long as the test binary; testcontainers' reaper
-	// removes it when the process exits.
+// startContainer starts a PostgreSQL container and returns its URL.
+func startContainer(ctx context.Context) (string, error) {
 	c, err := postgres.Run(ctx, "postgres:15-alpine",
 		postgres.WithDatabase("quotad"),
 		postgres.WithUsername("postgres"),

@@ -48,12 +48,9 @@ func ServerURL(t testing.TB) string {
 	return server.URL(t)
 }
 
-func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// The container lives as long as the test binary; testcontainers'
-	// reaper removes it when the process exits. Like docker-compose.yml's,
-	// it keeps nothing on disk.
+// startContainer starts a Redis container and returns its URL. Like
+// docker-compose.yml's, it keeps nothing on disk.
+func startContainer(ctx context.Context) (string, error) {
 	c, err := redis.Run(ctx, "redis:7-alpine",
 		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no"))
 	if err != nil {

@@ -7,22 +7,25 @@
 package testserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Source is one kind of test server. Its zero state is ready to use once
 // the fields are set; URL looks the server up once per test binary.
 type Source struct {
-	EnvURL  string                 // the variable that points tests at a server
-	Server  string                 // what the server is, in messages: "PostgreSQL"
-	Tests   string                 // whose tests need it, in messages: "database"
-	Example string                 // a URL for EnvURL, shown when no container starts
-	Start   func() (string, error) // starts a container and returns its URL
+	EnvURL  string // the variable that points tests at a server
+	Server  string // what the server is, in messages: "PostgreSQL"
+	Tests   string // whose tests need it, in messages: "database"
+	Example string // a URL for EnvURL, shown when no container starts
+	// Start starts a container within ctx and returns its URL.
+	Start func(ctx context.Context) (string, error)
 
 	once sync.Once
 	url  string
@@ -42,13 +45,22 @@ func (s *Source) URL(t testing.TB) string {
 			s.err = errors.New(s.EnvURL + " is not set and CI is: " + s.Tests + " tests need a " + s.Server + " server")
 			return
 		}
-		s.url, s.err = s.Start()
+		s.url, s.err = s.startContainer()
 		s.err = s.containerError(s.err)
 	})
 	if s.err != nil {
 		t.Fatalf("test %s: %v", s.Tests, s.err)
 	}
 	return s.url
+}
+
+// startContainer starts the container, allowing it minutes to come up
+// (an image to pull, a cold machine). The container lives as long as the
+// test binary; testcontainers' reaper removes it when the process exits.
+func (s *Source) startContainer() (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return s.Start(ctx)
 }
 
 // containerError says, when no container could be started, which variable
