@@ -11,13 +11,7 @@ import (
 func TestBounds(t *testing.T) {
 	t.Parallel()
 	pinned := tiers.Anchor{Day: 10}.Change(tiers.Anchor{Day: 20}, parseTime(t, "2026-11-15T00:00:00Z"))
-	tests := []struct {
-		name       string
-		window     tiers.Window
-		now        string
-		anchor     tiers.Anchor
-		start, end string
-	}{
+	tests := []boundsCase{
 		{"second bucket", tiers.Second, "2026-11-22T10:00:01.999Z", tiers.Anchor{}, "2026-11-22T10:00:01Z", "2026-11-22T10:00:02Z"},
 		{"minute bucket", tiers.Minute, "2026-11-22T10:07:59.999Z", tiers.Anchor{}, "2026-11-22T10:07:00Z", "2026-11-22T10:08:00Z"},
 		{"hour", tiers.Hour, "2026-11-22T10:59:59Z", tiers.Anchor{}, "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"},
@@ -154,13 +148,7 @@ func TestBoundsZoneChange(t *testing.T) {
 	toNewYork := tiers.Anchor{Loc: berlin}.Change(tiers.Anchor{Loc: newYork}, parseTime(t, "2026-11-18T12:00:00Z"))
 	// Berlin, then back to UTC within the same (pinned) day: the pin stays.
 	back := toBerlin.Change(tiers.Anchor{}, parseTime(t, "2026-11-18T20:00:00Z"))
-	tests := []struct {
-		name       string
-		window     tiers.Window
-		now        string
-		anchor     tiers.Anchor
-		start, end string
-	}{
+	tests := []boundsCase{
 		{"the day in progress keeps its UTC bounds", tiers.Day, "2026-11-18T23:30:00Z", toBerlin, "2026-11-18T00:00:00Z", "2026-11-19T00:00:00Z"},
 		{"the first Berlin day starts where it ended", tiers.Day, "2026-11-19T00:00:00Z", toBerlin, "2026-11-19T00:00:00Z", "2026-11-19T23:00:00Z"},
 		{"then whole Berlin days", tiers.Day, "2026-11-19T23:00:00Z", toBerlin, "2026-11-19T23:00:00Z", "2026-11-20T23:00:00Z"},
@@ -276,6 +264,16 @@ func BenchmarkBounds(b *testing.B) {
 			})
 		}
 	}
+}
+
+// boundsCase is a row of the Bounds tables: the window of now under anchor
+// is [start, end), all times in RFC 3339.
+type boundsCase struct {
+	name       string
+	window     tiers.Window
+	now        string
+	anchor     tiers.Anchor
+	start, end string
 }
 
 // parseTime parses an RFC 3339 time, failing the test if it is not one.
