@@ -639,12 +639,7 @@ func TestCheckItemsAcrossProcesses(t *testing.T) {
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 10_000), hard(tiers.Day, 10_000)})
 	catalog.PutCustomer("b", tiers.Anchor{}, []tiers.Limit{hard(tiers.Hour, 20)})
 	store := quotafake.NewStore()
-	engines := make([]*quota.Engine, 2)
-	for i := range engines {
-		ledger := store.Process()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotafake.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
-	}
+	engines, _ := leasedProcesses(store, catalog, clock)
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -808,14 +803,7 @@ func TestForceAcrossProcesses(t *testing.T) {
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 20)})
 	store := quotafake.NewStore()
-	engines := make([]*quota.Engine, 2)
-	histories := make([]*quotafake.History, 2)
-	for i := range engines {
-		ledger := store.Process()
-		histories[i] = quotafake.NewHistory()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
-	}
+	engines, histories := leasedProcesses(store, catalog, clock)
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -872,6 +860,20 @@ func TestForceAcrossProcesses(t *testing.T) {
 			t.Errorf("%+v: %v, want a validation error naming force", r, err)
 		}
 	}
+}
+
+// leasedProcesses returns the engines of two processes of store, each
+// with a lease pool and a history of its own.
+func leasedProcesses(store *quotafake.Store, catalog *quotafake.Catalog, clock *quotafake.Clock) ([]*quota.Engine, []*quotafake.History) {
+	engines := make([]*quota.Engine, 2)
+	histories := make([]*quotafake.History, 2)
+	for i := range engines {
+		ledger := store.Process()
+		histories[i] = quotafake.NewHistory()
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+	}
+	return engines, histories
 }
 
 // countWindows returns how many of the windows keep says yes to.
