@@ -103,9 +103,6 @@ func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, cu
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: featureOverrideResource(customer, feature),
 			customer: customer, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.auditAndNotify(ctx, tx, w.At, e, NotifyCustomer, customer)
 	})
 }

@@ -223,9 +223,6 @@ func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string)
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "metrics/" + key, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.notify(ctx, tx, NotifyMetric, key)
+		return cat.auditAndNotify(ctx, tx, w.At, e, NotifyMetric, key)
 	})
 }

@@ -231,10 +231,7 @@ func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer 
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: resource, customer: customer, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.auditAndNotify(ctx, tx, w.At, e, NotifyCustomer, customer)
 	})
 }
 

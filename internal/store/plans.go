@@ -307,9 +307,6 @@ func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) e
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "plans/" + key, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.notify(ctx, tx, NotifyPlan, key)
+		return cat.auditAndNotify(ctx, tx, w.At, e, NotifyPlan, key)
 	})
 }

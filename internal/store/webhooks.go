@@ -157,10 +157,7 @@ func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id stri
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "webhooks/" + id, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return hooks.notify(ctx, tx, NotifyWebhook, id)
+		return hooks.auditAndNotify(ctx, tx, w.At, e, NotifyWebhook, id)
 	})
 	if err != nil {
 		return fmt.Errorf("delete webhook[%s]: %w", id, err)
