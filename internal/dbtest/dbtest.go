@@ -13,9 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,60 +24,30 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/quotad/quotad/internal/store"
+	"github.com/quotad/quotad/internal/testserver"
 )
 
 // EnvURL names the variable that points tests at a PostgreSQL server.
 const EnvURL = "QUOTAD_TEST_DATABASE_URL"
 
-var (
-	serverOnce sync.Once
-	serverURL  string
-	serverErr  error
-)
+// server is the test PostgreSQL server, looked up once per test binary.
+var server = testserver.Source{
+	EnvURL:  EnvURL,
+	Server:  "PostgreSQL",
+	Tests:   "database",
+	Example: "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+	Start:   startContainer,
+}
 
 // ServerURL returns the URL of the test PostgreSQL server, starting a
 // container if no URL is configured.
 func ServerURL(t testing.TB) string {
 	t.Helper()
-	serverOnce.Do(func() {
-		if u := os.Getenv(EnvURL); u != "" {
-			serverURL = u
-			return
-		}
-		if os.Getenv("CI") != "" {
-			serverErr = errNoDatabaseInCI
-			return
-		}
-		serverURL, serverErr = startContainer()
-		serverErr = containerError(serverErr)
-	})
-	if serverErr != nil {
-		t.Fatalf("test database: %v", serverErr)
-	}
-	return serverURL
+	return server.URL(t)
 }
 
-type dbtestError string
-
-func (e dbtestError) Error() string { return string(e) }
-
-const errNoDatabaseInCI = dbtestError(EnvURL + " is not set and CI is: database tests need a PostgreSQL server")
-
-// containerError says, when no container could be started, which variable
-// would have let the tests use a server of their own: testcontainers' own
-// message ("rootless Docker not found") does not.
-func containerError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s is not set, and no PostgreSQL container could be started (%w): set %s to a PostgreSQL URL such as postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable, or make Docker available", EnvURL, err, EnvURL)
-}
-
-func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// The container lives as long as the test binary; testcontainers' reaper
-	// removes it when the process exits.
+// startContainer starts a PostgreSQL container and returns its URL.
+func startContainer(ctx context.Context) (string, error) {
 	c, err := postgres.Run(ctx, "postgres:15-alpine",
 		postgres.WithDatabase("quotad"),
 		postgres.WithUsername("postgres"),
@@ -124,32 +92,7 @@ func NewEmpty(t testing.TB) *Schema {
 	t.Helper()
 	base := ServerURL(t)
 	ctx := context.Background()
-
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	name := "test_" + hex.EncodeToString(b[:])
-
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to test database: %v", store.RedactURL(err.Error()))
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, `CREATE SCHEMA `+name); err != nil {
-		t.Fatalf("create schema %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), `DROP SCHEMA `+name+` CASCADE`); err != nil {
-			t.Errorf("drop schema %s: %v", name, err)
-		}
-	})
+	name := createTemporary(t, base, "schema", `DROP SCHEMA %s CASCADE`)
 
 	url := WithSearchPath(base, name)
 	pool, err := pgxpool.New(ctx, url)
@@ -180,30 +123,7 @@ func NewDatabase(t testing.TB) (s *Schema, admin string) {
 	t.Helper()
 	base := ServerURL(t)
 	ctx := context.Background()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	name := "test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to test database: %v", store.RedactURL(err.Error()))
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		conn, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-			return
-		}
-		defer conn.Close(context.Background())
-		if _, err := conn.Exec(context.Background(), `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
-			t.Errorf("drop database %s: %v", name, err)
-		}
-	})
+	name := createTemporary(t, base, "database", `DROP DATABASE %s WITH (FORCE)`)
 	url := replaceDatabase(base, name)
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -218,6 +138,39 @@ func NewDatabase(t testing.TB) (s *Schema, admin string) {
 		t.Fatalf("migrate database %s: %v", name, err)
 	}
 	return &Schema{URL: url, Name: name, Pool: pool}, base
+}
+
+// createTemporary creates, on the server at base, a schema or database
+// (kind) of a fresh random name and returns the name; drop, given the name,
+// drops it when t ends.
+func createTemporary(t testing.TB, base, kind, drop string) string {
+	t.Helper()
+	ctx := context.Background()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := "test_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to test database: %v", store.RedactURL(err.Error()))
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE `+strings.ToUpper(kind)+` `+name); err != nil {
+		t.Fatalf("create %s %s: %v", kind, name, err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("drop %s %s: %v", kind, name, err)
+			return
+		}
+		defer conn.Close(context.Background())
+		if _, err := conn.Exec(context.Background(), fmt.Sprintf(drop, name)); err != nil {
+			t.Errorf("drop %s %s: %v", kind, name, err)
+		}
+	})
+	return name
 }
 
 // replaceDatabase returns the URL url with its database set to name.

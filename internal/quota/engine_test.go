@@ -54,6 +54,18 @@ func newFixture(t testing.TB, now time.Time, failClosed, leases bool) *fixture {
 	return f
 }
 
+// acmeFixture returns newFixture's fixture on Sunday 2026-11-22 10:00 UTC,
+// failing open, with metrics declared and customer acme on limits.
+func acmeFixture(t testing.TB, leases bool, limits []tiers.Limit, metrics ...string) *fixture {
+	t.Helper()
+	f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
+	for _, m := range metrics {
+		f.catalog.PutMetric(m, nil)
+	}
+	f.catalog.PutCustomer("acme", tiers.Anchor{}, limits)
+	return f
+}
+
 // leasesOf returns a lease pool over s when on, nil otherwise.
 func leasesOf(on bool, s lease.Store, clock quota.Clock) quota.Leases {
 	if !on {
@@ -508,9 +520,7 @@ func checkStep(t *testing.T, i int, s step, d quota.Decision) {
 func TestCheckErrors(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 5)})
+		f := acmeFixture(t, leases, []tiers.Limit{hard(tiers.Day, 5)}, "api_calls")
 		tests := []struct {
 			name string
 			req  quota.Request
@@ -576,10 +586,7 @@ func TestValidateWordsMissingFields(t *testing.T) {
 func TestNoEffectiveLimitIsAllowed(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutMetric("exports", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 5)})
+		f := acmeFixture(t, leases, []tiers.Limit{hard(tiers.Day, 5)}, "api_calls", "exports")
 		d, err := f.engine.Check(context.Background(), quota.Request{Customer: "acme", Metric: "exports", Cost: 1000})
 		if err != nil || !d.Allowed || len(d.Limits) != 0 {
 			t.Fatalf("decision = %+v, err = %v; want allowed with no limits", d, err)
@@ -812,9 +819,7 @@ func TestHistoryAndRefund(t *testing.T) {
 func TestResetZeroesShortAndLong(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 5), hard(tiers.Day, 5)})
+		f := acmeFixture(t, leases, []tiers.Limit{hard(tiers.Minute, 5), hard(tiers.Day, 5)}, "api_calls")
 		ctx := context.Background()
 		if d, _ := f.engine.Check(ctx, quota.Request{Customer: "acme", Metric: "api_calls", Cost: 5}); !d.Allowed {
 			t.Fatal("first check denied")

@@ -93,11 +93,8 @@ func TestCheckItems(t *testing.T) {
 				each: []bool{false, false}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-				f.catalog.PutMetric("api_calls", nil)
-				f.catalog.PutMetric("exports", nil)
-				f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Second, 5),
-					lim("api_calls", tiers.Day, 4), lim("exports", tiers.Second, 3)})
+				f := acmeFixture(t, leases, []tiers.Limit{lim("api_calls", tiers.Second, 5),
+					lim("api_calls", tiers.Day, 4), lim("exports", tiers.Second, 3)}, "api_calls", "exports")
 				d, err := f.engine.Check(context.Background(), quota.Request{Customer: "acme", Items: tc.items})
 				if err != nil {
 					t.Fatal(err)
@@ -286,13 +283,7 @@ func TestCreditPool(t *testing.T) {
 			if got := usedOf(t, f.engine, "acme", "", "credits", tiers.Day); got != 65 {
 				t.Errorf("pool counts %d, want 65", got)
 			}
-			pool := 0
-			for _, w := range d.Limits {
-				if w.Metric == "credits" {
-					pool++
-				}
-			}
-			if pool != 2 {
+			if pool := countWindows(d.Limits, func(w quota.WindowResult) bool { return w.Metric == "credits" }); pool != 2 {
 				t.Errorf("the top-level limits list the pool's windows %d times, want each once (2)", pool)
 			}
 			if rem := d.Items[1].Remaining; rem == nil || *rem != 3 {
@@ -403,10 +394,8 @@ func TestCreditPoolDrainedExactly(t *testing.T) {
 func TestSubjects(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, 12),
-			perSubject(lim("api_calls", tiers.Day, 5)), perSubject(lim("api_calls", tiers.Minute, 4))})
+		f := acmeFixture(t, leases, []tiers.Limit{lim("api_calls", tiers.Day, 12),
+			perSubject(lim("api_calls", tiers.Day, 5)), perSubject(lim("api_calls", tiers.Minute, 4))}, "api_calls")
 		ctx := context.Background()
 		check := func(subject string, cost int64) quota.Decision {
 			t.Helper()
@@ -442,13 +431,7 @@ func TestSubjects(t *testing.T) {
 		if d.Allowed || d.Limits[0].Subject != "" || d.Limits[0].State != quota.StateExceeded {
 			t.Errorf("erin, the customer's day full: %+v; want denied by it", d)
 		}
-		subjects := 0
-		for _, w := range d.Limits {
-			if w.Subject == "erin" {
-				subjects++
-			}
-		}
-		if subjects != 2 {
+		if subjects := countWindows(d.Limits, func(w quota.WindowResult) bool { return w.Subject == "erin" }); subjects != 2 {
 			t.Errorf("the answer lists %d of erin's windows, want 2: %+v", subjects, d.Limits)
 		}
 		var ie *quota.ItemError
@@ -471,10 +454,8 @@ func TestManySubjectsExact(t *testing.T) {
 		customer   = 25_000
 	)
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, customer),
-			perSubjectLimit(tiers.Day, perSubject), perSubjectLimit(tiers.Second, perSubject)})
+		f := acmeFixture(t, leases, []tiers.Limit{lim("api_calls", tiers.Day, customer),
+			perSubjectLimit(tiers.Day, perSubject), perSubjectLimit(tiers.Second, perSubject)}, "api_calls")
 		admitted := make([]atomic.Int64, subjects)
 		check := func(i int) (bool, error) {
 			d, err := f.engine.Check(context.Background(), quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1,
@@ -658,12 +639,7 @@ func TestCheckItemsAcrossProcesses(t *testing.T) {
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Minute, 10_000), hard(tiers.Day, 10_000)})
 	catalog.PutCustomer("b", tiers.Anchor{}, []tiers.Limit{hard(tiers.Hour, 20)})
 	store := quotafake.NewStore()
-	engines := make([]*quota.Engine, 2)
-	for i := range engines {
-		ledger := store.Process()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: quotafake.NewHistory(), Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
-	}
+	engines, _ := leasedProcesses(store, catalog, clock)
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -762,10 +738,7 @@ func TestEngineSurface(t *testing.T) {
 func TestCheckItemsRequestID(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutMetric("exports", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, 10), lim("exports", tiers.Day, 10)})
+		f := acmeFixture(t, leases, []tiers.Limit{lim("api_calls", tiers.Day, 10), lim("exports", tiers.Day, 10)}, "api_calls", "exports")
 		ctx := context.Background()
 		r := quota.Request{Customer: "acme", RequestID: "job-1", Items: []quota.Item{item("api_calls", 2), item("exports", 3)}}
 		first, err := f.engine.Check(ctx, r)
@@ -793,9 +766,7 @@ func TestCheckItemsRequestID(t *testing.T) {
 func TestRequestIDKeepsTheSubject(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, leases bool) {
-		f := newFixture(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), false, leases)
-		f.catalog.PutMetric("api_calls", nil)
-		f.catalog.PutCustomer("acme", tiers.Anchor{}, []tiers.Limit{lim("api_calls", tiers.Day, 10), perSubjectLimit(tiers.Day, 5)})
+		f := acmeFixture(t, leases, []tiers.Limit{lim("api_calls", tiers.Day, 10), perSubjectLimit(tiers.Day, 5)}, "api_calls")
 		ctx := context.Background()
 		r := quota.Request{Customer: "acme", Metric: "api_calls", Cost: 1, Subject: "alice", RequestID: "r1"}
 		if d, err := f.engine.Check(ctx, r); err != nil || !d.Allowed {
@@ -832,14 +803,7 @@ func TestForceAcrossProcesses(t *testing.T) {
 	catalog.PutMetric("api_calls", nil)
 	catalog.PutCustomer("a", tiers.Anchor{}, []tiers.Limit{hard(tiers.Day, 20)})
 	store := quotafake.NewStore()
-	engines := make([]*quota.Engine, 2)
-	histories := make([]*quotafake.History, 2)
-	for i := range engines {
-		ledger := store.Process()
-		histories[i] = quotafake.NewHistory()
-		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
-			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
-	}
+	engines, histories := leasedProcesses(store, catalog, clock)
 	const workers, each = 8, 10
 	var passed, denied atomic.Int64
 	var wg sync.WaitGroup
@@ -896,4 +860,29 @@ func TestForceAcrossProcesses(t *testing.T) {
 			t.Errorf("%+v: %v, want a validation error naming force", r, err)
 		}
 	}
+}
+
+// leasedProcesses returns the engines of two processes of store, each
+// with a lease pool and a history of its own.
+func leasedProcesses(store *quotafake.Store, catalog *quotafake.Catalog, clock *quotafake.Clock) ([]*quota.Engine, []*quotafake.History) {
+	engines := make([]*quota.Engine, 2)
+	histories := make([]*quotafake.History, 2)
+	for i := range engines {
+		ledger := store.Process()
+		histories[i] = quotafake.NewHistory()
+		engines[i] = quota.New(quota.Options{Catalog: catalog, Counts: ledger, Requests: ledger, Maintenance: ledger, Audits: ledger,
+			History: histories[i], Clock: clock, Leases: lease.NewPool(ledger, clock), StoreTimeout: testStoreTimeout})
+	}
+	return engines, histories
+}
+
+// countWindows returns how many of the windows keep says yes to.
+func countWindows(ws []quota.WindowResult, keep func(quota.WindowResult) bool) int {
+	n := 0
+	for _, w := range ws {
+		if keep(w) {
+			n++
+		}
+	}
+	return n
 }

@@ -10,21 +10,8 @@ import (
 
 func TestBounds(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	pinned := tiers.Anchor{Day: 10}.Change(tiers.Anchor{Day: 20}, at("2026-11-15T00:00:00Z"))
-	tests := []struct {
-		name       string
-		window     tiers.Window
-		now        string
-		anchor     tiers.Anchor
-		start, end string
-	}{
+	pinned := tiers.Anchor{Day: 10}.Change(tiers.Anchor{Day: 20}, parseTime(t, "2026-11-15T00:00:00Z"))
+	tests := []boundsCase{
 		{"second bucket", tiers.Second, "2026-11-22T10:00:01.999Z", tiers.Anchor{}, "2026-11-22T10:00:01Z", "2026-11-22T10:00:02Z"},
 		{"minute bucket", tiers.Minute, "2026-11-22T10:07:59.999Z", tiers.Anchor{}, "2026-11-22T10:07:00Z", "2026-11-22T10:08:00Z"},
 		{"hour", tiers.Hour, "2026-11-22T10:59:59Z", tiers.Anchor{}, "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"},
@@ -47,10 +34,7 @@ func TestBounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 		})
 	}
 }
@@ -102,13 +86,6 @@ func zone(t testing.TB, name string) *time.Location {
 // windows stay aligned to UTC.
 func TestBoundsZones(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	berlin := tiers.Anchor{Loc: zone(t, "Europe/Berlin")}
 	newYork := tiers.Anchor{Loc: zone(t, "America/New_York")}
 	kolkata := tiers.Anchor{Loc: zone(t, "Asia/Kolkata")}
@@ -147,10 +124,7 @@ func TestBoundsZones(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			start, end := checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 			if start.Location() != time.UTC || end.Location() != time.UTC {
 				t.Errorf("Bounds = [%s, %s), not in UTC", start, end)
 			}
@@ -167,27 +141,14 @@ func TestBoundsZones(t *testing.T) {
 // is shorter for that when the new zone's midnight came first.
 func TestBoundsZoneChange(t *testing.T) {
 	t.Parallel()
-	at := func(s string) time.Time {
-		v, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 	berlin, newYork := zone(t, "Europe/Berlin"), zone(t, "America/New_York")
 	// UTC to Berlin on Wednesday 2026-11-18 at 12:00 UTC.
-	toBerlin := tiers.Anchor{}.Change(tiers.Anchor{Loc: berlin}, at("2026-11-18T12:00:00Z"))
+	toBerlin := tiers.Anchor{}.Change(tiers.Anchor{Loc: berlin}, parseTime(t, "2026-11-18T12:00:00Z"))
 	// Berlin to New York on the same instant: New York's midnight comes later.
-	toNewYork := tiers.Anchor{Loc: berlin}.Change(tiers.Anchor{Loc: newYork}, at("2026-11-18T12:00:00Z"))
+	toNewYork := tiers.Anchor{Loc: berlin}.Change(tiers.Anchor{Loc: newYork}, parseTime(t, "2026-11-18T12:00:00Z"))
 	// Berlin, then back to UTC within the same (pinned) day: the pin stays.
-	back := toBerlin.Change(tiers.Anchor{}, at("2026-11-18T20:00:00Z"))
-	tests := []struct {
-		name       string
-		window     tiers.Window
-		now        string
-		anchor     tiers.Anchor
-		start, end string
-	}{
+	back := toBerlin.Change(tiers.Anchor{}, parseTime(t, "2026-11-18T20:00:00Z"))
+	tests := []boundsCase{
 		{"the day in progress keeps its UTC bounds", tiers.Day, "2026-11-18T23:30:00Z", toBerlin, "2026-11-18T00:00:00Z", "2026-11-19T00:00:00Z"},
 		{"the first Berlin day starts where it ended", tiers.Day, "2026-11-19T00:00:00Z", toBerlin, "2026-11-19T00:00:00Z", "2026-11-19T23:00:00Z"},
 		{"then whole Berlin days", tiers.Day, "2026-11-19T23:00:00Z", toBerlin, "2026-11-19T23:00:00Z", "2026-11-20T23:00:00Z"},
@@ -203,10 +164,7 @@ func TestBoundsZoneChange(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start, end := quota.Bounds(tt.window, at(tt.now), tt.anchor)
-			if !start.Equal(at(tt.start)) || !end.Equal(at(tt.end)) {
-				t.Errorf("Bounds = [%s, %s), want [%s, %s)", start, end, tt.start, tt.end)
-			}
+			checkBounds(t, tt.window, tt.now, tt.anchor, tt.start, tt.end)
 		})
 	}
 }
@@ -306,4 +264,35 @@ func BenchmarkBounds(b *testing.B) {
 			})
 		}
 	}
+}
+
+// boundsCase is a row of the Bounds tables: the window of now under anchor
+// is [start, end), all times in RFC 3339.
+type boundsCase struct {
+	name       string
+	window     tiers.Window
+	now        string
+	anchor     tiers.Anchor
+	start, end string
+}
+
+// parseTime parses an RFC 3339 time, failing the test if it is not one.
+func parseTime(t testing.TB, s string) time.Time {
+	t.Helper()
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkBounds fails t unless Bounds(w, now, anchor) is [start, end), all
+// RFC 3339 times, and returns the bounds it got.
+func checkBounds(t *testing.T, w tiers.Window, now string, anchor tiers.Anchor, start, end string) (time.Time, time.Time) {
+	t.Helper()
+	gotStart, gotEnd := quota.Bounds(w, parseTime(t, now), anchor)
+	if !gotStart.Equal(parseTime(t, start)) || !gotEnd.Equal(parseTime(t, end)) {
+		t.Errorf("Bounds = [%s, %s), want [%s, %s)", gotStart, gotEnd, start, end)
+	}
+	return gotStart, gotEnd
 }

@@ -21,15 +21,8 @@ import (
 func TestWaitingChecksShareOneCall(t *testing.T) {
 	t.Parallel()
 	server := redistest.StartServer(t)
-	s, err := New(server.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := connectedAt(t, server.URL())
 	ctx := context.Background()
-	if err := s.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
 	redis := server.Client()
 	if err := redis.Do(ctx, redis.B().Set().Key("p:{api_calls/c0}:s").Value("held|").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -126,11 +119,7 @@ func scriptCalls(t *testing.T, server *redistest.Server) int {
 func TestOneCallAnswersEachCheck(t *testing.T) {
 	t.Parallel()
 	server := redistest.StartServer(t)
-	s, err := New(server.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := storeAt(t, server.URL())
 	ctx := context.Background()
 	redis := server.Client()
 	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)

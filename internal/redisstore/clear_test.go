@@ -98,14 +98,7 @@ func TestClearDeletesTheSubjectsKeys(t *testing.T) {
 func TestClearOnACluster(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
-	s, err := New(cluster.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := connectedAt(t, cluster.URL())
 	var metrics []string
 	var gone, kept []string
 	onNode := make([]int, cluster.Nodes())

@@ -91,14 +91,7 @@ func runSetSteps(t *testing.T, s *Store, owners []setOwner, steps []setStep, cal
 func TestSetInOneCall(t *testing.T) {
 	t.Parallel()
 	server := redistest.StartServer(t)
-	s, err := New(server.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := connectedAt(t, server.URL())
 	owners := []setOwner{{"acme", "api_calls", "", 10}, {"acme", "api_calls", "alice", 4}, {"acme", "exports", "", 5}}
 	runSetSteps(t, s, owners, []setStep{
 		{name: "within every limit", costs: []int64{3, 3, 3}, ok: true, after: []int64{3, 3, 3}, calls: []int{1}},
@@ -117,14 +110,7 @@ func TestSetInOneCall(t *testing.T) {
 func TestSetShardByShard(t *testing.T) {
 	t.Parallel()
 	cluster := redistest.StartCluster(t, 3)
-	s, err := New(cluster.URL(), Options{Prefix: "p:", Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := s.Connect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := connectedAt(t, cluster.URL())
 	// A customer whose two metrics' keys are on two nodes.
 	customer, nodes := "", [2]int{}
 	for i := 0; customer == ""; i++ {
@@ -151,4 +137,26 @@ func TestSetShardByShard(t *testing.T) {
 	}, func() []int {
 		return []int{scriptCalls(t, cluster.Node(nodes[0])), scriptCalls(t, cluster.Node(nodes[1]))}
 	})
+}
+
+// storeAt returns a Store on the Redis at url, its keys under "p:", closed
+// when t ends; a call has seconds to answer, as open's do.
+func storeAt(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := New(url, Options{Prefix: "p:", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// connectedAt returns storeAt's Store, connected.
+func connectedAt(t testing.TB, url string) *Store {
+	t.Helper()
+	s := storeAt(t, url)
+	if err := s.Connect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

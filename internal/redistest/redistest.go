@@ -14,69 +14,43 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"github.com/quotad/quotad/internal/testserver"
 )
 
 // EnvURL names the variable that points tests at a Redis server.
 const EnvURL = "QUOTAD_TEST_REDIS_URL"
 
-var (
-	serverOnce sync.Once
-	serverURL  string
-	serverErr  error
-)
+// server is the test Redis, looked up once per test binary.
+var server = testserver.Source{
+	EnvURL:  EnvURL,
+	Server:  "Redis",
+	Tests:   "Redis",
+	Example: "redis://127.0.0.1:6379/0",
+	Start:   startContainer,
+}
 
 // ServerURL returns the URL of the test Redis, starting a container if no
 // URL is configured.
 func ServerURL(t testing.TB) string {
 	t.Helper()
-	serverOnce.Do(func() {
-		if u := os.Getenv(EnvURL); u != "" {
-			serverURL = u
-			return
-		}
-		if os.Getenv("CI") != "" {
-			serverErr = errors.New(EnvURL + " is not set and CI is: Redis tests need a Redis server")
-			return
-		}
-		serverURL, serverErr = startContainer()
-		serverErr = containerError(serverErr)
-	})
-	if serverErr != nil {
-		t.Fatalf("test Redis: %v", serverErr)
-	}
-	return serverURL
+	return server.URL(t)
 }
 
-// containerError says, when no container could be started, which variable
-// would have let the tests use a server of their own: testcontainers' own
-// message ("rootless Docker not found") does not.
-func containerError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%s is not set, and no Redis container could be started (%w): set %s to a Redis URL such as redis://127.0.0.1:6379/0, or make Docker available", EnvURL, err, EnvURL)
-}
-
-func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	// The container lives as long as the test binary; testcontainers'
-	// reaper removes it when the process exits. Like docker-compose.yml's,
-	// it keeps nothing on disk.
+// startContainer starts a Redis container and returns its URL. Like
+// docker-compose.yml's, it keeps nothing on disk.
+func startContainer(ctx context.Context) (string, error) {
 	c, err := redis.Run(ctx, "redis:7-alpine",
 		testcontainers.WithCmd("redis-server", "--save", "", "--appendonly", "no"))
 	if err != nil {

@@ -118,6 +118,22 @@ func TestMetricLifecycle(t *testing.T) {
 	}
 }
 
+// putProLimits puts plan pro with limits, and fails t unless what the
+// write returns and what FindPlan reads back have them all, unchanged.
+func putProLimits(t *testing.T, db *store.DB, limits []tiers.Limit) {
+	t.Helper()
+	ctx := context.Background()
+	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
+	mustPut(t, err)
+	found, err := db.Catalog.FindPlan(ctx, "pro")
+	mustPut(t, err)
+	for _, p := range []tiers.Plan{saved, found} {
+		if !reflect.DeepEqual(p.Limits, limits) {
+			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
+		}
+	}
+}
+
 func TestPlanRejectsUndeclaredMetric(t *testing.T) {
 	t.Parallel()
 	db := MustOpen(t)
@@ -216,19 +232,11 @@ func TestLimitAlgorithmsRoundTrip(t *testing.T) {
 		{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Elastic, Algorithm: tiers.TokenBucket, Burst: ptr[int64](25)},
 		{Metric: "api_calls", Window: tiers.Day, Limit: 100000, Mode: tiers.Hard},
 	}
-	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
-	mustPut(t, err)
-	found, err := db.Catalog.FindPlan(ctx, "pro")
-	mustPut(t, err)
-	for _, p := range []tiers.Plan{saved, found} {
-		if !reflect.DeepEqual(p.Limits, limits) {
-			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
-		}
-	}
+	putProLimits(t, db, limits)
 	// A replace writes every limit again: a token bucket may lose its burst.
 	limits[3] = tiers.Limit{Metric: "exports", Window: tiers.Minute, Limit: 10, Mode: tiers.Hard, Algorithm: tiers.TokenBucket}
 	limits[1].Algorithm = tiers.SlidingWindow
-	_, _, err = db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
+	_, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
 	mustPut(t, err)
 	plans, _, err := db.Catalog.FindPlans(ctx, tiers.Page{Limit: 10})
 	mustPut(t, err)
@@ -359,16 +367,8 @@ func TestLimitsPerSubjectRoundTrip(t *testing.T) {
 		{Metric: "api_calls", Window: tiers.Second, Limit: 5, Mode: tiers.Hard, Algorithm: tiers.TokenBucket,
 			Burst: ptr[int64](10), Per: tiers.PerSubject},
 	}
-	saved, _, err := db.Catalog.PutPlan(ctx, write("ops"), tiers.Plan{Key: "pro", Name: "Pro", Price: usd, Limits: limits}, false)
-	mustPut(t, err)
-	found, err := db.Catalog.FindPlan(ctx, "pro")
-	mustPut(t, err)
-	for _, p := range []tiers.Plan{saved, found} {
-		if !reflect.DeepEqual(p.Limits, limits) {
-			t.Errorf("plan limits read back =\n  %+v\nwant\n  %+v", p.Limits, limits)
-		}
-	}
-	_, _, err = db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
+	putProLimits(t, db, limits)
+	_, _, err := db.Catalog.PutCustomer(ctx, write("ops"), tiers.Customer{ID: "acme", Plan: "pro", Metadata: []byte(`{}`)})
 	mustPut(t, err)
 
 	perSubject := tiers.Limit{Metric: "api_calls", Window: tiers.Day, Limit: 300, Mode: tiers.Hard, Per: tiers.PerSubject}

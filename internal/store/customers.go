@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -229,13 +228,7 @@ func (cat *Catalog) PutCustomer(ctx context.Context, w tiers.Write, c tiers.Cust
 func (cat *Catalog) DeleteCustomer(ctx context.Context, w tiers.Write, id string) error {
 	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findCustomer(ctx, tx, id, true)
-		if errors.Is(err, tiers.ErrCustomerNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrCustomerNotFound, old.Version); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM customers WHERE id = $1`, id); err != nil {

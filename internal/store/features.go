@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -95,13 +94,7 @@ func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, cu
 			return err
 		}
 		old, err := findFeatureOverride(ctx, tx, customer, feature, true)
-		if errors.Is(err, tiers.ErrFeatureOverrideNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrFeatureOverrideNotFound, old.Version); err != nil {
 			return err
 		}
 		const q = `DELETE FROM feature_overrides WHERE customer_id = $1 AND feature = $2`
@@ -110,9 +103,6 @@ func (cat *Catalog) DeleteFeatureOverride(ctx context.Context, w tiers.Write, cu
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: featureOverrideResource(customer, feature),
 			customer: customer, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.core.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.core.auditAndNotify(ctx, tx, w.At, e, NotifyCustomer, customer)
 	})
 }

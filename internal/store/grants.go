@@ -98,10 +98,7 @@ func (gs *Grants) CreateGrant(ctx context.Context, w tiers.Write, g grants.Grant
 		}
 		g.CreatedAt = w.At.UTC()
 		e := auditEntry{actor: w.Actor, action: tiers.ActionCreate, resource: "grants/" + g.ID, customer: g.Customer, after: g}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return gs.core.notify(ctx, tx, NotifyGrants, g.Customer)
+		return gs.core.auditAndNotify(ctx, tx, w.At, e, NotifyGrants, g.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, false, fmt.Errorf("create grant of customer[%s]: %w", g.Customer, err)
@@ -166,10 +163,7 @@ func (gs *Grants) VoidGrant(ctx context.Context, w tiers.Write, id string) (gran
 		after.Remaining, after.VoidedAt = 0, &at
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "grants/" + id, customer: old.Customer,
 			before: old, after: after}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return gs.core.notify(ctx, tx, NotifyGrants, old.Customer)
+		return gs.core.auditAndNotify(ctx, tx, w.At, e, NotifyGrants, old.Customer)
 	})
 	if err != nil {
 		return grants.Grant{}, fmt.Errorf("void grant[%s]: %w", id, err)

@@ -105,7 +105,6 @@ func (f *grantFixture) process() *grantProcess {
 	pool := lease.NewPool(db.Ledger, f.clock)
 	var background sync.WaitGroup
 	notes := new(atomic.Int64)
-	connected, stopped := make(chan struct{}, 1), make(chan struct{})
 	l := db.Listener(func(n store.Notification) {
 		switch n.Kind {
 		case store.NotifyGrants:
@@ -121,13 +120,7 @@ func (f *grantFixture) process() *grantProcess {
 			}
 		}
 	}, func() { cache.Purge() }, func(err error) { t.Log(err) })
-	l.Connected = connected
-	go func() { defer close(stopped); l.Run(ctx) }()
-	select {
-	case <-connected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("listener did not connect")
-	}
+	stopped := runListener(t, ctx, l)
 	draws, w := new(atomic.Int64), new(watched)
 	e := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
 		History: db.History, Clock: f.clock, Leases: pool,

@@ -84,10 +84,7 @@ func (ks *Keys) CreateKey(ctx context.Context, w tiers.Write, k keys.Key, digest
 		}
 		k.CreatedAt = w.At.UTC()
 		e := auditEntry{actor: w.Actor, action: tiers.ActionCreate, resource: "keys/" + k.ID, customer: k.Customer, after: k}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return ks.core.notify(ctx, tx, NotifyKeyCreated, k.ID)
+		return ks.core.auditAndNotify(ctx, tx, w.At, e, NotifyKeyCreated, k.ID)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("create api key[%s] of customer[%s]: %w", k.ID, k.Customer, err)
@@ -166,10 +163,7 @@ func (ks *Keys) RevokeKey(ctx context.Context, w tiers.Write, id string) (keys.K
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "keys/" + id, customer: old.Customer, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return ks.core.notify(ctx, tx, NotifyKeyRevoked, id)
+		return ks.core.auditAndNotify(ctx, tx, w.At, e, NotifyKeyRevoked, id)
 	})
 	if err != nil {
 		return keys.Key{}, fmt.Errorf("revoke api key[%s]: %w", id, err)

@@ -82,7 +82,6 @@ func (p pgStore) process(t *testing.T) (*leasetest.Process, *store.DB) {
 		t.Fatal(err)
 	}
 	recalls, freed := make(chan quota.CounterKey, 64), make(chan quota.CounterKey, 64)
-	connected, stopped := make(chan struct{}, 1), make(chan struct{})
 	l := db.Listener(func(n store.Notification) {
 		k, ok := store.ParseCounterKey(n.Key)
 		switch {
@@ -93,13 +92,7 @@ func (p pgStore) process(t *testing.T) (*leasetest.Process, *store.DB) {
 			freed <- k
 		}
 	}, func() {}, func(err error) { t.Log(err) })
-	l.Connected = connected
-	go func() { defer close(stopped); l.Run(ctx) }()
-	select {
-	case <-connected:
-	case <-time.After(10 * time.Second):
-		t.Fatal("listener did not connect")
-	}
+	stopped := runListener(t, ctx, l)
 	kill := func() {
 		cancel()
 		<-stopped
@@ -294,4 +287,20 @@ func TestLeaseBatchWithADeletedCustomer(t *testing.T) {
 	if r := batch[1]; r.Granted != 0 || !r.Gone {
 		t.Errorf("globex, deleted: %+v, want gone", r)
 	}
+}
+
+// runListener runs l until ctx ends, returning once it listens (failing t
+// if it does not within seconds); the channel it returns is closed once l
+// has stopped.
+func runListener(t *testing.T, ctx context.Context, l *store.Listener) <-chan struct{} {
+	t.Helper()
+	connected, stopped := make(chan struct{}, 1), make(chan struct{})
+	l.Connected = connected
+	go func() { defer close(stopped); l.Run(ctx) }()
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener did not connect")
+	}
+	return stopped
 }

@@ -4,14 +4,11 @@ import (
 	"context"
 	"io"
 	"net"
-	neturl "net/url"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/faulttest"
 	"github.com/quotad/quotad/internal/store"
 )
 
@@ -20,19 +17,8 @@ import (
 // once it answers, each change heard once.
 func TestLivenessJudgesSilence(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.New(t)
-	u, err := neturl.Parse(schema.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := faulttest.Start(t, u.Host)
-	u.Host = proxy.Addr()
+	db, proxy, _ := openThroughProxy(t)
 	ctx := context.Background()
-	db, err := store.Open(ctx, u.String(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 
 	const silence = 200 * time.Millisecond
 	var mu sync.Mutex

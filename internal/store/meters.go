@@ -3,7 +3,6 @@ package store
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -160,53 +159,29 @@ func (ms *Meters) DeliverMeterEvent(ctx context.Context, now time.Time, send fun
 }
 
 func deliverMeterEvent(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, meters.Event) webhooks.Outcome) (bool, error) {
-	var found bool
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
+	const claim = `
 			SELECT customer_id, metric, stripe_customer, minute, value, identifier, attempts, created_at
 			FROM stripe_meter_events
 			WHERE status = 'pending' AND next_attempt_at <= $1
 			ORDER BY next_attempt_at, minute, customer_id, metric
 			LIMIT 1
-			FOR UPDATE SKIP LOCKED`, now)
-		if err != nil {
-			return err
-		}
-		r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[meterEventRow])
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
+			FOR UPDATE SKIP LOCKED`
+	return deliverOne(ctx, pool, "deliver meter event", claim, now, func(tx pgx.Tx, r meterEventRow) error {
 		o := send(ctx, meters.Event{
 			Customer: r.CustomerID, Metric: r.Metric, StripeCustomer: r.StripeCustomer, Minute: utc(r.Minute),
 			Value: r.Value, Identifier: r.Identifier, Attempts: int(r.Attempts), CreatedAt: utc(r.CreatedAt),
 		})
 		if o.Status == webhooks.Delivered {
-			_, err = tx.Exec(ctx, `DELETE FROM stripe_meter_events WHERE identifier = $1`, r.Identifier)
+			_, err := tx.Exec(ctx, `DELETE FROM stripe_meter_events WHERE identifier = $1`, r.Identifier)
 			return err
 		}
-		var lastStatus *int32
-		if o.HTTPStatus != 0 {
-			s := int32(o.HTTPStatus)
-			lastStatus = &s
-		}
-		next := o.Next
-		if o.Status != webhooks.Pending {
-			next = o.At
-		}
-		_, err = tx.Exec(ctx, `
+		next, lastStatus := outcomeColumns(o)
+		_, err := tx.Exec(ctx, `
 			UPDATE stripe_meter_events
 			SET status = $2, attempts = attempts + 1, next_attempt_at = $3, last_status = $4, last_error = $5
 			WHERE identifier = $1`, r.Identifier, string(o.Status), next, lastStatus, o.Error)
 		return err
 	})
-	if err != nil {
-		return found, fmt.Errorf("deliver meter event: %w", mapErr(err))
-	}
-	return found, nil
 }
 
 // MeterStats implements meters.Outbox.

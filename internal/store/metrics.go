@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -198,13 +197,7 @@ func replaceCreditSchema(ctx context.Context, tx pgx.Tx, m tiers.Metric) error {
 func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string) error {
 	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findMetric(ctx, tx, key, true)
-		if errors.Is(err, tiers.ErrMetricNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrMetricNotFound, old.Version); err != nil {
 			return err
 		}
 		const inUse = `
@@ -230,9 +223,6 @@ func (cat *Catalog) DeleteMetric(ctx context.Context, w tiers.Write, key string)
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "metrics/" + key, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.core.notify(ctx, tx, NotifyMetric, key)
+		return cat.core.auditAndNotify(ctx, tx, w.At, e, NotifyMetric, key)
 	})
 }

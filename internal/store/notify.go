@@ -74,6 +74,15 @@ func ParseCounterKey(s string) (quota.CounterKey, bool) {
 // payload is the notification of kind about key, from this process.
 func (c *core) payload(kind, key string) string { return kind + ":" + c.instance + ":" + key }
 
+// auditAndNotify records e in the audit log as of at, then notifies
+// kind/key, both in tx: the last two steps of every catalog write.
+func (c *core) auditAndNotify(ctx context.Context, tx pgx.Tx, at time.Time, e auditEntry, kind, key string) error {
+	if err := recordAudit(ctx, tx, at, e); err != nil {
+		return err
+	}
+	return c.notify(ctx, tx, kind, key)
+}
+
 func (c *core) notify(ctx context.Context, tx pgx.Tx, kind, key string) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, c.channel, c.payload(kind, key)); err != nil {
 		return fmt.Errorf("notify %s %s: %w", kind, key, err)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -98,34 +97,30 @@ func overrideResource(customer string, k tiers.LimitKey) string {
 // exists; with lock, it keeps the customer from being deleted until tx
 // ends (writes only: read-only transactions cannot lock).
 func requireCustomer(ctx context.Context, q querier, id string, lock bool) error {
-	sql := `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`
-	if lock {
-		sql = `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1 FOR KEY SHARE)`
-	}
-	var ok bool
-	if err := q.QueryRow(ctx, sql, id).Scan(&ok); err != nil {
-		return err
-	}
-	if !ok {
-		return tiers.ErrCustomerNotFound
-	}
-	return nil
+	return requireRow(ctx, q, lock, `SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1)`,
+		`SELECT EXISTS (SELECT 1 FROM customers WHERE id = $1 FOR KEY SHARE)`, id, tiers.ErrCustomerNotFound)
 }
 
 // requireMetric returns tiers.ErrMetricNotFound unless the metric is
 // declared; with lock, it keeps the metric from being deleted until tx
 // ends.
 func requireMetric(ctx context.Context, q querier, key string, lock bool) error {
-	sql := `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1)`
+	return requireRow(ctx, q, lock, `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1)`,
+		`SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1 FOR KEY SHARE)`, key, tiers.ErrMetricNotFound)
+}
+
+// requireRow returns notFound unless the row that sql (with lock, locked)
+// selects with arg exists.
+func requireRow(ctx context.Context, q querier, lock bool, sql, locked, arg string, notFound error) error {
 	if lock {
-		sql = `SELECT EXISTS (SELECT 1 FROM metrics WHERE key = $1 FOR KEY SHARE)`
+		sql = locked
 	}
 	var ok bool
-	if err := q.QueryRow(ctx, sql, key).Scan(&ok); err != nil {
+	if err := q.QueryRow(ctx, sql, arg).Scan(&ok); err != nil {
 		return err
 	}
 	if !ok {
-		return tiers.ErrMetricNotFound
+		return notFound
 	}
 	return nil
 }
@@ -228,13 +223,7 @@ func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer 
 			return err
 		}
 		old, err := findOverride(ctx, tx, customer, k, true)
-		if errors.Is(err, tiers.ErrOverrideNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrOverrideNotFound, old.Version); err != nil {
 			return err
 		}
 		const q = `DELETE FROM overrides WHERE customer_id = $1 AND metric = $2 AND quota_window = $3 AND per = $4`
@@ -242,10 +231,7 @@ func (cat *Catalog) DeleteOverride(ctx context.Context, w tiers.Write, customer 
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: resource, customer: customer, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.core.notify(ctx, tx, NotifyCustomer, customer)
+		return cat.core.auditAndNotify(ctx, tx, w.At, e, NotifyCustomer, customer)
 	})
 }
 

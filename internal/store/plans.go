@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -290,13 +289,7 @@ func replacePlanLimits(ctx context.Context, tx pgx.Tx, p tiers.Plan) error {
 func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) error {
 	return cat.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findPlan(ctx, tx, key, true)
-		if errors.Is(err, tiers.ErrPlanNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, tiers.ErrPlanNotFound, old.Version); err != nil {
 			return err
 		}
 		var used bool
@@ -314,9 +307,6 @@ func (cat *Catalog) DeletePlan(ctx context.Context, w tiers.Write, key string) e
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "plans/" + key, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return cat.core.notify(ctx, tx, NotifyPlan, key)
+		return cat.core.auditAndNotify(ctx, tx, w.At, e, NotifyPlan, key)
 	})
 }

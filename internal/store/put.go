@@ -74,10 +74,7 @@ func put[T any](ctx context.Context, c *core, w tiers.Write, s putSteps[T]) (T, 
 		} else {
 			e.action = tiers.ActionCreate
 		}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return c.notify(ctx, tx, s.notify, s.key)
+		return c.auditAndNotify(ctx, tx, w.At, e, s.notify, s.key)
 	})
 	if err != nil {
 		var zero T

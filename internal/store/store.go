@@ -529,3 +529,16 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// checkDelete checks a conditional delete against what looking up the row
+// returned (err, notFound when there is none, and the row's version): a
+// missing row fails any If-Match, as a present one must match it.
+func checkDelete(w tiers.Write, err, notFound error, version int64) error {
+	if errors.Is(err, notFound) && w.IfMatch.Set {
+		return tiers.ErrPreconditionFailed
+	}
+	if err != nil {
+		return err
+	}
+	return w.IfMatch.Check(true, version)
+}

@@ -149,13 +149,7 @@ func (hooks *Webhooks) PutWebhook(ctx context.Context, w tiers.Write, wh webhook
 func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id string) error {
 	err := hooks.core.inTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
 		old, err := findWebhook(ctx, tx, id, true)
-		if errors.Is(err, webhooks.ErrWebhookNotFound) && w.IfMatch.Set {
-			return tiers.ErrPreconditionFailed
-		}
-		if err != nil {
-			return err
-		}
-		if err := w.IfMatch.Check(true, old.Version); err != nil {
+		if err := checkDelete(w, err, webhooks.ErrWebhookNotFound, old.Version); err != nil {
 			return err
 		}
 		// A delivery in flight holds its row: the cascade waits for it.
@@ -163,10 +157,7 @@ func (hooks *Webhooks) DeleteWebhook(ctx context.Context, w tiers.Write, id stri
 			return err
 		}
 		e := auditEntry{actor: w.Actor, action: tiers.ActionDelete, resource: "webhooks/" + id, before: old}
-		if err := recordAudit(ctx, tx, w.At, e); err != nil {
-			return err
-		}
-		return hooks.core.notify(ctx, tx, NotifyWebhook, id)
+		return hooks.core.auditAndNotify(ctx, tx, w.At, e, NotifyWebhook, id)
 	})
 	if err != nil {
 		return fmt.Errorf("delete webhook[%s]: %w", id, err)
@@ -403,9 +394,7 @@ func (hooks *Webhooks) Deliver(ctx context.Context, now time.Time, send func(con
 }
 
 func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(context.Context, webhooks.Message) webhooks.Outcome) (bool, error) {
-	var found bool
-	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		const claim = `
+	const claim = `
 			SELECT d.id, d.webhook_id, w.url, w.secret, d.attempts, d.created_at,
 			       e.type, e.customer_id, e.metric, e.quota_window, e.window_start, e.window_end, e.grant_id,
 			       e.plan_key, e.next_plan_key, e.threshold, e.limit_value, e.used, e.occurred_at
@@ -427,18 +416,7 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 			LIMIT 1
 			-- Only the delivery is locked: webhook writes need not wait.
 			FOR UPDATE OF d SKIP LOCKED`
-		rows, err := tx.Query(ctx, claim, now)
-		if err != nil {
-			return err
-		}
-		r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[messageRow])
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
+	return deliverOne(ctx, pool, "deliver webhook message", claim, now, func(tx pgx.Tx, r messageRow) error {
 		m := webhooks.Message{
 			ID: webhooks.MessageID(r.ID), Webhook: r.WebhookID, URL: r.URL, Secret: r.Secret,
 			Attempts: int(r.Attempts), CreatedAt: utc(r.CreatedAt),
@@ -459,26 +437,56 @@ func deliver(ctx context.Context, pool *pgxpool.Pool, now time.Time, send func(c
 			m.Event.Plan, m.Event.NextPlan = *r.PlanKey, *r.NextPlanKey
 		}
 		o := send(ctx, m)
-		next := o.Next
-		if o.Status != webhooks.Pending {
-			next = o.At
-		}
-		var lastStatus *int32
-		if o.HTTPStatus != 0 {
-			s := int32(o.HTTPStatus)
-			lastStatus = &s
-		}
+		next, lastStatus := outcomeColumns(o)
 		const record = `
 			UPDATE webhook_deliveries
 			SET status = $2, attempts = attempts + 1, last_attempt_at = $3, next_attempt_at = $4,
 			    last_status = $5, last_error = $6,
 			    delivered_at = CASE WHEN $2 = 'delivered' THEN $3::timestamptz END
 			WHERE id = $1`
-		_, err = tx.Exec(ctx, record, r.ID, string(o.Status), o.At, next, lastStatus, o.Error)
+		_, err := tx.Exec(ctx, record, r.ID, string(o.Status), o.At, next, lastStatus, o.Error)
 		return err
 	})
+}
+
+// deliverOne claims the one due outbox row that claim selects (with now as
+// $1, FOR UPDATE SKIP LOCKED) and hands it to handle in the same
+// transaction, so that the row stays locked while it is sent; it reports
+// whether there was a row. what names the delivery in errors.
+func deliverOne[R any](ctx context.Context, pool *pgxpool.Pool, what, claim string, now time.Time, handle func(pgx.Tx, R) error) (bool, error) {
+	var found bool
+	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, claim, now)
+		if err != nil {
+			return err
+		}
+		r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[R])
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return handle(tx, r)
+	})
 	if err != nil {
-		return found, fmt.Errorf("deliver webhook message: %w", mapErr(err))
+		return found, fmt.Errorf("%s: %w", what, mapErr(err))
 	}
 	return found, nil
+}
+
+// outcomeColumns returns the next attempt's time and the last HTTP status
+// (nil for none) that an outbox row records of a delivery's outcome: a
+// message no longer pending is due, if ever, at the time of its outcome.
+func outcomeColumns(o webhooks.Outcome) (next time.Time, lastStatus *int32) {
+	next = o.Next
+	if o.Status != webhooks.Pending {
+		next = o.At
+	}
+	if o.HTTPStatus != 0 {
+		s := int32(o.HTTPStatus)
+		lastStatus = &s
+	}
+	return next, lastStatus
 }

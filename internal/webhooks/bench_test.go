@@ -4,50 +4,13 @@ import (
 	"context"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/lease"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 	"github.com/quotad/quotad/internal/tiers"
 	"github.com/quotad/quotad/internal/webhooks"
 )
-
-// benchCatalog serves one account for every customer id.
-type benchCatalog struct {
-	metric tiers.Metric
-	acct   tiers.Account
-}
-
-func (*benchCatalog) PublicPlans(context.Context) ([]tiers.Plan, error) { return nil, nil }
-
-func (c *benchCatalog) Metric(context.Context, string) (tiers.Metric, error) { return c.metric, nil }
-
-func (c *benchCatalog) Account(_ context.Context, id string) (tiers.Account, error) {
-	a := c.acct
-	a.Customer.ID = id
-	return a, nil
-}
-
-// nopLedger grants every lease in full and does nothing else.
-type nopLedger struct{ quota.Counts }
-
-func (nopLedger) Lease(_ context.Context, rs []lease.Request) error {
-	for i := range rs {
-		r := &rs[i]
-		r.Granted, r.Used = r.Need+r.Extra, r.Need+r.Extra
-	}
-	return nil
-}
-
-func (nopLedger) Settle(context.Context, []lease.Settlement) error      { return nil }
-func (nopLedger) Report(context.Context, []lease.Settlement) error      { return nil }
-func (nopLedger) Resolve(context.Context, []lease.Resolution) error     { return nil }
-func (nopLedger) Recall(context.Context, quota.CounterKey) (int, error) { return 0, nil }
-func (nopLedger) Alone(context.Context) (bool, error)                   { return true, nil }
-
-type fixedClock time.Time
-
-func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // BenchmarkCheckWatched measures a whole check of a second and a day
 // window (the day leased), as quota's BenchmarkEngineCheckLeased does:
@@ -71,17 +34,17 @@ func BenchmarkCheckWatched(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			cat := &benchCatalog{
-				metric: tiers.Metric{Key: "api_calls"},
-				acct: tiers.Account{
+			cat := quotafake.NewSameAccount(
+				tiers.Metric{Key: "api_calls"},
+				tiers.Account{
 					Customer: tiers.Customer{Plan: "pro"},
 					Plan: tiers.Plan{Key: "pro", Limits: []tiers.Limit{
 						{Metric: "api_calls", Window: tiers.Second, Limit: 1 << 40, Mode: tiers.Hard},
 						{Metric: "api_calls", Window: tiers.Day, Limit: c.limit, Mode: tiers.Soft, OveragePercent: 1000},
 					}},
 				},
-			}
-			o := quota.Options{Catalog: cat, Counts: nopLedger{}, Clock: fixedClock(t0), Leases: lease.NewPool(nopLedger{}, fixedClock(t0))}
+			)
+			o := quota.Options{Catalog: cat, Counts: quotafake.NopLedger{}, Clock: quotafake.FixedClock(t0), Leases: lease.NewPool(quotafake.NopLedger{}, quotafake.FixedClock(t0))}
 			if c.watcher {
 				d := webhooks.NewDetector(newMemEvents(c.watch))
 				d.SetWatch(c.watch)

@@ -120,16 +120,7 @@ func globalsCount(t *testing.T, s suite) {
 		s.wantGlobal(t, c, m, 1, 0, g1, when)
 	}
 	wantGlobals(0, 0, "at first")
-	mustTake(t, c, s.charge(m, "plain", 4, 0, hard(100)), "plain takes 4")
-	wantGlobals(4, 4, "plain took 4")
-	mustTake(t, c, s.charge(m, "free", 3, 0), "free, without limits, takes 3")
-	wantGlobals(7, 7, "free took 3")
-	peek(t, c, s.charge(m, "plain", 50, 0, hard(100)))
-	wantGlobals(7, 7, "plain peeked at 50")
-	if ok, _ := take(t, c, s.charge(m, "plain", 101, 0, hard(100))); ok {
-		t.Fatal("plain's take of 101 at a limit of 100 admitted")
-	}
-	wantGlobals(7, 7, "plain was denied 101")
+	globalSteps(t, s, c, m, func(admitted int64, when string) { wantGlobals(admitted, admitted, when) })
 	// The second window's limit denies: the first, which admits, counts
 	// nothing, nor do the global windows.
 	if ok, _ := take(t, c, s.charge(m, "plain", 2, 0, hard(100), hard(1))); ok {
@@ -160,16 +151,24 @@ func globalsHeld(t *testing.T, s suite) {
 		}
 	}
 	// plain's limit of 100 holds a block of 1.
+	globalSteps(t, s, c, m, func(admitted int64, when string) { within(admitted, 1, when) })
+}
+
+// globalSteps takes the steps globalsCount and globalsHeld share (plain
+// takes 4, free without limits 3, plain peeks at 50 and is denied 101),
+// calling want after each with the units admitted so far.
+func globalSteps(t *testing.T, s suite, c quota.Counter, m metric, want func(admitted int64, when string)) {
+	t.Helper()
 	mustTake(t, c, s.charge(m, "plain", 4, 0, hard(100)), "plain takes 4")
-	within(4, 1, "plain took 4")
+	want(4, "plain took 4")
 	mustTake(t, c, s.charge(m, "free", 3, 0), "free, without limits, takes 3")
-	within(7, 1, "free took 3")
+	want(7, "free took 3")
 	peek(t, c, s.charge(m, "plain", 50, 0, hard(100)))
-	within(7, 1, "plain peeked at 50")
+	want(7, "plain peeked at 50")
 	if ok, _ := take(t, c, s.charge(m, "plain", 101, 0, hard(100))); ok {
 		t.Fatal("plain's take of 101 at a limit of 100 admitted")
 	}
-	within(7, 1, "plain was denied 101")
+	want(7, "plain was denied 101")
 }
 
 func refundGlobals(t *testing.T, s suite) {
