@@ -669,6 +669,18 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 		}
 	})
 
+	// The effective limits that recur in the steps below.
+	const (
+		apiSecondPlan   = `{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null}`
+		apiDayPlan      = `{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+		apiDay7Override = `{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}`
+		exportsOverride = `{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}`
+		tokensPlan      = `{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+	)
+	// limitsOf is the effective limits' answer for customer on plan.
+	limitsOf := func(customer, plan string, limits ...string) string {
+		return `{"customer":"` + customer + `","plan":"` + plan + `","limits":[` + strings.Join(limits, ",") + `]}`
+	}
 	steps := []struct {
 		name     string
 		customer string
@@ -678,19 +690,12 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 		{
 			name:     "plan with overrides laid over",
 			customer: "acme",
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":5000,"mode":"soft","overage_percent":10,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":"` + future + `"},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want:     limitsOf("acme", "pro", apiSecondPlan, `{"metric":"api_calls","window":"day","limit":5000,"mode":"soft","overage_percent":10,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":"`+future+`"}`, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "another customer on the plan sees the plan only",
 			customer: "other",
-			want: `{"customer":"other","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want:     limitsOf("other", "pro", apiSecondPlan, apiDayPlan, tokensPlan),
 		},
 		{
 			name:     "deleted override gives the plan's limit back",
@@ -698,11 +703,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(204, "DELETE", "/v1/customers/acme/overrides/api_calls/day", "")
 			},
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want: limitsOf("acme", "pro", apiSecondPlan, apiDayPlan, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "an override without mode is hard, whatever the plan says",
@@ -710,11 +711,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":7}`)
 			},
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want: limitsOf("acme", "pro", apiSecondPlan, apiDay7Override, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "a new plan applies, overrides stay",
@@ -722,9 +719,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(200, "PUT", "/v1/customers/acme", `{"plan":"small"}`)
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", apiDay7Override, exportsOverride),
 		},
 		{
 			name:     "without the override the new plan's limit shows",
@@ -732,9 +727,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(204, "DELETE", "/v1/customers/acme/overrides/api_calls/day", "")
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":10,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", `{"metric":"api_calls","window":"day","limit":10,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`, exportsOverride),
 		},
 		{
 			name:     "an override of limit 0 replaces the plan's",
@@ -742,9 +735,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":0}`)
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":0,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", `{"metric":"api_calls","window":"day","limit":0,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}`, exportsOverride),
 		},
 	}
 	for _, st := range steps {
