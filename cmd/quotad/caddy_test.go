@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,44 +26,7 @@ func MustStartCaddy(t testing.TB, caddyfile, addr string) {
 	}
 	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("caddy output:\n%s", out)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			stopped = true
-			t.Fatalf("caddy exited: %v\n%s", err, out)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy is not listening on %s after 10s\n%s", addr, out)
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	startGateway(t, "caddy", cmd, addr, os.Kill, nil)
 }
 
 // caddyBlock is the Caddyfile of docs/gateways.md serving plain http on

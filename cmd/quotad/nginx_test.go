@@ -133,17 +133,39 @@ http {
 	errorLog := filepath.Join(dir, "error.log")
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", errorLog,
 		"-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+";")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// SIGQUIT is graceful: workers finish, then the master exits.
+	startGateway(t, "nginx", cmd, addr, syscall.SIGQUIT, func() string {
+		log, _ := os.ReadFile(errorLog)
+		return "\nnginx error log:\n" + string(log)
+	})
+	return "http://" + addr
+}
+
+// startGateway starts the gateway cmd (name says which) with its output
+// collected, and waits until it listens on addr, failing the test if it
+// exits first or is not listening after 10s. When the test ends it sends
+// stop, and kills the gateway if it has not exited 10s later. extra, if
+// not nil, returns what to show beside the output when the test fails.
+func startGateway(t testing.TB, name string, cmd *exec.Cmd, addr string, stop os.Signal, extra func() string) {
+	t.Helper()
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	more := func() string {
+		if extra == nil {
+			return ""
+		}
+		return extra()
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: workers finish, then the master exits
+			_ = cmd.Process.Signal(stop)
 			select {
 			case <-exited:
 			case <-time.After(10 * time.Second):
@@ -152,29 +174,25 @@ http {
 			}
 		}
 		if t.Failed() {
-			log, _ := os.ReadFile(errorLog)
-			t.Logf("nginx output:\n%s\nnginx error log:\n%s", out, log)
+			t.Logf("%s output:\n%s%s", name, out, more())
 		}
 	})
-
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
 		case err := <-exited:
 			stopped = true
-			log, _ := os.ReadFile(errorLog)
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, out, log)
+			t.Fatalf("%s exited: %v\n%s%s", name, err, out, more())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return "http://" + addr
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx is not listening on %s after 10s", addr)
+			t.Fatalf("%s is not listening on %s after 10s\n%s", name, addr, out)
 		}
-		// Poll again once nginx exits or a short while has passed.
+		// Poll again once the gateway exits or a short while has passed.
 		select {
 		case err := <-exited:
 			exited <- err
