@@ -303,16 +303,7 @@ routes:
 		// A client cannot choose who pays or what it costs.
 		req.Header.Set("X-Quotad-Customer", "bob")
 		req.Header.Set("X-Quotad-Cost", "1000")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return mustSend(t, client, req)
 	}
 
 	type step struct {
@@ -455,16 +446,7 @@ routes:
 			t.Fatal(err)
 		}
 		req.Header.Set("X-Api-Key", key)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return mustSend(t, client, req)
 	}
 
 	steps := []struct {

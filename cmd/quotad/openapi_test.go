@@ -273,16 +273,7 @@ func sendCall(t testing.TB, s *testServer, c apiCall) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", c, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return mustSend(t, http.DefaultClient, req)
 }
 
 // requestInput finds c's operation and returns the input to validate c
