@@ -35,6 +35,16 @@ func parseConfig(args []string, getenv func(string) string, stdout io.Writer) (*
 	return &c.Config, c.Config.check()
 }
 
+// mustParseConfig is parseConfig over env, failing the test on an error.
+func mustParseConfig(t testing.TB, args []string, env map[string]string) *config {
+	t.Helper()
+	cfg, err := parseConfig(args, fakeEnv(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // fakeEnv is a getenv over a map.
 func fakeEnv(env map[string]string) func(string) string {
 	return func(k string) string { return env[k] }
@@ -95,10 +105,7 @@ func TestConfigSources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := tt.got(cfg); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
@@ -301,10 +308,7 @@ func TestLoggedPoolSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(nil, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, nil, tt.env)
 			var got int64 = -1
 			for _, a := range cfg.logValue().Group() {
 				if a.Key == "db_max_conns" {
@@ -572,10 +576,7 @@ func TestNoMigrateNamesItsSource(t *testing.T) {
 		{"variable", nil, map[string]string{"QUOTAD_MIGRATE": "false"}, "$QUOTAD_MIGRATE (--migrate) is false"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := cfg.noMigrate(); got != tt.want {
 				t.Errorf("noMigrate() = %q, want %q", got, tt.want)
 			}

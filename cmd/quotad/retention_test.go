@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +31,7 @@ func TestConfigRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := cfg.retention(); got != tt.want {
 				t.Errorf("retention %+v, want %+v", got, tt.want)
 			}
