@@ -38,27 +38,13 @@ type commitResult struct {
 // 429.
 func (s *testServer) reserve(body string) (response, reserveAnswer) {
 	s.t.Helper()
-	r := s.do("POST", "/v1/reservations", body, "Authorization", "Bearer "+checkToken)
-	var a reserveAnswer
-	if r.Status == http.StatusCreated || r.Status == http.StatusTooManyRequests {
-		if err := json.Unmarshal(r.Body, &a); err != nil {
-			s.t.Fatalf("reserve answer: %v\n%s", err, r.Body)
-		}
-	}
-	return r, a
+	return postAsCheck[reserveAnswer](s, "reserve", "/v1/reservations", body, http.StatusCreated, http.StatusTooManyRequests)
 }
 
 // commit commits reservation id at cost with the check token.
 func (s *testServer) commit(id string, cost int64) (response, commitResult) {
 	s.t.Helper()
-	r := s.do("POST", "/v1/reservations/"+id+"/commit", fmt.Sprintf(`{"cost":%d}`, cost), "Authorization", "Bearer "+checkToken)
-	var a commitResult
-	if r.Status == http.StatusOK {
-		if err := json.Unmarshal(r.Body, &a); err != nil {
-			s.t.Fatalf("commit answer: %v\n%s", err, r.Body)
-		}
-	}
-	return r, a
+	return postAsCheck[commitResult](s, "commit", "/v1/reservations/"+id+"/commit", fmt.Sprintf(`{"cost":%d}`, cost), http.StatusOK)
 }
 
 // reservationState reads reservation id's state.
