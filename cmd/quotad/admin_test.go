@@ -98,6 +98,29 @@ func MustExpireOverride(t testing.TB, s *testServer, customer, metric, window st
 	}
 }
 
+// auditPage is a page of GET /v1/audit, as far as the tests read it.
+type auditPage struct {
+	Events []struct {
+		Actor    string          `json:"actor"`
+		Action   string          `json:"action"`
+		Resource string          `json:"resource"`
+		Before   json.RawMessage `json:"before"`
+		After    json.RawMessage `json:"after"`
+	} `json:"events"`
+}
+
+// mustAudit reads the audit page at path (GET /v1/audit with a query),
+// failing the test unless it is a 200 that decodes.
+func mustAudit(t testing.TB, s *testServer, path string) (response, auditPage) {
+	t.Helper()
+	r := s.mustDo(http.StatusOK, "GET", path, "")
+	var page auditPage
+	if err := json.Unmarshal(r.Body, &page); err != nil {
+		t.Fatal(err)
+	}
+	return r, page
+}
+
 func etagOf(version int) string { return `"` + strconv.Itoa(version) + `"` }
 
 // TestAdminResourceLifecycle walks each kind of resource through create,

@@ -256,21 +256,9 @@ func TestKeysAudit(t *testing.T) {
 	s.mustDo(http.StatusNoContent, "DELETE", "/v1/keys/"+k.ID, "")
 
 	// Both are the customer's events (the filter finds them).
-	r := s.mustDo(http.StatusOK, "GET", "/v1/audit?customer=acme&limit=2", "")
+	r, page := mustAudit(t, s, "/v1/audit?customer=acme&limit=2")
 	if strings.Contains(string(r.Body), k.Key) || strings.Contains(string(r.Body), k.Key[8:]) {
 		t.Fatalf("the audit log holds the key:\n%s", r.Body)
-	}
-	var page struct {
-		Events []struct {
-			Actor    string          `json:"actor"`
-			Action   string          `json:"action"`
-			Resource string          `json:"resource"`
-			Before   json.RawMessage `json:"before"`
-			After    json.RawMessage `json:"after"`
-		} `json:"events"`
-	}
-	if err := json.Unmarshal(r.Body, &page); err != nil {
-		t.Fatal(err)
 	}
 	if len(page.Events) != 2 {
 		t.Fatalf("events = %s", r.Body)
