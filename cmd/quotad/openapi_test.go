@@ -325,6 +325,19 @@ func (v *specValidator) input(base string, c apiCall, operation string) (*openap
 	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: filterOptions}, nil
 }
 
+// mustMatchRequest fails the test unless openapi.yaml refuses the request
+// of in, c, when the server refused it (bad, answering status), and
+// accepts it otherwise.
+func mustMatchRequest(t testing.TB, in *openapi3filter.RequestValidationInput, c apiCall, bad bool, status int) {
+	t.Helper()
+	switch err := openapi3filter.ValidateRequest(context.Background(), in); {
+	case bad && err == nil:
+		t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", c, status)
+	case !bad && err != nil:
+		t.Errorf("%s: request does not match openapi.yaml: %v", c, err)
+	}
+}
+
 // validateResponse checks r, the answer to c, against c's operation: its
 // status must be documented, and its headers and body must match.
 func (v *specValidator) validateResponse(base string, c apiCall, r response) error {
@@ -1033,13 +1046,7 @@ func TestOpenAPITraffic(t *testing.T) {
 					t.Fatalf("%s: %v", tc.apiCall, err)
 				}
 				if tc.lenient == "" {
-					err := openapi3filter.ValidateRequest(context.Background(), in)
-					switch {
-					case tc.bad && err == nil:
-						t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
-					case !tc.bad && err != nil:
-						t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
-					}
+					mustMatchRequest(t, in, tc.apiCall, tc.bad, r.Status)
 				}
 				if err := v.validateAnswer(in, r); err != nil {
 					t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
@@ -1157,12 +1164,7 @@ func TestOpenAPIItemsAndSubjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch err := openapi3filter.ValidateRequest(context.Background(), in); {
-			case tc.bad && err == nil:
-				t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
-			case !tc.bad && err != nil:
-				t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
-			}
+			mustMatchRequest(t, in, tc.apiCall, tc.bad, r.Status)
 			if err := v.validateAnswer(in, r); err != nil {
 				t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
 			}
