@@ -46,8 +46,7 @@ func caddyBlock(t testing.TB, addr, quotad, app string) string {
 // route table and unmatched requests let through.
 func TestCaddyForwardAuth(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	config := mustForwardAuthFile(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -56,9 +55,7 @@ routes:
   - match: /v1/
     metric: api_calls
 unmatched: allow
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[

@@ -34,3 +34,14 @@ func TestRunRejectsBadForwardAuthConfig(t *testing.T) {
 		})
 	}
 }
+
+// mustForwardAuthFile writes a forward-auth file of the given YAML in a
+// directory of the test's and returns its path.
+func mustForwardAuthFile(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -278,11 +276,8 @@ func TestKeysAudit(t *testing.T) {
 // file's api_keys do not name the key (the file's are tried first).
 func TestKeysForwardAuth(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
 	config := "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\napi_keys:\n  static-key-1: globex\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := mustForwardAuthFile(t, config)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
 	MustSeed(t, s, "", keyLimits, "acme", "globex")
 	k := MustCreateKey(t, s, "acme", `{}`)
@@ -344,11 +339,8 @@ func TestKeysLastUsedWrittenOnStop(t *testing.T) {
 // request that matches no route passes without a check.
 func TestKeysForwardAuthUnmatched(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
 	config := "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := mustForwardAuthFile(t, config)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
 	MustSeed(t, s, "", keyLimits, "acme")
 	k := MustCreateKey(t, s, "acme", `{}`)

@@ -259,8 +259,7 @@ func TestNginxForwardAuth(t *testing.T) {
 	t.Parallel()
 	bobKey := "sk-bob-secret"
 	bobDigest := sha256.Sum256([]byte(bobKey))
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	config := mustForwardAuthFile(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -272,9 +271,7 @@ routes:
     cost: 2
   - match: /v1/
     metric: api_calls
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/jobs", `{}`)
@@ -408,8 +405,7 @@ routes:
 // problem document, and nothing is counted.
 func TestNginxForwardAuthFeatures(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	config := mustForwardAuthFile(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -423,9 +419,7 @@ routes:
     feature: max_projects
   - match: /v1/
     metric: api_calls
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/projects", `{}`)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -1076,11 +1075,8 @@ func TestOpenAPITraffic(t *testing.T) {
 // answer as openapi.yaml documents it.
 func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
 	routes := "routes:\n  - match: POST /v1/jobs\n    metric: api_calls\nunmatched: allow\n"
-	if err := os.WriteFile(config, []byte(routes), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	config := mustForwardAuthFile(t, routes)
 	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":5}]`, "acme")
 	v := MustSpecValidator(t)
