@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -101,25 +100,11 @@ unmatched: allow
 		}
 		// A client cannot choose who pays.
 		req.Header.Set("X-Quotad-Customer", "bob")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		r := response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		r := mustSend(t, client, req)
 		if r.Status != st.want {
 			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
 		}
-		reached := app.count() > before
-		if reached != st.reaches {
-			t.Errorf("%s: reached the upstream = %t, want %t", st.name, reached, st.reaches)
-		}
-		if reached {
-			if hit := app.last(); hit.customer != st.customer || hit.method != st.method || hit.uri != st.path {
-				t.Errorf("%s: upstream got %+v, want %s %s for customer %q", st.name, hit, st.method, st.path, st.customer)
-			}
-		}
+		app.checkReached(t, st.name, before, st.reaches, upstreamHit{method: st.method, uri: st.path, customer: st.customer})
 		for name, want := range st.header {
 			if got := r.Header.Get(name); got != want {
 				t.Errorf("%s: %s = %q, want %q", st.name, name, got, want)
