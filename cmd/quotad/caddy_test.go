@@ -45,7 +45,7 @@ func caddyBlock(t testing.TB, addr, quotad, app string) string {
 // route table and unmatched requests let through.
 func TestCaddyForwardAuth(t *testing.T) {
 	t.Parallel()
-	config := mustForwardAuthFile(t, `
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -55,7 +55,6 @@ routes:
     metric: api_calls
 unmatched: allow
 `)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
 		{"metric":"api_calls","window":"day","limit":2}]}`)

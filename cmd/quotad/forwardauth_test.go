@@ -45,3 +45,10 @@ func mustForwardAuthFile(t testing.TB, yaml string) string {
 	}
 	return path
 }
+
+// mustStartForwardAuth starts quotad on a schema of its own with a
+// forward-auth file of the given YAML.
+func mustStartForwardAuth(t testing.TB, yaml string) *testServer {
+	t.Helper()
+	return MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": mustForwardAuthFile(t, yaml)})
+}

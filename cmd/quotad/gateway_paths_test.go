@@ -125,8 +125,7 @@ type pathGateway struct {
 // of quotad configured with the forward-auth file of docs/gateways.md,
 // under "unmatched: allow", the setting that let paths through unchecked.
 func testForwardAuthPaths(t *testing.T, gw pathGateway) {
-	config := mustForwardAuthFile(t, gatewayBlock(t, "yaml", map[string]string{"unmatched: deny": "unmatched: allow"}))
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s := mustStartForwardAuth(t, gatewayBlock(t, "yaml", map[string]string{"unmatched: deny": "unmatched: allow"}))
 	for _, m := range []string{"api_calls", "llm_calls", "exports"} {
 		s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/"+m, `{}`)
 	}

@@ -331,9 +331,7 @@ func TestSubjectsLongWindowsAcrossProcesses(t *testing.T) {
 // header the file does not name.
 func TestForwardAuthSubjects(t *testing.T) {
 	t.Parallel()
-	config := "headers:\n  api_key: X-Api-Key\n  subject: X-End-User\napi_keys:\n  static-key: acme\n"
-	file := mustForwardAuthFile(t, config)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\n  subject: X-End-User\napi_keys:\n  static-key: acme\n")
 	MustSeed(t, s, "", perSubjectLimits, "acme")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	ask := func(key, user string) response {

@@ -276,9 +276,7 @@ func TestKeysAudit(t *testing.T) {
 // file's api_keys do not name the key (the file's are tried first).
 func TestKeysForwardAuth(t *testing.T) {
 	t.Parallel()
-	config := "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\napi_keys:\n  static-key-1: globex\n"
-	file := mustForwardAuthFile(t, config)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\napi_keys:\n  static-key-1: globex\n")
 	MustSeed(t, s, "", keyLimits, "acme", "globex")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	tests := []struct {
@@ -339,9 +337,7 @@ func TestKeysLastUsedWrittenOnStop(t *testing.T) {
 // request that matches no route passes without a check.
 func TestKeysForwardAuthUnmatched(t *testing.T) {
 	t.Parallel()
-	config := "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n"
-	file := mustForwardAuthFile(t, config)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n")
 	MustSeed(t, s, "", keyLimits, "acme")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	tests := []struct {

@@ -275,7 +275,7 @@ func TestNginxForwardAuth(t *testing.T) {
 	t.Parallel()
 	bobKey := "sk-bob-secret"
 	bobDigest := sha256.Sum256([]byte(bobKey))
-	config := mustForwardAuthFile(t, `
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -288,7 +288,6 @@ routes:
   - match: /v1/
     metric: api_calls
 `)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/jobs", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
@@ -412,7 +411,7 @@ routes:
 // problem document, and nothing is counted.
 func TestNginxForwardAuthFeatures(t *testing.T) {
 	t.Parallel()
-	config := mustForwardAuthFile(t, `
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -427,7 +426,6 @@ routes:
   - match: /v1/
     metric: api_calls
 `)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/projects", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/business", `{"name":"Business","features":{"sso":true,"max_projects":10},

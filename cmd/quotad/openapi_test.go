@@ -1076,8 +1076,7 @@ func TestOpenAPITraffic(t *testing.T) {
 func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 	t.Parallel()
 	routes := "routes:\n  - match: POST /v1/jobs\n    metric: api_calls\nunmatched: allow\n"
-	config := mustForwardAuthFile(t, routes)
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s := mustStartForwardAuth(t, routes)
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":5}]`, "acme")
 	v := MustSpecValidator(t)
 	for _, c := range []struct {
