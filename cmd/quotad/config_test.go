@@ -117,12 +117,7 @@ func TestConfigSources(t *testing.T) {
 // came from one.
 func TestConfigRejectsBadValues(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	mustRefuseEach(t, []configRefusal{
 		{"int variable", nil, map[string]string{"QUOTAD_DB_MAX_CONNS": "x"}, []string{"--db-max-conns", "$QUOTAD_DB_MAX_CONNS", `"x"`}},
 		{"int flag", []string{"--db-max-conns", "x"}, nil, []string{"--db-max-conns", `"x"`}},
 		{"int out of range", []string{"-db-max-conns", "5000"}, nil, []string{"--db-max-conns", "5000"}},
@@ -155,7 +150,22 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"stripe api base", []string{"--stripe-api-base", "api.stripe.com"}, nil, []string{"--stripe-api-base", `"api.stripe.com"`}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
-	}
+	})
+}
+
+// configRefusal is a configuration quotad must refuse (args over env),
+// with what its error must say.
+type configRefusal struct {
+	name string
+	args []string
+	env  map[string]string
+	want []string
+}
+
+// mustRefuseEach checks, each in a subtest, that every one of tests is
+// refused as it says.
+func mustRefuseEach(t *testing.T, tests []configRefusal) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, nil) })
 	}
@@ -389,12 +399,7 @@ func TestListenAddressRefusedBeforeConnecting(t *testing.T) {
 	// Port 1 of loopback: nothing listens there, connections are refused
 	// and retried for --db-wait.
 	const unreachable = "postgres://postgres@127.0.0.1:1/quotad?sslmode=disable"
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	tests := []configRefusal{
 		{"syntax, from the flag", []string{"--listen", "nowhere"}, nil, []string{"--listen", `"nowhere"`}},
 		{"in use, from the flag", []string{"--listen", inUse.Addr().String()}, nil, []string{"--listen", "address already in use"}},
 		{"in use, from the variable", nil, map[string]string{"QUOTAD_LISTEN": inUse.Addr().String()},

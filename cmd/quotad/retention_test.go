@@ -43,21 +43,13 @@ func TestConfigRetention(t *testing.T) {
 // variable when it came from one.
 func TestConfigRetentionRejectsBadValues(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	mustRefuseEach(t, []configRefusal{
 		{"negative flag", []string{"--retain-history=-1d"}, nil, []string{"--retain-history", "-1d", "0 (keep forever)"}},
 		{"negative variable", nil, map[string]string{"QUOTAD_RETAIN_AUDIT": "-5h"}, []string{"--retain-audit", "$QUOTAD_RETAIN_AUDIT", "-5h"}},
 		{"not a duration", []string{"--retain-reservations", "a week"}, nil, []string{"--retain-reservations", `"a week"`}},
 		{"not a duration, variable", nil, map[string]string{"QUOTAD_RETAIN_DELIVERIES": "30days"}, []string{"--retain-deliveries", "$QUOTAD_RETAIN_DELIVERIES", `"30days"`}},
 		{"fractional days", []string{"--retain-history=1.5d"}, nil, []string{"--retain-history", `"1.5d"`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, nil) })
-	}
+	})
 }
 
 // --help shows the retention flags with their variables and defaults, in
