@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"text/tabwriter"
-	"time"
 )
 
 type entitlementsCmd struct {
@@ -49,11 +48,7 @@ func (x *entitlementsCmd) Run(e *env) error {
 	} else {
 		fmt.Fprintln(tw, "GRANT\tMETRIC\tREMAINING\tAMOUNT\tPRIORITY\tEXPIRES AT")
 		for _, g := range a.Grants {
-			expires := "never"
-			if g.ExpiresAt != nil {
-				expires = g.ExpiresAt.Format(time.RFC3339)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", g.ID, g.Metric, g.Remaining, g.Amount, g.Priority, expires)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", g.ID, g.Metric, g.Remaining, g.Amount, g.Priority, orNever(g.ExpiresAt))
 		}
 	}
 	return tw.Flush()

@@ -27,14 +27,12 @@ type grantsCreateCmd struct {
 }
 
 func (x *grantsCreateCmd) Run(e *env) error {
-	spec := quotad.GrantSpec{Metric: x.Metric, Amount: x.Amount, Priority: x.Priority, Reason: x.Reason, RequestID: x.RequestID}
-	if x.ExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339, x.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("--expires-at: want an RFC 3339 time such as 2027-01-01T00:00:00Z, got %q", x.ExpiresAt)
-		}
-		spec.ExpiresAt = &t
+	expires, err := parseExpiresAt(x.ExpiresAt)
+	if err != nil {
+		return err
 	}
+	spec := quotad.GrantSpec{Metric: x.Metric, Amount: x.Amount, Priority: x.Priority, Reason: x.Reason, RequestID: x.RequestID,
+		ExpiresAt: expires}
 	g, err := e.client.Grants.Create(e.ctx, x.Customer, spec)
 	if err != nil {
 		return err

@@ -22,14 +22,11 @@ type keysCreateCmd struct {
 }
 
 func (x *keysCreateCmd) Run(e *env) error {
-	spec := quotad.KeySpec{Name: x.Name}
-	if x.ExpiresAt != "" {
-		t, err := time.Parse(time.RFC3339, x.ExpiresAt)
-		if err != nil {
-			return fmt.Errorf("--expires-at: want an RFC 3339 time such as 2027-01-01T00:00:00Z, got %q", x.ExpiresAt)
-		}
-		spec.ExpiresAt = &t
+	expires, err := parseExpiresAt(x.ExpiresAt)
+	if err != nil {
+		return err
 	}
+	spec := quotad.KeySpec{Name: x.Name, ExpiresAt: expires}
 	k, err := e.client.Keys.Create(e.ctx, x.Customer, spec)
 	if err != nil {
 		return err
@@ -94,4 +91,16 @@ func orNever(t *time.Time) string {
 		return "never"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// parseExpiresAt parses an --expires-at, nil when it is not given.
+func parseExpiresAt(s string) (*time.Time, error) {
+	if s == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, fmt.Errorf("--expires-at: want an RFC 3339 time such as 2027-01-01T00:00:00Z, got %q", s)
+	}
+	return &t, nil
 }

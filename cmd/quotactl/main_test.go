@@ -41,6 +41,26 @@ func mustApply(t *testing.T, srv *quotadtest.Server, want int, args ...string) s
 	return out
 }
 
+// checkNoChanges applies args and fails the test, saying what printed
+// what instead, unless apply finds nothing to change.
+func checkNoChanges(t *testing.T, srv *quotadtest.Server, what string, args ...string) {
+	t.Helper()
+	if out := mustApply(t, srv, 0, args...); out != "No changes: the server matches the file.\n" {
+		t.Errorf("%s printed\n%s", what, out)
+	}
+}
+
+// mustExport runs catalog export with args and returns what it printed,
+// failing the test unless it exits 0.
+func mustExport(t *testing.T, srv *quotadtest.Server, args ...string) string {
+	t.Helper()
+	code, out, errOut := mustRun(t, srv, append([]string{"catalog", "export"}, args...)...)
+	if code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	return out
+}
+
 func mustWrite(t *testing.T, text string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "catalog.yaml")
@@ -120,9 +140,7 @@ func TestExampleCatalog(t *testing.T) {
 	}
 
 	events := auditCount(t, srv)
-	if out := mustApply(t, srv, 0, "-f", example); out != "No changes: the server matches the file.\n" {
-		t.Errorf("second apply printed\n%s", out)
-	}
+	checkNoChanges(t, srv, "second apply", "-f", example)
 	if n := auditCount(t, srv); n != events {
 		t.Errorf("second apply: audit log has %d events, want %d", n, events)
 	}
@@ -143,12 +161,8 @@ func TestRoundTrip(t *testing.T) {
 	})))
 
 	exported := filepath.Join(t.TempDir(), "export.yaml")
-	if code, _, errOut := mustRun(t, srv, "catalog", "export", "--customers", "-o", exported); code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
-	if out := mustApply(t, srv, 0, "-f", exported, "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("apply of the export printed\n%s", out)
-	}
+	mustExport(t, srv, "--customers", "-o", exported)
+	checkNoChanges(t, srv, "apply of the export", "-f", exported, "--prune")
 
 	data, err := os.ReadFile(exported)
 	if err != nil {
@@ -650,13 +664,8 @@ func TestMetadataDigits(t *testing.T) {
 	file := mustWrite(t, "metrics:\n  api_calls: {}\nplans:\n  pro: {}\ncustomers:\n  acme:\n    plan: pro\n"+
 		"    metadata: {ratio: 1.50, big: 12345678901234567890, tiny: 1e-7, nested: {seats: [10, 2.50]}}\n")
 	mustApply(t, srv, 0, "-f", file)
-	if out := mustApply(t, srv, 0, "-f", file); out != "No changes: the server matches the file.\n" {
-		t.Errorf("second apply printed\n%s", out)
-	}
-	code, out, errOut := mustRun(t, srv, "catalog", "export", "--customers")
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
+	checkNoChanges(t, srv, "second apply", "-f", file)
+	out := mustExport(t, srv, "--customers")
 	for _, want := range []string{"big: 12345678901234567890\n", "ratio: 1.50\n", "- 2.50\n", "tiny: 0.0000001\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("export\n%s\nwant it to contain %q", out, want)
@@ -709,21 +718,14 @@ customers:
 	if o.Limit != 80000 || o.Reason != "power users" {
 		t.Errorf("override per subject = %+v", o)
 	}
-	if out := mustApply(t, srv, 0, "-f", mustWrite(t, file), "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("second apply printed\n%s", out)
-	}
-	code, exported, errOut := mustRun(t, srv, "catalog", "export", "--customers")
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
+	checkNoChanges(t, srv, "second apply", "-f", mustWrite(t, file), "--prune")
+	exported := mustExport(t, srv, "--customers")
 	for _, w := range []string{"        per: subject\n        limit: 50000\n", "    credit_schema:\n      - metric: gpt4_tokens\n        credits: 3\n        per: 100\n"} {
 		if !strings.Contains(exported, w) {
 			t.Errorf("export\n%s\nwant it to contain\n%s", exported, w)
 		}
 	}
-	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("apply of the export printed\n%s", out)
-	}
+	checkNoChanges(t, srv, "apply of the export", "-f", mustWrite(t, exported), "--prune")
 
 	// images moves to a pool whose key sorts before z_credits: z_credits
 	// lets it go first. The override per subject goes, the other stays.
@@ -802,19 +804,12 @@ plans:
 	if want := (quotad.Features{"sso": true, "max_projects": int64(10), "support": "priority", "sandbox": "true"}); !reflect.DeepEqual(p.Features, want) {
 		t.Errorf("business features = %#v, want %#v", p.Features, want)
 	}
-	if out := mustApply(t, srv, 0, "-f", mustWrite(t, file), "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("second apply printed\n%s", out)
-	}
-	code, exported, errOut := mustRun(t, srv, "catalog", "export")
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
+	checkNoChanges(t, srv, "second apply", "-f", mustWrite(t, file), "--prune")
+	exported := mustExport(t, srv)
 	if w := "    features:\n      max_projects: 10\n      sandbox: \"true\"\n      sso: true\n      support: priority\n"; !strings.Contains(exported, w) {
 		t.Errorf("export\n%s\nwant it to contain\n%s", exported, w)
 	}
-	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("apply of the export printed\n%s", out)
-	}
+	checkNoChanges(t, srv, "apply of the export", "-f", mustWrite(t, exported), "--prune")
 
 	edited := strings.Replace(file, "      max_projects: 10\n", "      max_projects: 50\n", 1)
 	edited = strings.Replace(edited, "      sandbox: \"true\"\n", "", 1)
@@ -1035,13 +1030,8 @@ func TestPlanPublic(t *testing.T) {
 			t.Errorf("%s: public %v, want %v", key, p.Public, want)
 		}
 	}
-	code, exported, errOut := mustRun(t, srv, "catalog", "export")
-	if code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
-	if out := mustApply(t, srv, 0, "-f", mustWrite(t, exported), "--prune"); out != "No changes: the server matches the file.\n" {
-		t.Errorf("apply of the export\n%s\nprinted\n%s", exported, out)
-	}
+	exported := mustExport(t, srv)
+	checkNoChanges(t, srv, "apply of the export\n"+exported+"\n", "-f", mustWrite(t, exported), "--prune")
 	out := mustApply(t, srv, 0, "-f", mustWrite(t, strings.Replace(file, ", public: true", "", 1)))
 	if want := "~ plan pro\n    public: true → (none)\n\n0 to create, 1 to update, 0 to delete.\nApplied 1 change.\n"; out != want {
 		t.Errorf("apply without public printed\n%s\nwant\n%s", out, want)

@@ -98,6 +98,29 @@ func MustExpireOverride(t testing.TB, s *testServer, customer, metric, window st
 	}
 }
 
+// auditPage is a page of GET /v1/audit, as far as the tests read it.
+type auditPage struct {
+	Events []struct {
+		Actor    string          `json:"actor"`
+		Action   string          `json:"action"`
+		Resource string          `json:"resource"`
+		Before   json.RawMessage `json:"before"`
+		After    json.RawMessage `json:"after"`
+	} `json:"events"`
+}
+
+// mustAudit reads the audit page at path (GET /v1/audit with a query),
+// failing the test unless it is a 200 that decodes.
+func mustAudit(t testing.TB, s *testServer, path string) (response, auditPage) {
+	t.Helper()
+	r := s.mustDo(http.StatusOK, "GET", path, "")
+	var page auditPage
+	if err := json.Unmarshal(r.Body, &page); err != nil {
+		t.Fatal(err)
+	}
+	return r, page
+}
+
 func etagOf(version int) string { return `"` + strconv.Itoa(version) + `"` }
 
 // TestAdminResourceLifecycle walks each kind of resource through create,
@@ -669,6 +692,18 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 		}
 	})
 
+	// The effective limits that recur in the steps below.
+	const (
+		apiSecondPlan   = `{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null}`
+		apiDayPlan      = `{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+		apiDay7Override = `{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}`
+		exportsOverride = `{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}`
+		tokensPlan      = `{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`
+	)
+	// limitsOf is the effective limits' answer for customer on plan.
+	limitsOf := func(customer, plan string, limits ...string) string {
+		return `{"customer":"` + customer + `","plan":"` + plan + `","limits":[` + strings.Join(limits, ",") + `]}`
+	}
 	steps := []struct {
 		name     string
 		customer string
@@ -678,19 +713,12 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 		{
 			name:     "plan with overrides laid over",
 			customer: "acme",
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":5000,"mode":"soft","overage_percent":10,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":"` + future + `"},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want:     limitsOf("acme", "pro", apiSecondPlan, `{"metric":"api_calls","window":"day","limit":5000,"mode":"soft","overage_percent":10,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":"`+future+`"}`, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "another customer on the plan sees the plan only",
 			customer: "other",
-			want: `{"customer":"other","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want:     limitsOf("other", "pro", apiSecondPlan, apiDayPlan, tokensPlan),
 		},
 		{
 			name:     "deleted override gives the plan's limit back",
@@ -698,11 +726,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(204, "DELETE", "/v1/customers/acme/overrides/api_calls/day", "")
 			},
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":1000,"mode":"soft","overage_percent":20,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want: limitsOf("acme", "pro", apiSecondPlan, apiDayPlan, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "an override without mode is hard, whatever the plan says",
@@ -710,11 +734,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":7}`)
 			},
-			want: `{"customer":"acme","plan":"pro","limits":[
-				{"metric":"api_calls","window":"second","limit":50,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"algorithm":"sliding_window","source":"plan","expires_at":null},
-				{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null},
-				{"metric":"tokens","window":"day","limit":500,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}]}`,
+			want: limitsOf("acme", "pro", apiSecondPlan, apiDay7Override, exportsOverride, tokensPlan),
 		},
 		{
 			name:     "a new plan applies, overrides stay",
@@ -722,9 +742,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(200, "PUT", "/v1/customers/acme", `{"plan":"small"}`)
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":7,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", apiDay7Override, exportsOverride),
 		},
 		{
 			name:     "without the override the new plan's limit shows",
@@ -732,9 +750,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(204, "DELETE", "/v1/customers/acme/overrides/api_calls/day", "")
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":10,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", `{"metric":"api_calls","window":"day","limit":10,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"plan","expires_at":null}`, exportsOverride),
 		},
 		{
 			name:     "an override of limit 0 replaces the plan's",
@@ -742,9 +758,7 @@ func TestAdminOverridesAndLimits(t *testing.T) {
 			before: func(s *testServer) {
 				s.mustDo(201, "PUT", "/v1/customers/acme/overrides/api_calls/day", `{"limit":0}`)
 			},
-			want: `{"customer":"acme","plan":"small","limits":[
-				{"metric":"api_calls","window":"day","limit":0,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null},
-				{"metric":"exports","window":"month","limit":3,"mode":"elastic","overage_percent":0,"overage_price_micros":null,"ceiling":6,"source":"override","expires_at":null}]}`,
+			want: limitsOf("acme", "small", `{"metric":"api_calls","window":"day","limit":0,"mode":"hard","overage_percent":0,"overage_price_micros":null,"ceiling":null,"source":"override","expires_at":null}`, exportsOverride),
 		},
 	}
 	for _, st := range steps {

@@ -618,16 +618,7 @@ func sendChunked(t testing.TB, s *testServer, method, path, body string) respons
 	if req.ContentLength != 0 || len(req.TransferEncoding) > 0 && req.TransferEncoding[0] != "chunked" {
 		t.Fatalf("request would not be chunked")
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return mustSend(t, http.DefaultClient, req)
 }
 
 // sendRaw writes raw to the server at base (http://host:port) as is and

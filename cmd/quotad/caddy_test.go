@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,44 +25,7 @@ func MustStartCaddy(t testing.TB, caddyfile, addr string) {
 	}
 	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	out := &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("caddy output:\n%s", out)
-		}
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			stopped = true
-			t.Fatalf("caddy exited: %v\n%s", err, out)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy is not listening on %s after 10s\n%s", addr, out)
-		}
-		select {
-		case err := <-exited:
-			exited <- err
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	startGateway(t, "caddy", cmd, addr, os.Kill, nil)
 }
 
 // caddyBlock is the Caddyfile of docs/gateways.md serving plain http on
@@ -84,8 +45,7 @@ func caddyBlock(t testing.TB, addr, quotad, app string) string {
 // route table and unmatched requests let through.
 func TestCaddyForwardAuth(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -94,10 +54,7 @@ routes:
   - match: /v1/
     metric: api_calls
 unmatched: allow
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
 		{"metric":"api_calls","window":"day","limit":2}]}`)
@@ -142,25 +99,11 @@ unmatched: allow
 		}
 		// A client cannot choose who pays.
 		req.Header.Set("X-Quotad-Customer", "bob")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		r := response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		r := mustSend(t, client, req)
 		if r.Status != st.want {
 			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
 		}
-		reached := app.count() > before
-		if reached != st.reaches {
-			t.Errorf("%s: reached the upstream = %t, want %t", st.name, reached, st.reaches)
-		}
-		if reached {
-			if hit := app.last(); hit.customer != st.customer || hit.method != st.method || hit.uri != st.path {
-				t.Errorf("%s: upstream got %+v, want %s %s for customer %q", st.name, hit, st.method, st.path, st.customer)
-			}
-		}
+		app.checkReached(t, st.name, before, st.reaches, upstreamHit{method: st.method, uri: st.path, customer: st.customer})
 		for name, want := range st.header {
 			if got := r.Header.Get(name); got != want {
 				t.Errorf("%s: %s = %q, want %q", st.name, name, got, want)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,11 +46,19 @@ type checkAnswer struct {
 // check posts a check with the check token and decodes the answer.
 func (s *testServer) check(body string) (response, checkAnswer) {
 	s.t.Helper()
-	r := s.do("POST", "/v1/check", body, "Authorization", "Bearer "+checkToken)
-	var a checkAnswer
-	if r.Status == http.StatusOK || r.Status == http.StatusTooManyRequests {
+	return postAsCheck[checkAnswer](s, "check", "/v1/check", body, http.StatusOK, http.StatusTooManyRequests)
+}
+
+// postAsCheck posts body to path with the check token and decodes the
+// answer into an A when its status is one of decode, failing the test
+// (naming the answer what) when it does not decode.
+func postAsCheck[A any](s *testServer, what, path, body string, decode ...int) (response, A) {
+	s.t.Helper()
+	r := s.do("POST", path, body, "Authorization", "Bearer "+checkToken)
+	var a A
+	if slices.Contains(decode, r.Status) {
 		if err := json.Unmarshal(r.Body, &a); err != nil {
-			s.t.Fatalf("check answer: %v\n%s", err, r.Body)
+			s.t.Fatalf("%s answer: %v\n%s", what, err, r.Body)
 		}
 	}
 	return r, a

@@ -35,6 +35,16 @@ func parseConfig(args []string, getenv func(string) string, stdout io.Writer) (*
 	return &c.Config, c.Config.check()
 }
 
+// mustParseConfig is parseConfig over env, failing the test on an error.
+func mustParseConfig(t testing.TB, args []string, env map[string]string) *config {
+	t.Helper()
+	cfg, err := parseConfig(args, fakeEnv(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // fakeEnv is a getenv over a map.
 func fakeEnv(env map[string]string) func(string) string {
 	return func(k string) string { return env[k] }
@@ -95,10 +105,7 @@ func TestConfigSources(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := tt.got(cfg); got != tt.want {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
@@ -110,12 +117,7 @@ func TestConfigSources(t *testing.T) {
 // came from one.
 func TestConfigRejectsBadValues(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	mustRefuseEach(t, []configRefusal{
 		{"int variable", nil, map[string]string{"QUOTAD_DB_MAX_CONNS": "x"}, []string{"--db-max-conns", "$QUOTAD_DB_MAX_CONNS", `"x"`}},
 		{"int flag", []string{"--db-max-conns", "x"}, nil, []string{"--db-max-conns", `"x"`}},
 		{"int out of range", []string{"-db-max-conns", "5000"}, nil, []string{"--db-max-conns", "5000"}},
@@ -148,7 +150,22 @@ func TestConfigRejectsBadValues(t *testing.T) {
 		{"stripe api base", []string{"--stripe-api-base", "api.stripe.com"}, nil, []string{"--stripe-api-base", `"api.stripe.com"`}},
 		{"unknown flag", []string{"-nope"}, nil, []string{"--nope"}},
 		{"stray argument", []string{"extra"}, nil, []string{"extra"}},
-	}
+	})
+}
+
+// configRefusal is a configuration quotad must refuse (args over env),
+// with what its error must say.
+type configRefusal struct {
+	name string
+	args []string
+	env  map[string]string
+	want []string
+}
+
+// mustRefuseEach checks, each in a subtest, that every one of tests is
+// refused as it says.
+func mustRefuseEach(t *testing.T, tests []configRefusal) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, nil) })
 	}
@@ -301,10 +318,7 @@ func TestLoggedPoolSize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(nil, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, nil, tt.env)
 			var got int64 = -1
 			for _, a := range cfg.logValue().Group() {
 				if a.Key == "db_max_conns" {
@@ -385,12 +399,7 @@ func TestListenAddressRefusedBeforeConnecting(t *testing.T) {
 	// Port 1 of loopback: nothing listens there, connections are refused
 	// and retried for --db-wait.
 	const unreachable = "postgres://postgres@127.0.0.1:1/quotad?sslmode=disable"
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	tests := []configRefusal{
 		{"syntax, from the flag", []string{"--listen", "nowhere"}, nil, []string{"--listen", `"nowhere"`}},
 		{"in use, from the flag", []string{"--listen", inUse.Addr().String()}, nil, []string{"--listen", "address already in use"}},
 		{"in use, from the variable", nil, map[string]string{"QUOTAD_LISTEN": inUse.Addr().String()},
@@ -572,10 +581,7 @@ func TestNoMigrateNamesItsSource(t *testing.T) {
 		{"variable", nil, map[string]string{"QUOTAD_MIGRATE": "false"}, "$QUOTAD_MIGRATE (--migrate) is false"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := cfg.noMigrate(); got != tt.want {
 				t.Errorf("noMigrate() = %q, want %q", got, tt.want)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,14 +11,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/quotad/quotad/internal/api"
-	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/grants"
-	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotafake"
-	"github.com/quotad/quotad/internal/store"
-	"github.com/quotad/quotad/internal/tiers"
 )
 
 // entitlementsBody is GET /v1/customers/{id}/entitlements' answer.
@@ -141,49 +134,23 @@ func TestEntitlementsRoute(t *testing.T) {
 // coming from the leases' memory.
 func TestEntitlementsSumOfParts(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.New(t)
-	ctx := context.Background()
-	db, err := store.New(ctx, schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := quotafake.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	cache := tiers.NewCache(db.Catalog, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
-		History: db.History, Clock: clock, Grants: db.Grants,
-		Leases: lease.NewPool(db.Ledger, clock), StoreTimeout: 30 * time.Second})
-	svc := grants.NewService(db.Grants, clock.Now)
-	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
-	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
-		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Grants: svc,
-		Features: tiers.NewFeatureChecker(cache, clock.Now)})
+	s := mustInProcess(t, stackOptions{clock: quotafake.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)),
+		leases: true, grants: true, features: true})
 	do := func(t interface{ Fatalf(string, ...any) }, method, path, body string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Host = "localhost"
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
+		rec := s.do(method, path, body, "")
 		if rec.Code >= 500 {
 			t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
 		}
 		return rec
 	}
-	for _, w := range []string{
+	s.write(
 		`/v1/metrics/api_calls {}`,
 		`/v1/metrics/images {}`,
 		`/v1/plans/p {"name":"P","features":{"sso":true},"price":{"amount_cents":0,"currency":"USD","interval":"month"},"limits":[
 			{"metric":"api_calls","window":"minute","limit":1000},
 			{"metric":"api_calls","window":"day","limit":20},
 			{"metric":"images","window":"day","limit":10,"mode":"soft","overage_percent":50}]}`,
-	} {
-		path, body, _ := strings.Cut(w, " ")
-		if rec := do(t, http.MethodPut, path, body); rec.Code >= 300 {
-			t.Fatalf("PUT %s: %d %s", path, rec.Code, rec.Body)
-		}
-	}
+	)
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		n++

@@ -34,3 +34,21 @@ func TestRunRejectsBadForwardAuthConfig(t *testing.T) {
 		})
 	}
 }
+
+// mustForwardAuthFile writes a forward-auth file of the given YAML in a
+// directory of the test's and returns its path.
+func mustForwardAuthFile(t testing.TB, yaml string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "forward-auth.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// mustStartForwardAuth starts quotad on a schema of its own with a
+// forward-auth file of the given YAML.
+func mustStartForwardAuth(t testing.TB, yaml string) *testServer {
+	t.Helper()
+	return MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": mustForwardAuthFile(t, yaml)})
+}

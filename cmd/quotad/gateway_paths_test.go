@@ -8,8 +8,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -127,12 +125,7 @@ type pathGateway struct {
 // of quotad configured with the forward-auth file of docs/gateways.md,
 // under "unmatched: allow", the setting that let paths through unchecked.
 func testForwardAuthPaths(t *testing.T, gw pathGateway) {
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	file := gatewayBlock(t, "yaml", map[string]string{"unmatched: deny": "unmatched: allow"})
-	if err := os.WriteFile(config, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s := mustStartForwardAuth(t, gatewayBlock(t, "yaml", map[string]string{"unmatched: deny": "unmatched: allow"}))
 	for _, m := range []string{"api_calls", "llm_calls", "exports"} {
 		s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/"+m, `{}`)
 	}

@@ -151,18 +151,7 @@ func TestSeatsAcrossTwoProcesses(t *testing.T) {
 		eventuallyUsed(t, a, 500)
 	})
 	t.Run("the set is audited", func(t *testing.T) {
-		var page struct {
-			Events []struct {
-				Actor    string          `json:"actor"`
-				Action   string          `json:"action"`
-				Resource string          `json:"resource"`
-				Before   json.RawMessage `json:"before"`
-				After    json.RawMessage `json:"after"`
-			} `json:"events"`
-		}
-		if err := json.Unmarshal(a.mustDo(http.StatusOK, "GET", "/v1/audit?customer=acme&limit=100", "").Body, &page); err != nil {
-			t.Fatal(err)
-		}
+		_, page := mustAudit(t, a, "/v1/audit?customer=acme&limit=100")
 		var got []string
 		for _, e := range page.Events {
 			if strings.HasSuffix(e.Resource, "/total") {

@@ -1,21 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/api"
-	"github.com/quotad/quotad/internal/dbtest"
 	"github.com/quotad/quotad/internal/grants"
-	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotafake"
-	"github.com/quotad/quotad/internal/store"
-	"github.com/quotad/quotad/internal/tiers"
 )
 
 // The grants' routes as run wires them, over PostgreSQL: bad input is a
@@ -23,42 +16,16 @@ import (
 // (whose answer says so, as usage does), and voided.
 func TestGrantRoutes(t *testing.T) {
 	t.Parallel()
-	schema := dbtest.New(t)
-	db, err := store.New(context.Background(), schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := quotafake.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	cache := tiers.NewCache(db.Catalog, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
-		History: db.History, Clock: clock, Grants: db.Grants,
-		StoreTimeout: 30 * time.Second})
-	svc := grants.NewService(db.Grants, clock.Now)
-	svc.Changed = func(customer string) { cache.Invalidate(tiers.Change{Kind: tiers.CustomerChanged, Key: customer}) }
-	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
-		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Grants: svc})
+	s := mustInProcess(t, stackOptions{clock: quotafake.NewClock(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)), grants: true})
 	do := func(method, path, body string) *httptest.ResponseRecorder {
 		t.Helper()
-		req := httptest.NewRequest(method, path, strings.NewReader(body))
-		req.Host = "localhost"
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		rec := httptest.NewRecorder()
-		srv.ServeHTTP(rec, req)
-		return rec
+		return s.do(method, path, body, "")
 	}
-	for _, w := range []string{
+	s.write(
 		`/v1/metrics/api_calls {}`,
 		`/v1/plans/p {"name":"P","price":{"amount_cents":0,"currency":"USD","interval":"month"},"limits":[{"metric":"api_calls","window":"day","limit":1}]}`,
 		`/v1/customers/acme {"plan":"p"}`,
-	} {
-		path, body, _ := strings.Cut(w, " ")
-		if rec := do(http.MethodPut, path, body); rec.Code >= 300 {
-			t.Fatalf("PUT %s: %d %s", path, rec.Code, rec.Body)
-		}
-	}
+	)
 	bad := []struct {
 		name, method, path, body string
 		status                   int

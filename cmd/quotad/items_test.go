@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -333,12 +331,7 @@ func TestSubjectsLongWindowsAcrossProcesses(t *testing.T) {
 // header the file does not name.
 func TestForwardAuthSubjects(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	config := "headers:\n  api_key: X-Api-Key\n  subject: X-End-User\napi_keys:\n  static-key: acme\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\n  subject: X-End-User\napi_keys:\n  static-key: acme\n")
 	MustSeed(t, s, "", perSubjectLimits, "acme")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	ask := func(key, user string) response {

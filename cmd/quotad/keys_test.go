@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -256,21 +254,9 @@ func TestKeysAudit(t *testing.T) {
 	s.mustDo(http.StatusNoContent, "DELETE", "/v1/keys/"+k.ID, "")
 
 	// Both are the customer's events (the filter finds them).
-	r := s.mustDo(http.StatusOK, "GET", "/v1/audit?customer=acme&limit=2", "")
+	r, page := mustAudit(t, s, "/v1/audit?customer=acme&limit=2")
 	if strings.Contains(string(r.Body), k.Key) || strings.Contains(string(r.Body), k.Key[8:]) {
 		t.Fatalf("the audit log holds the key:\n%s", r.Body)
-	}
-	var page struct {
-		Events []struct {
-			Actor    string          `json:"actor"`
-			Action   string          `json:"action"`
-			Resource string          `json:"resource"`
-			Before   json.RawMessage `json:"before"`
-			After    json.RawMessage `json:"after"`
-		} `json:"events"`
-	}
-	if err := json.Unmarshal(r.Body, &page); err != nil {
-		t.Fatal(err)
 	}
 	if len(page.Events) != 2 {
 		t.Fatalf("events = %s", r.Body)
@@ -290,12 +276,7 @@ func TestKeysAudit(t *testing.T) {
 // file's api_keys do not name the key (the file's are tried first).
 func TestKeysForwardAuth(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	config := "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\napi_keys:\n  static-key-1: globex\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\napi_keys:\n  static-key-1: globex\n")
 	MustSeed(t, s, "", keyLimits, "acme", "globex")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	tests := []struct {
@@ -356,12 +337,7 @@ func TestKeysLastUsedWrittenOnStop(t *testing.T) {
 // request that matches no route passes without a check.
 func TestKeysForwardAuthUnmatched(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	config := "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n"
-	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file})
+	s := mustStartForwardAuth(t, "headers:\n  api_key: X-Api-Key\nroutes:\n  - {match: /v1/, metric: api_calls}\nunmatched: allow\n")
 	MustSeed(t, s, "", keyLimits, "acme")
 	k := MustCreateKey(t, s, "acme", `{}`)
 	tests := []struct {

@@ -269,14 +269,19 @@ func TestLeasesOutage(t *testing.T) {
 // units held in leases.
 func rawDay(t testing.TB, schema *dbtest.Schema, customer string) int64 {
 	t.Helper()
-	var used int64
-	err := schema.Pool.QueryRow(t.Context(), `
-		SELECT coalesce(sum(used), 0)::bigint FROM usage_counters WHERE customer_id = $1 AND quota_window = 'day'`,
-		customer).Scan(&used)
-	if err != nil {
+	return mustQueryOne[int64](t, schema, `
+		SELECT coalesce(sum(used), 0)::bigint FROM usage_counters WHERE customer_id = $1 AND quota_window = 'day'`, customer)
+}
+
+// mustQueryOne reads the one value a query of schema answers, failing the
+// test on an error.
+func mustQueryOne[T any](t testing.TB, schema *dbtest.Schema, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := schema.Pool.QueryRow(t.Context(), sql, args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	return used
+	return v
 }
 
 // On a graceful shutdown a process gives back the units it holds: the

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"strconv"
@@ -176,10 +175,7 @@ func TestListenDefaults(t *testing.T) {
 		{"set explicitly", map[string]string{"QUOTAD_LISTEN": "127.0.0.1:9000", "QUOTAD_ADMIN_TOKENS": "ops:" + adminToken}, "127.0.0.1:9000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := parseConfig(nil, func(k string) string { return tc.env[k] }, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, nil, tc.env)
 			if cfg.Listen != tc.want {
 				t.Errorf("listen = %q, want %q", cfg.Listen, tc.want)
 			}

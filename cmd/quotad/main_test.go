@@ -114,6 +114,22 @@ type response struct {
 	Body   []byte
 }
 
+// mustSend sends req with client and reads the answer in full, failing
+// the test if either fails.
+func mustSend(t testing.TB, client *http.Client, req *http.Request) response {
+	t.Helper()
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL.RequestURI(), err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
 // JSON decodes the body into a generic value.
 func (r response) JSON(t testing.TB) map[string]any {
 	t.Helper()

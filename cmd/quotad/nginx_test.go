@@ -133,17 +133,39 @@ http {
 	errorLog := filepath.Join(dir, "error.log")
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", errorLog,
 		"-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+";")
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	// SIGQUIT is graceful: workers finish, then the master exits.
+	startGateway(t, "nginx", cmd, addr, syscall.SIGQUIT, func() string {
+		log, _ := os.ReadFile(errorLog)
+		return "\nnginx error log:\n" + string(log)
+	})
+	return "http://" + addr
+}
+
+// startGateway starts the gateway cmd (name says which) with its output
+// collected, and waits until it listens on addr, failing the test if it
+// exits first or is not listening after 10s. When the test ends it sends
+// stop, and kills the gateway if it has not exited 10s later. extra, if
+// not nil, returns what to show beside the output when the test fails.
+func startGateway(t testing.TB, name string, cmd *exec.Cmd, addr string, stop os.Signal, extra func() string) {
+	t.Helper()
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	more := func() string {
+		if extra == nil {
+			return ""
+		}
+		return extra()
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			_ = cmd.Process.Signal(syscall.SIGQUIT) // graceful: workers finish, then the master exits
+			_ = cmd.Process.Signal(stop)
 			select {
 			case <-exited:
 			case <-time.After(10 * time.Second):
@@ -152,29 +174,25 @@ http {
 			}
 		}
 		if t.Failed() {
-			log, _ := os.ReadFile(errorLog)
-			t.Logf("nginx output:\n%s\nnginx error log:\n%s", out, log)
+			t.Logf("%s output:\n%s%s", name, out, more())
 		}
 	})
-
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		select {
 		case err := <-exited:
 			stopped = true
-			log, _ := os.ReadFile(errorLog)
-			t.Fatalf("nginx exited: %v\n%s\n%s", err, out, log)
+			t.Fatalf("%s exited: %v\n%s%s", name, err, out, more())
 		default:
 		}
 		if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			return "http://" + addr
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nginx is not listening on %s after 10s", addr)
+			t.Fatalf("%s is not listening on %s after 10s\n%s", name, addr, out)
 		}
-		// Poll again once nginx exits or a short while has passed.
+		// Poll again once the gateway exits or a short while has passed.
 		select {
 		case err := <-exited:
 			exited <- err
@@ -235,14 +253,29 @@ func (u *upstream) last() upstreamHit {
 	return u.hits[len(u.hits)-1]
 }
 
+// checkReached fails the test's step called name unless the upstream got a
+// request since it had before hits exactly when reaches, and want as the
+// last one when it did.
+func (u *upstream) checkReached(t testing.TB, name string, before int, reaches bool, want upstreamHit) {
+	t.Helper()
+	reached := u.count() > before
+	if reached != reaches {
+		t.Errorf("%s: reached the upstream = %t, want %t", name, reached, reaches)
+	}
+	if reached {
+		if hit := u.last(); hit != want {
+			t.Errorf("%s: upstream got %+v, want %+v", name, hit, want)
+		}
+	}
+}
+
 // TestNginxForwardAuth runs quotad behind a real nginx configured with the
 // nginx block of docs/gateways.md, API keys and a route table.
 func TestNginxForwardAuth(t *testing.T) {
 	t.Parallel()
 	bobKey := "sk-bob-secret"
 	bobDigest := sha256.Sum256([]byte(bobKey))
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -254,10 +287,7 @@ routes:
     cost: 2
   - match: /v1/
     metric: api_calls
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/jobs", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/gw", `{"name":"Gateway","limits":[
@@ -285,16 +315,7 @@ routes:
 		// A client cannot choose who pays or what it costs.
 		req.Header.Set("X-Quotad-Customer", "bob")
 		req.Header.Set("X-Quotad-Cost", "1000")
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return mustSend(t, client, req)
 	}
 
 	type step struct {
@@ -332,16 +353,7 @@ routes:
 		if r.Status != st.want {
 			t.Fatalf("%s: status %d, want %d\n%s", st.name, r.Status, st.want, r.Body)
 		}
-		reached := app.count() > before
-		if reached != st.reaches {
-			t.Errorf("%s: reached the upstream = %t, want %t", st.name, reached, st.reaches)
-		}
-		if reached {
-			hit := app.last()
-			if hit.customer != st.customer || hit.method != st.method || hit.uri != st.path || hit.body != st.body {
-				t.Errorf("%s: upstream got %+v, want %s %s for %s with body %q", st.name, hit, st.method, st.path, st.customer, st.body)
-			}
-		}
+		app.checkReached(t, st.name, before, st.reaches, upstreamHit{st.method, st.path, st.customer, st.body})
 		for name, want := range st.header {
 			got := r.Header.Get(name)
 			if prefix, ok := strings.CutSuffix(want, "*"); ok && strings.HasPrefix(got, prefix) && got != prefix {
@@ -399,8 +411,7 @@ routes:
 // problem document, and nothing is counted.
 func TestNginxForwardAuthFeatures(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(config, []byte(`
+	s := mustStartForwardAuth(t, `
 headers:
   api_key: X-Api-Key
 api_keys:
@@ -414,10 +425,7 @@ routes:
     feature: max_projects
   - match: /v1/
     metric: api_calls
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/metrics/projects", `{}`)
 	s.mustDo(http.StatusCreated, "PUT", "/v1/plans/business", `{"name":"Business","features":{"sso":true,"max_projects":10},
@@ -437,16 +445,7 @@ routes:
 			t.Fatal(err)
 		}
 		req.Header.Set("X-Api-Key", key)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+		return mustSend(t, client, req)
 	}
 
 	steps := []struct {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -273,16 +272,7 @@ func sendCall(t testing.TB, s *testServer, c apiCall) response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: %v", c, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+	return mustSend(t, http.DefaultClient, req)
 }
 
 // requestInput finds c's operation and returns the input to validate c
@@ -332,6 +322,19 @@ func (v *specValidator) input(base string, c apiCall, operation string) (*openap
 	}
 	route := &routers.Route{Spec: v.doc, Path: tmpl, PathItem: item, Method: method, Operation: item.GetOperation(method)}
 	return &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: filterOptions}, nil
+}
+
+// mustMatchRequest fails the test unless openapi.yaml refuses the request
+// of in, c, when the server refused it (bad, answering status), and
+// accepts it otherwise.
+func mustMatchRequest(t testing.TB, in *openapi3filter.RequestValidationInput, c apiCall, bad bool, status int) {
+	t.Helper()
+	switch err := openapi3filter.ValidateRequest(context.Background(), in); {
+	case bad && err == nil:
+		t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", c, status)
+	case !bad && err != nil:
+		t.Errorf("%s: request does not match openapi.yaml: %v", c, err)
+	}
 }
 
 // validateResponse checks r, the answer to c, against c's operation: its
@@ -1042,13 +1045,7 @@ func TestOpenAPITraffic(t *testing.T) {
 					t.Fatalf("%s: %v", tc.apiCall, err)
 				}
 				if tc.lenient == "" {
-					err := openapi3filter.ValidateRequest(context.Background(), in)
-					switch {
-					case tc.bad && err == nil:
-						t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
-					case !tc.bad && err != nil:
-						t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
-					}
+					mustMatchRequest(t, in, tc.apiCall, tc.bad, r.Status)
 				}
 				if err := v.validateAnswer(in, r); err != nil {
 					t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
@@ -1078,12 +1075,8 @@ func TestOpenAPITraffic(t *testing.T) {
 // answer as openapi.yaml documents it.
 func TestOpenAPIForwardAuthRoutes(t *testing.T) {
 	t.Parallel()
-	config := filepath.Join(t.TempDir(), "forward-auth.yaml")
 	routes := "routes:\n  - match: POST /v1/jobs\n    metric: api_calls\nunmatched: allow\n"
-	if err := os.WriteFile(config, []byte(routes), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s := MustStartServer(t, nil, map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": config})
+	s := mustStartForwardAuth(t, routes)
 	MustSeed(t, s, "", `[{"metric":"api_calls","window":"minute","limit":5}]`, "acme")
 	v := MustSpecValidator(t)
 	for _, c := range []struct {
@@ -1166,12 +1159,7 @@ func TestOpenAPIItemsAndSubjects(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch err := openapi3filter.ValidateRequest(context.Background(), in); {
-			case tc.bad && err == nil:
-				t.Errorf("%s: openapi.yaml accepts this request, which the server refuses with %d", tc.apiCall, r.Status)
-			case !tc.bad && err != nil:
-				t.Errorf("%s: request does not match openapi.yaml: %v", tc.apiCall, err)
-			}
+			mustMatchRequest(t, in, tc.apiCall, tc.bad, r.Status)
 			if err := v.validateAnswer(in, r); err != nil {
 				t.Errorf("%s: answer does not match openapi.yaml: %v\n%s", tc.apiCall, err, r.Body)
 			}

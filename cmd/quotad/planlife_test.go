@@ -10,12 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/api"
-	"github.com/quotad/quotad/internal/billing"
 	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/quota"
 	"github.com/quotad/quotad/internal/quota/quotafake"
-	"github.com/quotad/quotad/internal/store"
 	"github.com/quotad/quotad/internal/tiers"
 )
 
@@ -23,39 +19,17 @@ import (
 // shared schema and a manual clock: its own cache and engine, and its
 // applying of plan changes (what the background loop calls each tick).
 type lifeProcess struct {
-	t     *testing.T
-	db    *store.DB
-	cache *tiers.Cache
-	srv   *api.Server
-	clock *quotafake.Clock
+	*inProcess
 }
 
 func mustLifeProcess(t *testing.T, schema *dbtest.Schema, clock *quotafake.Clock) *lifeProcess {
 	t.Helper()
-	db, err := store.New(context.Background(), schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache := tiers.NewCache(db.Catalog, 0)
-	engine := quota.New(quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
-		History: db.History, Clock: clock, StoreTimeout: 30 * time.Second})
-	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
-		FeatureOverrides: catalog, Audit: catalog, Checker: engine,
-		Billing: billing.NewService(db.Billing, clock.Now)})
-	return &lifeProcess{t: t, db: db, cache: cache, srv: srv, clock: clock}
+	return &lifeProcess{mustInProcess(t, stackOptions{schema: schema, clock: clock, billing: true})}
 }
 
 func (p *lifeProcess) do(method, path, body string) *httptest.ResponseRecorder {
 	p.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Host = "localhost"
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	rec := httptest.NewRecorder()
-	p.srv.ServeHTTP(rec, req)
-	return rec
+	return p.inProcess.do(method, path, body, "")
 }
 
 // limit returns the day limit a dry-run check of acme's api_calls meets

@@ -83,17 +83,7 @@ func TestRefundsAndResetsAudited(t *testing.T) {
 	s.mustDo(http.StatusOK, "POST", "/v1/refund", `{"api_key":"`+key.Key+`","metric":"api_calls","cost":2}`, asCheck...)
 	s.mustDo(http.StatusNoContent, "DELETE", "/v1/customers/acme/usage/api_calls", "")
 
-	var page struct {
-		Events []struct {
-			Actor    string          `json:"actor"`
-			Action   string          `json:"action"`
-			Resource string          `json:"resource"`
-			After    json.RawMessage `json:"after"`
-		} `json:"events"`
-	}
-	if err := json.Unmarshal(s.mustDo(http.StatusOK, "GET", "/v1/audit?customer=acme&limit=3", "").Body, &page); err != nil {
-		t.Fatal(err)
-	}
+	_, page := mustAudit(t, s, "/v1/audit?customer=acme&limit=3")
 	var got []string
 	for _, e := range page.Events {
 		after := string(e.After)

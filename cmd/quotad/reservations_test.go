@@ -38,27 +38,13 @@ type commitResult struct {
 // 429.
 func (s *testServer) reserve(body string) (response, reserveAnswer) {
 	s.t.Helper()
-	r := s.do("POST", "/v1/reservations", body, "Authorization", "Bearer "+checkToken)
-	var a reserveAnswer
-	if r.Status == http.StatusCreated || r.Status == http.StatusTooManyRequests {
-		if err := json.Unmarshal(r.Body, &a); err != nil {
-			s.t.Fatalf("reserve answer: %v\n%s", err, r.Body)
-		}
-	}
-	return r, a
+	return postAsCheck[reserveAnswer](s, "reserve", "/v1/reservations", body, http.StatusCreated, http.StatusTooManyRequests)
 }
 
 // commit commits reservation id at cost with the check token.
 func (s *testServer) commit(id string, cost int64) (response, commitResult) {
 	s.t.Helper()
-	r := s.do("POST", "/v1/reservations/"+id+"/commit", fmt.Sprintf(`{"cost":%d}`, cost), "Authorization", "Bearer "+checkToken)
-	var a commitResult
-	if r.Status == http.StatusOK {
-		if err := json.Unmarshal(r.Body, &a); err != nil {
-			s.t.Fatalf("commit answer: %v\n%s", err, r.Body)
-		}
-	}
-	return r, a
+	return postAsCheck[commitResult](s, "commit", "/v1/reservations/"+id+"/commit", fmt.Sprintf(`{"cost":%d}`, cost), http.StatusOK)
 }
 
 // reservationState reads reservation id's state.
@@ -313,11 +299,7 @@ func TestReservationsExactAcrossProcesses(t *testing.T) {
 // reservationRow reads reservation id's state as stored.
 func reservationRow(t testing.TB, schema *dbtest.Schema, id string) string {
 	t.Helper()
-	var state string
-	if err := schema.Pool.QueryRow(t.Context(), `SELECT state FROM reservations WHERE id = $1`, id).Scan(&state); err != nil {
-		t.Fatal(err)
-	}
-	return state
+	return mustQueryOne[string](t, schema, `SELECT state FROM reservations WHERE id = $1`, id)
 }
 
 // A reservation outlives the process that made it: stopped while the
@@ -381,11 +363,7 @@ func TestReservationReleasedAfterSIGKILL(t *testing.T) {
 	// which of its units were admitted (the reservation's) and which it
 	// held unused.
 	leased := func() int64 {
-		var unused int64
-		if err := schema.Pool.QueryRow(t.Context(), `SELECT coalesce(sum(unused), 0)::bigint FROM counter_leases WHERE customer_id = 'acme'`).Scan(&unused); err != nil {
-			t.Fatal(err)
-		}
-		return unused
+		return mustQueryOne[int64](t, schema, `SELECT coalesce(sum(unused), 0)::bigint FROM counter_leases WHERE customer_id = 'acme'`)
 	}
 	eventually(t, func() bool { return rawDay(t, schema, "acme")-leased() == estimate }, "the lease to be reported")
 	raw := rawDay(t, schema, "acme")

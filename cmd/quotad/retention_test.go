@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -32,10 +31,7 @@ func TestConfigRetention(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := parseConfig(tt.args, fakeEnv(tt.env), io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := mustParseConfig(t, tt.args, tt.env)
 			if got := cfg.retention(); got != tt.want {
 				t.Errorf("retention %+v, want %+v", got, tt.want)
 			}
@@ -47,21 +43,13 @@ func TestConfigRetention(t *testing.T) {
 // variable when it came from one.
 func TestConfigRetentionRejectsBadValues(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		env  map[string]string
-		want []string
-	}{
+	mustRefuseEach(t, []configRefusal{
 		{"negative flag", []string{"--retain-history=-1d"}, nil, []string{"--retain-history", "-1d", "0 (keep forever)"}},
 		{"negative variable", nil, map[string]string{"QUOTAD_RETAIN_AUDIT": "-5h"}, []string{"--retain-audit", "$QUOTAD_RETAIN_AUDIT", "-5h"}},
 		{"not a duration", []string{"--retain-reservations", "a week"}, nil, []string{"--retain-reservations", `"a week"`}},
 		{"not a duration, variable", nil, map[string]string{"QUOTAD_RETAIN_DELIVERIES": "30days"}, []string{"--retain-deliveries", "$QUOTAD_RETAIN_DELIVERIES", `"30days"`}},
 		{"fractional days", []string{"--retain-history=1.5d"}, nil, []string{"--retain-history", `"1.5d"`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { mustRefuseConfig(t, tt.args, tt.env, tt.want, nil) })
-	}
+	})
 }
 
 // --help shows the retention flags with their variables and defaults, in

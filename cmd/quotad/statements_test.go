@@ -4,99 +4,31 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/quotad/quotad/internal/api"
-	"github.com/quotad/quotad/internal/billing"
-	"github.com/quotad/quotad/internal/dbtest"
-	"github.com/quotad/quotad/internal/quota"
-	"github.com/quotad/quotad/internal/quota/lease"
 	"github.com/quotad/quotad/internal/quota/quotafake"
-	"github.com/quotad/quotad/internal/store"
-	"github.com/quotad/quotad/internal/tiers"
-	"github.com/quotad/quotad/internal/whatif"
 )
 
-// statementStack is quotad assembled in process, as run wires it, on one
-// manual clock: the PostgreSQL store, the catalog and its cache, the quota
-// engine, the billing service and the HTTP server.
-type statementStack struct {
-	t      *testing.T
-	clock  *quotafake.Clock
-	engine *quota.Engine
-	srv    *api.Server
-}
-
-func MustStatementStack(t *testing.T, start time.Time) *statementStack {
+// MustStatementStack is quotad in process with its billing and what-if
+// services, on a manual clock set to start.
+func MustStatementStack(t *testing.T, start time.Time) *inProcess {
 	t.Helper()
-	return mustStack(t, start, false)
-}
-
-// mustStack is a statementStack whose engine, with leases, serves long
-// windows from them as run wires it by default.
-func mustStack(t *testing.T, start time.Time, leases bool) *statementStack {
-	t.Helper()
-	schema := dbtest.New(t)
-	db, err := store.New(context.Background(), schema.Pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock := quotafake.NewClock(start)
-	cache := tiers.NewCache(db.Catalog, 0)
-	// A check waits for PostgreSQL as long as the test servers' do
-	// (testStoreTimeout): a busy machine can hold one past the default
-	// (250ms), and it would then be admitted without being counted.
-	o := quota.Options{Catalog: cache, Counts: db.Ledger, Requests: db.Ledger, Maintenance: db.Ledger, Audits: db.Audit,
-		History: db.History, Clock: clock, StoreTimeout: 30 * time.Second}
-	if leases {
-		o.Leases = lease.NewPool(db.Ledger, clock)
-	}
-	engine := quota.New(o)
-	catalog := tiers.NewService(db.Catalog, db.Audit, clock.Now, cache.Invalidate)
-	srv := api.New(api.Config{Metrics: catalog, Plans: catalog, Customers: catalog, Overrides: catalog,
-		FeatureOverrides: catalog, Audit: catalog, Checker: engine, Billing: billing.NewService(db.Billing, clock.Now),
-		WhatIf: &whatif.Service{Catalog: catalog, History: db.History}})
-	return &statementStack{t: t, clock: clock, engine: engine, srv: srv}
-}
-
-func (s *statementStack) do(method, path, body, accept string) *httptest.ResponseRecorder {
-	s.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	req.Host = "localhost" // a server without tokens answers loopback Hosts only
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	rec := httptest.NewRecorder()
-	s.srv.ServeHTTP(rec, req)
-	return rec
+	return mustInProcess(t, stackOptions{clock: quotafake.NewClock(start), billing: true, whatIf: true})
 }
 
 // at moves the clock to t and makes each write there, failing the test on
 // any answer but 200, 201 and 204.
-func (s *statementStack) at(t time.Time, writes ...string) {
+func (s *inProcess) at(t time.Time, writes ...string) {
 	s.t.Helper()
 	s.clock.Set(t)
-	for _, w := range writes {
-		path, body, _ := strings.Cut(w, " ")
-		method := http.MethodPut
-		if body == "" {
-			method = http.MethodDelete
-		}
-		if rec := s.do(method, path, body, ""); rec.Code >= 300 {
-			s.t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
-		}
-	}
+	s.write(writes...)
 }
 
 // checks makes n checks of a unit of api_calls for customer at t; they must
 // all be allowed.
-func (s *statementStack) checks(t time.Time, customer string, n int) {
+func (s *inProcess) checks(t time.Time, customer string, n int) {
 	s.t.Helper()
 	s.clock.Set(t)
 	for range n {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,10 +20,7 @@ import (
 func TestSuspensionReachesOtherProcess(t *testing.T) {
 	t.Parallel()
 	schema := dbtest.New(t)
-	file := filepath.Join(t.TempDir(), "forward-auth.yaml")
-	if err := os.WriteFile(file, []byte("headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := mustForwardAuthFile(t, "headers:\n  api_key: X-Api-Key\n  metric: X-Quotad-Metric\n")
 	a := MustStartServer(t, schema, nil)
 	b := MustStartServer(t, schema, withGRPC(map[string]string{"QUOTAD_FORWARD_AUTH_CONFIG": file}))
 	a.mustDo(http.StatusCreated, "PUT", "/v1/metrics/api_calls", `{}`)

@@ -11,39 +11,28 @@ import (
 	"time"
 
 	"github.com/quotad/quotad/internal/billing"
+	"github.com/quotad/quotad/internal/quota/quotafake"
 )
 
-// zoneStack is the statements' stack (statementStack) with leases: the
+// zoneStack is the statements' stack (MustStatementStack) with leases: the
 // engine serves long windows from them, as run wires it.
 type zoneStack struct {
-	*statementStack
+	*inProcess
 }
 
 func mustZoneStack(t *testing.T, start time.Time) *zoneStack {
 	t.Helper()
-	return &zoneStack{mustStack(t, start, true)}
+	return &zoneStack{mustInProcess(t, stackOptions{clock: quotafake.NewClock(start), leases: true, billing: true, whatIf: true})}
 }
 
 // do sends a request, failing the test on a 5xx.
 func (s *zoneStack) do(method, path, body string) *httptest.ResponseRecorder {
 	s.t.Helper()
-	rec := s.statementStack.do(method, path, body, "")
+	rec := s.inProcess.do(method, path, body, "")
 	if rec.Code >= 500 {
 		s.t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
 	}
 	return rec
-}
-
-// put makes each write (path, a space, its JSON body), failing the test
-// on any answer but 200 and 201.
-func (s *zoneStack) put(writes ...string) {
-	s.t.Helper()
-	for _, w := range writes {
-		path, body, _ := strings.Cut(w, " ")
-		if rec := s.do(http.MethodPut, path, body); rec.Code >= 300 {
-			s.t.Fatalf("PUT %s: %d %s", path, rec.Code, rec.Body)
-		}
-	}
 }
 
 // zoneWindow is a window of an answer.
@@ -106,7 +95,7 @@ const zonePlan = `/v1/plans/pro {"name":"Pro","price":{"amount_cents":0,"currenc
 func TestTimeZoneDSTDays(t *testing.T) {
 	t.Parallel()
 	s := mustZoneStack(t, ts("2026-01-01T00:00:00Z"))
-	s.put(`/v1/metrics/api_calls {}`, zonePlan)
+	s.write(`/v1/metrics/api_calls {}`, zonePlan)
 	tests := []struct {
 		customer, zone string
 		date           string // the local date
@@ -123,7 +112,7 @@ func TestTimeZoneDSTDays(t *testing.T) {
 		t.Run(tt.customer, func(t *testing.T) {
 			start, end := ts(tt.start), ts(tt.end)
 			s.clock.Set(start.Add(-48 * time.Hour))
-			s.put(fmt.Sprintf(`/v1/customers/%s {"plan":"pro","time_zone":%q}`, tt.customer, tt.zone))
+			s.write(fmt.Sprintf(`/v1/customers/%s {"plan":"pro","time_zone":%q}`, tt.customer, tt.zone))
 
 			// The last second of the day before: its own window.
 			w, _ := s.check(start.Add(-time.Second), tt.customer, 1)
@@ -183,7 +172,7 @@ func TestTimeZoneDSTDays(t *testing.T) {
 func TestTimeZoneWeeksAndMonths(t *testing.T) {
 	t.Parallel()
 	s := mustZoneStack(t, ts("2026-01-01T00:00:00Z"))
-	s.put(`/v1/metrics/api_calls {}`, zonePlan,
+	s.write(`/v1/metrics/api_calls {}`, zonePlan,
 		`/v1/customers/berlin {"plan":"pro","time_zone":"Europe/Berlin"}`,
 		`/v1/customers/ny15 {"plan":"pro","time_zone":"America/New_York","billing_anchor_day":15}`)
 	tests := []struct {
@@ -226,7 +215,7 @@ func TestTimeZoneWeeksAndMonths(t *testing.T) {
 func TestTimeZoneChange(t *testing.T) {
 	t.Parallel()
 	s := mustZoneStack(t, ts("2026-11-18T09:00:00Z")) // a Wednesday
-	s.put(`/v1/metrics/api_calls {}`, zonePlan, `/v1/customers/acme {"plan":"pro"}`)
+	s.write(`/v1/metrics/api_calls {}`, zonePlan, `/v1/customers/acme {"plan":"pro"}`)
 	s.check(ts("2026-11-18T10:00:00Z"), "acme", 5)
 
 	s.clock.Set(ts("2026-11-18T12:00:00Z"))
@@ -276,7 +265,7 @@ func TestTimeZoneChange(t *testing.T) {
 func TestTimeZoneStatement(t *testing.T) {
 	t.Parallel()
 	s := mustZoneStack(t, ts("2026-09-01T12:00:00Z"))
-	s.put(`/v1/metrics/api_calls {}`,
+	s.write(`/v1/metrics/api_calls {}`,
 		`/v1/plans/pro {"name":"Pro","price":{"amount_cents":4900,"currency":"USD","interval":"month"},"limits":[
 			{"metric":"api_calls","window":"day","limit":1,"mode":"soft","overage_percent":1000,"overage_price_micros":10000}]}`,
 		`/v1/customers/ny {"plan":"pro","time_zone":"America/New_York","billing_anchor_day":15}`)
@@ -327,7 +316,7 @@ func TestTimeZoneStatement(t *testing.T) {
 func TestTimeZoneBadInput(t *testing.T) {
 	t.Parallel()
 	s := mustZoneStack(t, ts("2026-11-18T09:00:00Z"))
-	s.put(`/v1/metrics/api_calls {}`, zonePlan, `/v1/customers/acme {"plan":"pro","time_zone":"Asia/Tokyo"}`)
+	s.write(`/v1/metrics/api_calls {}`, zonePlan, `/v1/customers/acme {"plan":"pro","time_zone":"Asia/Tokyo"}`)
 	for _, body := range []string{
 		`{"plan":"pro","time_zone":"Mars/Olympus_Mons"}`,
 		`{"plan":"pro","time_zone":""}`,

@@ -10,7 +10,7 @@ import (
 
 // attempts makes n checks of a unit of api_calls for customer at t and
 // fails the test unless exactly allowed of them are admitted.
-func (s *statementStack) attempts(t time.Time, customer string, n, allowed int) {
+func (s *inProcess) attempts(t time.Time, customer string, n, allowed int) {
 	s.t.Helper()
 	s.clock.Set(t)
 	got := 0
