@@ -46,7 +46,11 @@ func TestBatcherGathersWhileInFlight(t *testing.T) {
 	for i := 1; i <= 50; i++ {
 		wg.Go(func() { do(i) })
 	}
-	// Every call waits in the queue before the first batch returns.
+	// Every call waits in the queue before the first batch returns:
+	// polled, as the goroutines start, within a bound.
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
 	for {
 		b.mu.Lock()
 		n := len(b.queue)
@@ -54,7 +58,11 @@ func TestBatcherGathersWhileInFlight(t *testing.T) {
 		if n == 50 {
 			break
 		}
-		time.Sleep(time.Millisecond) // polling goroutines that are starting
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%d calls queued after a minute, want 50", n)
+		}
 	}
 	close(release)
 	wg.Wait()

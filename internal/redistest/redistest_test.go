@@ -149,8 +149,13 @@ func TestServerStartFailsOnATakenPort(t *testing.T) {
 		_ = thief.Process.Kill()
 		_ = thief.Wait()
 	})
-	for deadline := time.Now().Add(10 * time.Second); ping(t, s.URL()) != nil; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ping(t, s.URL()) != nil {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("the other redis-server on port %s does not answer", port)
 		}
 	}
